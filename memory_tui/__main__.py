@@ -1,0 +1,3 @@
+from memory_tui.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,125 @@
+"""Where things live: the state directory, the memory workspace and its internal names.
+
+Discovery order (memory spec §1): ``--state DIR``; else ``OPENPROGRAM_PROFILE`` →
+``~/.openprogram-<profile>``; else ``~/.openprogram``.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from .errors import MemoryError
+
+RUNTIME_DIR = ".scriptorium"
+LEGACY_RUNTIME_DIR = ".nativemem"
+RUNTIME_NAMES = (RUNTIME_DIR, LEGACY_RUNTIME_DIR)
+
+# Files and folders a transaction stages and installs (memory spec §5.2, §5.4).
+DERIVED_FILES = ("recent_events.jsonl", "commitments.jsonl", "relations.json", "core.md")
+GIT_TRACKED = ("core.md", "recent_events.jsonl", "commitments.jsonl", "relations.json", "sources", "topics", "timeline")
+
+
+def discover_state_dir(explicit: str | os.PathLike[str] | None = None, *, env: dict[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    if explicit:
+        return Path(explicit).expanduser()
+    profile = (env.get("OPENPROGRAM_PROFILE") or "").strip()
+    home = Path(env.get("HOME") or Path.home())
+    if profile:
+        return home / f".openprogram-{profile}"
+    return home / ".openprogram"
+
+
+def display_path(path: Path, *, home: Path | None = None) -> str:
+    """A path as a user wants to read it: relative to home with ``~`` where possible."""
+    home = home or Path.home()
+    try:
+        rel = path.resolve().relative_to(home.resolve())
+    except (ValueError, OSError):
+        return str(path)
+    return "~" if str(rel) == "." else f"~/{rel.as_posix()}"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Names inside one memory workspace ``<state>/memory``."""
+
+    root: Path
+
+    @property
+    def runtime_name(self) -> str:
+        # A legacy workspace keeps its old runtime dir: stored hashes cover its bytes.
+        return LEGACY_RUNTIME_DIR if (self.root / LEGACY_RUNTIME_DIR).is_dir() else RUNTIME_DIR
+
+    @property
+    def runtime_dir(self) -> Path:
+        return self.root / self.runtime_name
+
+    @property
+    def topics(self) -> Path:
+        return self.root / "topics"
+
+    @property
+    def sources(self) -> Path:
+        return self.root / "sources"
+
+    @property
+    def timeline(self) -> Path:
+        return self.root / "timeline"
+
+    @property
+    def lock_file(self) -> Path:
+        return self.runtime_dir / "write.lock"
+
+    @property
+    def workspace_id_file(self) -> Path:
+        return self.runtime_dir / "workspace-id"
+
+    @property
+    def runtime_json(self) -> Path:
+        return self.runtime_dir / "runtime.json"
+
+    @property
+    def writer_status(self) -> Path:
+        return self.runtime_dir / "writer-status.json"
+
+    @property
+    def agent_history(self) -> Path:
+        return self.runtime_dir / "agent-history.jsonl"
+
+    @property
+    def session_end(self) -> Path:
+        return self.runtime_dir / "session-end.json"
+
+
+def is_internal_top(name: str) -> bool:
+    """Top-level names hidden from listings and the revision (memory spec §2.1)."""
+    if name == ".git":
+        return True
+    return any(name == rt or name.startswith(rt + "-") for rt in RUNTIME_NAMES)
+
+
+def check_writable(rel: str) -> str:
+    """The one path rule for every write entry point (pitfall 11): only ``topics/**/*.md``.
+
+    Returns the normalised posix path or raises ``PATH_OUTSIDE_WORKSPACE`` /
+    ``READ_ONLY_PATH``.
+    """
+    if not isinstance(rel, str) or not rel.strip():
+        raise MemoryError("INVALID_ARGUMENT", "path is required", path=None)
+    raw = rel.replace("\\", "/")
+    if raw.startswith("/") or PurePosixPath(raw).is_absolute() or (len(raw) > 1 and raw[1] == ":"):
+        raise MemoryError("PATH_OUTSIDE_WORKSPACE", "path escapes the workspace", path=rel)
+    if ".." in PurePosixPath(raw).parts:
+        raise MemoryError("PATH_OUTSIDE_WORKSPACE", "path escapes the workspace", path=rel)
+    norm = posixpath.normpath(raw)
+    if norm.startswith("../") or norm == "..":
+        raise MemoryError("PATH_OUTSIDE_WORKSPACE", "path escapes the workspace", path=rel)
+    if not norm.startswith("topics/") or not norm.endswith(".md") or norm == "topics/.md":
+        raise MemoryError("READ_ONLY_PATH", "only topics/**/*.md is writable", path=rel)
+    if any(part.startswith(".") for part in PurePosixPath(norm).parts[1:]) or "\x00" in norm:
+        raise MemoryError("READ_ONLY_PATH", "only topics/**/*.md is writable", path=rel)
+    return norm

@@ -1,0 +1,59 @@
+"""Shared test fixtures.
+
+``fixture_state`` unpacks OpenProgram's own state directory from ``../shared/fixtures`` into
+a temporary folder (never touching the shared copy); tests that need it skip with a reason
+when that folder is absent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_FIXTURES = Path(os.environ.get("MEMORY_TUI_SHARED", REPO.parent / "shared")) / "fixtures"
+FIXTURE_TGZ = SHARED_FIXTURES / "openprogram-state.tgz"
+FIXTURE_EXPECTED = SHARED_FIXTURES / "openprogram-state.expected.json"
+
+_NO_SHARED = "../shared/fixtures (OpenProgram's generated state directory) is not present next to the repository"
+
+
+def _unpack(dest: Path) -> Path:
+    with tarfile.open(FIXTURE_TGZ) as tar:
+        tar.extractall(dest, filter="tar")
+    return dest / ".openprogram"
+
+
+@pytest.fixture(scope="session")
+def _fixture_master(tmp_path_factory) -> Path:
+    if not FIXTURE_TGZ.is_file():
+        pytest.skip(_NO_SHARED)
+    return _unpack(tmp_path_factory.mktemp("fixture-master"))
+
+
+@pytest.fixture
+def fixture_state(_fixture_master, tmp_path) -> Path:
+    """A private, writable copy of the fixture state dir (``.openprogram``)."""
+    dest = tmp_path / "state"
+    shutil.copytree(_fixture_master, dest, symlinks=True)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def fixture_state_ro(_fixture_master) -> Path:
+    """The session-wide unpacked fixture; tests must not write to it."""
+    return _fixture_master
+
+
+@pytest.fixture(scope="session")
+def expected() -> dict:
+    if not FIXTURE_EXPECTED.is_file():
+        pytest.skip(_NO_SHARED)
+    return json.loads(FIXTURE_EXPECTED.read_text(encoding="utf-8"))
