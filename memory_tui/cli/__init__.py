@@ -1,0 +1,95 @@
+"""Command-line entry point. Each verb group lives in its own module with ``register()``.
+
+Verbs print text for people, or a stable JSON shape with ``--json`` (documented in the
+README). Every failure is a one-line message and a non-zero exit code, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from typing import Any, Callable
+
+from memory_tui import __version__
+from memory_tui.core.errors import MemoryError
+
+# Modules contributing verbs; each exposes ``register(subparsers)`` and sets ``func`` on its
+# parsers. A module that is not there yet is skipped, so the CLI works while it grows.
+VERB_MODULES = (
+    "memory_tui.cli.read",
+    "memory_tui.cli.topics",
+    "memory_tui.cli.edit",
+    "memory_tui.cli.jobs",
+    "memory_tui.cli.app",
+)
+
+EXIT_OK = 0
+EXIT_FAILURE = 1  # non-retryable failure or rejection
+EXIT_USAGE = 2
+EXIT_RETRYABLE = 3  # e.g. CONCURRENT_UPDATE: try again later
+
+
+class CliError(Exception):
+    def __init__(self, message: str, code: int = EXIT_FAILURE) -> None:
+        super().__init__(message)
+        self.exit_code = code
+
+
+def add_common(parser: argparse.ArgumentParser) -> None:
+    """Options every verb accepts (also accepted before the verb)."""
+    parser.add_argument("--state", metavar="DIR", default=argparse.SUPPRESS, help="OpenProgram state directory")
+    parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="memory-tui",
+        description="See, explain and safely edit an OpenProgram agent's memory.",
+    )
+    parser.add_argument("--version", action="version", version=f"memory-tui {__version__}")
+    parser.add_argument("--state", metavar="DIR", default=None, help="OpenProgram state directory")
+    parser.add_argument("--json", action="store_true", default=False, help="print JSON")
+    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    for name in VERB_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func: Callable[[argparse.Namespace], int] | None = getattr(args, "func", None)
+    if func is None:
+        default = getattr(parser, "_memory_tui_default", None)
+        if default is None:
+            parser.print_help()
+            return EXIT_USAGE
+        func = default
+    try:
+        return int(func(args) or 0)
+    except CliError as exc:
+        print(f"memory-tui: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except MemoryError as exc:
+        if getattr(args, "json", False):
+            emit_json(exc.to_json())
+        else:
+            print(f"memory-tui: {exc}", file=sys.stderr)
+        return EXIT_RETRYABLE if exc.retryable else EXIT_FAILURE
+    except KeyboardInterrupt:
+        print("memory-tui: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
