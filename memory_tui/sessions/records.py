@@ -1,0 +1,410 @@
+"""Memory's view of a branch: records, marks, pending, batches (session spec §4.2-§4.4).
+
+Everything works on the projected message dicts (§2.4), exactly as OpenProgram's writer does,
+so a metadata key that shadows a native field behaves the same way here.
+
+Where OpenProgram *raises* (a stamped node without authority, a row without an id, a
+special token its counter refuses) we do not: the offending node is reported as a
+precondition :class:`Problem` naming its file, and the computation continues so the UI can
+still show everything else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from memory_tui.core.errors import Problem
+from memory_tui.core.tokens import TokenCounter
+
+from .dag import Branch, forced_pass_branch_order, get_branch, list_branches, tips_of, to_message, walk_chain
+from .store import Node, Session, SessionSnapshot
+
+MARK_KEY = "memory_written_scriptorium"
+RUNTIME_SOURCES = frozenset({"job_followup", "merge_turn"})
+AUTHORITY_FIELDS = ("speaker_kind", "speaker_id", "speaker_display", "principal_id", "authority_tier", "interaction")
+# Tiers holding the ``memory.source.append`` capability.
+APPEND_TIERS = frozenset({"owner", "paired"})
+PRECONDITION = "WRITER_PRECONDITION_FAILED"
+
+
+@dataclass(frozen=True)
+class Record:
+    id: str
+    role: str  # "user" | "assistant"
+    content: str
+    timestamp: float | None
+    node: Node
+    legacy: bool = False  # no authority, no authority_schema: attributed to the local owner
+
+
+@dataclass(frozen=True)
+class RecordSet:
+    records: tuple[Record, ...]
+    excluded: Mapping[str, str]  # node id -> reason code (filtered_role, runtime_turn, empty_text, authority_denied, ...)
+    problems: tuple[Problem, ...] = ()  # precondition failures (OpenProgram raises on the first)
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(r.id for r in self.records)
+
+
+def message_text(content: Any) -> str | None:
+    """The text memory reads from a message ``content`` (string, or joined text blocks)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [
+            b["text"]
+            for b in content
+            if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        ]
+        return "\n".join(parts)
+    return None
+
+
+def is_runtime_message(msg: Mapping[str, Any]) -> bool:
+    return msg.get("display") == "runtime" or msg.get("source") in RUNTIME_SOURCES
+
+
+def authority_state(msg: Mapping[str, Any]) -> str:
+    """'allowed' | 'denied' | 'missing' (stamped, incomplete) | 'legacy' (unstamped, incomplete)."""
+    values = [msg.get(k) for k in AUTHORITY_FIELDS]
+    complete = all(isinstance(v, str) and v.strip() for v in values)
+    if complete:
+        return "allowed" if msg.get("authority_tier") in APPEND_TIERS else "denied"
+    if msg.get("authority_schema") is not None:
+        return "missing"
+    return "legacy"
+
+
+def classify_message(msg: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """(exclusion code or None, text). ``None`` code means the message is a record."""
+    if msg.get("role") not in ("user", "assistant"):
+        return "filtered_role", None
+    if is_runtime_message(msg):
+        return "runtime_turn", None
+    text = message_text(msg.get("content"))
+    if text is None or not text.strip():
+        return "empty_text", None
+    mid = msg.get("id")
+    if not isinstance(mid, str) or not mid:
+        return "missing_id", text
+    auth = authority_state(msg)
+    if auth == "denied":
+        return "authority_denied", text
+    if auth == "missing":
+        return "authority_missing", text
+    return None, text
+
+
+def records_for(session: Session, nodes: Sequence[Node]) -> RecordSet:
+    """§4.2 over one branch (root→tip)."""
+    records: list[Record] = []
+    excluded: dict[str, str] = {}
+    problems: list[Problem] = []
+    for node in nodes:
+        msg = to_message(session, node)
+        code, text = classify_message(msg)
+        if code is None:
+            ts = msg.get("timestamp")
+            records.append(
+                Record(
+                    id=msg["id"],
+                    role=msg["role"],
+                    content=text or "",
+                    timestamp=float(ts) if isinstance(ts, (int, float)) and not isinstance(ts, bool) else None,
+                    node=node,
+                    legacy=authority_state(msg) == "legacy",
+                )
+            )
+            continue
+        excluded[node.id] = code
+        if code == "missing_id":
+            problems.append(
+                Problem(
+                    PRECONDITION,
+                    f"node {node.id!r} projects to a message without an id; OpenProgram's writer raises "
+                    "'memory source message requires a stable id' and the whole session write fails",
+                    node.file,
+                    1,
+                    1,
+                    {"node_id": node.id, "reason": "missing_id"},
+                )
+            )
+        elif code == "authority_missing":
+            problems.append(
+                Problem(
+                    PRECONDITION,
+                    f"node {node.id!r} has authority_schema but incomplete authority; OpenProgram's writer raises "
+                    f"'memory source message requires authority: {node.id}' and the whole session write fails",
+                    node.file,
+                    1,
+                    1,
+                    {"node_id": node.id, "reason": "authority_missing"},
+                )
+            )
+    return RecordSet(tuple(records), excluded, tuple(problems))
+
+
+def marked_ids(nodes: Iterable[Node], workspace_id: str, key: str = MARK_KEY) -> frozenset[str]:
+    """Ids of every node on the branch whose mark equals this workspace id (§4.4)."""
+    return frozenset(n.id for n in nodes if n.metadata.get(key) == workspace_id)
+
+
+def pending_records(records: Sequence[Record], marked: frozenset[str]) -> tuple[Record, ...]:
+    """The unmarked suffix after the newest marked record (§4.4)."""
+    out: list[Record] = []
+    for rec in reversed(records):
+        if rec.id in marked:
+            break
+        out.append(rec)
+    out.reverse()
+    return tuple(out)
+
+
+def stranded_records(records: Sequence[Record], marked: frozenset[str]) -> tuple[Record, ...]:
+    """Unmarked records older than the newest marked record: the suffix walk never reaches them."""
+    last = -1
+    for i, rec in enumerate(records):
+        if rec.id in marked:
+            last = i
+    return tuple(r for r in records[:last] if r.id not in marked) if last > 0 else ()
+
+
+def foreign_marked(records: Sequence[Record], workspace_id: str, key: str = MARK_KEY) -> tuple[Record, ...]:
+    out = []
+    for rec in records:
+        mark = rec.node.metadata.get(key)
+        if mark not in (None, "") and mark != workspace_id:
+            out.append(rec)
+    return tuple(out)
+
+
+class CachedCounter:
+    """Memoizes token counts per text (branches share prefixes)."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+        self._counts: dict[str, int] = {}
+        self._special: dict[str, tuple[str, ...]] = {}
+
+    def count(self, text: str) -> int:
+        value = self._counts.get(text)
+        if value is None:
+            value = self._counts[text] = self.counter.count(text)
+        return value
+
+    def special_tokens_in(self, text: str) -> tuple[str, ...]:
+        value = self._special.get(text)
+        if value is None:
+            value = self._special[text] = tuple(self.counter.special_tokens_in(text))
+        return value
+
+
+def _cached(counter: TokenCounter | CachedCounter | None) -> CachedCounter:
+    if isinstance(counter, CachedCounter):
+        return counter
+    if counter is None:
+        from memory_tui.core.tokens import DEFAULT_COUNTER
+
+        counter = DEFAULT_COUNTER
+    return CachedCounter(counter)
+
+
+def first_batch(pending: Sequence[Record], threshold: int, counter: TokenCounter | CachedCounter) -> tuple[tuple[Record, ...], int]:
+    """§4.4 ``_first_batch``: leading records until the running total reaches the threshold."""
+    total = 0
+    batch: list[Record] = []
+    for rec in pending:
+        batch.append(rec)
+        total += counter.count(rec.content)
+        if total >= threshold:
+            break
+    return tuple(batch), total
+
+
+@dataclass(frozen=True)
+class TipAnalysis:
+    """Everything expected.json records per tip, plus what we need to explain it."""
+
+    session_id: str
+    tip: str
+    is_head: bool
+    listed: bool
+    archived: bool
+    chain: tuple[Node, ...]  # raw walk, root→tip (includes ROOT and rewound nodes)
+    branch: tuple[Node, ...]
+    recordset: RecordSet
+    marked: frozenset[str]
+    pending: tuple[Record, ...]
+    pending_tokens: int
+    batch: tuple[Record, ...]
+    batch_tokens: int
+    stranded: tuple[Record, ...]
+    foreign: tuple[Record, ...]
+    special_tokens: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # pending record id -> tokens
+    broken_at: str | None = None
+
+    @property
+    def record_ids(self) -> list[str]:
+        return [r.id for r in self.recordset.records]
+
+    @property
+    def marked_record_ids(self) -> list[str]:
+        return [r.id for r in self.recordset.records if r.id in self.marked]
+
+    @property
+    def runtime_only(self) -> bool:
+        """Pitfall 9: a branch holding no records, only runtime turns (besides empty/tool rows)."""
+        return not self.recordset.records and any(c == "runtime_turn" for c in self.recordset.excluded.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "is_head": self.is_head,
+            "listed": self.listed,
+            "archived": self.archived,
+            "branch_ids": [n.id for n in self.branch],
+            "record_ids": self.record_ids,
+            "marked_record_ids": self.marked_record_ids,
+            "pending_ids": [r.id for r in self.pending],
+            "pending_tokens": self.pending_tokens,
+            "first_batch_ids": [r.id for r in self.batch],
+            "first_batch_tokens": self.batch_tokens,
+            "stranded_ids": [r.id for r in self.stranded],
+            "foreign_marked_ids": [r.id for r in self.foreign],
+        }
+
+
+def analyze_tip(
+    session: Session,
+    tip: str,
+    workspace_id: str,
+    threshold: int,
+    counter: TokenCounter | CachedCounter | None = None,
+    rows: tuple[Branch, ...] | None = None,
+) -> TipAnalysis:
+    cc = _cached(counter)
+    rows = list_branches(session) if rows is None else rows
+    row = next((r for r in rows if r.head_msg_id == tip), None)
+    if row is not None:
+        archived = row.archived
+    else:
+        entry = session.branches_meta.get(tip)
+        archived = bool(entry.get("archived", False)) if isinstance(entry, Mapping) else False
+    chain = walk_chain(session, tip)
+    branch = tuple(n for n in chain.nodes if not n.is_root and not n.rewound)
+    rs = records_for(session, branch)
+    marked = marked_ids(branch, workspace_id)
+    pending = pending_records(rs.records, marked)
+    pending_tokens = sum(cc.count(r.content) for r in pending)
+    batch, batch_tokens = first_batch(pending, threshold, cc)
+    special = {r.id: cc.special_tokens_in(r.content) for r in pending}
+    return TipAnalysis(
+        session_id=session.id,
+        tip=tip,
+        is_head=tip == session.head_id,
+        listed=row is not None,
+        archived=archived,
+        chain=chain.nodes,
+        branch=branch,
+        recordset=rs,
+        marked=marked,
+        pending=pending,
+        pending_tokens=pending_tokens,
+        batch=batch,
+        batch_tokens=batch_tokens,
+        stranded=stranded_records(rs.records, marked),
+        foreign=foreign_marked(rs.records, workspace_id),
+        special_tokens={k: v for k, v in special.items() if v},
+        broken_at=chain.broken,
+    )
+
+
+@dataclass(frozen=True)
+class SessionAnalysis:
+    session: Session
+    rows: tuple[Branch, ...]
+    forced_order: tuple[str, ...]
+    tips: Mapping[str, TipAnalysis]
+
+    @property
+    def precondition_problems(self) -> tuple[Problem, ...]:
+        """What makes OpenProgram's writer raise for this session (deduplicated by node)."""
+        seen: set[tuple[str | None, str]] = set()
+        out: list[Problem] = []
+        for tip in self.forced_order:
+            analysis = self.tips.get(tip)
+            if analysis is None:
+                continue
+            for p in analysis.recordset.problems:
+                key = (p.path, p.message)
+                if key not in seen:
+                    seen.add(key)
+                    out.append(p)
+        return tuple(out)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "head_id": self.session.head_id,
+            "in_registry": self.session.in_registry,
+            "updated_at": self.session.updated_at,
+            "list_branches": [r.to_json() for r in self.rows],
+            "forced_pass_branch_order": list(self.forced_order),
+            "tips": {t: a.to_json() for t, a in self.tips.items()},
+        }
+
+
+def analyze_session(
+    session: Session,
+    workspace_id: str,
+    threshold: int,
+    counter: TokenCounter | CachedCounter | None = None,
+) -> SessionAnalysis:
+    cc = _cached(counter)
+    rows = list_branches(session)
+    order = forced_pass_branch_order(session, rows)
+    tips = tips_of(session, rows)
+    analyses = {t: analyze_tip(session, t, workspace_id, threshold, cc, rows) for t in tips}
+    return SessionAnalysis(session, rows, order, analyses)
+
+
+@dataclass(frozen=True)
+class PendingCount:
+    """OpenProgram's ``pending_turns`` (memory spec §7.9), and what it could not count."""
+
+    value: int | None  # None where OpenProgram reports null (a session raised)
+    lenient: int  # the same count, skipping nodes that make OpenProgram raise
+    problems: tuple[Problem, ...] = ()
+
+
+def status_pending_count(
+    snapshot: SessionSnapshot,
+    workspace_id: str,
+    analyses: Mapping[str, SessionAnalysis] | None = None,
+) -> PendingCount:
+    """Distinct unmarked eligible records over all sessions (archived included) and every
+    eligible branch (head first, then non-archived tips). Not a suffix walk."""
+    ids: set[tuple[str, str]] = set()
+    problems: list[Problem] = []
+    for sid, session in snapshot.sessions.items():
+        if analyses is not None and sid in analyses:
+            tips = analyses[sid].tips
+            order = analyses[sid].forced_order
+            branches = [(tips[t].branch, tips[t].recordset, tips[t].marked) if t in tips else None for t in order]
+        else:
+            order = forced_pass_branch_order(session)
+            branches = []
+            for t in order:
+                br = get_branch(session, t)
+                branches.append((br, records_for(session, br), marked_ids(br, workspace_id)))
+        for item in branches:
+            if item is None:
+                br = get_branch(session, session.head_id)
+                item = (br, records_for(session, br), marked_ids(br, workspace_id))
+            _br, rs, marked = item
+            problems.extend(p for p in rs.problems if p not in problems)
+            for rec in rs.records:
+                if rec.id not in marked:
+                    ids.add((sid, rec.id))
+    return PendingCount(None if problems else len(ids), len(ids), tuple(problems))

@@ -1,0 +1,581 @@
+"""Read OpenProgram's session store straight from the files (session spec §1, §2).
+
+Nothing here writes: discovery, the registry, ``meta.json`` and every ``history/*.json`` node
+file are parsed into frozen dataclasses. A corrupt file becomes a :class:`Problem` naming the
+file and line/column, and the session still loads whatever else it can.
+
+Re-reading is incremental: pass the previous :class:`SessionSnapshot` and only files whose
+``(mtime_ns, size, inode)`` changed are parsed again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping
+
+from memory_tui.core.errors import CORRUPT_FILE, Problem
+
+ROOT_ID = "ROOT"
+REGISTRY_NAME = "index.json"
+LOCATIONS_NAME = "locations.json"
+
+# Problem codes used by the reader (CORRUPT_FILE comes from core.errors).
+NOT_A_SESSION = "NOT_A_SESSION"
+NOT_IN_REGISTRY = "NOT_IN_REGISTRY"
+DUPLICATE_NODE = "DUPLICATE_NODE"
+
+Fingerprint = tuple[int, int, int]  # (mtime_ns, size, inode)
+
+
+# --------------------------------------------------------------------------- dataclasses
+
+
+def _freeze(value: Any) -> Any:
+    """Read-only views of parsed JSON so frozen dataclasses stay effectively immutable."""
+    if isinstance(value, dict):
+        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """The plain-JSON twin of :func:`_freeze` (for projection and JSON output)."""
+    if isinstance(value, Mapping):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [thaw(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class Node:
+    """One ``history/*.json`` file (session spec §2.2). ``metadata`` is a read-only mapping."""
+
+    id: str
+    seq: int
+    role: str
+    name: str
+    input: Any
+    output: Any
+    caller: str
+    predecessor: str | None
+    reads: tuple[str, ...]
+    metadata: Mapping[str, Any]
+    created_at: float
+    file: str  # state-relative posix path of the node file (absolute for out-of-state sessions)
+
+    # ---- convenience views over metadata (session spec §2.3)
+    def meta(self, key: str, default: Any = None) -> Any:
+        return self.metadata.get(key, default)
+
+    @property
+    def display(self) -> Any:
+        return self.metadata.get("display")
+
+    @property
+    def source(self) -> Any:
+        return self.metadata.get("source")
+
+    @property
+    def is_root(self) -> bool:
+        return self.metadata.get("display") == "root"
+
+    @property
+    def rewound(self) -> bool:
+        return bool(self.metadata.get("rewound"))
+
+    @property
+    def is_attach(self) -> bool:
+        return self.metadata.get("function") == "attach"
+
+    @property
+    def is_context(self) -> bool:
+        return isinstance(self.name, str) and self.name.startswith("context/")
+
+    @property
+    def is_spawn_root(self) -> bool:
+        return bool(self.metadata.get("spawn_branch_root")) or self.metadata.get("source") == "agent_spawn"
+
+    @property
+    def covers_ids(self) -> tuple[str, ...] | None:
+        value = self.metadata.get("covers_ids")
+        return value if isinstance(value, tuple) else None
+
+    @property
+    def root_level(self) -> bool:
+        return self.caller in ("", ROOT_ID)
+
+    def mark(self, key: str = "memory_written_scriptorium") -> Any:
+        return self.metadata.get(key)
+
+
+@dataclass(frozen=True)
+class Session:
+    id: str
+    dir: Path
+    rel: str  # state-relative posix path of the session dir (absolute when outside the state dir)
+    meta: Mapping[str, Any]
+    nodes: Mapping[str, Node]  # by id, in seq order
+    order: tuple[str, ...]  # node ids in seq order
+    head_id: str | None
+    branches_meta: Mapping[str, Any]
+    merged_heads: tuple[str, ...]
+    in_registry: bool
+    registry_entry: Mapping[str, Any] | None
+    updated_at: float | None
+    problems: tuple[Problem, ...] = ()
+    commit_parent_heads: tuple[str, ...] = ()  # non-primary parent heads of multi-parent context commits
+
+    @property
+    def meta_file(self) -> str:
+        return f"{self.rel}/meta.json"
+
+    @property
+    def archived(self) -> bool:
+        entry = self.registry_entry or {}
+        return bool(entry.get("archived", self.meta.get("archived", False)))
+
+    @property
+    def title(self) -> str:
+        entry = self.registry_entry or {}
+        value = entry.get("title") or self.meta.get("title") or ""
+        return value if isinstance(value, str) else str(value)
+
+    def get(self, node_id: str | None) -> Node | None:
+        if not node_id:
+            return None
+        return self.nodes.get(node_id)
+
+
+@dataclass(frozen=True)
+class _CachedFile:
+    fingerprint: Fingerprint
+    result: Any  # Node | dict | None
+    problems: tuple[Problem, ...]
+
+
+@dataclass(frozen=True)
+class SessionSnapshot:
+    state_dir: Path
+    root: Path | None  # <state>/sessions (or legacy sessions-git); None when absent
+    sessions: Mapping[str, Session]
+    registry: Mapping[str, Any]
+    registry_ok: bool
+    problems: tuple[Problem, ...] = ()
+    _cache: Mapping[str, _CachedFile] = field(default_factory=dict, repr=False, compare=False)
+
+    def get(self, session_id: str) -> Session | None:
+        return self.sessions.get(session_id)
+
+    def all_problems(self) -> tuple[Problem, ...]:
+        out = list(self.problems)
+        for session in self.sessions.values():
+            out.extend(session.problems)
+        return tuple(out)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def valid_session_id(sid: Any) -> bool:
+    """Session spec §1.2 id rule."""
+    return isinstance(sid, str) and sid not in ("", ".", "..") and "/" not in sid and "\\" not in sid and "\x00" not in sid
+
+
+def is_session_dir(path: Path) -> bool:
+    """Session spec §1.2: not a symlink, has ``.git``, has a ``history/`` directory."""
+    try:
+        if path.is_symlink() or not path.is_dir():
+            return False
+        return os.path.lexists(path / ".git") and (path / "history").is_dir()
+    except OSError:
+        return False
+
+
+def rel_path(path: Path, state_dir: Path) -> str:
+    try:
+        return path.relative_to(state_dir).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def _fingerprint(path: Path) -> Fingerprint | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _position(text: str, index: int) -> tuple[int, int]:
+    line = text.count("\n", 0, index) + 1
+    col = index - (text.rfind("\n", 0, index) + 1) + 1
+    return line, col
+
+
+def read_json(path: Path, rel: str) -> tuple[Any, tuple[Problem, ...]]:
+    """Parse one JSON file. Returns (value or None, problems) and never raises."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None, ()
+    except OSError as exc:
+        return None, (Problem(CORRUPT_FILE, f"cannot read: {exc.strerror or exc}", rel),)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        prefix = raw[: exc.start].decode("utf-8", "replace")
+        line, col = _position(prefix, len(prefix))
+        return None, (Problem(CORRUPT_FILE, f"not UTF-8 ({exc.reason})", rel, line, col),)
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    try:
+        return json.loads(text), ()
+    except json.JSONDecodeError as exc:
+        return None, (Problem(CORRUPT_FILE, f"invalid JSON: {exc.msg}", rel, exc.lineno, exc.colno),)
+    except (ValueError, RecursionError) as exc:  # e.g. absurd nesting
+        return None, (Problem(CORRUPT_FILE, f"invalid JSON: {exc}", rel, 1, 1),)
+
+
+def _key_position(text_path: Path, key: str) -> tuple[int, int]:
+    """Best-effort line/column of ``"key"`` in a file (for structural problems)."""
+    try:
+        text = text_path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return 1, 1
+    idx = text.find(json.dumps(key))
+    return _position(text, idx) if idx >= 0 else (1, 1)
+
+
+def _str_or(value: Any, default: str) -> str:
+    return value if isinstance(value, str) else default
+
+
+def _float_or_none(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _seq_from_name(name: str) -> int | None:
+    head = name.split("-", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def parse_node(data: Any, path: Path, rel: str) -> tuple[Node | None, tuple[Problem, ...]]:
+    """Turn one parsed node object into a :class:`Node` (session spec §2.2 load rules)."""
+    if not isinstance(data, dict):
+        return None, (Problem(CORRUPT_FILE, f"node file holds {type(data).__name__}, not an object", rel, 1, 1),)
+    problems: list[Problem] = []
+    node_id = data.get("id")
+    if not isinstance(node_id, str) or not node_id:
+        line, col = _key_position(path, "id")
+        return None, (
+            Problem(
+                "WRITER_PRECONDITION_FAILED",
+                "node has no stable id (OpenProgram's writer raises 'memory source message requires a stable id')",
+                rel,
+                line,
+                col,
+                {"reason": "missing_id"},
+            ),
+        )
+    seq = data.get("seq")
+    if isinstance(seq, bool) or not isinstance(seq, int):
+        fallback = _seq_from_name(path.name)
+        line, col = _key_position(path, "seq")
+        problems.append(Problem(CORRUPT_FILE, f"node {node_id!r} has no integer seq; using {fallback}", rel, line, col))
+        seq = fallback if fallback is not None else 1 << 62
+    role = data.get("role")
+    if not isinstance(role, str):
+        line, col = _key_position(path, "role")
+        problems.append(Problem(CORRUPT_FILE, f"node {node_id!r} has no string role", rel, line, col))
+        role = ""
+    metadata = data.get("metadata")
+    if metadata is None:
+        metadata = {}
+    elif not isinstance(metadata, dict):
+        line, col = _key_position(path, "metadata")
+        problems.append(Problem(CORRUPT_FILE, f"node {node_id!r} metadata is not an object", rel, line, col))
+        metadata = {}
+    pred = data.get("predecessor")
+    if pred is not None and not isinstance(pred, str):
+        line, col = _key_position(path, "predecessor")
+        problems.append(Problem(CORRUPT_FILE, f"node {node_id!r} predecessor is not a string", rel, line, col))
+        pred = None
+    reads = data.get("reads")
+    reads_t = tuple(r for r in reads if isinstance(r, str)) if isinstance(reads, list) else ()
+    created = _float_or_none(data.get("created_at"))
+    node = Node(
+        id=node_id,
+        seq=seq,
+        role=role,
+        name=_str_or(data.get("name"), ""),
+        input=_freeze(data.get("input")),
+        output=_freeze(data.get("output")),
+        caller=_str_or(data.get("caller"), ""),
+        predecessor=pred,
+        reads=reads_t,
+        metadata=_freeze(metadata),
+        created_at=created if created is not None else 0.0,
+        file=rel,
+    )
+    return node, tuple(problems)
+
+
+# --------------------------------------------------------------------------- discovery
+
+
+def registry_rel(state_dir: Path) -> str:
+    root = sessions_root(state_dir) or (state_dir / "sessions")
+    return rel_path(root / REGISTRY_NAME, state_dir)
+
+
+def sessions_root(state_dir: Path) -> Path | None:
+    """``<state>/sessions``, or the legacy ``sessions-git`` when only that exists (§1.1)."""
+    primary = state_dir / "sessions"
+    if primary.is_dir():
+        return primary
+    legacy = state_dir / "sessions-git"
+    if legacy.is_dir():
+        return legacy
+    return None
+
+
+def discover(state_dir: Path) -> tuple[list[tuple[str, Path]], dict[str, Any], bool, list[Problem]]:
+    """Candidate session dirs, the registry, whether it was readable, and problems."""
+    problems: list[Problem] = []
+    root = sessions_root(state_dir)
+    found: dict[str, Path] = {}
+    if root is None:
+        return [], {}, False, problems
+    try:
+        entries = sorted(os.scandir(root), key=lambda e: e.name)
+    except OSError as exc:
+        problems.append(Problem(CORRUPT_FILE, f"cannot list sessions: {exc.strerror or exc}", rel_path(root, state_dir)))
+        entries = []
+    for entry in entries:
+        if not valid_session_id(entry.name):
+            continue
+        path = Path(entry.path)
+        try:
+            if entry.is_symlink() or not entry.is_dir():
+                continue
+        except OSError:
+            continue
+        if is_session_dir(path):
+            found[entry.name] = path
+    loc_rel = rel_path(root / LOCATIONS_NAME, state_dir)
+    locations, loc_problems = read_json(root / LOCATIONS_NAME, loc_rel)
+    problems.extend(loc_problems)
+    if locations is not None and not isinstance(locations, dict):
+        problems.append(Problem(CORRUPT_FILE, "locations.json is not an object", loc_rel, 1, 1))
+        locations = None
+    for sid, target in (locations or {}).items():
+        if not valid_session_id(sid) or not isinstance(target, str) or not target:
+            continue
+        path = Path(target).expanduser()
+        if not path.is_absolute():
+            path = root / path
+        if is_session_dir(path):
+            found[sid] = path  # an entry whose history/ exists wins (§1.1 step 1)
+    reg_path = root / REGISTRY_NAME
+    reg_rel = rel_path(reg_path, state_dir)
+    registry, reg_problems = read_json(reg_path, reg_rel)
+    registry_ok = True
+    if reg_problems:
+        problems.extend(
+            Problem(p.code, p.message + " (OpenProgram rebuilds the registry from every meta.json)", p.path, p.line, p.column)
+            for p in reg_problems
+        )
+        registry, registry_ok = {}, False
+    elif registry is None:
+        registry, registry_ok = {}, False  # missing: rebuilt from meta by OpenProgram
+    elif not isinstance(registry, dict):
+        problems.append(Problem(CORRUPT_FILE, "index.json is not an object; OpenProgram rebuilds it", reg_rel, 1, 1))
+        registry, registry_ok = {}, False
+    return sorted(found.items()), registry, registry_ok, problems
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _cached_read(
+    path: Path,
+    rel: str,
+    parse: Any,
+    previous: Mapping[str, _CachedFile],
+    cache_out: dict[str, _CachedFile],
+) -> tuple[Any, tuple[Problem, ...]]:
+    key = str(path)
+    fp = _fingerprint(path)
+    old = previous.get(key)
+    if fp is not None and old is not None and old.fingerprint == fp:
+        cache_out[key] = old
+        return old.result, old.problems
+    data, problems = read_json(path, rel)
+    result = None
+    if data is not None or not problems:
+        result, more = parse(data, path, rel)
+        problems = problems + more
+    if fp is not None:
+        cache_out[key] = _CachedFile(fp, result, tuple(problems))
+    return result, tuple(problems)
+
+
+def _parse_meta(data: Any, path: Path, rel: str) -> tuple[Mapping[str, Any], tuple[Problem, ...]]:
+    if data is None:
+        return MappingProxyType({}), ()
+    if not isinstance(data, dict):
+        return MappingProxyType({}), (Problem(CORRUPT_FILE, "meta.json is not an object", rel, 1, 1),)
+    return _freeze(data), ()
+
+
+def _parse_commit(data: Any, path: Path, rel: str) -> tuple[Any, tuple[Problem, ...]]:
+    if not isinstance(data, dict):
+        return None, ()
+    return _freeze({k: data.get(k) for k in ("id", "head_node_id", "commit_parents")}), ()
+
+
+def load_session_dir(
+    sid: str,
+    sdir: Path,
+    state_dir: Path,
+    registry: Mapping[str, Any],
+    registry_ok: bool,
+    previous: Mapping[str, _CachedFile] | None = None,
+    cache_out: dict[str, _CachedFile] | None = None,
+) -> Session:
+    previous = previous or {}
+    cache_out = {} if cache_out is None else cache_out
+    srel = rel_path(sdir, state_dir)
+    problems: list[Problem] = []
+    meta, meta_problems = _cached_read(sdir / "meta.json", f"{srel}/meta.json", _parse_meta, previous, cache_out)
+    meta = meta if meta is not None else MappingProxyType({})
+    problems.extend(meta_problems)
+
+    parsed: list[Node] = []
+    hist = sdir / "history"
+    try:
+        names = sorted(e.name for e in os.scandir(hist) if e.name.endswith(".json"))
+    except OSError as exc:
+        names = []
+        problems.append(Problem(CORRUPT_FILE, f"cannot list history: {exc.strerror or exc}", f"{srel}/history"))
+    for name in names:
+        node, node_problems = _cached_read(hist / name, f"{srel}/history/{name}", parse_node, previous, cache_out)
+        problems.extend(node_problems)
+        if node is not None:
+            parsed.append(node)
+    parsed.sort(key=lambda n: (n.seq, n.file))
+    nodes: dict[str, Node] = {}
+    for node in parsed:
+        if node.id in nodes:
+            problems.append(
+                Problem(DUPLICATE_NODE, f"node id {node.id!r} also in {nodes[node.id].file}; the later seq wins", node.file, 1, 1)
+            )
+        nodes[node.id] = node
+    order = tuple(sorted(nodes, key=lambda i: (nodes[i].seq, nodes[i].file)))
+    nodes = {i: nodes[i] for i in order}
+
+    if "head_id" in meta:
+        head = meta.get("head_id")
+    else:
+        head = meta.get("last_node_id")
+    head = head if isinstance(head, str) and head else None
+    branches = meta.get("branches")
+    if not isinstance(branches, Mapping):
+        branches = MappingProxyType({})
+    merged = meta.get("merged_heads")
+    merged_t = tuple(m for m in merged if isinstance(m, str)) if isinstance(merged, tuple) else ()
+
+    # Multi-parent context commits: their non-primary parent heads are hidden tips (§3.5).
+    commit_heads: list[str] = []
+    cdir = sdir / "context" / "commits"
+    if cdir.is_dir():
+        commits: dict[str, Any] = {}
+        try:
+            cnames = sorted(e.name for e in os.scandir(cdir) if e.name.endswith(".json"))
+        except OSError:
+            cnames = []
+        for name in cnames:
+            commit, _ = _cached_read(cdir / name, f"{srel}/context/commits/{name}", _parse_commit, previous, cache_out)
+            if commit is not None and isinstance(commit.get("id"), str):
+                commits[commit["id"]] = commit
+        for commit in commits.values():
+            parents = commit.get("commit_parents")
+            if isinstance(parents, tuple) and len(parents) > 1:
+                for parent in parents[1:]:
+                    head_node = (commits.get(parent) or {}).get("head_node_id") if isinstance(parent, str) else None
+                    if isinstance(head_node, str):
+                        commit_heads.append(head_node)
+
+    entry = registry.get(sid) if isinstance(registry, Mapping) else None
+    if registry_ok:
+        in_registry = isinstance(entry, Mapping)
+    else:
+        # A missing or corrupt registry is rebuilt from every meta.json by OpenProgram.
+        in_registry = bool(meta)
+        entry = None
+    if in_registry and isinstance(entry, Mapping):
+        updated = _float_or_none(entry.get("updated_at"))
+        registry_entry = _freeze(dict(entry)) if isinstance(entry, dict) else entry
+    else:
+        updated = _float_or_none(meta.get("updated_at"))
+        registry_entry = None
+    if registry_ok and not in_registry:
+        problems.append(
+            Problem(
+                NOT_IN_REGISTRY,
+                f"session {sid} is not in the registry; OpenProgram's idle watcher cannot see it until its next turn",
+                registry_rel(state_dir),
+                None,
+                None,
+                {"session_id": sid},
+            )
+        )
+    return Session(
+        id=sid,
+        dir=sdir,
+        rel=srel,
+        meta=meta,
+        nodes=MappingProxyType(nodes),
+        order=order,
+        head_id=head,
+        branches_meta=branches,
+        merged_heads=merged_t,
+        in_registry=in_registry,
+        registry_entry=registry_entry,
+        updated_at=updated,
+        problems=tuple(problems),
+        commit_parent_heads=tuple(commit_heads),
+    )
+
+
+def load_sessions(state_dir: str | os.PathLike[str], previous: SessionSnapshot | None = None) -> SessionSnapshot:
+    """Every readable session under ``state_dir`` (discovery §1.1-§1.2, parsing §1.5, §2)."""
+    state = Path(state_dir)
+    found, registry, registry_ok, problems = discover(state)
+    prev_cache = previous._cache if previous is not None else {}
+    cache: dict[str, _CachedFile] = {}
+    sessions: dict[str, Session] = {}
+    for sid, sdir in found:
+        sessions[sid] = load_session_dir(sid, sdir, state, registry, registry_ok, prev_cache, cache)
+    ordered = dict(sorted(sessions.items(), key=lambda kv: (-(kv[1].updated_at or 0.0), kv[0])))
+    return SessionSnapshot(
+        state_dir=state,
+        root=sessions_root(state),
+        sessions=MappingProxyType(ordered),
+        registry=_freeze(registry) if isinstance(registry, dict) else MappingProxyType({}),
+        registry_ok=registry_ok,
+        problems=tuple(problems),
+        _cache=MappingProxyType(cache),
+    )
+
+
+def iter_nodes(session: Session) -> Iterable[Node]:
+    return (session.nodes[i] for i in session.order)
