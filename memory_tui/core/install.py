@@ -1,0 +1,532 @@
+"""Crash-safe install of a validated stage into the memory workspace, and its recovery.
+
+OpenProgram installs with a sequence of renames and an in-process rollback only, so a
+``kill -9`` midway leaves a mixed workspace (pitfall 8). This module installs the same files
+with an *intent record* and an idempotent roll-forward.
+
+Invariant
+---------
+At every instant, the workspace ``<M>`` plus the install scratch area is in exactly one of
+two situations, and :func:`recover` (run under the write lock on every open) turns it into a
+clean workspace at exactly the OLD or exactly the NEW revision:
+
+1. **No journal** (``<M>/<rt>/install-journal.json`` absent). Nothing under ``<M>`` outside
+   the scratch dir ``<M>/<rt>-txn/`` has been touched yet (or the install finished). Recovery
+   deletes the scratch dir. Result: the OLD revision (or NEW if the install had finished).
+2. **Journal present.** The journal was written atomically (temp file, fsync, rename, dir
+   fsync) only after every new byte had been written and fsynced into ``<rt>-txn/new/``.
+   It lists every target with the content hash it had before (``old``) and must have after
+   (``new``), ``null`` for absent. Every target is at all times either at ``old`` with its
+   ``new`` copy waiting in the scratch dir, or already at ``new``; each step is one atomic
+   ``rename`` (or ``renameat2(RENAME_EXCHANGE)`` for whole trees). Recovery first checks that
+   every target is in one of these two states and then rolls forward to NEW. If some target
+   is in neither (someone else changed the workspace after we died), the journal is stale:
+   recovery touches nothing, drops the journal and reports it.
+
+Targets are installed in an order that keeps every intermediate state readable by
+OpenProgram: source archives first (append-only supersets of the old ones, one atomic
+rename each), then ``topics/`` as one atomic directory exchange (so a reader never sees a
+mix of old and new topic files), then ``timeline/``, the other derived files, and
+``runtime.json`` last. Installed files are 0600 and directories 0700 (spec §2.4).
+
+The runtime dir name may be ``.scriptorium`` or the legacy ``.nativemem``; the scratch dir
+``<rt>-txn`` is an internal name (hidden from listings, the revision and git).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from .errors import Problem
+from .paths import Layout
+
+JOURNAL_NAME = "install-journal.json"
+JOURNAL_VERSION = 1
+TREE_TARGETS = ("topics", "timeline")
+FILE_TARGETS = ("recent_events.jsonl", "commitments.jsonl", "relations.json", "core.md")
+OPENPROGRAM_BACKUP_SUFFIX = "-block-backup"
+
+CRASH_ENV = "MEMORY_TUI_CRASH_AT"  # test hook: os._exit at the N-th crash point of a process
+
+_crash_counter = 0
+
+
+def _crash_point(label: str) -> None:
+    """Die here (without cleanup) when the crash-injection hook says so."""
+    spec = os.environ.get(CRASH_ENV)
+    if not spec:
+        return
+    global _crash_counter
+    _crash_counter += 1
+    if _crash_counter == int(spec):
+        os._exit(86)
+
+
+# ---------------------------------------------------------------------------------- hashing
+
+
+def file_hash(path: Path) -> str | None:
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.sha256(fh.read()).hexdigest()
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        return "dir"
+
+
+def _tree_files(root: Path) -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    if not root.is_dir() or root.is_symlink():
+        return out
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
+        for name in filenames:
+            full = Path(dirpath) / name
+            if full.is_symlink() or not full.is_file():
+                continue
+            out[full.relative_to(root).as_posix()] = full
+    return out
+
+
+def tree_digest(root: Path) -> tuple[str | None, dict[str, str]]:
+    """(tree hash, {relative path: file sha256}); tree hash is None when ``root`` is absent."""
+    if not root.is_dir():
+        return None, {}
+    files = _tree_files(root)
+    hashes = {rel: file_hash(p) or "" for rel, p in files.items()}
+    h = hashlib.sha256()
+    for rel in sorted(hashes, key=lambda r: r.split("/")):
+        h.update(rel.encode("utf-8") + b"\x00" + hashes[rel].encode() + b"\x00")
+    return h.hexdigest(), hashes
+
+
+def _target_hash(path: Path, kind: str) -> str | None:
+    if kind == "tree":
+        return tree_digest(path)[0]
+    if not path.exists():
+        return None
+    return file_hash(path)
+
+
+# ------------------------------------------------------------------------------- fs helpers
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _makedirs(path: Path) -> None:
+    missing = []
+    p = path
+    while not p.exists():
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, 0o700)
+        except FileExistsError:
+            pass
+        os.chmod(d, 0o700)
+
+
+def _copy_file(src: Path, dst: Path) -> None:
+    _makedirs(dst.parent)
+    data = src.read_bytes()
+    fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.chmod(dst, 0o600)
+
+
+def _copy_tree(src: Path, dst: Path) -> None:
+    _makedirs(dst)
+    dirs = {dst}
+    for rel, full in _tree_files(src).items():
+        target = dst / rel
+        if target.parent not in dirs:
+            _makedirs(target.parent)
+            dirs.add(target.parent)
+        _copy_file(full, target)
+    for d in dirs:
+        _fsync_dir(d)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        for dirpath, dirnames, filenames in os.walk(path):  # staged sources may be 0444
+            for name in dirnames:
+                os.chmod(os.path.join(dirpath, name), 0o700)
+        shutil.rmtree(path, ignore_errors=True)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+_renameat2 = None
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths (Linux ``renameat2``); False when unsupported."""
+    global _renameat2
+    if _renameat2 is None:
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            fn = libc.renameat2
+            fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+            fn.restype = ctypes.c_int
+            _renameat2 = fn
+        except (OSError, AttributeError):
+            _renameat2 = False
+    if not _renameat2:
+        return False
+    rc = _renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    if rc == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(a))
+
+
+# -------------------------------------------------------------------------------- the plan
+
+
+@dataclass(frozen=True)
+class Target:
+    kind: str  # "file" | "tree"
+    path: str  # workspace-relative posix path
+    old: str | None  # content hash before (None = absent)
+    new: str | None  # content hash after (None = absent)
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "path": self.path, "old": self.old, "new": self.new}
+
+
+@dataclass(frozen=True)
+class InstallPlan:
+    targets: tuple[Target, ...]
+    changed_files: tuple[str, ...]  # workspace-relative files whose bytes change (all kinds)
+
+    @property
+    def empty(self) -> bool:
+        return not self.targets
+
+
+def _scratch(layout: Layout) -> Path:
+    return layout.root / f"{layout.runtime_name}-txn"
+
+
+def _journal(layout: Layout) -> Path:
+    return layout.runtime_dir / JOURNAL_NAME
+
+
+def plan_install(memory_root: Path, stage_root: Path, *, compare_sources: bool = True) -> InstallPlan:
+    """Compare the stage with the committed workspace; list what an install must change.
+
+    ``stage_root`` mirrors ``<M>``: ``topics/``, ``timeline/``, ``sources/`` (absent for a
+    restricted stage, then sources are left alone), the derived files and
+    ``<rt>/runtime.json``. Sources are append-only: a staged source file replaces its
+    committed copy; a missing staged file never deletes one.
+    """
+    layout = Layout(Path(memory_root))
+    root = layout.root
+    stage = Path(stage_root)
+    targets: list[Target] = []
+    changed: list[str] = []
+    if compare_sources and (stage / "sources").is_dir():
+        committed = _tree_files(root / "sources")
+        for rel, full in sorted(_tree_files(stage / "sources").items(), key=lambda kv: kv[0].split("/")):
+            old_path = committed.get(rel)
+            if old_path is not None and old_path.stat().st_size == full.stat().st_size:
+                if old_path.read_bytes() == full.read_bytes():
+                    continue
+            old = file_hash(old_path) if old_path is not None else None
+            new = file_hash(full)
+            if old != new:
+                targets.append(Target("file", f"sources/{rel}", old, new))
+                changed.append(f"sources/{rel}")
+    for name in TREE_TARGETS:
+        old_hash, old_files = tree_digest(root / name)
+        new_hash, new_files = tree_digest(stage / name)
+        if old_hash == new_hash:
+            continue
+        targets.append(Target("tree", name, old_hash, new_hash))
+        for rel in sorted(set(old_files) | set(new_files), key=lambda r: r.split("/")):
+            if old_files.get(rel) != new_files.get(rel):
+                changed.append(f"{name}/{rel}")
+    rt = layout.runtime_name
+    for name in (*FILE_TARGETS, f"{rt}/runtime.json"):
+        old = _target_hash(root / name, "file")
+        new = _target_hash(stage / name, "file")
+        if old == new:
+            continue
+        if name == "commitments.jsonl" and new is None:
+            continue  # legacy, read-only: a stage never deletes it
+        targets.append(Target("file", name, old, new))
+        if not name.startswith(rt + "/"):
+            changed.append(name)
+    return InstallPlan(tuple(targets), tuple(changed))
+
+
+# ------------------------------------------------------------------------------- install
+
+
+def install(memory_root: Path, stage_root: Path, plan: InstallPlan) -> None:
+    """Install ``plan`` from ``stage_root`` into ``memory_root``. Call under the write lock.
+
+    Either returns with the workspace at the NEW state, or raises/dies leaving a state that
+    :func:`recover` turns into exactly the OLD (no journal yet) or the NEW state.
+    """
+    if plan.empty:
+        return
+    layout = Layout(Path(memory_root))
+    root = layout.root
+    stage = Path(stage_root)
+    scratch = _scratch(layout)
+    journal = _journal(layout)
+    if journal.exists():
+        recover(root)
+    if scratch.exists():
+        _remove(scratch)
+    _makedirs(scratch / "new")
+    _makedirs(scratch / "old")
+
+    # 1. every new byte, durable, inside the workspace's filesystem
+    try:
+        for t in plan.targets:
+            if t.new is None:
+                continue
+            if t.kind == "tree":
+                _copy_tree(stage / t.path, scratch / "new" / t.path)
+            else:
+                _copy_file(stage / t.path, scratch / "new" / t.path)
+        _fsync_dir(scratch / "new")
+        _crash_point("prepared")
+        # 2. the intent record: the commit point
+        _makedirs(layout.runtime_dir)
+        body = {
+            "version": JOURNAL_VERSION,
+            "scratch": scratch.name,
+            "targets": [t.to_json() for t in plan.targets],
+        }
+        tmp = journal.with_name(journal.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, (json.dumps(body, indent=1) + "\n").encode("utf-8"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        _crash_point("journal-written")
+        os.replace(tmp, journal)
+        _fsync_dir(layout.runtime_dir)
+    except BaseException:
+        # Nothing under <M> has changed yet: the old revision stands.
+        _discard_intent(layout)
+        raise
+    _crash_point("journal-committed")
+    # 3. roll forward (the same code recovery runs)
+    _roll_forward(layout, plan.targets, verify=False)
+    _finish(layout)
+
+
+def _discard_intent(layout: Layout) -> None:
+    for p in (_journal(layout).with_name(JOURNAL_NAME + ".tmp"),):
+        try:
+            p.unlink()
+        except FileNotFoundError:
+            pass
+    _remove(_scratch(layout))
+
+
+def _finish(layout: Layout) -> None:
+    _journal(layout).unlink(missing_ok=True)
+    _fsync_dir(layout.runtime_dir)
+    _crash_point("journal-removed")
+    _remove(_scratch(layout))
+
+
+def _state_of(layout: Layout, t: Target) -> str:
+    """'new' (done), 'old' (new copy is waiting), or 'stale'."""
+    root = layout.root
+    cur = _target_hash(root / t.path, t.kind)
+    if cur == t.new:
+        return "new"
+    staged = _scratch(layout) / "new" / t.path
+    if t.new is not None and _target_hash(staged, t.kind) != t.new:
+        return "stale"
+    if cur == t.old:
+        return "old"
+    if cur is None and t.kind == "tree" and t.old is not None:
+        # between the two renames of the fallback path: the old tree sits in scratch/old
+        if _target_hash(_scratch(layout) / "old" / t.path, "tree") == t.old:
+            return "old"
+    return "stale"
+
+
+def _apply(layout: Layout, t: Target) -> None:
+    root = layout.root
+    scratch = _scratch(layout)
+    dest = root / t.path
+    staged = scratch / "new" / t.path
+    if t.kind == "file":
+        if t.new is None:
+            dest.unlink(missing_ok=True)
+        else:
+            _makedirs(dest.parent)
+            os.replace(staged, dest)
+        _fsync_dir(dest.parent)
+        return
+    if t.new is None:
+        if dest.exists():
+            aside = scratch / "old" / t.path
+            _makedirs(aside.parent)
+            if aside.exists():
+                _remove(aside)
+            os.rename(dest, aside)
+        _fsync_dir(root)
+        return
+    if dest.exists():
+        if _exchange(staged, dest):
+            _fsync_dir(root)
+            return
+        aside = scratch / "old" / t.path
+        _makedirs(aside.parent)
+        if aside.exists():
+            _remove(aside)
+        os.rename(dest, aside)
+        _crash_point(f"tree-aside:{t.path}")
+    os.rename(staged, dest)
+    _fsync_dir(root)
+
+
+def _roll_forward(layout: Layout, targets: Iterable[Target], *, verify: bool = True) -> None:
+    for t in targets:
+        if verify and _state_of(layout, t) == "new":
+            continue
+        _apply(layout, t)
+        _crash_point(f"target:{t.path}")
+
+
+# ------------------------------------------------------------------------------ recovery
+
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    action: str  # "none" | "discarded" | "rolled-forward" | "stale-journal" | "unreadable-journal"
+    targets: tuple[str, ...] = ()
+    problems: tuple[Problem, ...] = field(default=())
+
+    @property
+    def changed(self) -> bool:
+        return self.action == "rolled-forward"
+
+
+def needs_recovery(memory_root: Path) -> bool:
+    layout = Layout(Path(memory_root))
+    return _journal(layout).exists() or _scratch(layout).exists()
+
+
+def recover(memory_root: Path) -> RecoveryReport:
+    """Finish or forget an interrupted install. Idempotent; call under the write lock."""
+    layout = Layout(Path(memory_root))
+    journal = _journal(layout)
+    scratch = _scratch(layout)
+    problems: list[Problem] = []
+    problems.extend(_openprogram_backup(layout))
+    if not journal.exists():
+        tmp = journal.with_name(JOURNAL_NAME + ".tmp")
+        if scratch.exists() or tmp.exists():
+            _discard_intent(layout)
+            return RecoveryReport("discarded", problems=tuple(problems))
+        return RecoveryReport("none", problems=tuple(problems))
+    try:
+        body = json.loads(journal.read_text(encoding="utf-8"))
+        targets = tuple(
+            Target(str(t["kind"]), str(t["path"]), t.get("old"), t.get("new")) for t in body["targets"]
+        )
+        for t in targets:
+            if t.kind not in ("file", "tree") or ".." in t.path.split("/") or t.path.startswith("/"):
+                raise ValueError(f"bad target {t.path!r}")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        # Unreachable by a crash (the journal is renamed into place whole); keep it for a human.
+        problems.append(
+            Problem(
+                "TRANSACTION_FAILURE_UNKNOWN",
+                f"unreadable install journal, left in place: {exc}",
+                path=f"{layout.runtime_name}/{JOURNAL_NAME}",
+            )
+        )
+        return RecoveryReport("unreadable-journal", problems=tuple(problems))
+    states = {t.path: _state_of(layout, t) for t in targets}
+    stale = [p for p, s in states.items() if s == "stale"]
+    if stale:
+        problems.append(
+            Problem(
+                "TRANSACTION_FAILURE_UNKNOWN",
+                "an interrupted install was superseded by later changes; it was dropped: " + ", ".join(stale[:5]),
+                path=f"{layout.runtime_name}/{JOURNAL_NAME}",
+            )
+        )
+        journal.unlink(missing_ok=True)
+        _discard_intent(layout)
+        return RecoveryReport("stale-journal", tuple(stale), tuple(problems))
+    _roll_forward(layout, targets)
+    _finish(layout)
+    return RecoveryReport("rolled-forward", tuple(t.path for t in targets), tuple(problems))
+
+
+def _openprogram_backup(layout: Layout) -> list[Problem]:
+    """OpenProgram's own interrupted install leaves ``<rt>-block-backup``.
+
+    Only the unambiguous case is repaired: ``topics/`` or ``sources/`` missing from the
+    workspace while the backup holds it (killed between OpenProgram's two renames). Anything
+    else is reported, not guessed at.
+    """
+    backup = layout.root / f"{layout.runtime_name}{OPENPROGRAM_BACKUP_SUFFIX}"
+    if not backup.is_dir():
+        return []
+    out = []
+    for name in ("sources", "topics"):
+        if not (layout.root / name).exists() and (backup / name).is_dir():
+            os.rename(backup / name, layout.root / name)
+            _fsync_dir(layout.root)
+            out.append(
+                Problem(
+                    "TRANSACTION_FAILURE_UNKNOWN",
+                    f"restored {name}/ from OpenProgram's interrupted install backup",
+                    path=backup.name,
+                )
+            )
+    out.append(
+        Problem(
+            "TRANSACTION_FAILURE_UNKNOWN",
+            "OpenProgram left an install backup (an install of its own was interrupted)",
+            path=backup.name,
+        )
+    )
+    return out
