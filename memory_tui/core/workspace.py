@@ -473,3 +473,324 @@ def load_session_end(memory_root: Path, layout: Layout | None = None) -> tuple[S
 def dump_session_end(handled: Mapping[str, float]) -> str:
     """§7.10: indent 2, no final LF."""
     return json.dumps(dict(handled), indent=2, ensure_ascii=False)
+
+
+# --------------------------------------------------------------------------------------------
+# Snapshots
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _TopicEntry:
+    stamp: FileStamp
+    topic: Any  # memory_tui.core.topics.Topic, or None when the file could not be read
+    problem: Problem | None = None
+
+
+@dataclass(frozen=True)
+class StateView:
+    """One immutable reading of a state directory, for the TUI and the CLI.
+
+    ``views`` are the derived views *rebuilt* from the topics (what OpenProgram would write);
+    ``check_views`` compares them with the committed files.
+    """
+
+    state_dir: Path
+    memory_root: Path
+    layout: Layout
+    config: Any  # memory_tui.core.config.MemoryConfig
+    workspace_id: str | None
+    revision: str
+    tree: Any  # memory_tui.core.topics.TopicTree
+    sources: Any  # memory_tui.core.sources.SourceIndex
+    views: Any  # memory_tui.core.views.DerivedViews
+    runtime: RuntimeState
+    writer_status: WriterStatus
+    agent_history: tuple[AgentRun, ...]
+    session_end: SessionEnd
+    problems: tuple[Problem, ...]
+    memory_missing: bool
+    memory_disabled: bool
+    writer_disabled: bool
+    empty_workspace: bool
+    # refresh bookkeeping
+    revision_stamps: Mapping[str, FileStamp] = field(default_factory=dict, repr=False, compare=False)
+    state_stamps: Mapping[str, FileStamp | None] = field(default_factory=dict, repr=False, compare=False)
+    topic_entries: Mapping[str, _TopicEntry] = field(default_factory=dict, repr=False, compare=False)
+    counter: Any = field(default=None, repr=False, compare=False)
+    reparsed_topics: tuple[str, ...] = field(default=(), compare=False)  # topics re-read by this refresh
+
+    @property
+    def core_master(self) -> str | None:
+        topic = self.tree.topic("core.md") if self.tree is not None else None
+        return topic.text if topic is not None else None
+
+    @property
+    def core(self) -> Any:
+        return self.views.core if self.views is not None else None
+
+    def root_core_text(self) -> str | None:
+        try:
+            return (self.memory_root / "core.md").read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def core_injection(self) -> Any:
+        from .views import core_injection
+
+        return core_injection(self.root_core_text(), inject=self.config.core_inject, counter=self.counter)
+
+    def problems_for(self, rel_path: str) -> tuple[Problem, ...]:
+        return tuple(p for p in self.problems if p.path == rel_path)
+
+    def status_json(self) -> dict[str, Any]:
+        return {
+            "state_dir": str(self.state_dir),
+            "memory_root": str(self.memory_root),
+            "workspace_id": self.workspace_id,
+            "revision": self.revision,
+            "memory_missing": self.memory_missing,
+            "memory_disabled": self.memory_disabled,
+            "writer_disabled": self.writer_disabled,
+            "empty_workspace": self.empty_workspace,
+            "topics": len(self.tree.topics) if self.tree is not None else 0,
+            "records": len(self.tree.units) if self.tree is not None else 0,
+            "problems": [p.to_json() for p in self.problems],
+        }
+
+
+Snapshot = StateView
+
+_STATE_FILES = ("config", "runtime", "writer_status", "agent_history", "session_end", "workspace_id")
+
+
+def _state_file_paths(state_dir: Path, layout: Layout) -> dict[str, Path]:
+    return {
+        "config": state_dir / "config.json",
+        "runtime": layout.runtime_json,
+        "writer_status": layout.writer_status,
+        "agent_history": layout.agent_history,
+        "session_end": layout.session_end,
+        "workspace_id": layout.workspace_id_file,
+    }
+
+
+def _topic_files(topics_dir: Path) -> dict[str, FileStamp]:
+    """Same file set as ``topics.read_topic_texts``: ``rglob("*.md")`` that are files."""
+    out: dict[str, FileStamp] = {}
+    if not topics_dir.is_dir():
+        return out
+    for file in sorted(topics_dir.rglob("*.md")):
+        try:
+            st = file.stat()
+        except OSError:
+            continue
+        if stat_mod.S_ISREG(st.st_mode):
+            out[file.relative_to(topics_dir).as_posix()] = FileStamp.of(st)
+    return out
+
+
+def _assemble_tree(entries: Mapping[str, _TopicEntry]) -> Any:
+    """A TopicTree from per-file parses (the cross-file part of ``topics.parse_tree``)."""
+    from .topics import INVALID_TOPIC_FORMAT, TopicTree, topic_sort_key
+
+    problems: list[Problem] = []
+    parsed = []
+    for rel in sorted(entries, key=topic_sort_key):
+        entry = entries[rel]
+        if entry.problem is not None:
+            problems.append(entry.problem)
+        if entry.topic is not None:
+            parsed.append(entry.topic)
+    units = []
+    first_seen: dict[str, Any] = {}
+    for topic in parsed:
+        problems.extend(topic.problems)
+        for unit in topic.units:
+            other = first_seen.get(unit.memory_id)
+            if other is not None:
+                if other.topic_path != unit.topic_path:
+                    problems.append(Problem(
+                        INVALID_TOPIC_FORMAT, f"duplicate memory_id: {unit.memory_id}", unit.path, unit.line, 1,
+                        {"memory_id": unit.memory_id, "first": f"{other.path}:{other.line}"},
+                    ))
+                continue
+            first_seen[unit.memory_id] = unit
+            units.append(unit)
+    problems.sort(key=lambda p: (topic_sort_key(p.path or ""), p.line or 0, p.column or 0))
+    return TopicTree(tuple(parsed), tuple(units), tuple(problems))
+
+
+def _parse_topics(
+    topics_dir: Path, previous: Mapping[str, _TopicEntry], resolve: Callable[[str, str], str | None], reuse: bool
+) -> tuple[dict[str, _TopicEntry], list[str]]:
+    from .topics import INVALID_TOPIC_FORMAT, parse_topic
+
+    entries: dict[str, _TopicEntry] = {}
+    reparsed: list[str] = []
+    for rel, stamp in _topic_files(topics_dir).items():
+        prior = previous.get(rel) if reuse else None
+        if prior is not None and prior.stamp == stamp:
+            entries[rel] = prior
+            continue
+        reparsed.append(rel)
+        wrel = "topics/" + rel
+        try:
+            data = (topics_dir / rel).read_bytes()
+        except OSError as exc:
+            entries[rel] = _TopicEntry(stamp, None, Problem(INVALID_TOPIC_FORMAT, f"cannot read topic file: {exc.strerror}", wrel, 1, 1))
+            continue
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = data[: exc.start].count(b"\n") + 1
+            column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+            entries[rel] = _TopicEntry(stamp, None, Problem(INVALID_TOPIC_FORMAT, "topic file is not valid UTF-8", wrel, line, column))
+            continue
+        entries[rel] = _TopicEntry(stamp, parse_topic(rel, text, resolve=resolve, strict=True))
+    return entries, reparsed
+
+
+def open_state(state_dir: Path | str, *, counter: Any = None) -> StateView:
+    """Read a whole state directory into a snapshot. Raises ``MemoryError(STATE_NOT_FOUND)``
+    when ``state_dir`` is not a directory; everything else becomes a flag or a Problem."""
+    return _build(Path(state_dir), None, counter)
+
+
+def refresh(previous: StateView) -> StateView:
+    """The next snapshot: files whose ``(mtime_ns, size, inode)`` did not change are reused."""
+    return _build(previous.state_dir, previous, previous.counter)
+
+
+def _build(state_dir: Path, prev: StateView | None, counter: Any) -> StateView:
+    from .config import load_memory_config
+    from .sources import SourceIndex
+    from .tokens import DEFAULT_COUNTER
+    from .views import build_views
+
+    if not state_dir.is_dir():
+        raise MemoryError(STATE_NOT_FOUND, f"state directory not found: {state_dir}", path=str(state_dir))
+    counter = counter or DEFAULT_COUNTER
+    memory_root = state_dir / "memory"
+    layout = Layout(memory_root)
+    memory_missing = not memory_root.is_dir()
+
+    paths = _state_file_paths(state_dir, layout)
+    stamps = {name: _stamp(path) for name, path in paths.items()}
+    same = (lambda name: prev is not None and prev.state_stamps.get(name) == stamps[name] and stamps[name] is not None)
+    problems: list[Problem] = []
+
+    config = prev.config if same("config") else load_memory_config(state_dir)
+    problems.extend(config.problems)
+    workspace_id = prev.workspace_id if same("workspace_id") else read_workspace_id(memory_root, layout)
+    if same("runtime"):
+        runtime, rt_problems = prev.runtime, tuple(p for p in prev.problems if p.path == _rel(memory_root, paths["runtime"]))
+    else:
+        runtime, rt_problems = load_runtime_state(memory_root, layout)
+    problems.extend(rt_problems)
+    if same("writer_status"):
+        writer_status, ws_problems = prev.writer_status, tuple(p for p in prev.problems if p.path == _rel(memory_root, paths["writer_status"]))
+    else:
+        writer_status, ws_problems = load_writer_status(memory_root, layout)
+    problems.extend(ws_problems)
+    if same("agent_history"):
+        history, h_problems = prev.agent_history, tuple(p for p in prev.problems if p.path == _rel(memory_root, paths["agent_history"]))
+    else:
+        history, h_problems = load_agent_history(memory_root, layout)
+    problems.extend(h_problems)
+    if same("session_end"):
+        session_end, se_problems = prev.session_end, tuple(p for p in prev.problems if p.path == _rel(memory_root, paths["session_end"]))
+    else:
+        session_end, se_problems = load_session_end(memory_root, layout)
+    problems.extend(se_problems)
+
+    # Sources first: topic citations resolve through the index.
+    prev_sources = prev.sources if prev is not None else None
+    sources = SourceIndex.load(memory_root, previous=prev_sources)
+    sources_same = prev_sources is not None and {k: v.key for k, v in sources.files.items()} == {
+        k: v.key for k, v in prev_sources.files.items()
+    }
+    problems.extend(sources.problems)
+
+    prev_entries = prev.topic_entries if prev is not None else {}
+    entries, reparsed = _parse_topics(layout.topics, prev_entries, sources.resolve_target, reuse=sources_same)
+    if prev is not None and sources_same and not reparsed and set(entries) == set(prev_entries):
+        tree = prev.tree
+    else:
+        tree = _assemble_tree(entries)
+    problems.extend(tree.problems)
+
+    views_inputs_same = (
+        prev is not None and tree is prev.tree and sources_same and runtime is prev.runtime and config is prev.config
+    )
+    if views_inputs_same:
+        views = prev.views
+    else:
+        master = tree.topic("core.md")
+        views = build_views(
+            tree,
+            master_text=master.text if master is not None else None,
+            trusted_ids=sources.trusted_ids(),
+            creation_order=runtime.creation_order,
+            recent_limit=config.recent_limit,
+            counter=counter,
+            budget=config.core_budget_tokens,
+            link_for=sources.link_for,
+        )
+
+    rev_stamps = revision_stamps(memory_root)
+    if prev is not None and prev.revision_stamps == rev_stamps:
+        revision = prev.revision
+    else:
+        revision = workspace_revision(memory_root)
+
+    return StateView(
+        state_dir=state_dir,
+        memory_root=memory_root,
+        layout=layout,
+        config=config,
+        workspace_id=workspace_id,
+        revision=revision,
+        tree=tree,
+        sources=sources,
+        views=views,
+        runtime=runtime,
+        writer_status=writer_status,
+        agent_history=history,
+        session_end=session_end,
+        problems=tuple(problems),
+        memory_missing=memory_missing,
+        memory_disabled=not config.enabled,
+        writer_disabled=not config.writer_enabled,
+        empty_workspace=(not memory_missing) and not tree.units,
+        revision_stamps=rev_stamps,
+        state_stamps=stamps,
+        topic_entries=entries,
+        counter=counter,
+        reparsed_topics=tuple(reparsed),
+    )
+
+
+class Workspace:
+    """A handle that keeps the latest snapshot of one state directory."""
+
+    def __init__(self, state_dir: Path | str, *, counter: Any = None) -> None:
+        self.state_dir = Path(state_dir)
+        self.counter = counter
+        self._snapshot: StateView | None = None
+
+    @property
+    def snapshot(self) -> StateView:
+        if self._snapshot is None:
+            self._snapshot = open_state(self.state_dir, counter=self.counter)
+        return self._snapshot
+
+    def refresh(self) -> StateView:
+        self._snapshot = refresh(self._snapshot) if self._snapshot is not None else open_state(self.state_dir, counter=self.counter)
+        return self._snapshot
+
+
+def open_memory_views(memory_root: Path, *, counter: Any = None, state_dir: Path | None = None) -> Any:
+    """Derived views rebuilt from the committed topics of ``memory_root`` (reads only)."""
+    state_dir = state_dir or memory_root.parent
+    return open_state(state_dir, counter=counter).views
