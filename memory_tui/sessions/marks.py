@@ -1,0 +1,158 @@
+"""The byte-compatible memory marker (session spec §4.6).
+
+``mark_nodes`` sets ``metadata["memory_written_scriptorium"] = <workspace id>`` on the given
+nodes, one node file at a time, atomically, exactly as OpenProgram's own
+``merge_node_metadata_batch`` serializes it. It never touches ``meta.json``, ``index.json``,
+``updated_at``, the head, or the session's git repository.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from memory_tui.core.errors import CORRUPT_FILE, Problem
+
+MARK_KEY = "memory_written_scriptorium"
+NODE_KEYS = ("id", "created_at", "seq", "role", "name", "input", "output", "caller", "predecessor", "reads", "metadata")
+_DEFAULTS: dict[str, Any] = {"name": "", "input": None, "output": None, "caller": "", "predecessor": None, "reads": []}
+
+
+@dataclass(frozen=True)
+class MarkResult:
+    marked: tuple[str, ...]  # files rewritten
+    already: tuple[str, ...]  # already carried this exact mark: left alone
+    missing: tuple[str, ...]  # no node file with that id (skipped, as OpenProgram does)
+    problems: tuple[Problem, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def serialize_node(data: dict[str, Any]) -> str:
+    """OpenProgram's node encoding: 11 keys in canonical order, compact default separators."""
+    ordered: dict[str, Any] = {}
+    for key in NODE_KEYS:
+        if key in data and not (data[key] is None and key in ("name", "caller", "reads", "metadata")):
+            ordered[key] = data[key]
+        elif key == "metadata":
+            ordered[key] = {}
+        elif key in _DEFAULTS:
+            ordered[key] = _DEFAULTS[key]
+    # Unknown top-level keys: OpenProgram drops them on its own rewrite; we keep them (after the
+    # canonical ones) rather than lose data. Files OpenProgram wrote never have any.
+    for key, value in data.items():
+        if key not in ordered:
+            ordered[key] = value
+    return json.dumps(ordered, ensure_ascii=False)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Unique temp in the same dir, fsync, 0600, rename over the target, fsync the dir."""
+    tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(text.encode("utf-8"))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_dir(path.parent)
+
+
+def find_node_files(session_dir: Path, node_id: str) -> list[Path]:
+    """Files ``history/*-<id>.json`` whose ``id`` field really is ``node_id``."""
+    hist = Path(session_dir) / "history"
+    suffix = f"-{node_id}.json"
+    try:
+        names = sorted(e.name for e in os.scandir(hist) if e.name.endswith(suffix))
+    except OSError:
+        return []
+    return [hist / n for n in names]
+
+
+def mark_nodes(
+    session_dir: str | os.PathLike[str],
+    node_ids: Iterable[str],
+    workspace_id: str,
+    *,
+    key: str = MARK_KEY,
+    rel_base: str | os.PathLike[str] | None = None,
+) -> MarkResult:
+    """Mark the given nodes, in the given (batch, oldest-first) order. Never raises for bad data."""
+    sdir = Path(session_dir)
+    base = Path(rel_base) if rel_base is not None else sdir.parent.parent
+
+    def rel(p: Path) -> str:
+        try:
+            return p.relative_to(base).as_posix()
+        except ValueError:
+            return p.as_posix()
+
+    marked: list[str] = []
+    already: list[str] = []
+    missing: list[str] = []
+    problems: list[Problem] = []
+    for node_id in node_ids:
+        if not isinstance(node_id, str) or not node_id or "/" in node_id or "\\" in node_id:
+            problems.append(Problem("INVALID_ARGUMENT", f"not a node id: {node_id!r}", None))
+            continue
+        hits = []
+        for path in find_node_files(sdir, node_id):
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError) as exc:
+                problems.append(Problem(CORRUPT_FILE, f"cannot read node file: {exc}", rel(path)))
+                continue
+            except json.JSONDecodeError as exc:
+                problems.append(Problem(CORRUPT_FILE, f"invalid JSON: {exc.msg}", rel(path), exc.lineno, exc.colno))
+                continue
+            if isinstance(data, dict) and data.get("id") == node_id:
+                hits.append((path, data))
+        if not hits:
+            missing.append(node_id)
+            continue
+        for path, data in hits:
+            metadata = data.get("metadata")
+            if metadata is None:
+                metadata = {}
+            if not isinstance(metadata, dict):
+                problems.append(Problem(CORRUPT_FILE, f"node {node_id!r} metadata is not an object; not marked", rel(path), 1, 1))
+                continue
+            if metadata.get(key) == workspace_id:
+                already.append(node_id)
+                continue
+            metadata[key] = workspace_id  # an existing key keeps its position; a new one goes last
+            data["metadata"] = metadata
+            try:
+                atomic_write_text(path, serialize_node(data))
+            except OSError as exc:
+                problems.append(Problem(CORRUPT_FILE, f"cannot write node file: {exc.strerror or exc}", rel(path)))
+                continue
+            marked.append(node_id)
+    return MarkResult(tuple(marked), tuple(already), tuple(missing), tuple(problems))
