@@ -1,0 +1,136 @@
+"""Writer that runs an external agent command (``[writer] command``) inside the stage.
+
+The command runs with its working directory set to a restricted stage (a private copy of
+``topics/`` and the derived files; ``sources/`` is absent) and receives the task on stdin:
+the batch of turns and a description of the topic format, in memory-tui's own words. It
+edits files under ``topics/`` and exits. Its edits are then committed through the same
+``commit_edits`` path as every other writer; a refused commit gets one repair run whose
+prompt starts with the refusal text.
+
+Failures (closed codes, retry verdict):
+* command missing / not executable → ``MEMORY_PROVIDER_RESOLUTION_FAILED`` (not retryable)
+* runs longer than ``timeout`` → ``MODEL_TIMEOUT`` (retryable)
+* exits non-zero → ``MODEL_FAILURE_UNKNOWN`` (not retryable; stderr tail in the message)
+
+Environment given to the command: ``MEMORY_TUI_STAGE`` (the stage path),
+``MEMORY_TUI_STAGE_KIND`` (write/backfill/organize) and ``MEMORY_TUI_ALLOWED_REFS`` (the
+source ids it may cite, one per line).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from memory_tui.pipeline.status import history_entry
+from memory_tui.pipeline.writers.base import (
+    REPAIR_PREFIX,
+    TxPort,
+    WriterFailure,
+    WriterOutcome,
+    WriteTask,
+    describe_format,
+    run_with_repair,
+)
+
+NAME = "command"
+
+
+def build_prompt(task: WriteTask, rejection: str | None = None) -> str:
+    parts: list[str] = []
+    if rejection:
+        parts += [f"{REPAIR_PREFIX} {rejection}", "Fix the problem and do the task below again from scratch.", ""]
+    if task.stage == "organize":
+        parts += [
+            "Tidy the memory in this directory: merge paragraphs that say the same thing, remove "
+            "repeated paragraphs, and move paragraphs to the file they belong in. Keep every "
+            "citation that a kept paragraph needs. Do not add new facts.",
+        ]
+    else:
+        parts += [
+            "You are keeping the long-term memory of a person who talks with an AI assistant. "
+            "Read the conversation turns below and record what is worth remembering later: "
+            "preferences, decisions, plans, facts about people and projects. Skip greetings, "
+            "questions and small talk. Put each memory in the topic file where it belongs "
+            "(one file per person, project or theme, e.g. topics/people/<name>.md); update an "
+            "existing paragraph rather than repeating it.",
+        ]
+    parts += ["", describe_format(), ""]
+    if task.turns:
+        parts.append(f"Turns (observed {task.observed}); cite them by their ref:")
+        for t in task.turns:
+            obj = {"ref": t.source_id, "time": t.timestamp or "undated", "speaker": t.speaker, "text": t.text}
+            parts.append(json.dumps(obj, ensure_ascii=False).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+    return "\n".join(parts) + "\n"
+
+
+@dataclass
+class CommandWriter:
+    argv: tuple[str, ...]
+    timeout: float = 600.0
+    env: Mapping[str, str] | None = None
+    name: str = NAME
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+    def _run(self, task: WriteTask, cwd: str, prompt: str) -> str:
+        env = dict(os.environ if self.env is None else self.env)
+        env["MEMORY_TUI_STAGE"] = cwd
+        env["MEMORY_TUI_STAGE_KIND"] = task.stage
+        env["MEMORY_TUI_ALLOWED_REFS"] = "\n".join(task.allowed_refs)
+        try:
+            proc = subprocess.run(
+                list(self.argv),
+                input=prompt.encode("utf-8"),
+                cwd=cwd,
+                env=env,
+                capture_output=True,
+                timeout=self.timeout,
+            )
+        except FileNotFoundError:
+            raise WriterFailure("MEMORY_PROVIDER_RESOLUTION_FAILED", f"writer command not found: {self.argv[0]}") from None
+        except PermissionError:
+            raise WriterFailure("MEMORY_PROVIDER_RESOLUTION_FAILED", f"writer command not executable: {self.argv[0]}") from None
+        except subprocess.TimeoutExpired:
+            raise WriterFailure("MODEL_TIMEOUT", f"writer command ran longer than {self.timeout:g} s", retryable=True) from None
+        out = proc.stdout.decode("utf-8", "replace")
+        if proc.returncode != 0:
+            tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
+            raise WriterFailure(
+                "MODEL_FAILURE_UNKNOWN",
+                f"writer command exited with status {proc.returncode}" + (f": {' / '.join(tail)}" if tail else ""),
+            )
+        return out
+
+    def write(self, task: WriteTask, tx: TxPort) -> WriterOutcome:
+        if not self.argv:
+            raise WriterFailure("MEMORY_PROVIDER_RESOLUTION_FAILED", "no writer command configured ([writer] command)")
+        self.history = []
+
+        def attempt(rejection: str | None) -> WriterOutcome:
+            stage_label = task.stage if rejection is None else f"{task.stage}-repair"
+            prompt = build_prompt(task, rejection)
+            stage = tx.open_stage(task.allowed_refs)
+            try:
+                reply = self._run(task, str(stage.path), prompt)
+            except BaseException as exc:
+                tx.discard(stage)
+                self.history.append(history_entry(stage_label, "", prompt, error=f"{type(exc).__name__}: {exc}"))
+                raise
+            try:
+                info = tx.commit_edits(stage)
+            except Exception as exc:
+                self.history.append(history_entry(stage_label, "", prompt, error=f"{type(exc).__name__}: {exc}"))
+                raise
+            self.history.append(history_entry(stage_label, "", prompt, reply=reply[-4000:]))
+            return WriterOutcome(info.changed_topics, info.revision, [], reply.strip()[-200:])
+
+        outcome = run_with_repair(attempt)
+        outcome.history = list(self.history)
+        return outcome
+
+
+def writer_from_settings(settings: Any) -> CommandWriter:
+    return CommandWriter(tuple(settings.command), float(settings.timeout))
