@@ -60,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         module.register(sub)
+        if hasattr(module, "register_root"):  # options of the default (no-verb) action
+            module.register_root(parser)
     return parser
 
 
