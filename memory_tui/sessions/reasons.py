@@ -1,0 +1,553 @@
+"""Why a turn or branch was (not) written: reasons as data (session spec §5, memory spec §9).
+
+Every :class:`Reason` carries a stable lower_snake ``code``, the on-disk ``evidence`` it was
+derived from (state-relative file, field, value) and a human ``message``, so the CLI and the
+TUI word it the same way. Reading never writes: the write-lock probe opens an existing lock
+file read-only and releases it at once; a missing lock file is simply "not held".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from memory_tui.core.config import IDLE_ALLOWANCE_SECONDS, IDLE_MINUTES, MemoryConfig, load_memory_config
+from memory_tui.core.errors import Problem
+from memory_tui.core.paths import Layout
+from memory_tui.core.tokens import TokenCounter
+
+from .records import (
+    MARK_KEY,
+    CachedCounter,
+    PendingCount,
+    SessionAnalysis,
+    TipAnalysis,
+    _cached,
+    analyze_session,
+    status_pending_count,
+)
+from .store import Node, Session, SessionSnapshot, read_json, rel_path
+
+WRITTEN, PENDING, NEVER = "written", "pending", "never"
+_RANK = {WRITTEN: 2, PENDING: 1, NEVER: 0}
+
+# Every code this module emits (stable; the UI maps them to glyphs and help text).
+CODES = (
+    "written",
+    "rewound",
+    "filtered_role",
+    "empty_text",
+    "runtime_turn",
+    "authority_denied",
+    "authority_missing",
+    "missing_id",
+    "not_on_live_branch",
+    "archived_branch",
+    "below_threshold_non_head",
+    "remainder_below_threshold",
+    "below_threshold_per_turn",
+    "batch_cap",
+    "awaiting_idle_pass",
+    "session_not_idle",
+    "already_processed",
+    "marked_other_workspace",
+    "stranded_behind_mark",
+    "memory_disabled",
+    "writer_disabled",
+    "watcher_disabled",
+    "watcher_lock_busy",
+    "watcher_state_unreadable",
+    "compaction_summary",
+    "last_writer_failure",
+    "lock_busy",
+    "special_token_blocks_writer",
+    "not_in_registry",
+    "runtime_turns_only",
+    "broken_chain",
+    "no_head",
+    "workspace_id_missing",
+    "graph_root",
+)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    file: str  # state-relative posix path
+    field: str
+    value: Any
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "field": self.field, "value": self.value}
+
+
+@dataclass(frozen=True)
+class Reason:
+    code: str
+    evidence: tuple[Evidence, ...]
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"code": self.code, "evidence": [e.to_json() for e in self.evidence], "message": self.message}
+
+
+@dataclass(frozen=True)
+class TurnVerdict:
+    id: str
+    role: str  # stored role
+    verdict: str  # written | pending | never
+    reasons: tuple[Reason, ...]
+    tip: str | None = None  # the tip whose view gave this verdict
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "role": self.role, "verdict": self.verdict, "reasons": [r.to_json() for r in self.reasons]}
+
+
+@dataclass(frozen=True)
+class TipExplanation:
+    analysis: TipAnalysis
+    reasons: tuple[Reason, ...]
+    turns: tuple[TurnVerdict, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        out = self.analysis.to_json()
+        out["reasons"] = [r.to_json() for r in self.reasons]
+        out["turns"] = [t.to_json() for t in self.turns]
+        return out
+
+
+@dataclass(frozen=True)
+class SessionExplanation:
+    analysis: SessionAnalysis
+    reasons: tuple[Reason, ...]  # session-level
+    tips: Mapping[str, TipExplanation]
+    nodes: Mapping[str, TurnVerdict]  # every node but the graph root, best verdict over all tips
+    runtime_only_tips: tuple[str, ...] = ()
+
+    @property
+    def session(self) -> Session:
+        return self.analysis.session
+
+    def to_json(self) -> dict[str, Any]:
+        out = self.analysis.to_json()
+        out["reasons"] = [r.to_json() for r in self.reasons]
+        out["runtime_only_tips"] = list(self.runtime_only_tips)
+        out["tips"] = {t: e.to_json() for t, e in self.tips.items()}
+        return out
+
+
+@dataclass(frozen=True)
+class WriterContext:
+    """Everything outside the session files that decides whether OpenProgram writes."""
+
+    workspace_id: str
+    config: MemoryConfig
+    now: float
+    memory_rel: str = "memory"
+    runtime_rel: str = "memory/.scriptorium"
+    writer_status: Mapping[str, Any] | None = None
+    session_end: Mapping[str, Any] | None = None
+    session_end_problem: Problem | None = None
+    lock_busy: bool = False
+    watcher_lock_busy: bool = False
+    watcher_disabled_env: bool = False
+    workspace_id_valid: bool = True
+    problems: tuple[Problem, ...] = ()
+
+
+@dataclass(frozen=True)
+class Explanation:
+    context: WriterContext
+    reasons: tuple[Reason, ...]  # global
+    sessions: Mapping[str, SessionExplanation]
+    pending: PendingCount
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "workspace_id": self.context.workspace_id,
+            "trigger_tokens": self.context.config.trigger_tokens,
+            "status_pending_turns": self.pending.value,
+            "reasons": [r.to_json() for r in self.reasons],
+            "sessions": {sid: s.to_json() for sid, s in self.sessions.items()},
+        }
+
+
+# --------------------------------------------------------------------------- context
+
+
+def probe_lock(path: Path) -> bool:
+    """True when another process holds an exclusive flock on ``path``. Never creates it."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - non-Unix
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+def read_workspace_id(state_dir: Path) -> tuple[str, bool]:
+    layout = Layout(Path(state_dir) / "memory")
+    try:
+        raw = layout.workspace_id_file.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return "", False
+    ok = len(raw) == 10 and raw.startswith("w-") and all(c in "0123456789abcdef" for c in raw[2:])
+    return (raw if ok else ""), ok
+
+
+def load_context(
+    state_dir: str | os.PathLike[str],
+    *,
+    now: float,
+    config: MemoryConfig | None = None,
+    env: Mapping[str, str] | None = None,
+    probe: Callable[[Path], bool] = probe_lock,
+) -> WriterContext:
+    state = Path(state_dir)
+    env = os.environ if env is None else env
+    layout = Layout(state / "memory")
+    runtime_rel = rel_path(layout.runtime_dir, state)
+    config = config if config is not None else load_memory_config(state)
+    ws, ws_ok = read_workspace_id(state)
+    problems: list[Problem] = list(config.problems)
+    status, status_problems = read_json(layout.writer_status, f"{runtime_rel}/writer-status.json")
+    problems.extend(status_problems)
+    if not isinstance(status, dict) or status.get("version") != 1:
+        status = None  # a different version reads as all-null
+    end, end_problems = read_json(layout.session_end, f"{runtime_rel}/session-end.json")
+    end_problem = end_problems[0] if end_problems else None
+    if end is not None and not isinstance(end, dict):
+        end_problem = Problem("CORRUPT_FILE", "session-end.json is not an object", f"{runtime_rel}/session-end.json", 1, 1)
+        end = None
+    problems.extend(end_problems)
+    watcher_off = (env.get("OPENPROGRAM_NO_SESSION_END") or "").strip().lower() in ("1", "true", "yes")
+    return WriterContext(
+        workspace_id=ws,
+        config=config,
+        now=float(now),
+        memory_rel=rel_path(layout.root, state),
+        runtime_rel=runtime_rel,
+        writer_status=status,
+        session_end=end if end is not None else ({} if end_problem is None else None),
+        session_end_problem=end_problem,
+        lock_busy=probe(layout.lock_file),
+        watcher_lock_busy=probe(layout.runtime_dir / "session-end.lock"),
+        watcher_disabled_env=watcher_off,
+        workspace_id_valid=ws_ok,
+        problems=tuple(problems),
+    )
+
+
+# --------------------------------------------------------------------------- reasons
+
+
+def _r(code: str, message: str, *evidence: Evidence) -> Reason:
+    return Reason(code, tuple(evidence), message)
+
+
+def global_reasons(ctx: WriterContext) -> tuple[Reason, ...]:
+    cfg = "config.json"
+    rt = ctx.runtime_rel
+    out: list[Reason] = []
+    if not ctx.config.enabled:
+        out.append(_r("memory_disabled", "memory is disabled (memory.backend is \"none\"): nothing is written",
+                      Evidence(cfg, "memory.backend", ctx.config.backend)))
+    if not ctx.config.writer_enabled:
+        out.append(_r("writer_disabled", "the memory writer is off (memory.writer.enabled is false)",
+                      Evidence(cfg, "memory.writer.enabled", False)))
+    if not ctx.workspace_id_valid:
+        out.append(_r("workspace_id_missing",
+                      "the workspace id is missing or invalid; OpenProgram will mint a new one and every mark will count as foreign",
+                      Evidence(f"{rt}/workspace-id", "", None)))
+    if ctx.watcher_disabled_env:
+        out.append(_r("watcher_disabled", "the idle watcher is disabled by OPENPROGRAM_NO_SESSION_END",
+                      Evidence("(environment)", "OPENPROGRAM_NO_SESSION_END", True)))
+    if ctx.session_end_problem is not None:
+        p = ctx.session_end_problem
+        out.append(_r("watcher_state_unreadable",
+                      f"session-end.json is unreadable ({p.message}); every idle pass aborts and nothing is processed",
+                      Evidence(p.path or f"{rt}/session-end.json", f"line {p.line}" if p.line else "", p.message)))
+    if ctx.watcher_lock_busy:
+        out.append(_r("watcher_lock_busy", "another idle-watcher pass holds session-end.lock; this pass is skipped",
+                      Evidence(f"{rt}/session-end.lock", "flock", "held")))
+    if ctx.lock_busy:
+        out.append(_r("lock_busy", "the workspace write lock is held right now; a writer would fail with CONCURRENT_UPDATE (retryable)",
+                      Evidence(f"{rt}/write.lock", "flock", "held")))
+    status = ctx.writer_status or {}
+    if status.get("last_outcome") == "failure" and isinstance(status.get("last_failure"), Mapping):
+        fail = status["last_failure"]
+        code = fail.get("reason_code")
+        out.append(_r("last_writer_failure",
+                      f"OpenProgram's last write failed with {code} at {fail.get('at')} "
+                      f"({'retryable' if fail.get('retryable') else 'not retried'})",
+                      Evidence(f"{rt}/writer-status.json", "last_failure.reason_code", code),
+                      Evidence(f"{rt}/writer-status.json", "last_failure.retryable", fail.get("retryable"))))
+    return tuple(out)
+
+
+def _session_reasons(session: Session, sa: SessionAnalysis, ctx: WriterContext, counter: CachedCounter) -> list[Reason]:
+    out: list[Reason] = []
+    state_meta = session.meta_file
+    head, _, _ = session.rel.partition("/")
+    reg = f"{head}/index.json" if head in ("sessions", "sessions-git") else "sessions/index.json"
+    if not session.in_registry:
+        out.append(_r("not_in_registry",
+                      f"session {session.id} is not in the registry: OpenProgram's idle watcher never visits it until its next turn",
+                      Evidence(reg, session.id, None)))
+    if session.head_id is None or session.get(session.head_id) is None:
+        out.append(_r("no_head", "the session has no usable head: the head branch is empty, nothing is written from it",
+                      Evidence(state_meta, "head_id", session.head_id)))
+    for p in sa.precondition_problems:
+        reason = (p.details or {}).get("reason", "authority_missing")
+        out.append(_r(reason, p.message + " (WRITER_PRECONDITION_FAILED, not retried until the session changes)",
+                      Evidence(p.path or "", "metadata.authority_schema" if reason == "authority_missing" else "id",
+                               (p.details or {}).get("node_id"))))
+    # Special tokens make OpenProgram's counter raise while it counts pending text.
+    seen: set[str] = set()
+    for tip in sa.forced_order:
+        ta = sa.tips.get(tip)
+        if ta is None:
+            continue
+        for rec in ta.pending:
+            toks = ta.special_tokens.get(rec.id)
+            if toks and rec.id not in seen:
+                seen.add(rec.id)
+                out.append(_r("special_token_blocks_writer",
+                              f"turn {rec.id} contains {', '.join(toks)}; OpenProgram's token counter raises on it and the "
+                              "whole session write fails (WRITER_PRECONDITION_FAILED)",
+                              Evidence(rec.node.file, "output", list(toks))))
+        if ta.broken_at:
+            node = session.nodes[ta.broken_at]
+            out.append(_r("broken_chain",
+                          f"node {node.id} has no predecessor but is not a legal chain start; OpenProgram's branch walk raises",
+                          Evidence(node.file, "predecessor", None)))
+    updated = session.updated_at
+    upd_ev = Evidence(reg if session.in_registry else state_meta, f"{session.id}.updated_at" if session.in_registry else "updated_at", updated)
+    if updated is not None and updated > ctx.now - IDLE_MINUTES * 60:
+        out.append(_r("session_not_idle",
+                      f"the session was active {max(0, int(ctx.now - updated))} s ago; the idle watcher waits {IDLE_MINUTES} min",
+                      upd_ev))
+    if ctx.session_end is not None and session.id in ctx.session_end and ctx.session_end.get(session.id) == updated:
+        out.append(_r("already_processed",
+                      "the idle watcher already handled the session at this exact updated_at; it waits for a new turn",
+                      Evidence(f"{ctx.runtime_rel}/session-end.json", session.id, ctx.session_end.get(session.id)), upd_ev))
+    return out
+
+
+_WATCH_BLOCKERS = frozenset({"not_in_registry", "session_not_idle", "already_processed"})
+
+
+def _tip_reasons(sa: SessionAnalysis, ta: TipAnalysis, ctx: WriterContext, session_reasons: list[Reason]) -> list[Reason]:
+    session = sa.session
+    threshold = ctx.config.trigger_tokens
+    out: list[Reason] = []
+    meta_file = session.meta_file
+    if ta.runtime_only:
+        out.append(_r("runtime_turns_only", "this tip holds only runtime-scheduled turns (job/merge notifications); nothing here is memory",
+                      Evidence(ta.chain[-1].file if ta.chain else meta_file, "metadata.display", "runtime")))
+    if ta.stranded:
+        newest = next((r for r in reversed(ta.recordset.records) if r.id in ta.marked), None)
+        out.append(_r("stranded_behind_mark",
+                      f"{len(ta.stranded)} unmarked turn(s) sit before a newer mark; the pending walk stops at the mark and never offers them",
+                      *(Evidence(r.node.file, f"metadata.{MARK_KEY}", None) for r in ta.stranded),
+                      *((Evidence(newest.node.file, f"metadata.{MARK_KEY}", ctx.workspace_id),) if newest else ())))
+    if not ta.pending:
+        return out
+    if ta.archived and not ta.is_head:
+        out.append(_r("archived_branch", "the branch is archived and not the current head: no pass ever writes it",
+                      Evidence(meta_file, f"branches.{ta.tip}.archived", True)))
+        return out + [r for r in session_reasons if r.code not in _WATCH_BLOCKERS]
+    if ta.is_head:
+        newest = max((r.timestamp or ctx.now) for r in ta.pending)
+        if ta.pending_tokens < threshold and newest > ctx.now - IDLE_ALLOWANCE_SECONDS:
+            out.append(_r("below_threshold_per_turn",
+                          f"{ta.pending_tokens} pending tokens < {threshold} and the newest turn is under 1 h old: the per-turn "
+                          "path waits; the idle pass writes it",
+                          Evidence("config.json", "memory.writer.trigger_tokens", threshold),
+                          Evidence(ta.pending[-1].node.file, "created_at", ta.pending[-1].timestamp)))
+        if len(ta.batch) < len(ta.pending):
+            out.append(_r("batch_cap", f"one unforced write takes only the first batch ({len(ta.batch)} of {len(ta.pending)} turns)",
+                          Evidence("config.json", "memory.writer.trigger_tokens", threshold)))
+    else:
+        if ta.pending_tokens < threshold:
+            head_ids = set(sa.tips[session.head_id].record_ids) if session.head_id in sa.tips else set()
+            own_marked = [i for i in ta.marked_record_ids if i not in head_ids]
+            code = "remainder_below_threshold" if own_marked else "below_threshold_non_head"
+            what = "the unwritten remainder of this branch" if own_marked else "this non-head branch"
+            out.append(_r(code,
+                          f"{what} holds {ta.pending_tokens} pending tokens < {threshold}; the idle pass writes other branches only "
+                          "from the threshold up",
+                          Evidence("config.json", "memory.writer.trigger_tokens", threshold),
+                          Evidence(meta_file, "head_id", session.head_id)))
+            return out + [r for r in session_reasons if r.code not in _WATCH_BLOCKERS]
+    blockers = [r for r in session_reasons if r.code in _WATCH_BLOCKERS]
+    if not blockers and not ctx.watcher_disabled_env:
+        out.append(_r("awaiting_idle_pass", "the idle watcher will write this at its next poll (every 300 s)",
+                      Evidence(meta_file, "updated_at", session.updated_at)))
+    return out + session_reasons
+
+
+def _not_record_reason(node: Node, code: str, ta: TipAnalysis) -> Reason:
+    if code == "filtered_role":
+        role = node.metadata.get("role") if node.role == "llm" else node.role
+        return _r(code, f"a {role or node.role!r} row is never memory (only user and assistant turns are)",
+                  Evidence(node.file, "role", node.role))
+    if code == "runtime_turn":
+        field_, value = ("metadata.display", "runtime") if node.display == "runtime" else ("metadata.source", node.source)
+        return _r(code, "a runtime-scheduled turn (job follow-up, merge prompt, attach pointer) is never memory",
+                  Evidence(node.file, field_, value))
+    if code == "empty_text":
+        return _r(code, "the turn has no text (blank, still running, or not text)", Evidence(node.file, "output", _short(node.output)))
+    if code == "authority_denied":
+        return _r(code, f"the speaker's tier {node.metadata.get('authority_tier')!r} may not append memory sources",
+                  Evidence(node.file, "metadata.authority_tier", node.metadata.get("authority_tier")))
+    if code == "authority_missing":
+        return _r(code, "stamped node (authority_schema) without complete authority: OpenProgram's writer raises on it",
+                  Evidence(node.file, "metadata.authority_schema", node.metadata.get("authority_schema")))
+    if code == "missing_id":
+        return _r(code, "the message has no id: OpenProgram's writer raises on it", Evidence(node.file, "id", None))
+    return _r(code, code.replace("_", " "), Evidence(node.file, "", None))
+
+
+def _short(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > 80:
+        return value[:77] + "..."
+    return value if isinstance(value, (str, int, float, bool, type(None))) else type(value).__name__
+
+
+def _turns_for_tip(sa: SessionAnalysis, ta: TipAnalysis, tip_reasons: list[Reason], ctx: WriterContext) -> tuple[TurnVerdict, ...]:
+    pending_ids = {r.id for r in ta.pending}
+    stranded_ids = {r.id for r in ta.stranded}
+    foreign_ids = {r.id for r in ta.foreign}
+    records = {r.id: r for r in ta.recordset.records}
+    never_archived = ta.archived and not ta.is_head
+    turns: list[TurnVerdict] = []
+    for node in ta.chain:
+        if node.is_root:
+            continue
+        if node.rewound:
+            turns.append(TurnVerdict(node.id, node.role, NEVER, (
+                _r("rewound", "the turn was rewound; every branch and message view hides it", Evidence(node.file, "metadata.rewound", True)),
+            ), ta.tip))
+            continue
+        code = ta.recordset.excluded.get(node.id)
+        if code is not None:
+            turns.append(TurnVerdict(node.id, node.role, NEVER, (_not_record_reason(node, code, ta),), ta.tip))
+            continue
+        rec = records.get(node.id)
+        if rec is None:  # pragma: no cover - every branch node is a record or excluded
+            continue
+        local: list[Reason] = []
+        if node.id in foreign_ids:
+            mark = node.metadata.get(MARK_KEY)
+            local.append(_r("marked_other_workspace",
+                            f"marked by workspace {mark}, not this one ({ctx.workspace_id}): it counts as unwritten and will be re-written",
+                            Evidence(node.file, f"metadata.{MARK_KEY}", mark)))
+        if node.id in ta.marked:
+            turns.append(TurnVerdict(node.id, node.role, WRITTEN, (
+                _r("written", "handed to a writer run that changed memory (marked with this workspace id)",
+                   Evidence(node.file, f"metadata.{MARK_KEY}", ctx.workspace_id)),
+            ), ta.tip))
+        elif node.id in stranded_ids:
+            stranded = next(r for r in tip_reasons if r.code == "stranded_behind_mark")
+            turns.append(TurnVerdict(node.id, node.role, NEVER, (
+                _r("stranded_behind_mark", "unmarked, but older than a newer mark on this branch: never offered again",
+                   Evidence(node.file, f"metadata.{MARK_KEY}", node.metadata.get(MARK_KEY)), *stranded.evidence[-1:]),
+                *local), ta.tip))
+        elif node.id in pending_ids:
+            toks = ta.special_tokens.get(node.id)
+            if toks:
+                local.append(_r("special_token_blocks_writer",
+                                f"contains {', '.join(toks)}: OpenProgram's counter raises and the session write fails",
+                                Evidence(node.file, "output", list(toks))))
+            others = [r for r in tip_reasons if r.code not in ("stranded_behind_mark", "runtime_turns_only")]
+            verdict = NEVER if never_archived else PENDING
+            turns.append(TurnVerdict(node.id, node.role, verdict, tuple(local + others), ta.tip))
+    return tuple(turns)
+
+
+def _offline_verdict(session: Session, node: Node) -> TurnVerdict:
+    """A node on no live tip's branch."""
+    if node.covers_ids is not None or node.id.startswith("summary_") or node.name == "context/summary":
+        return TurnVerdict(node.id, node.role, NEVER, (
+            _r("compaction_summary", "a compaction summary is never on a branch; the turns it covers are written raw",
+               Evidence(node.file, "metadata.covers_ids", list(node.covers_ids or ()))),
+        ))
+    if node.rewound:
+        return TurnVerdict(node.id, node.role, NEVER, (
+            _r("rewound", "the turn was rewound; every branch and message view hides it", Evidence(node.file, "metadata.rewound", True)),
+        ))
+    if node.role == "code":
+        return TurnVerdict(node.id, node.role, NEVER, (
+            _r("filtered_role", "a tool row is never memory", Evidence(node.file, "role", node.role)),
+        ))
+    why = "it is on no live branch"
+    ev = Evidence(node.file, "predecessor", node.predecessor)
+    if node.is_attach:
+        why, ev = "it is an attach pointer", Evidence(node.file, "metadata.function", "attach")
+    else:
+        # Find the hidden tip it leads to (merged head or similar).
+        hidden = [h for h in session.merged_heads if _on_chain(session, node.id, h)]
+        if hidden:
+            why, ev = f"it lies only under merged head {hidden[0]}", Evidence(session.meta_file, "merged_heads", list(session.merged_heads))
+    return TurnVerdict(node.id, node.role, NEVER, (_r("not_on_live_branch", f"not written: {why}", ev),))
+
+
+def _on_chain(session: Session, node_id: str, tip: str) -> bool:
+    seen: set[str] = set()
+    cur = session.get(tip)
+    while cur is not None and cur.id not in seen:
+        if cur.id == node_id:
+            return True
+        seen.add(cur.id)
+        cur = session.get(cur.predecessor)
+    return False
+
+
+def explain_session(session: Session, ctx: WriterContext, counter: TokenCounter | CachedCounter | None = None,
+                    analysis: SessionAnalysis | None = None) -> SessionExplanation:
+    cc = _cached(counter)
+    sa = analysis or analyze_session(session, ctx.workspace_id, ctx.config.trigger_tokens, cc)
+    sreasons = _session_reasons(session, sa, ctx, cc)
+    tips: dict[str, TipExplanation] = {}
+    best: dict[str, TurnVerdict] = {}
+    for tip, ta in sa.tips.items():
+        treasons = _tip_reasons(sa, ta, ctx, sreasons)
+        turns = _turns_for_tip(sa, ta, treasons, ctx)
+        tips[tip] = TipExplanation(ta, tuple(treasons), turns)
+        for tv in turns:
+            old = best.get(tv.id)
+            if old is None or _RANK[tv.verdict] > _RANK[old.verdict] or (
+                _RANK[tv.verdict] == _RANK[old.verdict] and tip == session.head_id
+            ):
+                best[tv.id] = tv
+    nodes: dict[str, TurnVerdict] = {}
+    for nid in session.order:
+        node = session.nodes[nid]
+        if node.is_root:
+            continue
+        nodes[nid] = best.get(nid) or _offline_verdict(session, node)
+    runtime_only = tuple(t for t, ta in sa.tips.items() if ta.runtime_only)
+    return SessionExplanation(sa, tuple(sreasons), tips, nodes, runtime_only)
+
+
+def explain(snapshot: SessionSnapshot, ctx: WriterContext, counter: TokenCounter | CachedCounter | None = None) -> Explanation:
+    cc = _cached(counter)
+    sessions = {sid: explain_session(s, ctx, cc) for sid, s in snapshot.sessions.items()}
+    pending = status_pending_count(snapshot, ctx.workspace_id, {sid: e.analysis for sid, e in sessions.items()})
+    return Explanation(ctx, global_reasons(ctx), sessions, pending)
