@@ -1,0 +1,219 @@
+"""Verbs ``status`` (workspace + writer health + pending per session) and ``why`` (for every
+session, tip and turn: written / pending / never, with the reasons and their evidence).
+
+Both only read. The write-lock probe opens an existing lock file read-only and releases it
+immediately; nothing is created.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from memory_tui.cli import CliError, add_common, emit_json
+from memory_tui.core.paths import discover_state_dir
+from memory_tui.core.text import sanitize
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("status", help="workspace, writer health and pending turns per session")
+    add_common(p)
+    p.add_argument("--now", type=float, default=None, help=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_status)
+
+    p = subparsers.add_parser("why", help="explain, per session, tip and turn, what memory wrote and why not")
+    add_common(p)
+    p.add_argument("session", nargs="?", metavar="SESSION", help="one session id (default: every session)")
+    p.add_argument("--tip", metavar="NODE", default=None, help="only this tip (branch head node id)")
+    p.add_argument("--now", type=float, default=None, help=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_why)
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def _state_dir(args: argparse.Namespace) -> Path:
+    state = discover_state_dir(getattr(args, "state", None))
+    if not state.exists():
+        raise CliError(f"state directory not found: {state}")
+    if not state.is_dir():
+        raise CliError(f"not a state directory (not a folder): {state}")
+    if not (state / "sessions").is_dir() and not (state / "sessions-git").is_dir() and not (state / "memory").is_dir():
+        raise CliError(f"not an OpenProgram state directory (no sessions/ or memory/): {state}")
+    return state
+
+
+def _explain(args: argparse.Namespace):
+    from memory_tui.sessions.reasons import explain, load_context
+    from memory_tui.sessions.store import load_sessions
+
+    state = _state_dir(args)
+    now = args.now if getattr(args, "now", None) is not None else time.time()
+    try:
+        snap = load_sessions(state)
+        ctx = load_context(state, now=now)
+        return state, snap, ctx, explain(snap, ctx)
+    except OSError as exc:
+        raise CliError(f"cannot read {state}: {exc.strerror or exc}") from exc
+
+
+def _memory_summary(state: Path) -> dict[str, Any]:
+    """Revision, counts and writer health from the workspace snapshot (core.workspace)."""
+    out: dict[str, Any] = {"revision": None, "topics": None, "records": None, "sources": None, "writer": None, "problems": []}
+    try:
+        from memory_tui.core.workspace import open_state
+    except ImportError:  # pragma: no cover - core.workspace always ships with the package
+        return out
+    try:
+        view = open_state(state)
+    except Exception as exc:  # noqa: BLE001 - status must still report the sessions
+        out["problems"].append({"code": getattr(exc, "code", "CORRUPT_FILE"), "message": str(exc), "path": "memory"})
+        return out
+    out["revision"] = view.revision
+    out["memory_missing"] = view.memory_missing
+    if view.tree is not None:
+        out["topics"] = len(view.tree.topics)
+        out["records"] = len(view.tree.units)
+    src = view.sources
+    if src is not None:
+        files = getattr(src, "files", None)
+        try:
+            out["sources"] = {"files": len(files) if files is not None else None, "frames": len(src.all_ids())}
+        except Exception:  # noqa: BLE001
+            out["sources"] = None
+    ws = view.writer_status
+    out["writer"] = ws.to_json() if ws is not None else None
+    out["problems"] = [p.to_json() for p in view.problems]
+    return out
+
+
+def _session_pending(se) -> tuple[int, int]:
+    """(distinct unmarked eligible records of this session, head pending tokens)."""
+    sa = se.analysis
+    ids: set[str] = set()
+    for tip in sa.forced_order:
+        ta = sa.tips.get(tip)
+        if ta is None:
+            continue
+        ids.update(r.id for r in ta.recordset.records if r.id not in ta.marked)
+    head = sa.tips.get(sa.session.head_id or "")
+    return len(ids), head.pending_tokens if head is not None else 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    state, snap, ctx, ex = _explain(args)
+    mem = _memory_summary(state)
+    threshold = ctx.config.trigger_tokens
+    sessions = []
+    for sid, se in ex.sessions.items():
+        pending_turns, head_tokens = _session_pending(se)
+        sessions.append({
+            "id": sid,
+            "title": se.session.title,
+            "head_id": se.session.head_id,
+            "in_registry": se.session.in_registry,
+            "updated_at": se.session.updated_at,
+            "archived": se.session.archived,
+            "tips": len(se.analysis.rows),
+            "pending_turns": pending_turns,
+            "head_pending_tokens": head_tokens,
+            "trigger_tokens": threshold,
+            "reasons": [r.to_json() for r in se.reasons],
+            "problems": [p.to_json() for p in se.session.problems],
+        })
+    data = {
+        "state_dir": str(state),
+        "workspace_id": ctx.workspace_id or None,
+        "revision": mem["revision"],
+        "config": ctx.config.to_json(),
+        "topics": mem["topics"],
+        "records": mem["records"],
+        "sources": mem["sources"],
+        "writer": {"status": mem["writer"], "lock_busy": ctx.lock_busy},
+        "status_pending_turns": ex.pending.value,
+        "pending_turns_lenient": ex.pending.lenient,
+        "reasons": [r.to_json() for r in ex.reasons],
+        "sessions": sessions,
+        "problems": [p.to_json() for p in (*snap.problems, *ctx.problems)] + mem["problems"],
+    }
+    if getattr(args, "json", False):
+        emit_json(data)
+        return 0
+    cfg = ctx.config
+    print(f"state      {sanitize(str(state))}")
+    print(f"workspace  {ctx.workspace_id or '(none)'}  revision {mem['revision'] or '?'}")
+    print(f"config     backend={cfg.backend} writer={'on' if cfg.writer_enabled else 'off'} "
+          f"trigger_tokens={cfg.trigger_tokens} model={cfg.writer_model or '(default)'}")
+    src = mem["sources"] or {}
+    print(f"memory     {mem['topics']} topics, {mem['records']} records, {src.get('files')} source files, {src.get('frames')} source frames")
+    writer = mem["writer"] or {}
+    fail = writer.get("last_failure") or {}
+    health = writer.get("last_outcome") or "never ran"
+    if fail:
+        health += f" (last failure {fail.get('reason_code')} at {fail.get('at')})"
+    print(f"writer     {health}; write lock {'HELD' if ctx.lock_busy else 'free'}")
+    pend = ex.pending.value if ex.pending.value is not None else f"null (OpenProgram cannot count; {ex.pending.lenient} countable)"
+    print(f"pending    {pend} turns")
+    for r in ex.reasons:
+        print(f"  ! {r.code}: {sanitize(r.message)}")
+    for row in sessions:
+        flag = "" if row["in_registry"] else "  [not in registry]"
+        print(f"session {sanitize(row['id'])}  head {sanitize(str(row['head_id']))}  tips {row['tips']}  "
+              f"pending {row['pending_turns']} turns, head {row['head_pending_tokens']}/{threshold} tokens{flag}")
+    for p in data["problems"]:
+        where = p.get("path") or ""
+        if p.get("line"):
+            where += f":{p['line']}"
+        print(f"problem  {sanitize(where)}: {p.get('code')}: {sanitize(str(p.get('message')))}")
+    return 0
+
+
+_GLYPH = {"written": "+", "pending": "~", "never": "-"}
+
+
+def cmd_why(args: argparse.Namespace) -> int:
+    _state, _snap, ctx, ex = _explain(args)
+    wanted = args.session
+    if wanted is not None and wanted not in ex.sessions:
+        raise CliError(f"no such session: {wanted}")
+    selected = {sid: se for sid, se in ex.sessions.items() if wanted is None or sid == wanted}
+    if args.tip is not None and not any(args.tip in se.tips for se in selected.values()):
+        raise CliError(f"no such tip: {args.tip}")
+    out_sessions: dict[str, Any] = {}
+    for sid, se in selected.items():
+        js = se.to_json()
+        if args.tip is not None:
+            if args.tip not in js["tips"]:
+                continue
+            js["tips"] = {args.tip: js["tips"][args.tip]}
+        out_sessions[sid] = js
+    if getattr(args, "json", False):
+        emit_json({
+            "workspace_id": ctx.workspace_id or None,
+            "trigger_tokens": ctx.config.trigger_tokens,
+            "status_pending_turns": ex.pending.value,
+            "reasons": [r.to_json() for r in ex.reasons],
+            "sessions": out_sessions,
+        })
+        return 0
+    for r in ex.reasons:
+        print(f"! {r.code}: {sanitize(r.message)}")
+    for sid, js in out_sessions.items():
+        print(f"session {sanitize(sid)}  head {sanitize(str(js['head_id']))}"
+              f"{'' if js['in_registry'] else '  [not in registry]'}")
+        for r in js["reasons"]:
+            print(f"  ! {r['code']}: {sanitize(r['message'])}")
+        for tip, t in js["tips"].items():
+            tags = [x for x, on in (("head", t["is_head"]), ("archived", t["archived"]), ("unlisted", not t["listed"])) if on]
+            print(f"  tip {sanitize(tip)}{' [' + ', '.join(tags) + ']' if tags else ''}: {len(t['record_ids'])} records, "
+                  f"{len(t['marked_record_ids'])} written, {len(t['pending_ids'])} pending "
+                  f"({t['pending_tokens']}/{ctx.config.trigger_tokens} tokens)")
+            for r in t["reasons"]:
+                print(f"    ! {r['code']}: {sanitize(r['message'])}")
+            for turn in t["turns"]:
+                first = turn["reasons"][0] if turn["reasons"] else None
+                why = f"{first['code']}: {sanitize(first['message'])}" if first else ""
+                print(f"    {_GLYPH[turn['verdict']]} {turn['verdict']:<7} {sanitize(turn['id'])}  {why}")
+    return 0
