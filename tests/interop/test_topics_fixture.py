@@ -5,7 +5,23 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
+from memory_tui.core.normalize import check_cross_topic_links, default_link_for, normalize_tree, rewrite_block_links
 from memory_tui.core.topics import parse_tree, parse_tree_strict
+
+
+def _link_for(memory: Path):
+    try:
+        from memory_tui.core.sources import SourceIndex  # type: ignore[attr-defined]
+    except ImportError:
+        return default_link_for
+    return SourceIndex.load(memory).link_for
+
+
+def _texts(memory: Path) -> dict[str, str]:
+    topics = memory / "topics"
+    return {p.relative_to(topics).as_posix(): p.read_text(encoding="utf-8") for p in topics.rglob("*.md")}
 
 
 def _resolver(memory: Path):
@@ -14,11 +30,8 @@ def _resolver(memory: Path):
         from memory_tui.core.sources import SourceIndex  # type: ignore[attr-defined]
     except ImportError:
         SourceIndex = None
-    if SourceIndex is not None:
-        try:
-            return SourceIndex(memory).resolve_target
-        except TypeError:
-            pass
+    if SourceIndex is not None and hasattr(SourceIndex, "load"):
+        return SourceIndex.load(memory).resolve_target
     index: dict[tuple[Path, str], str] = {}
     for file in (memory / "sources").rglob("*.md"):
         lines = file.read_text(encoding="utf-8").split("\n")
@@ -67,3 +80,54 @@ def test_fixture_block_ids_helper(fixture_state_ro, expected):
     for entry in expected["topics"]:
         assert list(tree.block_ids(entry["path"])) == entry["block_ids"]
         assert list(tree.block_ids(entry["path"][len("topics/"):])) == entry["block_ids"]
+
+
+def test_fixture_normalises_to_itself_byte_for_byte(fixture_state_ro):
+    memory = fixture_state_ro / "memory"
+    texts = _texts(memory)
+    resolve = _resolver(memory)
+    committed = parse_tree(texts, resolve=resolve)
+    for kwargs in ({}, {"resolve": resolve, "link_for": _link_for(memory)}):
+        result = normalize_tree(texts, committed=committed, **kwargs)
+        assert result.changed == {} and result.texts == texts
+        assert result.block_ids == {} and result.evidence_ids == {}
+        assert result.dropped == () and result.problems == ()
+    assert rewrite_block_links(texts) == texts
+    assert check_cross_topic_links(texts) == []
+    assert check_cross_topic_links(committed, committed=None) == []
+
+
+# (topic, block id, local label OpenProgram's writer used) -- recovered from the ids themselves.
+STAGED = [
+    ("projects/kyoto-trip.md", "c2a2c020", "e1"),
+    ("projects/kyoto-trip.md", "024689fd", "e1"),
+    ("projects/cli-language.md", "302a9bb2", "e2"),
+    ("projects/cli-language.md", "9c2b1a83", "e1"),
+    ("core.md", "d8b10056", "e2"),
+]
+
+
+@pytest.mark.parametrize(("topic", "block", "label"), STAGED)
+def test_writer_form_of_a_fixture_paragraph_normalises_to_openprogram_bytes(fixture_state_ro, topic, block, label):
+    """Undo the runtime's work on one paragraph (local label, plain handles, no id) and check
+    that normalisation gives back exactly the bytes OpenProgram installed."""
+    memory = fixture_state_ro / "memory"
+    texts = _texts(memory)
+    resolve = _resolver(memory)
+    committed = parse_tree(texts, resolve=resolve)
+    unit = committed.by_id(block)
+    (ev,) = unit.evidence
+    staged_def = f"[^{label}]: Time: `{ev.raw_when}`; Sources: " + ", ".join(
+        f"[{link.label}]({link.source_id})" for link in ev.links
+    )
+    original = texts[topic]
+    staged = original.replace(f"[^{ev.id}] ^{block}\n", f"[^{label}]\n").replace(ev.text + "\n", staged_def + "\n")
+    assert staged != original and staged.count(f"[^{label}]") == 2
+    others = set(committed.ids) - {block}
+    result = normalize_tree(
+        {**texts, topic: staged}, committed_ids=others, resolve=resolve, link_for=_link_for(memory)
+    )
+    assert result.errors == ()
+    assert result.texts[topic] == original
+    assert result.evidence_ids == {label: ev.id}
+    assert list(result.block_ids.values()) == [block]

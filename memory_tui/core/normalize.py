@@ -1,0 +1,699 @@
+"""Normalisation of a staged ``topics/`` tree (memory spec §3.8, §3.9) and block links (§3.7).
+
+``normalize_tree`` takes the staged texts (topics-relative path -> text) plus what is committed
+and returns the texts OpenProgram's runtime would install, the ids it allocated, and -- where
+memory-tui is stricter than OpenProgram (pitfalls 2, 13, 14) -- Problems that say what would have
+been dropped or invented, and why. The steps run in the spec's order:
+
+1. relocated evidence (source identities recovered by block/evidence id),
+2. local evidence labels -> ``e-`` ids (whole tree, sorted file order, first definition wins),
+3. orphan citations rebound to the next unused definitions after the paragraph,
+4. invented trailing ``^id`` stripped,
+5. block ids allocated,
+6. canonical rewrite of every line,
+7. pruning of empty sections and topics.
+
+Line numbers in every Problem are those of the staged text the caller handed in (steps 3-6 never
+add or remove lines).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from urllib.parse import quote, unquote
+
+from .errors import Problem
+from .topics import (
+    BLOCK_LINK_RE,
+    CITATION_RE,
+    INVALID_TOPIC_FORMAT,
+    MARKDOWN_LINK_RE,
+    SOURCE_LINK_RE,
+    SourceResolver,
+    TopicTree,
+    Unit,
+    block_id,
+    classify_lines,
+    evidence_id,
+    heading_chain,
+    HEADING_RE,
+    is_error,
+    is_local_label,
+    is_mem_id,
+    iter_blocks,
+    paragraph_shape,
+    parse_tree,
+    read_definition,
+    resolve_plain_target,
+    resolve_source_target,
+    sha256hex,
+    split_bare_sources,
+    split_lines,
+    topic_sort_key,
+    DEFINITION_RE,
+)
+
+# (source id, workspace-relative directory of the topic file) -> link target relative to that
+# directory, e.g. "../../sources/openprogram/_v2/s.md#source-…". ``SourceIndex.link_for`` fits.
+LinkFor = Callable[[str, str], "str | None"]
+
+_LINE_END_ID_RE = re.compile(r"(?:^|\s)\^([A-Za-z0-9-]+)\s*$")
+_TRAILING_ID_RE = re.compile(r"(\s+)\^([A-Za-z0-9-]+)\s*$")
+_LONE_IDS_RE = re.compile(r"^\s*(?:\^[A-Za-z0-9-]+\s*)+$")
+_SUFFIX_TOKENS_RE = re.compile(r"(?:\s+\^[A-Za-z0-9-]+)+\s*$")
+_WS_BEFORE_REF_RE = re.compile(r"\s+(?=\[\^)")
+_D_HANDLE_RE = re.compile(r"D([0-9]+):([0-9]+)\Z")
+_SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+_BLOCK_FRAGMENT_RE = re.compile(r"\^[A-Za-z0-9_-]+\Z")
+
+
+# ---------------------------------------------------------------------------------------------
+# Results
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NormalizeResult:
+    texts: dict[str, str | None]  # topics-relative path -> normalised text; None = file deleted
+    block_ids: dict[str, str]  # "topics/<path>#<n>" -> allocated block id
+    evidence_ids: dict[str, str]  # local label -> allocated e- id
+    dropped: tuple[Problem, ...]  # content pruning removed (pitfalls 2/13); errors when new
+    problems: tuple[Problem, ...] = ()  # other refusals (pitfall 14 id placement, ...)
+    inputs: dict[str, str | None] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def changed(self) -> dict[str, str | None]:
+        """Only the paths whose text differs from the staged input."""
+        return {p: t for p, t in self.texts.items() if self.inputs.get(p) != t}
+
+    @property
+    def errors(self) -> tuple[Problem, ...]:
+        return tuple(p for p in (*self.problems, *self.dropped) if is_error(p))
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+# ---------------------------------------------------------------------------------------------
+# Link targets
+# ---------------------------------------------------------------------------------------------
+
+
+def _pct_source(part: str) -> str:
+    return quote(part, safe="-_.~")
+
+
+def default_link_for(source_id: str, from_dir: str) -> str | None:
+    """The canonical target computed from the id alone (v2 location, or the D archive).
+    Used when no ``SourceIndex`` is at hand; it cannot know a source that exists only in a
+    legacy archive."""
+    from_dir = from_dir.strip("/") or "."
+    m = _D_HANDLE_RE.match(source_id)
+    if m:
+        n, k = m.groups()
+        return posixpath.relpath(f"sources/D{n}.md", from_dir) + f"#d{n}-{k}"
+    parts = source_id.split("/", 2)
+    if len(parts) != 3 or not all(parts):
+        return None
+    provider, thread, _ = parts
+    location = f"sources/{_pct_source(provider)}/_v2/{_pct_source(thread)}.md"
+    return posixpath.relpath(location, from_dir) + "#source-" + sha256hex(source_id)[:16]
+
+
+def _topic_dir(topic_path: str) -> str:
+    return posixpath.dirname("topics/" + topic_path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Problems
+# ---------------------------------------------------------------------------------------------
+
+
+def _problem(topic_path: str, message: str, line: int, column: int = 1, *, warning: bool = False, **details) -> Problem:
+    if warning:
+        details["severity"] = "warning"
+    return Problem(INVALID_TOPIC_FORMAT, message, "topics/" + topic_path, line, column, details)
+
+
+# ---------------------------------------------------------------------------------------------
+# Step 2: local evidence labels
+# ---------------------------------------------------------------------------------------------
+
+
+def definition_seed(raw_sources: str) -> str:
+    """SEED of §3.8 step 2: stripped link targets joined by '|', else the bare values."""
+    targets = [m.group(2).strip() for m in SOURCE_LINK_RE.finditer(raw_sources)]
+    if targets:
+        return "|".join(targets)
+    return "|".join(split_bare_sources(raw_sources))
+
+
+def allocate_evidence_ids(texts: Mapping[str, str]) -> dict[str, str]:
+    """Local label -> ``e-`` id over the whole staged tree (sorted files, first definition wins)."""
+    definitions: list[tuple[str, str, str]] = []  # (label, when, seed)
+    existing: set[str] = set()
+    for path in sorted(texts, key=topic_sort_key):
+        for line in classify_lines(texts[path]):
+            if line.kind != "definition":
+                continue
+            raw = read_definition(line.text, line.number)
+            if not is_local_label(raw.id):
+                existing.add(raw.id)
+            elif raw.raw_when is not None:
+                definitions.append((raw.id, raw.raw_when or "undated", definition_seed(raw.raw_sources)))
+    labels: dict[str, str] = {}
+    for label, when, seed in definitions:
+        if label in labels:
+            continue
+        k = 0
+        while (candidate := evidence_id(when, seed, k)) in existing:
+            k += 1
+        existing.add(candidate)
+        labels[label] = candidate
+    return labels
+
+
+# ---------------------------------------------------------------------------------------------
+# Step 3: orphan rebinding
+# ---------------------------------------------------------------------------------------------
+
+
+def _rebind_orphans(lines: list[str]) -> None:
+    text = "\n".join(lines)
+    paragraphs, classified, _ = iter_blocks(text)
+    defs = [(l.number, DEFINITION_RE.match(l.text).group(1)) for l in classified if l.kind == "definition"]  # type: ignore[union-attr]
+    defined = {fid for _, fid in defs}
+    cited: set[str] = set()
+    for para in paragraphs:
+        cited.update(CITATION_RE.findall(para.text))
+    taken: set[str] = set()
+    for para in paragraphs:
+        orphans = list(dict.fromkeys(f for f in CITATION_RE.findall(para.text) if is_local_label(f) and f not in defined))
+        if not orphans:
+            continue
+        free = [fid for number, fid in defs if number > para.end and fid not in cited and fid not in taken]
+        mapping = dict(zip(orphans, free))
+        if not mapping:
+            continue
+        taken.update(mapping.values())
+        for i in range(para.start - 1, para.end):
+            lines[i] = CITATION_RE.sub(lambda m: f"[^{mapping.get(m.group(1), m.group(1))}]", lines[i])
+
+
+# ---------------------------------------------------------------------------------------------
+# Step 4: invented ids
+# ---------------------------------------------------------------------------------------------
+
+
+def _strip_invented(topic_path: str, lines: list[str], committed: frozenset[str] | set[str]) -> list[Problem]:
+    problems: list[Problem] = []
+    text = "\n".join(lines)
+    paragraphs, _, _ = iter_blocks(text)
+    for para in paragraphs:
+        for index in range(para.start - 1, para.end):
+            line = lines[index]
+            number = index + 1
+            if _LONE_IDS_RE.match(line) and index > para.start - 1:
+                for m in re.finditer(r"\^([A-Za-z0-9-]+)", line):
+                    if m.group(1) not in committed:
+                        problems.append(_problem(
+                            topic_path, f"malformed id placement: ^{m.group(1)} stands alone on its own line "
+                            "(put the id at the end of the paragraph's last line, or leave it out)",
+                            number, m.start() + 1, kind="malformed_id_placement", memory_id=m.group(1),
+                        ))
+                continue
+            reported: set[str] = set()
+            while True:
+                m = _TRAILING_ID_RE.search(line)
+                if not m or m.group(2) in committed:
+                    break
+                if any(ch not in " \t" for ch in m.group(1)):
+                    odd = ", ".join(sorted({f"U+{ord(c):04X}" for c in m.group(1) if c not in " \t"}))
+                    problems.append(_problem(
+                        topic_path, f"malformed id placement: ^{m.group(2)} follows unusual whitespace ({odd})",
+                        number, m.start(2), kind="malformed_id_placement", memory_id=m.group(2),
+                    ))
+                    reported.add(m.group(2))
+                    break
+                line = line[: m.start()]
+            # What is left at the end of the line are committed ids; uncommitted aliases before
+            # them are hand-made (pitfall 14) -- OpenProgram would make them permanent.
+            suffix = _SUFFIX_TOKENS_RE.search(line)
+            if suffix:
+                for t in re.finditer(r"\^([A-Za-z0-9-]+)", suffix.group(0)):
+                    if t.group(1) not in committed and t.group(1) not in reported:
+                        problems.append(_problem(
+                            topic_path, f"malformed id placement: alias ^{t.group(1)} is not a committed block id "
+                            "(only the runtime allocates ids)",
+                            number, suffix.start() + t.start() + 1, kind="malformed_id_placement",
+                            memory_id=t.group(1),
+                        ))
+            lines[index] = line
+    return problems
+
+
+def _line_end_ids(lines: Iterable[str]) -> set[str]:
+    out = set()
+    for line in lines:
+        m = _LINE_END_ID_RE.search(line)
+        if m:
+            out.add(m.group(1))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Step 6: canonical lines
+# ---------------------------------------------------------------------------------------------
+
+
+def _canonical_text_line(line: str, labels: Mapping[str, str]) -> str:
+    line = CITATION_RE.sub(lambda m: f"[^{labels.get(m.group(1), m.group(1))}]", line)
+    line = _WS_BEFORE_REF_RE.sub("", line)
+    m = _SUFFIX_TOKENS_RE.search(line)
+    if m and m.start() > 0:
+        ids = re.findall(r"\^([A-Za-z0-9-]+)", m.group(0))
+        line = line[: m.start()].rstrip() + "".join(f" ^{i}" for i in ids)
+    return line
+
+
+class _Recovery:
+    """Step 1: committed source identities of a definition, by block id then evidence id."""
+
+    def __init__(self, committed: TopicTree | None, resolve: SourceResolver | None) -> None:
+        self.committed = committed
+        self.resolve = resolve
+
+    def lookup(self, block_ids: Iterable[str], eid: str, target: str, position: int) -> str | None:
+        if self.committed is None:
+            return None
+        candidates = []
+        for bid in block_ids:
+            unit = self.committed.by_id(bid)
+            if unit is not None:
+                candidates.extend((unit, ev) for ev in unit.evidence if ev.id == eid)
+        if not candidates:
+            for unit in self.committed.units:
+                candidates.extend((unit, ev) for ev in unit.evidence if ev.id == eid)
+        for by_position in (False, True):
+            for unit, ev in candidates:
+                for i, link in enumerate(ev.links):
+                    if (i == position) if by_position else (link.target == target):
+                        sid = link.source_id or resolve_source_target(unit.topic_path, link.target, self.resolve)
+                        if sid:
+                            return sid
+        return None
+
+
+def _render_definition(
+    topic_path: str,
+    line: str,
+    number: int,
+    labels: Mapping[str, str],
+    citing_blocks: Mapping[str, tuple[str, ...]],
+    resolve: SourceResolver | None,
+    link_for: LinkFor | None,
+    recovery: _Recovery,
+) -> str:
+    raw = read_definition(line, number)
+    new_id = labels.get(raw.id, raw.id)
+    if raw.raw_when is None:
+        return f"[^{new_id}]:" + line[DEFINITION_RE.match(line).end():]  # type: ignore[union-attr]
+    when = raw.raw_when or "undated"
+    matches = list(SOURCE_LINK_RE.finditer(raw.raw_sources))
+    if matches:
+        pairs = [(m.group(1), m.group(2).strip()) for m in matches]
+    else:
+        pairs = [(value, value) for value in split_bare_sources(raw.raw_sources)]
+    from_dir = _topic_dir(topic_path)
+    rendered = []
+    for position, (label, target) in enumerate(pairs):
+        plain = resolve_plain_target(target, fallback=False)
+        sid = resolve_source_target(topic_path, target, resolve)
+        recovered = False
+        if sid is None and resolve is not None:
+            # Step 1: the link is broken here (the paragraph moved); recover by block/evidence id.
+            sid = recovery.lookup(citing_blocks.get(raw.id, ()), raw.id, target, position)
+            recovered = sid is not None
+        new_target = target
+        if sid is not None:
+            if link_for is not None:
+                new_target = _safe_link(link_for, sid, from_dir) or target
+            elif plain is not None or recovered:
+                new_target = _safe_link(default_link_for, sid, from_dir) or target
+        if not label.strip():
+            label = target
+        rendered.append(f"[{label}]({new_target})")
+    return f"[^{new_id}]: Time: `{when}`; Sources: " + ", ".join(rendered)
+
+
+def _safe_link(link_for: LinkFor, sid: str, from_dir: str) -> str | None:
+    try:
+        return link_for(sid, from_dir)
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Step 7: pruning
+# ---------------------------------------------------------------------------------------------
+
+
+def _describe(kinds: set[str]) -> str:
+    names = {"text": "prose", "heading": "heading", "fence": "fenced block", "fenced": "fenced block",
+             "html": "comment", "definition": "evidence definition"}
+    return ", ".join(sorted({names.get(k, k) for k in kinds}))
+
+
+def prune_topic(
+    topic_path: str, text: str, *, committed_text: str | None = None
+) -> tuple[str | None, list[Problem]]:
+    """§3.9: drop sections with no record; delete a file with no record paragraph.
+
+    Returns the new text (None = deleted) and one Problem per dropped run of lines. A drop is
+    an error when the dropped lines are new (not in ``committed_text``), a warning otherwise.
+    """
+    paragraphs, lines, _ = iter_blocks(text)
+    defined = {DEFINITION_RE.match(l.text).group(1) for l in lines if l.kind == "definition"}  # type: ignore[union-attr]
+    record_chains: list[tuple[str, ...]] = []
+    record_cites: set[str] = set()
+    for para in paragraphs:
+        shape = paragraph_shape(para.text)
+        cites = set(CITATION_RE.findall(para.text))
+        if shape.suffix or (cites & defined):
+            record_chains.append(para.headings)
+            record_cites.update(cites)
+    committed_lines = set(l.strip() for l in split_lines(committed_text)) if committed_text is not None else set()
+
+    def is_new(line_texts: list[str]) -> bool:
+        return any(t.strip() and t.strip() not in committed_lines for t in line_texts)
+
+    problems: list[Problem] = []
+    if not record_chains:
+        kept_nonblank = [l for l in lines if l.text.strip()]
+        if kept_nonblank:
+            prose = [l for l in kept_nonblank if l.kind == "text"]
+            new = is_new([l.text for l in kept_nonblank])
+            if prose:
+                first = prose[0]
+                message = f"memory block ID required: {topic_path}"
+            else:
+                first = kept_nonblank[0]
+                message = (f"topic holds no cited record, so it would be deleted "
+                           f"({_describe({l.kind for l in kept_nonblank})})")
+            problems.append(_problem(
+                topic_path, message, first.number, 1, warning=not new, kind="dropped",
+                reason="no record paragraph: topic deleted", lines=[kept_nonblank[0].number, kept_nonblank[-1].number],
+                new=new,
+            ))
+        return None, problems
+
+    out: list[str] = []
+    dropped: list[list] = []  # runs of dropped Line objects
+    on = True
+    chain: list[str] = []
+    run: list = []
+    for line in lines:
+        if line.kind == "heading":
+            m = HEADING_RE.match(line.text)
+            assert m is not None
+            chain = heading_chain(chain, len(m.group(1)), m.group(2).strip())
+            on = any(tuple(rc[: len(chain)]) == tuple(chain) for rc in record_chains)
+            if on and run:
+                dropped.append(run)
+                run = []
+        keep = on
+        if not keep and line.kind == "definition":
+            fid = DEFINITION_RE.match(line.text).group(1)  # type: ignore[union-attr]
+            keep = fid in record_cites
+        if keep:
+            out.append(line.text)
+            if line.text.strip() and run:
+                dropped.append(run)
+                run = []
+        elif line.text.strip():
+            if line.kind == "heading" and run:
+                dropped.append(run)
+                run = []
+            run.append(line)
+    if run:
+        dropped.append(run)
+    for run in dropped:
+        new = is_new([l.text for l in run])
+        prose = [l for l in run if l.kind == "text"]
+        heading = next((l.text.strip() for l in run if l.kind == "heading"), None)
+        where = f"section {heading!r}" if heading else "section"
+        if prose:
+            message = f"memory block ID required: {topic_path} ({where} holds no cited record and would be dropped)"
+            first = prose[0]
+        else:
+            message = f"{where} holds no cited record and would be dropped ({_describe({l.kind for l in run})})"
+            first = run[0]
+        problems.append(_problem(
+            topic_path, message, first.number, 1, warning=not new, kind="dropped",
+            reason="section without record", lines=[run[0].number, run[-1].number], new=new,
+        ))
+    return "\n".join(out).rstrip() + "\n", problems
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole pass
+# ---------------------------------------------------------------------------------------------
+
+
+def normalize_tree(
+    staged: Mapping[str, str | None],
+    *,
+    committed_ids: Iterable[str] = (),
+    committed: TopicTree | Mapping[str, str] | None = None,
+    resolve: SourceResolver | None = None,
+    link_for: LinkFor | None = None,
+) -> NormalizeResult:
+    """Run §3.8 steps 1-7 over a staged topics tree.
+
+    ``staged``: topics-relative path (a leading ``topics/`` is accepted) -> text, ``None`` for a
+    deleted file. ``committed_ids``: every block id of the committed tree (added to the ids of
+    ``committed`` when that is given). ``committed``: the committed tree (parsed, or its texts),
+    used to recover moved evidence (step 1) and to tell new dropped content from old.
+    ``resolve``: ``SourceIndex.resolve_target``. ``link_for``: ``SourceIndex.link_for``; without
+    it plain handles get the default v2/D location and written archive links are kept.
+    """
+    inputs: dict[str, str | None] = {}
+    for key, value in staged.items():
+        inputs[key[len("topics/"):] if key.startswith("topics/") else key] = value
+    committed_texts: dict[str, str] = {}
+    committed_tree: TopicTree | None
+    if isinstance(committed, TopicTree):
+        committed_tree = committed
+        committed_texts = {t.path: t.text for t in committed.topics}
+    elif committed is not None:
+        committed_texts = {(k[7:] if k.startswith("topics/") else k): v for k, v in committed.items() if v is not None}
+        committed_tree = parse_tree(committed_texts, resolve=resolve, strict=False)
+    else:
+        committed_tree = None
+    committed_set = set(committed_ids)
+    if committed_tree is not None:
+        committed_set |= set(committed_tree.ids)
+
+    live = {p: t for p, t in inputs.items() if t is not None}
+    order = sorted(live, key=topic_sort_key)
+    work: dict[str, list[str]] = {p: split_lines(live[p]) for p in order}
+    problems: list[Problem] = []
+
+    # Step 2.
+    labels = allocate_evidence_ids(live)
+    # Step 3.
+    for path in order:
+        _rebind_orphans(work[path])
+    # Step 4.
+    for path in order:
+        problems.extend(_strip_invented(path, work[path], committed_set))
+    # Step 5.
+    used = set(committed_set)
+    for path in order:
+        used |= _line_end_ids(work[path])
+    block_ids: dict[str, str] = {}
+    for path in order:
+        lines = work[path]
+        paragraphs, _, _ = iter_blocks("\n".join(lines))
+        file_name = posixpath.basename(path)
+        n = 0
+        for para in paragraphs:
+            last = lines[para.end - 1]
+            if _LINE_END_ID_RE.search(last):
+                continue
+            body = " ".join(" ".join(lines[para.start - 1: para.end]).split())
+            if "[^" not in body:
+                continue
+            cites = CITATION_RE.findall(body)
+            if cites and all(is_mem_id(c) for c in cites):
+                continue
+            k = 0
+            while (candidate := block_id(file_name, body, k)) in used:
+                k += 1
+            used.add(candidate)
+            lines[para.end - 1] = last.rstrip() + " ^" + candidate
+            block_ids[f"topics/{path}#{n}"] = candidate
+            n += 1
+    # Steps 1 + 6.
+    recovery = _Recovery(committed_tree, resolve)
+    texts: dict[str, str | None] = {}
+    dropped: list[Problem] = []
+    for path in order:
+        lines = work[path]
+        joined = "\n".join(lines)
+        paragraphs, classified, _ = iter_blocks(joined)
+        citing: dict[str, tuple[str, ...]] = {}
+        for para in paragraphs:
+            ids = paragraph_shape(para.text).ids
+            for fid in CITATION_RE.findall(para.text):
+                citing[fid] = citing.get(fid, ()) + ids
+        out: list[str] = []
+        for line in classified:
+            if line.kind == "text":
+                out.append(_canonical_text_line(line.text, labels))
+            elif line.kind == "definition":
+                out.append(_render_definition(path, line.text, line.number, labels, citing, resolve, link_for, recovery))
+            else:
+                out.append(line.text)
+        canonical = "\n".join(out).rstrip() + "\n"
+        # Step 7.
+        pruned, notes = prune_topic(path, canonical, committed_text=committed_texts.get(path))
+        texts[path] = pruned
+        dropped.extend(notes)
+    for path, value in inputs.items():
+        if value is None:
+            texts[path] = None
+    used_labels = {label: eid for label, eid in labels.items()}
+    return NormalizeResult(
+        texts=texts,
+        block_ids=block_ids,
+        evidence_ids=used_labels,
+        dropped=tuple(dropped),
+        problems=tuple(problems),
+        inputs=inputs,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# §3.7 block links
+# ---------------------------------------------------------------------------------------------
+
+
+def _pct_block_path(path: str) -> str:
+    out = []
+    for ch in path:
+        if ch.isascii() and (ch.isalnum() or ch in "/._-"):
+            out.append(ch)
+        else:
+            out.extend(f"%{b:02X}" for b in ch.encode("utf-8"))
+    return "".join(out)
+
+
+def _id_locations(texts: Mapping[str, str]) -> dict[str, str]:
+    tree = parse_tree(dict(texts), strict=False)
+    where: dict[str, str] = {}
+    for unit in tree.units:
+        where.setdefault(unit.memory_id, unit.topic_path)
+    return where
+
+
+def _is_relative_link(path: str) -> bool:
+    return not (path.startswith("/") or _SCHEME_RE.match(path))
+
+
+def rewrite_block_links(texts: Mapping[str, str | None]) -> dict[str, str | None]:
+    """Point every ``[text](path#^id)`` at the current file holding ``id`` (relative to the
+    linking topic, percent-encoding all but ``/._-``; same file -> ``<file>.md#^id``).
+    Links to unknown ids are left alone (``check_cross_topic_links`` reports them)."""
+    live = {(k[7:] if k.startswith("topics/") else k): v for k, v in texts.items() if v is not None}
+    where = _id_locations(live)
+    out: dict[str, str | None] = {}
+    for key, value in texts.items():
+        path = key[7:] if key.startswith("topics/") else key
+        if value is None:
+            out[key] = None
+            continue
+        here = posixpath.dirname(path) or "."
+
+        def fix(m: re.Match) -> str:
+            label, target_path, bid = m.group(1), m.group(2), m.group(3)
+            if not _is_relative_link(target_path) or bid not in where:
+                return m.group(0)
+            dest = where[bid]
+            rel = posixpath.basename(dest) if dest == path else posixpath.relpath(dest, here)
+            return f"[{label}]({_pct_block_path(rel)}#^{bid})"
+
+        new_lines = []
+        for line in classify_lines(value):
+            new_lines.append(BLOCK_LINK_RE.sub(fix, line.text) if line.kind == "text" else line.text)
+        new = "\n".join(new_lines)
+        if value.endswith("\n"):
+            new += "\n"
+        out[key] = new
+    return out
+
+
+def check_cross_topic_links(
+    tree: TopicTree | Mapping[str, str | None],
+    *,
+    committed: TopicTree | None = None,
+    changed_only: bool = True,
+) -> list[Problem]:
+    """§3.7 rules with positions: in changed record content (units new or whose body differs
+    from ``committed``; all units when ``committed`` is None or ``changed_only`` is False) a
+    relative link to a ``.md`` inside ``topics/`` must end ``#^<id>``; and every unit's ``#^id``
+    targets must exist in the tree (``dangling block link``)."""
+    if not isinstance(tree, TopicTree):
+        tree = parse_tree({k: v for k, v in tree.items() if v is not None}, strict=False)
+    problems: list[Problem] = []
+    ids = tree.ids
+    seen_paragraphs: set[tuple[str, int]] = set()
+    for unit in tree.units:
+        key = (unit.topic_path, unit.line)
+        if key in seen_paragraphs:
+            continue
+        seen_paragraphs.add(key)
+        topic = tree.topic(unit.topic_path)
+        lines = split_lines(topic.text) if topic else []
+        changed = True
+        if committed is not None and changed_only:
+            old = committed.by_id(unit.identity)
+            changed = old is None or old.body != unit.body
+        for m, line_no, col in _links_with_positions(lines, unit):
+            target = m.group(2)
+            path_part, hash_, fragment = target.partition("#")
+            if fragment.startswith("^"):
+                bid = fragment[1:]
+                if _BLOCK_FRAGMENT_RE.match(fragment) and bid not in ids:
+                    problems.append(_problem(unit.topic_path, f"dangling block link: {bid}", line_no, col,
+                                             target=target))
+            if not changed or not _is_relative_link(path_part):
+                continue
+            rel = unquote(path_part) if path_part else posixpath.basename(unit.topic_path)
+            if not rel.endswith(".md"):
+                continue
+            norm = posixpath.normpath(posixpath.join(posixpath.dirname(unit.topic_path), rel))
+            if norm == ".." or norm.startswith("../"):
+                continue
+            if not (hash_ and _BLOCK_FRAGMENT_RE.match(fragment)):
+                problems.append(_problem(
+                    unit.topic_path, f"Topic-to-Topic link must target #^block-id: {unit.topic_path} -> {target}",
+                    line_no, col, target=target,
+                ))
+    return problems
+
+
+def _links_with_positions(lines: list[str], unit: Unit):
+    for index in range(unit.line - 1, min(unit.end_line, len(lines))):
+        for m in MARKDOWN_LINK_RE.finditer(lines[index]):
+            yield m, index + 1, m.start() + 1
+
+
+__all__ = [
+    "LinkFor", "NormalizeResult", "allocate_evidence_ids", "check_cross_topic_links", "default_link_for",
+    "definition_seed", "normalize_tree", "prune_topic", "rewrite_block_links",
+]
