@@ -27,8 +27,6 @@ IDENTITY_EMAIL = "memory@openprogram.local"
 INIT_MESSAGE = "memory: initialize history"
 READY_MARKER = "openprogram-memory-ready"
 EXCLUDE_LINES = ("/.scriptorium*", "/.nativemem*")
-DEFAULT_UPDATE_MESSAGE = "Update memory"
-MAX_MESSAGE_CHARS = 500
 
 MSG_INCREMENTAL = "memory: incremental transaction"
 MSG_REORGANIZE = "memory: reorganize topics"
@@ -48,16 +46,6 @@ class GitOutcome:
 
 def git_executable() -> str | None:
     return shutil.which("git")
-
-
-def clean_message(message: str | None, default: str = DEFAULT_UPDATE_MESSAGE) -> str:
-    """A caller's commit message: LF -> space, printable only, trimmed, <= 500 chars."""
-    if not isinstance(message, str):
-        return default
-    text = message.replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
-    text = "".join(ch for ch in text if ch.isprintable()).strip()
-    text = text[:MAX_MESSAGE_CHARS].strip()
-    return text or default
 
 
 def edit_message(rel_path: str | None, *, deleted: bool = False) -> str:

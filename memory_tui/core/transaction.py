@@ -1,0 +1,910 @@
+"""The one transaction path every change to the memory workspace goes through.
+
+stage → (change) → normalise → validate → rebuild views → plan → crash-safe install → git.
+
+Entry points (all share ``_synchronize``):
+
+* ``staged_edit``   hand edit / delete of one ``topics/**/*.md`` (editor, CLI ``edit``).
+* ``update``        OpenProgram's structured transaction (§5.3): compare-and-set on revision.
+* ``open_stage`` + ``commit_edits``   writers (agent commit, §5.5).
+* ``rebuild_views`` ``views --rebuild``.
+* ``validate_only=True`` on any of them: the same checks, nothing installed.
+
+Citation rules (pitfall 5) differ by entry point and every rejection names the rule:
+
+* hand edit: a paragraph may cite any existing, valid source; a source new to a block must
+  be trusted;
+* ``memory_changes`` record ops: any trusted source declared in the ops or archived now;
+* whole-file ``changes`` / ``patch``: only sources archived in this same transaction;
+* writers (restricted stage): only the batch's source ids.
+
+Staged sources: the stage copies ``sources/`` lazily (read-only 0444) only when the
+transaction may write archives (``update`` with ``sources``, unrestricted writer stages);
+otherwise validation reads the committed archives through a cached, stat-keyed
+``SourceIndex`` (identical bytes, pitfall 4).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping
+
+from . import gitlog
+from .errors import MemoryError, Problem
+from .install import InstallPlan, install, plan_install, recover
+from .lock import TIMEOUT_DEFAULT, TIMEOUT_EDIT, write_lock
+from .paths import Layout, check_writable
+from .sources import SourceIndex
+from .topics import TopicTree, is_error, iter_blocks, parse_topic, parse_tree, read_topic_texts, topic_sort_key
+from .workspace import RuntimeState, dump_runtime_json, load_runtime_state, workspace_revision
+
+GIT_MODES = ("auto", "on", "off")
+CORE_MASTER = "topics/core.md"
+MAX_REMOVED_LISTED = 5
+
+RULE_HAND = "hand-edit rule: a paragraph may cite any existing valid source; a source new to a block must be trusted"
+RULE_RECORDS = "memory_changes rule: new citations must be trusted sources declared in the ops or archived now"
+RULE_FILES = "whole-file/patch rule: new citations must be sources archived in this same transaction"
+RULE_WRITER = "writer rule: new citations must be source ids of this batch"
+RULE_ORGANIZE = "organize rule: no new citations are allowed"
+
+
+# ----------------------------------------------------------------------------------- result
+
+
+@dataclass(frozen=True)
+class CoreInfo:
+    tokens: int | None
+    omitted_ids: tuple[str, ...] = ()
+    budget: int = 2000
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tokens": self.tokens, "omitted_ids": list(self.omitted_ids), "budget": self.budget}
+
+
+@dataclass(frozen=True)
+class TxResult:
+    ok: bool
+    code: str | None = None
+    message: str = ""
+    path: str | None = None
+    line: int | None = None
+    column: int | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+    revision: str | None = None
+    changed_files: tuple[str, ...] = ()
+    block_ids: Mapping[str, str] = field(default_factory=dict)
+    evidence_ids: Mapping[str, str] = field(default_factory=dict)
+    source_ids: Mapping[str, str] = field(default_factory=dict)
+    memory_committed: bool = False
+    git_committed: bool = False
+    git_commit: str | None = None
+    git_error: str | None = None
+    core: CoreInfo | None = None
+    problems: tuple[Problem, ...] = ()
+    dropped: tuple[Any, ...] = ()
+    validate_only: bool = False
+    warnings: tuple[str, ...] = ()
+
+    @classmethod
+    def failure(cls, exc: MemoryError, **extra: Any) -> "TxResult":
+        problems = exc.problems or (exc.as_problem(),)
+        return cls(
+            ok=False,
+            code=exc.code,
+            message=exc.message,
+            path=exc.path,
+            line=exc.line,
+            column=exc.column,
+            details=dict(exc.details),
+            problems=tuple(problems),
+            memory_committed=bool(exc.details.get("memory_committed", False)),
+            **extra,
+        )
+
+    def error(self) -> MemoryError:
+        return MemoryError(
+            self.code or "TRANSACTION_FAILURE_UNKNOWN",
+            self.message,
+            path=self.path,
+            line=self.line,
+            column=self.column,
+            details=dict(self.details),
+            problems=self.problems,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """OpenProgram's result / error object (§5.3), plus our extra keys on success."""
+        if not self.ok:
+            err: dict[str, Any] = {"code": self.code, "message": self.message, "path": self.path}
+            if self.line is not None:
+                err["line"] = self.line
+                err["column"] = self.column
+            if self.details:
+                err["details"] = dict(self.details)
+            return {"ok": False, "error": err}
+        out: dict[str, Any] = {
+            "ok": True,
+            "revision": self.revision,
+            "source_ids": dict(self.source_ids),
+            "block_ids": dict(self.block_ids),
+            "evidence_ids": dict(self.evidence_ids),
+            "changed_files": list(self.changed_files),
+            "memory_committed": self.memory_committed,
+            "git_committed": self.git_committed,
+            "git_commit": self.git_commit,
+        }
+        if self.git_error:
+            out["git_error"] = self.git_error
+        if self.core is not None:
+            out["core"] = self.core.to_json()
+        if self.dropped:
+            out["dropped"] = [d.to_json() if hasattr(d, "to_json") else d for d in self.dropped]
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
+        return out
+
+    def edit_json(self) -> dict[str, Any]:
+        """The CLI ``edit --json`` shape."""
+        return {
+            "ok": self.ok,
+            "code": self.code,
+            "message": self.message,
+            "path": self.path,
+            "line": self.line,
+            "column": self.column,
+            "revision": self.revision,
+            "changed_files": list(self.changed_files),
+        }
+
+
+# ------------------------------------------------------------------------------- locating
+
+
+def memory_root(state: Any) -> Path:
+    """``state`` may be the state dir (``~/.openprogram``), the memory root, or a ``Layout``."""
+    if isinstance(state, Layout):
+        return state.root
+    root = getattr(state, "memory_root", None)
+    if root is not None:
+        return Path(root)
+    p = Path(state)
+    if p.name == "memory" or (p / "topics").is_dir() or (p / ".scriptorium").is_dir():
+        if not (p / "memory").is_dir():
+            return p
+    return p / "memory"
+
+
+def _state_dir(root: Path) -> Path:
+    return root.parent
+
+
+# ---------------------------------------------------------------------------------- stage
+
+_INDEX_CACHE: dict[str, SourceIndex] = {}
+
+
+def source_index(root: Path) -> SourceIndex:
+    """The committed archives, scanned once and refreshed by (mtime, size, inode)."""
+    key = str(Path(root).resolve())
+    index = SourceIndex.load(root, previous=_INDEX_CACHE.get(key))
+    _INDEX_CACHE[key] = index
+    return index
+
+
+def _copy_entry(src: Path, dst: Path) -> None:
+    if src.is_dir():
+        shutil.copytree(src, dst, symlinks=False, ignore_dangling_symlinks=True)
+    elif src.is_file():
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dst)
+
+
+class Stage:
+    """A private copy of the committed workspace in the system temp dir (§5.2)."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        restricted: bool = False,
+        allowed_refs: Iterable[str] | None = None,
+        copy_sources: bool = False,
+    ) -> None:
+        self.memory_root = Path(root)
+        self.layout = Layout(self.memory_root)
+        self.restricted = restricted
+        self.allowed_refs = frozenset(allowed_refs) if allowed_refs is not None else (frozenset() if restricted else None)
+        # baseline first, from the committed tree, before anything is copied
+        self.committed_texts, read_problems = read_topic_texts(self.layout.topics)
+        self.index = source_index(self.memory_root)
+        self.baseline: TopicTree = parse_tree(dict(self.committed_texts), resolve=self.index.resolve_target)
+        self.baseline_problems = tuple(read_problems) + tuple(self.baseline.problems)
+        self.revision = workspace_revision(self.memory_root)
+        self.path = Path(tempfile.mkdtemp(prefix="scriptorium-topics-"))
+        self.sources_copied = False
+        self.discarded = False
+        try:
+            topics = self.memory_root / "topics"
+            if topics.is_dir():
+                _copy_entry(topics, self.path / "topics")
+            else:
+                (self.path / "topics").mkdir()
+            for name in ("timeline", "recent_events.jsonl", "commitments.jsonl", "relations.json", "core.md"):
+                _copy_entry(self.memory_root / name, self.path / name)
+            rt = self.layout.runtime_name
+            _copy_entry(self.memory_root / rt / "runtime.json", self.path / rt / "runtime.json")
+            if copy_sources and not restricted:
+                self.ensure_sources()
+        except BaseException:
+            self.discard()
+            raise
+
+    # -- sources ------------------------------------------------------------------------
+    def ensure_sources(self) -> Path:
+        """Copy ``sources/`` into the stage, read-only (0444); refused for restricted stages."""
+        if self.restricted:
+            raise MemoryError("WRITER_PRECONDITION_FAILED", "a restricted stage has no sources/")
+        dest = self.path / "sources"
+        if not self.sources_copied:
+            src = self.memory_root / "sources"
+            if src.is_dir():
+                _copy_entry(src, dest)
+            else:
+                dest.mkdir()
+            for dirpath, _, filenames in os.walk(dest):
+                for name in filenames:
+                    os.chmod(os.path.join(dirpath, name), 0o444)
+            self.sources_copied = True
+        return dest
+
+    # -- topics -------------------------------------------------------------------------
+    @property
+    def topics(self) -> Path:
+        return self.path / "topics"
+
+    def topic_texts(self) -> tuple[dict[str, str], list[Problem]]:
+        return read_topic_texts(self.topics)
+
+    def write_topic(self, rel: str, text: str) -> None:
+        rel = check_writable(rel)
+        target = self.path / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8", newline="")
+
+    def delete_topic(self, rel: str) -> bool:
+        rel = check_writable(rel)
+        target = self.path / rel
+        if target.is_file():
+            target.unlink()
+            return True
+        return False
+
+    def discard(self) -> None:
+        if self.discarded:
+            return
+        self.discarded = True
+        if self.path.exists():
+            for dirpath, dirnames, filenames in os.walk(self.path):
+                for name in dirnames:
+                    os.chmod(os.path.join(dirpath, name), 0o700)
+                for name in filenames:
+                    try:
+                        os.chmod(os.path.join(dirpath, name), 0o644)
+                    except OSError:
+                        pass
+            shutil.rmtree(self.path, ignore_errors=True)
+
+    def __enter__(self) -> "Stage":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.discard()
+
+
+def _open_locked(root: Path) -> None:
+    """Every open under the lock first finishes or forgets an interrupted install."""
+    recover(root)
+
+
+@contextmanager
+def open_stage(
+    state: Any,
+    *,
+    restricted: bool = False,
+    allowed_refs: Iterable[str] | None = None,
+    timeout: float = TIMEOUT_DEFAULT,
+) -> Iterator[Stage]:
+    """A stage for a writer: refreshed under the lock (briefly), discarded on exit.
+
+    The writer edits ``stage.topics``; ``commit_edits(stage, ...)`` installs the result.
+    """
+    root = memory_root(state)
+    with write_lock(root, timeout):
+        _open_locked(root)
+        stage = Stage(root, restricted=restricted, allowed_refs=allowed_refs, copy_sources=not restricted)
+    try:
+        yield stage
+    finally:
+        stage.discard()
+
+
+# ---------------------------------------------------------------------------- validation
+
+
+@dataclass
+class _Context:
+    required_ids: frozenset[str]
+    rule: str
+    allowed_refs: frozenset[str] | None
+    validate_only: bool
+    git_commit: str
+    commit_message: str | None
+    git_env: Mapping[str, str] | None
+    counter: Any
+    reported_changed: tuple[str, ...] = ()
+    source_ids: Mapping[str, str] = field(default_factory=dict)
+    structured: bool = False
+
+
+def _precheck(rel: str, text: str) -> list[Problem]:
+    """A citation in a heading is silently dropped by OpenProgram (pitfall 13); refuse it."""
+    path = "topics/" + rel
+    problems: list[Problem] = []
+    _, lines, _ = iter_blocks(text)
+    for line in lines:
+        if line.kind == "heading" and "[^" in line.text:
+            problems.append(
+                Problem(
+                    "INVALID_TOPIC_FORMAT",
+                    f"citation in a heading is not a record and would be dropped: {path}",
+                    path,
+                    line.number,
+                    line.text.index("[^") + 1,
+                )
+            )
+    return problems
+
+
+def _missing_sources(texts: Mapping[str, str], changed: frozenset[str], index: SourceIndex, rule: str) -> list[Problem]:
+    """Definitions in changed files naming a source the archives do not hold, located on the
+    definition line (before normalisation turns a plain handle into an unresolvable link)."""
+    problems: list[Problem] = []
+    for rel in sorted(changed, key=topic_sort_key):
+        if rel not in texts:
+            continue
+        topic = parse_topic(rel, texts[rel], resolve=index.resolve_target, strict=False)
+        for ev in topic.evidence:
+            for link in ev.links:
+                if not link.source_id:
+                    continue
+                found = index.validate_ref(link.source_id, rule=rule)
+                if found is None:
+                    continue
+                column = ev.text.find(link.target) + 1 if link.target in ev.text else 1
+                problems.append(
+                    Problem("INVALID_TOPIC_FORMAT", f"{found.message} ({rule})", "topics/" + rel, ev.line, column,
+                            dict(found.details))
+                )
+    return problems
+
+
+def _normalize(texts: Mapping[str, str], baseline: TopicTree, index: SourceIndex) -> Any:
+    """§3.8 normalisation + §3.9 pruning (helper module ``normalize``)."""
+    from .normalize import normalize_tree
+
+    return normalize_tree(texts, committed=baseline, resolve=index.resolve_target, link_for=index.link_for)
+
+
+def _removed_error(missing: set[str], baseline: TopicTree) -> MemoryError:
+    ordered = sorted(missing)
+    shown = ", ".join(ordered[:MAX_REMOVED_LISTED]) + ("…" if len(ordered) > MAX_REMOVED_LISTED else "")
+    first = baseline.by_id(ordered[0])
+    return MemoryError(
+        "INVALID_TOPIC_FORMAT",
+        f"block ID must not be removed: {shown}",
+        path=first.path if first is not None else None,
+        line=first.line if first is not None else None,
+        column=1 if first is not None else None,
+        details={"removed": ordered},
+    )
+
+
+def _raise_first(problems: Iterable[Problem]) -> None:
+    errors = [p for p in problems if is_error(p)]
+    if errors:
+        first = errors[0]
+        raise MemoryError(
+            first.code if first.code else "INVALID_TOPIC_FORMAT",
+            first.message,
+            path=first.path,
+            line=first.line,
+            column=first.column,
+            details=dict(first.details),
+            problems=tuple(errors),
+        )
+
+
+def _check_units(tree: TopicTree, baseline: TopicTree, index: SourceIndex, ctx: _Context) -> list[Problem]:
+    problems: list[Problem] = []
+    base_refs: dict[str, set[str]] = {}
+    for unit in baseline.units:
+        base_refs.setdefault(unit.memory_id, set()).update(unit.source_refs)
+    for unit in tree.units:
+        known = base_refs.get(unit.memory_id, set())
+        for ref in unit.source_refs:
+            new = ref not in known
+            found = index.validate_ref(ref, new=new, allowed=ctx.allowed_refs, rule=ctx.rule)
+            if found is None:
+                continue
+            line, column = unit.line, 1
+            for ev in unit.evidence:
+                if ref in ev.source_ids:
+                    line, column = ev.line, 1
+                    break
+            message = found.message
+            if "not evidence of this transaction" in message or "not trusted" in message:
+                message = f"{message} ({ctx.rule})"
+            problems.append(Problem("INVALID_TOPIC_FORMAT", message, unit.path, line, column, dict(found.details)))
+    return problems
+
+
+def _non_ascii_times(tree: TopicTree, changed: frozenset[str]) -> list[Problem]:
+    out = []
+    for topic in tree.topics:
+        if topic.path not in changed:
+            continue
+        for unit in topic.units:
+            for ev in unit.evidence:
+                if ev.non_ascii_time:
+                    out.append(
+                        Problem(
+                            "INVALID_TOPIC_FORMAT",
+                            f"invalid evidence date: {ev.raw_when} (times are written with ASCII digits YYYY[-MM[-DD]])",
+                            unit.path,
+                            ev.line,
+                            1,
+                        )
+                    )
+    return out
+
+
+def _write_stage_texts(stage: Stage, texts: Mapping[str, str]) -> None:
+    existing, _ = stage.topic_texts()
+    for rel in existing:
+        if rel not in texts:
+            (stage.topics / rel).unlink()
+    for rel, text in texts.items():
+        if existing.get(rel) != text:
+            target = stage.topics / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8", newline="")
+    # empty directories left by deleted topics are not part of the tree
+    for dirpath, dirnames, filenames in sorted(os.walk(stage.topics), key=lambda t: -len(t[0])):
+        if dirpath != str(stage.topics) and not os.listdir(dirpath):
+            os.rmdir(dirpath)
+
+
+def _write_views(stage: Stage, tree: TopicTree, index: SourceIndex, runtime: RuntimeState, ctx: _Context) -> CoreInfo | None:
+    from .config import load_memory_config
+    from .views import CORE_FILE, TIMELINE_DIR, build_views
+
+    config = load_memory_config(_state_dir(stage.memory_root))
+    master = tree.topic("core.md")
+    views = build_views(
+        tree,
+        master_text=master.text if master is not None else None,
+        trusted_ids=index.trusted_ids(),
+        creation_order=runtime.creation_order,
+        recent_limit=config.recent_limit,
+        counter=ctx.counter,
+        budget=config.core_budget_tokens,
+        link_for=index.link_for,
+    )
+    timeline = stage.path / TIMELINE_DIR
+    if timeline.exists():
+        shutil.rmtree(timeline)
+    for rel, text in views.files.items():
+        target = stage.path / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8", newline="")
+    if views.core is None:
+        return None
+    return CoreInfo(views.core.rendered_tokens, tuple(views.core.omitted_ids), views.core.budget)
+
+
+def _write_runtime(stage: Stage, tree: TopicTree) -> RuntimeState:
+    """Grow ``creation_order``; keep every byte when nothing changed (pitfall 1)."""
+    rt = stage.layout.runtime_name
+    path = stage.path / rt / "runtime.json"
+    state, _ = load_runtime_state(stage.path, Layout(stage.path))
+    ids = [u.memory_id for topic in sorted(tree.topics, key=lambda t: topic_sort_key(t.path)) for u in topic.units]
+    grown = state.with_creation_order(ids)
+    if grown is not state or not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(dump_runtime_json(grown), encoding="utf-8", newline="")
+    return grown
+
+
+def _synchronize(stage: Stage, ctx: _Context) -> TxResult:
+    """Normalise, validate, rebuild views, install (under the caller's lock), commit."""
+    root = stage.memory_root
+    index = stage.index  # staged sources are byte-identical to these (read-only)
+    texts, read_problems = stage.topic_texts()
+    _raise_first(read_problems)
+    committed = stage.committed_texts
+    changed = frozenset(rel for rel in set(texts) | set(committed) if texts.get(rel) != committed.get(rel))
+    problems: list[Problem] = []
+    for rel in sorted(changed, key=topic_sort_key):
+        if rel in texts:
+            problems.extend(_precheck(rel, texts[rel]))
+    _raise_first(problems)
+    _raise_first(_missing_sources(texts, changed, index, ctx.rule))
+
+    from .normalize import check_cross_topic_links, rewrite_block_links
+
+    result = _normalize(texts, stage.baseline, index)
+    _raise_first(result.errors)
+    dropped = tuple(p for p in result.dropped if not is_error(p))
+    new_texts = {rel: text for rel, text in rewrite_block_links(result.texts).items() if text is not None}
+
+    tree = parse_tree(new_texts, resolve=index.resolve_target, strict=True)
+    missing = set(ctx.required_ids) - set(tree.ids)
+    if missing:
+        raise _removed_error(missing, stage.baseline)
+    _raise_first(check_cross_topic_links(tree, committed=stage.baseline))
+    _raise_first(tree.problems)
+    problems = _non_ascii_times(tree, changed) + _check_units(tree, stage.baseline, index, ctx)
+    _raise_first(problems)
+
+    _write_stage_texts(stage, new_texts)
+    runtime = _write_runtime(stage, tree)
+    core = _write_views(stage, tree, index, runtime, ctx)
+    plan = plan_install(root, stage.path, compare_sources=False)
+    block_ids = dict(result.block_ids)
+    evidence_ids = dict(result.evidence_ids)
+    base = dict(
+        block_ids=block_ids,
+        evidence_ids=evidence_ids,
+        source_ids=dict(ctx.source_ids),
+        core=core,
+        dropped=dropped,
+        validate_only=ctx.validate_only,
+    )
+    if ctx.validate_only:
+        return TxResult(ok=True, message="valid", revision=stage.revision,
+                        changed_files=_changed(plan, ctx), **base)
+    if plan.empty:
+        return TxResult(
+            ok=True, message="no change", revision=stage.revision, changed_files=tuple(ctx.reported_changed),
+            memory_committed=True, git_error=gitlog.NOTHING_TO_COMMIT if ctx.git_commit != "off" else None, **base,
+        )
+    install(root, stage.path, plan)
+    revision = workspace_revision(root)
+    changed_files = _changed(plan, ctx)
+    git_committed, git_commit, git_error, warnings = False, None, None, ()
+    if ctx.git_commit != "off" and ctx.commit_message is not None:
+        outcome = gitlog.commit(root, ctx.commit_message, env=ctx.git_env)
+        git_committed, git_commit, git_error = outcome.committed, outcome.commit, outcome.error
+        if not outcome.committed:
+            warnings = (f"memory changed but Git commit failed: {outcome.error}",)
+    return TxResult(
+        ok=True,
+        message="installed",
+        revision=revision,
+        changed_files=changed_files,
+        memory_committed=True,
+        git_committed=git_committed,
+        git_commit=git_commit,
+        git_error=git_error,
+        warnings=warnings,
+        **base,
+    )
+
+
+def _changed(plan: InstallPlan, ctx: _Context) -> tuple[str, ...]:
+    seen = dict.fromkeys(ctx.reported_changed)
+    seen.update(dict.fromkeys(plan.changed_files))
+    return tuple(seen)
+
+
+def _git_mode(value: Any) -> str:
+    if value not in GIT_MODES:
+        raise MemoryError("INVALID_ARGUMENT", "git_commit must be auto, on or off")
+    return value
+
+
+def _ensure_git(root: Path, mode: str, env: Mapping[str, str] | None) -> str | None:
+    if mode == "off":
+        return None
+    return gitlog.ensure_history(root, env=env)
+
+
+def _counter(counter: Any) -> Any:
+    if counter is not None:
+        return counter
+    from .tokens import DEFAULT_COUNTER
+
+    return DEFAULT_COUNTER
+
+
+# ------------------------------------------------------------------------------- entry points
+
+
+def staged_edit(
+    state: Any,
+    path: str,
+    text: str | None,
+    *,
+    message: str | None = None,
+    git_commit: str = "auto",
+    validate_only: bool = False,
+    timeout: float = TIMEOUT_EDIT,
+    git_env: Mapping[str, str] | None = None,
+    counter: Any = None,
+) -> TxResult:
+    """Hand edit (``text``) or delete (``text=None``) of one ``topics/**/*.md`` file.
+
+    Every committed block id must survive, except the ids of a topic being deleted. A new
+    paragraph may cite any existing valid source (new-to-block sources must be trusted).
+    Never raises for a rejected edit: the result says why, with path/line/column.
+    """
+    try:
+        mode = _git_mode(git_commit)
+        rel = check_writable(path)
+        deleting = text is None
+        if deleting and rel == CORE_MASTER:
+            raise MemoryError(
+                "INVALID_ARGUMENT",
+                "topics/core.md cannot be deleted: it is the core master (remove core records one by one instead)",
+                path=rel,
+            )
+        if not deleting and not isinstance(text, str):
+            raise MemoryError("INVALID_ARGUMENT", "text must be a string", path=rel)
+        root = memory_root(state)
+        if not root.parent.is_dir():
+            raise MemoryError("MEMORY_NOT_FOUND", f"state directory not found: {root.parent}")
+        with write_lock(root, timeout):
+            _open_locked(root)
+            if not validate_only:
+                _ensure_git(root, mode, git_env)
+            with Stage(root) as stage:
+                topic_rel = rel[len("topics/"):]
+                required = set(stage.baseline.ids)
+                if deleting:
+                    if not stage.delete_topic(rel):
+                        raise MemoryError("MEMORY_NOT_FOUND", f"topic does not exist: {rel}", path=rel)
+                    required -= set(stage.baseline.block_ids(topic_rel))
+                else:
+                    stage.write_topic(rel, text)
+                ctx = _Context(
+                    required_ids=frozenset(required),
+                    rule=RULE_HAND,
+                    allowed_refs=None,
+                    validate_only=validate_only,
+                    git_commit=mode,
+                    commit_message=message or gitlog.edit_message(rel, deleted=deleting),
+                    git_env=git_env,
+                    counter=_counter(counter),
+                )
+                return _synchronize(stage, ctx)
+    except MemoryError as exc:
+        return TxResult.failure(exc, validate_only=validate_only)
+
+
+def validate_edit(state: Any, path: str, text: str | None, **kw: Any) -> TxResult:
+    """The editor's check: the full transaction path, nothing installed."""
+    return staged_edit(state, path, text, validate_only=True, **kw)
+
+
+def commit_edits(
+    stage: Stage,
+    *,
+    git_commit: str = "off",
+    commit_message: str | None = None,
+    timeout: float = TIMEOUT_EDIT,
+    validate_only: bool = False,
+    git_env: Mapping[str, str] | None = None,
+    counter: Any = None,
+    rule: str | None = None,
+) -> TxResult:
+    """Install a writer's stage (agent commit, §5.5). No git commit unless asked."""
+    root = stage.memory_root
+    try:
+        mode = _git_mode(git_commit)
+        if stage.sources_copied:
+            committed = root / "sources"
+            plan = plan_install(root, stage.path, compare_sources=True)
+            if any(t.path.startswith("sources/") for t in plan.targets) or _sources_removed(committed, stage.path / "sources"):
+                raise MemoryError("APPEND_ONLY_REQUIRED", "Source Memory is append-only")
+        with write_lock(root, timeout):
+            _open_locked(root)
+            if workspace_revision(root) != stage.revision:
+                raise MemoryError(
+                    "CONCURRENT_UPDATE",
+                    "workspace changed while the writer was running",
+                    details={"base_revision": stage.revision, "revision": workspace_revision(root)},
+                )
+            texts, _ = stage.topic_texts()
+            staged_ids = set(parse_tree(texts).ids)
+            required = set(stage.baseline.ids) & staged_ids
+            if stage.restricted:
+                default_rule = RULE_WRITER if stage.allowed_refs else RULE_ORGANIZE
+            else:
+                default_rule = RULE_HAND
+            ctx = _Context(
+                required_ids=frozenset(required),
+                rule=rule or default_rule,
+                allowed_refs=stage.allowed_refs,
+                validate_only=validate_only,
+                git_commit=mode,
+                commit_message=commit_message if mode != "off" else None,
+                git_env=git_env,
+                counter=_counter(counter),
+            )
+            return _synchronize(stage, ctx)
+    except MemoryError as exc:
+        return TxResult.failure(exc, validate_only=validate_only)
+
+
+def _sources_removed(committed: Path, staged: Path) -> bool:
+    if not committed.is_dir():
+        return False
+    for dirpath, _, filenames in os.walk(committed):
+        for name in filenames:
+            rel = Path(dirpath, name).relative_to(committed)
+            if not (staged / rel).is_file():
+                return True
+    return False
+
+
+def update(
+    state: Any,
+    base_revision: Any = None,
+    *,
+    memory_changes: Any = None,
+    changes: Any = None,
+    patch: Any = None,
+    sources: Any = None,
+    commit_message: Any = None,
+    git_commit: Any = "auto",
+    append_only: Any = False,
+    validate_only: bool = False,
+    timeout: float = TIMEOUT_EDIT,
+    git_env: Mapping[str, str] | None = None,
+    counter: Any = None,
+) -> TxResult:
+    """OpenProgram's structured transaction (§5.3), compare-and-set on ``base_revision``.
+
+    Caller-supplied ``sources`` need runtime provenance (an agent turn or the owner's web
+    session), which a CLI or TUI caller does not have: they are refused with
+    ``WRITER_PRECONDITION_FAILED`` exactly as OpenProgram refuses them without provenance.
+    """
+    from . import changes as forms
+
+    payload = {
+        "base_revision": base_revision,
+        "memory_changes": memory_changes,
+        "changes": changes,
+        "patch": patch,
+        "sources": sources,
+        "commit_message": commit_message,
+        "git_commit": git_commit,
+        "append_only": append_only,
+    }
+    try:
+        request = forms.validate_request({k: v for k, v in payload.items() if v is not None})
+        if request.sources:
+            raise MemoryError(
+                "WRITER_PRECONDITION_FAILED", "creating a source requires complete persisted authority"
+            )
+        root = memory_root(state)
+        if not root.parent.is_dir():
+            raise MemoryError("MEMORY_NOT_FOUND", f"state directory not found: {root.parent}")
+        with write_lock(root, timeout):
+            _open_locked(root)
+            if not validate_only:
+                _ensure_git(root, request.git_commit, git_env)
+            current = workspace_revision(root)
+            if request.base_revision != current:
+                raise MemoryError(
+                    "CONCURRENT_UPDATE",
+                    "workspace changed since base_revision was read",
+                    details={"base_revision": request.base_revision, "revision": current},
+                )
+            with Stage(root) as stage:
+                source_ids: dict[str, str] = {}
+                request = forms.replace_new_source_labels(request, source_ids)
+                texts, _ = stage.topic_texts()
+                if request.form == "memory_changes":
+                    outcome = forms.apply_memory_changes(
+                        texts, stage.baseline, request.memory_changes, link_for=stage.index.link_for
+                    )
+                    rule = RULE_RECORDS
+                    allowed = frozenset(source_ids.values()) | outcome.allowed_refs
+                elif request.form == "changes":
+                    outcome = forms.apply_file_changes(texts, request.changes)
+                    rule, allowed = RULE_FILES, frozenset(source_ids.values())
+                else:
+                    outcome = forms.apply_patch(texts, request.patch or "")
+                    rule, allowed = RULE_FILES, frozenset(source_ids.values())
+                if request.append_only:
+                    forms.check_append_only(texts, outcome.texts)
+                _write_stage_texts(stage, outcome.texts)
+                if outcome.removable_ids is None:
+                    required: set[str] = set()
+                else:
+                    required = set(stage.baseline.ids) - set(outcome.removable_ids)
+                ctx = _Context(
+                    required_ids=frozenset(required),
+                    rule=rule,
+                    allowed_refs=allowed,
+                    validate_only=validate_only,
+                    git_commit=request.git_commit,
+                    commit_message=request.commit_message,
+                    git_env=git_env,
+                    counter=_counter(counter),
+                    reported_changed=outcome.changed_files,
+                    source_ids=source_ids,
+                    structured=True,
+                )
+                result = _synchronize(stage, ctx)
+        return _structured_git(result, request.git_commit)
+    except MemoryError as exc:
+        return TxResult.failure(exc, validate_only=validate_only)
+    except (ValueError, TypeError) as exc:  # §5.3 step 9: validation failures keep their text
+        return TxResult.failure(MemoryError("INVALID_TOPIC_FORMAT", str(exc)), validate_only=validate_only)
+
+
+def _structured_git(result: TxResult, mode: str) -> TxResult:
+    """§5.3 step 10: with ``on`` a missing commit is an error, but memory stays committed."""
+    if not result.ok or result.validate_only or mode != "on" or result.git_committed:
+        return result
+    reason = result.git_error or "not a git repository"
+    message = (
+        "memory committed but there was nothing to commit"
+        if reason == gitlog.NOTHING_TO_COMMIT
+        else f"memory committed but git commit failed: {reason}"
+    )
+    return replace(
+        result,
+        ok=False,
+        code="GIT_COMMIT_FAILED",
+        message=message,
+        details={"memory_committed": True, "git_committed": False, "revision": result.revision},
+    )
+
+
+def rebuild_views(
+    state: Any,
+    *,
+    timeout: float = TIMEOUT_DEFAULT,
+    counter: Any = None,
+    validate_only: bool = False,
+) -> TxResult:
+    """``views --rebuild``: re-derive every view from the committed topics; installs only
+    what differs (a workspace whose views are current is left untouched, revision included)."""
+    try:
+        root = memory_root(state)
+        with write_lock(root, timeout):
+            _open_locked(root)
+            with Stage(root) as stage:
+                ctx = _Context(
+                    required_ids=frozenset(stage.baseline.ids),
+                    rule=RULE_HAND,
+                    allowed_refs=None,
+                    validate_only=validate_only,
+                    git_commit="off",
+                    commit_message=None,
+                    git_env=None,
+                    counter=_counter(counter),
+                )
+                return _synchronize(stage, ctx)
+    except MemoryError as exc:
+        return TxResult.failure(exc, validate_only=validate_only)
