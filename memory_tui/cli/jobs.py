@@ -1,0 +1,196 @@
+"""Job verbs: ``write``, ``reorganize``, ``backfill``, ``migrate``.
+
+Exit codes: 0 success (or nothing to do), 3 retryable failure (e.g. ``CONCURRENT_UPDATE``,
+``MODEL_RATE_LIMIT``), 1 non-retryable failure. ``backfill`` exits 0 only when nothing
+remains, like OpenProgram. ``--json`` prints the report object; on a terminal a spinner
+shows progress on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from typing import Any, Iterator
+
+from memory_tui.cli import EXIT_FAILURE, EXIT_OK, EXIT_RETRYABLE, CliError, add_common, emit_json
+
+
+def _context(args: argparse.Namespace, *, progress=None):
+    from memory_tui.core.paths import discover_state_dir
+    from memory_tui.pipeline.settings import load_settings
+    from memory_tui.pipeline.write import Context
+
+    state = discover_state_dir(getattr(args, "state", None))
+    if not state.is_dir():
+        raise CliError(f"state directory not found: {state}")
+    settings = load_settings()
+    overrides: dict[str, Any] = {}
+    if getattr(args, "writer", None):
+        overrides["name"] = args.writer
+    if getattr(args, "topic", None):
+        overrides["topic"] = args.topic
+    if getattr(args, "writer_command", None):
+        overrides["command"] = args.writer_command
+    if overrides:
+        settings = settings.with_overrides(**overrides)
+    return Context(state, settings=settings, progress=progress)
+
+
+@contextlib.contextmanager
+def _progress(args: argparse.Namespace, title: str) -> Iterator[Any]:
+    if getattr(args, "json", False) or not sys.stderr.isatty():
+        yield None
+        return
+    try:
+        from rich.console import Console
+    except ImportError:  # pragma: no cover
+        yield None
+        return
+    console = Console(stderr=True)
+    with console.status(title) as status:
+
+        def update(event: str, data: dict[str, Any]) -> None:
+            if event == "batch":
+                status.update(f"{title}: {data.get('session')} · {data.get('turns')} turns · {data.get('tokens')} tokens")
+            elif event == "backfill":
+                status.update(f"{title}: {data.get('turns')} sources · {data.get('tokens')} tokens")
+            elif event == "warning":
+                console.print(f"[yellow]warning:[/] {data.get('message')}")
+
+        yield update
+
+
+def _exit_for(outcome: str) -> int:
+    if outcome == "retryable":
+        return EXIT_RETRYABLE
+    if outcome == "non-retryable":
+        return EXIT_FAILURE
+    return EXIT_OK
+
+
+def cmd_write(args: argparse.Namespace) -> int:
+    from memory_tui.pipeline.write import write
+
+    with _progress(args, "writing memory") as progress:
+        ctx = _context(args, progress=progress)
+        report = write(ctx, args.session, branch=args.branch, force=args.force, dry_run=args.dry_run)
+    data = report.to_json()
+    if getattr(args, "json", False):
+        emit_json(data)
+        return _exit_for(report.outcome)
+    verb = "would write" if report.dry_run else "wrote"
+    shown = [b for b in report.batches]
+    for b in shown:
+        line = f"{b.session_id} {b.tip}: {len(b.ids)} turns, {b.tokens} tokens — {b.result}"
+        if b.changed_topics:
+            line += " → " + ", ".join(b.changed_topics)
+        if b.reason_code:
+            line += f" [{b.reason_code}]"
+        print(line)
+    written = [b for b in report.batches if b.result in ("written", "recovered", "planned")]
+    print(
+        f"{verb} {len(written)} batch(es), {sum(len(b.ids) for b in written)} turn(s) with the {report.writer} writer"
+        + (f"; revision {report.revision}" if report.revision else "")
+    )
+    for w in report.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    if report.outcome in ("retryable", "non-retryable"):
+        print(f"memory-tui: {report.reason_code}: {report.message}", file=sys.stderr)
+    elif report.message:
+        print(report.message)
+    return _exit_for(report.outcome)
+
+
+def cmd_reorganize(args: argparse.Namespace) -> int:
+    from memory_tui.pipeline.reorganize import reorganize
+
+    with _progress(args, "reorganizing") as progress:
+        ctx = _context(args, progress=progress)
+        result = reorganize(ctx, dry_run=args.dry_run)
+    if getattr(args, "json", False):
+        emit_json(result)
+    else:
+        if args.dry_run:
+            print(f"{len(result.get('planned_ops', []))} record op(s) planned over {result.get('topics', 0)} topic file(s)")
+        else:
+            print(f"{result['status']}: {result.get('topics', 0)} topic file(s); changed: " + (", ".join(result.get("changed_files", [])) or "none"))
+        if result.get("error"):
+            print(f"memory-tui: {result['error']['code']}: {result['error']['message']}", file=sys.stderr)
+    status = result["status"]
+    if status == "busy":
+        return EXIT_RETRYABLE
+    if status in ("failed", "disabled"):
+        return EXIT_FAILURE
+    return EXIT_OK
+
+
+def cmd_backfill(args: argparse.Namespace) -> int:
+    from memory_tui.pipeline.backfill import backfill
+
+    with _progress(args, "backfilling") as progress:
+        ctx = _context(args, progress=progress)
+        result = backfill(ctx, dry_run=args.dry_run)
+    if getattr(args, "json", False):
+        emit_json(result)
+    else:
+        if args.dry_run:
+            for i, b in enumerate(result.get("batches", []), 1):
+                print(f"batch {i}: {len(b['ids'])} source(s), {b['tokens']} tokens")
+        print(f"{result['status']}: {result['candidates']} candidate(s), {result['processed']} processed, {result['remaining']} remaining")
+        if result.get("error"):
+            print(f"memory-tui: {result['error']['code']}: {result['error']['message']}", file=sys.stderr)
+    if result.get("error") and result["error"].get("retryable"):
+        return EXIT_RETRYABLE
+    return EXIT_OK if result["remaining"] == 0 else EXIT_FAILURE
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from memory_tui.core.errors import MemoryError
+    from memory_tui.pipeline.migrate import migrate_if_needed
+
+    ctx = _context(args)
+    try:
+        result = migrate_if_needed(ctx)
+    except MemoryError as exc:
+        if getattr(args, "json", False):
+            emit_json(exc.to_json())
+        else:
+            print(f"memory-tui: {exc}", file=sys.stderr)
+        return EXIT_RETRYABLE if exc.code == "CONCURRENT_UPDATE" else EXIT_FAILURE
+    data = result or {"sessions": {}, "marked": 0, "cursors_removed": False, "message": "no legacy cursors"}
+    if getattr(args, "json", False):
+        emit_json(data)
+    else:
+        print(data.get("message") or f"marked {data['marked']} turn(s) in {len(data['sessions'])} session(s); legacy cursors removed")
+    return EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from memory_tui.pipeline.settings import WRITER_NAMES
+
+    p = sub.add_parser("write", help="write pending turns into memory (per-turn rule, or --force for a full pass)")
+    add_common(p)
+    p.add_argument("session", nargs="?", default=None, help="session id (default: every session)")
+    p.add_argument("--branch", metavar="TIP", default=None, help="write this branch tip instead of the head")
+    p.add_argument("--force", action="store_true", help="session-boundary pass: head fully, other tips at threshold")
+    p.add_argument("--dry-run", action="store_true", help="show turns, tokens and batches; change nothing")
+    p.add_argument("--writer", choices=WRITER_NAMES, default=None, help="override [writer] name")
+    p.add_argument("--topic", default=None, help="extractive writer: put records in this topics/…md file")
+    p.set_defaults(func=cmd_write)
+
+    p = sub.add_parser("reorganize", help="fold duplicate records and prune empty structure")
+    add_common(p)
+    p.add_argument("--dry-run", action="store_true", help="list the record ops; change nothing")
+    p.set_defaults(func=cmd_reorganize)
+
+    p = sub.add_parser("backfill", help="distil archived trusted sources that no topic cites")
+    add_common(p)
+    p.add_argument("--dry-run", action="store_true", help="list candidates and batches; change nothing")
+    p.add_argument("--writer", choices=WRITER_NAMES, default=None, help="override [writer] name")
+    p.add_argument("--topic", default=None, help="extractive writer: put records in this topics/…md file")
+    p.set_defaults(func=cmd_backfill)
+
+    p = sub.add_parser("migrate", help="replace legacy runtime.json cursors by node marks (one time)")
+    add_common(p)
+    p.set_defaults(func=cmd_migrate)

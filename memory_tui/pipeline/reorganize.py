@@ -1,0 +1,175 @@
+"""Reorganize (memory spec §7.6): the deterministic default organizer.
+
+It finds records that say the same thing and folds them into one, through record ops
+(``update_record`` + ``delete_record``) applied by ``transaction.update`` — so the kept
+record keeps its id, its evidence grows to the union of both records' sources, and empty
+sections/files are pruned by the transaction's normaliser (§3.9).
+
+"The same thing":
+* exact duplicates: identical content after collapsing whitespace and case;
+* near duplicates: the same quoted statement (text between “ ” or " "), or word sets
+  with Jaccard similarity ≥ 0.85 when both have at least five words.
+The kept record is the oldest (creation order, then tree order); among equals the longer
+content wins the text. A record that another record links to (``#^id``) is never deleted,
+and legacy ``mem_`` units are left alone.
+
+Result: ``{"status": disabled|empty|busy|ok|failed, "topics": N, "changed_files": [...]}``
+(``failed`` carries ``error``), committed as ``memory: reorganize topics``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from memory_tui.core.errors import MemoryError
+
+REORGANIZE_MESSAGE = "memory: reorganize topics"
+NEAR = 0.85
+_QUOTE = re.compile(r"[“\"]([^”\"]{8,})[”\"]")
+_WORD = re.compile(r"[\w']+")
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def _quote(text: str) -> str | None:
+    m = _QUOTE.search(text)
+    return _norm(m.group(1)).rstrip(".!") if m else None
+
+
+def _words(text: str) -> set[str]:
+    return set(_WORD.findall(text.lower()))
+
+
+def same_thing(a: str, b: str) -> bool:
+    if _norm(a) == _norm(b):
+        return True
+    qa, qb = _quote(a), _quote(b)
+    if qa and qb and qa == qb:
+        return True
+    wa, wb = _words(a), _words(b)
+    if len(wa) >= 5 and len(wb) >= 5:
+        return len(wa & wb) / len(wa | wb) >= NEAR
+    return False
+
+
+def _labels(unit: Any) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for ann in unit.annotations:
+        for ev in ann.evidence:
+            for link in ev.links:
+                if link.source_id and link.source_id not in out:
+                    out[link.source_id] = link.label
+    return out
+
+
+def plan_ops(tree: Any, creation_order: dict[str, int]) -> list[dict[str, Any]]:
+    """Record ops that fold duplicates into their oldest copy."""
+    units = [u for u in tree.units if not u.legacy and len(u.aliases) <= 1 and u.source_refs]
+    targets = {t for u in tree.units for t in u.relation_targets}
+    order = {u.memory_id: i for i, u in enumerate(tree.units)}
+    units.sort(key=lambda u: (creation_order.get(u.memory_id, 10**9), order[u.memory_id]))
+    ops: list[dict[str, Any]] = []
+    consumed: set[str] = set()
+    for i, keep in enumerate(units):
+        if keep.memory_id in consumed:
+            continue
+        group = [
+            other
+            for other in units[i + 1:]
+            if other.memory_id not in consumed and other.memory_id not in targets and same_thing(keep.content, other.content)
+        ]
+        if not group:
+            continue
+        refs = list(keep.source_refs)
+        labels = _labels(keep)
+        text = keep.content
+        for other in group:
+            consumed.add(other.memory_id)
+            for ref in other.source_refs:
+                if ref not in refs:
+                    refs.append(ref)
+            for ref, lab in _labels(other).items():
+                labels.setdefault(ref, lab)
+            if _norm(other.content) != _norm(text) and len(other.content) > len(text) and _quote(other.content) is None:
+                text = other.content
+        consumed.add(keep.memory_id)
+        ops.append(
+            {
+                "op": "update_record",
+                "memory_id": keep.memory_id,
+                "content": text,
+                "time": keep.when,
+                "sources": [{"source": r, "label": labels.get(r) or r} for r in refs],
+            }
+        )
+        for other in group:
+            ops.append({"op": "delete_record", "memory_id": other.memory_id})
+    return ops
+
+
+def _tree(memory_root):
+    from memory_tui.core.sources import SourceIndex
+    from memory_tui.core.topics import parse_tree
+
+    index = SourceIndex.load(memory_root)
+    return parse_tree(memory_root / "topics", resolve=index.resolve_target)
+
+
+def organize_locked(ctx: Any, *, reason: str = "manual", dry_run: bool = False, commit: bool = False) -> dict[str, Any]:
+    """One organize pass; the caller holds the write lock."""
+    from memory_tui.core.workspace import load_runtime_state, workspace_revision
+    from memory_tui.pipeline import status as st
+    from memory_tui.pipeline.txport import TransactionPort
+
+    root = ctx.memory_root
+    tree = _tree(root)
+    n_topics = len(tree.topics)
+    if not tree.topics:
+        return {"status": "empty", "topics": 0, "changed_files": [], "reason": reason}
+    state, _ = load_runtime_state(root)
+    ops = plan_ops(tree, dict(state.creation_order))
+    prompt = f"organize ({reason}): {len(ops)} record op(s) over {n_topics} topic file(s)"
+    if dry_run:
+        return {"status": "ok", "topics": n_topics, "changed_files": [], "planned_ops": ops, "reason": reason}
+    if not ops:
+        st.append_history(ctx.layout.runtime_dir, [st.history_entry("organize", "memory-tui deterministic organizer", prompt, reply="organize: nothing to change")])
+        return {"status": "ok", "topics": n_topics, "changed_files": [], "reason": reason}
+    port = TransactionPort(root, restricted=False, counter=ctx.counter)
+    changed: list[str] = []
+    # ``update`` allows at most 64 ops per request.
+    for start in range(0, len(ops), 64):
+        chunk = ops[start:start + 64]
+        try:
+            info = port.update(workspace_revision(root), chunk)
+        except MemoryError as exc:
+            st.append_history(ctx.layout.runtime_dir, [st.history_entry("organize", "memory-tui deterministic organizer", prompt, error=f"{exc.code}: {exc.message}")])
+            return {"status": "failed", "topics": n_topics, "changed_files": changed, "error": {"code": exc.code, "message": exc.message, "path": exc.path}, "reason": reason}
+        for f in info.changed_topics:
+            if f not in changed:
+                changed.append(f)
+    st.append_history(ctx.layout.runtime_dir, [st.history_entry("organize", "memory-tui deterministic organizer", prompt, reply=f"folded {sum(1 for o in ops if o['op'] == 'delete_record')} duplicate record(s)")])
+    if commit:
+        from memory_tui.pipeline.write import git_commit
+
+        git_commit(ctx, REORGANIZE_MESSAGE)
+    return {"status": "ok", "topics": len(_tree(root).topics), "changed_files": sorted(changed), "reason": reason}
+
+
+def reorganize(ctx: Any, *, dry_run: bool = False) -> dict[str, Any]:
+    """The ``reorganize`` job: lock (5 s), organize, commit ``memory: reorganize topics``."""
+    from memory_tui.pipeline.write import EDIT_LOCK_SECONDS, _locked
+
+    if not ctx.config.enabled:
+        return {"status": "disabled", "topics": 0, "changed_files": []}
+    if not (ctx.memory_root / "topics").is_dir():
+        return {"status": "empty", "topics": 0, "changed_files": []}
+    try:
+        with _locked(ctx, EDIT_LOCK_SECONDS):
+            return organize_locked(ctx, reason="manual", dry_run=dry_run, commit=not dry_run)
+    except MemoryError as exc:
+        if exc.code == "CONCURRENT_UPDATE":
+            return {"status": "busy", "topics": 0, "changed_files": []}
+        return {"status": "failed", "topics": 0, "changed_files": [], "error": {"code": exc.code, "message": exc.message, "path": exc.path}}

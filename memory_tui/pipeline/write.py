@@ -1,0 +1,569 @@
+"""The write job (memory spec §7.3-§7.5, session spec §4.4-§4.7).
+
+Per-turn (unforced) mode: the head branch (or ``--branch``) only, one batch, written only
+when its tokens reach the threshold or its newest record is at least an hour old.
+Forced mode: the head branch in repeated batches until nothing is pending, then every other
+non-archived live tip while its pending tokens reach the threshold. A batch whose writer
+changed nothing stops the pass with ``WRITER_NO_PROGRESS`` (remaining branches are not
+visited), as OpenProgram does.
+
+One batch, in order, all under the write lock (1 s):
+  archive the batch (trusted, 0600, idempotent) → run the writer on a restricted stage →
+  if an accepted commit changed topic files: mark exactly the batch, oldest first →
+  counters / organize triggers in ``runtime.json`` → git commit
+  ``memory: incremental transaction``; after the lock, ``writer-status.json`` success.
+
+A crash between install and marking leaves the batch unmarked; the next run offers the
+same batch again. If its writer then has nothing new to add *and* the topics already cite
+one of the batch's turns, the earlier install evidently landed, so the batch is marked
+("recovered") instead of stalling the pass on ``WRITER_NO_PROGRESS``.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from memory_tui.core.config import MemoryConfig, load_memory_config
+from memory_tui.core.errors import MemoryError, classify_write_failure
+from memory_tui.core.paths import Layout
+from memory_tui.core.tokens import DEFAULT_COUNTER, TokenCounter
+from memory_tui.pipeline import status as st
+from memory_tui.pipeline.batching import Batch, first_batch, plan_batches, total_tokens, unforced_gate
+from memory_tui.pipeline.settings import WriterSettings
+from memory_tui.pipeline.writers import make_writer
+from memory_tui.pipeline.writers.base import Turn, Writer, WriteTask
+
+ONLINE_LOCK_SECONDS = 1.0
+EDIT_LOCK_SECONDS = 5.0
+INCREMENTAL_MESSAGE = "memory: incremental transaction"
+MAX_BATCHES_PER_BRANCH = 10_000
+
+
+# ------------------------------------------------------------------------------ context
+
+
+@dataclass
+class Context:
+    """Everything a job needs, injected so tests and the demo are deterministic."""
+
+    state_dir: Path
+    counter: TokenCounter = DEFAULT_COUNTER
+    clock: Callable[[], float] = time.time
+    tz: tzinfo | None = None  # record timestamps' zone; None = the machine's local zone
+    settings: WriterSettings = field(default_factory=WriterSettings)
+    writer: Writer | None = None
+    config: MemoryConfig | None = None
+    git_env: dict[str, str] | None = None
+    id_factory: Callable[[], str] = lambda: uuid.uuid4().hex[:8]
+    progress: Callable[[str, dict[str, Any]], None] | None = None
+    lock_seconds: float = ONLINE_LOCK_SECONDS
+
+    def __post_init__(self) -> None:
+        self.state_dir = Path(self.state_dir)
+        if self.config is None:
+            self.config = load_memory_config(self.state_dir)
+        if self.writer is None:
+            self.writer = make_writer(self.settings)
+
+    @property
+    def memory_root(self) -> Path:
+        return self.state_dir / "memory"
+
+    @property
+    def layout(self) -> Layout:
+        return Layout(self.memory_root)
+
+    @property
+    def threshold(self) -> int:
+        return int(self.config.trigger_tokens)  # type: ignore[union-attr]
+
+    def emit(self, event: str, **data: Any) -> None:
+        if self.progress is not None:
+            self.progress(event, data)
+
+
+# ------------------------------------------------------------------------------ reports
+
+
+@dataclass
+class BatchReport:
+    session_id: str
+    tip: str
+    ids: list[str]
+    tokens: int
+    result: str  # written | recovered | nothing | failed | planned | below-threshold
+    changed_topics: list[str] = field(default_factory=list)
+    marked: list[str] = field(default_factory=list)
+    reason_code: str | None = None
+    retryable: bool = False
+    message: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "tip": self.tip,
+            "ids": self.ids,
+            "tokens": self.tokens,
+            "result": self.result,
+            "changed_topics": self.changed_topics,
+            "marked": self.marked,
+            "reason_code": self.reason_code,
+            "retryable": self.retryable,
+            "message": self.message,
+        }
+
+
+@dataclass
+class WriteReport:
+    mode: str  # per-turn | forced
+    writer: str
+    dry_run: bool = False
+    batches: list[BatchReport] = field(default_factory=list)
+    outcome: str = "none"  # none | success | retryable | non-retryable
+    reason_code: str | None = None
+    message: str = ""
+    revision_before: str | None = None
+    revision: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    organize: list[dict[str, Any]] = field(default_factory=list)
+    migration: dict[str, Any] | None = None
+    sessions: list[str] = field(default_factory=list)
+
+    @property
+    def retryable(self) -> bool:
+        return self.outcome == "retryable"
+
+    @property
+    def written(self) -> list[BatchReport]:
+        return [b for b in self.batches if b.result in ("written", "recovered")]
+
+    def fail(self, code: str, retryable: bool, message: str) -> None:
+        # the first failure wins; a non-retryable one outranks a retryable one
+        if self.outcome in ("none", "success") or (self.outcome == "retryable" and not retryable):
+            self.outcome = "retryable" if retryable else "non-retryable"
+            self.reason_code = code
+            self.message = message
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "writer": self.writer,
+            "dry_run": self.dry_run,
+            "outcome": self.outcome,
+            "reason_code": self.reason_code,
+            "retryable": self.retryable,
+            "message": self.message,
+            "sessions": self.sessions,
+            "batches": [b.to_json() for b in self.batches],
+            "written_batches": len(self.written),
+            "marked_turns": sum(len(b.marked) for b in self.batches),
+            "revision_before": self.revision_before,
+            "revision": self.revision,
+            "organize": self.organize,
+            "migration": self.migration,
+            "warnings": self.warnings,
+        }
+
+
+# ------------------------------------------------------------------------------ workspace helpers
+
+
+def revision(memory_root: Path) -> str:
+    from memory_tui.core.workspace import workspace_revision
+
+    return workspace_revision(memory_root)
+
+
+def ensure_workspace(ctx: Context) -> str:
+    """Create the workspace skeleton and id if needed (call under the lock); returns the id."""
+    from memory_tui.core.workspace import read_workspace_id
+
+    root = ctx.memory_root
+    for d in (ctx.state_dir, root, root / "topics", root / "sources", ctx.layout.runtime_dir):
+        d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    wid = read_workspace_id(root)
+    if wid is None:
+        wid = "w-" + ctx.id_factory()[:8]
+        st.atomic_write(ctx.layout.workspace_id_file, (wid + "\n").encode("ascii"))
+    try:
+        from memory_tui.core import gitlog
+
+        reason = gitlog.ensure_history(root, env=ctx.git_env)
+        if reason:
+            ctx.emit("warning", message=f"git history unavailable: {reason}")
+    except MemoryError as exc:
+        ctx.emit("warning", message=str(exc))
+    return wid
+
+
+def workspace_id_or_none(ctx: Context) -> str | None:
+    from memory_tui.core.workspace import read_workspace_id
+
+    return read_workspace_id(ctx.memory_root)
+
+
+def git_commit(ctx: Context, message: str) -> None:
+    try:
+        from memory_tui.core import gitlog
+
+        gitlog.commit(ctx.memory_root, message, env=ctx.git_env)
+    except Exception:  # git trouble never fails a write (OpenProgram ignores it with auto)
+        pass
+
+
+def topics_cite_any(memory_root: Path, source_ids: Iterable[str]) -> bool:
+    from memory_tui.core.sources import anchor
+
+    needles = set()
+    for sid in source_ids:
+        needles.add(anchor(sid))
+        needles.add(f"({sid})")
+    root = memory_root / "topics"
+    if not root.is_dir():
+        return False
+    for p in root.rglob("*.md"):
+        try:
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if any(n in text for n in needles):
+            return True
+    return False
+
+
+# ------------------------------------------------------------------------------ records
+
+
+@dataclass(frozen=True)
+class BranchState:
+    session: Any
+    tip: str
+    nodes: tuple[Any, ...]
+    records: tuple[Any, ...]
+    pending: tuple[Any, ...]
+    problems: tuple[Any, ...]
+    ordinals: dict[str, int]
+
+
+def branch_state(session: Any, tip: str, workspace_id: str | None) -> BranchState:
+    from memory_tui.sessions.dag import get_branch
+    from memory_tui.sessions.records import marked_ids, pending_records, records_for
+
+    nodes = tuple(get_branch(session, tip))
+    rs = records_for(session, nodes)
+    marked = marked_ids(nodes, workspace_id) if workspace_id else frozenset()
+    pending = pending_records(rs.records, marked)
+    ordinals = {n.id: i for i, n in enumerate(nodes)}
+    return BranchState(session, tip, nodes, rs.records, pending, rs.problems, ordinals)
+
+
+def iso_local(ts: float | None, tz: tzinfo | None) -> str:
+    if ts is None:
+        return ""
+    if tz is not None:
+        return datetime.fromtimestamp(ts, tz=tz).isoformat()
+    return datetime.fromtimestamp(ts).astimezone().isoformat()
+
+
+def source_record(session: Any, record: Any, ordinal: int, tz: tzinfo | None):
+    """§7.2: the trusted archive record for one branch record."""
+    from memory_tui.core.sources import SourceRecord
+    from memory_tui.sessions.dag import to_message
+    from memory_tui.sessions.records import authority_state
+
+    msg = to_message(session, record.node)
+
+    def s(key: str) -> str | None:
+        v = msg.get(key)
+        return v if isinstance(v, str) and v else None
+
+    if authority_state(msg) == "allowed":
+        kind, principal, tier = s("speaker_kind") or "unknown", s("principal_id") or "unknown", s("authority_tier")
+    else:
+        kind, principal, tier = "unknown", "unknown", None
+    return SourceRecord(
+        provider="openprogram",
+        thread_id=session.id or "session",
+        message_id=record.id,
+        ordinal=ordinal,
+        role=record.role,
+        content=record.content,
+        timestamp=iso_local(record.timestamp, tz),
+        speaker_id=s("speaker_id"),
+        speaker_display=s("speaker_display"),
+        speaker_kind=kind,
+        principal_id=principal,
+        authority_tier=tier,
+        trust_state="trusted",
+    )
+
+
+def turn_for(sr: Any, session_title: str, tokens: int) -> Turn:
+    return Turn(
+        source_id=sr.source_id,
+        role=sr.role,
+        speaker=sr.label,
+        text=sr.content,
+        timestamp=sr.timestamp,
+        speaker_kind=sr.speaker_kind,
+        speaker_display=sr.speaker_display or "",
+        session_id=sr.thread_id,
+        session_title=session_title,
+        tokens=tokens,
+    )
+
+
+# ------------------------------------------------------------------------------ one batch
+
+
+class NothingWritten(Exception):
+    pass
+
+
+def _run_writer(ctx: Context, task: WriteTask, *, restricted: bool = True):
+    from memory_tui.pipeline.txport import TransactionPort
+
+    port = TransactionPort(ctx.memory_root, restricted=restricted, counter=ctx.counter)
+    writer = ctx.writer
+    try:
+        outcome = writer.write(task, port)  # type: ignore[union-attr]
+    except BaseException:
+        st.append_history(ctx.layout.runtime_dir, list(getattr(writer, "history", None) or []))
+        raise
+    st.append_history(ctx.layout.runtime_dir, list(outcome.history or []))
+    return outcome
+
+
+def after_commit(ctx: Context, tokens: int, now: float, report: WriteReport | None, *, count: bool = True) -> None:
+    """Counters, organize triggers, git commit (§7.4 steps 8-9). Call under the lock."""
+    from memory_tui.core.workspace import load_runtime_state
+
+    if count:
+        state, _problems = load_runtime_state(ctx.memory_root)
+        data, decision = st.bump_counters(state.to_json(), tokens, now)
+        st.save_runtime(ctx.layout.runtime_json, data)
+        if decision.any:
+            from memory_tui.pipeline.reorganize import organize_locked
+
+            res = organize_locked(ctx, reason=decision.reason or "local")
+            if report is not None:
+                report.organize.append(res)
+    git_commit(ctx, INCREMENTAL_MESSAGE)
+
+
+def write_batch(ctx: Context, bs: BranchState, batch: Batch, workspace_id: str, report: WriteReport) -> BatchReport:
+    """Archive → writer → marks → counters for one batch. The caller holds the lock."""
+    from memory_tui.core.sources import append_records
+    from memory_tui.sessions.marks import mark_nodes
+
+    session = bs.session
+    ids = [r.id for r in batch.records]
+    br = BatchReport(session.id, bs.tip, ids, batch.tokens, "nothing")
+    srecs = [source_record(session, r, bs.ordinals.get(r.id, 0), ctx.tz) for r in batch.records]
+    append_records(ctx.memory_root, srecs, runtime_dir=ctx.layout.runtime_dir)
+    turns = tuple(turn_for(sr, session.title, ctx.counter.count(sr.content)) for sr in srecs)
+    task = WriteTask("write", turns, session.id, session.title, ctx.settings.topic)
+    ctx.emit("writer", session=session.id, tip=bs.tip, turns=len(ids), tokens=batch.tokens)
+    outcome = _run_writer(ctx, task)
+    if outcome.changed:
+        br.result = "written"
+        br.changed_topics = list(outcome.changed_topics)
+    elif topics_cite_any(ctx.memory_root, [sr.source_id for sr in srecs]):
+        br.result = "recovered"
+        br.message = "the topics already cite this batch (an earlier install landed before its marks)"
+    else:
+        br.message = outcome.summary or "the writer changed no topic file"
+        return br
+    res = mark_nodes(session.dir, ids, workspace_id)
+    br.marked = list(res.marked) + list(res.already)
+    if res.problems:
+        raise MemoryError("SESSION_NODES_UNAVAILABLE", "; ".join(str(p) for p in res.problems))
+    after_commit(ctx, batch.tokens, ctx.clock(), report)
+    return br
+
+
+def _locked(ctx: Context, seconds: float | None = None):
+    from memory_tui.core.lock import write_lock
+
+    ctx.layout.runtime_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return write_lock(ctx.memory_root, seconds if seconds is not None else ctx.lock_seconds)
+
+
+# ------------------------------------------------------------------------------ sessions
+
+
+def load_snapshot(ctx: Context, previous: Any = None):
+    from memory_tui.sessions.store import load_sessions
+
+    return load_sessions(ctx.state_dir, previous)
+
+
+def _attempt(ctx: Context, report: WriteReport, bs: BranchState, batch: Batch, wid: str) -> BatchReport:
+    try:
+        with _locked(ctx):
+            wid = ensure_workspace(ctx)
+            br = write_batch(ctx, bs, batch, wid, report)
+    except Exception as exc:  # classified: the closed code set and a retry verdict
+        code, retry = classify_write_failure(exc)
+        if isinstance(exc, MemoryError) and code == "WRITER_FAILURE_UNKNOWN" and exc.code in st.WRITE_FAILURE_CODES:
+            code = exc.code
+        br = BatchReport(bs.session.id, bs.tip, [r.id for r in batch.records], batch.tokens, "failed")
+        br.reason_code, br.retryable, br.message = code, retry, str(getattr(exc, "message", exc))
+        return br
+    return br
+
+
+def write_session(ctx: Context, report: WriteReport, session_id: str, *, branch: str | None = None, force: bool = False, dry_run: bool = False, snapshot: Any = None) -> None:
+    snap = snapshot or load_snapshot(ctx)
+    session = snap.get(session_id)
+    if not session_id:
+        report.fail("MISSING_SESSION_ID", False, "no session id given")
+        return
+    if session is None:
+        report.fail("SESSION_NODES_UNAVAILABLE", False, f"no readable session {session_id!r}")
+        return
+    report.sessions.append(session_id)
+    wid = workspace_id_or_none(ctx)
+    threshold = ctx.threshold
+    if branch is not None and session.get(branch) is None:
+        report.fail("SESSION_NODES_UNAVAILABLE", False, f"session {session_id} has no node {branch!r}")
+        return
+
+    if not force:
+        tip = branch or session.head_id
+        if not tip:
+            return
+        bs = branch_state(session, tip, wid)
+        _warn(report, bs)
+        batch = first_batch(bs.pending, ctx.counter, threshold, text_of=lambda r: r.content)
+        if not batch:
+            return
+        if not unforced_gate(batch, threshold, ctx.clock(), time_of=lambda r: r.timestamp):
+            report.batches.append(BatchReport(session_id, tip, [r.id for r in batch.records], batch.tokens, "below-threshold",
+                                              message=f"{batch.tokens} of {threshold} tokens and the newest turn is under an hour old"))
+            return
+        if dry_run:
+            report.batches.append(BatchReport(session_id, tip, [r.id for r in batch.records], batch.tokens, "planned"))
+            return
+        br = _attempt(ctx, report, bs, batch, wid or "")
+        report.batches.append(br)
+        if br.result == "failed":
+            report.fail(br.reason_code or "WRITER_FAILURE_UNKNOWN", br.retryable, br.message)
+        return
+
+    from memory_tui.sessions.dag import forced_pass_branch_order
+
+    order = [branch] if branch else list(forced_pass_branch_order(session))
+    for idx, tip in enumerate(order):
+        head_like = idx == 0
+        if dry_run:
+            bs = branch_state(session, tip, wid)
+            _warn(report, bs)
+            # Shared prefixes planned on an earlier branch are not offered again.
+            planned = {i for b in report.batches if b.session_id == session_id for i in b.ids}
+            pending = _suffix_after(bs, planned)
+            for b in plan_batches(pending, ctx.counter, threshold, forced=head_like, text_of=lambda r: r.content):
+                report.batches.append(BatchReport(session_id, tip, [r.id for r in b.records], b.tokens, "planned"))
+            continue
+        seen_pending: tuple[str, ...] | None = None
+        for _ in range(MAX_BATCHES_PER_BRANCH):
+            session = load_snapshot(ctx).get(session_id)
+            if session is None or session.get(tip) is None:
+                report.fail("SESSION_NODES_UNAVAILABLE", False, f"branch {tip} of {session_id} disappeared during the write")
+                return
+            wid = workspace_id_or_none(ctx)
+            bs = branch_state(session, tip, wid)
+            if not bs.pending:
+                break
+            if not head_like and total_tokens(bs.pending, ctx.counter, text_of=lambda r: r.content) < threshold:
+                break
+            key = tuple(r.id for r in bs.pending)
+            if key == seen_pending:
+                report.fail("WRITER_NO_PROGRESS", False, f"marks did not advance on {tip}")
+                return
+            seen_pending = key
+            batch = first_batch(bs.pending, ctx.counter, threshold, text_of=lambda r: r.content)
+            ctx.emit("batch", session=session_id, tip=tip, turns=len(batch), tokens=batch.tokens)
+            br = _attempt(ctx, report, bs, batch, wid or "")
+            report.batches.append(br)
+            if br.result == "failed":
+                report.fail(br.reason_code or "WRITER_FAILURE_UNKNOWN", br.retryable, br.message)
+                return
+            if br.result == "nothing":
+                br.reason_code = "WRITER_NO_PROGRESS"
+                report.fail("WRITER_NO_PROGRESS", False, f"the writer changed nothing for a batch of {session_id} ({tip}): {br.message}")
+                return
+
+
+def _suffix_after(bs: BranchState, planned: set[str]) -> tuple[Any, ...]:
+    out = []
+    for rec in reversed(bs.pending):
+        if rec.id in planned:
+            break
+        out.append(rec)
+    return tuple(reversed(out))
+
+
+def _warn(report: WriteReport, bs: BranchState) -> None:
+    for p in bs.problems:
+        msg = str(p)
+        if msg not in report.warnings:
+            report.warnings.append(msg)
+
+
+def write(
+    ctx: Context,
+    session_id: str | None = None,
+    *,
+    branch: str | None = None,
+    force: bool = False,
+    dry_run: bool = False,
+) -> WriteReport:
+    """The ``write`` job. ``session_id=None`` means every readable session."""
+    report = WriteReport("forced" if force else "per-turn", getattr(ctx.writer, "name", "?"), dry_run)
+    if not ctx.config.enabled:  # type: ignore[union-attr]
+        report.message = "memory is disabled (memory.backend: none)"
+        return report
+    if ctx.memory_root.is_dir():
+        report.revision_before = revision(ctx.memory_root)
+    if not dry_run:
+        from memory_tui.pipeline.migrate import migrate_if_needed
+
+        try:
+            report.migration = migrate_if_needed(ctx)
+        except MemoryError as exc:
+            code, retry = classify_write_failure(exc)
+            report.fail(code, retry, f"legacy cursor migration: {exc.message}")
+            _finish(ctx, report)
+            return report
+    snap = load_snapshot(ctx)
+    ids = [session_id] if session_id is not None else list(snap.sessions)
+    for sid in ids:
+        write_session(ctx, report, sid, branch=branch, force=force, dry_run=dry_run, snapshot=snap)
+        if session_id is None and report.outcome == "retryable" and report.reason_code == "CONCURRENT_UPDATE":
+            break
+    _finish(ctx, report)
+    return report
+
+
+def _finish(ctx: Context, report: WriteReport) -> None:
+    if report.dry_run:
+        report.revision = report.revision_before
+        return
+    now = ctx.clock()
+    if report.outcome in ("retryable", "non-retryable"):
+        if ctx.layout.runtime_dir.is_dir():
+            st.record_failure(ctx.layout.runtime_dir, now, report.reason_code or "WRITER_FAILURE_UNKNOWN", report.retryable)
+    elif report.written:
+        report.outcome = "success"
+        st.record_success(ctx.layout.runtime_dir, now)
+    if ctx.memory_root.is_dir():
+        report.revision = revision(ctx.memory_root)
+
+
+__all__ = ["Context", "WriteReport", "BatchReport", "write", "write_session", "branch_state", "source_record", "ensure_workspace"]
