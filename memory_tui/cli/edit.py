@@ -1,0 +1,215 @@
+"""Verbs that change memory, all through ``core.transaction``: ``edit``, ``apply``, ``views``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from memory_tui.cli import EXIT_FAILURE, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE, CliError, add_common, emit_json
+from memory_tui.core import transaction as tx
+from memory_tui.core.errors import RETRYABLE_TRANSACTION_CODES
+from memory_tui.core.paths import discover_state_dir
+from memory_tui.core.text import sanitize
+
+
+def _state(args: argparse.Namespace) -> Path:
+    return discover_state_dir(getattr(args, "state", None))
+
+
+def _topic_rel(topic: str) -> str:
+    rel = topic.replace("\\", "/")
+    if not rel.startswith("topics/"):
+        rel = "topics/" + rel
+    if not rel.endswith(".md") and "." not in rel.rsplit("/", 1)[-1]:
+        rel += ".md"
+    return rel
+
+
+def _exit_for(result: tx.TxResult) -> int:
+    if result.ok:
+        return EXIT_OK
+    return EXIT_RETRYABLE if result.code in RETRYABLE_TRANSACTION_CODES else EXIT_FAILURE
+
+
+def _print_rejection(result: tx.TxResult) -> None:
+    seen = set()
+    for problem in result.problems or (result.error().as_problem(),):
+        line = sanitize(str(problem))
+        if line not in seen:
+            seen.add(line)
+            print(f"rejected: {line}", file=sys.stderr)
+
+
+def _print_success(result: tx.TxResult) -> None:
+    if not result.changed_files:
+        print(f"no change (revision {result.revision})")
+        return
+    print(f"revision {result.revision}")
+    for path in result.changed_files:
+        print(f"  {path}")
+    if result.git_committed:
+        print(f"git: committed {result.git_commit[:12] if result.git_commit else ''}")
+    elif result.git_error:
+        print(f"git: not committed: {sanitize(result.git_error)}")
+    for note in result.dropped:
+        print(f"note: {sanitize(str(note))}")
+
+
+def _read_source(spec: str) -> str:
+    if spec == "-":
+        return sys.stdin.read()
+    try:
+        return Path(spec).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"cannot read {spec}: {exc}", EXIT_USAGE) from None
+
+
+def _editor_loop(state: Path, rel: str, git_commit: str) -> tx.TxResult:
+    root = tx.memory_root(state)
+    current = root / rel
+    text = current.read_text(encoding="utf-8") if current.is_file() else ""
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    fd, tmp = tempfile.mkstemp(prefix="memory-edit-", suffix=".md")
+    os.close(fd)
+    try:
+        Path(tmp).write_text(text, encoding="utf-8")
+        while True:
+            rc = subprocess.call([*shlex.split(editor), tmp])
+            if rc != 0:
+                raise CliError(f"editor exited with status {rc}; nothing saved")
+            new = Path(tmp).read_text(encoding="utf-8")
+            if new == text:
+                print("no change")
+                return tx.TxResult(ok=True, message="no change")
+            result = tx.staged_edit(state, rel, new, git_commit=git_commit)
+            if result.ok:
+                return result
+            _print_rejection(result)
+            if not sys.stdin.isatty():
+                return result
+            answer = input("re-open the editor? [Y/n] ").strip().lower()
+            if answer in ("n", "no"):
+                return result
+    finally:
+        os.unlink(tmp)
+
+
+def _cmd_edit(args: argparse.Namespace) -> int:
+    state = _state(args)
+    rel = _topic_rel(args.topic)
+    as_json = getattr(args, "json", False)
+    if args.delete and args.source is not None:
+        raise CliError("--delete and --from are exclusive", EXIT_USAGE)
+    if args.delete:
+        result = tx.staged_edit(state, rel, None, git_commit=args.git_commit, validate_only=args.check)
+    elif args.source is not None:
+        result = tx.staged_edit(
+            state, rel, _read_source(args.source), git_commit=args.git_commit, validate_only=args.check
+        )
+    else:
+        if as_json:
+            raise CliError("--json needs --from FILE|- or --delete", EXIT_USAGE)
+        result = _editor_loop(state, rel, args.git_commit)
+    if as_json:
+        emit_json(result.edit_json())
+    elif result.ok:
+        if result.validate_only:
+            print("valid")
+        else:
+            _print_success(result)
+    else:
+        _print_rejection(result)
+    return _exit_for(result)
+
+
+def _cmd_apply(args: argparse.Namespace) -> int:
+    raw = _read_source(args.changes)
+    try:
+        payload = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise CliError(f"{args.changes}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}", EXIT_USAGE) from None
+    if isinstance(payload, list):
+        payload = {"memory_changes": payload}
+    if not isinstance(payload, dict):
+        raise CliError(f"{args.changes}: expected a JSON object", EXIT_USAGE)
+    if args.base_revision:
+        payload["base_revision"] = args.base_revision
+    known = ("base_revision", "memory_changes", "changes", "patch", "sources", "commit_message", "git_commit", "append_only")
+    unknown = sorted(set(payload) - set(known))
+    if unknown:
+        result = tx.TxResult(ok=False, code="INVALID_ARGUMENT", message=f"unknown request field: {unknown[0]}")
+    else:
+        state = _state(args)
+        base = payload.get("base_revision")
+        if base is None:  # no CAS token given: compare against the revision read now
+            from memory_tui.core.workspace import workspace_revision
+
+            base = workspace_revision(tx.memory_root(state))
+        kwargs: dict[str, Any] = {k: payload[k] for k in known[1:] if k in payload}
+        result = tx.update(state, base, validate_only=args.check, **kwargs)
+    if getattr(args, "json", False):
+        emit_json(result.to_json())
+    elif result.ok:
+        _print_success(result)
+    else:
+        _print_rejection(result)
+    return _exit_for(result)
+
+
+def _cmd_views(args: argparse.Namespace) -> int:
+    state = _state(args)
+    as_json = getattr(args, "json", False)
+    if args.rebuild:
+        result = tx.rebuild_views(state)
+        if as_json:
+            emit_json(result.to_json())
+        elif result.ok:
+            _print_success(result)
+        else:
+            _print_rejection(result)
+        return _exit_for(result)
+    from memory_tui.core.views import check_views
+
+    root = tx.memory_root(state)
+    mismatches = check_views(root, state_dir=root.parent)
+    if as_json:
+        emit_json({"ok": not mismatches, "mismatches": [m.to_json() for m in mismatches]})
+    elif mismatches:
+        for m in mismatches:
+            print(f"stale: {m}")
+        print("run `memory-tui views --rebuild` to re-derive them")
+    else:
+        print("derived views are current")
+    return EXIT_OK if not mismatches else EXIT_FAILURE
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("edit", help="edit, replace or delete one topic through the transaction")
+    add_common(p)
+    p.add_argument("topic", help="topic path, e.g. people/ada.md or topics/people/ada.md")
+    p.add_argument("--from", dest="source", metavar="FILE|-", default=None, help="new text from a file or stdin")
+    p.add_argument("--delete", action="store_true", help="delete the topic (never topics/core.md)")
+    p.add_argument("--check", action="store_true", help="validate only; install nothing")
+    p.add_argument("--git-commit", choices=tx.GIT_MODES, default="auto")
+    p.set_defaults(func=_cmd_edit)
+
+    p = subparsers.add_parser("apply", help="apply an OpenProgram memory_changes / changes / patch request")
+    add_common(p)
+    p.add_argument("changes", metavar="CHANGES.json", help="request JSON (or a bare memory_changes list); - for stdin")
+    p.add_argument("--base-revision", metavar="R", default=None)
+    p.add_argument("--check", action="store_true", help="validate only; install nothing")
+    p.set_defaults(func=_cmd_apply)
+
+    p = subparsers.add_parser("views", help="check or rebuild the derived views")
+    add_common(p)
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--check", action="store_true", help="compare derived files with a rebuild (default)")
+    group.add_argument("--rebuild", action="store_true", help="re-derive and install what differs")
+    p.set_defaults(func=_cmd_views)
