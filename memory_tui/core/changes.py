@@ -1245,23 +1245,37 @@ def _heading_lines(op: RecordOp, want: tuple[str, ...], have: int) -> list[str]:
 
 def _insert_records(work: _Work, op: RecordOp, dest: Destination, block: list[str]) -> None:
     """Insert record paragraphs (+ their definitions) at the destination and check that they
-    landed under exactly the requested heading chain without moving any other record."""
+    landed under exactly the requested heading chain without moving any other record. When new
+    headings are needed and irregular heading levels make the natural spot (the end of the
+    matching section) change other records' chains, the end of the file is tried too."""
     path = dest.topic_path
     scan = work.scan(path)
     before_chains = scan.chains()
+    original = list(work.lines[path])
     at, heads = _placement(work, op, dest)
-    lines = work.lines[path]
-    first, count = _insert_block(lines, at, heads + block)
-    new = work.changed(path)
-    inserted = [i for i, p in enumerate(new.paragraphs) if first <= p.start - 1 < first + count]
-    others = [p.headings for i, p in enumerate(new.paragraphs) if i not in inserted]
-    if others != before_chains or any(new.paragraphs[i].headings != dest.headings for i in inserted):
-        raise _bad(
-            f"{_op_where(op.index, 'destination')}: cannot place a record under {list(dest.headings)} in "
-            f"{dest.workspace_path} without changing the sections of other records (irregular heading levels)",
-            op_index=op.index,
-            field="destination.headings",
-        )
+    candidates = [at]
+    if heads:
+        eof = len(original)
+        while eof > 0 and _is_blank(original[eof - 1]):
+            eof -= 1
+        if eof != at:
+            candidates.append(eof)
+    for at in candidates:
+        lines = work.lines[path] = list(original)
+        first, count = _insert_block(lines, at, heads + block)
+        new = work.changed(path)
+        inserted = [i for i, p in enumerate(new.paragraphs) if first <= p.start - 1 < first + count]
+        others = [p.headings for i, p in enumerate(new.paragraphs) if i not in inserted]
+        if others == before_chains and all(new.paragraphs[i].headings == dest.headings for i in inserted):
+            return
+    work.lines[path] = original
+    work.changed(path)
+    raise _bad(
+        f"{_op_where(op.index, 'destination')}: cannot place a record under {list(dest.headings)} in "
+        f"{dest.workspace_path} without changing the sections of other records (irregular heading levels)",
+        op_index=op.index,
+        field="destination.headings",
+    )
 
 
 def _record_lines(content: str, label: str, ids: Sequence[str] = ()) -> list[str]:
