@@ -430,7 +430,10 @@ def _short(value: Any) -> Any:
     return value if isinstance(value, (str, int, float, bool, type(None))) else type(value).__name__
 
 
-def _turns_for_tip(sa: SessionAnalysis, ta: TipAnalysis, tip_reasons: list[Reason], ctx: WriterContext) -> tuple[TurnVerdict, ...]:
+def _turns_for_tip(sa: SessionAnalysis, ta: TipAnalysis, tip_reasons: list[Reason], ctx: WriterContext,
+                   memo: dict | None = None) -> tuple[TurnVerdict, ...]:
+    """Per-turn verdicts on one tip. ``memo`` shares tip-independent verdicts between tips."""
+    memo = {} if memo is None else memo
     pending_ids = {r.id for r in ta.pending}
     stranded_ids = {r.id for r in ta.stranded}
     foreign_ids = {r.id for r in ta.foreign}
@@ -441,13 +444,19 @@ def _turns_for_tip(sa: SessionAnalysis, ta: TipAnalysis, tip_reasons: list[Reaso
         if node.is_root:
             continue
         if node.rewound:
-            turns.append(TurnVerdict(node.id, node.role, NEVER, (
-                _r("rewound", "the turn was rewound; every branch and message view hides it", Evidence(node.file, "metadata.rewound", True)),
-            ), ta.tip))
+            key = (node.id, "rewound")
+            if key not in memo:
+                memo[key] = TurnVerdict(node.id, node.role, NEVER, (
+                    _r("rewound", "the turn was rewound; every branch and message view hides it",
+                       Evidence(node.file, "metadata.rewound", True)),), ta.tip)
+            turns.append(memo[key])
             continue
         code = ta.recordset.excluded.get(node.id)
         if code is not None:
-            turns.append(TurnVerdict(node.id, node.role, NEVER, (_not_record_reason(node, code, ta),), ta.tip))
+            key = (node.id, code)
+            if key not in memo:
+                memo[key] = TurnVerdict(node.id, node.role, NEVER, (_not_record_reason(node, code, ta),), ta.tip)
+            turns.append(memo[key])
             continue
         rec = records.get(node.id)
         if rec is None:  # pragma: no cover - every branch node is a record or excluded
@@ -459,10 +468,12 @@ def _turns_for_tip(sa: SessionAnalysis, ta: TipAnalysis, tip_reasons: list[Reaso
                             f"marked by workspace {mark}, not this one ({ctx.workspace_id}): it counts as unwritten and will be re-written",
                             Evidence(node.file, f"metadata.{MARK_KEY}", mark)))
         if node.id in ta.marked:
-            turns.append(TurnVerdict(node.id, node.role, WRITTEN, (
-                _r("written", "handed to a writer run that changed memory (marked with this workspace id)",
-                   Evidence(node.file, f"metadata.{MARK_KEY}", ctx.workspace_id)),
-            ), ta.tip))
+            key = (node.id, "written")
+            if key not in memo:
+                memo[key] = TurnVerdict(node.id, node.role, WRITTEN, (
+                    _r("written", "handed to a writer run that changed memory (marked with this workspace id)",
+                       Evidence(node.file, f"metadata.{MARK_KEY}", ctx.workspace_id)),), ta.tip)
+            turns.append(memo[key])
         elif node.id in stranded_ids:
             stranded = next(r for r in tip_reasons if r.code == "stranded_behind_mark")
             turns.append(TurnVerdict(node.id, node.role, NEVER, (
@@ -526,9 +537,10 @@ def explain_session(session: Session, ctx: WriterContext, counter: TokenCounter 
     sreasons = _session_reasons(session, sa, ctx, cc)
     tips: dict[str, TipExplanation] = {}
     best: dict[str, TurnVerdict] = {}
+    memo: dict = {}
     for tip, ta in sa.tips.items():
         treasons = _tip_reasons(sa, ta, ctx, sreasons)
-        turns = _turns_for_tip(sa, ta, treasons, ctx)
+        turns = _turns_for_tip(sa, ta, treasons, ctx, memo)
         tips[tip] = TipExplanation(ta, tuple(treasons), turns)
         for tv in turns:
             old = best.get(tv.id)

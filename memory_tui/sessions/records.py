@@ -98,14 +98,27 @@ def classify_message(msg: Mapping[str, Any]) -> tuple[str | None, str | None]:
     return None, text
 
 
-def records_for(session: Session, nodes: Sequence[Node]) -> RecordSet:
-    """§4.2 over one branch (root→tip)."""
+def _classified(session: Session, node: Node, cache: dict | None) -> tuple[dict[str, Any], str | None, str | None]:
+    if cache is not None:
+        hit = cache.get(node.id)
+        if hit is not None and hit[0] is node:
+            return hit[1], hit[2], hit[3]
+    msg = to_message(session, node)
+    code, text = classify_message(msg)
+    if code is None:
+        msg["__legacy__"] = authority_state(msg) == "legacy"
+    if cache is not None:
+        cache[node.id] = (node, msg, code, text)
+    return msg, code, text
+
+
+def records_for(session: Session, nodes: Sequence[Node], cache: dict | None = None) -> RecordSet:
+    """§4.2 over one branch (root→tip). ``cache`` memoizes projections across branches."""
     records: list[Record] = []
     excluded: dict[str, str] = {}
     problems: list[Problem] = []
     for node in nodes:
-        msg = to_message(session, node)
-        code, text = classify_message(msg)
+        msg, code, text = _classified(session, node, cache)
         if code is None:
             ts = msg.get("timestamp")
             records.append(
@@ -115,7 +128,7 @@ def records_for(session: Session, nodes: Sequence[Node]) -> RecordSet:
                     content=text or "",
                     timestamp=float(ts) if isinstance(ts, (int, float)) and not isinstance(ts, bool) else None,
                     node=node,
-                    legacy=authority_state(msg) == "legacy",
+                    legacy=bool(msg.get("__legacy__")),
                 )
             )
             continue
@@ -283,6 +296,7 @@ def analyze_tip(
     threshold: int,
     counter: TokenCounter | CachedCounter | None = None,
     rows: tuple[Branch, ...] | None = None,
+    cache: dict | None = None,
 ) -> TipAnalysis:
     cc = _cached(counter)
     rows = list_branches(session) if rows is None else rows
@@ -294,7 +308,7 @@ def analyze_tip(
         archived = bool(entry.get("archived", False)) if isinstance(entry, Mapping) else False
     chain = walk_chain(session, tip)
     branch = tuple(n for n in chain.nodes if not n.is_root and not n.rewound)
-    rs = records_for(session, branch)
+    rs = records_for(session, branch, cache)
     marked = marked_ids(branch, workspace_id)
     pending = pending_records(rs.records, marked)
     pending_tokens = sum(cc.count(r.content) for r in pending)
@@ -365,7 +379,8 @@ def analyze_session(
     rows = list_branches(session)
     order = forced_pass_branch_order(session, rows)
     tips = tips_of(session, rows)
-    analyses = {t: analyze_tip(session, t, workspace_id, threshold, cc, rows) for t in tips}
+    cache: dict = {}
+    analyses = {t: analyze_tip(session, t, workspace_id, threshold, cc, rows, cache) for t in tips}
     return SessionAnalysis(session, rows, order, analyses)
 
 
