@@ -915,6 +915,10 @@ def _apply_hunks(path: str, old_lines: list[str], hunks: list[_Hunk]) -> list[st
     return out
 
 
+def _file_lines(text: str) -> list[str]:
+    return split_lines(text) if text else []
+
+
 def apply_patch(texts: Mapping[str, str], patch: str) -> ChangeOutcome:
     """Apply a legacy unified diff (§6.3) to the staged topic texts, all or nothing."""
     sections = parse_patch(patch)
@@ -944,7 +948,7 @@ def apply_patch(texts: Mapping[str, str], patch: str) -> ChangeOutcome:
                 raise _core_delete_error(line=sec.header_line)
             if path not in after:
                 raise MemoryError("PATCH_CONFLICT", f"patch deletes {wpath}, which does not exist", path=wpath, details={"patch_line": sec.header_line})
-            rest = _apply_hunks(path, split_lines(after[path]), sec.hunks)
+            rest = _apply_hunks(path, _file_lines(after[path]), sec.hunks)
             if any(rest):
                 raise MemoryError(
                     "PATCH_CONFLICT",
@@ -956,7 +960,7 @@ def apply_patch(texts: Mapping[str, str], patch: str) -> ChangeOutcome:
         else:  # modify
             if path not in after:
                 raise MemoryError("PATCH_CONFLICT", f"patch modifies {wpath}, which does not exist", path=wpath, details={"patch_line": sec.header_line})
-            new_lines = _apply_hunks(path, split_lines(after[path]), sec.hunks)
+            new_lines = _apply_hunks(path, _file_lines(after[path]), sec.hunks)
             after[path] = "\n".join(new_lines) + "\n" if new_lines else ""
     _guard_core(texts, after)
     return _outcome(texts, after)
