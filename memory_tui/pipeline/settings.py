@@ -26,6 +26,7 @@ The location is ``$XDG_CONFIG_HOME/memory-tui/config.toml`` (default ``~/.config
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -160,5 +161,8 @@ def load_settings(path: Path | None = None, *, env: Mapping[str, str] | None = N
     except tomllib.TOMLDecodeError as exc:
         line = getattr(exc, "lineno", None)
         col = getattr(exc, "colno", None)
+        m = re.search(r"at line (\d+), column (\d+)", str(exc))
+        if line is None and m:
+            line, col = int(m.group(1)), int(m.group(2))
         raise MemoryError("INVALID_ARGUMENT", f"invalid TOML: {exc}", path=str(path), line=line, column=col) from None
     return parse_settings(data, source=str(path))
