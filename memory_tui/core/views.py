@@ -16,6 +16,7 @@ import json
 import posixpath
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 from urllib.parse import quote
@@ -46,6 +47,7 @@ LinkFor = Callable[[str, str], "str | None"]  # (source_id, from_dir) -> href or
 # --------------------------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=65536)
 def relpath(target: str, start: str) -> str:
     """``posixpath.relpath`` for workspace-relative strings, without touching the cwd."""
     t = [p for p in posixpath.normpath(target).split("/") if p not in ("", ".")]
@@ -68,6 +70,7 @@ def _is_relative_path_target(target: str) -> bool:
     return not _SCHEME_RE.match(target)
 
 
+@lru_cache(maxsize=65536)
 def rebase_target(target: str, from_dir: str, to_dir: str) -> str:
     """A link target written in ``from_dir`` re-expressed relative to ``to_dir``.
 
@@ -202,34 +205,53 @@ class TimelineRow:
     line: str
 
 
-def timeline_rows(tree_or_units: Any, *, link_for: LinkFor | None = None) -> list[TimelineRow]:
+RowCache = dict  # id(unit) -> (unit, rows); lets a refresh reuse rows of unchanged units
+
+
+def timeline_rows(tree_or_units: Any, *, link_for: LinkFor | None = None, cache: RowCache | None = None) -> list[TimelineRow]:
+    """Every timeline row. ``cache`` (a dict, updated in place) skips units seen before."""
     rows: list[TimelineRow] = []
     for unit in _units(tree_or_units):
-        topic_dir = posixpath.dirname(f"topics/{unit.topic_path}")
-        frag = f"#{unit.memory_id}" if _is_legacy(unit) else f"#^{unit.memory_id}"
-        unit_refs = list(getattr(unit, "source_refs", ()) or ())
-        dated = False
-        for ann, ev in _annotation_evidence(unit):
-            when = _evidence_time(ev)
-            if when is None:
+        if cache is not None:
+            hit = cache.get(id(unit))
+            if hit is not None and hit[0] is unit:
+                rows.extend(hit[1])
                 continue
-            dated = True
-            links = tuple(getattr(ev, "links", ()) or ())
-            refs = [l.source_id for l in links if getattr(l, "source_id", None)]
-            sort_ref = refs[0] if refs else (unit_refs[0] if unit_refs else "")
-            rows.append(_row(unit, when, _annotation_quote(ann) or unit.content, topic_dir, frag, links, sort_ref, link_for))
-        if not dated:
-            when = _valid_time(getattr(unit, "when", None))
-            if when is not None:
-                links: list[Any] = []
-                seen: set[tuple[str, str]] = set()
-                for _ann, ev in _annotation_evidence(unit):
-                    for link in getattr(ev, "links", ()) or ():
-                        key = (link.label, link.target)
-                        if key not in seen:
-                            seen.add(key)
-                            links.append(link)
-                rows.append(_row(unit, when, unit.content, topic_dir, frag, tuple(links), unit_refs[0] if unit_refs else "", link_for))
+            rows.extend(_unit_rows(unit, link_for, cache))
+            continue
+        rows.extend(_unit_rows(unit, link_for, None))
+    return rows
+
+
+def _unit_rows(unit: Any, link_for: LinkFor | None, cache: RowCache | None) -> list[TimelineRow]:
+    rows: list[TimelineRow] = []
+    topic_dir = posixpath.dirname(f"topics/{unit.topic_path}")
+    frag = f"#{unit.memory_id}" if _is_legacy(unit) else f"#^{unit.memory_id}"
+    unit_refs = list(getattr(unit, "source_refs", ()) or ())
+    dated = False
+    for ann, ev in _annotation_evidence(unit):
+        when = _evidence_time(ev)
+        if when is None:
+            continue
+        dated = True
+        links = tuple(getattr(ev, "links", ()) or ())
+        refs = [l.source_id for l in links if getattr(l, "source_id", None)]
+        sort_ref = refs[0] if refs else (unit_refs[0] if unit_refs else "")
+        rows.append(_row(unit, when, _annotation_quote(ann) or unit.content, topic_dir, frag, links, sort_ref, link_for))
+    if not dated:
+        when = _valid_time(getattr(unit, "when", None))
+        if when is not None:
+            links: list[Any] = []
+            seen: set[tuple[str, str]] = set()
+            for _ann, ev in _annotation_evidence(unit):
+                for link in getattr(ev, "links", ()) or ():
+                    key = (link.label, link.target)
+                    if key not in seen:
+                        seen.add(key)
+                        links.append(link)
+            rows.append(_row(unit, when, unit.content, topic_dir, frag, tuple(links), unit_refs[0] if unit_refs else "", link_for))
+    if cache is not None:
+        cache[id(unit)] = (unit, tuple(rows))
     return rows
 
 
@@ -243,10 +265,10 @@ def _row(unit, when, text, topic_dir, frag, links, sort_ref, link_for) -> Timeli
     return TimelineRow(when, unit.memory_id, unit.topic_path, text, sort_ref, " ".join(parts))
 
 
-def render_timeline(tree_or_units: Any, *, link_for: LinkFor | None = None) -> dict[str, str]:
+def render_timeline(tree_or_units: Any, *, link_for: LinkFor | None = None, cache: RowCache | None = None) -> dict[str, str]:
     """``{"timeline/2026/11.md": text}`` for every time that has at least one row."""
     by_file: dict[str, list[TimelineRow]] = {}
-    for row in timeline_rows(tree_or_units, link_for=link_for):
+    for row in timeline_rows(tree_or_units, link_for=link_for, cache=cache):
         by_file.setdefault(row.when, []).append(row)
     out: dict[str, str] = {}
     for when in sorted(by_file):
@@ -532,13 +554,14 @@ def build_views(
     counter: TokenCounter | None = None,
     budget: int = CORE_BUDGET_TOKENS,
     link_for: LinkFor | None = None,
+    row_cache: RowCache | None = None,
 ) -> DerivedViews:
     units = _units(tree_or_units)
     core = None
     if master_text is not None:
         core = render_core(master_text, trusted_ids, counter, budget, units=units)
     return DerivedViews(
-        timeline=render_timeline(units, link_for=link_for),
+        timeline=render_timeline(units, link_for=link_for, cache=row_cache),
         recent=render_recent(units, creation_order, recent_limit),
         relations=render_relations(units),
         core=core,

@@ -519,6 +519,7 @@ class StateView:
     topic_entries: Mapping[str, _TopicEntry] = field(default_factory=dict, repr=False, compare=False)
     counter: Any = field(default=None, repr=False, compare=False)
     reparsed_topics: tuple[str, ...] = field(default=(), compare=False)  # topics re-read by this refresh
+    row_cache: Mapping[int, Any] = field(default_factory=dict, repr=False, compare=False)  # timeline rows per unit
 
     @property
     def core_master(self) -> str | None:
@@ -723,8 +724,15 @@ def _build(state_dir: Path, prev: StateView | None, counter: Any) -> StateView:
     views_inputs_same = (
         prev is not None and tree is prev.tree and sources_same and runtime is prev.runtime and config is prev.config
     )
+    row_cache: dict[int, Any] = {}
+    if prev is not None and sources_same:
+        for unit in tree.units:  # units of unchanged topics are the very same objects
+            hit = prev.row_cache.get(id(unit))
+            if hit is not None and hit[0] is unit:
+                row_cache[id(unit)] = hit
     if views_inputs_same:
         views = prev.views
+        row_cache = dict(prev.row_cache)
     else:
         master = tree.topic("core.md")
         views = build_views(
@@ -736,6 +744,7 @@ def _build(state_dir: Path, prev: StateView | None, counter: Any) -> StateView:
             counter=counter,
             budget=config.core_budget_tokens,
             link_for=sources.link_for,
+            row_cache=row_cache,
         )
 
     rev_stamps = revision_stamps(memory_root)
@@ -768,6 +777,7 @@ def _build(state_dir: Path, prev: StateView | None, counter: Any) -> StateView:
         topic_entries=entries,
         counter=counter,
         reparsed_topics=tuple(reparsed),
+        row_cache=row_cache,
     )
 
 

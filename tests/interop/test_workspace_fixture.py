@@ -70,6 +70,10 @@ def test_refresh_reparses_only_changed_topic(fixture_state):
     # untouched topics are the same parsed objects
     assert nxt.tree.topic("core.md") is snap.tree.topic("core.md")
     assert nxt.revision == workspace_revision(fixture_state / "memory")
+    # incremental views (cached timeline rows) equal a from-scratch rebuild
+    fresh = open_state(fixture_state)
+    assert nxt.views.files == fresh.views.files
+    assert "very short answers." in nxt.views.files["timeline/2026/11.md"]
 
 
 def test_refresh_sees_runtime_and_status_changes(fixture_state):
