@@ -1,0 +1,247 @@
+"""The write pipeline against OpenProgram's own state directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from memory_tui.core.errors import MemoryError
+from memory_tui.core.gitlog import fixed_env
+from memory_tui.pipeline.write import Context, revision, write
+from memory_tui.pipeline.writers.base import WriterOutcome
+
+MARK = "memory_written_scriptorium"
+NOW = 1796100000.0
+
+
+def ctx_for(state: Path, **kw) -> Context:
+    return Context(state, git_env=fixed_env(), clock=lambda: NOW, **kw)
+
+
+def marks(state: Path) -> dict[tuple[str, str], str | None]:
+    out = {}
+    for f in sorted((state / "sessions").glob("*/history/*.json")):
+        node = json.loads(f.read_text(encoding="utf-8"))
+        out[(f.parts[-3], node["id"])] = (node.get("metadata") or {}).get(MARK)
+    return out
+
+
+def newly_marked(before, after, wid):
+    return {k for k, v in after.items() if v == wid and before.get(k) != wid}
+
+
+def test_forced_write_marks_only_written_batches_and_second_run_is_a_no_op(fixture_state, expected):
+    wid = expected["workspace_id"]
+    before = marks(fixture_state)
+    report = write(ctx_for(fixture_state), force=True)
+    assert report.outcome == "success", report.to_json()
+    after = marks(fixture_state)
+    written = {(b.session_id, i) for b in report.written for i in b.ids}
+    assert newly_marked(before, after, wid) == written
+    # nothing else changed in any node's mark
+    assert {k: v for k, v in after.items() if k not in written} == {k: v for k, v in before.items() if k not in written}
+
+    # Every pending id of expected.json is written or explained.
+    trigger = expected["trigger_tokens"]
+    for sid, sess in expected["sessions"].items():
+        order = sess["forced_pass_branch_order"]
+        for tip, info in sess["tips"].items():
+            for nid in info["pending_ids"]:
+                if (sid, nid) in written:
+                    continue
+                explained = (
+                    tip not in order  # archived or not listed: never visited by a forced pass
+                    or (tip != order[0] and info["pending_tokens"] < trigger)  # non-head tip below threshold
+                    or any((sid, nid) in written for _ in [0])
+                )
+                assert explained, (sid, tip, nid)
+    # each written batch lies inside one expected pending list and starts at its front
+    for b in report.written:
+        tip_info = expected["sessions"][b.session_id]["tips"][b.tip]
+        assert b.ids == tip_info["first_batch_ids"]
+
+    rev = revision(fixture_state / "memory")
+    again = write(ctx_for(fixture_state), force=True)
+    assert again.batches == [] and again.outcome == "none"
+    assert revision(fixture_state / "memory") == rev
+    assert marks(fixture_state) == after
+    status = json.loads((fixture_state / "memory/.scriptorium/writer-status.json").read_text())
+    assert status["last_outcome"] == "success"
+    arch = fixture_state / "memory/sources/openprogram/_v2/local_9f1e2d3c4b.md"
+    assert stat.S_IMODE(os.stat(arch).st_mode) == 0o600
+
+
+def test_dry_run_changes_no_byte(fixture_state):
+    def snapshot():
+        return {p: p.read_bytes() for p in sorted(fixture_state.rglob("*")) if p.is_file() and ".git" not in p.parts}
+
+    before = snapshot()
+    report = write(ctx_for(fixture_state), force=True, dry_run=True)
+    assert [b.result for b in report.batches] == ["planned", "planned"]
+    assert snapshot() == before
+
+
+def test_crash_between_install_and_marking_reoffers_the_batch(fixture_state, monkeypatch, expected):
+    import memory_tui.sessions.marks as marks_mod
+
+    class Crash(BaseException):
+        pass
+
+    real = marks_mod.mark_nodes
+
+    def boom(*a, **k):
+        raise Crash()
+
+    monkeypatch.setattr(marks_mod, "mark_nodes", boom)
+    before = marks(fixture_state)
+    with pytest.raises(Crash):
+        write(ctx_for(fixture_state), "local_9f1e2d3c4b", force=True)
+    assert marks(fixture_state) == before  # installed, not marked
+    monkeypatch.setattr(marks_mod, "mark_nodes", real)
+    report = write(ctx_for(fixture_state), "local_9f1e2d3c4b", force=True)
+    (batch,) = report.batches
+    assert batch.ids == expected["sessions"]["local_9f1e2d3c4b"]["tips"]["f00000000004_reply"]["first_batch_ids"]
+    assert batch.result == "recovered" and report.outcome == "success"
+    assert set(batch.marked) == set(batch.ids)
+
+
+class SameRejectedEdit:
+    """A writer that keeps writing uncited prose: every commit is refused."""
+
+    name = "stubborn"
+    history: list = []
+
+    def write(self, task, tx):
+        from memory_tui.pipeline.writers.base import run_with_repair
+
+        def attempt(rejection):
+            stage = tx.open_stage(task.allowed_refs)
+            (stage.path / "topics" / "notes.md").write_text("# Notes\n\nJust some prose without a citation.\n")
+            info = tx.commit_edits(stage)
+            return WriterOutcome(info.changed_topics, info.revision)
+
+        return run_with_repair(attempt)
+
+
+class DoesNothing:
+    name = "idle"
+    history: list = []
+
+    def write(self, task, tx):
+        return WriterOutcome()
+
+
+@pytest.mark.parametrize("writer,code", [(SameRejectedEdit(), "COMMIT_REJECTED"), (DoesNothing(), "WRITER_NO_PROGRESS")])
+def test_silent_failure_guard(fixture_state, writer, code):
+    before = marks(fixture_state)
+    report = write(ctx_for(fixture_state, writer=writer), force=True)
+    assert report.outcome == "non-retryable" and report.reason_code == code
+    assert marks(fixture_state) == before
+    status = json.loads((fixture_state / "memory/.scriptorium/writer-status.json").read_text())
+    assert status["last_outcome"] == "failure" and status["last_failure"]["reason_code"] == code
+    assert status["last_failure"]["retryable"] is False
+    assert not (fixture_state / "memory/topics/notes.md").exists()
+
+
+def test_lock_busy_is_retryable(fixture_state):
+    import fcntl
+
+    lock = fixture_state / "memory/.scriptorium/write.lock"
+    fd = os.open(lock, os.O_RDWR)
+    import subprocess
+
+    # hold the lock from another process (flock is per open file description)
+    holder = subprocess.Popen([sys.executable, "-c", f"import fcntl,os,time;fd=os.open({str(lock)!r},os.O_RDWR);fcntl.flock(fd,fcntl.LOCK_EX);print('x',flush=True);time.sleep(30)"], stdout=subprocess.PIPE)
+    try:
+        holder.stdout.readline()
+        report = write(ctx_for(fixture_state), "local_9f1e2d3c4b", force=True)
+        assert report.outcome == "retryable" and report.reason_code == "CONCURRENT_UPDATE"
+    finally:
+        holder.kill()
+        holder.wait()
+        os.close(fd)
+    del fcntl
+
+
+def test_command_writer_with_a_fake_agent(fixture_state, tmp_path):
+    from memory_tui.pipeline.writers.command import CommandWriter
+
+    agent = tmp_path / "agent.py"
+    agent.write_text(
+        "import os, sys\n"
+        "prompt = sys.stdin.read()\n"
+        "assert 'Turns (observed' in prompt\n"
+        "ref = os.environ['MEMORY_TUI_ALLOWED_REFS'].splitlines()[0]\n"
+        "os.makedirs('topics/people', exist_ok=True)\n"
+        "open('topics/people/nas.md', 'w').write('# NAS\\n\\nThe owner backs up the home NAS.[^e1]\\n\\n'\n"
+        "    '[^e1]: Time: `2026-11-30`; Sources: [backup plan](' + ref + ')\\n')\n"
+        "print('done')\n"
+    )
+    w = CommandWriter((sys.executable, str(agent)), timeout=60)
+    report = write(ctx_for(fixture_state, writer=w), "local_9f1e2d3c4b", force=True)
+    assert report.outcome == "success", report.to_json()
+    assert report.batches[0].changed_topics == ["topics/people/nas.md"]
+    text = (fixture_state / "memory/topics/people/nas.md").read_text()
+    assert "^" in text and "[^e-" in text  # runtime ids assigned
+    hist = (fixture_state / "memory/.scriptorium/agent-history.jsonl").read_text().splitlines()
+    assert json.loads(hist[-1])["reply"].strip() == "done"
+
+
+def test_command_writer_failure_codes(fixture_state, tmp_path):
+    from memory_tui.pipeline.writers.command import CommandWriter
+
+    bad = tmp_path / "bad.py"
+    bad.write_text("import sys; sys.stderr.write('model exploded\\n'); sys.exit(3)\n")
+    report = write(ctx_for(fixture_state, writer=CommandWriter((sys.executable, str(bad)))), "local_9f1e2d3c4b", force=True)
+    assert report.reason_code == "MODEL_FAILURE_UNKNOWN" and "model exploded" in report.message
+    missing = write(ctx_for(fixture_state, writer=CommandWriter(("/nonexistent/agent",))), "local_9f1e2d3c4b", force=True)
+    assert missing.reason_code == "MEMORY_PROVIDER_RESOLUTION_FAILED" and missing.outcome == "non-retryable"
+    slow = tmp_path / "slow.py"
+    slow.write_text("import time; time.sleep(10)\n")
+    timeout = write(ctx_for(fixture_state, writer=CommandWriter((sys.executable, str(slow)), timeout=0.5)), "local_9f1e2d3c4b", force=True)
+    assert timeout.reason_code == "MODEL_TIMEOUT" and timeout.outcome == "retryable"
+
+
+def test_reorganize_and_backfill_shapes(fixture_state):
+    from memory_tui.pipeline.backfill import backfill
+    from memory_tui.pipeline.reorganize import reorganize
+
+    # A writer that records nothing leaves its batch archived but uncited: backfill's job.
+    write(ctx_for(fixture_state, writer=DoesNothing()), "local_9f1e2d3c4b", force=True)
+    ctx = ctx_for(fixture_state)
+    dry = backfill(ctx, dry_run=True)
+    assert dry["candidates"] == dry["remaining"] and dry["batches"]
+    before = marks(fixture_state)
+    out = backfill(ctx)
+    assert set(out) == {"status", "candidates", "processed", "remaining", "revision"}
+    assert out["processed"] == dry["candidates"] and out["remaining"] < out["candidates"]
+    assert marks(fixture_state) == before  # backfill adds/removes no marks
+    res = reorganize(ctx)
+    assert res["status"] == "ok" and isinstance(res["changed_files"], list)
+
+
+def test_reorganize_folds_duplicates_keeping_ids(fixture_state):
+    from memory_tui.core import transaction
+    from memory_tui.pipeline.reorganize import _tree, reorganize
+
+    root = fixture_state / "memory"
+    tree = _tree(root)
+    unit = next(u for u in tree.units if u.topic_path == "people/ada.md")
+    ref = unit.source_refs[0]
+    res = transaction.update(root, revision(root), memory_changes=[{
+        "op": "create_record", "content": unit.content, "time": unit.when, "source_refs": [ref],
+        "destination": {"topic_path": "topics/people/ada-copy.md", "headings": ["Ada"], "position": "end"},
+    }], git_commit="off")
+    assert res.ok, res.to_json()
+    n_before = len(_tree(root).units)
+    out = reorganize(ctx_for(fixture_state))
+    assert out["status"] == "ok" and "topics/people/ada-copy.md" in out["changed_files"], out
+    after = _tree(root)
+    assert len(after.units) == n_before - 1
+    assert unit.memory_id in after.ids
+    assert not (root / "topics/people/ada-copy.md").exists()  # pruned
