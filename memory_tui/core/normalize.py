@@ -46,6 +46,7 @@ from .topics import (
     iter_blocks,
     paragraph_shape,
     parse_tree,
+    parse_when,
     read_definition,
     resolve_plain_target,
     resolve_source_target,
@@ -64,7 +65,7 @@ _LINE_END_ID_RE = re.compile(r"(?:^|\s)\^([A-Za-z0-9-]+)\s*$")
 _TRAILING_ID_RE = re.compile(r"(\s+)\^([A-Za-z0-9-]+)\s*$")
 _LONE_IDS_RE = re.compile(r"^\s*(?:\^[A-Za-z0-9-]+\s*)+$")
 _SUFFIX_TOKENS_RE = re.compile(r"(?:\s+\^[A-Za-z0-9-]+)+\s*$")
-_WS_BEFORE_REF_RE = re.compile(r"\s+(?=\[\^)")
+_WS_BEFORE_REF_RE = re.compile(r"(?<=\S)\s+(?=\[\^)")
 _D_HANDLE_RE = re.compile(r"D([0-9]+):([0-9]+)\Z")
 _SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _BLOCK_FRAGMENT_RE = re.compile(r"\^[A-Za-z0-9_-]+\Z")
@@ -327,7 +328,11 @@ def _render_definition(
     if matches:
         pairs = [(m.group(1), m.group(2).strip()) for m in matches]
     else:
-        pairs = [(value, value) for value in split_bare_sources(raw.raw_sources)]
+        values = split_bare_sources(raw.raw_sources)
+        if not values or any(resolve_plain_target(v, fallback=False) is None for v in values):
+            # Not a list of plain handles: leave it for the strict parse to reject.
+            return f"[^{new_id}]:" + line[DEFINITION_RE.match(line).end():]  # type: ignore[union-attr]
+        pairs = [(value, value) for value in values]
     from_dir = _topic_dir(topic_path)
     rendered = []
     for position, (label, target) in enumerate(pairs):
@@ -536,8 +541,27 @@ def normalize_tree(
                 k += 1
             used.add(candidate)
             lines[para.end - 1] = last.rstrip() + " ^" + candidate
+            if classify_lines(lines[para.end - 1])[0].kind != "text":
+                # e.g. a last line "#": with the id it becomes a heading and the record is lost.
+                problems.append(_problem(
+                    path, f"cannot place block id ^{candidate}: the paragraph's last line {last.strip()!r} "
+                    "would stop being text; join it to the paragraph or remove it",
+                    para.end, 1, kind="malformed_id_placement", memory_id=candidate,
+                ))
             block_ids[f"topics/{path}#{n}"] = candidate
             n += 1
+    # Pitfall 12: OpenProgram accepts any Unicode digits in a time; memory-tui never writes them.
+    for path in order:
+        old_lines = set(split_lines(committed_texts.get(path, "")))
+        for line in classify_lines("\n".join(work[path])):
+            if line.kind != "definition" or line.text in old_lines:
+                continue
+            raw = read_definition(line.text, line.number)
+            if raw.raw_when and parse_when(raw.raw_when)[2]:
+                problems.append(_problem(
+                    path, f"evidence time must use ASCII digits (YYYY[-MM[-DD]]): {raw.raw_when}",
+                    line.number, line.text.find(raw.raw_when) + 1, kind="non_ascii_time", footnote=raw.id,
+                ))
     # Steps 1 + 6.
     recovery = _Recovery(committed_tree, resolve)
     texts: dict[str, str | None] = {}

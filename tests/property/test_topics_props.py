@@ -66,3 +66,52 @@ def test_mutated_seed_never_raises(data):
         parse_tree_strict({"people/dave.md": text})
     except MemoryError as exc:
         assert exc.path and exc.line
+
+
+# --- normalisation ---------------------------------------------------------------------------
+
+from memory_tui.core.normalize import check_cross_topic_links, normalize_tree, rewrite_block_links  # noqa: E402
+
+STAGED_SEED = (
+    "# Dave\n\n## Tea\n\nDave likes [x](dave.md#^97de5549) tea.[^e1] ^97de5549\n\n"
+    "[^e1]: Time: `2026-08`; Sources: [daily](openprogram/s/m)\n\n"
+    "## Empty\n\n<!-- c -->\n\nMore.[^e2][^mem_a]\n\n[^e2]: Time: undated; Sources: p/t/m2, D1:2\n"
+    "[^mem_a]: 2024 · Sources: [s](D1:2)\n"
+)
+
+
+def _mutate(data, text):
+    for _ in range(data.draw(st.integers(0, 4))):
+        pos = data.draw(st.integers(0, len(text)))
+        piece = data.draw(ALPHABET)
+        if data.draw(st.booleans()):
+            text = text[:pos] + piece + text[pos:]
+        else:
+            text = text[:pos] + text[pos + len(piece):]
+    return text
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.data())
+def test_normalisation_never_raises_and_is_idempotent(data):
+    staged = {"people/dave.md": _mutate(data, STAGED_SEED), "a.md": _mutate(data, STAGED_SEED)}
+    committed = {"97de5549"}
+    first = normalize_tree(staged, committed_ids=committed)
+    for p in (*first.dropped, *first.problems):
+        assert p.path and p.path.startswith("topics/") and p.line and p.line >= 1
+    for path, text in first.texts.items():
+        if text is not None:
+            assert text.endswith("\n") and not text.endswith("\n\n")
+    if first.errors:  # a transaction would refuse this stage; nothing to install
+        return
+    # Once installed, the allocated ids are committed; normalising again changes nothing.
+    again = normalize_tree(
+        {p: t for p, t in first.texts.items() if t is not None},
+        committed_ids=committed | set(first.block_ids.values()),
+    )
+    assert again.changed == {}
+    assert again.block_ids == {}
+    links = rewrite_block_links(first.texts)
+    assert rewrite_block_links(links) == links
+    for p in check_cross_topic_links(first.texts):
+        assert p.line and p.column

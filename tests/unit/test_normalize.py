@@ -271,3 +271,17 @@ def test_cross_topic_link_rules():
     committed = parse_tree(texts)
     problems = check_cross_topic_links(texts, committed=committed)
     assert [p.message for p in problems] == ["dangling block link: dead0000"]
+
+
+def test_new_non_ascii_time_is_refused_but_committed_one_is_kept():
+    line = "[^e-0000000001]: Time: `٢٠٢٦-١١`; Sources: [a](x.md#source-1)"
+    text = "Fact.[^e-0000000001] ^aaaa1111\n\n" + line + "\n"
+    result = normalize_tree({"t.md": text}, committed_ids={"aaaa1111"})
+    assert [(p.details["kind"], p.line, p.column) for p in result.errors] == [("non_ascii_time", 3, 25)]
+    result = normalize_tree({"t.md": text}, committed={"t.md": text})
+    assert result.ok and result.changed == {}
+
+
+def test_block_id_that_would_turn_the_last_line_into_a_heading_is_refused():
+    result = normalize_tree({"t.md": "# T\n\nFact.[^e1]\n#\n\n[^e1]: Time: `2026`; Sources: [a](p/t/1)\n"})
+    assert any(p.details.get("kind") == "malformed_id_placement" and p.line == 4 for p in result.errors)
