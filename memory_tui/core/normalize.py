@@ -67,6 +67,7 @@ _LONE_IDS_RE = re.compile(r"^\s*(?:\^[A-Za-z0-9-]+\s*)+$")
 _SUFFIX_TOKENS_RE = re.compile(r"(?:\s+\^[A-Za-z0-9-]+)+\s*$")
 _WS_BEFORE_REF_RE = re.compile(r"(?<=\S)\s+(?=\[\^)")
 _D_HANDLE_RE = re.compile(r"D([0-9]+):([0-9]+)\Z")
+_LOCAL_REF_RE = re.compile(r"\[\^(?:e[0-9]+|new-evidence-[A-Za-z0-9-]+)\]")
 _SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _BLOCK_FRAGMENT_RE = re.compile(r"\^[A-Za-z0-9_-]+\Z")
 
@@ -476,6 +477,7 @@ def normalize_tree(
     committed: TopicTree | Mapping[str, str] | None = None,
     resolve: SourceResolver | None = None,
     link_for: LinkFor | None = None,
+    assume_committed_normal: bool = False,
 ) -> NormalizeResult:
     """Run §3.8 steps 1-7 over a staged topics tree.
 
@@ -485,6 +487,10 @@ def normalize_tree(
     used to recover moved evidence (step 1) and to tell new dropped content from old.
     ``resolve``: ``SourceIndex.resolve_target``. ``link_for``: ``SourceIndex.link_for``; without
     it plain handles get the default v2/D location and written archive links are kept.
+    ``assume_committed_normal``: a file whose staged text equals its committed text, holds no
+    local label and whose line-end ids are all committed is passed through unchanged (it still
+    counts for the tree-wide id sets). OpenProgram re-normalises every file; this is the fast
+    path for a one-topic edit on a large workspace that memory-tui itself keeps normal.
     """
     inputs: dict[str, str | None] = {}
     for key, value in staged.items():
@@ -504,7 +510,15 @@ def normalize_tree(
         committed_set |= set(committed_tree.ids)
 
     live = {p: t for p, t in inputs.items() if t is not None}
-    order = sorted(live, key=topic_sort_key)
+    order_all = sorted(live, key=topic_sort_key)
+    passthrough: set[str] = set()
+    if assume_committed_normal:
+        for path in order_all:
+            text = live[path]
+            if committed_texts.get(path) == text and not _LOCAL_REF_RE.search(text) \
+                    and _line_end_ids(split_lines(text)) <= committed_set:
+                passthrough.add(path)
+    order = [p for p in order_all if p not in passthrough]
     work: dict[str, list[str]] = {p: split_lines(live[p]) for p in order}
     problems: list[Problem] = []
 
@@ -520,6 +534,8 @@ def normalize_tree(
     used = set(committed_set)
     for path in order:
         used |= _line_end_ids(work[path])
+    for path in passthrough:
+        used |= _line_end_ids(split_lines(live[path]))
     block_ids: dict[str, str] = {}
     for path in order:
         lines = work[path]
@@ -588,9 +604,12 @@ def normalize_tree(
         pruned, notes = prune_topic(path, canonical, committed_text=committed_texts.get(path))
         texts[path] = pruned
         dropped.extend(notes)
+    for path in passthrough:
+        texts[path] = live[path]
     for path, value in inputs.items():
         if value is None:
             texts[path] = None
+    texts = {p: texts[p] for p in sorted(texts, key=topic_sort_key)}
     used_labels = {label: eid for label, eid in labels.items()}
     return NormalizeResult(
         texts=texts,
@@ -618,10 +637,19 @@ def _pct_block_path(path: str) -> str:
 
 
 def _id_locations(texts: Mapping[str, str]) -> dict[str, str]:
-    tree = parse_tree(dict(texts), strict=False)
+    """Block id / mem_ id -> topic path, first occurrence in tree order (cheap: no evidence)."""
     where: dict[str, str] = {}
-    for unit in tree.units:
-        where.setdefault(unit.memory_id, unit.topic_path)
+    for path in sorted(texts, key=topic_sort_key):
+        paragraphs, _, _ = iter_blocks(texts[path])
+        for para in paragraphs:
+            shape = paragraph_shape(para.text)
+            if shape.invalid_ids:
+                continue
+            ids = shape.ids or tuple(
+                fid for _, _, fids in shape.groups if all(is_mem_id(f) for f in fids) for fid in fids
+            )
+            for bid in ids:
+                where.setdefault(bid, path)
     return where
 
 
@@ -640,6 +668,9 @@ def rewrite_block_links(texts: Mapping[str, str | None]) -> dict[str, str | None
         path = key[7:] if key.startswith("topics/") else key
         if value is None:
             out[key] = None
+            continue
+        if "#^" not in value:
+            out[key] = value
             continue
         here = posixpath.dirname(path) or "."
 
@@ -676,13 +707,16 @@ def check_cross_topic_links(
     problems: list[Problem] = []
     ids = tree.ids
     seen_paragraphs: set[tuple[str, int]] = set()
+    line_cache: dict[str, list[str]] = {}
     for unit in tree.units:
         key = (unit.topic_path, unit.line)
-        if key in seen_paragraphs:
+        if key in seen_paragraphs or "](" not in unit.body:
             continue
         seen_paragraphs.add(key)
-        topic = tree.topic(unit.topic_path)
-        lines = split_lines(topic.text) if topic else []
+        if unit.topic_path not in line_cache:
+            topic = tree.topic(unit.topic_path)
+            line_cache[unit.topic_path] = split_lines(topic.text) if topic else []
+        lines = line_cache[unit.topic_path]
         changed = True
         if committed is not None and changed_only:
             old = committed.by_id(unit.identity)

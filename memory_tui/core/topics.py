@@ -15,6 +15,7 @@ not make a strict parse fail; the normaliser turns them into errors for new cont
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import unicodedata
@@ -366,26 +367,41 @@ def split_lines(text: str) -> list[str]:
     return lines
 
 
-def classify_lines(text: str) -> list[Line]:
+def _classify_line(raw: str, fenced: bool) -> str:
+    first = raw[:1]
+    # Fast path: most lines are prose and start with a character no other class starts with.
+    if first and first not in "#[<`" and not first.isspace():
+        return "fenced" if fenced else "text"
+    if FENCE_RE.match(raw):
+        return "fence"
+    if fenced:
+        return "fenced"
+    if DEFINITION_RE.match(raw):
+        return "definition"
+    if HTML_RE.match(raw):
+        return "html"
+    if HEADING_RE.match(raw):
+        return "heading"
+    if not raw.strip():
+        return "blank"
+    return "text"
+
+
+@functools.lru_cache(maxsize=4096)
+def _classified(text: str) -> tuple[Line, ...]:
     out: list[Line] = []
     fenced = False
     for i, raw in enumerate(split_lines(text), start=1):
-        if FENCE_RE.match(raw):
+        kind = _classify_line(raw, fenced)
+        if kind == "fence":
             fenced = not fenced
-            out.append(Line("fence", raw, i))
-        elif fenced:
-            out.append(Line("fenced", raw, i))
-        elif DEFINITION_RE.match(raw):
-            out.append(Line("definition", raw, i))
-        elif HTML_RE.match(raw):
-            out.append(Line("html", raw, i))
-        elif HEADING_RE.match(raw):
-            out.append(Line("heading", raw, i))
-        elif not raw.strip():
-            out.append(Line("blank", raw, i))
-        else:
-            out.append(Line("text", raw, i))
-    return out
+        out.append(Line(kind, raw, i))
+    return tuple(out)
+
+
+def classify_lines(text: str) -> list[Line]:
+    """Every line with its class (§3.1). Results are cached by text (they are immutable)."""
+    return list(_classified(text))
 
 
 @dataclass(frozen=True)
@@ -402,7 +418,13 @@ class Paragraph:
 
 def iter_blocks(text: str) -> tuple[list[Paragraph], list[Line], list[Heading]]:
     """Paragraphs (maximal runs of text lines, with their heading chain), all lines, headings."""
-    lines = classify_lines(text)
+    paragraphs, lines, headings = _blocks(text)
+    return list(paragraphs), list(lines), list(headings)
+
+
+@functools.lru_cache(maxsize=4096)
+def _blocks(text: str) -> tuple[tuple[Paragraph, ...], tuple[Line, ...], tuple[Heading, ...]]:
+    lines = _classified(text)
     paragraphs: list[Paragraph] = []
     headings: list[Heading] = []
     chain: list[str] = []
@@ -425,7 +447,7 @@ def iter_blocks(text: str) -> tuple[list[Paragraph], list[Line], list[Heading]]:
             chain = heading_chain(chain, level, title)
             headings.append(Heading(level, title, line.number))
     flush()
-    return paragraphs, lines, headings
+    return tuple(paragraphs), lines, tuple(headings)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -460,20 +482,15 @@ class ParagraphShape:
 def paragraph_shape(text: str) -> ParagraphShape:
     suffix: list[SuffixId] = []
     invalid: list[SuffixId] = []
-    pos = len(text)
-    while pos > 0 and text[pos - 1].isspace():
-        pos -= 1
+    pos = len(text.rstrip())
     body_end = pos
     while pos > 0:
-        i = pos
-        while i > 0 and not text[i - 1].isspace():
-            i -= 1
-        token = text[i:pos]
+        parts = text[:pos].rsplit(None, 1)
+        token = parts[-1]
+        i = pos - len(token)
         if i == 0 or not token.startswith("^"):
             break
-        k = i
-        while k > 0 and text[k - 1].isspace():
-            k -= 1
+        k = len(parts[0]) if len(parts) == 2 else 0
         entry = SuffixId(token[1:], i, text[k:i])
         if is_valid_block_id(entry.id):
             suffix.insert(0, entry)

@@ -285,3 +285,19 @@ def test_new_non_ascii_time_is_refused_but_committed_one_is_kept():
 def test_block_id_that_would_turn_the_last_line_into_a_heading_is_refused():
     result = normalize_tree({"t.md": "# T\n\nFact.[^e1]\n#\n\n[^e1]: Time: `2026`; Sources: [a](p/t/1)\n"})
     assert any(p.details.get("kind") == "malformed_id_placement" and p.line == 4 for p in result.errors)
+
+
+def test_fast_path_for_unchanged_committed_files_gives_the_same_result():
+    committed = {
+        "a.md": FACT.format(n=1, id="aaaa1111"),
+        "b/c.md": FACT.format(n=2, id="bbbb2222"),
+        "z.md": "Old [^e-0000000003] ^cccc3333\n\n[^e-0000000003]:Time: 2026; Sources: [a](x.md#source-1)\n",
+    }
+    staged = dict(committed, **{"b/new.md": "New.[^e1]\n\n[^e1]: Time: `2026`; Sources: [a](p/t/1)\n"})
+    full = normalize_tree(staged, committed=committed)
+    fast = normalize_tree(staged, committed=committed, assume_committed_normal=True)
+    assert fast.block_ids == full.block_ids and fast.evidence_ids == full.evidence_ids
+    # z.md is not normal: the full pass rewrites it, the fast path trusts it as committed.
+    assert {p: t for p, t in fast.texts.items() if p != "z.md"} == {p: t for p, t in full.texts.items() if p != "z.md"}
+    assert fast.texts["z.md"] == committed["z.md"] != full.texts["z.md"]
+    assert list(fast.texts) == list(full.texts) == ["a.md", "b/c.md", "b/new.md", "z.md"]
