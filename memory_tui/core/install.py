@@ -162,7 +162,10 @@ def _copy_file(src: Path, dst: Path) -> None:
     os.chmod(dst, 0o600)
 
 
-def _copy_tree(src: Path, dst: Path) -> None:
+def _copy_tree(src: Path, dst: Path, reuse: Path | None = None) -> None:
+    """Copy ``src`` to ``dst`` durably. Files whose bytes equal the committed file under
+    ``reuse`` are hard-linked instead (already durable; no copy, no fsync): an install of a
+    one-topic edit writes one file, not the whole tree (pitfall 4)."""
     _makedirs(dst)
     dirs = {dst}
     for rel, full in _tree_files(src).items():
@@ -170,9 +173,27 @@ def _copy_tree(src: Path, dst: Path) -> None:
         if target.parent not in dirs:
             _makedirs(target.parent)
             dirs.add(target.parent)
+        if reuse is not None and _same_file(reuse / rel, full):
+            try:
+                os.link(reuse / rel, target)
+                os.chmod(target, 0o600)
+                continue
+            except OSError:
+                pass
         _copy_file(full, target)
     for d in dirs:
         _fsync_dir(d)
+
+
+def _same_file(committed: Path, staged: Path) -> bool:
+    try:
+        if committed.is_symlink() or not committed.is_file():
+            return False
+        if committed.stat().st_size != staged.stat().st_size:
+            return False
+        return committed.read_bytes() == staged.read_bytes()
+    except OSError:
+        return False
 
 
 def _remove(path: Path) -> None:
@@ -322,7 +343,7 @@ def install(memory_root: Path, stage_root: Path, plan: InstallPlan) -> None:
             if t.new is None:
                 continue
             if t.kind == "tree":
-                _copy_tree(stage / t.path, scratch / "new" / t.path)
+                _copy_tree(stage / t.path, scratch / "new" / t.path, reuse=root / t.path)
             else:
                 _copy_file(stage / t.path, scratch / "new" / t.path)
         _fsync_dir(scratch / "new")
