@@ -678,7 +678,12 @@ def _build(state_dir: Path, prev: StateView | None, counter: Any) -> StateView:
 
     paths = _state_file_paths(state_dir, layout)
     stamps = {name: _stamp(path) for name, path in paths.items()}
-    same = (lambda name: prev is not None and prev.state_stamps.get(name) == stamps[name] and stamps[name] is not None)
+    _absent = object()
+
+    def same(name: str) -> bool:
+        # unchanged stamp, or absent both times (defaults both times)
+        return prev is not None and prev.state_stamps.get(name, _absent) == stamps[name]
+
     problems: list[Problem] = []
 
     config = prev.config if same("config") else load_memory_config(state_dir)

@@ -102,3 +102,13 @@ def test_disabled_flags(tmp_path):
     (tmp_path / "memory" / "topics").mkdir(parents=True)
     snap = open_state(tmp_path)
     assert snap.memory_disabled and snap.writer_disabled and snap.empty_workspace and not snap.memory_missing
+
+
+def test_refresh_without_config_reuses_everything(fixture_state):
+    (fixture_state / "config.json").unlink()
+    snap = open_state(fixture_state)
+    again = refresh(snap)
+    assert again.config is snap.config and again.views is snap.views and again.tree is snap.tree
+    (fixture_state / "config.json").write_text('{"memory": {"recent": {"limit": 2}}}', encoding="utf-8")
+    third = refresh(again)
+    assert third.config.recent_limit == 2 and len(third.views.recent.splitlines()) == 2
