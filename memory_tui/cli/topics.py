@@ -115,6 +115,10 @@ def _find_topic(snap, name: str):
         topic = snap.tree.topic(cand)
         if topic is not None:
             return topic
+    for cand in candidates:
+        unreadable = [p for p in snap.problems if p.path == f"topics/{cand}"]
+        if unreadable:
+            raise CliError(f"cannot read topic: {sanitize(str(unreadable[0]))}")
     raise CliError(f"no topic file topics/{candidates[0]} (see `memory-tui topics`)")
 
 

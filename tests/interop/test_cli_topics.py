@@ -92,6 +92,8 @@ def test_malformed_topic_reported_with_line(capsys, fixture_state):
     assert rows["topics/bin.md"]["problems"][0]["line"] == 2
     code, out, _ = run(capsys, "--state", str(fixture_state), "topics")
     assert "topics/bad.md:3: INVALID_TOPIC_FORMAT" in out
+    code, out, err = run(capsys, "--state", str(fixture_state), "show", "bin.md")
+    assert code == 1 and "topics/bin.md:2" in err and len(err.strip().splitlines()) == 1
 
 
 def test_escape_sequences_are_stripped(capsys, fixture_state):
