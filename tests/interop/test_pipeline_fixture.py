@@ -245,3 +245,23 @@ def test_reorganize_folds_duplicates_keeping_ids(fixture_state):
     assert len(after.units) == n_before - 1
     assert unit.memory_id in after.ids
     assert not (root / "topics/people/ada-copy.md").exists()  # pruned
+
+
+def test_cli_verbs_exit_codes_and_json(fixture_state, capsys, monkeypatch, tmp_path):
+    from memory_tui.cli import main
+
+    monkeypatch.setenv("MEMORY_TUI_CONFIG", str(tmp_path / "none.toml"))
+    capsys.readouterr()
+    assert main(["--state", str(fixture_state), "write", "--force", "--dry-run", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["dry_run"] and [b["result"] for b in data["batches"]] == ["planned", "planned"]
+    assert main(["--state", str(fixture_state), "write", "local_9f1e2d3c4b", "--force", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["outcome"] == "success" and data["marked_turns"] == 8
+    assert main(["--state", str(fixture_state), "reorganize", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "ok"
+    assert main(["--state", str(fixture_state), "migrate", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["cursors_removed"] is False
+    code = main(["--state", str(fixture_state), "backfill", "--dry-run", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == (0 if out["remaining"] == 0 else 1)
