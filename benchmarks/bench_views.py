@@ -12,7 +12,6 @@ import argparse
 import gc
 import hashlib
 import json
-import os
 import shutil
 import sys
 import tempfile
