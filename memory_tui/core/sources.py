@@ -429,20 +429,24 @@ class V2Scan:
     complete: bool
     problem: Problem | None = None
     ends_with_lf: bool = True
+    n_lines: int = 0  # LF-terminated lines (plus a final unterminated one) in the scanned text
+    resumable: bool = False  # complete, ends with the last record line's LF: an append can resume
 
     @property
     def ids(self) -> frozenset[str]:
         return frozenset(f.source_id for f in self.frames)
 
 
-def _decode(rel: str, data: bytes | str) -> tuple[str | None, Problem | None]:
+def _decode(
+    rel: str, data: bytes | str, line_offset: int = 0, byte_offset: int = 0
+) -> tuple[str | None, Problem | None]:
     if isinstance(data, str):
         return data, None
     try:
         return data.decode("utf-8"), None
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        return None, Problem(CORRUPT_FILE, f"not valid UTF-8 (byte {exc.start})", rel, line)
+        line = line_offset + data.count(b"\n", 0, exc.start) + 1
+        return None, Problem(CORRUPT_FILE, f"not valid UTF-8 (byte {byte_offset + exc.start})", rel, line)
 
 
 def _split_record_head(first: str) -> tuple[str, str, str] | None:
@@ -450,6 +454,14 @@ def _split_record_head(first: str) -> tuple[str, str, str] | None:
     if not m:
         return None
     return m.group(1), m.group(2), m.group(3)
+
+
+def _split_lines(text: str) -> tuple[list[str], bool]:
+    ends_lf = text.endswith("\n")
+    lines = text.split("\n")
+    if ends_lf:
+        lines.pop()
+    return lines, ends_lf
 
 
 def scan_v2(rel_path: str, data: bytes | str) -> V2Scan:
@@ -461,49 +473,88 @@ def scan_v2(rel_path: str, data: bytes | str) -> V2Scan:
     text, bad = _decode(rel_path, data)
     if text is None:
         return V2Scan((), False, bad)
-    ends_lf = text.endswith("\n")
-    lines = text.split("\n")
-    if ends_lf:
-        lines.pop()
+    lines, ends_lf = _split_lines(text)
     n_lines = len(lines)
-
-    def fail(frames: list[SourceFrame], index: int, what: str, **details: Any) -> V2Scan:
-        details.setdefault("valid_frames", len(frames))
-        prob = Problem(TRUNCATED_ARCHIVE, what, rel_path, index + 1, None, details)
-        return V2Scan(tuple(frames), False, prob, ends_lf)
-
     if not lines or lines[0] != MARKER:
-        return fail([], 0, "not a v2 archive: the first line must be the v2 marker")
+        prob = Problem(TRUNCATED_ARCHIVE, "not a v2 archive: the first line must be the v2 marker", rel_path, 1)
+        return V2Scan((), False, prob, ends_lf, n_lines)
     if n_lines < 2 or lines[1] != "":
-        return fail([], min(1, n_lines), "the v2 marker must be followed by an empty line")
+        prob = Problem(TRUNCATED_ARCHIVE, "the v2 marker must be followed by an empty line", rel_path, 2)
+        return V2Scan((), False, prob, ends_lf, n_lines)
+    if n_lines == 3 and lines[2] == "":
+        return V2Scan((), True, None, ends_lf, n_lines)  # one tolerated extra LF after an empty archive
+    return _scan_frames(rel_path, lines, 2, 0, [], set(), ends_lf)
 
-    frames: list[SourceFrame] = []
-    seen: set[str] = set()
-    i = 2
-    if i == n_lines - 1 and lines[i] == "":
-        return V2Scan((), True, None, ends_lf)  # one tolerated extra LF after an empty archive
+
+def scan_v2_appended(rel_path: str, data: bytes, prior: V2Scan, prior_size: int) -> V2Scan | None:
+    """Continue ``prior`` (the scan of ``data[:prior_size]``) over the appended tail.
+
+    The caller guarantees the first ``prior_size`` bytes are unchanged. Gives exactly what
+    ``scan_v2(rel_path, data)`` gives, or ``None`` when ``prior`` cannot be resumed.
+    """
+    if not prior.resumable or prior_size >= len(data):
+        return None
+    tail, bad = _decode(rel_path, data[prior_size:], prior.n_lines, prior_size)
+    if tail is None:
+        return V2Scan((), False, bad)  # the whole file is not UTF-8, as scan_v2 would say
+    lines, ends_lf = _split_lines(tail)
+    return _scan_frames(rel_path, lines, 0, prior.n_lines, list(prior.frames), set(prior.ids), ends_lf, after_frame=True)
+
+
+def _scan_frames(
+    rel_path: str,
+    lines: list[str],
+    i: int,
+    offset: int,
+    frames: list[SourceFrame],
+    seen: set[str],
+    ends_lf: bool,
+    *,
+    after_frame: bool = False,
+) -> V2Scan:
+    """The frame loop. ``lines`` are 0-based; reported lines are ``offset + index + 1``.
+
+    With ``after_frame`` the position ``i`` is just past a frame's record lines (a resumed scan).
+    """
+    n_lines = len(lines)
+    total = offset + n_lines
+
+    def fail(index: int, what: str, **details: Any) -> V2Scan:
+        details.setdefault("valid_frames", len(frames))
+        prob = Problem(TRUNCATED_ARCHIVE, what, rel_path, offset + index + 1, None, details)
+        return V2Scan(tuple(frames), False, prob, ends_lf, total)
+
+    last_end = -1
+    if after_frame:
+        if i >= n_lines:
+            return V2Scan(tuple(frames), True, None, ends_lf, total, bool(frames) and ends_lf)
+        if lines[i] != "":
+            frames.pop()  # that line makes the previous frame itself invalid, as in a full scan
+            return fail(i, "expected an empty line after the record lines")
+        last_end = i
+        i += 1
     while i < n_lines:
         start = i
         m = _ANCHOR_LINE.fullmatch(lines[i])
         if not m:
-            return fail(frames, i, "malformed anchor line (expected <a id=\"source-…\"></a>)")
+            return fail(i, "malformed anchor line (expected <a id=\"source-…\"></a>)")
         anchor_value = m.group(1)
         i += 1
         if i >= n_lines:
-            return fail(frames, start, "frame runs past end of file (no source-id line)")
+            return fail(start, "frame runs past end of file (no source-id line)", truncated=True)
         m = _SOURCE_LINE.fullmatch(lines[i])
         if not m:
-            return fail(frames, i, "malformed source-id line")
+            return fail(i, "malformed source-id line")
         sid = m.group(1)
         if not is_v2_valid_id(sid):
-            return fail(frames, i, f"invalid v2 source id: {sid!r}")
+            return fail(i, f"invalid v2 source id: {sid!r}")
         loc = archive_path(sid)
         if loc != rel_path:
-            return fail(frames, i, f"source id {sid} belongs in {loc}, not in this file")
+            return fail(i, f"source id {sid} belongs in {loc}, not in this file")
         if anchor(sid) != anchor_value:
-            return fail(frames, start, f"anchor {anchor_value} does not match source id {sid}")
+            return fail(start, f"anchor {anchor_value} does not match source id {sid}")
         if sid in seen:
-            return fail(frames, i, f"duplicate source id in archive: {sid}")
+            return fail(i, f"duplicate source id in archive: {sid}")
         i += 1
         speaker_raw: str | None = None
         meta: TrustMeta | None = None
@@ -512,27 +563,26 @@ def scan_v2(rel_path: str, data: bytes | str) -> V2Scan:
             m = _SPEAKER_LINE.fullmatch(lines[i])
             speaker_raw = decode_speaker(m.group(1)) if m else None
             if speaker_raw is None:
-                return fail(frames, i, "non-canonical speaker-id marker")
+                return fail(i, "non-canonical speaker-id marker")
             i += 1
         if i < n_lines and lines[i].startswith(_META_PREFIX):
             m = _META_LINE.fullmatch(lines[i])
             meta = decode_meta(m.group(1)) if m else None
-            if meta is None:
-                return fail(frames, i, "source-meta token does not decode canonically")
-            token = m.group(1) if m else None
+            if meta is None or m is None:
+                return fail(i, "source-meta token does not decode canonically")
+            token = m.group(1)
             i += 1
         if i >= n_lines:
-            return fail(frames, start, "frame runs past end of file (no record-lines line)")
+            return fail(start, "frame runs past end of file (no record-lines line)", truncated=True)
         m = _COUNT_LINE.fullmatch(lines[i])
         if not m:
-            return fail(frames, i, "malformed record-lines line")
+            return fail(i, "malformed record-lines line")
         count = int(m.group(1))
         if count < 1:
-            return fail(frames, i, "record-lines must be at least 1")
+            return fail(i, "record-lines must be at least 1")
         i += 1
         if i + count > n_lines:
             return fail(
-                frames,
                 start,
                 f"frame runs past end of file: record-lines:{count} but only {n_lines - i} line(s) left",
                 truncated=True,
@@ -540,13 +590,12 @@ def scan_v2(rel_path: str, data: bytes | str) -> V2Scan:
         body = lines[i : i + count]
         head = _split_record_head(body[0])
         if head is None:
-            return fail(frames, i, "first record line must look like \"[timestamp] speaker: text\"")
+            return fail(i, 'first record line must look like "[timestamp] speaker: text"')
         j = i + count
         if j < n_lines and lines[j] != "":
-            return fail(frames, j, "expected an empty line after the record lines")
+            return fail(j, "expected an empty line after the record lines")
         ts, label, first_text = head
-        content = "\n".join([first_text, *body[1:]])
-        trusted = meta is None or meta.trusted
+        content = first_text if count == 1 else "\n".join([first_text, *body[1:]])
         frames.append(
             SourceFrame(
                 source_id=sid,
@@ -557,17 +606,19 @@ def scan_v2(rel_path: str, data: bytes | str) -> V2Scan:
                 timestamp=ts,
                 speaker_label=label,
                 text=content,
-                trusted=trusted,
+                trusted=meta is None or meta.trusted,
                 pending=meta is not None and meta.pending,
                 path=rel_path,
-                line=start + 1,
+                line=offset + start + 1,
                 kind="v2",
                 meta_token=token,
             )
         )
         seen.add(sid)
+        last_end = j
         i = j + 1  # skip the separating empty line (or step past EOF)
-    return V2Scan(tuple(frames), True, None, ends_lf)
+    resumable = bool(frames) and ends_lf and last_end == n_lines
+    return V2Scan(tuple(frames), True, None, ends_lf, total, resumable)
 
 
 # --------------------------------------------------------------------------------------------
@@ -719,10 +770,19 @@ class ArchiveFile:
     problem: Problem | None = None
     comment_ids: frozenset[str] = frozenset()
     anchor_lines: frozenset[str] = frozenset()
+    digest: str = ""  # sha256 of the bytes indexed (lets an append-only change resume)
+    scan: V2Scan | None = field(default=None, repr=False, compare=False)
+    by_anchor: Mapping[str, SourceFrame] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        mapping: dict[str, SourceFrame] = {}
+        for fr in self.frames:
+            mapping.setdefault(fr.anchor, fr)
+        object.__setattr__(self, "by_anchor", mapping)
 
     @property
-    def by_anchor(self) -> dict[str, SourceFrame]:
-        return {f.anchor: f for f in self.frames}
+    def ids(self) -> frozenset[str]:
+        return frozenset(f.source_id for f in self.frames)
 
 
 def classify(rel: str) -> str | None:
@@ -737,11 +797,29 @@ def classify(rel: str) -> str | None:
     return "legacy"
 
 
-def index_file(rel: str, data: bytes, key: StatKey = (0, 0, 0)) -> ArchiveFile:
+def index_file(rel: str, data: bytes, key: StatKey = (0, 0, 0), previous: ArchiveFile | None = None) -> ArchiveFile:
+    """Index one archive. With ``previous`` (an earlier index of the same path) and bytes that
+    only grew, a v2 scan resumes after the old end instead of starting over."""
     kind = classify(rel) or "legacy"
     if kind == "v2":
-        scan = scan_v2(rel, data)
-        return ArchiveFile(rel, kind, key, scan.frames, scan.complete, scan.problem)
+        scan = None
+        if (
+            previous is not None
+            and previous.scan is not None
+            and previous.scan.resumable
+            and previous.digest
+            and len(data) > previous.key[1]
+        ):
+            hasher = hashlib.sha256(data[: previous.key[1]])
+            if hasher.hexdigest() == previous.digest:
+                scan = scan_v2_appended(rel, data, previous.scan, previous.key[1])
+                if scan is not None:
+                    hasher.update(data[previous.key[1] :])
+                    digest = hasher.hexdigest()
+        if scan is None:
+            scan = scan_v2(rel, data)
+            digest = hashlib.sha256(data).hexdigest()
+        return ArchiveFile(rel, kind, key, scan.frames, scan.complete, scan.problem, digest=digest, scan=scan)
     legacy = scan_d(rel, data) if kind == "d" else scan_legacy(rel, data)
     return ArchiveFile(
         rel, kind, key, legacy.frames, legacy.problem is None, legacy.problem, legacy.comment_ids, legacy.anchor_lines
@@ -807,7 +885,9 @@ class SourceIndex:
                     rel, classify(rel) or "legacy", key, (), False, Problem(CORRUPT_FILE, f"unreadable: {exc.strerror}", rel)
                 )
                 continue
-            files[rel] = index_file(rel, data, key)
+            if len(data) != key[1]:  # changed while reading: index what was read, re-read next time
+                key = (key[0], len(data), key[2])
+            files[rel] = index_file(rel, data, key, prior)
         return cls.from_files(root, files)
 
     @classmethod
@@ -916,9 +996,9 @@ class SourceIndex:
         if entry is None:
             return None
         if entry.kind in ("v2", "legacy"):
-            for fr in entry.frames:
-                if fr.anchor == fragment:
-                    return fr.source_id
+            fr = entry.by_anchor.get(fragment)
+            if fr is not None:
+                return fr.source_id
         return None
 
     def link_for(self, source_id: str, from_dir: str) -> str:
@@ -956,7 +1036,7 @@ class SourceIndex:
         dref = parse_d_ref(ref)
         if dref is not None:
             entry = self.files.get(d_archive_path(ref))
-            if entry is None or d_anchor(ref) not in {fr.anchor for fr in entry.frames}:
+            if entry is None or entry.kind != "d" or d_anchor(ref) not in entry.by_anchor:
                 return _ref_problem(f"missing source reference: {ref}", ref, rule or "exists")
             return self._check_new(ref, new, allowed, rule, v2=False)
         if split_source_id(ref) is None:
@@ -1056,11 +1136,11 @@ def _mkdirs(root: Path, rel_dir: str) -> None:
         os.chmod(cur, 0o700)
 
 
-def _atomic_write(target: Path, text: str, runtime_dir: Path) -> None:
+def _atomic_write(target: Path, data: bytes, runtime_dir: Path) -> None:
     fd, tmp = tempfile.mkstemp(prefix="source-archive-", suffix=".tmp", dir=runtime_dir)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(text.encode("utf-8"))
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o600)
@@ -1088,6 +1168,7 @@ def append_records(
     records: Sequence[SourceRecord],
     *,
     runtime_dir: Path | str | None = None,
+    index: SourceIndex | None = None,
 ) -> AppendResult:
     """Archive ``records`` into their v2 files (memory spec §4.5).
 
@@ -1095,6 +1176,8 @@ def append_records(
     (content is not compared), so archiving twice leaves the bytes identical. Every check
     (ids, containment, collisions, complete existing files) runs before any file is written;
     each file is replaced atomically (temp in the runtime dir, fsync, 0600, rename).
+    The caller holds the workspace write lock. ``index`` (a ``SourceIndex`` of this root) spares
+    re-scanning files it already holds unchanged, or resumes the scan of files that only grew.
     """
     root = Path(memory_root)
     rt = Path(runtime_dir) if runtime_dir is not None else Layout(root).runtime_dir
@@ -1118,13 +1201,14 @@ def append_records(
             raise _refuse("source archive path escapes sources/", path=rel)
     _check_collisions(root, rels)
 
-    plans: list[tuple[str, str]] = []
+    plans: list[tuple[str, bytes]] = []
+    known = index.files if index is not None and Path(index.root) == root else {}
     written: list[str] = []
     skipped: list[str] = []
     for rel in rels:
         target = root / rel
         existing: set[str] = set()
-        old_text: str | None = None
+        old: bytes | None = None
         empty_archive = False
         try:
             st = os.lstat(target)
@@ -1136,18 +1220,23 @@ def append_records(
             raise _refuse(f"invalid or truncated v2 archive: {rel}", path=rel, reason="not a regular file")
         if st is not None:
             data = target.read_bytes()
-            scan = scan_v2(rel, data)
-            if not scan.complete:
-                prob = scan.problem
+            key = (st.st_mtime_ns, st.st_size, st.st_ino)
+            prior = known.get(rel)
+            if prior is not None and prior.kind == "v2" and prior.key == key and len(data) == key[1]:
+                entry = prior
+            else:
+                entry = index_file(rel, data, key, prior)
+            if not entry.complete:
+                prob = entry.problem
                 raise _refuse(
                     f"invalid or truncated v2 archive: {rel}",
                     path=rel,
                     line=prob.line if prob else None,
                     reason=prob.message if prob else "",
                 )
-            old_text = data.decode("utf-8")
-            existing = set(scan.ids)
-            empty_archive = not scan.frames
+            old = data
+            existing = set(entry.ids)
+            empty_archive = not entry.frames
         new_frames: list[str] = []
         for rec, frame in groups[rel]:
             sid = rec.source_id
@@ -1159,20 +1248,20 @@ def append_records(
             written.append(sid)
         if not new_frames:
             continue
-        if old_text is None or empty_archive:
+        if old is None or empty_archive:
             # OpenProgram appends after an empty archive's blank line, leaving two blank lines
             # that its own scanner rejects; writing the new-file form keeps the file valid.
-            text = render_archive(new_frames)
+            out = render_archive(new_frames).encode("utf-8")
         else:
-            sep = "\n" if old_text.endswith("\n") else "\n\n"
-            text = old_text + sep + "\n".join(new_frames)
-        plans.append((rel, text))
+            sep = b"\n" if old.endswith(b"\n") else b"\n\n"
+            out = old + sep + "\n".join(new_frames).encode("utf-8")
+        plans.append((rel, out))
 
     if plans:
         rt.mkdir(mode=0o700, parents=True, exist_ok=True)
-    for rel, text in plans:
+    for rel, out in plans:
         _mkdirs(root, posixpath.dirname(rel))
-        _atomic_write(root / rel, text, rt)
+        _atomic_write(root / rel, out, rt)
     return AppendResult(tuple(written), tuple(skipped), tuple(rel for rel, _ in plans))
 
 
@@ -1237,6 +1326,7 @@ __all__ = [
     "scan_d",
     "scan_legacy",
     "scan_v2",
+    "scan_v2_appended",
     "speaker_label",
     "speaker_marker",
     "split_source_id",

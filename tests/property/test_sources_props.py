@@ -19,6 +19,7 @@ from memory_tui.core.sources import (
     render_frame,
     scan_legacy,
     scan_v2,
+    scan_v2_appended,
 )
 from memory_tui.core.text import header_part
 
@@ -164,3 +165,26 @@ def test_decode_meta_total(token):
     meta = decode_meta(token)
     if meta is not None:
         assert encode_meta(meta) == token or token.startswith("eyJvcmlnaW5fc2NvcGUi")
+
+
+@SETTINGS
+@given(st.data())
+def test_resumed_scan_equals_full_scan(data):
+    """Index resumption after an append gives exactly what a scan from byte 0 gives."""
+    provider, thread = data.draw(ident), data.draw(ident)
+    recs = data.draw(st.lists(records(provider, thread), min_size=1, max_size=3, unique_by=lambda r: r.source_id))
+    rel, text = _valid_archive(recs)
+    head = text.encode("utf-8")
+    prior = scan_v2(rel, head)
+    more = data.draw(st.lists(records(provider, thread), min_size=1, max_size=3))
+    tail = ("\n" + "\n".join(render_frame(r) for r in more)).encode("utf-8")
+    tail = bytearray(tail)
+    if data.draw(st.booleans()) and tail:
+        pos = data.draw(st.integers(0, len(tail) - 1))
+        tail[pos] = data.draw(st.sampled_from(list(b"\n\r[]<a-0 \xff")))
+    if data.draw(st.booleans()):
+        del tail[data.draw(st.integers(1, len(tail))) :]
+    full = head + bytes(tail)
+    resumed = scan_v2_appended(rel, full, prior, len(head))
+    assert resumed is not None
+    assert resumed == scan_v2(rel, full)

@@ -210,3 +210,40 @@ def test_v2_dir_file_without_marker_is_not_trusted(mem):
     assert [p.path for p in idx.problems] == ["sources/openprogram/_v2/bad.md"]
     assert idx.problems[0].line == 1
     assert MARKER not in (mem / "sources/openprogram/_v2/bad.md").read_text()
+
+
+def test_reindex_resumes_appends_and_rescans_rewrites(mem):
+    rel = archive_path(TRUSTED)
+    first = SourceIndex.load(mem)
+    assert first.files[rel].scan.resumable
+    append_records(mem, [SourceRecord("openprogram", "s1", "m3", 5, "user", "three", "")])
+    resumed = SourceIndex.load(mem, previous=first)
+    cold = SourceIndex.load(mem)
+    assert resumed.files[rel].frames == cold.files[rel].frames
+    assert resumed.files[rel].digest == cold.files[rel].digest
+    assert resumed.files[rel].scan == cold.files[rel].scan
+    # an in-place rewrite of earlier bytes (e.g. a promotion) must not be resumed
+    data = (mem / rel).read_bytes()
+    (mem / rel).write_bytes(data.replace(b"[] user: old turn", b"[] user: OLD turn") + b"\n" + _no_meta_frame("openprogram/s1/m4", "x").encode())
+    again = SourceIndex.load(mem, previous=resumed)
+    assert again.frame(NO_META).text == "OLD turn"
+    assert again.files[rel].scan == SourceIndex.load(mem).files[rel].scan
+    # a broken tail is reported at its real line number
+    (mem / rel).write_bytes((mem / rel).read_bytes() + b"\ngarbage\n")
+    broken = SourceIndex.load(mem, previous=again)
+    (problem,) = broken.problems
+    assert problem == SourceIndex.load(mem).problems[0]
+    assert problem.line == len((mem / rel).read_bytes().split(b"\n")) - 1
+
+
+def test_append_with_index_skips_rescan_but_keeps_checks(mem):
+    idx = SourceIndex.load(mem)
+    res = append_records(mem, [SourceRecord("openprogram", "s1", "m1", 0, "user", "dup", "")], index=idx)
+    assert res.skipped_ids == (TRUSTED,) and res.changed_paths == ()
+    # a file changed behind the index's back is scanned again, and refused when truncated
+    rel = archive_path(TRUSTED)
+    data = (mem / rel).read_bytes()
+    (mem / rel).write_bytes(data[: data.rindex(b"<!-- record-lines")])
+    with pytest.raises(Exception) as err:
+        append_records(mem, [SourceRecord("openprogram", "s1", "m9", 9, "user", "x", "")], index=idx)
+    assert "invalid or truncated v2 archive" in str(err.value)
