@@ -138,7 +138,7 @@ def title_for(task: WriteTask, turn: Turn) -> str:
     if task.topic:
         stem = Path(task.topic).stem.replace("-", " ").replace("_", " ").strip()
         return stem[:1].upper() + stem[1:] if stem else "Memory"
-    return clean_text(title) or f"Conversation {turn.session_id or task.session_id}".strip()
+    return clean_text(title).rstrip(" .!?:;,") or f"Conversation {turn.session_id or task.session_id}".strip()
 
 
 def clean_text(text: str) -> str:
