@@ -819,7 +819,12 @@ def read_topic_texts(topics_dir: Path) -> tuple[dict[str, str], list[Problem]]:
     problems: list[Problem] = []
     if not topics_dir.is_dir():
         return texts, problems
-    for file in sorted(topics_dir.rglob("*.md")):
+    try:
+        files = sorted(topics_dir.rglob("*.md"))
+    except OSError as exc:
+        problems.append(Problem(INVALID_TOPIC_FORMAT, f"cannot list topic files: {exc.strerror or exc}", "topics", None, None))
+        return texts, problems
+    for file in files:
         if not file.is_file():
             continue
         rel = file.relative_to(topics_dir).as_posix()
