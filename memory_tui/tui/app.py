@@ -16,6 +16,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.events import Resize
 from textual.screen import ModalScreen
@@ -46,6 +47,20 @@ from .widgets import (
 )
 
 Clock = Callable[[], datetime]
+
+
+def _safe(handler):
+    """Events can still arrive while the screen is torn down; a missing widget then is no error."""
+    import functools
+
+    @functools.wraps(handler)
+    def wrapper(*args, **kwargs):
+        try:
+            return handler(*args, **kwargs)
+        except NoMatches:
+            return None
+
+    return wrapper
 NARROW = 100  # below this many columns, list and detail are shown one at a time
 
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
@@ -192,6 +207,8 @@ class MemoryApp(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        if os.environ.get("TEXTUAL_ANIMATIONS") == "none":
+            self.query_one("#filter", Input).cursor_blink = False  # deterministic snapshots
         for tree in self.query(MemoryTree):
             tree.show_root = False
             tree.guide_depth = 2
@@ -235,6 +252,7 @@ class MemoryApp(App[None]):
     def _set_pane(self, pane: str) -> None:
         self.pane = pane
         self._apply_layout(self.size.width)
+        self.refresh_bindings()
 
     # ------------------------------------------------------------------ model
     def apply_model(self, model: WorkspaceModel, changed: set[str] | None = None) -> None:
@@ -567,7 +585,7 @@ class MemoryApp(App[None]):
         keep = lst.highlighted_option.id if lst.highlighted_option is not None else None
         options = []
         for rec in self._recent():
-            text = Text.assemble((rec.when or "undated", "dim"), " ", (rec.topic_path.removeprefix("topics/").removesuffix(".md"), "bold"), "\n", _one_line(rec.content, 60))
+            text = Text.assemble((rec.when or "undated", "dim"), " ", (rec.topic_path.removeprefix("topics/").removesuffix(".md"), "bold"), "\n", _one_line(rec.content, 30))
             options.append(Option(text, id=f"recent:{rec.memory_id}"))
         lst.set_options(options)
         _restore(lst, keep)
@@ -819,10 +837,12 @@ class MemoryApp(App[None]):
 
     # ------------------------------------------------------------------ events
     @on(Tree.NodeHighlighted, "#topics-list")
+    @_safe
     def _topic_highlighted(self) -> None:
         self.show_topic()
 
     @on(Tree.NodeSelected, "#topics-list")
+    @_safe
     def _topic_selected(self, event: Tree.NodeSelected) -> None:
         if isinstance(event.node.data, str) and event.node.data.startswith("topic:"):
             self.query_one("#topic-records").focus()
@@ -830,10 +850,12 @@ class MemoryApp(App[None]):
                 self._set_pane("detail")
 
     @on(Tree.NodeHighlighted, "#timeline-list")
+    @_safe
     def _timeline_highlighted(self) -> None:
         self.show_timeline()
 
     @on(Tree.NodeSelected, "#timeline-list")
+    @_safe
     def _timeline_selected(self, event: Tree.NodeSelected) -> None:
         if not event.node.children:
             self.query_one("#timeline-rows").focus()
@@ -841,26 +863,31 @@ class MemoryApp(App[None]):
                 self._set_pane("detail")
 
     @on(OptionList.OptionSelected, "#timeline-rows")
+    @_safe
     def _timeline_row_selected(self, event: OptionList.OptionSelected) -> None:
         if event.option.id:
             self.reveal_record(event.option.id.split(":")[-1])
 
     @on(OptionList.OptionHighlighted, "#recent-list")
+    @_safe
     def _recent_highlighted(self) -> None:
         self.show_recent()
 
     @on(OptionList.OptionSelected, "#recent-list")
+    @_safe
     def _recent_selected(self) -> None:
         self.query_one("#recent-record").focus()
         if self.narrow:
             self._set_pane("detail")
 
     @on(OptionList.OptionHighlighted, "#core-list")
+    @_safe
     def _core_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         if self.core_sources and event.option.id:
             self.query_one("#core-records", RecordList).select_id("rec:" + event.option.id.split(":", 1)[1])
 
     @on(OptionList.OptionSelected, "#core-list")
+    @_safe
     def _core_selected(self, event: OptionList.OptionSelected) -> None:
         if not self.core_sources:
             self.action_toggle_core_sources()
@@ -871,15 +898,18 @@ class MemoryApp(App[None]):
             self._set_pane("detail")
 
     @on(OptionList.OptionHighlighted, "#sessions-list")
+    @_safe
     def _session_highlighted(self) -> None:
         self.show_session()
 
     @on(OptionList.OptionSelected, "#sessions-list")
+    @_safe
     def _session_selected(self) -> None:
         if self.narrow:
             self._set_pane("detail")
 
     @on(OptionList.OptionHighlighted, "RecordList")
+    @_safe
     def _record_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         panes = {"topic-records": "#source-pane", "recent-record": "#recent-source", "core-records": "#core-source"}
         pane_id = panes.get(event.option_list.id or "")
@@ -887,6 +917,7 @@ class MemoryApp(App[None]):
             self._show_source_for(event.option_list, self.query_one(pane_id, SourcePane))  # type: ignore[arg-type]
 
     @on(OptionList.OptionSelected, "RecordList")
+    @_safe
     def _record_selected(self, event: OptionList.OptionSelected) -> None:
         oid = event.option.id or ""
         if oid.startswith("cite:"):
@@ -901,8 +932,10 @@ class MemoryApp(App[None]):
         self.screen.add_class("-filtering")
         self._set_pane("list")
         inp.focus()
+        self.refresh_bindings()
 
     @on(Input.Changed, "#filter")
+    @_safe
     def _filter_changed(self, event: Input.Changed) -> None:
         self.filter_text = event.value.strip()
         self.render_topics()
@@ -911,6 +944,7 @@ class MemoryApp(App[None]):
         self._render_titles()
 
     @on(Input.Submitted, "#filter")
+    @_safe
     def _filter_submitted(self) -> None:
         self.query_one(f"#{self.view}-list").focus()
 
@@ -924,6 +958,7 @@ class MemoryApp(App[None]):
             self.render_topics()
             self.render_timeline()
             self.render_recent()
+        self.refresh_bindings()
 
     def action_back(self) -> None:
         if self.narrow and self.pane == "detail":
@@ -958,6 +993,8 @@ class MemoryApp(App[None]):
             return False
         if action == "goto_session" and self.view == "core" and not self.core_sources:
             return False
+        if action == "back":
+            return (self.narrow and self.pane == "detail") or self.screen.has_class("-filtering") or bool(self.filter_text)
         return True
 
     # ------------------------------------------------------------------ loading & watching
@@ -992,8 +1029,16 @@ class MemoryApp(App[None]):
         target = self.state_dir if self.state_dir.is_dir() else self.state_dir.parent
         if not target.is_dir():
             return
-        async for paths in watch_changes(self.state_dir if self.state_dir.is_dir() else target):
+        import threading
+
+        self._watch_stop = threading.Event()
+        async for paths in watch_changes(self.state_dir if self.state_dir.is_dir() else target, self._watch_stop):
             self.post_message(WorkspaceChanged(paths))
+
+    def on_unmount(self) -> None:
+        stop = getattr(self, "_watch_stop", None)
+        if stop is not None:
+            stop.set()
 
     def on_workspace_changed(self, message: WorkspaceChanged) -> None:
         self._pending_paths.update(message.paths)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Iterable
 
+from rich.markup import escape
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
@@ -57,7 +58,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("view.core", "4", "switch_view('core')", "Core", "Show the Core view", footer=False),
     Command("view.sessions", "5", "switch_view('sessions')", "Sessions", "Show the Sessions view", footer=False),
     Command("app.filter", "slash", "filter", "Filter", "Filter the list (all topics and records)", key_display="/"),
-    Command("app.back", "escape", "back", "Back", "Close the filter or go back to the list", footer=False),
+    Command("app.back", "escape", "back", "Back", "Close the filter or go back to the list", key_display="esc"),
     Command(
         "topics.source", "g", "goto_session", "Go to node",
         "Open the cited source node in the Sessions view", views=("topics", "recent", "core"),
@@ -106,7 +107,8 @@ class MemoryCommands(Provider):
             if not cmd.palette:
                 continue
             title = cmd.title if not cmd.id.startswith("view.") else f"View: {cmd.title}"
-            out.append((title, f"{cmd.help}  [{key_label(effective_keys(cmd, keymap))}]", cmd))
+            keys = escape(key_label(effective_keys(cmd, keymap)))
+            out.append((title, f"{escape(cmd.help)} · key {keys}", cmd))
         return out
 
     async def discover(self) -> Hits:

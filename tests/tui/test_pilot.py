@@ -1,0 +1,234 @@
+"""Pilot tests: the app driven by keys, the way a user drives it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from textual.widgets import ContentSwitcher, OptionList, Static, Tree
+
+from memory_tui.tui.app import HelpScreen
+from memory_tui.tui.settings import Settings, load_settings
+from memory_tui.tui.widgets import RecordList
+
+import pytest
+from tui_helpers import make_app, settle, write_minimal_state
+
+pytestmark = pytest.mark.anyio
+
+
+def _text(app, selector: str) -> str:
+    widget = app.query_one(selector, Static)
+    return str(widget.render())
+
+
+def _tree_labels(app, selector: str) -> list[str]:
+    tree = app.query_one(selector, Tree)
+    out = []
+
+    def walk(node):
+        for child in node.children:
+            out.append(str(child.label))
+            walk(child)
+
+    walk(tree.root)
+    return out
+
+
+async def test_keys_1_to_5_switch_every_view(fixture_state_ro):
+    app = make_app(fixture_state_ro)
+    async with app.run_test(size=(120, 40)) as pilot:
+        details = app.query_one("#details", ContentSwitcher)
+        for key, view in zip("12345", ("topics", "timeline", "recent", "core", "sessions")):
+            await pilot.press(key)
+            assert app.view == view
+            assert details.current == f"{view}-detail"
+        await pilot.press("1")
+        assert "Ada" in _text(app, "#detail-title")
+        assert "~/.openprogram" in str(app.query_one("#header").render())
+        assert "w-01760fa0" in str(app.query_one("#header").render())
+
+
+async def test_citation_shows_source_frame_and_jumps_to_session(fixture_state_ro):
+    app = make_app(fixture_state_ro)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("enter")  # open "ada", focus its records
+        records = app.query_one("#topic-records", RecordList)
+        assert app.focused is records
+        await pilot.press("down")  # the citation chip under the record
+        assert records.highlighted_option.id == "cite:fc30e0e0:0"
+        pane = _text(app, "#source-pane")
+        assert "Owner" in pane and "I prefer tea over coffee" in pane and "trusted" in pane
+        await pilot.press("g")
+        assert app.view == "sessions"
+        sessions = app.query_one("#sessions-list", OptionList)
+        assert sessions.highlighted_option.id == "session:local_a1b2c3d4e5"
+        assert "Cited node: a00000000001" in _text(app, "#sessions-text")
+
+
+async def test_timeline_row_opens_record_in_topics(fixture_state_ro):
+    app = make_app(fixture_state_ro)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("2")
+        labels = _tree_labels(app, "#timeline-list")
+        assert labels[0].startswith("2026") and any(l.startswith("11 Nov") for l in labels)
+        rows = app.query_one("#timeline-rows", OptionList)
+        first = rows.highlighted_option.id.split(":")[-1]
+        await pilot.press("o")
+        assert app.view in ("topics", "core")
+        if app.view == "topics":
+            assert app.query_one("#topic-records", RecordList).highlighted_option.id == f"rec:{first}"
+
+
+async def test_filter_across_topics_and_records(fixture_state_ro):
+    app = make_app(fixture_state_ro)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("slash")
+        for ch in "rust":
+            await pilot.press(ch)
+        await pilot.pause()
+        labels = _tree_labels(app, "#topics-list")
+        assert any("cli-language" in l for l in labels)
+        assert not any("kyoto-trip" in l for l in labels)
+        assert not any(l.startswith("ada") for l in labels)
+        await pilot.press("enter")  # back to the list
+        await pilot.press("escape")  # clear the filter
+        assert app.filter_text == ""
+        assert any("kyoto-trip" in l for l in _tree_labels(app, "#topics-list"))
+
+
+async def test_recent_and_core_views(fixture_state_ro, expected):
+    app = make_app(fixture_state_ro)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("3")
+        assert "31 / 50 records" in _text(app, "#list-title")
+        first = app.query_one("#recent-list", OptionList).highlighted_option.id
+        assert first == "recent:1525c2af"  # newest first
+        await pilot.press("4")
+        title = _text(app, "#detail-title")
+        assert f"{expected['core']['rendered_tokens']:,} / 2,000 tokens" in title
+        assert f"{len(expected['core']['omitted_block_ids'])} omitted" in title
+        assert "Omitted by the 2,000 token budget" in _text(app, "#core-text")
+        await pilot.press("s")
+        assert app.core_sources and app.query_one("#core-records").display
+
+
+async def test_narrow_layout_list_then_detail_then_back(fixture_state_ro):
+    app = make_app(fixture_state_ro)
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert app.narrow and not app.query_one("#content").display
+        await pilot.press("enter")
+        assert app.pane == "detail" and not app.query_one("#sidebar").display
+        await pilot.press("escape")
+        assert app.pane == "list" and app.query_one("#sidebar").display
+
+
+async def test_help_lists_keys_per_view_from_the_registry(fixture_state_ro, tmp_path):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('[keymap]\n"view.core" = "f4"\n')
+    settings = load_settings(cfg)
+    app = make_app(fixture_state_ro, settings=settings)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("f4")  # rebound by id
+        assert app.view == "core"
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        text = str(app.screen.query_one(Static).render())
+        assert "f4" in text and "view.core" in text and "Source records" not in text or "topics/core.md" in text
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_palette_runs_registry_commands(fixture_state_ro):
+    app = make_app(fixture_state_ro)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        for ch in "Timeline":
+            await pilot.press(ch)
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.view == "timeline"
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+def test_settings_json_and_broken_files(tmp_path, anyio_backend):
+    (tmp_path / "config.json").write_text(json.dumps({"keymap": {"app.quit": ["q", "ctrl+q"]}, "theme": "nord"}))
+    s = load_settings(tmp_path / "config.toml")
+    assert s.keymap == {"app.quit": "q,ctrl+q"} and s.theme == "nord"
+    (tmp_path / "config.toml").write_text("[keymap\n")
+    assert load_settings(tmp_path / "config.toml").problem
+
+
+async def test_states_never_traceback(tmp_path):
+    # No state dir.
+    app = make_app(tmp_path / "missing")
+    async with app.run_test(size=(100, 30)) as pilot:
+        assert "No OpenProgram state directory" in _text(app, "#notice-text")
+        await pilot.press("2", "3", "4", "5", "1")
+    # Malformed topic.
+    state = write_minimal_state(tmp_path / "bad", {"topics/notes.md": "# Notes\n\nUncited prose here.\n"})
+    app = make_app(state)
+    async with app.run_test(size=(100, 30)) as pilot:
+        text = str(app.query_one("#topic-records", RecordList).get_option_at_index(0).prompt)
+        assert "topics/notes.md:3:1" in text and "Uncited prose here." in text
+    # Memory disabled and writer disabled.
+    state = write_minimal_state(tmp_path / "off", config={"memory": {"backend": "none"}})
+    app = make_app(state)
+    async with app.run_test(size=(100, 30)) as pilot:
+        assert "Memory is disabled" in _text(app, "#banner")
+    state = write_minimal_state(tmp_path / "nowrite", config={"memory": {"writer": {"enabled": False}}})
+    app = make_app(state)
+    async with app.run_test(size=(100, 30)) as pilot:
+        assert "Writing is off" in _text(app, "#banner")
+
+
+async def test_live_reload_keeps_selection(fixture_state):
+    app = make_app(fixture_state, watch=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        tree = app.query_one("#topics-list", Tree)
+        await pilot.press("down", "down", "down", "down")  # projects/ → cli-language → kyoto-trip
+        assert tree.cursor_node.data == "topic:topics/projects/kyoto-trip.md"
+        await pilot.press("enter", "down", "down", "down")
+        records = app.query_one("#topic-records", RecordList)
+        kept = records.highlighted_option.id
+        before = app.reloads
+        await asyncio.sleep(0.3)  # let the watcher start
+        memory = fixture_state / "memory"
+        (memory / "topics" / "people" / "bob.md").write_text(
+            "# Bob\n\nBob likes trains.[^e-1111111111] ^b0b0b0b0\n\n"
+            "[^e-1111111111]: Time: `2026-11-30`; Sources: [bob](../../sources/openprogram/_v2/local_a1b2c3d4e5.md#source-fc88b9162aa794be)\n"
+        )
+        node_dir = fixture_state / "sessions" / "local_0c0c0c0c0c" / "history"
+        (node_dir / "0099-u-zz0000000001.json").write_text(json.dumps({"id": "zz0000000001", "role": "user"}))
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if app.reloads > before and any("bob" in l for l in _tree_labels(app, "#topics-list")):
+                break
+        await settle(pilot, app)
+        labels = _tree_labels(app, "#topics-list")
+        assert any(l.startswith("bob") for l in labels)
+        assert tree.cursor_node.data == "topic:topics/projects/kyoto-trip.md"
+        assert records.highlighted_option.id == kept
+        sessions = {s.session_id: s for s in app.model.sessions}
+        assert sessions["local_0c0c0c0c0c"].nodes == 11
+
+
+async def test_reload_key_and_ascii_toggle(fixture_state_ro):
+    app = make_app(fixture_state_ro)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("ctrl+r")
+        await settle(pilot, app)
+        assert app.reloads == 1  # an explicit reload always re-renders
+        # A watcher event whose re-read finds the same revision (our own write, already shown)
+        # changes nothing on screen: no flicker.
+        from memory_tui.tui.messages import WorkspaceChanged
+
+        app.post_message(WorkspaceChanged(frozenset({"memory/topics/core.md"})))
+        await pilot.pause(0.2)
+        await settle(pilot, app)
+        assert app.reloads == 1
+        await pilot.press("a")
+        assert app.ascii_mode and "|" in str(app.query_one("#header").render())

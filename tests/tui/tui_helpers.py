@@ -1,0 +1,57 @@
+"""Helpers shared by the TUI tests (imported by module name: tests dirs are not packages)."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+os.environ["TEXTUAL_ANIMATIONS"] = "none"
+
+from memory_tui.core.tokens import O200kCounter  # noqa: E402
+from memory_tui.tui.app import create_app  # noqa: E402
+from memory_tui.tui.settings import Settings  # noqa: E402
+
+FROZEN = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
+COUNTER = O200kCounter()
+
+
+def make_app(state_dir: Path, *, watch: bool = False, ascii: bool = False, settings: Settings | None = None):
+    """The app as a user would see it, with the state dir shown as ``~/<name>``."""
+    return create_app(
+        state_dir,
+        clock=lambda: FROZEN,
+        tokens=COUNTER,
+        watch=watch,
+        ascii=ascii,
+        home=Path(state_dir).parent,
+        settings=settings or Settings(),
+    )
+
+
+async def settle(pilot, app) -> None:
+    """Wait for background loads and the resulting refresh."""
+    loads = [w for w in app.workers if w.group == "load"]  # never the endless watcher
+    await app.workers.wait_for_complete(loads)
+    await pilot.pause()
+    await pilot.pause()
+
+
+def write_minimal_state(root: Path, topics: dict[str, str] | None = None, config: dict | None = None) -> Path:
+    """A tiny hand-made state dir (for states the fixture does not show)."""
+    import json
+
+    state = root / ".openprogram"
+    memory = state / "memory"
+    (memory / ".scriptorium").mkdir(parents=True)
+    (memory / "topics").mkdir()
+    (memory / "sources").mkdir()
+    (memory / ".scriptorium" / "workspace-id").write_text("w-0000beef\n")
+    for rel, text in (topics or {}).items():
+        path = memory / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    if config is not None:
+        (state / "config.json").write_text(json.dumps(config))
+    (state / "sessions").mkdir()
+    return state
