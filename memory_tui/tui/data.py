@@ -164,6 +164,7 @@ class WorkspaceModel:
     sessions_available: bool = False
     problems: tuple[Problem, ...] = ()
     engine: tuple[str, ...] = ()
+    engine_errors: tuple[str, ...] = ()
     _frames: dict[str, FrameVM] = field(default_factory=dict, compare=False, repr=False)
     _frame_problems: dict[str, Problem] = field(default_factory=dict, compare=False, repr=False)
 
@@ -272,7 +273,75 @@ def load_model(
         _frames=frames,
         _frame_problems=frame_problems,
     )
-    return model
+    return _overlay_engine(model, counter)
+
+
+def _overlay_engine(model: WorkspaceModel, counter: TokenCounter) -> WorkspaceModel:
+    """Replace preview answers with the engine's wherever the engine answers.
+
+    Each part is independent: an engine part that fails keeps the preview's answer and is
+    named in ``engine_errors`` (shown nowhere on screen; tests and bug reports read it).
+    """
+    used: list[str] = []
+    errors: list[str] = []
+    changes: dict[str, Any] = {}
+    state = None
+    try:
+        from memory_tui.core.workspace import open_state
+
+        state = open_state(model.state_dir, counter=counter)
+        used.append("workspace")
+        if state.revision:
+            changes["revision"] = state.revision
+        if state.workspace_id:
+            changes["workspace_id"] = sanitize(state.workspace_id)
+        topics = []
+        for topic in model.topics:
+            strict = tuple(p for p in state.problems_for(topic.path) if p.line is not None or p.code)
+            topics.append(replace(topic, problems=strict) if strict else replace(topic, problems=()))
+        changes["topics"] = tuple(topics)
+        other = [p for p in state.problems if not (p.path or "").startswith("topics/") or p.path == "topics/core.md"]
+        topic_problems = [p for t in topics for p in t.problems]
+        changes["problems"] = tuple(
+            dict.fromkeys(list(model.config.problems) + other + topic_problems + [p for p in model.problems if p.code == "TRUNCATED_ARCHIVE"])
+        )
+        core = state.core
+        if core is not None and model.core is not None:
+            changes["core"] = replace(
+                model.core,
+                tokens=int(core.rendered_tokens),
+                kept_ids=tuple(core.kept_ids),
+                omitted_ids=tuple(core.omitted_ids),
+                budget=int(core.budget),
+            )
+            used.append("core")
+    except Exception as exc:  # pragma: no cover - depends on engine state
+        errors.append(f"workspace: {type(exc).__name__}: {exc}")
+    try:
+        from dataclasses import replace as dc_replace
+
+        from memory_tui.sessions.records import status_pending_count
+        from memory_tui.sessions.store import load_sessions
+
+        wid = changes.get("workspace_id", model.workspace_id)
+        snapshot = load_sessions(model.state_dir)
+        by_id = {s.session_id: s for s in model.sessions}
+        sessions = []
+        for sid, session in snapshot.sessions.items():
+            one = status_pending_count(dc_replace(snapshot, sessions={sid: session}), wid)
+            prev = by_id.get(sanitize(sid))
+            title = prev.title if prev else sanitize(str(getattr(session, "title", "") or ""))
+            nodes = prev.nodes if prev else None
+            sessions.append(SessionVM(sanitize(sid), title, one.value if one.value is not None else one.lenient, nodes))
+        changes["sessions"] = tuple(sorted(sessions, key=lambda s: s.session_id))
+        changes["sessions_available"] = True
+        if model.memory_exists:
+            total = status_pending_count(snapshot, wid)
+            changes["status"] = replace(model.status, pending_turns=total.value)
+        used.append("sessions")
+    except Exception as exc:  # pragma: no cover - depends on engine state
+        errors.append(f"sessions: {type(exc).__name__}: {exc}")
+    return replace(model, engine=tuple(used), engine_errors=tuple(errors), **changes)
 
 
 # ---------------------------------------------------------------------------------------

@@ -15,6 +15,8 @@ def test_model_matches_openprogram_answers(fixture_state_ro, expected):
     assert m.revision == expected["revision"]
     assert list(m.core.omitted_ids) == expected["core"]["omitted_block_ids"]
     assert m.core.tokens == expected["core"]["rendered_tokens"]
+    assert m.status.pending_turns == expected["status_pending_turns"]
+    assert set(m.engine) == {"workspace", "core", "sessions"}, m.engine_errors
     topic_paths = {t.path for t in m.topics}
     assert "topics/core.md" not in topic_paths  # Core owns it
     for item in expected["topics"]:
