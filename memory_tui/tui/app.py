@@ -443,6 +443,7 @@ class MemoryApp(App[None]):
         topic = self.current_topic()
         records = self.query_one("#topic-records", RecordList)
         pane = self.query_one("#source-pane", SourcePane)
+        pane.display = topic is not None and not topic.problems
         if topic is None:
             records.clear_options()
             if self.model and self.model.empty:
@@ -1026,13 +1027,16 @@ class MemoryApp(App[None]):
     async def _watch_worker(self) -> None:
         from .watcher import watch_changes
 
-        target = self.state_dir if self.state_dir.is_dir() else self.state_dir.parent
-        if not target.is_dir():
-            return
+        import asyncio
+
+        while not self.state_dir.is_dir():  # wait for OpenProgram to create it
+            await asyncio.sleep(1.0)
+            if self.state_dir.is_dir():
+                self.load_in_background(None)
         import threading
 
         self._watch_stop = threading.Event()
-        async for paths in watch_changes(self.state_dir if self.state_dir.is_dir() else target, self._watch_stop):
+        async for paths in watch_changes(self.state_dir, self._watch_stop):
             self.post_message(WorkspaceChanged(paths))
 
     def on_unmount(self) -> None:

@@ -194,14 +194,14 @@ class RecordList(OptionList):
         chain: tuple[str, ...] = ()
         first = True
         for rec in records:
+            if not first:
+                options.append(None)
+            first = False
             if headings and rec.headings[1:] != chain[1:] and len(rec.headings) > 1:
                 chain = rec.headings
                 options.append(Option(Text(" › ".join(rec.headings[1:]), "bold underline"), disabled=True))
             elif headings:
                 chain = rec.headings
-            if not first:
-                options.append(None)
-            first = False
             prompt = render_record(rec, glyphs, omitted=omitted(rec) if omitted else None, topic=topic_line)
             options.append(Option(prompt, id=f"rec:{rec.memory_id}"))
             if chips:
