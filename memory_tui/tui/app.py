@@ -443,7 +443,7 @@ class MemoryApp(App[None]):
         topic = self.current_topic()
         records = self.query_one("#topic-records", RecordList)
         pane = self.query_one("#source-pane", SourcePane)
-        pane.display = topic is not None and not topic.problems
+        pane.display = topic is not None and (not topic.problems or _only_source_problems(topic))
         if topic is None:
             records.clear_options()
             if self.model and self.model.empty:
@@ -455,10 +455,26 @@ class MemoryApp(App[None]):
             pane.update("")
             self._render_titles()
             return
-        if topic.problems:
+        if topic.problems and not _only_source_problems(topic):
             records.clear_options()
             records.add_option(Option(_problem_view(topic), disabled=True))
             pane.update("")
+        elif topic.problems:
+            # The text parses but some citations do not resolve (e.g. a truncated archive):
+            # show the problems first, then the records with their chips marked unavailable.
+            records.show_records(self._filtered_records(topic), self.glyphs, self.model)
+            summary = Text(f"{self.glyphs.bad} {len(topic.problems)} citation problem(s); OpenProgram refuses writes to this topic until fixed:\n", "bold red")
+            for p in topic.problems[:4]:
+                summary.append(f"{p.path}:{p.line}:{p.column} ", "bold")
+                summary.append(_one_line(p.message, 70) + "\n")
+            if len(topic.problems) > 4:
+                summary.append(f"… and {len(topic.problems) - 4} more\n", "dim")
+            records.add_option(Option(summary, disabled=True))
+            opts = [records.get_option_at_index(i) for i in range(records.option_count)]
+            keep = records.highlighted_option.id if records.highlighted_option else None
+            records.set_options([opts[-1], None] + opts[:-1])
+            records.restore(keep)
+            self._show_source_for(records, pane)
         else:
             records.show_records(self._filtered_records(topic), self.glyphs, self.model)
             self._show_source_for(records, pane)
@@ -476,7 +492,7 @@ class MemoryApp(App[None]):
             if rec is None:
                 return
             link = rec.source_links[int(n)]
-            frame = m.frame(link.source_id) if link.source_id else Problem("INVALID_TOPIC_FORMAT", f"invalid source target: {link.target}")
+            frame = m.frame(link.source_id) if link.source_id else _unresolved(m, rec, link.target)
             pane.update(frame_text(frame, self.glyphs, link.label))
             if link.source_id and isinstance(frame, FrameVM):
                 self.session_focus = (frame.session_id or "", frame.node_id)
@@ -1104,6 +1120,24 @@ def _one_line(text: str, width: int) -> str:
 def _topic_name(m: WorkspaceModel, mid: str) -> str:
     rec = m.records.get(mid)
     return rec.topic_path.removeprefix("topics/").removesuffix(".md") if rec else "missing"
+
+
+def _unresolved(m: WorkspaceModel, rec: RecordVM, target: str) -> Problem:
+    """Why a citation has no frame: a truncated archive says so, with its line."""
+    import posixpath
+
+    path = posixpath.normpath(posixpath.join(posixpath.dirname(rec.topic_path), target.split("#", 1)[0]))
+    for p in m.problems:
+        if p.code == "TRUNCATED_ARCHIVE" and p.path == path:
+            return Problem(p.code, f"the archive is truncated: {p.message}; this frame is past the valid prefix", p.path, p.line, p.column)
+    return Problem("INVALID_TOPIC_FORMAT", f"invalid source target: {target}")
+
+
+def _only_source_problems(topic: TopicVM) -> bool:
+    return bool(topic.records) and all(
+        p.message.startswith(("invalid source target", "source reference", "missing source")) or p.code == "MISSING_SOURCE"
+        for p in topic.problems
+    )
 
 
 def _problem_view(topic: TopicVM) -> Text:

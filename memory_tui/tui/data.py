@@ -302,9 +302,11 @@ def _overlay_engine(model: WorkspaceModel, counter: TokenCounter) -> WorkspaceMo
         changes["topics"] = tuple(topics)
         other = [p for p in state.problems if not (p.path or "").startswith("topics/") or p.path == "topics/core.md"]
         topic_problems = [p for t in topics for p in t.problems]
-        changes["problems"] = tuple(
-            dict.fromkeys(list(model.config.problems) + other + topic_problems + [p for p in model.problems if p.code == "TRUNCATED_ARCHIVE"])
-        )
+        merged: list[Problem] = []
+        for p in list(model.config.problems) + other + topic_problems + [p for p in model.problems if p.code == "TRUNCATED_ARCHIVE"]:
+            if p not in merged:  # Problems hold a dict, so no set()
+                merged.append(p)
+        changes["problems"] = tuple(merged)
         core = state.core
         if core is not None and model.core is not None:
             changes["core"] = replace(

@@ -100,7 +100,7 @@ def test_truncated_archive(snap_compare, fixture_copy, tmp_path):
     data = archive.read_bytes()
     archive.write_bytes(data[: len(data) // 3])
     assert snap_compare(
-        make_app(state), terminal_size=(120, 40), run_before=_keys("down", "down", "down", "enter", "down", "down")
+        make_app(state), terminal_size=(120, 40), run_before=_keys("down", "down", "down", "enter", "down", "down", "down", "down")
     )
 
 
