@@ -17,12 +17,13 @@ import contextlib
 import fcntl
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
+from memory_tui.core import fsutil
+from memory_tui.core import workspace as ws
 from memory_tui.core.config import GLOBAL_ORGANIZE_SECONDS, LOCAL_ORGANIZE_BATCHES, LOCAL_ORGANIZE_TOKENS
 from memory_tui.core.errors import WRITE_FAILURE_CODES
 
@@ -47,26 +48,9 @@ def parse_iso(value: Any) -> float | None:
 
 
 def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
-    """Temp file in the same directory, fsync, chmod, rename, fsync the directory."""
+    """The shared durable replace, creating the runtime dir (0700) on first use."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, tmp = tempfile.mkstemp(prefix=f"{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):
-        dfd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+    fsutil.atomic_write(path, data, mode=mode)
 
 
 @contextlib.contextmanager
@@ -101,29 +85,14 @@ class WriterStatus:
 
 
 def read_writer_status(runtime_dir: Path) -> WriterStatus:
+    """Current status via the workspace reader; anything unreadable reads as all-null."""
     try:
         data = json.loads((runtime_dir / "writer-status.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return WriterStatus()
-    if not isinstance(data, dict) or data.get("version") != STATUS_VERSION:
-        return WriterStatus()
-    outcome = data.get("last_outcome")
-    failure = data.get("last_failure")
-    if isinstance(failure, dict):
-        code = failure.get("reason_code")
-        failure = {
-            "at": failure.get("at") if isinstance(failure.get("at"), str) else None,
-            "reason_code": code if code in WRITE_FAILURE_CODES else "WRITER_FAILURE_UNKNOWN",
-            "retryable": bool(failure.get("retryable", False)),
-        }
-    else:
-        failure = None
-    success = data.get("last_success_at")
-    return WriterStatus(
-        last_outcome=outcome if outcome in ("success", "failure") else None,
-        last_success_at=success if isinstance(success, str) else None,
-        last_failure=failure,
-    )
+    parsed = ws.parse_writer_status(data)
+    failure = parsed.last_failure.to_json() if parsed.last_failure else None
+    return WriterStatus(parsed.last_outcome, parsed.last_success_at, failure)
 
 
 def _write_status(runtime_dir: Path, status: WriterStatus) -> None:
@@ -199,29 +168,18 @@ def append_history(runtime_dir: Path, entries: list[dict[str, Any]]) -> None:
 
 
 def load_runtime(path: Path) -> dict[str, Any]:
-    """runtime.json as an ordered dict; unreadable → defaults. Unknown keys are kept."""
+    """runtime.json as an ordered dict (workspace reader); unreadable → defaults, unknown keys kept."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         data = {}
-    if not isinstance(data, dict):
-        data = {}
-    out: dict[str, Any] = {}
-    order = data.get("creation_order")
-    out["creation_order"] = order if isinstance(order, dict) else {}
-    for key in ("write_commits_since_global", "local_batches", "local_tokens"):
-        v = data.get(key)
-        out[key] = v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else 0
-    last = data.get("last_global_at")
-    out["last_global_at"] = last if isinstance(last, str) else None
-    for key, value in data.items():
-        if key not in out:
-            out[key] = value
-    return out
+    state, _problems = ws.parse_runtime_state(data if isinstance(data, dict) else {})
+    return state.to_json()
 
 
 def dump_runtime(data: dict[str, Any]) -> bytes:
-    return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    state, _problems = ws.parse_runtime_state(data)
+    return ws.dump_runtime_json(state).encode("utf-8")
 
 
 def save_runtime(path: Path, data: dict[str, Any]) -> None:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
 from memory_tui.core.errors import CORRUPT_FILE, Problem
+from memory_tui.core.fsutil import atomic_write
 
 MARK_KEY = "memory_written_scriptorium"
 NODE_KEYS = ("id", "created_at", "seq", "role", "name", "input", "output", "caller", "predecessor", "reads", "metadata")
@@ -50,39 +50,6 @@ def serialize_node(data: dict[str, Any]) -> str:
         if key not in ordered:
             ordered[key] = value
     return json.dumps(ordered, ensure_ascii=False)
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Unique temp in the same dir, fsync, 0600, rename over the target, fsync the dir."""
-    tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(text.encode("utf-8"))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    _fsync_dir(path.parent)
 
 
 def find_node_files(session_dir: Path, node_id: str) -> list[Path]:
@@ -150,7 +117,7 @@ def mark_nodes(
             metadata[key] = workspace_id  # an existing key keeps its position; a new one goes last
             data["metadata"] = metadata
             try:
-                atomic_write_text(path, serialize_node(data))
+                atomic_write(path, serialize_node(data))
             except OSError as exc:
                 problems.append(Problem(CORRUPT_FILE, f"cannot write node file: {exc.strerror or exc}", rel(path)))
                 continue

@@ -1,0 +1,62 @@
+"""Durable file replacement, shared by every writer of OpenProgram files.
+
+One protocol everywhere (OpenProgram's own): write a unique temp file, fsync it, set the
+mode, rename it over the target, fsync the directory. Readers of OpenProgram's folders
+ignore ``*.tmp``, so a crash leaves at most a stray temp file, never a torn target.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename in ``path`` durable; quietly skipped where directories can't be opened."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write(
+    path: Path,
+    data: bytes | str,
+    *,
+    mode: int = 0o600,
+    tmp_dir: Path | None = None,
+    tmp_prefix: str | None = None,
+) -> None:
+    """Replace ``path`` with ``data`` atomically.
+
+    The temp file is ``<name>.<32 hex>.tmp`` beside the target unless ``tmp_dir`` (which must
+    be on the same filesystem) and ``tmp_prefix`` say otherwise.
+    """
+    path = Path(path)
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    where = Path(tmp_dir) if tmp_dir is not None else path.parent
+    name = f"{tmp_prefix or path.name + '.'}{uuid.uuid4().hex}.tmp"
+    tmp = where / name
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    fsync_dir(path.parent)
