@@ -96,3 +96,11 @@ def test_run_with_repair_gives_one_repair_then_commit_rejected():
         return WriterOutcome(("topics/a.md",))
 
     assert run_with_repair(ok_second).changed
+
+
+def test_an_explicit_decision_outranks_preference_words():
+    t = task(T("a", "user", "We decided to take the Haruka express from Kansai airport instead of a taxi."))
+    assert [(c.kind, c.content) for c in X.extract(t)] == [
+        ("decision", "The owner said: “We decided to take the Haruka express from Kansai airport instead of a taxi.”")
+    ]
+    assert X.classify_user("I prefer tea instead of coffee in the morning.") == "preference"

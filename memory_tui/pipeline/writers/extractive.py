@@ -6,7 +6,8 @@ It keeps what a person would want remembered and drops the rest. Rules (simple o
    breaks); code fences and markdown links are flattened, whitespace is collapsed.
 2. **Dropped**: questions (ending ``?``), greetings and chit-chat (``hi``, ``thanks``,
    ``ok``, ``sure``, …), fragments under four words.
-3. **Kept** from the person's turns (``user`` role), by the first class that matches:
+3. **Kept** from the person's turns (``user`` role): an explicit decision (``decided``,
+   ``agreed``, ``settled on``, ``chose``, ``going with``) is a *decision*; otherwise the first class that matches:
    *preference* (``I prefer``, ``I like``, ``I love``, ``I hate``, ``always``, ``never``,
    ``favourite``…), *decision* (``decided``, ``let's``, ``we will``, ``I'll``, ``going
    with``, ``agreed``…), *plan* (``plan``, ``going to``, ``tomorrow``, ``next week``,
@@ -87,6 +88,12 @@ PLAN = re.compile(
 FACT = re.compile(
     _W + r"(?:i am|i'm|my name is|call me|i live|i work|i've been|i have|i own|my (?:wife|husband|partner|son|daughter|kids?|children|mother|father|mum|mom|dad|brother|sister|team|boss|manager|friend|dog|cat|project|company|job|birthday)|"
     r"our (?:project|team|company|repo|product)|is called|works at|works on|lives in|was born|born in|uses|is written in|we use)(?![A-Za-z])",
+    re.I,
+)
+# An explicit decision outranks the preference words it often contains ("we decided to take
+# the express instead of a taxi" is a decision, not a taste).
+EXPLICIT_DECISION = re.compile(
+    _W + r"(?:decided|agreed|settled on|chose|going with|we'll go with|let's go with)(?![A-Za-z])",
     re.I,
 )
 CONFIRM = re.compile(
@@ -178,6 +185,8 @@ def is_chitchat(s: str) -> bool:
 def classify_user(s: str) -> str | None:
     if s.endswith("?") or is_chitchat(s):
         return None
+    if EXPLICIT_DECISION.search(s):
+        return "decision"
     for kind, rx in (("preference", PREFERENCE), ("decision", DECISION), ("plan", PLAN), ("fact", FACT)):
         if rx.search(s):
             return kind
