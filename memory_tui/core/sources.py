@@ -881,9 +881,9 @@ class SourceIndex:
             try:
                 data = path.read_bytes()
             except OSError as exc:
-                files[rel] = ArchiveFile(
-                    rel, classify(rel) or "legacy", key, (), False, Problem(CORRUPT_FILE, f"unreadable: {exc.strerror}", rel)
-                )
+                problem = Problem(CORRUPT_FILE, f"unreadable: {exc.strerror}", rel)
+                # a key no stat can have, so the next load tries again
+                files[rel] = ArchiveFile(rel, classify(rel) or "legacy", (-1, -1, -1), (), False, problem)
                 continue
             if len(data) != key[1]:  # changed while reading: index what was read, re-read next time
                 key = (key[0], len(data), key[2])
@@ -1183,13 +1183,13 @@ def append_records(
     rt = Path(runtime_dir) if runtime_dir is not None else Layout(root).runtime_dir
     ordered = sorted(records, key=lambda r: (r.provider, r.thread_id, r.ordinal))
 
-    groups: dict[str, list[tuple[SourceRecord, str]]] = {}
+    groups: dict[str, list[tuple[SourceRecord, bytes]]] = {}
     for rec in ordered:
         sid = rec.source_id
         if not is_v2_valid_id(sid):
             raise _refuse(f"invalid source id: {sid}", source_id=sid)
         try:
-            frame = render_frame(rec)
+            frame = render_frame(rec).encode("utf-8")  # lone surrogates fail here, before any write
             rel = archive_path(sid)
         except (ValueError, UnicodeEncodeError) as exc:
             raise _refuse(str(exc), source_id=sid) from None
@@ -1237,7 +1237,7 @@ def append_records(
             old = data
             existing = set(entry.ids)
             empty_archive = not entry.frames
-        new_frames: list[str] = []
+        new_frames: list[bytes] = []
         for rec, frame in groups[rel]:
             sid = rec.source_id
             if sid in existing:
@@ -1251,10 +1251,10 @@ def append_records(
         if old is None or empty_archive:
             # OpenProgram appends after an empty archive's blank line, leaving two blank lines
             # that its own scanner rejects; writing the new-file form keeps the file valid.
-            out = render_archive(new_frames).encode("utf-8")
+            out = MARKER.encode("ascii") + b"\n\n" + b"\n".join(new_frames)
         else:
             sep = b"\n" if old.endswith(b"\n") else b"\n\n"
-            out = old + sep + "\n".join(new_frames).encode("utf-8")
+            out = old + sep + b"\n".join(new_frames)
         plans.append((rel, out))
 
     if plans:

@@ -176,3 +176,10 @@ def test_explicit_runtime_dir_and_pending_frames(mem, tmp_path):
     fr = scan_v2(rel, (mem / rel).read_bytes()).frames[0]
     assert fr.pending and not fr.trusted and fr.meta.speaker_kind == "human"
     assert rt.is_dir() and list(rt.iterdir()) == []
+
+
+def test_unencodable_text_is_refused_before_writing(mem):
+    with pytest.raises(MemoryError) as err:
+        append_records(mem, [rec("ok", "m", 0), rec("s", "a", 1, "bad \udc80 surrogate")])
+    assert err.value.code == "WRITER_PRECONDITION_FAILED"
+    assert not (mem / "sources").exists()
