@@ -24,7 +24,6 @@ import os
 import posixpath
 import re
 import stat as stat_mod
-import tempfile
 import unicodedata
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -33,6 +32,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 from urllib.parse import quote, unquote
 
 from .errors import TRUNCATED_ARCHIVE, CORRUPT_FILE, MemoryError, Problem
+from .fsutil import atomic_write
 from .paths import Layout
 from .text import header_part
 
@@ -1136,33 +1136,6 @@ def _mkdirs(root: Path, rel_dir: str) -> None:
         os.chmod(cur, 0o700)
 
 
-def _atomic_write(target: Path, data: bytes, runtime_dir: Path) -> None:
-    fd, tmp = tempfile.mkstemp(prefix="source-archive-", suffix=".tmp", dir=runtime_dir)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    try:
-        dfd = os.open(target.parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)
-
-
 def append_records(
     memory_root: Path | str,
     records: Sequence[SourceRecord],
@@ -1261,7 +1234,7 @@ def append_records(
         rt.mkdir(mode=0o700, parents=True, exist_ok=True)
     for rel, out in plans:
         _mkdirs(root, posixpath.dirname(rel))
-        _atomic_write(root / rel, out, rt)
+        atomic_write(root / rel, out, tmp_dir=rt, tmp_prefix="source-archive-")
     return AppendResult(tuple(written), tuple(skipped), tuple(rel for rel, _ in plans))
 
 
