@@ -98,12 +98,42 @@ def _tree_files(root: Path) -> dict[str, Path]:
     return out
 
 
+_HASHES: dict[tuple[int, int, int, int, int], str] = {}  # (dev, ino, size, mtime_ns, ctime_ns) -> sha256
+_HASHES_MAX = 200_000
+
+
+def _stat_hash(path: Path) -> str | None:
+    """``file_hash`` remembered by stat stamp (ctime included, which no tool can set): a file
+    unchanged since it was last hashed -- or a hard link to it -- is not read again."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return file_hash(path)
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    hit = _HASHES.get(key)
+    if hit is not None:
+        return hit
+    value = file_hash(path)
+    if value is not None and value != "dir":
+        try:
+            if os.stat(path).st_ctime_ns != st.st_ctime_ns:  # changed while reading
+                return value
+        except OSError:
+            return value
+        if len(_HASHES) >= _HASHES_MAX:
+            _HASHES.clear()
+        _HASHES[key] = value
+    return value
+
+
 def tree_digest(root: Path) -> tuple[str | None, dict[str, str]]:
     """(tree hash, {relative path: file sha256}); tree hash is None when ``root`` is absent."""
     if not root.is_dir():
         return None, {}
     files = _tree_files(root)
-    hashes = {rel: file_hash(p) or "" for rel, p in files.items()}
+    hashes = {rel: _stat_hash(p) or "" for rel, p in files.items()}
     h = hashlib.sha256()
     for rel in sorted(hashes, key=lambda r: r.split("/")):
         h.update(rel.encode("utf-8") + b"\x00" + hashes[rel].encode() + b"\x00")
@@ -189,7 +219,10 @@ def _same_file(committed: Path, staged: Path) -> bool:
     try:
         if committed.is_symlink() or not committed.is_file():
             return False
-        if committed.stat().st_size != staged.stat().st_size:
+        a, b = committed.stat(), staged.stat()
+        if os.path.samestat(a, b):
+            return True  # a hard link of the committed file
+        if a.st_size != b.st_size:
             return False
         return committed.read_bytes() == staged.read_bytes()
     except OSError:

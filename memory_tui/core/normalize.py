@@ -154,10 +154,24 @@ def definition_seed(raw_sources: str) -> str:
     return "|".join(split_bare_sources(raw_sources))
 
 
-def allocate_evidence_ids(texts: Mapping[str, str]) -> dict[str, str]:
-    """Local label -> ``e-`` id over the whole staged tree (sorted files, first definition wins)."""
+def definition_ids(text: str) -> frozenset[str]:
+    """The non-local footnote definition ids of one topic text (``allocate_evidence_ids``'s
+    ``existing`` part of a file)."""
+    out = set()
+    for line in classify_lines(text):
+        if line.kind == "definition":
+            fid = read_definition(line.text, line.number).id
+            if not is_local_label(fid):
+                out.add(fid)
+    return frozenset(out)
+
+
+def allocate_evidence_ids(texts: Mapping[str, str], *, existing_ids: Iterable[str] = ()) -> dict[str, str]:
+    """Local label -> ``e-`` id over the whole staged tree (sorted files, first definition wins).
+    ``existing_ids``: non-local definition ids of files left out of ``texts`` (files without
+    local labels, which add nothing else)."""
     definitions: list[tuple[str, str, str]] = []  # (label, when, seed)
-    existing: set[str] = set()
+    existing: set[str] = set(existing_ids)
     for path in sorted(texts, key=topic_sort_key):
         for line in classify_lines(texts[path]):
             if line.kind != "definition":
@@ -256,6 +270,10 @@ def _strip_invented(topic_path: str, lines: list[str], committed: frozenset[str]
                         ))
             lines[index] = line
     return problems
+
+
+def _text_line_end_ids(text: str) -> frozenset[str]:
+    return frozenset(_line_end_ids(split_lines(text)))
 
 
 def _line_end_ids(lines: Iterable[str]) -> set[str]:
@@ -478,6 +496,8 @@ def normalize_tree(
     resolve: SourceResolver | None = None,
     link_for: LinkFor | None = None,
     assume_committed_normal: bool = False,
+    proven_canonical: Callable[[str, str], bool] | None = None,
+    memo: Callable[[str, str, Callable[[str], object]], object] | None = None,
 ) -> NormalizeResult:
     """Run §3.8 steps 1-7 over a staged topics tree.
 
@@ -491,7 +511,15 @@ def normalize_tree(
     local label and whose line-end ids are all committed is passed through unchanged (it still
     counts for the tree-wide id sets). OpenProgram re-normalises every file; this is the fast
     path for a one-topic edit on a large workspace that memory-tui itself keeps normal.
+    ``proven_canonical(path, text)``: with ``assume_committed_normal``, only files for which it
+    answers True are passed through (the caller proved that normalising exactly that text is
+    the identity); every other file is re-normalised as OpenProgram would.
+    ``memo(path, text, fn)``: returns ``fn(text)``, possibly remembered from an earlier call
+    with the same path and text (per-file facts of passed-through files).
     """
+    if memo is None:
+        def memo(_path, text, fn):  # type: ignore[no-redef]
+            return fn(text)
     inputs: dict[str, str | None] = {}
     for key, value in staged.items():
         inputs[key[len("topics/"):] if key.startswith("topics/") else key] = value
@@ -512,18 +540,31 @@ def normalize_tree(
     live = {p: t for p, t in inputs.items() if t is not None}
     order_all = sorted(live, key=topic_sort_key)
     passthrough: set[str] = set()
+    passthrough_ids: dict[str, set[str]] = {}
     if assume_committed_normal:
         for path in order_all:
             text = live[path]
-            if committed_texts.get(path) == text and not _LOCAL_REF_RE.search(text) \
-                    and _line_end_ids(split_lines(text)) <= committed_set:
+            if committed_texts.get(path) != text or _LOCAL_REF_RE.search(text):
+                continue
+            ids = memo(path, text, _text_line_end_ids)
+            if ids <= committed_set and (proven_canonical is None or proven_canonical(path, text)):
                 passthrough.add(path)
+                passthrough_ids[path] = ids
     order = [p for p in order_all if p not in passthrough]
     work: dict[str, list[str]] = {p: split_lines(live[p]) for p in order}
     problems: list[Problem] = []
 
-    # Step 2.
-    labels = allocate_evidence_ids(live)
+    # Step 2. (A passed-through file holds no local label, so with none elsewhere there is
+    # nothing to allocate.)
+    if passthrough and not any(_LOCAL_REF_RE.search(live[p]) for p in order):
+        labels: dict[str, str] = {}
+    elif passthrough:
+        known: set[str] = set()
+        for p in passthrough:
+            known |= memo(p, live[p], definition_ids)  # type: ignore[operator]
+        labels = allocate_evidence_ids({p: live[p] for p in order}, existing_ids=known)
+    else:
+        labels = allocate_evidence_ids(live)
     # Step 3.
     for path in order:
         _rebind_orphans(work[path])
@@ -535,7 +576,7 @@ def normalize_tree(
     for path in order:
         used |= _line_end_ids(work[path])
     for path in passthrough:
-        used |= _line_end_ids(split_lines(live[path]))
+        used |= passthrough_ids[path]
     block_ids: dict[str, str] = {}
     for path in order:
         lines = work[path]
@@ -636,20 +677,28 @@ def _pct_block_path(path: str) -> str:
     return "".join(out)
 
 
-def _id_locations(texts: Mapping[str, str]) -> dict[str, str]:
-    """Block id / mem_ id -> topic path, first occurrence in tree order (cheap: no evidence)."""
+def file_block_ids(text: str) -> tuple[str, ...]:
+    """The block / mem_ ids of one topic text, in order (what ``_id_locations`` uses)."""
+    out: list[str] = []
+    paragraphs, _, _ = iter_blocks(text)
+    for para in paragraphs:
+        shape = paragraph_shape(para.text)
+        if shape.invalid_ids:
+            continue
+        out.extend(shape.ids or tuple(
+            fid for _, _, fids in shape.groups if all(is_mem_id(f) for f in fids) for fid in fids
+        ))
+    return tuple(out)
+
+
+def _id_locations(texts: Mapping[str, str], file_ids: Callable[[str, str], Iterable[str]] | None = None) -> dict[str, str]:
+    """Block id / mem_ id -> topic path, first occurrence in tree order (cheap: no evidence).
+    ``file_ids(path, text)``: a caller's (cached) ``file_block_ids``."""
     where: dict[str, str] = {}
     for path in sorted(texts, key=topic_sort_key):
-        paragraphs, _, _ = iter_blocks(texts[path])
-        for para in paragraphs:
-            shape = paragraph_shape(para.text)
-            if shape.invalid_ids:
-                continue
-            ids = shape.ids or tuple(
-                fid for _, _, fids in shape.groups if all(is_mem_id(f) for f in fids) for fid in fids
-            )
-            for bid in ids:
-                where.setdefault(bid, path)
+        ids = file_ids(path, texts[path]) if file_ids is not None else file_block_ids(texts[path])
+        for bid in ids:
+            where.setdefault(bid, path)
     return where
 
 
@@ -657,12 +706,14 @@ def _is_relative_link(path: str) -> bool:
     return not (path.startswith("/") or _SCHEME_RE.match(path))
 
 
-def rewrite_block_links(texts: Mapping[str, str | None]) -> dict[str, str | None]:
+def rewrite_block_links(
+    texts: Mapping[str, str | None], *, file_ids: Callable[[str, str], Iterable[str]] | None = None
+) -> dict[str, str | None]:
     """Point every ``[text](path#^id)`` at the current file holding ``id`` (relative to the
     linking topic, percent-encoding all but ``/._-``; same file -> ``<file>.md#^id``).
     Links to unknown ids are left alone (``check_cross_topic_links`` reports them)."""
     live = {(k[7:] if k.startswith("topics/") else k): v for k, v in texts.items() if v is not None}
-    where = _id_locations(live)
+    where = _id_locations(live, file_ids)
     out: dict[str, str | None] = {}
     for key, value in texts.items():
         path = key[7:] if key.startswith("topics/") else key
@@ -752,6 +803,6 @@ def _links_with_positions(lines: list[str], unit: Unit):
 
 
 __all__ = [
-    "LinkFor", "NormalizeResult", "allocate_evidence_ids", "check_cross_topic_links", "default_link_for",
-    "definition_seed", "normalize_tree", "prune_topic", "rewrite_block_links",
+    "LinkFor", "NormalizeResult", "allocate_evidence_ids", "definition_ids", "check_cross_topic_links", "default_link_for",
+    "definition_seed", "file_block_ids", "normalize_tree", "prune_topic", "rewrite_block_links",
 ]

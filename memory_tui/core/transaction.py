@@ -33,15 +33,16 @@ import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from . import gitlog
 from .errors import MemoryError, Problem
-from .install import InstallPlan, install, plan_install, recover
+from .install import InstallPlan, install, needs_recovery, plan_install, recover
 from .lock import TIMEOUT_DEFAULT, TIMEOUT_EDIT, write_lock
 from .paths import Layout, check_writable
 from .sources import SourceIndex
 from .topics import TopicTree, is_error, iter_blocks, parse_topic, parse_tree, read_topic_texts, topic_sort_key
+from .txcache import WorkspaceCache, cache_for
 from .workspace import RuntimeState, dump_runtime_json, load_runtime_state, workspace_revision
 
 GIT_MODES = ("auto", "on", "off")
@@ -198,6 +199,25 @@ def source_index(root: Path) -> SourceIndex:
     return index
 
 
+def _link_tree(src: Path, dst: Path, texts: Mapping[str, str]) -> None:
+    """``dst`` mirrors the committed topic files in ``texts``: hard links where the file
+    system allows, else copies of the bytes already read."""
+    dst.mkdir()
+    made: set[Path] = {dst}
+    for rel, text in texts.items():
+        target = dst / rel
+        if target.parent not in made:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            made.add(target.parent)
+        try:
+            os.link(src / rel, target)
+            if (target.stat().st_size != len(text.encode("utf-8"))):  # changed since read
+                target.unlink()
+                raise OSError("changed")
+        except OSError:
+            target.write_text(text, encoding="utf-8", newline="")
+
+
 def _copy_entry(src: Path, dst: Path) -> None:
     if src.is_dir():
         shutil.copytree(src, dst, symlinks=False, ignore_dangling_symlinks=True)
@@ -216,27 +236,48 @@ class Stage:
         restricted: bool = False,
         allowed_refs: Iterable[str] | None = None,
         copy_sources: bool = False,
+        link_topics: bool = False,
     ) -> None:
         self.memory_root = Path(root)
         self.layout = Layout(self.memory_root)
         self.restricted = restricted
         self.allowed_refs = frozenset(allowed_refs) if allowed_refs is not None else (frozenset() if restricted else None)
-        # baseline first, from the committed tree, before anything is copied
-        self.committed_texts, read_problems = read_topic_texts(self.layout.topics)
+        # The revision first: a stage prepared outside the lock is installed only if the
+        # workspace still has this revision when the lock is taken (so nothing read below
+        # can come from a newer state than the one installed over).
+        self.stamps = revision_stamps(self.memory_root)
+        self.cache: WorkspaceCache = cache_for(self.memory_root)
+        self.revision = self.cache.revision(self.stamps, lambda: workspace_revision(self.memory_root))
+        # baseline next, from the committed tree, before anything is copied; unchanged files
+        # are neither read nor parsed again (txcache)
         self.index = source_index(self.memory_root)
-        self.baseline: TopicTree = parse_tree(dict(self.committed_texts), resolve=self.index.resolve_target)
+        self.token = self.cache.observe_index(self.index)
+        self.cache.load_disk(self.layout)
+        self.committed_texts, self.committed_shas, read_problems = self.cache.read_topics(self.layout.topics)
+        self.baseline: TopicTree = self.cache.tree(self.committed_texts, self.index, self.token, self.committed_shas)
         self.baseline_problems = tuple(read_problems) + tuple(self.baseline.problems)
-        self.revision = workspace_revision(self.memory_root)
         self.path = Path(tempfile.mkdtemp(prefix="scriptorium-topics-"))
         self.sources_copied = False
         self.discarded = False
+        # ``link_topics``: unchanged topic files are hard links to the committed ones (same
+        # bytes, no copy; plan and install see the same inode and skip them). Only for stages
+        # whose every write goes through this module, which replaces a file, never writes
+        # into it (never for a writer's stage, whose agent edits files in place).
+        self.linked = link_topics
+        self._texts: dict[str, str] | None = None
         try:
             topics = self.memory_root / "topics"
-            if topics.is_dir():
+            if topics.is_dir() and link_topics:
+                self._texts = dict(self.committed_texts)
+                _link_tree(topics, self.path / "topics", self.committed_texts)
+            elif topics.is_dir():
                 _copy_entry(topics, self.path / "topics")
             else:
                 (self.path / "topics").mkdir()
-            for name in ("timeline", "recent_events.jsonl", "commitments.jsonl", "relations.json", "core.md"):
+                if link_topics:
+                    self._texts = {}
+            # timeline/ is not copied: every transaction deletes and regenerates it (§8.1)
+            for name in ("recent_events.jsonl", "commitments.jsonl", "relations.json", "core.md"):
                 _copy_entry(self.memory_root / name, self.path / name)
             rt = self.layout.runtime_name
             _copy_entry(self.memory_root / rt / "runtime.json", self.path / rt / "runtime.json")
@@ -270,19 +311,33 @@ class Stage:
         return self.path / "topics"
 
     def topic_texts(self) -> tuple[dict[str, str], list[Problem]]:
+        if self._texts is not None:
+            return dict(self._texts), []
         return read_topic_texts(self.topics)
 
     def write_topic(self, rel: str, text: str) -> None:
         rel = check_writable(rel)
-        target = self.path / rel
+        self._put(rel[len("topics/"):], text)
+
+    def _put(self, topic_rel: str, text: str) -> None:
+        target = self.topics / topic_rel
         target.parent.mkdir(parents=True, exist_ok=True)
+        if target.is_file() or target.is_symlink():
+            target.unlink()  # a linked file is the committed one: replace it, never write into it
         target.write_text(text, encoding="utf-8", newline="")
+        if self._texts is not None:
+            self._texts[topic_rel] = text
+
+    def _drop(self, topic_rel: str) -> None:
+        (self.topics / topic_rel).unlink()
+        if self._texts is not None:
+            self._texts.pop(topic_rel, None)
 
     def delete_topic(self, rel: str) -> bool:
         rel = check_writable(rel)
         target = self.path / rel
         if target.is_file():
-            target.unlink()
+            self._drop(rel[len("topics/"):])
             return True
         return False
 
@@ -294,6 +349,8 @@ class Stage:
             for dirpath, dirnames, filenames in os.walk(self.path):
                 for name in dirnames:
                     os.chmod(os.path.join(dirpath, name), 0o700)
+                if self.linked and Path(dirpath).is_relative_to(self.topics):
+                    continue  # hard links share the committed files' modes: leave them alone
                 for name in filenames:
                     try:
                         os.chmod(os.path.join(dirpath, name), 0o644)
@@ -306,6 +363,22 @@ class Stage:
 
     def __exit__(self, *exc: Any) -> None:
         self.discard()
+
+
+def revision_stamps(root: Path) -> dict[str, tuple[int, int, int, int]]:
+    """Stat stamps of every file that makes up the revision (ctime included: no tool can set it)."""
+    from .workspace import iter_revision_files
+
+    return {
+        "/".join(parts): (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+        for parts, _path, st in iter_revision_files(root)
+    }
+
+
+def _unchanged(stage: Stage) -> bool:
+    """The workspace still has the revision ``stage`` was read at (cheap when no file was touched)."""
+    root = stage.memory_root
+    return revision_stamps(root) == stage.stamps or workspace_revision(root) == stage.revision
 
 
 def _open_locked(root: Path) -> None:
@@ -395,11 +468,25 @@ def _missing_sources(texts: Mapping[str, str], changed: frozenset[str], index: S
     return problems
 
 
-def _normalize(texts: Mapping[str, str], baseline: TopicTree, index: SourceIndex) -> Any:
-    """§3.8 normalisation + §3.9 pruning (helper module ``normalize``)."""
+def _normalize(texts: Mapping[str, str], stage: Stage) -> Any:
+    """§3.8 normalisation + §3.9 pruning (helper module ``normalize``).
+
+    A committed file passes through unchanged only when the cache holds a proof that
+    normalising exactly those bytes (with the same source archives) is the identity; every
+    other file is normalised as OpenProgram would (pitfall 4 without losing byte-compatibility).
+    """
     from .normalize import normalize_tree
 
-    return normalize_tree(texts, committed=baseline, resolve=index.resolve_target, link_for=index.link_for)
+    cache, index, token = stage.cache, stage.index, stage.token
+    return normalize_tree(
+        texts,
+        committed=stage.baseline,
+        resolve=index.resolve_target,
+        link_for=index.link_for,
+        assume_committed_normal=True,
+        proven_canonical=lambda rel, text: cache.is_proven(rel, text, index, token),
+        memo=cache.memo,
+    )
 
 
 def _removed_error(missing: set[str], baseline: TopicTree) -> MemoryError:
@@ -431,12 +518,22 @@ def _raise_first(problems: Iterable[Problem]) -> None:
         )
 
 
-def _check_units(tree: TopicTree, baseline: TopicTree, index: SourceIndex, ctx: _Context) -> list[Problem]:
+def _check_units(tree: TopicTree, baseline: TopicTree, index: SourceIndex, ctx: _Context,
+                 stage: Stage | None = None) -> list[Problem]:
     problems: list[Problem] = []
     base_refs: dict[str, set[str]] = {}
     for unit in baseline.units:
         base_refs.setdefault(unit.memory_id, set()).update(unit.source_refs)
+    # A topic that is the very committed one (same bytes, same archives) has no ref new to its
+    # blocks; if every ref it cites exists (cached per deps signature) it needs no check.
+    skip: set[str] = set()
+    if stage is not None:
+        for topic in tree.topics:
+            if baseline.topic(topic.path) is topic and stage.cache.refs_ok(topic, index):
+                skip.add(topic.path)
     for unit in tree.units:
+        if unit.topic_path in skip:
+            continue
         known = base_refs.get(unit.memory_id, set())
         for ref in unit.source_refs:
             new = ref not in known
@@ -475,16 +572,15 @@ def _non_ascii_times(tree: TopicTree, changed: frozenset[str]) -> list[Problem]:
     return out
 
 
-def _write_stage_texts(stage: Stage, texts: Mapping[str, str]) -> None:
-    existing, _ = stage.topic_texts()
+def _write_stage_texts(stage: Stage, texts: Mapping[str, str], existing: Mapping[str, str] | None = None) -> None:
+    if existing is None:
+        existing, _ = stage.topic_texts()
     for rel in existing:
         if rel not in texts:
-            (stage.topics / rel).unlink()
+            stage._drop(rel)
     for rel, text in texts.items():
         if existing.get(rel) != text:
-            target = stage.topics / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8", newline="")
+            stage._put(rel, text)
     # empty directories left by deleted topics are not part of the tree
     for dirpath, dirnames, filenames in sorted(os.walk(stage.topics), key=lambda t: -len(t[0])):
         if dirpath != str(stage.topics) and not os.listdir(dirpath):
@@ -506,6 +602,7 @@ def _write_views(stage: Stage, tree: TopicTree, index: SourceIndex, runtime: Run
         counter=ctx.counter,
         budget=config.core_budget_tokens,
         link_for=index.link_for,
+        row_cache=stage.cache.row_cache,
     )
     timeline = stage.path / TIMELINE_DIR
     if timeline.exists():
@@ -532,10 +629,82 @@ def _write_runtime(stage: Stage, tree: TopicTree) -> RuntimeState:
     return grown
 
 
-def _synchronize(stage: Stage, ctx: _Context) -> TxResult:
-    """Normalise, validate, rebuild views, install (under the caller's lock), commit."""
+CORE_REMOVED = (
+    "topics/core.md cannot be removed: it is the core master, and without it core.md would be "
+    "rebuilt from the clipped root core.md, losing every record beyond the token budget"
+)
+
+
+def _guard_core_master(stage: Stage, staged: Mapping[str, str], normalized: Mapping[str, str]) -> None:
+    """Pitfall 10, whatever the entry point: a change must not remove ``topics/core.md``."""
+    if "core.md" not in stage.committed_texts or "core.md" in normalized:
+        return
+    if "core.md" not in staged:
+        raise MemoryError(
+            "INVALID_ARGUMENT",
+            f"{CORE_REMOVED} (remove core records one by one instead)",
+            path=CORE_MASTER,
+        )
+    raise MemoryError(
+        "INVALID_TOPIC_FORMAT",
+        f"{CORE_REMOVED}: this change leaves it without any record, and a topic without records "
+        "is deleted (keep at least one core record)",
+        path=CORE_MASTER,
+        line=1,
+        column=1,
+    )
+
+
+def _promote_legacy_core(stage: Stage, normalized: dict[str, str], ctx: _Context) -> tuple[dict[str, str], str | None]:
+    """§5.4 step 4 / §8.4: no ``topics/core.md`` but a root ``core.md`` -> copy it into
+    ``topics/core.md`` with links re-based to ``topics/``; kept only if the whole tree still
+    parses (and, stricter than OpenProgram, only if its sources validate, so a legacy file
+    never makes an unrelated edit fail). Returns (texts, note)."""
+    from .normalize import rewrite_block_links
+    from .views import promote_legacy_core
+
+    if "core.md" in normalized:
+        return normalized, None
+    root_core = stage.path / "core.md"
+    try:
+        if root_core.is_symlink() or not root_core.is_file():
+            return normalized, None
+        legacy = root_core.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return normalized, "root core.md is unreadable; not promoted to topics/core.md"
+    if not legacy.strip():
+        return normalized, None
+    candidate = dict(normalized)
+    candidate["core.md"] = promote_legacy_core(legacy)
+    candidate = {rel: text for rel, text in rewrite_block_links(candidate, file_ids=stage.cache.file_ids).items() if text is not None}
+    tree = stage.cache.tree(candidate, stage.index, stage.token)
+    if tree.errors:
+        return normalized, f"root core.md not promoted to topics/core.md: {tree.errors[0]}"
+    core_topic = tree.topic("core.md")
+    assert core_topic is not None
+    for unit in core_topic.units:
+        for ref in unit.source_refs:
+            found = stage.index.validate_ref(ref, new=True, allowed=None, rule=ctx.rule)
+            if found is not None:
+                return normalized, f"root core.md not promoted to topics/core.md: {found.message}"
+    return dict(normalized, **{"core.md": candidate["core.md"]}), "promoted the legacy root core.md to topics/core.md"
+
+
+@dataclass
+class _Prepared:
+    plan: InstallPlan
+    base: dict[str, Any]
+    new_texts: dict[str, str]
+    warnings: tuple[str, ...] = ()
+
+
+def _prepare(stage: Stage, ctx: _Context) -> _Prepared:
+    """Normalise, validate and rebuild views in the stage; plan the install. No lock needed:
+    everything read here comes from the stage and the caches (the caller checks the revision
+    under the lock before installing)."""
     root = stage.memory_root
     index = stage.index  # staged sources are byte-identical to these (read-only)
+    cache, token = stage.cache, stage.token
     texts, read_problems = stage.topic_texts()
     _raise_first(read_problems)
     committed = stage.committed_texts
@@ -549,51 +718,73 @@ def _synchronize(stage: Stage, ctx: _Context) -> TxResult:
 
     from .normalize import check_cross_topic_links, rewrite_block_links
 
-    result = _normalize(texts, stage.baseline, index)
+    result = _normalize(texts, stage)
     _raise_first(result.errors)
+    noted = {p.path for p in (*result.problems, *result.dropped)}
+    for rel, out in result.texts.items():
+        if out is not None and texts.get(rel) == out and "topics/" + rel not in noted:
+            cache.prove(rel, out, index, token)
     dropped = tuple(p for p in result.dropped if not is_error(p))
-    new_texts = {rel: text for rel, text in rewrite_block_links(result.texts).items() if text is not None}
+    normalized = {rel: text for rel, text in result.texts.items() if text is not None}
+    _guard_core_master(stage, texts, normalized)
+    normalized, promotion = _promote_legacy_core(stage, normalized, ctx)
+    new_texts = {rel: text for rel, text in rewrite_block_links(normalized, file_ids=cache.file_ids).items() if text is not None}
 
-    tree = parse_tree(new_texts, resolve=index.resolve_target, strict=True)
+    tree = cache.tree(new_texts, index, token)
     missing = set(ctx.required_ids) - set(tree.ids)
     if missing:
         raise _removed_error(missing, stage.baseline)
     _raise_first(check_cross_topic_links(tree, committed=stage.baseline))
     _raise_first(tree.problems)
-    problems = _non_ascii_times(tree, changed) + _check_units(tree, stage.baseline, index, ctx)
+    problems = _non_ascii_times(tree, changed) + _check_units(tree, stage.baseline, index, ctx, stage)
     _raise_first(problems)
 
-    _write_stage_texts(stage, new_texts)
+    _write_stage_texts(stage, new_texts, existing=texts)
     runtime = _write_runtime(stage, tree)
     core = _write_views(stage, tree, index, runtime, ctx)
     plan = plan_install(root, stage.path, compare_sources=False)
-    block_ids = dict(result.block_ids)
-    evidence_ids = dict(result.evidence_ids)
     base = dict(
-        block_ids=block_ids,
-        evidence_ids=evidence_ids,
+        block_ids=dict(result.block_ids),
+        evidence_ids=dict(result.evidence_ids),
         source_ids=dict(ctx.source_ids),
         core=core,
         dropped=dropped,
         validate_only=ctx.validate_only,
     )
+    return _Prepared(plan, base, new_texts, (promotion,) if promotion else ())
+
+
+def _validated(stage: Stage, ctx: _Context, prep: _Prepared) -> TxResult:
+    stage.cache.retain({**stage.committed_texts, **prep.new_texts})
+    return TxResult(ok=True, message="valid", revision=stage.revision, changed_files=_changed(prep.plan, ctx),
+                    warnings=prep.warnings, **prep.base)
+
+
+def _finish(stage: Stage, ctx: _Context, prep: _Prepared) -> TxResult:
+    """Install a prepared stage and commit. Call under the write lock, with the workspace at
+    ``stage.revision``."""
+    root = stage.memory_root
     if ctx.validate_only:
-        return TxResult(ok=True, message="valid", revision=stage.revision,
-                        changed_files=_changed(plan, ctx), **base)
-    if plan.empty:
+        return _validated(stage, ctx, prep)
+    if prep.plan.empty:
+        stage.cache.retain(stage.committed_texts)  # a no-op writes nothing, not even the cache
         return TxResult(
             ok=True, message="no change", revision=stage.revision, changed_files=tuple(ctx.reported_changed),
-            memory_committed=True, git_error=gitlog.NOTHING_TO_COMMIT if ctx.git_commit != "off" else None, **base,
+            memory_committed=True, git_error=gitlog.NOTHING_TO_COMMIT if ctx.git_commit != "off" else None,
+            warnings=prep.warnings, **prep.base,
         )
-    install(root, stage.path, plan)
-    revision = workspace_revision(root)
-    changed_files = _changed(plan, ctx)
-    git_committed, git_commit, git_error, warnings = False, None, None, ()
+    install(root, stage.path, prep.plan)
+    stage.cache.retain(prep.new_texts)
+    stage.cache.save_disk(stage.layout)
+    stamps = revision_stamps(root)
+    revision = stage.cache.revision(stamps, lambda: workspace_revision(root))
+    changed_files = _changed(prep.plan, ctx)
+    git_committed, git_commit, git_error, warnings = False, None, None, prep.warnings
     if ctx.git_commit != "off" and ctx.commit_message is not None:
         outcome = gitlog.commit(root, ctx.commit_message, env=ctx.git_env)
         git_committed, git_commit, git_error = outcome.committed, outcome.commit, outcome.error
         if not outcome.committed:
-            warnings = (f"memory changed but Git commit failed: {outcome.error}",)
+            warnings = warnings + (f"memory changed but Git commit failed: {outcome.error}",)
     return TxResult(
         ok=True,
         message="installed",
@@ -604,8 +795,57 @@ def _synchronize(stage: Stage, ctx: _Context) -> TxResult:
         git_commit=git_commit,
         git_error=git_error,
         warnings=warnings,
-        **base,
+        **prep.base,
     )
+
+
+def _synchronize(stage: Stage, ctx: _Context) -> TxResult:
+    """Prepare and install in one go (the caller holds the lock)."""
+    return _finish(stage, ctx, _prepare(stage, ctx))
+
+
+def _transact(
+    root: Path,
+    make: Callable[[], tuple[Stage, _Context]],
+    *,
+    timeout: float,
+    validate_only: bool,
+    before_install: Callable[[], Any] | None = None,
+) -> TxResult:
+    """Run a transaction holding the write lock only for the part that needs it.
+
+    Optimistic pass: stage, normalise, validate, rebuild views and plan without the lock;
+    then take the lock and install only if the workspace still has the revision the stage
+    was read at (a validate-only run just re-checks the revision). Otherwise (or when an
+    interrupted install must be recovered first) everything runs again under the lock, as
+    OpenProgram does. Rejections found on a snapshot that is still current are final.
+    """
+    if not needs_recovery(root):
+        stage, ctx = make()
+        with stage:
+            try:
+                prep = _prepare(stage, ctx)
+            except MemoryError:
+                if _unchanged(stage):
+                    raise
+                prep = None  # read while the workspace changed: decide under the lock
+            if prep is not None and validate_only:
+                if _unchanged(stage):
+                    return _validated(stage, ctx, prep)
+            elif prep is not None:
+                with write_lock(root, timeout):
+                    _open_locked(root)
+                    if _unchanged(stage):
+                        if before_install is not None:
+                            before_install()
+                        return _finish(stage, ctx, prep)
+    with write_lock(root, timeout):
+        _open_locked(root)
+        if before_install is not None and not validate_only:
+            before_install()
+        stage, ctx = make()
+        with stage:
+            return _synchronize(stage, ctx)
 
 
 def _changed(plan: InstallPlan, ctx: _Context) -> tuple[str, ...]:
@@ -670,11 +910,10 @@ def staged_edit(
         root = memory_root(state)
         if not root.parent.is_dir():
             raise MemoryError("MEMORY_NOT_FOUND", f"state directory not found: {root.parent}")
-        with write_lock(root, timeout):
-            _open_locked(root)
-            if not validate_only:
-                _ensure_git(root, mode, git_env)
-            with Stage(root) as stage:
+
+        def make() -> tuple[Stage, _Context]:
+            stage = Stage(root, link_topics=True)
+            try:
                 topic_rel = rel[len("topics/"):]
                 required = set(stage.baseline.ids)
                 if deleting:
@@ -683,17 +922,22 @@ def staged_edit(
                     required -= set(stage.baseline.block_ids(topic_rel))
                 else:
                     stage.write_topic(rel, text)
-                ctx = _Context(
-                    required_ids=frozenset(required),
-                    rule=RULE_HAND,
-                    allowed_refs=None,
-                    validate_only=validate_only,
-                    git_commit=mode,
-                    commit_message=message or gitlog.edit_message(rel, deleted=deleting),
-                    git_env=git_env,
-                    counter=_counter(counter),
-                )
-                return _synchronize(stage, ctx)
+            except BaseException:
+                stage.discard()
+                raise
+            return stage, _Context(
+                required_ids=frozenset(required),
+                rule=RULE_HAND,
+                allowed_refs=None,
+                validate_only=validate_only,
+                git_commit=mode,
+                commit_message=message or gitlog.edit_message(rel, deleted=deleting),
+                git_env=git_env,
+                counter=_counter(counter),
+            )
+
+        return _transact(root, make, timeout=timeout, validate_only=validate_only,
+                         before_install=lambda: _ensure_git(root, mode, git_env))
     except MemoryError as exc:
         return TxResult.failure(exc, validate_only=validate_only)
 
@@ -723,32 +967,42 @@ def commit_edits(
             plan = plan_install(root, stage.path, compare_sources=True)
             if any(t.path.startswith("sources/") for t in plan.targets) or _sources_removed(committed, stage.path / "sources"):
                 raise MemoryError("APPEND_ONLY_REQUIRED", "Source Memory is append-only")
+        texts, _ = stage.topic_texts()
+        staged_ids = set(stage.cache.tree(texts, stage.index, stage.token).ids)
+        required = set(stage.baseline.ids) & staged_ids
+        if stage.restricted:
+            default_rule = RULE_WRITER if stage.allowed_refs else RULE_ORGANIZE
+        else:
+            default_rule = RULE_HAND
+        ctx = _Context(
+            required_ids=frozenset(required),
+            rule=rule or default_rule,
+            allowed_refs=stage.allowed_refs,
+            validate_only=validate_only,
+            git_commit=mode,
+            commit_message=commit_message if mode != "off" else None,
+            git_env=git_env,
+            counter=_counter(counter),
+        )
+
+        def changed_error() -> MemoryError:
+            return MemoryError(
+                "CONCURRENT_UPDATE",
+                "workspace changed while the writer was running",
+                details={"base_revision": stage.revision, "revision": workspace_revision(root)},
+            )
+
+        # Normalise, validate and build views without the lock; install under it.
+        if not _unchanged(stage):
+            raise changed_error()
+        prep = _prepare(stage, ctx)
+        if validate_only:
+            return _validated(stage, ctx, prep)
         with write_lock(root, timeout):
             _open_locked(root)
-            if workspace_revision(root) != stage.revision:
-                raise MemoryError(
-                    "CONCURRENT_UPDATE",
-                    "workspace changed while the writer was running",
-                    details={"base_revision": stage.revision, "revision": workspace_revision(root)},
-                )
-            texts, _ = stage.topic_texts()
-            staged_ids = set(parse_tree(texts).ids)
-            required = set(stage.baseline.ids) & staged_ids
-            if stage.restricted:
-                default_rule = RULE_WRITER if stage.allowed_refs else RULE_ORGANIZE
-            else:
-                default_rule = RULE_HAND
-            ctx = _Context(
-                required_ids=frozenset(required),
-                rule=rule or default_rule,
-                allowed_refs=stage.allowed_refs,
-                validate_only=validate_only,
-                git_commit=mode,
-                commit_message=commit_message if mode != "off" else None,
-                git_env=git_env,
-                counter=_counter(counter),
-            )
-            return _synchronize(stage, ctx)
+            if not _unchanged(stage):
+                raise changed_error()
+            return _finish(stage, ctx, prep)
     except MemoryError as exc:
         return TxResult.failure(exc, validate_only=validate_only)
 
@@ -807,54 +1061,57 @@ def update(
         root = memory_root(state)
         if not root.parent.is_dir():
             raise MemoryError("MEMORY_NOT_FOUND", f"state directory not found: {root.parent}")
-        with write_lock(root, timeout):
-            _open_locked(root)
-            if not validate_only:
-                _ensure_git(root, request.git_commit, git_env)
-            current = workspace_revision(root)
-            if request.base_revision != current:
-                raise MemoryError(
-                    "CONCURRENT_UPDATE",
-                    "workspace changed since base_revision was read",
-                    details={"base_revision": request.base_revision, "revision": current},
-                )
-            with Stage(root) as stage:
+
+        def make() -> tuple[Stage, _Context]:
+            stage = Stage(root, link_topics=True)
+            try:
+                if request.base_revision != stage.revision:
+                    raise MemoryError(
+                        "CONCURRENT_UPDATE",
+                        "workspace changed since base_revision was read",
+                        details={"base_revision": request.base_revision, "revision": stage.revision},
+                    )
                 source_ids: dict[str, str] = {}
-                request = forms.replace_new_source_labels(request, source_ids)
+                req = forms.replace_new_source_labels(request, source_ids)
                 texts, _ = stage.topic_texts()
-                if request.form == "memory_changes":
+                if req.form == "memory_changes":
                     outcome = forms.apply_memory_changes(
-                        texts, stage.baseline, request.memory_changes, link_for=stage.index.link_for
+                        texts, stage.baseline, req.memory_changes, link_for=stage.index.link_for
                     )
                     rule = RULE_RECORDS
                     allowed = frozenset(source_ids.values()) | outcome.allowed_refs
-                elif request.form == "changes":
-                    outcome = forms.apply_file_changes(texts, request.changes)
+                elif req.form == "changes":
+                    outcome = forms.apply_file_changes(texts, req.changes)
                     rule, allowed = RULE_FILES, frozenset(source_ids.values())
                 else:
-                    outcome = forms.apply_patch(texts, request.patch or "")
+                    outcome = forms.apply_patch(texts, req.patch or "")
                     rule, allowed = RULE_FILES, frozenset(source_ids.values())
-                if request.append_only:
+                if req.append_only:
                     forms.check_append_only(texts, outcome.texts)
-                _write_stage_texts(stage, outcome.texts)
+                _write_stage_texts(stage, outcome.texts, existing=texts)
                 if outcome.removable_ids is None:
                     required: set[str] = set()
                 else:
                     required = set(stage.baseline.ids) - set(outcome.removable_ids)
-                ctx = _Context(
-                    required_ids=frozenset(required),
-                    rule=rule,
-                    allowed_refs=allowed,
-                    validate_only=validate_only,
-                    git_commit=request.git_commit,
-                    commit_message=request.commit_message,
-                    git_env=git_env,
-                    counter=_counter(counter),
-                    reported_changed=outcome.changed_files,
-                    source_ids=source_ids,
-                    structured=True,
-                )
-                result = _synchronize(stage, ctx)
+            except BaseException:
+                stage.discard()
+                raise
+            return stage, _Context(
+                required_ids=frozenset(required),
+                rule=rule,
+                allowed_refs=allowed,
+                validate_only=validate_only,
+                git_commit=req.git_commit,
+                commit_message=req.commit_message,
+                git_env=git_env,
+                counter=_counter(counter),
+                reported_changed=outcome.changed_files,
+                source_ids=source_ids,
+                structured=True,
+            )
+
+        result = _transact(root, make, timeout=timeout, validate_only=validate_only,
+                           before_install=lambda: _ensure_git(root, request.git_commit, git_env))
         return _structured_git(result, request.git_commit)
     except MemoryError as exc:
         return TxResult.failure(exc, validate_only=validate_only)
@@ -892,19 +1149,20 @@ def rebuild_views(
     what differs (a workspace whose views are current is left untouched, revision included)."""
     try:
         root = memory_root(state)
-        with write_lock(root, timeout):
-            _open_locked(root)
-            with Stage(root) as stage:
-                ctx = _Context(
-                    required_ids=frozenset(stage.baseline.ids),
-                    rule=RULE_HAND,
-                    allowed_refs=None,
-                    validate_only=validate_only,
-                    git_commit="off",
-                    commit_message=None,
-                    git_env=None,
-                    counter=_counter(counter),
-                )
-                return _synchronize(stage, ctx)
+
+        def make() -> tuple[Stage, _Context]:
+            stage = Stage(root, link_topics=True)
+            return stage, _Context(
+                required_ids=frozenset(stage.baseline.ids),
+                rule=RULE_HAND,
+                allowed_refs=None,
+                validate_only=validate_only,
+                git_commit="off",
+                commit_message=None,
+                git_env=None,
+                counter=_counter(counter),
+            )
+
+        return _transact(root, make, timeout=timeout, validate_only=validate_only)
     except MemoryError as exc:
         return TxResult.failure(exc, validate_only=validate_only)

@@ -1,0 +1,398 @@
+"""What a transaction may reuse from the previous one (pitfall 4: a one-topic edit on a
+20 000-record workspace in <= 0.5 s), without giving up byte-compatibility.
+
+Three things, per memory root, in-process:
+
+* **Committed topic texts** keyed by file stats ``(mtime_ns, size, inode, ctime_ns)``:
+  an unchanged file is not read again.
+* **Parsed topics** keyed by ``(path, sha256 of the text)`` *and* a signature of the source
+  archives the topic's links depend on (the file each link points into plus the canonical
+  v2 / legacy / D location of every resolved source id; v2 files by content digest, others
+  by stat key). A parse is only reused while that signature is unchanged, so a source that
+  appears, vanishes or moves re-parses exactly the topics that cite it.
+* **Canonical proofs**: ``(path, sha256, signature)`` for which normalising the file was
+  observed to be the identity (no local labels, no allocation, no pruning, no problems).
+  OpenProgram re-normalises every file on every transaction; memory-tui passes a file
+  through unchanged only when such a proof exists, and re-normalises every other file.
+
+Proofs also persist across processes in ``<M>/<runtime-dir>/memory-tui-canonical.json``:
+inside the runtime dir, so an internal name (memory spec §2.1) that is neither part of the
+revision nor of git, and never copied into a stage. The file names the code it was made
+with (a digest of the normaliser, grammar and archive modules); a file made by other code,
+or one that does not parse, is ignored. Losing it only costs speed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import posixpath
+import stat as stat_mod
+import threading
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from .errors import Problem
+from .paths import Layout
+from .sources import SourceIndex, archive_path, d_archive_path, parse_d_ref
+from .topics import INVALID_TOPIC_FORMAT, Topic, TopicTree, Unit, _decode, parse_topic, topic_sort_key
+
+CACHE_NAME = "memory-tui-canonical.json"
+CACHE_VERSION = 1
+MAX_DISK_PROOFS = 200_000
+
+
+@lru_cache(maxsize=1)
+def code_tag() -> str:
+    """A digest of the code whose output a proof vouches for."""
+    here = Path(__file__).resolve().parent
+    h = hashlib.sha256(f"v{CACHE_VERSION}".encode())
+    for name in ("normalize.py", "topics.py", "sources.py", "txcache.py"):
+        try:
+            h.update((here / name).read_bytes())
+        except OSError:
+            h.update(b"?")
+    return h.hexdigest()[:16]
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# ---------------------------------------------------------------------------- dependencies
+
+
+def topic_deps(topic: Topic) -> tuple[str, ...]:
+    """Every ``sources/`` file whose content can change how ``topic`` parses or normalises."""
+    deps: set[str] = set()
+    topic_dir = posixpath.dirname("topics/" + topic.path)
+    for ev in topic.evidence:
+        for link in ev.links:
+            rel_part = link.target.strip().partition("#")[0]
+            if rel_part and not rel_part.startswith("/") and "\\" not in rel_part:
+                joined = posixpath.normpath(posixpath.join(topic_dir, rel_part))
+                if joined.startswith("sources/"):
+                    deps.add(joined)
+            sid = link.source_id
+            if not sid:
+                continue
+            if parse_d_ref(sid) is not None:
+                deps.add(d_archive_path(sid))
+                continue
+            for legacy in (False, True):
+                try:
+                    deps.add(archive_path(sid, legacy=legacy))
+                except (ValueError, UnicodeEncodeError):
+                    pass
+    return tuple(sorted(deps))
+
+
+def deps_signature(index: SourceIndex, deps: Iterable[str]) -> str:
+    h = hashlib.sha256()
+    for rel in deps:
+        entry = index.files.get(rel)
+        if entry is None:
+            token = "-"
+        elif entry.kind == "v2" and entry.digest:
+            token = entry.digest
+        else:
+            token = f"{entry.kind}:{entry.key}"
+        h.update(f"{rel}\x00{token}\n".encode("utf-8", "surrogatepass"))
+    return h.hexdigest()[:32]
+
+
+# -------------------------------------------------------------------------------- the cache
+
+
+@dataclass
+class ParsedEntry:
+    topic: Topic
+    deps: tuple[str, ...]
+    sig: str
+    checked: object  # the index token the signature was last checked against
+    refs_ok: bool | None = None  # every source ref of every unit exists (checked under ``sig``)
+
+
+def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+
+
+class WorkspaceCache:
+    """Per memory root; use through :func:`cache_for`. Thread-safe by one lock."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.lock = threading.RLock()
+        self.files: dict[str, tuple[tuple[int, int, int, int], str, str]] = {}  # rel -> (stat, text, sha)
+        self.parsed: dict[tuple[str, str], ParsedEntry] = {}
+        self.proofs: dict[tuple[str, str], str] = {}  # (rel, sha) -> deps signature
+        self.row_cache: dict = {}
+        self._ids: dict[str, tuple[str, tuple[str, ...]]] = {}
+        self._memo: dict[tuple[str, str], tuple[str, object]] = {}
+        self._token: object = object()
+        self._revision: tuple[dict, str] | None = None
+        self._index_files: Mapping | None = None
+        self._disk_loaded = False
+        self._disk_snapshot: dict[tuple[str, str], str] = {}
+
+    # -- the revision -------------------------------------------------------------------
+    def revision(self, stamps: Mapping[str, tuple], compute) -> str:
+        """The workspace revision for these file stamps (ctime included), computed once."""
+        with self.lock:
+            last = self._revision
+        if last is not None and last[0] == stamps:
+            return last[1]
+        value = compute()
+        with self.lock:
+            self._revision = (dict(stamps), value)
+        return value
+
+    # -- the source index generation ------------------------------------------------------
+    def observe_index(self, index: SourceIndex) -> object:
+        """A token for ``index``: the same object as last time when no archive entry changed,
+        so a signature checked once is not checked again. Pass it to the other methods."""
+        with self.lock:
+            prev = self._index_files
+            files = index.files
+            if prev is not None and len(prev) == len(files) and all(files.get(k) is v for k, v in prev.items()):
+                return self._token
+            self._index_files = dict(files)
+            self._token = object()
+            return self._token
+
+    # -- committed texts ------------------------------------------------------------------
+    def read_topics(self, topics_dir: Path) -> tuple[dict[str, str], dict[str, str], list[Problem]]:
+        """Like ``topics.read_topic_texts`` (same files, same problems), plus each text's
+        sha256; files whose stats did not change are not read again."""
+        texts: dict[str, str] = {}
+        shas: dict[str, str] = {}
+        problems: list[Problem] = []
+        if not topics_dir.is_dir():
+            self.files.clear()
+            return texts, shas, problems
+        try:
+            found = sorted(topics_dir.rglob("*.md"))
+        except OSError as exc:
+            problems.append(Problem(INVALID_TOPIC_FORMAT, f"cannot list topic files: {exc.strerror or exc}", "topics", None, None))
+            return texts, shas, problems
+        seen: dict[str, tuple[tuple[int, int, int, int], str, str]] = {}
+        for file in found:
+            try:
+                st = file.stat()
+            except OSError:
+                continue
+            if not stat_mod.S_ISREG(st.st_mode):
+                continue
+            rel = file.relative_to(topics_dir).as_posix()
+            key = _stat_key(st)
+            hit = self.files.get(rel)
+            if hit is not None and hit[0] == key:
+                seen[rel] = hit
+                texts[rel], shas[rel] = hit[1], hit[2]
+                continue
+            try:
+                data = file.read_bytes()
+            except OSError as exc:
+                problems.append(Problem(INVALID_TOPIC_FORMAT, f"cannot read topic file: {exc.strerror}", "topics/" + rel, 1, 1))
+                continue
+            text, problem = _decode(rel, data)
+            if problem is not None:
+                problems.append(problem)
+                continue
+            assert text is not None
+            if len(data) != st.st_size:
+                key = (-1, -1, -1, -1)  # changed while reading: read again next time
+            digest = hashlib.sha256(data).hexdigest()
+            seen[rel] = (key, text, digest)
+            texts[rel], shas[rel] = text, digest
+        self.files = seen
+        return texts, shas, problems
+
+    # -- parsing --------------------------------------------------------------------------
+    def entry(self, rel: str, text: str, index: SourceIndex, token: object, digest: str | None = None) -> ParsedEntry:
+        digest = digest or sha(text)
+        key = (rel, digest)
+        hit = self.parsed.get(key)
+        if hit is not None:
+            if hit.checked is token:
+                return hit
+            if deps_signature(index, hit.deps) == hit.sig:
+                hit.checked = token
+                return hit
+        topic = parse_topic(rel, text, resolve=index.resolve_target, strict=True)
+        deps = topic_deps(topic)
+        made = ParsedEntry(topic, deps, deps_signature(index, deps), token)
+        if topic.ok:  # a topic with errors is parsed again each time (its problems may depend on more)
+            self.parsed[key] = made
+        return made
+
+    def tree(self, texts: Mapping[str, str], index: SourceIndex, token: object,
+             shas: Mapping[str, str] | None = None) -> TopicTree:
+        """The strict parse of ``texts`` (== ``parse_tree(texts, resolve=..., strict=True)``)."""
+        shas = shas or {}
+        topics = [self.entry(rel, texts[rel], index, token, shas.get(rel)).topic for rel in sorted(texts, key=topic_sort_key)]
+        return assemble_tree(topics)
+
+    def refs_ok(self, topic: Topic, index: SourceIndex) -> bool:
+        """Every source ref of ``topic`` exists (a cached answer while its deps are unchanged)."""
+        hit = self.parsed.get((topic.path, sha(topic.text)))
+        if hit is None or hit.topic is not topic:
+            return False
+        if hit.refs_ok is None:
+            hit.refs_ok = all(index.validate_ref(ref) is None for unit in topic.units for ref in unit.source_refs)
+        return hit.refs_ok
+
+    def memo(self, rel: str, text: str, fn):
+        """``fn(text)``, remembered per (path, function) while the text stays the same."""
+        key = (rel, getattr(fn, "__qualname__", repr(fn)))
+        hit = self._memo.get(key)
+        if hit is not None and hit[0] == text:
+            return hit[1]
+        value = fn(text)
+        self._memo[key] = (text, value)
+        return value
+
+    def file_ids(self, rel: str, text: str) -> tuple[str, ...]:
+        """``normalize.file_block_ids`` of ``text``, remembered per path."""
+        from .normalize import file_block_ids
+
+        hit = self._ids.get(rel)
+        if hit is not None and hit[0] == text:
+            return hit[1]
+        ids = file_block_ids(text)
+        self._ids[rel] = (text, ids)
+        return ids
+
+    # -- canonical proofs -----------------------------------------------------------------
+    def is_proven(self, rel: str, text: str, index: SourceIndex, token: object) -> bool:
+        digest = self._sha_of(rel, text)
+        sig = self.proofs.get((rel, digest))
+        if sig is None:
+            return False
+        return self.entry(rel, text, index, token, digest).sig == sig
+
+    def prove(self, rel: str, text: str, index: SourceIndex, token: object) -> None:
+        """Record that normalising ``text`` at ``rel`` was the identity."""
+        if _has_local_label(text):
+            return
+        entry = self.entry(rel, text, index, token)
+        if not entry.topic.ok:
+            return
+        self.proofs[(rel, self._sha_of(rel, text))] = entry.sig
+
+    def _sha_of(self, rel: str, text: str) -> str:
+        hit = self.files.get(rel)
+        if hit is not None and hit[1] is text:
+            return hit[2]
+        return sha(text)
+
+    def retain(self, live: Mapping[str, str], extra: Iterable[tuple[str, str]] = ()) -> None:
+        """Forget entries for texts no longer committed (bounded memory)."""
+        keep = {(rel, self._sha_of(rel, text)) for rel, text in live.items()} | set(extra)
+        self.parsed = {k: v for k, v in self.parsed.items() if k in keep}
+        self.proofs = {k: v for k, v in self.proofs.items() if k in keep}
+        units = {id(u) for k in keep if k in self.parsed for u in self.parsed[k].topic.units}
+        self.row_cache = {k: v for k, v in self.row_cache.items() if k in units}
+        self._ids = {k: v for k, v in self._ids.items() if k in live}
+        self._memo = {k: v for k, v in self._memo.items() if k[0] in live}
+
+    # -- persistence ----------------------------------------------------------------------
+    def _path(self, layout: Layout) -> Path:
+        return layout.runtime_dir / CACHE_NAME
+
+    def load_disk(self, layout: Layout) -> None:
+        if self._disk_loaded:
+            return
+        self._disk_loaded = True
+        try:
+            body = json.loads(self._path(layout).read_text(encoding="utf-8"))
+            if body.get("version") != CACHE_VERSION or body.get("code") != code_tag():
+                return
+            proofs = body["proofs"]
+            for rel, pairs in proofs.items():
+                for digest, sig in pairs.items():
+                    if isinstance(rel, str) and isinstance(digest, str) and isinstance(sig, str):
+                        self.proofs.setdefault((rel, digest), sig)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return
+        self._disk_snapshot = dict(self.proofs)
+
+    def save_disk(self, layout: Layout) -> None:
+        """Write the proofs if they changed (atomic replace, 0600). Best effort."""
+        if self.proofs == self._disk_snapshot or len(self.proofs) > MAX_DISK_PROOFS:
+            return
+        out: dict[str, dict[str, str]] = {}
+        for (rel, digest), sig in sorted(self.proofs.items()):
+            out.setdefault(rel, {})[digest] = sig
+        body = json.dumps({"version": CACHE_VERSION, "code": code_tag(), "proofs": out}, separators=(",", ":"))
+        path = self._path(layout)
+        tmp = path.with_name(f"{CACHE_NAME}.{os.getpid()}.tmp")
+        try:
+            if not layout.runtime_dir.is_dir():
+                return
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                os.write(fd, body.encode("utf-8"))
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+            self._disk_snapshot = dict(self.proofs)
+        except OSError:
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+
+
+def _has_local_label(text: str) -> bool:
+    from .normalize import _LOCAL_REF_RE
+
+    return _LOCAL_REF_RE.search(text) is not None
+
+
+def assemble_tree(topics: list[Topic]) -> TopicTree:
+    """Combine parsed topics (in tree order) exactly as ``topics.parse_tree`` does."""
+    problems: list[Problem] = []
+    units: list[Unit] = []
+    first_seen: dict[str, Unit] = {}
+    for topic in topics:
+        problems.extend(topic.problems)
+        for unit in topic.units:
+            if unit.memory_id in first_seen:
+                other = first_seen[unit.memory_id]
+                if other.topic_path != unit.topic_path:
+                    problems.append(Problem(
+                        INVALID_TOPIC_FORMAT, f"duplicate memory_id: {unit.memory_id}", unit.path, unit.line, 1,
+                        {"memory_id": unit.memory_id, "first": f"{other.path}:{other.line}"},
+                    ))
+                continue
+            first_seen[unit.memory_id] = unit
+            units.append(unit)
+    problems.sort(key=lambda p: (topic_sort_key(p.path or ""), p.line or 0, p.column or 0))
+    return TopicTree(tuple(topics), tuple(units), tuple(problems))
+
+
+_CACHES: dict[str, WorkspaceCache] = {}
+_CACHES_LOCK = threading.Lock()
+
+
+def cache_for(root: Path) -> WorkspaceCache:
+    key = str(Path(root).resolve())
+    with _CACHES_LOCK:
+        cache = _CACHES.get(key)
+        if cache is None:
+            cache = _CACHES[key] = WorkspaceCache(Path(root))
+        return cache
+
+
+def clear_caches() -> None:
+    """Forget every in-process cache (tests; the on-disk proofs stay)."""
+    with _CACHES_LOCK:
+        _CACHES.clear()
+
+
+__all__ = ["CACHE_NAME", "WorkspaceCache", "assemble_tree", "cache_for", "clear_caches", "code_tag",
+           "deps_signature", "topic_deps"]
