@@ -23,6 +23,9 @@ def _state(args: argparse.Namespace) -> Path:
     return discover_state_dir(getattr(args, "state", None))
 
 
+CURRENT = "current"
+
+
 def _topic_rel(topic: str) -> str:
     rel = topic.replace("\\", "/")
     if not rel.startswith("topics/"):
@@ -92,10 +95,12 @@ def _editor_loop(state: Path, rel: str, git_commit: str) -> tx.TxResult:
             if result.ok:
                 return result
             _print_rejection(result)
-            if not sys.stdin.isatty():
-                return result
-            answer = input("re-open the editor? [Y/n] ").strip().lower()
-            if answer in ("n", "no"):
+            try:  # a closed or empty stdin declines
+                print("re-open the editor? [Y/n] ", end="", file=sys.stderr, flush=True)
+                answer = sys.stdin.readline()
+            except (OSError, ValueError):
+                answer = ""
+            if not answer or answer.strip().lower() in ("n", "no"):
                 return result
     finally:
         os.unlink(tmp)
@@ -148,12 +153,26 @@ def _cmd_apply(args: argparse.Namespace) -> int:
     else:
         state = _state(args)
         base = payload.get("base_revision")
-        if base is None:  # no CAS token given: compare against the revision read now
+        if base == CURRENT:  # explicit opt-out of compare-and-set, said out loud
             from memory_tui.core.workspace import workspace_revision
 
             base = workspace_revision(tx.memory_root(state))
+            print(f"memory-tui: applying to the current revision {base} (no compare-and-set: "
+                  "changes made since you read the workspace are not detected)", file=sys.stderr)
+        if base is None:
+            result = tx.TxResult(
+                ok=False, code="INVALID_ARGUMENT",
+                message="base_revision is required: pass --base-revision R (the revision you read, "
+                        "e.g. from `memory-tui status --json`), or --base-revision current to apply "
+                        "to whatever the workspace holds now",
+            )
+            return _report_apply(args, result)
         kwargs: dict[str, Any] = {k: payload[k] for k in known[1:] if k in payload}
         result = tx.update(state, base, validate_only=args.check, **kwargs)
+    return _report_apply(args, result)
+
+
+def _report_apply(args: argparse.Namespace, result: tx.TxResult) -> int:
     if getattr(args, "json", False):
         emit_json(result.to_json())
     elif result.ok:
@@ -200,10 +219,21 @@ def register(subparsers: Any) -> None:
     p.add_argument("--git-commit", choices=tx.GIT_MODES, default="auto")
     p.set_defaults(func=_cmd_edit)
 
-    p = subparsers.add_parser("apply", help="apply an OpenProgram memory_changes / changes / patch request")
+    p = subparsers.add_parser(
+        "apply",
+        help="apply an OpenProgram memory_changes / changes / patch request (needs --base-revision)",
+        description="Apply a structured change (OpenProgram's memory_update request) through the one "
+                    "transaction. A base revision is required, as in OpenProgram: read it with "
+                    "`memory-tui status --json`; use --base-revision current to skip the check on purpose.",
+    )
     add_common(p)
     p.add_argument("changes", metavar="CHANGES.json", help="request JSON (or a bare memory_changes list); - for stdin")
-    p.add_argument("--base-revision", metavar="R", default=None)
+    p.add_argument(
+        "--base-revision", metavar="R", default=None,
+        help="compare-and-set token: the revision the change was prepared against (required here or "
+             "as base_revision in the JSON); the change is refused with CONCURRENT_UPDATE (exit 3) if "
+             "the workspace moved on. 'current' applies to whatever is there now, without that check",
+    )
     p.add_argument("--check", action="store_true", help="validate only; install nothing")
     p.set_defaults(func=_cmd_apply)
 
