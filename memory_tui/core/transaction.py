@@ -30,6 +30,7 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -42,7 +43,7 @@ from .lock import TIMEOUT_DEFAULT, TIMEOUT_EDIT, write_lock
 from .paths import Layout, check_writable
 from .sources import SourceIndex
 from .topics import TopicTree, is_error, iter_blocks, parse_topic, parse_tree, read_topic_texts, topic_sort_key
-from .txcache import WorkspaceCache, cache_for
+from .txcache import WorkspaceCache, cache_for, is_racy
 from .workspace import RuntimeState, dump_runtime_json, load_runtime_state, workspace_revision
 
 GIT_MODES = ("auto", "on", "off")
@@ -246,6 +247,8 @@ class Stage:
         # workspace still has this revision when the lock is taken (so nothing read below
         # can come from a newer state than the one installed over).
         self.stamps = revision_stamps(self.memory_root)
+        now = time.time_ns()
+        self.stamps_racy = any(is_racy(st[0], st[3], now) for st in self.stamps.values())
         self.cache: WorkspaceCache = cache_for(self.memory_root)
         self.revision = self.cache.revision(self.stamps, lambda: workspace_revision(self.memory_root))
         # baseline next, from the committed tree, before anything is copied; unchanged files
@@ -378,7 +381,9 @@ def revision_stamps(root: Path) -> dict[str, tuple[int, int, int, int]]:
 def _unchanged(stage: Stage) -> bool:
     """The workspace still has the revision ``stage`` was read at (cheap when no file was touched)."""
     root = stage.memory_root
-    return revision_stamps(root) == stage.stamps or workspace_revision(root) == stage.revision
+    if not stage.stamps_racy and revision_stamps(root) == stage.stamps:
+        return True
+    return workspace_revision(root) == stage.revision
 
 
 def _open_locked(root: Path) -> None:

@@ -30,6 +30,7 @@ import os
 import posixpath
 import stat as stat_mod
 import threading
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -116,7 +117,20 @@ class ParsedEntry:
     refs_ok: bool | None = None  # every source ref of every unit exists (checked under ``sig``)
 
 
+# File times tick with the kernel's coarse clock (a few ms): a file changed twice within one
+# tick keeps its stamps. Like git's "racily clean" rule, stamps younger than this are not
+# trusted to prove a file unchanged.
+RACY_NS = 100_000_000
+
+
+def is_racy(mtime_ns: int, ctime_ns: int | None = None, now_ns: int | None = None) -> bool:
+    now = time.time_ns() if now_ns is None else now_ns
+    return now - max(mtime_ns, ctime_ns or 0) < RACY_NS
+
+
 def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
+    if is_racy(st.st_mtime_ns, st.st_ctime_ns):
+        return (-1, -1, -1, -1)  # never equal to a later stat: read again next time
     return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
 
 
@@ -146,8 +160,10 @@ class WorkspaceCache:
         if last is not None and last[0] == stamps:
             return last[1]
         value = compute()
-        with self.lock:
-            self._revision = (dict(stamps), value)
+        now = time.time_ns()
+        if not any(is_racy(st[0], st[3], now) for st in stamps.values()):
+            with self.lock:
+                self._revision = (dict(stamps), value)
         return value
 
     # -- the source index generation ------------------------------------------------------
@@ -189,7 +205,7 @@ class WorkspaceCache:
             rel = file.relative_to(topics_dir).as_posix()
             key = _stat_key(st)
             hit = self.files.get(rel)
-            if hit is not None and hit[0] == key:
+            if hit is not None and key[0] != -1 and hit[0] == key:
                 seen[rel] = hit
                 texts[rel], shas[rel] = hit[1], hit[2]
                 continue

@@ -1,0 +1,236 @@
+"""Transaction guards and caches: topics/core.md can never be removed (pitfall 10), legacy root
+core.md promotion (§5.4 step 4 / §8.4), canonical-proof cache stays byte-compatible with a
+full re-normalisation, and a stage prepared outside the lock is redone when the workspace
+moved meanwhile."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from memory_tui.core import transaction as tx
+from memory_tui.core import txcache
+from memory_tui.core.normalize import normalize_tree
+from memory_tui.core.sources import SourceRecord, append_records
+from memory_tui.core.topics import parse_tree
+from memory_tui.core.workspace import workspace_revision
+
+
+def _records() -> list[SourceRecord]:
+    return [
+        SourceRecord("openprogram", "sess-tx", f"m{i:03d}", i + 1, "user", f"message {i}",
+                     timestamp="2026-11-30T05:00:00+00:00")
+        for i in range(8)
+    ]
+
+
+IDS = [r.source_id for r in _records()]
+CORE = f"# Core\n\nThe user is Ada.[^e1]\n\n[^e1]: Time: `2026-11`; Sources: [name]({IDS[0]})\n"
+ADA = f"# Ada\n\nAda drinks tea.[^e1]\n\n[^e1]: Time: `2026-11-02`; Sources: [tea]({IDS[1]})\n"
+
+
+def _empty(tmp_path: Path) -> Path:
+    state = tmp_path / "state"
+    (state / "memory" / "topics").mkdir(parents=True)
+    append_records(state / "memory", _records())
+    return state
+
+
+@pytest.fixture
+def ws(tmp_path) -> Path:
+    state = _empty(tmp_path)
+    for rel, text in (("topics/core.md", CORE), ("topics/people/ada.md", ADA)):
+        r = tx.staged_edit(state, rel, text, git_commit="off")
+        assert r.ok, r
+    return state
+
+
+def _cur(state: Path, rel: str) -> str:
+    return (state / "memory" / rel).read_text()
+
+
+def _snapshot(mem: Path) -> dict[str, bytes]:
+    return {p.relative_to(mem).as_posix(): p.read_bytes() for p in sorted(mem.rglob("*"))
+            if p.is_file() and ".scriptorium" not in p.parts}
+
+
+# ------------------------------------------------------------------------------- core master
+
+
+def _core_ids(state: Path) -> list[str]:
+    tree = parse_tree(state / "memory/topics")
+    return list(tree.block_ids("core.md"))
+
+
+def test_record_ops_deleting_every_core_record_refused(ws):
+    mem = ws / "memory"
+    before = _snapshot(mem)
+    ops = [{"op": "delete_record", "memory_id": bid} for bid in _core_ids(ws)]
+    result = tx.update(ws, workspace_revision(mem), memory_changes=ops, git_commit="off")
+    assert not result.ok
+    assert result.code == "INVALID_TOPIC_FORMAT" and result.path == "topics/core.md"
+    assert "topics/core.md cannot be removed" in result.message
+    assert _snapshot(mem) == before
+
+
+def test_hand_edit_emptying_core_refused(ws):
+    mem = ws / "memory"
+    before = _snapshot(mem)
+    for text in ("", "# Core\n", "# Core\n\nJust prose, no citation.\n"):
+        result = tx.staged_edit(ws, "topics/core.md", text, git_commit="off")
+        assert not result.ok and result.path == "topics/core.md", (text, result)
+        assert result.code in ("INVALID_TOPIC_FORMAT",)
+    assert _snapshot(mem) == before
+
+
+def test_writer_stage_removing_core_refused(ws):
+    mem = ws / "memory"
+    before = _snapshot(mem)
+    with tx.open_stage(ws) as stage:
+        (stage.topics / "core.md").unlink()
+        result = tx.commit_edits(stage)
+    assert not result.ok and result.code == "INVALID_ARGUMENT" and result.path == "topics/core.md"
+    assert "core master" in result.message
+    assert _snapshot(mem) == before
+
+
+def test_core_records_can_still_be_removed_one_by_one(ws):
+    mem = ws / "memory"
+    text = _cur(ws, "topics/core.md") + f"\nThe user likes tea.[^e2]\n\n[^e2]: Time: `2026-11`; Sources: [tea]({IDS[2]})\n"
+    assert tx.staged_edit(ws, "topics/core.md", text, git_commit="off").ok
+    first = _core_ids(ws)[0]
+    result = tx.update(ws, workspace_revision(mem), memory_changes=[{"op": "delete_record", "memory_id": first}],
+                       git_commit="off")
+    assert result.ok, result
+    assert _core_ids(ws) and first not in _core_ids(ws)
+
+
+# --------------------------------------------------------------------------- legacy promotion
+
+
+def test_legacy_root_core_promoted_with_rebased_links(tmp_path):
+    state = _empty(tmp_path)
+    mem = state / "memory"
+    # what an older OpenProgram left: a root core.md (links relative to the root), no master
+    (mem / "core.md").write_text(
+        "# Core\n\nThe user is Ada.[^e-1111111111] ^abcd1234\n\n"
+        "[^e-1111111111]: Time: `2026-11`; Sources: [name](sources/openprogram/_v2/sess-tx.md#source-"
+        + __import__("hashlib").sha256(IDS[0].encode()).hexdigest()[:16] + ")\n"
+    )
+    result = tx.staged_edit(state, "topics/people/ada.md", ADA, git_commit="off")
+    assert result.ok, result
+    assert "promoted the legacy root core.md to topics/core.md" in result.warnings
+    master = (mem / "topics/core.md").read_text()
+    assert "](../sources/openprogram/_v2/sess-tx.md#source-" in master
+    assert "^abcd1234" in master
+    tree = parse_tree(mem / "topics", resolve=tx.source_index(mem).resolve_target)
+    assert tree.ok and tree.by_id("abcd1234").source_refs == (IDS[0],)
+    # core.md is now rendered from the master, links re-based back to the root
+    assert "](sources/openprogram/_v2/sess-tx.md#source-" in (mem / "core.md").read_text()
+    assert "topics/core.md" in result.changed_files
+
+
+def test_unparseable_legacy_root_core_left_alone(tmp_path):
+    state = _empty(tmp_path)
+    mem = state / "memory"
+    legacy = "# Core\n\nHand-written notes without any citation.\n"
+    (mem / "core.md").write_text(legacy)
+    result = tx.staged_edit(state, "topics/people/ada.md", ADA, git_commit="off")
+    assert result.ok, result
+    assert any("not promoted" in w for w in result.warnings)
+    assert not (mem / "topics/core.md").exists()
+    assert (mem / "core.md").read_text() == legacy  # §8.4: no master -> root core.md untouched
+
+
+# ------------------------------------------------------------------------- canonical proofs
+
+
+def test_unproven_committed_file_is_still_normalised(ws, tmp_path):
+    """A committed file nobody proved canonical (hand-written on disk) is normalised by the next
+    transaction exactly as without any cache, even when the edit is elsewhere."""
+    mem = ws / "memory"
+    raw = ADA.replace("tea.[^e", "tea.   [^e").rstrip("\n") + "\n\n\n"
+    (mem / "topics/people/bob.md").write_text(raw.replace("Ada", "Bob"))
+    twin = tmp_path / "twin"
+    shutil.copytree(ws, twin / "state", symlinks=True)
+    edit = _cur(ws, "topics/core.md") + f"\nThe user likes rain.[^e2]\n\n[^e2]: Time: `2026-11`; Sources: [rain]({IDS[3]})\n"
+    a = tx.staged_edit(ws, "topics/core.md", edit, git_commit="off")
+    txcache.clear_caches()
+    for p in (twin / "state/memory/.scriptorium").glob(txcache.CACHE_NAME):
+        p.unlink()
+    b = tx.staged_edit(twin / "state", "topics/core.md", edit, git_commit="off")
+    assert a.ok and b.ok
+    assert _snapshot(mem) == _snapshot(twin / "state/memory")
+    assert "   [^" not in (mem / "topics/people/bob.md").read_text()
+
+
+def test_proofs_persist_and_foreign_cache_is_ignored(ws):
+    mem = ws / "memory"
+    path = mem / ".scriptorium" / txcache.CACHE_NAME
+    edit = _cur(ws, "topics/people/ada.md") + f"\nAda walks.[^e2]\n\n[^e2]: Time: `2026-11`; Sources: [walk]({IDS[4]})\n"
+    assert tx.staged_edit(ws, "topics/people/ada.md", edit, git_commit="off").ok
+    body = json.loads(path.read_text())
+    assert body["code"] == txcache.code_tag() and "core.md" in body["proofs"]
+    assert not tx.workspace_revision(mem) != workspace_revision(mem)  # the cache is not in the revision
+    # a cache made by other code, claiming a non-canonical text is canonical, is not believed
+    (mem / "topics/misc.md").write_text(f"# Misc\n\nStray.   [^e-0000000000]\n\n[^e-0000000000]: Time: `2026`; Sources: [x]({IDS[5]})\n")
+    forged = {"version": 1, "code": "someone-else", "proofs": {"misc.md": {"0" * 64: "x"}}}
+    path.write_text(json.dumps(forged))
+    txcache.clear_caches()
+    result = tx.rebuild_views(ws)
+    assert result.ok, result
+    assert "topics/misc.md" in result.changed_files  # re-normalised: whitespace before [^ removed
+
+
+def test_cached_tree_equals_parse_tree(ws):
+    mem = ws / "memory"
+    texts = {p.relative_to(mem / "topics").as_posix(): p.read_text() for p in (mem / "topics").rglob("*.md")}
+    texts["dup.md"] = texts["people/ada.md"]  # cross-file duplicate ids
+    index = tx.source_index(mem)
+    cache = txcache.WorkspaceCache(mem)
+    token = cache.observe_index(index)
+    mine = cache.tree(texts, index, token)
+    ref = parse_tree(texts, resolve=index.resolve_target)
+    assert mine.problems == ref.problems and mine.ids == ref.ids
+    assert [u.memory_id for u in mine.units] == [u.memory_id for u in ref.units]
+    assert cache.tree(texts, index, token).topics[0] is mine.topics[0]  # reused
+
+
+def test_normalize_passthrough_needs_proof():
+    staged = {"a.md": "# A\n\nFact.   [^e-0000000000] ^abcd1234\n\n[^e-0000000000]: Time: `2026`; Sources: [x](openprogram/s/m)\n"}
+    full = normalize_tree(staged, committed=staged, committed_ids={"abcd1234"})
+    trusting = normalize_tree(staged, committed=staged, committed_ids={"abcd1234"}, assume_committed_normal=True)
+    careful = normalize_tree(staged, committed=staged, committed_ids={"abcd1234"}, assume_committed_normal=True,
+                             proven_canonical=lambda p, t: False)
+    assert trusting.texts == staged != full.texts
+    assert careful.texts == full.texts
+
+
+# -------------------------------------------------------------------------- lock narrowing
+
+
+def test_workspace_moving_during_prepare_is_redone_under_lock(ws, monkeypatch):
+    mem = ws / "memory"
+    calls = []
+    real = tx._prepare
+
+    def racing(stage, ctx):
+        if not calls:  # another process installs while we prepare outside the lock
+            other = _cur(ws, "topics/people/ada.md") + f"\nAda sings.[^e2]\n\n[^e2]: Time: `2026-11`; Sources: [sing]({IDS[6]})\n"
+            monkeypatch.setattr(tx, "_prepare", real)
+            assert tx.staged_edit(ws, "topics/people/ada.md", other, git_commit="off").ok
+            monkeypatch.setattr(tx, "_prepare", racing)
+        calls.append(stage.revision)
+        return real(stage, ctx)
+
+    monkeypatch.setattr(tx, "_prepare", racing)
+    edit = _cur(ws, "topics/core.md") + f"\nThe user likes rain.[^e2]\n\n[^e2]: Time: `2026-11`; Sources: [rain]({IDS[3]})\n"
+    result = tx.staged_edit(ws, "topics/core.md", edit, git_commit="off")
+    assert result.ok, result
+    assert len(calls) == 2 and calls[0] != calls[1]  # redone on the new revision
+    assert "Ada sings." in (mem / "topics/people/ada.md").read_text()  # the other install survived
+    assert "The user likes rain." in (mem / "topics/core.md").read_text()
+    assert result.revision == workspace_revision(mem)
