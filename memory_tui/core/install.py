@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .errors import Problem
+from .fsutil import fsync_dir
 from .paths import Layout
 
 JOURNAL_NAME = "install-journal.json"
@@ -155,19 +156,6 @@ def _target_hash(path: Path, kind: str) -> str | None:
 # ------------------------------------------------------------------------------- fs helpers
 
 
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _makedirs(path: Path) -> None:
     missing = []
     p = path
@@ -216,7 +204,7 @@ def _copy_tree(src: Path, dst: Path, reuse: Path | None = None) -> None:
                 pass
         _copy_file(full, target)
     for d in dirs:
-        _fsync_dir(d)
+        fsync_dir(d)
 
 
 def _same_file(committed: Path, staged: Path) -> bool:
@@ -383,7 +371,7 @@ def install(memory_root: Path, stage_root: Path, plan: InstallPlan) -> None:
                 _copy_tree(stage / t.path, scratch / "new" / t.path, reuse=root / t.path)
             else:
                 _copy_file(stage / t.path, scratch / "new" / t.path)
-        _fsync_dir(scratch / "new")
+        fsync_dir(scratch / "new")
         _crash_point("prepared")
         # 2. the intent record: the commit point
         _makedirs(layout.runtime_dir)
@@ -401,7 +389,7 @@ def install(memory_root: Path, stage_root: Path, plan: InstallPlan) -> None:
             os.close(fd)
         _crash_point("journal-written")
         os.replace(tmp, journal)
-        _fsync_dir(layout.runtime_dir)
+        fsync_dir(layout.runtime_dir)
     except BaseException:
         # Nothing under <M> has changed yet: the old revision stands.
         _discard_intent(layout)
@@ -423,7 +411,7 @@ def _discard_intent(layout: Layout) -> None:
 
 def _finish(layout: Layout) -> None:
     _journal(layout).unlink(missing_ok=True)
-    _fsync_dir(layout.runtime_dir)
+    fsync_dir(layout.runtime_dir)
     _crash_point("journal-removed")
     _remove(_scratch(layout))
 
@@ -457,7 +445,7 @@ def _apply(layout: Layout, t: Target) -> None:
         else:
             _makedirs(dest.parent)
             os.replace(staged, dest)
-        _fsync_dir(dest.parent)
+        fsync_dir(dest.parent)
         return
     if t.new is None:
         if dest.exists():
@@ -466,11 +454,11 @@ def _apply(layout: Layout, t: Target) -> None:
             if aside.exists():
                 _remove(aside)
             os.rename(dest, aside)
-        _fsync_dir(root)
+        fsync_dir(root)
         return
     if dest.exists():
         if _exchange(staged, dest):
-            _fsync_dir(root)
+            fsync_dir(root)
             return
         aside = scratch / "old" / t.path
         _makedirs(aside.parent)
@@ -479,7 +467,7 @@ def _apply(layout: Layout, t: Target) -> None:
         os.rename(dest, aside)
         _crash_point(f"tree-aside:{t.path}")
     os.rename(staged, dest)
-    _fsync_dir(root)
+    fsync_dir(root)
 
 
 def _roll_forward(layout: Layout, targets: Iterable[Target], *, verify: bool = True) -> None:
@@ -572,7 +560,7 @@ def _openprogram_backup(layout: Layout) -> list[Problem]:
     for name in ("sources", "topics"):
         if not (layout.root / name).exists() and (backup / name).is_dir():
             os.rename(backup / name, layout.root / name)
-            _fsync_dir(layout.root)
+            fsync_dir(layout.root)
             out.append(
                 Problem(
                     "TRANSACTION_FAILURE_UNKNOWN",

@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -869,6 +868,15 @@ def parse_tree(
     parsed: list[Topic] = []
     for rel in sorted(texts, key=topic_sort_key):
         parsed.append(parse_topic(rel, texts[rel], resolve=resolve, strict=strict))
+    return assemble_tree(parsed, problems)
+
+
+def assemble_tree(parsed: Iterable[Topic], problems: Iterable[Problem] = ()) -> TopicTree:
+    """Combine per-file parses (already in tree order) into a tree: the cross-file rules
+    (a block id must be unique across files) and problem ordering. Callers that cache per-file
+    parses use this so they can never drift from ``parse_tree``."""
+    parsed = tuple(parsed)
+    problems = list(problems)
     units: list[Unit] = []
     first_seen: dict[str, Unit] = {}
     for topic in parsed:
@@ -885,7 +893,7 @@ def parse_tree(
             first_seen[unit.memory_id] = unit
             units.append(unit)
     problems.sort(key=lambda p: (topic_sort_key(p.path or ""), p.line or 0, p.column or 0))
-    return TopicTree(tuple(parsed), tuple(units), tuple(problems))
+    return TopicTree(parsed, tuple(units), tuple(problems))
 
 
 def raise_for_problems(problems: Iterable[Problem]) -> None:

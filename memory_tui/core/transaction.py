@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
 import tempfile
 import time
 from contextlib import contextmanager
@@ -42,7 +41,7 @@ from .install import InstallPlan, install, needs_recovery, plan_install, recover
 from .lock import TIMEOUT_DEFAULT, TIMEOUT_EDIT, write_lock
 from .paths import Layout, check_writable
 from .sources import SourceIndex
-from .topics import TopicTree, is_error, iter_blocks, parse_topic, parse_tree, read_topic_texts, topic_sort_key
+from .topics import TopicTree, is_error, iter_blocks, parse_topic, read_topic_texts, topic_sort_key
 from .txcache import WorkspaceCache, cache_for, is_racy
 from .workspace import RuntimeState, dump_runtime_json, load_runtime_state, workspace_revision
 
@@ -594,7 +593,7 @@ def _write_stage_texts(stage: Stage, texts: Mapping[str, str], existing: Mapping
 
 def _write_views(stage: Stage, tree: TopicTree, index: SourceIndex, runtime: RuntimeState, ctx: _Context) -> CoreInfo | None:
     from .config import load_memory_config
-    from .views import CORE_FILE, TIMELINE_DIR, build_views
+    from .views import TIMELINE_DIR, build_views
 
     config = load_memory_config(_state_dir(stage.memory_root))
     master = tree.topic("core.md")

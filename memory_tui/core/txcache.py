@@ -39,7 +39,7 @@ from typing import Iterable, Mapping
 from .errors import Problem
 from .paths import Layout
 from .sources import SourceIndex, archive_path, d_archive_path, parse_d_ref
-from .topics import INVALID_TOPIC_FORMAT, Topic, TopicTree, Unit, _decode, parse_topic, topic_sort_key
+from .topics import INVALID_TOPIC_FORMAT, Topic, TopicTree, _decode, assemble_tree, parse_topic, topic_sort_key
 
 CACHE_NAME = "memory-tui-canonical.json"
 CACHE_VERSION = 1
@@ -369,26 +369,6 @@ def _has_local_label(text: str) -> bool:
     return _LOCAL_REF_RE.search(text) is not None
 
 
-def assemble_tree(topics: list[Topic]) -> TopicTree:
-    """Combine parsed topics (in tree order) exactly as ``topics.parse_tree`` does."""
-    problems: list[Problem] = []
-    units: list[Unit] = []
-    first_seen: dict[str, Unit] = {}
-    for topic in topics:
-        problems.extend(topic.problems)
-        for unit in topic.units:
-            if unit.memory_id in first_seen:
-                other = first_seen[unit.memory_id]
-                if other.topic_path != unit.topic_path:
-                    problems.append(Problem(
-                        INVALID_TOPIC_FORMAT, f"duplicate memory_id: {unit.memory_id}", unit.path, unit.line, 1,
-                        {"memory_id": unit.memory_id, "first": f"{other.path}:{other.line}"},
-                    ))
-                continue
-            first_seen[unit.memory_id] = unit
-            units.append(unit)
-    problems.sort(key=lambda p: (topic_sort_key(p.path or ""), p.line or 0, p.column or 0))
-    return TopicTree(tuple(topics), tuple(units), tuple(problems))
 
 
 _CACHES: dict[str, WorkspaceCache] = {}

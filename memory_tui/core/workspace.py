@@ -592,8 +592,8 @@ def _topic_files(topics_dir: Path) -> dict[str, FileStamp]:
 
 
 def _assemble_tree(entries: Mapping[str, _TopicEntry]) -> Any:
-    """A TopicTree from per-file parses (the cross-file part of ``topics.parse_tree``)."""
-    from .topics import INVALID_TOPIC_FORMAT, TopicTree, topic_sort_key
+    """A TopicTree from cached per-file parses."""
+    from .topics import assemble_tree, topic_sort_key
 
     problems: list[Problem] = []
     parsed = []
@@ -603,23 +603,7 @@ def _assemble_tree(entries: Mapping[str, _TopicEntry]) -> Any:
             problems.append(entry.problem)
         if entry.topic is not None:
             parsed.append(entry.topic)
-    units = []
-    first_seen: dict[str, Any] = {}
-    for topic in parsed:
-        problems.extend(topic.problems)
-        for unit in topic.units:
-            other = first_seen.get(unit.memory_id)
-            if other is not None:
-                if other.topic_path != unit.topic_path:
-                    problems.append(Problem(
-                        INVALID_TOPIC_FORMAT, f"duplicate memory_id: {unit.memory_id}", unit.path, unit.line, 1,
-                        {"memory_id": unit.memory_id, "first": f"{other.path}:{other.line}"},
-                    ))
-                continue
-            first_seen[unit.memory_id] = unit
-            units.append(unit)
-    problems.sort(key=lambda p: (topic_sort_key(p.path or ""), p.line or 0, p.column or 0))
-    return TopicTree(tuple(parsed), tuple(units), tuple(problems))
+    return assemble_tree(parsed, problems)
 
 
 def _parse_topics(

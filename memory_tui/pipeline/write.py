@@ -26,7 +26,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable
 
 from memory_tui.core.config import MemoryConfig, load_memory_config
 from memory_tui.core.errors import MemoryError, classify_write_failure

@@ -8,9 +8,8 @@ file read-only and releases it at once; a missing lock file is simply "not held"
 
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 

@@ -23,7 +23,7 @@ import json
 import os
 import subprocess
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 from memory_tui.pipeline.status import history_entry
 from memory_tui.pipeline.writers.base import (
