@@ -29,7 +29,7 @@ from memory_tui.core.tokens import O200kCounter, TokenCounter
 
 from . import commands as registry
 from .commands import VIEW_TITLES, VIEWS, MemoryCommands
-from .data import FrameVM, RecordVM, TopicVM, WorkspaceModel, affected_views, load_model
+from .data import FrameVM, RecordVM, TopicVM, WorkspaceModel, changed_views, header_changed, load_model
 from .messages import JobFinished, JobProgress, WorkspaceChanged
 from .render import render_markdown
 from .settings import Settings, load_settings
@@ -163,8 +163,11 @@ class MemoryApp(App[None]):
         self.core_sources = False
         self.session_focus: tuple[str, str | None] | None = None
         self.reloads = 0  # how many times a new model was applied (tests read it)
+        self.last_rendered: set[str] = set()
         self._reload_timer = None
         self._pending_paths: set[str] = set()
+        self._load_seq = 0
+        self._applied_seq = 0
         self.jobs: dict[str, tuple[int, int | None, str]] = {}
         if self.settings.theme:
             self.theme = self.settings.theme
@@ -262,6 +265,7 @@ class MemoryApp(App[None]):
         self._render_header()
         self._render_banner()
         views = set(VIEWS) if changed is None else changed
+        self.last_rendered = set(views)  # which views this model redrew (tests read it)
         if "topics" in views:
             self.render_topics()
         if "timeline" in views:
@@ -374,15 +378,20 @@ class MemoryApp(App[None]):
         list_title.update(self._list_title())
 
     # ------------------------------------------------------------------ Topics
+    def _record_matches(self, r: RecordVM) -> bool:
+        needle = self.filter_text.lower()
+        return (
+            not needle
+            or needle in r.content.lower()
+            or any(needle in i.lower() for i in r.ids)
+            or needle in " ".join(r.headings).lower()
+            or any(needle in l.label.lower() for l in r.source_links)
+        )
+
     def _filtered_records(self, topic: TopicVM) -> tuple[RecordVM, ...]:
         if not self.filter_text:
             return topic.records
-        needle = self.filter_text.lower()
-        return tuple(
-            r for r in topic.records
-            if needle in r.content.lower() or needle in r.memory_id or needle in " ".join(r.headings).lower()
-            or any(needle in l.label.lower() for l in r.source_links)
-        )
+        return tuple(r for r in topic.records if self._record_matches(r))
 
     def _topic_matches(self, topic: TopicVM) -> bool:
         if not self.filter_text:
@@ -622,6 +631,14 @@ class MemoryApp(App[None]):
         self._render_titles()
 
     # ------------------------------------------------------------------ Core
+    def _core_records(self) -> tuple[RecordVM, ...]:
+        core = self.model.core if self.model else None
+        if core is None:
+            return ()
+        if not self.filter_text:
+            return core.records
+        return tuple(r for r in core.records if self._record_matches(r))
+
     def render_core(self) -> None:
         m = self.model
         lst = self.query_one("#core-list", OptionList)
@@ -630,11 +647,13 @@ class MemoryApp(App[None]):
         options: list[Option | None] = []
         core = m.core if m else None
         if core:
-            omitted = set(core.omitted_ids)
-            for rec in core.records:
-                mark = (g.bad, "red") if rec.memory_id in omitted else (g.ok, "green")
+            marks = {"kept": (g.ok, "green"), "omitted": (g.bad, "red"), "pending": (g.pending, "yellow")}
+            for rec in self._core_records():
+                mark = marks.get(core.status_of(rec.memory_id) or "", (" ", ""))
                 text = Text.assemble((mark[0] + " ", mark[1]), (f"{rec.memory_id}", "bold"), (f" {rec.tokens} tok\n", "dim"), _one_line(rec.content, 28))
                 options.append(Option(text, id=f"core:{rec.memory_id}"))
+            if not options and self.filter_text:
+                options.append(Option(Text(f"No block matches “{self.filter_text}”.", "dim"), disabled=True))
         lst.set_options(options)
         _restore(lst, keep)
         self.show_core()
@@ -655,33 +674,66 @@ class MemoryApp(App[None]):
             records.clear_options()
             return
         if self.core_sources:
-            omitted = set(core.omitted_ids)
-            records.show_records(core.records, g, m, headings=False, omitted=lambda r: r.memory_id in omitted)
+            records.show_records(self._core_records(), g, m, headings=False, core_status=lambda r: core.status_of(r.memory_id))
             lst = self.query_one("#core-list", OptionList)
             if lst.highlighted_option is not None and lst.highlighted_option.id:
                 records.select_id("rec:" + lst.highlighted_option.id.split(":", 1)[1])
             self._show_source_for(records, pane)
         else:
-            out = Text()
-            if not core.inject:
-                out.append("Injection is off", "bold")
-                out.append(" (memory.core.inject = false in config.json): nothing from core.md reaches the system prompt.\n\n")
-                out.append("The rendered core.md below is kept up to date but not used.\n\n", "dim")
-            elif not core.injected_text:
-                out.append("Nothing is injected", "bold")
-                out.append(": core.md has no line other than headings.\n\n")
-            if core.text.strip():
-                out.append_text(render_markdown(core.text, glyphs=g))
-            else:
-                out.append("core.md is empty.", "dim")
-            if core.omitted_ids:
-                out.append(f"\n\n{g.bad} Omitted by the {core.budget:,} token budget ({len(core.omitted_ids)}):\n", "bold red")
-                for mid in core.omitted_ids:
-                    rec = next((r for r in core.records if r.memory_id == mid), None)
-                    out.append(f"  {mid}", "bold")
-                    out.append(f"  {_one_line(rec.content, 60) if rec else ''}\n")
-            text_widget.update(out)
+            text_widget.update(self._core_text(core))
         self._render_titles()
+
+    def _core_text(self, core) -> Text:
+        """The rendered root core.md (what reaches the system prompt), then what is left out."""
+        g = self.glyphs
+        out = Text()
+        if not core.inject:
+            out.append("Injection is off", "bold")
+            out.append(" (memory.core.inject = false in config.json): nothing from core.md reaches the system prompt.\n\n")
+            out.append("The rendered core.md below is kept up to date but not used.\n\n", "dim")
+        elif not core.injected:
+            out.append("Nothing is injected", "bold")
+            out.append(f": {core.reason}.\n\n" if core.reason else ".\n\n")
+        if core.stale:
+            out.append(f"{g.bad} core.md on disk differs from what topics/core.md renders", "bold yellow")
+            out.append(" (a write or `memory-tui views --check` brings it back in line).\n\n", "dim")
+        needle = self.filter_text.lower()
+        body = core.text.strip()
+        if needle and body:
+            from memory_tui.core.views import split_core_chunks
+
+            chunks = [c for c, _bid in split_core_chunks(body)]
+            hits = [c for c in chunks if needle in c.lower()]
+            out.append(f"Filter “{self.filter_text}”: {len(hits)} of {len(chunks)} blocks of core.md\n\n", "dim")
+            shown = render_markdown("\n\n".join(hits), glyphs=g) if hits else Text("Nothing in core.md matches.", "dim")
+            shown.highlight_words([self.filter_text], "reverse", case_sensitive=False)
+            out.append_text(shown)
+        elif body:
+            out.append_text(render_markdown(core.text, glyphs=g))
+        else:
+            out.append("core.md is empty." if core.exists else "There is no core.md.", "dim")
+        by_id = {r.memory_id: r for r in core.records}
+
+        def listing(ids, title: str, note: str, glyph: str, style: str) -> None:
+            ids = [i for i in ids if not needle or (i in by_id and self._record_matches(by_id[i])) or needle in i]
+            if not ids:
+                return
+            out.append(f"\n\n{glyph} {title} ({len(ids)}):\n", style)
+            out.append(note, "dim")
+            for mid in ids:
+                rec = by_id.get(mid)
+                out.append(f"  {mid}", "bold")
+                out.append(f"  {_one_line(rec.content, 60) if rec else ''}\n")
+
+        listing(core.omitted_ids, f"Omitted by the {core.budget:,} token budget", "", g.bad, "bold red")
+        listing(
+            core.pending_ids,
+            "Skipped: they cite a pending source",
+            "OpenProgram keeps a block out of core.md while a source it cites is pending (not confirmed).\n",
+            g.pending,
+            "bold yellow",
+        )
+        return out
 
     def action_toggle_core_sources(self) -> None:
         self.core_sources = not self.core_sources
@@ -821,13 +873,16 @@ class MemoryApp(App[None]):
             core = m.core if m else None
             if core is None:
                 return Text("Core", "bold")
-            over = core.omitted_ids
-            out = Text.assemble(("Core", "bold"), "  ", ("core.md ← topics/core.md", "dim"))
-            out.append(f"\n{core.tokens:,} / {core.budget:,} tokens", "bold red" if over else "bold green")
-            out.append(f" · {len(core.kept_ids)} injected · {len(over)} omitted", "")
+            # Two short lines: they must not wrap at 120 columns (content is ~80 wide).
+            out = Text.assemble(("Core", "bold"), "  ", ("core.md ← topics/core.md" if core.master else "core.md (hand-written)", "dim"))
             out.append(" · injection " + ("on" if core.inject else "off"), "" if core.inject else "bold yellow")
-            out.append(" · editable (editing comes later)" if not self.narrow else "", "dim")
-            out.append(" · s: " + ("rendered block" if self.core_sources else "source records"), "dim")
+            if self.filter_text:
+                out.append(f" · filter: {self.filter_text}", "dim")
+            over = core.omitted_ids
+            out.append(f"\n{core.tokens:,} / {core.budget:,} tokens", "bold red" if over else "bold green")
+            out.append(f" · {len(core.kept_ids)} injected · {len(over)} omitted")
+            if core.pending_ids:
+                out.append(f" · {len(core.pending_ids)} pending", "yellow")
             return out
         if self.view == "sessions":
             n = len(m.sessions) if m else 0
@@ -847,7 +902,10 @@ class MemoryApp(App[None]):
             return Text(f"{len(m.recent)} / {m.config.recent_limit} records", "dim")
         if self.view == "core":
             core = m.core
-            return Text(f"{len(core.records) if core else 0} blocks in topics/core.md", "dim")
+            n = len(core.records) if core else 0
+            if self.filter_text:
+                return Text(f"{len(self._core_records())}/{n} blocks · filter: {self.filter_text}", "dim")
+            return Text(f"{n} blocks in topics/core.md", "dim")
         if self.view == "sessions":
             return Text(f"{len(m.sessions)} sessions", "dim")
         return Text("")
@@ -942,8 +1000,8 @@ class MemoryApp(App[None]):
 
     # ------------------------------------------------------------------ filter / back
     def action_filter(self) -> None:
-        if self.view in ("core", "sessions"):
-            self.notify("Filter works in Topics, Timeline and Recent.", severity="information")
+        if self.view == "sessions":
+            self.notify("Filter works in Topics, Timeline, Recent and Core.", severity="information")
             return
         inp = self.query_one("#filter", Input)
         self.screen.add_class("-filtering")
@@ -955,9 +1013,7 @@ class MemoryApp(App[None]):
     @_safe
     def _filter_changed(self, event: Input.Changed) -> None:
         self.filter_text = event.value.strip()
-        self.render_topics()
-        self.render_timeline()
-        self.render_recent()
+        self._render_filtered()
         self._render_titles()
 
     @on(Input.Submitted, "#filter")
@@ -972,10 +1028,14 @@ class MemoryApp(App[None]):
             inp.value = ""
         if self.filter_text:
             self.filter_text = ""
-            self.render_topics()
-            self.render_timeline()
-            self.render_recent()
+            self._render_filtered()
         self.refresh_bindings()
+
+    def _render_filtered(self) -> None:
+        self.render_topics()
+        self.render_timeline()
+        self.render_recent()
+        self.render_core()
 
     def action_back(self) -> None:
         if self.narrow and self.pane == "detail":
@@ -1015,26 +1075,32 @@ class MemoryApp(App[None]):
         return True
 
     # ------------------------------------------------------------------ loading & watching
-    def load_in_background(self, changed: set[str] | None) -> None:
-        self._load_worker(changed)
+    def load_in_background(self, touched: set[str] | None) -> None:
+        """Reload from the engine. ``touched`` (paths a watcher saw) lets untouched parts be
+        reused; ``None`` is an explicit reload, which checks everything and redraws every view."""
+        self._load_seq += 1
+        self._load_worker(self._load_seq, touched)
 
     @work(thread=True, exclusive=True, group="load", exit_on_error=False)
-    def _load_worker(self, changed: set[str] | None) -> None:
-        model = load_model(self.state_dir, counter=self.counter, home=self.home)
-        self.call_from_thread(self._loaded, model, changed)
+    def _load_worker(self, seq: int, touched: set[str] | None) -> None:
+        model = load_model(self.state_dir, counter=self.counter, home=self.home, previous=self.model, touched=touched)
+        self.call_from_thread(self._loaded, seq, model, touched is None)
 
-    def _loaded(self, model: WorkspaceModel, changed: set[str] | None) -> None:
+    def _loaded(self, seq: int, model: WorkspaceModel, explicit: bool) -> None:
+        if seq < self._applied_seq:
+            return  # an older load finished after a newer one: keep the newer
+        self._applied_seq = seq
         old = self.model
-        if (
-            changed is not None
-            and old is not None
-            and old.revision == model.revision
-            and old.sessions == model.sessions
-            and old.status == model.status
-            and old.config == model.config
-        ):
-            return  # nothing visible changed (e.g. our own write already applied): no flicker
-        self.apply_model(model, None if changed is None else changed | {"topics"} if changed else None)
+        if explicit:
+            self.apply_model(model)
+            return
+        changed = changed_views(old, model)
+        if not changed and not header_changed(old, model):
+            # Nothing visible changed (e.g. our own write already shown): keep the snapshot for
+            # the next incremental refresh, redraw nothing (no flicker).
+            self.model = model
+            return
+        self.apply_model(model, changed)
 
     def start_watcher(self) -> None:
         self._watch_worker()
@@ -1069,9 +1135,8 @@ class MemoryApp(App[None]):
     def _reload_pending(self) -> None:
         paths, self._pending_paths = set(self._pending_paths), set()
         self._reload_timer = None
-        views = affected_views(paths)
-        if views or not (self.model and self.model.state_exists):
-            self.load_in_background(views or set(VIEWS))
+        if paths or not (self.model and self.model.state_exists):
+            self.load_in_background(paths if self.model and self.model.state_exists else None)
 
     def on_job_progress(self, message: JobProgress) -> None:
         self.jobs[message.job] = (message.done, message.total, message.note)
@@ -1084,7 +1149,7 @@ class MemoryApp(App[None]):
             self.notify(f"{message.job} finished")
         else:
             self.notify(f"{message.job} failed: {message.error}", severity="error")
-        self.load_in_background(set(VIEWS))
+        self.load_in_background(None)
 
 
 def _move(tree: Tree, node) -> None:
@@ -1123,14 +1188,19 @@ def _topic_name(m: WorkspaceModel, mid: str) -> str:
 
 
 def _unresolved(m: WorkspaceModel, rec: RecordVM, target: str) -> Problem:
-    """Why a citation has no frame: a truncated archive says so, with its line."""
+    """Why a citation has no frame, from the engine's problems: a damaged archive first (with
+    its line), else the topic's own problem for this link target."""
     import posixpath
 
     path = posixpath.normpath(posixpath.join(posixpath.dirname(rec.topic_path), target.split("#", 1)[0]))
     for p in m.problems:
-        if p.code == "TRUNCATED_ARCHIVE" and p.path == path:
-            return Problem(p.code, f"the archive is truncated: {p.message}; this frame is past the valid prefix", p.path, p.line, p.column)
-    return Problem("INVALID_TOPIC_FORMAT", f"invalid source target: {target}")
+        if p.path == path and p.code in ("TRUNCATED_ARCHIVE", "CORRUPT_FILE"):
+            return Problem(p.code, f"the archive is damaged: {p.message}; this frame is past the valid prefix", p.path, p.line, p.column)
+    topic = m.topic(rec.topic_path)
+    for p in topic.problems if topic else ():
+        if p.details.get("target") == target:
+            return p
+    return Problem("INVALID_TOPIC_FORMAT", f"invalid source target: {target}", rec.topic_path)
 
 
 def _only_source_problems(topic: TopicVM) -> bool:

@@ -4,26 +4,31 @@ Every call into ``memory_tui.core`` / ``memory_tui.sessions`` made by the app li
 when an engine API moves only this module changes. The app itself only sees the small frozen
 view models below (``WorkspaceModel`` and friends), already sanitised for the terminal.
 
-While an engine module is not there yet (the engine is written in parallel), a small
-read-only *preview reader* in this module fills the gap for that part, so the app always
-opens. ``WorkspaceModel.engine`` says which parts came from the engine.
+Everything the app shows comes from one engine snapshot (``core.workspace.StateView``) and
+one session snapshot (``sessions.store.SessionSnapshot``), the same objects the CLI verbs
+read, so the TUI and the CLI cannot disagree. Nothing here reads a workspace file itself.
+
+Live reload: ``load_model(..., previous=model)`` hands the previous snapshots to the engine
+(``workspace.refresh`` / ``load_sessions(previous=...)``), which re-parses only the files whose
+stamp changed; view models of unchanged topics are reused as the very same objects, so
+``changed_views(old, new)`` (per-view fingerprints) is cheap and exact.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable, Mapping
 
-from memory_tui.core.config import MemoryConfig, load_memory_config
-from memory_tui.core.errors import Problem
-from memory_tui.core.paths import Layout, display_path, is_internal_top
+from memory_tui.core.config import MemoryConfig
+from memory_tui.core.errors import MemoryError, Problem
+from memory_tui.core.paths import display_path
 from memory_tui.core.text import sanitize
 from memory_tui.core.tokens import O200kCounter, TokenCounter
+
+VIEW_NAMES = ("topics", "timeline", "recent", "core", "sessions")
+CORE_TOPIC = "topics/core.md"
 
 # ---------------------------------------------------------------------------------------
 # View models (what the app renders). Everything textual in them is sanitised.
@@ -39,22 +44,22 @@ class SourceLinkVM:
 @dataclass(frozen=True)
 class EvidenceVM:
     id: str
-    when: str | None  # raw time text ("2026-11", "undated" -> None)
+    when: str | None  # the evidence time as written ("2026-11"); None when undated
     links: tuple[SourceLinkVM, ...] = ()
 
 
 @dataclass(frozen=True)
 class RecordVM:
-    memory_id: str
+    memory_id: str  # the paragraph's identity (its last block id)
     topic_path: str  # "topics/people/ada.md"
     headings: tuple[str, ...]
     body: str  # Markdown of the record paragraph: citations kept, block ids removed
     content: str  # plain content (citations removed)
     evidence: tuple[EvidenceVM, ...]
-    when: str | None
+    when: str | None  # first dated evidence time (never a file time)
     line: int
     tokens: int
-    aliases: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()  # the paragraph's other block ids
     relation_targets: tuple[str, ...] = ()
     backlinks: tuple[str, ...] = ()
 
@@ -67,14 +72,24 @@ class RecordVM:
                     seen.append(link)
         return tuple(seen)
 
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return self.aliases + (self.memory_id,)
+
 
 @dataclass(frozen=True)
 class TopicVM:
     path: str  # "topics/people/ada.md"
     title: str
     records: tuple[RecordVM, ...]
-    problems: tuple[Problem, ...] = ()
-    raw: str = ""  # sanitised file text (shown next to a parse error)
+    problems: tuple[Problem, ...] = ()  # errors: OpenProgram refuses writes until fixed
+    raw: str = ""  # sanitised file text (only kept when there are errors, to show them)
+    warnings: tuple[Problem, ...] = ()  # accepted by OpenProgram, refused by our normaliser
+
+    @property
+    def block_ids(self) -> tuple[str, ...]:
+        """Every block id in file order, aliases included (``memory-tui topics`` counts these)."""
+        return tuple(i for r in self.records for i in r.ids)
 
 
 @dataclass(frozen=True)
@@ -104,29 +119,38 @@ class TimelineRowVM:
     when: str  # "2026", "2026-11" or "2026-11-30"
     memory_id: str
     topic_path: str
-    text: str
+    text: str  # the annotation the row is about (what the timeline file shows)
 
 
 @dataclass(frozen=True)
 class CoreVM:
-    inject: bool
-    text: str  # the rendered root core.md (sanitised)
-    tokens: int
+    inject: bool  # memory.core.inject
+    text: str  # root core.md as it is on disk (sanitised); what OpenProgram injects
+    tokens: int  # rendered tokens (engine CoreRender; the injected text when no master)
     budget: int
     kept_ids: tuple[str, ...]
-    omitted_ids: tuple[str, ...]
+    omitted_ids: tuple[str, ...]  # past the token budget
     records: tuple[RecordVM, ...]  # the source records in topics/core.md
     exists: bool = True
+    pending_ids: tuple[str, ...] = ()  # skipped: they cite a source that is not trusted
+    injected: bool = False  # does anything reach the system prompt
+    injected_tokens: int = 0
+    reason: str = ""  # engine's reason when nothing is injected
+    stale: bool = False  # root core.md differs from what topics/core.md renders
+    master: bool = False  # topics/core.md exists
 
     @property
     def injected_text(self) -> str:
-        """What reaches the system prompt: empty when injection is off or only headings."""
-        if not self.inject:
-            return ""
-        body = self.text.strip()
-        if not any(line.strip() and not line.startswith("# ") for line in body.splitlines()):
-            return ""
-        return body
+        return self.text.strip() if self.injected else ""
+
+    def status_of(self, memory_id: str) -> str | None:
+        if memory_id in self.kept_ids:
+            return "kept"
+        if memory_id in self.omitted_ids:
+            return "omitted"
+        if memory_id in self.pending_ids:
+            return "pending"
+        return None
 
 
 @dataclass(frozen=True)
@@ -135,7 +159,8 @@ class StatusVM:
     last_failure_code: str | None = None
     last_failure_at: str | None = None
     last_success_at: str | None = None
-    pending_turns: int | None = None
+    pending_turns: int | None = None  # OpenProgram's count (None where OpenProgram says null)
+    pending_lenient: int | None = None  # the same count skipping nodes that make it raise
 
 
 @dataclass(frozen=True)
@@ -162,11 +187,15 @@ class WorkspaceModel:
     status: StatusVM = StatusVM()
     sessions: tuple[SessionVM, ...] = ()
     sessions_available: bool = False
-    problems: tuple[Problem, ...] = ()
-    engine: tuple[str, ...] = ()
-    engine_errors: tuple[str, ...] = ()
-    _frames: dict[str, FrameVM] = field(default_factory=dict, compare=False, repr=False)
-    _frame_problems: dict[str, Problem] = field(default_factory=dict, compare=False, repr=False)
+    problems: tuple[Problem, ...] = ()  # errors only (warnings stay on their topic)
+    engine_errors: tuple[str, ...] = ()  # an engine part that raised (should stay empty)
+    # Engine snapshots and caches carried to the next reload (never compared).
+    state: Any = field(default=None, compare=False, repr=False)  # core.workspace.StateView
+    session_snapshot: Any = field(default=None, compare=False, repr=False)  # SessionSnapshot
+    fingerprints: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    _records: dict[str, RecordVM] = field(default_factory=dict, compare=False, repr=False)
+    _frames: dict[str, FrameVM | Problem] = field(default_factory=dict, compare=False, repr=False)
+    _cache: "_Cache | None" = field(default=None, compare=False, repr=False)
 
     # -- flags -------------------------------------------------------------------------
     @property
@@ -183,37 +212,46 @@ class WorkspaceModel:
 
     @property
     def records(self) -> dict[str, RecordVM]:
-        out: dict[str, RecordVM] = {}
-        for topic in self.topics:
-            for rec in topic.records:
-                out.setdefault(rec.memory_id, rec)
-                for alias in rec.aliases:
-                    out.setdefault(alias, rec)
-        if self.core:
-            for rec in self.core.records:
-                out.setdefault(rec.memory_id, rec)
-        return out
+        """Every record by block id (aliases included), core records too."""
+        return self._records
 
     def topic(self, path: str) -> TopicVM | None:
         for t in self.topics:
             if t.path == path:
                 return t
-        if self.core and path == "topics/core.md":
-            return TopicVM("topics/core.md", "Core", self.core.records)
+        if self.core and path == CORE_TOPIC:
+            return TopicVM(CORE_TOPIC, "Core", self.core.records)
         return None
 
     def frame(self, source_id: str) -> FrameVM | Problem:
-        frame = self._frames.get(source_id)
-        if frame is not None:
-            return frame
-        problem = self._frame_problems.get(source_id)
-        if problem is not None:
-            return problem
-        return Problem("MISSING_SOURCE", f"source not found in the archive: {source_id}")
+        """The archived turn a citation names, or a Problem saying why there is none."""
+        hit = self._frames.get(source_id)
+        if hit is not None:
+            return hit
+        out = _frame_vm(self.state, source_id)
+        self._frames[source_id] = out  # a memo on an immutable snapshot
+        return out
 
 
 # ---------------------------------------------------------------------------------------
 # Loading
+
+
+@dataclass
+class _Cache:
+    """Reused across reloads: per-topic view models and token counts by paragraph text."""
+
+    tokens: dict[str, int] = field(default_factory=dict)
+    topics: dict[str, tuple[Any, Any, TopicVM]] = field(default_factory=dict)  # path -> (Topic, key, VM)
+    backlinks_text: str | None = None
+    backlinks: dict[str, list[str]] = field(default_factory=dict)
+    analyses: dict[str, tuple[Any, str, int, Any]] = field(default_factory=dict)  # sid -> (Session, wid, threshold, analysis)
+
+    def count(self, counter: TokenCounter, text: str) -> int:
+        n = self.tokens.get(text)
+        if n is None:
+            n = self.tokens[text] = counter.count(text)
+        return n
 
 
 def load_model(
@@ -221,564 +259,435 @@ def load_model(
     *,
     counter: TokenCounter | None = None,
     home: Path | None = None,
+    previous: WorkspaceModel | None = None,
+    touched: Iterable[str] | None = None,
 ) -> WorkspaceModel:
-    """Read the whole state directory into a ``WorkspaceModel``. Never raises for bad data."""
+    """The whole state directory as a ``WorkspaceModel``. Never raises for bad data.
+
+    ``previous`` makes this an incremental refresh (only changed files are re-parsed).
+    ``touched`` (state-relative paths a watcher saw change) lets a part nobody touched be
+    reused as is; ``None`` means "check everything".
+    """
     counter = counter or O200kCounter()
     state_dir = Path(state_dir)
     shown = display_path(state_dir, home=home) if home is not None else display_path(state_dir)
-    if not state_dir.is_dir():
+    paths = None if touched is None else set(touched)
+    prev_state = previous.state if previous is not None else None
+    prev_sessions = previous.session_snapshot if previous is not None else None
+    cache = previous._cache if previous is not None and previous._cache is not None else _Cache()
+
+    state, error = _open_state(state_dir, counter, prev_state, paths)
+    if state is None:
+        problem = error or Problem("STATE_NOT_FOUND", f"no OpenProgram state directory at {shown}")
         return WorkspaceModel(
             state_dir, shown, False, False, MemoryConfig(), "", "",
-            problems=(Problem("STATE_NOT_FOUND", f"no OpenProgram state directory at {shown}"),),
+            problems=(replace(problem, message=f"no OpenProgram state directory at {shown}"),),
+            _cache=cache,
         )
-    config = load_memory_config(state_dir)
-    memory = state_dir / "memory"
-    problems: list[Problem] = list(config.problems)
-    sessions, sessions_ok = _load_sessions(state_dir)
-    status = _load_status(memory)
-    if not memory.is_dir():
-        return WorkspaceModel(
-            state_dir, shown, True, False, config, "", "", status=status,
-            sessions=sessions, sessions_available=sessions_ok, problems=tuple(problems),
+
+    errors: list[str] = []
+    problems = tuple(_clean(p) for p in state.problems if _is_error(p))
+    workspace_id = sanitize(state.workspace_id or "")
+    config = state.config
+
+    sessions_snap, sessions, status_counts = _sessions(state, prev_sessions, prev_state, paths, cache, counter, errors)
+    status = _status(state, status_counts)
+
+    if state.memory_missing:
+        model = WorkspaceModel(
+            state_dir, shown, True, False, config, workspace_id, "",
+            status=status, sessions=sessions, sessions_available=sessions_snap is not None,
+            problems=problems, engine_errors=tuple(errors), state=state, session_snapshot=sessions_snap, _cache=cache,
         )
-    layout = Layout(memory)
-    frames, frame_problems, archive_problems = _load_sources(memory)
-    problems.extend(archive_problems)
-    topics, core_topic = _load_topics(memory, counter, frames)
-    relations = _read_json(memory / "relations.json")
-    backlinks = relations.get("backlinks", {}) if isinstance(relations, dict) else {}
-    topics = tuple(_with_backlinks(t, backlinks) for t in topics)
-    core_records = _with_backlinks(core_topic, backlinks).records if core_topic else ()
-    all_records = {r.memory_id: r for t in topics for r in t.records}
-    all_records.update({r.memory_id: r for r in core_records})
-    for t in topics + ((core_topic,) if core_topic else ()):
-        problems.extend(t.problems)
+        return replace(model, fingerprints=_fingerprints(model))
+
+    backlinks = _backlinks(state, cache)
+    topics, core_topic_vm = _topics(state, counter, cache, backlinks)
+    core = _core(state, core_topic_vm)
+    records: dict[str, RecordVM] = {}
+    for topic in topics + ((core_topic_vm,) if core_topic_vm else ()):
+        for rec in topic.records:
+            for mid in rec.ids:
+                records.setdefault(mid, rec)
+    timeline = _timeline(state, previous)
+    recent = _recent(state, records)
     model = WorkspaceModel(
         state_dir=state_dir,
         display_dir=shown,
         state_exists=True,
         memory_exists=True,
         config=config,
-        workspace_id=_read_text(layout.workspace_id_file).strip(),
-        revision=_revision(memory, layout.runtime_name),
+        workspace_id=workspace_id,
+        revision=state.revision,
         topics=topics,
-        timeline=_timeline_rows(list(all_records.values()) ),
-        recent=_recent(memory, all_records, config.recent_limit),
-        core=_core(memory, config, counter, core_records, core_topic is not None),
+        timeline=timeline,
+        recent=recent,
+        core=core,
         status=status,
         sessions=sessions,
-        sessions_available=sessions_ok,
-        problems=tuple(problems),
-        engine=(),
-        _frames=frames,
-        _frame_problems=frame_problems,
+        sessions_available=sessions_snap is not None,
+        problems=problems,
+        engine_errors=tuple(errors),
+        state=state,
+        session_snapshot=sessions_snap,
+        _records=records,
+        _cache=cache,
     )
-    return _overlay_engine(model, counter)
+    return replace(model, fingerprints=_fingerprints(model))
 
 
-def _overlay_engine(model: WorkspaceModel, counter: TokenCounter) -> WorkspaceModel:
-    """Replace preview answers with the engine's wherever the engine answers.
+def _touches(paths: set[str] | None, *prefixes: str) -> bool:
+    if paths is None:
+        return True
+    return any(p == "config.json" or p.startswith(prefixes) for p in paths)
 
-    Each part is independent: an engine part that fails keeps the preview's answer and is
-    named in ``engine_errors`` (shown nowhere on screen; tests and bug reports read it).
-    """
-    used: list[str] = []
-    errors: list[str] = []
-    changes: dict[str, Any] = {}
-    state = None
+
+def _open_state(state_dir: Path, counter: TokenCounter, prev: Any, paths: set[str] | None) -> tuple[Any, Problem | None]:
+    from memory_tui.core.workspace import open_state, refresh
+
     try:
-        from memory_tui.core.workspace import open_state
-
-        state = open_state(model.state_dir, counter=counter)
-        used.append("workspace")
-        if state.revision:
-            changes["revision"] = state.revision
-        if state.workspace_id:
-            changes["workspace_id"] = sanitize(state.workspace_id)
-        topics = []
-        for topic in model.topics:
-            strict = tuple(p for p in state.problems_for(topic.path) if p.line is not None or p.code)
-            topics.append(replace(topic, problems=strict) if strict else replace(topic, problems=()))
-        changes["topics"] = tuple(topics)
-        other = [p for p in state.problems if not (p.path or "").startswith("topics/") or p.path == "topics/core.md"]
-        topic_problems = [p for t in topics for p in t.problems]
-        merged: list[Problem] = []
-        for p in list(model.config.problems) + other + topic_problems + [p for p in model.problems if p.code == "TRUNCATED_ARCHIVE"]:
-            if p not in merged:  # Problems hold a dict, so no set()
-                merged.append(p)
-        changes["problems"] = tuple(merged)
-        core = state.core
-        if core is not None and model.core is not None:
-            changes["core"] = replace(
-                model.core,
-                tokens=int(core.rendered_tokens),
-                kept_ids=tuple(core.kept_ids),
-                omitted_ids=tuple(core.omitted_ids),
-                budget=int(core.budget),
-            )
-            used.append("core")
-    except Exception as exc:  # pragma: no cover - depends on engine state
-        errors.append(f"workspace: {type(exc).__name__}: {exc}")
-    try:
-        from dataclasses import replace as dc_replace
-
-        from memory_tui.sessions.records import status_pending_count
-        from memory_tui.sessions.store import load_sessions
-
-        wid = changes.get("workspace_id", model.workspace_id)
-        snapshot = load_sessions(model.state_dir)
-        by_id = {s.session_id: s for s in model.sessions}
-        sessions = []
-        for sid, session in snapshot.sessions.items():
-            one = status_pending_count(dc_replace(snapshot, sessions={sid: session}), wid)
-            prev = by_id.get(sanitize(sid))
-            title = prev.title if prev else sanitize(str(getattr(session, "title", "") or ""))
-            nodes = prev.nodes if prev else None
-            sessions.append(SessionVM(sanitize(sid), title, one.value if one.value is not None else one.lenient, nodes))
-        changes["sessions"] = tuple(sorted(sessions, key=lambda s: s.session_id))
-        changes["sessions_available"] = True
-        if model.memory_exists:
-            total = status_pending_count(snapshot, wid)
-            changes["status"] = replace(model.status, pending_turns=total.value)
-        used.append("sessions")
-    except Exception as exc:  # pragma: no cover - depends on engine state
-        errors.append(f"sessions: {type(exc).__name__}: {exc}")
-    return replace(model, engine=tuple(used), engine_errors=tuple(errors), **changes)
+        if prev is not None and Path(prev.state_dir) == state_dir and state_dir.is_dir():
+            if not _touches(paths, "memory/"):
+                return prev, None  # nothing under memory/ changed: the snapshot stands
+            return refresh(prev), None
+        return open_state(state_dir, counter=counter), None
+    except MemoryError as exc:  # STATE_NOT_FOUND: the app shows the state screen
+        return None, exc.as_problem()
 
 
-# ---------------------------------------------------------------------------------------
-# Preview reader (used for any part the engine does not provide yet)
-
-_DEF = re.compile(r"^\[\^([A-Za-z0-9_-]+)\]:\s*(.*)$")
-_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*$")
-_ID_SUFFIX = re.compile(r"((?:\s+\^[A-Za-z0-9-]+)+)\s*$")
-_ANY_SUFFIX = re.compile(r"\s\^(\S+)\s*$")
-_CITE = re.compile(r"\[\^([A-Za-z0-9_-]+)\]")
-_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
-_TIME = re.compile(r"Time:\s*`?([^`;]*?)`?\s*;")
-_BLOCK_LINK = re.compile(r"\]\(([^)#\s]*)#\^([A-Za-z0-9_-]+)\)")
+def _is_error(problem: Problem) -> bool:
+    return problem.details.get("severity") != "warning"
 
 
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
+def _clean(problem: Problem) -> Problem:
+    """Problem messages quote file text: strip terminal sequences before display."""
+    msg = sanitize(problem.message)
+    return problem if msg == problem.message else replace(problem, message=msg)
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+# -- topics -------------------------------------------------------------------------------
 
 
-def _revision(memory: Path, runtime_name: str) -> str:
-    digest = hashlib.sha256()
-    files: list[tuple[tuple[str, ...], Path]] = []
-    for path in memory.rglob("*"):
+def _backlinks(state: Any, cache: _Cache) -> dict[str, list[str]]:
+    text = state.views.relations if state.views is not None else ""
+    if text != cache.backlinks_text:
         try:
-            if path.is_symlink() or not path.is_file():
-                continue
-        except OSError:
-            continue
-        rel = path.relative_to(memory)
-        parts = rel.parts
-        if is_internal_top(parts[0]) and rel.as_posix() != f"{runtime_name}/runtime.json":
-            continue
-        files.append((parts, path))
-    for parts, path in sorted(files):
-        digest.update("/".join(parts).encode("utf-8") + b"\x00")
-        try:
-            digest.update(path.read_bytes())
-        except OSError:
-            pass
-        digest.update(b"\x00")
-    return digest.hexdigest()[:32]
+            data = json.loads(text) if text else {}
+        except ValueError:
+            data = {}
+        found = data.get("backlinks", {}) if isinstance(data, dict) else {}
+        cache.backlinks = found if isinstance(found, dict) else {}
+        cache.backlinks_text = text
+    return cache.backlinks
 
 
-_FRAME_HEAD = re.compile(
-    r'<a id="(source-[0-9a-f]{16})"></a>\n<!-- source-id:(.*?) -->\n'
-    r"(?:<!-- speaker-id:(.*?) -->\n)?(?:<!-- source-meta:([A-Za-z0-9_-]+) -->\n)?"
-    r"<!-- record-lines:(\d{1,9}) -->\n"
-)
-_RECORD_LINE = re.compile(r"^\[([^\[\]]*)\]\s+(.*?): (.*)$", re.S)
+def _topics(
+    state: Any, counter: TokenCounter, cache: _Cache, backlinks: Mapping[str, list[str]]
+) -> tuple[tuple[TopicVM, ...], TopicVM | None]:
+    tree = state.tree
+    by_path: dict[str, list[Problem]] = {}
+    for p in state.problems:
+        if p.path and p.path.startswith("topics/"):
+            by_path.setdefault(p.path, []).append(p)
+    chunk_tokens = {}
+    if state.views is not None and state.views.core is not None:
+        chunk_tokens = {c.block_id: c.tokens for c in state.views.core.chunks if c.block_id}
+    out: list[TopicVM] = []
+    core_vm: TopicVM | None = None
+    seen: dict[str, tuple[Any, Any, TopicVM]] = {}
+    listed: set[str] = set()
+    for topic in tree.topics:
+        wpath = topic.workspace_path
+        listed.add(wpath)
+        found = tuple(by_path.get(wpath, ()))
+        ids = tuple(u.memory_id for u in topic.units)
+        key = (found, tuple(tuple(backlinks.get(i, ())) for i in ids))
+        if wpath == CORE_TOPIC:
+            key = key + (tuple(sorted(chunk_tokens.items())),)
+        prior = cache.topics.get(wpath)
+        if prior is not None and prior[0] is topic and prior[1] == key:
+            vm = prior[2]
+        else:
+            vm = _topic_vm(topic, found, counter, cache, backlinks, chunk_tokens if wpath == CORE_TOPIC else None)
+        seen[wpath] = (topic, key, vm)
+        if wpath == CORE_TOPIC:
+            core_vm = vm
+        else:
+            out.append(vm)
+    # Files the engine could not read at all (not UTF-8, unreadable) have problems, no Topic.
+    for wpath, found in by_path.items():
+        if wpath not in listed and wpath != CORE_TOPIC and wpath.endswith(".md"):
+            errs = tuple(_clean(p) for p in found if _is_error(p))
+            if errs:
+                out.append(TopicVM(wpath, PurePosixPath(wpath).stem, (), errs))
+    cache.topics = seen
+    out.sort(key=lambda t: tuple(t.path.split("/")))
+    return tuple(out), core_vm
 
 
-def _decode_meta(token: str | None) -> dict[str, Any]:
-    if not token:
-        return {}
-    import base64
-
-    try:
-        return json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-    except (ValueError, TypeError):
-        return {}
-
-
-def _load_sources(memory: Path) -> tuple[dict[str, FrameVM], dict[str, Problem], list[Problem]]:
-    frames: dict[str, FrameVM] = {}
-    frame_problems: dict[str, Problem] = {}
-    problems: list[Problem] = []
-    root = memory / "sources"
-    if not root.is_dir():
-        return frames, frame_problems, problems
-    for path in sorted(root.rglob("*.md")):
-        rel = path.relative_to(memory).as_posix()
-        text = _read_text(path)
-        if "/_v2/" not in "/" + rel:
-            continue
-        pos = text.find("\n\n") + 2 if text.startswith("<!-- openprogram-source-archive:v2 -->") else -1
-        if pos < 0:
-            problems.append(Problem("TRUNCATED_ARCHIVE", "not a v2 source archive", rel, 1, 1))
-            continue
-        while pos < len(text):
-            m = _FRAME_HEAD.match(text, pos)
-            line = text.count("\n", 0, pos) + 1
-            if not m:
-                problems.append(
-                    Problem("TRUNCATED_ARCHIVE", "invalid or truncated v2 archive: the valid prefix ends here", rel, line, 1)
-                )
-                break
-            n = int(m.group(5))
-            body_start = m.end()
-            lines = text[body_start:].split("\n")
-            if len(lines) <= n or n < 1:
-                problems.append(Problem("TRUNCATED_ARCHIVE", "frame runs past the end of the file", rel, line, 1))
-                frame_problems[m.group(2)] = problems[-1]
-                break
-            record = "\n".join(lines[:n])
-            rm = _RECORD_LINE.match(record)
-            meta = _decode_meta(m.group(4))
-            trust = meta.get("trust_state", "trusted")
-            if rm:
-                ts, speaker, content = rm.group(1), rm.group(2), rm.group(3)
-            else:
-                ts, speaker, content = "", "", record
-            frames[m.group(2)] = FrameVM(
-                source_id=sanitize(m.group(2)),
-                speaker=sanitize(speaker),
-                timestamp=sanitize(ts),
-                text=sanitize(content),
-                trusted=trust == "trusted",
-                pending=trust == "pending",
-                path=rel,
-                line=line,
-            )
-            pos = body_start + len("\n".join(lines[:n])) + 1
-            if text.startswith("\n", pos):
-                pos += 1
-    return frames, frame_problems, problems
-
-
-def _anchor_index(frames: dict[str, FrameVM]) -> dict[tuple[str, str], str]:
-    out: dict[tuple[str, str], str] = {}
-    for sid, frame in frames.items():
-        anchor = "source-" + hashlib.sha256(sid.encode("utf-8")).hexdigest()[:16]
-        out[(frame.path, anchor)] = sid
-    return out
-
-
-def _resolve_target(topic_rel: str, target: str, anchors: dict[tuple[str, str], str]) -> str | None:
-    if "#" not in target:
-        return target if target.count("/") >= 2 else None
-    path, frag = target.split("#", 1)
-    base = PurePosixPath(topic_rel).parent
-    parts: list[str] = []
-    for part in (base / path).parts:
-        if part == "..":
-            if parts:
-                parts.pop()
-        elif part != ".":
-            parts.append(part)
-    return anchors.get(("/".join(parts), frag))
-
-
-def _parse_evidence(fid: str, rest: str, topic_rel: str, anchors: dict[tuple[str, str], str]) -> EvidenceVM:
-    tm = _TIME.search(rest)
-    when = tm.group(1).strip() if tm else None
-    if when == "undated":
-        when = None
-    links = tuple(
-        SourceLinkVM(sanitize(label), target, _resolve_target(topic_rel, target, anchors))
-        for label, target in _LINK.findall(rest)
-    )
-    return EvidenceVM(fid, when, links)
-
-
-def parse_topic_preview(
-    rel: str, text: str, counter: TokenCounter, anchors: dict[tuple[str, str], str]
+def _topic_vm(
+    topic: Any,
+    found: tuple[Problem, ...],
+    counter: TokenCounter,
+    cache: _Cache,
+    backlinks: Mapping[str, list[str]],
+    chunk_tokens: Mapping[str, int] | None,
 ) -> TopicVM:
-    """A lenient reader of the committed topic grammar (memory spec §3) for display."""
-    lines = text.split("\n")
-    defs: dict[str, EvidenceVM] = {}
-    for line in lines:
-        m = _DEF.match(line)
-        if m:
-            defs[m.group(1)] = _parse_evidence(m.group(1), m.group(2), rel, anchors)
-    title = PurePosixPath(rel).stem
-    chain: list[str] = []
-    records: list[RecordVM] = []
-    problems: list[Problem] = []
-    fenced = False
-    para: list[str] = []
-    para_start = 0
-    para_chain: tuple[str, ...] = ()
-
-    def flush() -> None:
-        nonlocal para
-        if not para:
-            return
-        joined = "\n".join(para)
-        m = _ID_SUFFIX.search(joined)
-        cites = list(dict.fromkeys(_CITE.findall(joined)))
-        if not m:
-            bad = _ANY_SUFFIX.search(joined)
-            if bad and cites:
-                msg = f"invalid block_id: {bad.group(1)}"
-            elif cites and all(c.startswith("mem_") for c in cites):
-                msg = ""
-            else:
-                msg = f"memory block ID required: {rel}"
-            if msg:
-                problems.append(Problem("INVALID_TOPIC_FORMAT", msg, rel, para_start, 1))
-            para = []
-            return
-        ids = re.findall(r"\^([A-Za-z0-9-]+)", m.group(1))
-        body = joined[: m.start()].rstrip()
-        if not cites:
-            problems.append(Problem("INVALID_TOPIC_FORMAT", f"memory source footnote required: {ids[-1]}", rel, para_start, 1))
-        for fid in cites:
-            if fid not in defs:
-                col = lines[para_start - 1].find(f"[^{fid}]") + 1 or 1
-                problems.append(Problem("INVALID_TOPIC_FORMAT", f"undefined footnote: {fid}", rel, para_start, col))
-        evidence = tuple(defs[c] for c in cites if c in defs)
-        content = " ".join(_CITE.sub("", body).split())
-        when = next((e.when for e in evidence if e.when), None)
+    title = next((h.title for h in topic.headings if h.level == 1), None) or PurePosixPath(topic.path).stem
+    lines = topic.text.split("\n")
+    wpath = topic.workspace_path
+    records = []
+    for unit in topic.units:
+        if unit.is_alias:
+            continue  # one record per paragraph; its other ids are aliases
+        ids = tuple(unit.aliases) or (unit.memory_id,)
+        if chunk_tokens is not None and unit.memory_id in chunk_tokens:
+            tokens = chunk_tokens[unit.memory_id]  # what the block costs in the core budget
+        else:
+            tokens = cache.count(counter, "\n".join(lines[unit.line - 1 : unit.end_line]))
+        back: list[str] = []
+        for mid in ids:
+            for b in backlinks.get(mid, ()):
+                if isinstance(b, str) and b not in ids and b not in back:
+                    back.append(b)
         records.append(
             RecordVM(
-                memory_id=ids[-1],
-                topic_path=rel,
-                headings=para_chain,
-                body=sanitize(body),
-                content=sanitize(content),
-                evidence=evidence,
-                when=when,
-                line=para_start,
-                tokens=counter.count(joined),
-                aliases=tuple(ids[:-1]),
-                relation_targets=tuple(dict.fromkeys(t for _p, t in _BLOCK_LINK.findall(body))),
+                memory_id=unit.memory_id,
+                topic_path=wpath,
+                headings=tuple(sanitize(h) for h in unit.headings),
+                body=sanitize(unit.body),
+                content=sanitize(unit.content),
+                evidence=tuple(
+                    EvidenceVM(
+                        ev.id,
+                        ev.when,
+                        tuple(SourceLinkVM(sanitize(l.label), sanitize(l.target), l.source_id) for l in ev.links),
+                    )
+                    for ev in unit.evidence
+                ),
+                when=unit.when,
+                line=unit.line,
+                tokens=tokens,
+                aliases=tuple(i for i in ids if i != unit.memory_id),
+                relation_targets=tuple(unit.relation_targets),
+                backlinks=tuple(back),
             )
         )
-        para = []
-
-    for no, line in enumerate(lines, start=1):
-        stripped = line.strip()
-        if stripped.startswith("```"):
-            flush()
-            fenced = not fenced
-            continue
-        if fenced:
-            continue
-        if _DEF.match(line) or stripped.startswith("<!--") or stripped.startswith("<a ") or not stripped:
-            flush()
-            continue
-        h = _HEADING.match(line)
-        if h:
-            flush()
-            level = len(h.group(1))
-            chain = chain[: level - 1] + [sanitize(h.group(2))]
-            if level == 1 and not records:
-                title = sanitize(h.group(2))
-            continue
-        if not para:
-            para_start = no
-            para_chain = tuple(chain)
-        para.append(line)
-    flush()
-    if fenced:
-        problems.append(Problem("INVALID_TOPIC_FORMAT", "unclosed code fence", rel, len(lines), 1))
-    return TopicVM(rel, title, tuple(records), tuple(problems), sanitize(text))
+    errors = tuple(_clean(p) for p in found if _is_error(p))
+    warnings = tuple(_clean(p) for p in found if not _is_error(p))
+    return TopicVM(wpath, sanitize(title), tuple(records), errors, sanitize(topic.text) if errors else "", warnings)
 
 
-def _load_topics(
-    memory: Path, counter: TokenCounter, frames: dict[str, FrameVM]
-) -> tuple[tuple[TopicVM, ...], TopicVM | None]:
-    anchors = _anchor_index(frames)
-    root = memory / "topics"
-    topics: list[TopicVM] = []
-    core: TopicVM | None = None
-    if not root.is_dir():
-        return (), None
-    seen: set[str] = set()
-    for path in sorted(root.rglob("*.md"), key=lambda p: p.relative_to(root).parts):
-        if path.is_symlink() or not path.is_file():
-            continue
-        rel = path.relative_to(memory).as_posix()
-        topic = parse_topic_preview(rel, _read_text(path), counter, anchors)
-        dup = [r.memory_id for r in topic.records if r.memory_id in seen]
-        seen.update(r.memory_id for r in topic.records)
-        if dup:
-            rec = next(r for r in topic.records if r.memory_id == dup[0])
-            topic = replace(
-                topic,
-                problems=topic.problems
-                + (Problem("INVALID_TOPIC_FORMAT", f"duplicate memory_id: {dup[0]}", rel, rec.line, 1),),
-            )
-        if rel == "topics/core.md":
-            core = topic
-        else:
-            topics.append(topic)
-    return tuple(topics), core
+# -- sources ------------------------------------------------------------------------------
 
 
-def _with_backlinks(topic: TopicVM, backlinks: dict[str, Any]) -> TopicVM:
-    if not isinstance(backlinks, dict) or not backlinks:
-        return topic
-    recs = tuple(
-        replace(r, backlinks=tuple(str(x) for x in backlinks.get(r.memory_id, ()) if isinstance(x, str)))
-        for r in topic.records
-    )
-    return replace(topic, records=recs)
+def _frame_vm(state: Any, source_id: str) -> FrameVM | Problem:
+    sources = state.sources if state is not None else None
+    frame = sources.frame(source_id) if sources is not None else None
+    if frame is not None:
+        return FrameVM(
+            source_id=sanitize(frame.source_id),
+            speaker=sanitize(frame.speaker_label),
+            timestamp=sanitize(frame.timestamp),
+            text=sanitize(frame.text),
+            trusted=bool(frame.trusted),
+            pending=bool(frame.pending),
+            path=sanitize(frame.path),
+            line=frame.line,
+        )
+    if sources is not None:
+        from memory_tui.core.sources import archive_path, is_v2_valid_id
+
+        if is_v2_valid_id(source_id):
+            rel = archive_path(source_id)
+            entry = sources.files.get(rel)
+            if entry is not None and entry.problem is not None:
+                p = entry.problem
+                return Problem(
+                    p.code, f"{sanitize(p.message)}; the archive's valid prefix ends before this frame", p.path, p.line, p.column
+                )
+    return Problem("MISSING_SOURCE", f"source not found in the archive: {sanitize(source_id)}")
 
 
-def _timeline_rows(records: Iterable[RecordVM]) -> tuple[TimelineRowVM, ...]:
-    rows: list[TimelineRowVM] = []
-    for rec in records:
-        whens = [e.when for e in rec.evidence if e.when and _valid_when(e.when)]
-        if not whens and rec.when and _valid_when(rec.when):
-            whens = [rec.when]
-        for when in dict.fromkeys(whens):
-            rows.append(TimelineRowVM(when, rec.memory_id, rec.topic_path, rec.content))
-    first_ref = {r.memory_id: (r.source_links[0].source_id or "") if r.source_links else "" for r in records}
-    rows.sort(key=lambda row: (row.when, first_ref.get(row.memory_id, ""), row.memory_id))
-    return tuple(rows)
+# -- derived views --------------------------------------------------------------------------
 
 
-def _valid_when(when: str) -> bool:
-    return bool(re.fullmatch(r"[0-9]{4}(-[0-9]{2}(-[0-9]{2})?)?", when))
+def _timeline(state: Any, previous: WorkspaceModel | None) -> tuple[TimelineRowVM, ...]:
+    """The engine's timeline rows (the rows of ``timeline/*.md``), in file order."""
+    from memory_tui.core.views import timeline_rows
+
+    views = state.views
+    if previous is not None and previous.state is not None and previous.state.views is not None and views is not None:
+        if previous.state.views.timeline == views.timeline and previous.state.tree is state.tree:
+            return previous.timeline
+    cache = dict(state.row_cache)  # a copy: the snapshot's cache stays as the engine left it
+    rows = timeline_rows(state.tree, link_for=state.sources.link_for, cache=cache)
+    rows = sorted(rows, key=lambda r: (r.when, r.sort_ref, r.memory_id))
+    return tuple(TimelineRowVM(r.when, r.memory_id, "topics/" + r.topic_path, sanitize(r.text)) for r in rows)
 
 
-def _recent(memory: Path, records: dict[str, RecordVM], limit: int) -> tuple[RecordVM, ...]:
+def _recent(state: Any, records: Mapping[str, RecordVM]) -> tuple[RecordVM, ...]:
+    """``recent_events.jsonl`` as the engine renders it, newest first, one row per record."""
     out: list[RecordVM] = []
-    try:
-        lines = (memory / "recent_events.jsonl").read_text(encoding="utf-8").splitlines()
-    except OSError:
-        lines = []
-    for line in lines:
+    seen: set[str] = set()
+    text = state.views.recent if state.views is not None else ""
+    for line in reversed(text.splitlines()):
         try:
-            item = json.loads(line)
-        except ValueError:
+            mid = json.loads(line).get("memory_id")
+        except (ValueError, AttributeError):
             continue
-        rec = records.get(str(item.get("memory_id"))) if isinstance(item, dict) else None
-        if rec is not None:
+        rec = records.get(str(mid))
+        if rec is not None and rec.memory_id not in seen:
+            seen.add(rec.memory_id)
             out.append(rec)
-    out.reverse()  # newest first
-    return tuple(out[:limit])
+    return tuple(out)
 
 
-def _core(
-    memory: Path, config: MemoryConfig, counter: TokenCounter, records: tuple[RecordVM, ...], master: bool
-) -> CoreVM:
-    raw = _read_text(memory / "core.md")
-    text = sanitize(raw)
-    kept: list[str] = []
-    omitted: list[str] = []
-    used = 0
-    if master:
-        used, kept, omitted = _core_budget(_read_text(memory / "topics" / "core.md"), config.core_budget_tokens, counter)
+def _core(state: Any, topic: TopicVM | None) -> CoreVM:
+    from memory_tui.core.views import core_injection
+
+    config = state.config
+    render = state.views.core if state.views is not None else None
+    root = state.root_core_text()
+    inj = core_injection(root, inject=config.core_inject, counter=state.counter)
+    if render is not None:
+        return CoreVM(
+            inject=config.core_inject,
+            text=sanitize(root or ""),
+            tokens=int(render.rendered_tokens),
+            budget=int(render.budget),
+            kept_ids=tuple(render.kept_ids),
+            omitted_ids=tuple(render.omitted_ids),
+            records=topic.records if topic else (),
+            exists=True,
+            pending_ids=tuple(render.pending_skipped_ids),
+            injected=inj.injected,
+            injected_tokens=inj.tokens,
+            reason=inj.reason,
+            stale=root is not None and root != render.text,
+            master=True,
+        )
     return CoreVM(
         inject=config.core_inject,
-        text=text,
-        tokens=used if master else (counter.count(raw.strip()) if raw.strip() else 0),
+        text=sanitize(root or ""),
+        tokens=inj.tokens,
         budget=config.core_budget_tokens,
-        kept_ids=tuple(kept),
-        omitted_ids=tuple(omitted),
-        records=records,
-        exists=bool(raw) or master,
+        kept_ids=(),
+        omitted_ids=(),
+        records=(),
+        exists=root is not None,
+        injected=inj.injected,
+        injected_tokens=inj.tokens,
+        reason=inj.reason,
     )
 
 
-def _core_budget(master: str, budget: int, counter: TokenCounter) -> tuple[int, list[str], list[str]]:
-    """Memory spec §8.4 on the master text (preview; the engine's CoreRender wins)."""
-    master = re.sub(r"\]\(\.\./", "](", master)
-    chunks: list[str] = []
-    for chunk in re.split(r"\n[ \t]*\n", master):
-        chunk = chunk.strip("\n")
-        if not chunk:
-            continue
-        if chunks and _DEF.match(chunk):
-            chunks[-1] += "\n\n" + chunk
-        else:
-            chunks.append(chunk)
-    used = 0
-    kept: list[str] = []
-    omitted: list[str] = []
-    stop = False
-    for chunk in chunks:
-        m = re.search(r"\^([A-Za-z0-9-]+)\s*$", chunk.split("\n\n")[0])
-        cid = m.group(1) if m else None
-        if stop:
-            if cid:
-                omitted.append(cid)
-            continue
-        cost = counter.count(chunk)
-        if used + cost <= budget:
-            used += cost
-            if cid:
-                kept.append(cid)
-        else:
-            stop = True
-            if cid:
-                omitted.append(cid)
-    return used, kept, omitted
+# -- status and sessions ------------------------------------------------------------------
 
 
-def _load_status(memory: Path) -> StatusVM:
-    layout = Layout(memory)
-    data = _read_json(layout.writer_status) if memory.is_dir() else None
-    if not isinstance(data, dict) or data.get("version") != 1:
-        return StatusVM()
-    failure = data.get("last_failure") if isinstance(data.get("last_failure"), dict) else {}
+def _status(state: Any, counts: tuple[int | None, int | None]) -> StatusVM:
+    ws = state.writer_status
+    failure = ws.last_failure
     return StatusVM(
-        last_outcome=data.get("last_outcome") if isinstance(data.get("last_outcome"), str) else None,
-        last_failure_code=sanitize(str(failure.get("reason_code"))) if failure.get("reason_code") else None,
-        last_failure_at=sanitize(str(failure.get("at"))) if failure.get("at") else None,
-        last_success_at=sanitize(str(data.get("last_success_at"))) if data.get("last_success_at") else None,
-        pending_turns=None,
+        last_outcome=ws.last_outcome,
+        last_failure_code=sanitize(failure.reason_code) if failure else None,
+        last_failure_at=sanitize(failure.at) if failure and failure.at else None,
+        last_success_at=sanitize(ws.last_success_at) if ws.last_success_at else None,
+        pending_turns=counts[0] if not state.memory_missing else None,
+        pending_lenient=counts[1] if not state.memory_missing else None,
     )
 
 
-def _load_sessions(state_dir: Path) -> tuple[tuple[SessionVM, ...], bool]:
-    root = state_dir / "sessions"
-    out: list[SessionVM] = []
-    if not root.is_dir():
-        return (), False
-    for d in sorted(root.iterdir()):
-        if d.is_symlink() or not (d / "history").is_dir() or not (d / ".git").exists():
-            continue
-        meta = _read_json(d / "meta.json")
-        title = meta.get("title") if isinstance(meta, dict) and isinstance(meta.get("title"), str) else ""
-        try:
-            nodes = sum(1 for p in (d / "history").iterdir() if p.suffix == ".json")
-        except OSError:
-            nodes = None
-        out.append(SessionVM(sanitize(d.name), sanitize(title), None, nodes))
-    return tuple(out), False
+def _sessions(
+    state: Any,
+    prev_snap: Any,
+    prev_state: Any,
+    paths: set[str] | None,
+    cache: _Cache,
+    counter: TokenCounter,
+    errors: list[str],
+) -> tuple[Any, tuple[SessionVM, ...], tuple[int | None, int | None]]:
+    """Pending turns per session exactly as ``memory-tui status`` counts them."""
+    try:
+        from memory_tui.sessions.records import analyze_session, status_pending_count
+        from memory_tui.sessions.store import load_sessions
+
+        if prev_snap is not None and not _touches(paths, "sessions/", "sessions-git/"):
+            snap = prev_snap
+        else:
+            snap = load_sessions(state.state_dir, previous=prev_snap)
+        wid = state.workspace_id or ""
+        threshold = state.config.trigger_tokens
+        analyses: dict[str, Any] = {}
+        kept: dict[str, tuple[Any, str, int, Any]] = {}
+        out: list[SessionVM] = []
+        for sid, session in snap.sessions.items():
+            prior = cache.analyses.get(sid)
+            if prior is not None and prior[1] == wid and prior[2] == threshold and (prior[0] is session or prior[0] == session):
+                sa = prior[3]
+            else:
+                sa = analyze_session(session, wid, threshold, counter)
+            kept[sid] = (session, wid, threshold, sa)
+            analyses[sid] = sa
+            ids: set[str] = set()
+            for tip in sa.forced_order:
+                ta = sa.tips.get(tip)
+                if ta is not None:
+                    ids.update(r.id for r in ta.recordset.records if r.id not in ta.marked)
+            out.append(SessionVM(sanitize(sid), sanitize(session.title), len(ids), len(session.nodes)))
+        cache.analyses = kept
+        total = status_pending_count(snap, wid, analyses)
+        return snap, tuple(sorted(out, key=lambda s: s.session_id)), (total.value, total.lenient)
+    except Exception as exc:  # pragma: no cover - the session reader is not supposed to raise
+        errors.append(f"sessions: {type(exc).__name__}: {exc}")
+        return None, (), (None, None)
 
 
 # ---------------------------------------------------------------------------------------
-# Paths a watcher event touches -> which views to refresh
+# What changed between two models
 
 
-def affected_views(paths: Iterable[str]) -> set[str]:
-    """Map changed paths (relative to the state dir, posix) to view names."""
-    views: set[str] = set()
-    for p in paths:
-        if p.startswith("memory/"):
-            views.update({"topics", "timeline", "recent", "core"})
-        if p.startswith("sessions/"):
-            views.add("sessions")
-        if p == "config.json":
-            views.update({"topics", "timeline", "recent", "core", "sessions"})
-    return views
+def _fingerprints(model: WorkspaceModel) -> dict[str, Any]:
+    """Per view, the values its rendering depends on (compared with ``==``; unchanged parts
+    are the very same objects, so comparing is cheap)."""
+    state = model.state
+    sources = ()
+    if state is not None and state.sources is not None:
+        sources = tuple(sorted((k, v.key) for k, v in state.sources.files.items()))
+    return {
+        "topics": (model.topics, model.problems, sources),
+        "timeline": (model.timeline,),
+        "recent": (model.recent, sources),
+        "core": (model.core, sources),
+        "sessions": (model.sessions, sources),
+    }
+
+
+def changed_views(old: WorkspaceModel | None, new: WorkspaceModel) -> set[str]:
+    """The views whose data differ between two models (all of them for a first load or a
+    change of state, memory folder or config)."""
+    if (
+        old is None
+        or old.state_exists != new.state_exists
+        or old.memory_exists != new.memory_exists
+        or old.config != new.config
+        or not old.fingerprints
+        or not new.fingerprints
+    ):
+        return set(VIEW_NAMES)
+    return {v for v in VIEW_NAMES if old.fingerprints.get(v) != new.fingerprints.get(v)}
+
+
+def header_changed(old: WorkspaceModel | None, new: WorkspaceModel) -> bool:
+    """Does the header or banner line need a redraw?"""
+    if old is None:
+        return True
+    return (
+        old.revision != new.revision
+        or old.workspace_id != new.workspace_id
+        or old.status != new.status
+        or old.config != new.config
+        or old.problems != new.problems
+        or old.state_exists != new.state_exists
+        or old.memory_exists != new.memory_exists
+    )

@@ -35,10 +35,11 @@ class Glyphs:
     rule: str
     ellipsis: str
     back: str
+    pending: str  # a Core block skipped because it cites a pending (unconfirmed) source
 
 
-UNICODE = Glyphs("•", "→", "◆", "✓", "✗", "▸", "─", "…", "←")
-ASCII = Glyphs("*", "->", "*", "+", "x", ">", "-", "...", "<-")
+UNICODE = Glyphs("•", "→", "◆", "✓", "✗", "▸", "─", "…", "←", "○")
+ASCII = Glyphs("*", "->", "*", "+", "x", ">", "-", "...", "<-", "~")
 
 
 @lru_cache(maxsize=1)

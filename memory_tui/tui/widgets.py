@@ -127,7 +127,7 @@ class MemoryTree(Tree):
         self._invalidate()
 
 
-def _record_meta(rec: RecordVM, glyphs: Glyphs, *, omitted: bool | None = None, topic: bool = False) -> Text:
+def _record_meta(rec: RecordVM, glyphs: Glyphs, *, core_status: str | None = None, topic: bool = False) -> Text:
     meta = Text()
     meta.append(rec.when or "undated", "bold")
     meta.append(f" · {rec.tokens} tok · ", "dim")
@@ -139,9 +139,11 @@ def _record_meta(rec: RecordVM, glyphs: Glyphs, *, omitted: bool | None = None, 
         meta.append(f" · {glyphs.back} {n} backlink" + ("s" if n != 1 else ""), "italic")
     if rec.relation_targets:
         meta.append(f" · {glyphs.arrow} " + ", ".join(rec.relation_targets), "italic")
-    if omitted is True:
+    if core_status == "omitted":
         meta.append(f"  {glyphs.bad} omitted by the budget", "bold red")
-    elif omitted is False:
+    elif core_status == "pending":
+        meta.append(f"  {glyphs.pending} skipped: pending source", "bold yellow")
+    elif core_status == "kept":
         meta.append(f"  {glyphs.ok} injected", "green")
     if topic:
         meta.append(f"\n{rec.topic_path}", "dim italic")
@@ -185,7 +187,7 @@ class RecordList(OptionList):
         model: WorkspaceModel | None,
         *,
         headings: bool = True,
-        omitted: Callable[[RecordVM], bool | None] | None = None,
+        core_status: Callable[[RecordVM], str | None] | None = None,
         topic_line: bool = False,
         chips: bool = True,
     ) -> None:
@@ -202,7 +204,7 @@ class RecordList(OptionList):
                 options.append(Option(Text(" › ".join(rec.headings[1:]), "bold underline"), disabled=True))
             elif headings:
                 chain = rec.headings
-            prompt = render_record(rec, glyphs, omitted=omitted(rec) if omitted else None, topic=topic_line)
+            prompt = render_record(rec, glyphs, core_status=core_status(rec) if core_status else None, topic=topic_line)
             options.append(Option(prompt, id=f"rec:{rec.memory_id}"))
             if chips:
                 for n, _link in enumerate(rec.source_links):

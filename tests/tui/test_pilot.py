@@ -215,6 +215,22 @@ async def test_live_reload_keeps_selection(fixture_state):
         sessions = {s.session_id: s for s in app.model.sessions}
         assert sessions["local_0c0c0c0c0c"].nodes == 11
 
+        # Only a session changes now: only the Sessions view is redrawn, from a refreshed
+        # snapshot (the memory snapshot is reused as is).
+        state_before = app.model.state
+        reloads = app.reloads
+        (node_dir / "0100-a-zz0000000002.json").write_text(json.dumps({"id": "zz0000000002", "role": "assistant"}))
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if app.reloads > reloads:
+                break
+        await settle(pilot, app)
+        assert app.last_rendered == {"sessions"}
+        assert app.model.state is state_before
+        assert {s.session_id: s for s in app.model.sessions}["local_0c0c0c0c0c"].nodes == 12
+        assert tree.cursor_node.data == "topic:topics/projects/kyoto-trip.md"
+        assert records.highlighted_option.id == kept
+
 
 async def test_reload_key_and_ascii_toggle(fixture_state_ro):
     app = make_app(fixture_state_ro)
@@ -232,3 +248,54 @@ async def test_reload_key_and_ascii_toggle(fixture_state_ro):
         assert app.reloads == 1
         await pilot.press("a")
         assert app.ascii_mode and "|" in str(app.query_one("#header").render())
+
+
+async def test_core_title_fits_two_lines_at_120_and_80(fixture_state_ro):
+    for size in ((120, 40), (80, 24)):
+        app = make_app(fixture_state_ro)
+        async with app.run_test(size=size) as pilot:
+            await pilot.press("4")
+            if app.narrow:
+                await pilot.press("enter")
+            title = app.query_one("#detail-title", Static)
+            assert title.size.height == 2, (size, str(title.render()))
+            assert all(len(line) <= title.size.width for line in str(title.render()).split("\n"))
+
+
+async def test_filter_works_in_core(fixture_state_ro):
+    app = make_app(fixture_state_ro)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("4")
+        core_list = app.query_one("#core-list", OptionList)
+        total = core_list.option_count
+        await pilot.press("slash", "h", "o", "j", "i", "c", "h", "a")
+        await pilot.pause()
+        assert app.filter_text == "hojicha"
+        ids = [core_list.get_option_at_index(i).id for i in range(core_list.option_count)]
+        assert ids == ["core:de20fc40"] and total == 23
+        text = _text(app, "#core-text")
+        assert "1 of 11 blocks of core.md" in text and "hojicha" in text and "concise answers" not in text
+        assert "1/23 blocks" in _text(app, "#list-title")
+        await pilot.press("enter", "s")  # the source records follow the filter too
+        records = app.query_one("#core-records", RecordList)
+        assert [o.id for o in (records.get_option_at_index(i) for i in range(records.option_count)) if o.id and o.id.startswith("rec:")] == ["rec:de20fc40"]
+        await pilot.press("escape")
+        assert app.filter_text == "" and core_list.option_count == total
+
+
+async def test_core_lists_blocks_skipped_for_pending_sources(fixture_state, expected):
+    from tui_helpers import make_source_pending
+
+    make_source_pending(fixture_state, "openprogram/local_a1b2c3d4e5/a00000000001")
+    app = make_app(fixture_state)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("4")
+        text = _text(app, "#core-text")
+        assert "Skipped: they cite a pending source (3)" in text
+        skipped = text.split("Skipped: they cite a pending source (3)", 1)[1]
+        for mid in ("a058e34e", "de20fc40", "1525c2af"):
+            assert mid in skipped
+        omitted = text.split("Omitted by the 2,000 token budget", 1)[1].split("Skipped", 1)[0]
+        assert "a058e34e" not in omitted
+        assert "differs from what topics/core.md renders" in text  # disk still has the old render
+        assert "3 pending" in _text(app, "#detail-title")

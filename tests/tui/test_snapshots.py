@@ -47,6 +47,20 @@ def test_views(snap_compare, fixture_copy, view, size):
     assert snap_compare(app, terminal_size=SIZES[size], run_before=_keys(*VIEW_KEYS[view]))
 
 
+def test_core_pending_sources(snap_compare, fixture_copy, tmp_path):
+    """Core blocks citing a pending source are skipped, listed on their own and marked."""
+    from tui_helpers import make_source_pending
+
+    state = tmp_path / ".openprogram"
+    shutil.copytree(fixture_copy, state, symlinks=True)
+    make_source_pending(state, "openprogram/local_a1b2c3d4e5/a00000000001")
+    assert snap_compare(make_app(state), terminal_size=(120, 40), run_before=_keys("4", "tab", "end"))
+
+
+def test_core_filter(snap_compare, fixture_copy):
+    assert snap_compare(make_app(fixture_copy), terminal_size=(120, 40), run_before=_keys("4", "slash", "t", "e", "a"))
+
+
 def test_core_sources_toggle(snap_compare, fixture_copy):
     assert snap_compare(make_app(fixture_copy), terminal_size=(120, 40), run_before=_keys("4", "s"))
 
@@ -98,7 +112,11 @@ def test_truncated_archive(snap_compare, fixture_copy, tmp_path):
     shutil.copytree(fixture_copy, state, symlinks=True)
     archive = state / "memory" / "sources" / "openprogram" / "_v2" / "local_a1b2c3d4e5.md"
     data = archive.read_bytes()
-    archive.write_bytes(data[: len(data) // 3])
+    # Cut inside the sixth frame's header: five frames stay valid, the rest is past the prefix.
+    at = -1
+    for _ in range(6):
+        at = data.index(b'<a id="source-', at + 1)
+    archive.write_bytes(data[: data.index(b"record-lines", at) + 30])
     assert snap_compare(
         make_app(state), terminal_size=(120, 40), run_before=_keys("down", "down", "down", "enter", "down", "down", "down", "down")
     )

@@ -32,7 +32,8 @@ def make_app(state_dir: Path, *, watch: bool = False, ascii: bool = False, setti
 async def settle(pilot, app) -> None:
     """Wait for background loads and the resulting refresh."""
     loads = [w for w in app.workers if w.group == "load"]  # never the endless watcher
-    await app.workers.wait_for_complete(loads)
+    if loads:  # an empty list would mean "every worker", the watcher included
+        await app.workers.wait_for_complete(loads)
     await pilot.pause()
     await pilot.pause()
 
@@ -55,3 +56,19 @@ def write_minimal_state(root: Path, topics: dict[str, str] | None = None, config
         (state / "config.json").write_text(json.dumps(config))
     (state / "sessions").mkdir()
     return state
+
+
+def make_source_pending(state: Path, source_id: str) -> None:
+    """Rewrite one archived frame's trust token to ``pending`` (an unconfirmed source)."""
+    from memory_tui.core.sources import archive_path, encode_meta, normalize_meta
+
+    path = state / "memory" / archive_path(source_id)
+    lines = path.read_text(encoding="utf-8").split("\n")
+    at = lines.index(f"<!-- source-id:{source_id} -->")
+    for i in range(at + 1, at + 4):
+        if lines[i].startswith("<!-- source-meta:"):
+            lines[i] = f"<!-- source-meta:{encode_meta(normalize_meta('pending', 'user', 'someone/else', None))} -->"
+            break
+    else:  # pragma: no cover - the fixture's frames all carry a meta line
+        raise AssertionError(f"no source-meta line for {source_id}")
+    path.write_text("\n".join(lines), encoding="utf-8")
