@@ -246,6 +246,7 @@ class _Cache:
     backlinks_text: str | None = None
     backlinks: dict[str, list[str]] = field(default_factory=dict)
     analyses: dict[str, tuple[Any, str, int, Any]] = field(default_factory=dict)  # sid -> (Session, wid, threshold, analysis)
+    rows: dict[int, tuple[Any, "TimelineRowVM"]] = field(default_factory=dict)  # id(engine row) -> (row, VM)
 
     def count(self, counter: TokenCounter, text: str) -> int:
         n = self.tokens.get(text)
@@ -309,7 +310,7 @@ def load_model(
         for rec in topic.records:
             for mid in rec.ids:
                 records.setdefault(mid, rec)
-    timeline = _timeline(state, previous)
+    timeline = _timeline(state, previous, cache)
     recent = _recent(state, records)
     model = WorkspaceModel(
         state_dir=state_dir,
@@ -512,7 +513,7 @@ def _frame_vm(state: Any, source_id: str) -> FrameVM | Problem:
 # -- derived views --------------------------------------------------------------------------
 
 
-def _timeline(state: Any, previous: WorkspaceModel | None) -> tuple[TimelineRowVM, ...]:
+def _timeline(state: Any, previous: WorkspaceModel | None, cache: _Cache) -> tuple[TimelineRowVM, ...]:
     """The engine's timeline rows (the rows of ``timeline/*.md``), in file order."""
     from memory_tui.core.views import timeline_rows
 
@@ -520,10 +521,22 @@ def _timeline(state: Any, previous: WorkspaceModel | None) -> tuple[TimelineRowV
     if previous is not None and previous.state is not None and previous.state.views is not None and views is not None:
         if previous.state.views.timeline == views.timeline and previous.state.tree is state.tree:
             return previous.timeline
-    cache = dict(state.row_cache)  # a copy: the snapshot's cache stays as the engine left it
-    rows = timeline_rows(state.tree, link_for=state.sources.link_for, cache=cache)
+    row_cache = dict(state.row_cache)  # a copy: the snapshot's cache stays as the engine left it
+    rows = timeline_rows(state.tree, link_for=state.sources.link_for, cache=row_cache)
     rows = sorted(rows, key=lambda r: (r.when, r.sort_ref, r.memory_id))
-    return tuple(TimelineRowVM(r.when, r.memory_id, "topics/" + r.topic_path, sanitize(r.text)) for r in rows)
+    # Rows of unchanged units are the engine's very same objects: reuse their view models.
+    seen: dict[int, tuple[Any, TimelineRowVM]] = {}
+    out = []
+    for r in rows:
+        hit = cache.rows.get(id(r))
+        if hit is not None and hit[0] is r:
+            vm = hit[1]
+        else:
+            vm = TimelineRowVM(r.when, r.memory_id, "topics/" + r.topic_path, sanitize(r.text))
+        seen[id(r)] = (r, vm)
+        out.append(vm)
+    cache.rows = seen
+    return tuple(out)
 
 
 def _recent(state: Any, records: Mapping[str, RecordVM]) -> tuple[RecordVM, ...]:
