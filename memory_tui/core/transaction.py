@@ -267,6 +267,13 @@ class Stage:
         # into it (never for a writer's stage, whose agent edits files in place).
         self.linked = link_topics
         self._texts: dict[str, str] | None = None
+        # Committed topic files that could not be read or decoded are not in ``_texts`` and
+        # not linked into the stage; until the edit replaces or deletes them they fail the
+        # transaction (else the install would silently delete them).
+        self._unread: dict[str | None, list[Problem]] = {}
+        if link_topics:
+            for problem in read_problems:
+                self._unread.setdefault(problem.path, []).append(problem)
         try:
             topics = self.memory_root / "topics"
             if topics.is_dir() and link_topics:
@@ -314,7 +321,7 @@ class Stage:
 
     def topic_texts(self) -> tuple[dict[str, str], list[Problem]]:
         if self._texts is not None:
-            return dict(self._texts), []
+            return dict(self._texts), [p for problems in self._unread.values() for p in problems]
         return read_topic_texts(self.topics)
 
     def write_topic(self, rel: str, text: str) -> None:
@@ -327,6 +334,7 @@ class Stage:
         if target.is_file() or target.is_symlink():
             target.unlink()  # a linked file is the committed one: replace it, never write into it
         target.write_text(text, encoding="utf-8", newline="")
+        self._unread.pop("topics/" + topic_rel, None)
         if self._texts is not None:
             self._texts[topic_rel] = text
 
@@ -341,6 +349,8 @@ class Stage:
         if target.is_file():
             self._drop(rel[len("topics/"):])
             return True
+        if self.linked and self._unread.pop(rel, None) is not None:
+            return True  # an unreadable committed file: not in the stage, so the install removes it
         return False
 
     def discard(self) -> None:

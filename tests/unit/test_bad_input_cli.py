@@ -1,0 +1,118 @@
+"""Bad input through the CLI: every failure is one clear line (file and line where one exists)
+with a non-zero exit, never a traceback; text output never carries raw terminal controls;
+reading never writes; a rejected write leaves every byte as it was; and no write silently
+loses a file it did not mean to touch.
+
+Self-contained cases build a small workspace with the real archive writer and transaction;
+the matrix cases damage private copies of OpenProgram's fixture (``fixture_state``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from memory_tui.cli import main
+from memory_tui.core import transaction as tx
+from memory_tui.core.sources import SourceRecord, append_records
+
+# ------------------------------------------------------------------------------------ helpers
+
+ESC = "\x1b[2J\x1b]52;c;cm0gLXJmIH4=\x07"  # clear screen + OSC 52 clipboard write
+RAW_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def tree_bytes(root: Path) -> dict[str, str]:
+    """Every entry under ``root`` (files by content hash, symlinks by target, dirs by name)."""
+    out: dict[str, str] = {}
+    if root.is_file():
+        return {".": hashlib.sha256(root.read_bytes()).hexdigest()}
+    for dirpath, dirs, files in os.walk(root):
+        for name in dirs + files:
+            p = Path(dirpath) / name
+            rel = p.relative_to(root).as_posix()
+            if p.is_symlink():
+                out[rel] = "link:" + os.readlink(p)
+            elif p.is_dir():
+                out[rel] = "dir"
+            else:
+                out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _records() -> list[SourceRecord]:
+    return [
+        SourceRecord("openprogram", "sess-bad", f"m{i:03d}", i + 1, "user", f"message {i}: detail {i}",
+                     timestamp="2026-11-30T05:00:00+00:00")
+        for i in range(6)
+    ]
+
+
+def _sid(n: int) -> str:
+    return _records()[n].source_id
+
+
+ADA = (f"# Ada\n\nAda drinks tea.[^e1]\n\n[^e1]: Time: `2026-11-02`; Sources: [tea]({_sid(1)})\n")
+BOB = (f"# Bob\n\nBob walks daily.[^e1]\n\n[^e1]: Time: `2026-11-03`; Sources: [walk]({_sid(2)})\n")
+
+
+@pytest.fixture
+def ws(tmp_path) -> Path:
+    """A small valid state dir: core, ada and bob, built through the real transaction."""
+    state = tmp_path / "state"
+    mem = state / "memory"
+    (mem / "topics").mkdir(parents=True)
+    (state / "sessions").mkdir()
+    append_records(mem, _records())
+    core = f"# Core\n\nThe user is Ada.[^e1]\n\n[^e1]: Time: `2026-11`; Sources: [name]({_sid(0)})\n"
+    for rel, text in (("topics/core.md", core), ("topics/people/ada.md", ADA), ("topics/people/bob.md", BOB)):
+        result = tx.staged_edit(state, rel, text, git_commit="off")
+        assert result.ok, result
+    return state
+
+
+def _edited_ada(state: Path) -> Path:
+    path = state.parent / "ada-edit.md"
+    text = (state / "memory/topics/people/ada.md").read_text().replace("drinks tea", "drinks green tea")
+    path.write_text(text)
+    return path
+
+
+# ------------------------------------------------- an unreadable topic is never deleted by an edit
+
+
+def test_edit_elsewhere_refuses_and_keeps_an_undecodable_topic(ws, capsys):
+    bob = ws / "memory/topics/people/bob.md"
+    bob.write_bytes(bob.read_bytes().replace(b"walks", b"wa\xfflks"))
+    before = tree_bytes(ws)
+    code, out, err = run(capsys, "--state", str(ws), "edit", "people/ada.md", "--from", str(_edited_ada(ws)),
+                         "--git-commit", "off")
+    assert code == 1
+    assert "topics/people/bob.md:3:" in err and "not valid UTF-8" in err
+    assert tree_bytes(ws) == before  # bob.md is still there, byte for byte
+
+
+def test_undecodable_topic_can_be_repaired_or_deleted_by_edit(ws, capsys):
+    bob = ws / "memory/topics/people/bob.md"
+    good = bob.read_text()
+    bob.write_bytes(good.encode().replace(b"walks", b"wa\xfflks"))
+    src = ws.parent / "bob.md"
+    src.write_text(good.replace("walks daily", "walks every day"))
+    code, out, err = run(capsys, "--state", str(ws), "edit", "people/bob.md", "--from", str(src), "--git-commit", "off")
+    assert code == 0, err
+    assert "walks every day" in bob.read_text()
+    bob.write_bytes(b"\xff\xfe")
+    code, out, err = run(capsys, "--state", str(ws), "edit", "people/bob.md", "--delete", "--git-commit", "off")
+    assert code == 0, err
+    assert not bob.exists()
