@@ -398,7 +398,9 @@ def prune_topic(
     """§3.9: drop sections with no record; delete a file with no record paragraph.
 
     Returns the new text (None = deleted) and one Problem per dropped run of lines. A drop is
-    an error when the dropped lines are new (not in ``committed_text``), a warning otherwise.
+    an error when the dropped lines are new (not in ``committed_text``) or hold prose, a
+    warning otherwise: committed uncited prose is refused by OpenProgram's strict baseline
+    parse (§5.3 step 3), and pruning it would silently delete the owner's text.
     """
     paragraphs, lines, _ = iter_blocks(text)
     defined = {DEFINITION_RE.match(l.text).group(1) for l in lines if l.kind == "definition"}  # type: ignore[union-attr]
@@ -429,7 +431,7 @@ def prune_topic(
                 message = (f"topic holds no cited record, so it would be deleted "
                            f"({_describe({l.kind for l in kept_nonblank})})")
             problems.append(_problem(
-                topic_path, message, first.number, 1, warning=not new, kind="dropped",
+                topic_path, message, first.number, 1, warning=not (new or bool(prose)), kind="dropped",
                 reason="no record paragraph: topic deleted", lines=[kept_nonblank[0].number, kept_nonblank[-1].number],
                 new=new,
             ))
@@ -477,7 +479,7 @@ def prune_topic(
             message = f"{where} holds no cited record and would be dropped ({_describe({l.kind for l in run})})"
             first = run[0]
         problems.append(_problem(
-            topic_path, message, first.number, 1, warning=not new, kind="dropped",
+            topic_path, message, first.number, 1, warning=not (new or bool(prose)), kind="dropped",
             reason="section without record", lines=[run[0].number, run[-1].number], new=new,
         ))
     return "\n".join(out).rstrip() + "\n", problems

@@ -116,3 +116,34 @@ def test_undecodable_topic_can_be_repaired_or_deleted_by_edit(ws, capsys):
     code, out, err = run(capsys, "--state", str(ws), "edit", "people/bob.md", "--delete", "--git-commit", "off")
     assert code == 0, err
     assert not bob.exists()
+
+
+# ------------------------------------- committed uncited prose is refused, never silently pruned
+
+
+@pytest.mark.parametrize("argv", [["edit", "people/ada.md", "--from", "ADA"], ["views", "--rebuild"]])
+def test_committed_uncited_topic_is_refused_not_deleted(ws, capsys, argv):
+    notes = ws / "memory/topics/notes.md"
+    notes.write_text("# Notes\n\nMy own notes, written by hand.\n")
+    argv = [str(_edited_ada(ws)) if a == "ADA" else a for a in argv]
+    before = tree_bytes(ws)
+    code, out, err = run(capsys, "--state", str(ws), *argv, "--json")
+    data = json.loads(out)
+    assert code == 1 and data["ok"] is False
+    err_obj = data.get("error", data)
+    assert err_obj["path"] == "topics/notes.md" and err_obj["line"] == 3
+    assert "memory block ID required" in err_obj["message"]
+    assert tree_bytes(ws) == before
+    # deleting it on purpose is still possible
+    code, _, err = run(capsys, "--state", str(ws), "edit", "notes.md", "--delete", "--git-commit", "off")
+    assert code == 0, err
+    assert not notes.exists()
+
+
+def test_committed_empty_section_is_still_pruned_with_a_note(ws, capsys):
+    # headings and comments without records are pruned as OpenProgram prunes them (§3.9)
+    ada = ws / "memory/topics/people/ada.md"
+    ada.write_text(ada.read_text() + "\n## Empty\n\n<!-- nothing -->\n")
+    code, out, err = run(capsys, "--state", str(ws), "views", "--rebuild")
+    assert code == 0, err
+    assert "## Empty" not in ada.read_text() and "note:" in out
