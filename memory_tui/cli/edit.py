@@ -14,7 +14,7 @@ from typing import Any
 
 from memory_tui.cli import EXIT_FAILURE, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE, CliError, add_common, emit_json
 from memory_tui.core import transaction as tx
-from memory_tui.core.errors import RETRYABLE_TRANSACTION_CODES
+from memory_tui.core.errors import RETRYABLE_TRANSACTION_CODES, MemoryError
 from memory_tui.core.paths import discover_state_dir
 from memory_tui.core.text import sanitize
 
@@ -24,6 +24,7 @@ def _state(args: argparse.Namespace) -> Path:
 
 
 CURRENT = "current"
+APPLY_ORIGIN = "memory-tui/apply"  # origin_id of sources supplied to `apply`
 
 
 def _topic_rel(topic: str) -> str:
@@ -168,6 +169,12 @@ def _cmd_apply(args: argparse.Namespace) -> int:
             )
             return _report_apply(args, result)
         kwargs: dict[str, Any] = {k: payload[k] for k in known[1:] if k in payload}
+        if payload.get("sources"):
+            # sources are spoken by the local owner: the principal OpenProgram persisted
+            try:
+                kwargs["provenance"] = tx.owner_provenance(state, APPLY_ORIGIN)
+            except MemoryError as exc:
+                return _report_apply(args, tx.TxResult.failure(exc, validate_only=args.check))
         result = tx.update(state, base, validate_only=args.check, **kwargs)
     return _report_apply(args, result)
 

@@ -1142,6 +1142,7 @@ def append_records(
     *,
     runtime_dir: Path | str | None = None,
     index: SourceIndex | None = None,
+    existing_root: Path | str | None = None,
 ) -> AppendResult:
     """Archive ``records`` into their v2 files (memory spec §4.5).
 
@@ -1151,6 +1152,9 @@ def append_records(
     each file is replaced atomically (temp in the runtime dir, fsync, 0600, rename).
     The caller holds the workspace write lock. ``index`` (a ``SourceIndex`` of this root) spares
     re-scanning files it already holds unchanged, or resumes the scan of files that only grew.
+    ``existing_root``: where names already on disk are looked up for the path-collision check
+    (default ``memory_root``); a transaction stage that holds only the archives it appends to
+    passes the committed memory root.
     """
     root = Path(memory_root)
     rt = Path(runtime_dir) if runtime_dir is not None else Layout(root).runtime_dir
@@ -1172,7 +1176,7 @@ def append_records(
     for rel in rels:
         if not _contained(root, rel):
             raise _refuse("source archive path escapes sources/", path=rel)
-    _check_collisions(root, rels)
+    _check_collisions(Path(existing_root) if existing_root is not None else root, rels)
 
     plans: list[tuple[str, bytes]] = []
     known = index.files if index is not None and Path(index.root) == root else {}

@@ -26,6 +26,7 @@ otherwise validation reads the committed archives through a cached, stat-keyed
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -40,7 +41,7 @@ from .errors import MemoryError, Problem
 from .install import InstallPlan, install, needs_recovery, plan_install, recover
 from .lock import TIMEOUT_DEFAULT, TIMEOUT_EDIT, write_lock
 from .paths import Layout, check_writable
-from .sources import SourceIndex
+from .sources import SourceIndex, SourceRecord
 from .topics import TopicTree, is_error, iter_blocks, parse_topic, read_topic_texts, topic_sort_key
 from .txcache import WorkspaceCache, cache_for, is_racy
 from .workspace import RuntimeState, dump_runtime_json, load_runtime_state, workspace_revision
@@ -54,6 +55,110 @@ RULE_RECORDS = "memory_changes rule: new citations must be trusted sources decla
 RULE_FILES = "whole-file/patch rule: new citations must be sources archived in this same transaction"
 RULE_WRITER = "writer rule: new citations must be source ids of this batch"
 RULE_ORGANIZE = "organize rule: no new citations are allowed"
+
+TRANSACTION_PROVIDER = "claude-code"  # §4.1: sources supplied to update()
+AUTHORITY_REQUIRED = "creating a source requires complete persisted authority"
+_SEP = "\x1f"  # U+001F, the field separator of §5.3 step 4
+
+
+# ------------------------------------------------------------------------------- provenance
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Who supplies ``update(..., sources=...)`` (§5.3 step 4): the persisted authority of the
+    caller. ``origin_id`` names where the request came from (OpenProgram: ``<session>/<turn>``
+    for the tool, ``owner-rest/memory-changes`` for the web route; ``memory-tui/apply`` here)."""
+
+    principal_id: str
+    speaker_kind: str
+    speaker_id: str
+    authority_tier: str
+    origin_id: str
+
+    @property
+    def complete(self) -> bool:
+        fields = (self.principal_id, self.speaker_kind, self.speaker_id, self.authority_tier, self.origin_id)
+        return all(isinstance(f, str) and f.strip() for f in fields) and self.authority_tier in ("owner", "paired")
+
+    @property
+    def seed(self) -> str:
+        return _SEP.join((self.principal_id, self.speaker_kind, self.speaker_id, self.authority_tier, self.origin_id))
+
+
+OWNER_FILE = "owner.json"
+OWNER_SPEAKER_ID = "owner/local"
+
+
+def read_owner_principal(state_dir: Any) -> str:
+    """``principal_id`` of ``<state>/owner.json`` (session spec: ``{"version": 1,
+    "principal_id": "owner/install/<16 hex>"}``). A missing or unusable file is
+    ``WRITER_PRECONDITION_FAILED`` naming the file (and the line of a JSON error)."""
+    import json
+
+    path = Path(state_dir) / OWNER_FILE
+
+    def refuse(why: str, line: int | None = None) -> MemoryError:
+        return MemoryError(
+            "WRITER_PRECONDITION_FAILED",
+            f"{AUTHORITY_REQUIRED}: {path}{f':{line}' if line else ''}: {why}",
+            details={"file": str(path)},
+        )
+
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise refuse("the owner file is missing (OpenProgram writes it on first start)") from None
+    except OSError as exc:
+        raise refuse(f"cannot read the owner file: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise refuse("the owner file is not UTF-8") from None
+    except json.JSONDecodeError as exc:
+        raise refuse(f"invalid JSON: {exc.msg} (column {exc.colno})", exc.lineno) from None
+    principal = data.get("principal_id") if isinstance(data, dict) else None
+    if not isinstance(principal, str) or not principal.strip() or not principal.isprintable():
+        raise refuse("principal_id must be a non-empty printable string")
+    return principal
+
+
+def owner_provenance(state_dir: Any, origin_id: str) -> Provenance:
+    """The local owner as the speaker of sources supplied by ``origin_id``."""
+    return Provenance(read_owner_principal(state_dir), "owner", OWNER_SPEAKER_ID, "owner", origin_id)
+
+
+def _hex16(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def transaction_source_records(sources: Iterable[Any], provenance: Provenance) -> list[tuple[str, SourceRecord]]:
+    """(label, record) for each declared source, content addressed (§5.3 step 4): the thread
+    hashes the seed and every (role, content, observed) line, each message hashes the seed,
+    thread, 1-based ordinal and its own fields, so the same request archives the same ids."""
+    items = list(sources)
+    seed = provenance.seed
+    lines = [_SEP.join((s.role, s.content, s.observed_at or "")) for s in items]
+    thread = _hex16(seed + "\n" + "\n".join(lines))
+    out: list[tuple[str, SourceRecord]] = []
+    for ordinal, s in enumerate(items, start=1):
+        observed = s.observed_at or ""
+        message = _hex16(_SEP.join((seed, thread, str(ordinal), s.role, s.content, observed)))
+        out.append((s.label, SourceRecord(
+            provider=TRANSACTION_PROVIDER,
+            thread_id=thread,
+            message_id=message,
+            ordinal=ordinal,
+            role=s.role,
+            content=s.content,
+            timestamp=observed,
+            speaker_id=provenance.speaker_id,
+            speaker_kind=provenance.speaker_kind,
+            principal_id=provenance.principal_id,
+            authority_tier=provenance.authority_tier,
+            trust_state="trusted",
+        )))
+    return out
 
 
 # ----------------------------------------------------------------------------------- result
@@ -260,6 +365,7 @@ class Stage:
         self.baseline_problems = tuple(read_problems) + tuple(self.baseline.problems)
         self.path = Path(tempfile.mkdtemp(prefix="scriptorium-topics-"))
         self.sources_copied = False
+        self.sources_staged = False  # stage/sources holds archives appended by this transaction
         self.discarded = False
         # ``link_topics``: unchanged topic files are hard links to the committed ones (same
         # bytes, no copy; plan and install see the same inode and skip them). Only for stages
@@ -313,6 +419,47 @@ class Stage:
                     os.chmod(os.path.join(dirpath, name), 0o444)
             self.sources_copied = True
         return dest
+
+    def stage_sources(self, records: list[SourceRecord]) -> tuple[str, ...]:
+        """Archive ``records`` into the stage (§5.3 step 4): ``stage/sources`` receives copies
+        of just the archives appended to, the appender runs there (idempotent: ids already
+        framed are skipped), and ``self.index`` becomes the committed index plus those files,
+        so validation sees the new frames and the install replaces exactly those archives
+        (sources stay append-only). Returns the source ids of ``records``."""
+        from .sources import APPEND_REFUSED, append_records, archive_path, index_file
+
+        if self.restricted:
+            raise MemoryError("WRITER_PRECONDITION_FAILED", "a restricted stage cannot archive sources")
+        if self.sources_copied:
+            raise MemoryError("WRITER_PRECONDITION_FAILED", "this stage already holds a full copy of sources/")
+        committed_sources = (self.memory_root / "sources").resolve()
+        dest = self.path / "sources"
+        dest.mkdir(exist_ok=True)
+        for rel in sorted({archive_path(r.source_id) for r in records}):
+            src = self.memory_root / rel
+            try:
+                src.parent.resolve().relative_to(committed_sources)
+            except ValueError:
+                raise MemoryError(APPEND_REFUSED, "source archive path escapes sources/", path=rel) from None
+            if src.is_symlink() or (src.exists() and not src.is_file()):
+                raise MemoryError(APPEND_REFUSED, f"invalid or truncated v2 archive: {rel}", path=rel,
+                                  details={"reason": "not a regular file"})
+            if src.is_file():
+                target = self.path / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, target)
+        result = append_records(self.path, records, runtime_dir=self.path / self.layout.runtime_name,
+                                existing_root=self.memory_root)
+        files = dict(self.index.files)
+        for rel in result.changed_paths:
+            path = self.path / rel
+            st = path.stat()
+            files[rel] = index_file(rel, path.read_bytes(), (st.st_mtime_ns, st.st_size, st.st_ino), files.get(rel))
+        if result.changed_paths:
+            self.index = SourceIndex.from_files(self.memory_root, files)
+            self.token = self.cache.observe_index(self.index)
+        self.sources_staged = True
+        return tuple(r.source_id for r in records)
 
     # -- topics -------------------------------------------------------------------------
     @property
@@ -756,7 +903,7 @@ def _prepare(stage: Stage, ctx: _Context) -> _Prepared:
     _write_stage_texts(stage, new_texts, existing=texts)
     runtime = _write_runtime(stage, tree)
     core = _write_views(stage, tree, index, runtime, ctx)
-    plan = plan_install(root, stage.path, compare_sources=False)
+    plan = plan_install(root, stage.path, compare_sources=stage.sources_staged)
     base = dict(
         block_ids=dict(result.block_ids),
         evidence_ids=dict(result.evidence_ids),
@@ -1047,12 +1194,17 @@ def update(
     timeout: float = TIMEOUT_EDIT,
     git_env: Mapping[str, str] | None = None,
     counter: Any = None,
+    provenance: Provenance | None = None,
 ) -> TxResult:
     """OpenProgram's structured transaction (§5.3), compare-and-set on ``base_revision``.
 
-    Caller-supplied ``sources`` need runtime provenance (an agent turn or the owner's web
-    session), which a CLI or TUI caller does not have: they are refused with
-    ``WRITER_PRECONDITION_FAILED`` exactly as OpenProgram refuses them without provenance.
+    Caller-supplied ``sources`` need complete ``provenance`` (who is speaking, with which
+    authority tier, from where); without it they are refused with
+    ``WRITER_PRECONDITION_FAILED`` exactly as OpenProgram refuses them. With it, they are
+    archived into the stage as trusted ``claude-code`` sources (content addressed, so a retry
+    archives the same ids), their ``new-source-…`` labels are replaced by those ids, and
+    exactly those ids may be newly cited (plus, for record ops, the refs the ops declare).
+    The archives are installed with the topics, or not at all.
     """
     from . import changes as forms
 
@@ -1068,10 +1220,9 @@ def update(
     }
     try:
         request = forms.validate_request({k: v for k, v in payload.items() if v is not None})
-        if request.sources:
-            raise MemoryError(
-                "WRITER_PRECONDITION_FAILED", "creating a source requires complete persisted authority"
-            )
+        if request.sources and (not isinstance(provenance, Provenance) or not provenance.complete):
+            raise MemoryError("WRITER_PRECONDITION_FAILED", AUTHORITY_REQUIRED)
+        declared = transaction_source_records(request.sources, provenance) if request.sources else []
         root = memory_root(state)
         if not root.parent.is_dir():
             raise MemoryError("MEMORY_NOT_FOUND", f"state directory not found: {root.parent}")
@@ -1086,6 +1237,9 @@ def update(
                         details={"base_revision": request.base_revision, "revision": stage.revision},
                     )
                 source_ids: dict[str, str] = {}
+                if declared:
+                    stage.stage_sources([record for _, record in declared])
+                    source_ids = {label: record.source_id for label, record in declared}
                 req = forms.replace_new_source_labels(request, source_ids)
                 texts, _ = stage.topic_texts()
                 if req.form == "memory_changes":
