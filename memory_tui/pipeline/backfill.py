@@ -10,12 +10,16 @@ something and candidates remain. No git commit (the next commit picks the files 
 Report: ``{"status": "ok"|"incomplete", "candidates", "processed", "remaining", "revision"}``;
 ``ok`` iff nothing remains. ``--dry-run`` lists the batches and changes no byte.
 
-Not done: OpenProgram's legacy root ``core.md`` archiving as an ``openprogram-migration``
-source (the transaction's install still promotes a parseable root ``core.md``).
+Legacy core first (§7.6): when ``topics/core.md`` is absent and a non-blank root ``core.md``
+exists, a transaction promotes it if it parses; otherwise it is archived as one trusted
+``openprogram-migration/legacy-core/<hex24 of its SHA-256>`` source spoken by the runtime
+for the owner, so it becomes a backfill candidate like any other uncited source. The report
+then carries ``"legacy_core": "promoted" | "archived"``.
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from memory_tui.core.errors import MemoryError, classify_write_failure
@@ -23,6 +27,69 @@ from memory_tui.pipeline.batching import budget_batches
 from memory_tui.pipeline.writers.base import Turn, WriteTask
 
 MAX_PASSES = 50
+LEGACY_CORE_PROVIDER = "openprogram-migration"
+LEGACY_CORE_THREAD = "legacy-core"
+LEGACY_CORE_SPEAKER = "runtime:legacy-core"
+LEGACY_CORE_DISPLAY = "Legacy core migration"
+
+
+def _legacy_core_text(memory_root) -> str | None:
+    """The root ``core.md`` when §7.6 applies to it: no ``topics/core.md``, and non-blank."""
+    master, legacy = memory_root / "topics" / "core.md", memory_root / "core.md"
+    if master.exists() or master.is_symlink() or legacy.is_symlink() or not legacy.is_file():
+        return None
+    try:
+        text = legacy.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None  # unreadable: the transaction reports it when it tries to promote
+    return text if text.strip() else None
+
+
+def legacy_core_record(text: str, owner_principal: str):
+    """The trusted source a non-promotable root ``core.md`` is archived as (§7.6)."""
+    from memory_tui.core.sources import SourceRecord
+
+    return SourceRecord(
+        provider=LEGACY_CORE_PROVIDER,
+        thread_id=LEGACY_CORE_THREAD,
+        message_id=hashlib.sha256(text.encode("utf-8")).hexdigest()[:24],
+        ordinal=0,
+        role="system",
+        content=text,
+        timestamp="",
+        speaker_id=LEGACY_CORE_SPEAKER,
+        speaker_display=LEGACY_CORE_DISPLAY,
+        speaker_kind="runtime",
+        principal_id=owner_principal,
+        authority_tier="owner",
+        trust_state="trusted",
+    )
+
+
+def migrate_legacy_core(ctx: Any) -> str | None:
+    """Promote or archive a legacy root ``core.md`` (call under the write lock).
+
+    Returns ``"promoted"``, ``"archived"`` or ``None`` (nothing to do, or archived by an
+    earlier run: the id is content addressed, so the frame is never duplicated). A transaction that
+    fails for another reason raises its error rather than archiving a core that may parse.
+    """
+    from memory_tui.core import transaction as tx
+    from memory_tui.core.sources import append_records
+
+    root = ctx.memory_root
+    if _legacy_core_text(root) is None:
+        return None
+    result = tx.rebuild_views(root, counter=ctx.counter)  # its install promotes a parseable root core.md
+    if not result.ok:
+        raise result.error()
+    if (root / "topics" / "core.md").is_file():
+        return "promoted"
+    text = _legacy_core_text(root)
+    if text is None:
+        return None
+    record = legacy_core_record(text, tx.read_owner_principal(ctx.state_dir))
+    done = append_records(root, [record], runtime_dir=ctx.layout.runtime_dir)
+    return "archived" if done.written_ids else None  # archived by an earlier run: nothing new
 
 
 def _cited(memory_root) -> set[str]:
@@ -91,8 +158,22 @@ def backfill(ctx: Any, *, dry_run: bool = False) -> dict[str, Any]:
 
     budget = int(ctx.settings.backfill_budget)
     root = ctx.memory_root
+    legacy: str | None = None
+    if not dry_run and _legacy_core_text(root) is not None:
+        try:
+            with _locked(ctx, EDIT_LOCK_SECONDS):
+                legacy = migrate_legacy_core(ctx)
+        except MemoryError as exc:
+            code, retry = classify_write_failure(exc)
+            # the legacy core is still waiting: it counts as one remaining item
+            left = (len(candidates(root)) if (root / "sources").is_dir() else 0) + 1
+            return {"status": "incomplete", "candidates": left, "processed": 0, "remaining": left,
+                    "revision": revision(root), "error": {"code": code, "message": exc.message, "retryable": retry}}
     if not (root / "sources").is_dir():
-        return {"status": "ok", "candidates": 0, "processed": 0, "remaining": 0, "revision": revision(root) if root.is_dir() else None}
+        out = {"status": "ok", "candidates": 0, "processed": 0, "remaining": 0, "revision": revision(root) if root.is_dir() else None}
+        if legacy:
+            out["legacy_core"] = legacy
+        return out
     titles = _titles(ctx)
     first = candidates(root)
     text_of = lambda fr: fr.text  # noqa: E731
@@ -144,6 +225,8 @@ def backfill(ctx: Any, *, dry_run: bool = False) -> dict[str, Any]:
         "remaining": len(remaining),
         "revision": revision(root),
     }
+    if legacy:
+        out["legacy_core"] = legacy
     if error:
         out["error"] = error
     del st
