@@ -98,16 +98,24 @@ def parse_memory_config(data: Any, problems: tuple[Problem, ...] = ()) -> Memory
 def load_memory_config(state_dir: Path) -> MemoryConfig:
     path = state_dir / "config.json"
     try:
-        raw = path.read_text(encoding="utf-8")
+        data_bytes = path.read_bytes()
     except FileNotFoundError:
         return MemoryConfig()
     except OSError as exc:
-        return MemoryConfig(problems=(Problem("CORRUPT_FILE", f"cannot read config: {exc}", "config.json"),))
+        return MemoryConfig(problems=(Problem("CORRUPT_FILE", f"cannot read config: {exc.strerror or exc}", "config.json"),))
+    # OpenProgram falls back to defaults for an unreadable config; we do too, but say so.
+    try:
+        raw = data_bytes.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data_bytes[: exc.start].count(b"\n") + 1
+        column = exc.start - (data_bytes.rfind(b"\n", 0, exc.start) + 1) + 1
+        return MemoryConfig(problems=(Problem("CORRUPT_FILE", "not valid UTF-8; using defaults", "config.json", line, column),))
     try:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
-        # OpenProgram falls back to defaults; we do too, but say so.
         return MemoryConfig(
             problems=(Problem("CORRUPT_FILE", f"invalid JSON: {exc.msg}", "config.json", exc.lineno, exc.colno),)
         )
+    except RecursionError:
+        return MemoryConfig(problems=(Problem("CORRUPT_FILE", "invalid JSON: nested too deeply", "config.json", 1),))
     return parse_memory_config(data)

@@ -147,3 +147,19 @@ def test_committed_empty_section_is_still_pruned_with_a_note(ws, capsys):
     code, out, err = run(capsys, "--state", str(ws), "views", "--rebuild")
     assert code == 0, err
     assert "## Empty" not in ada.read_text() and "note:" in out
+
+
+# ------------------------------------------------------------- config.json that cannot be read
+
+
+@pytest.mark.parametrize("data", [b'{"memory": "\xff"}', b"[" * 100_000], ids=["not-utf8", "too-deep"])
+def test_unreadable_config_is_a_problem_not_a_traceback(ws, capsys, data):
+    (ws / "config.json").write_bytes(data)
+    before = tree_bytes(ws)
+    for argv in (["status"], ["status", "--json"], ["topics"], ["why"]):
+        code, out, err = run(capsys, "--state", str(ws), *argv)
+        assert code == 0, err
+        assert "Traceback" not in err and "internal error" not in err
+    code, out, _ = run(capsys, "--state", str(ws), "status")
+    assert "config.json:1: CORRUPT_FILE" in out
+    assert tree_bytes(ws) == before
