@@ -9,11 +9,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from typing import Any, Callable
 
 from memory_tui import __version__
 from memory_tui.core.errors import MemoryError
+from memory_tui.core.text import sanitize
 
 # Modules contributing verbs; each exposes ``register(subparsers)`` and sets ``func`` on its
 # parsers. A module that is not there yet is skipped, so the CLI works while it grows.
@@ -82,16 +84,24 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(func(args) or 0)
     except CliError as exc:
-        print(f"memory-tui: {exc}", file=sys.stderr)
+        print(f"memory-tui: {sanitize(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except MemoryError as exc:
         if getattr(args, "json", False):
             emit_json(exc.to_json())
         else:
-            print(f"memory-tui: {exc}", file=sys.stderr)
+            print(f"memory-tui: {sanitize(str(exc))}", file=sys.stderr)
         return EXIT_RETRYABLE if exc.retryable else EXIT_FAILURE
     except KeyboardInterrupt:
         print("memory-tui: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, never a traceback
+        if os.environ.get("MEMORY_TUI_DEBUG"):
+            raise
+        where = f" ({exc.filename})" if isinstance(exc, OSError) and exc.filename else ""
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        print(f"memory-tui: internal error: {type(exc).__name__}{sanitize(where)}: {sanitize(detail)} "
+              "(set MEMORY_TUI_DEBUG=1 for the traceback)", file=sys.stderr)
+        return EXIT_FAILURE

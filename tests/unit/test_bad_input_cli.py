@@ -163,3 +163,20 @@ def test_unreadable_config_is_a_problem_not_a_traceback(ws, capsys, data):
     code, out, _ = run(capsys, "--state", str(ws), "status")
     assert "config.json:1: CORRUPT_FILE" in out
     assert tree_bytes(ws) == before
+
+
+# ------------------------------------------------------- the CLI's last line of defence
+
+
+def test_unexpected_exception_is_one_sanitised_line(ws, capsys, monkeypatch):
+    import memory_tui.cli.topics as topics_cli
+
+    def boom(args):
+        raise RuntimeError("kaput \x1b]52;c;eA==\x07 here")
+
+    monkeypatch.delenv("MEMORY_TUI_DEBUG", raising=False)
+    monkeypatch.setattr(topics_cli, "cmd_topics", boom)
+    code, out, err = run(capsys, "--state", str(ws), "topics")
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and "internal error: RuntimeError" in err and "kaput" in err
+    assert not RAW_CONTROL.search(err.replace("\n", ""))
