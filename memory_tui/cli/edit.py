@@ -204,12 +204,16 @@ def _cmd_views(args: argparse.Namespace) -> int:
     from memory_tui.core.views import check_views
 
     root = tx.memory_root(state)
+    if not root.parent.is_dir():
+        raise CliError(f"state directory not found: {state}")
+    if not root.is_dir():
+        raise CliError(f"no memory workspace at {root}")
     mismatches = check_views(root, state_dir=root.parent)
     if as_json:
         emit_json({"ok": not mismatches, "mismatches": [m.to_json() for m in mismatches]})
     elif mismatches:
         for m in mismatches:
-            print(f"stale: {m}")
+            print(f"stale: {sanitize(str(m))}")
         print("run `memory-tui views --rebuild` to re-derive them")
     else:
         print("derived views are current")

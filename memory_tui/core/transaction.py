@@ -1317,6 +1317,8 @@ def rebuild_views(
     what differs (a workspace whose views are current is left untouched, revision included)."""
     try:
         root = memory_root(state)
+        if not root.is_dir():  # nothing to derive from: never create a workspace here
+            raise MemoryError("MEMORY_NOT_FOUND", f"no memory workspace at {root}")
 
         def make() -> tuple[Stage, _Context]:
             stage = Stage(root, link_topics=True)

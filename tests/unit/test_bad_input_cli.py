@@ -180,3 +180,22 @@ def test_unexpected_exception_is_one_sanitised_line(ws, capsys, monkeypatch):
     assert code == 1 and out == ""
     assert err.count("\n") == 1 and "internal error: RuntimeError" in err and "kaput" in err
     assert not RAW_CONTROL.search(err.replace("\n", ""))
+
+
+# ------------------------------------------------ views on a state with no memory workspace
+
+
+@pytest.mark.parametrize("kind", ["absent", "file", "no-memory"])
+@pytest.mark.parametrize("mode", ["--rebuild", "--check"])
+def test_views_never_create_a_workspace(tmp_path, capsys, kind, mode):
+    state = tmp_path / "state"
+    if kind == "file":
+        state.write_text("not a folder")
+    elif kind == "no-memory":
+        (state / "sessions").mkdir(parents=True)
+    before = tree_bytes(tmp_path)
+    code, out, err = run(capsys, "--state", str(state), "views", mode)
+    assert code == 1
+    assert "Traceback" not in err and "internal error" not in err
+    assert "state directory not found" in err or "no memory workspace" in err
+    assert tree_bytes(tmp_path) == before
