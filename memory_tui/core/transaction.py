@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from . import gitlog
-from .errors import MemoryError, Problem
+from .errors import CORRUPT_FILE, MemoryError, Problem
 from .install import InstallPlan, install, needs_recovery, plan_install, recover
 from .lock import TIMEOUT_DEFAULT, TIMEOUT_EDIT, write_lock
 from .paths import Layout, check_writable
@@ -781,7 +781,15 @@ def _write_runtime(stage: Stage, tree: TopicTree) -> RuntimeState:
     """Grow ``creation_order``; keep every byte when nothing changed (pitfall 1)."""
     rt = stage.layout.runtime_name
     path = stage.path / rt / "runtime.json"
-    state, _ = load_runtime_state(stage.path, Layout(stage.path))
+    state, problems = load_runtime_state(stage.path, Layout(stage.path))
+    if state.corrupt:  # rewriting it from defaults would lose creation_order and legacy cursors
+        first = problems[0]
+        raise MemoryError(
+            CORRUPT_FILE,
+            f"{first.message}; fix or remove it first (writing memory would replace it with defaults, "
+            "losing its creation order and any legacy cursors)",
+            path=first.path, line=first.line, column=first.column,
+        )
     ids = [u.memory_id for topic in sorted(tree.topics, key=lambda t: topic_sort_key(t.path)) for u in topic.units]
     grown = state.with_creation_order(ids)
     if grown is not state or not path.exists():

@@ -204,6 +204,8 @@ class RuntimeState:
     last_global_at: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
     exists: bool = False
+    # the file exists but could not be read as a JSON object: these are defaults, not its content
+    corrupt: bool = field(default=False, compare=False)
 
     @property
     def cursors(self) -> Any:
@@ -243,7 +245,7 @@ def parse_runtime_state(data: Any, rel: str = ".scriptorium/runtime.json") -> tu
     problems: list[Problem] = []
     if not isinstance(data, dict):
         problems.append(Problem(CORRUPT_FILE, "runtime state is not a JSON object; using defaults", rel, 1))
-        return RuntimeState(exists=True), tuple(problems)
+        return RuntimeState(exists=True, corrupt=True), tuple(problems)
     order_raw = data.get("creation_order", {})
     order: dict[str, int] = {}
     if isinstance(order_raw, dict):
@@ -288,7 +290,7 @@ def load_runtime_state(memory_root: Path, layout: Layout | None = None) -> tuple
     if not exists:
         return RuntimeState(), ()
     if problem is not None:
-        return RuntimeState(exists=True), (problem,)
+        return RuntimeState(exists=True, corrupt=True), (problem,)
     return parse_runtime_state(data, rel)
 
 

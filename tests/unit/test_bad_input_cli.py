@@ -199,3 +199,26 @@ def test_views_never_create_a_workspace(tmp_path, capsys, kind, mode):
     assert "Traceback" not in err and "internal error" not in err
     assert "state directory not found" in err or "no memory workspace" in err
     assert tree_bytes(tmp_path) == before
+
+
+# -------------------------------------------------------------- corrupt runtime.json is kept
+
+
+@pytest.mark.parametrize("data", [b'{"creation_order": {"a": 1', b"[1, 2]"], ids=["invalid", "not-object"])
+def test_corrupt_runtime_json_refuses_the_write_and_keeps_its_bytes(ws, capsys, data):
+    rt = ws / "memory/.scriptorium/runtime.json"
+    rt.write_bytes(data)
+    before = tree_bytes(ws)
+    code, out, err = run(capsys, "--state", str(ws), "edit", "people/ada.md", "--from", str(_edited_ada(ws)),
+                         "--git-commit", "off", "--json")
+    result = json.loads(out)
+    assert code == 1 and result["code"] == "CORRUPT_FILE"
+    assert result["path"] == ".scriptorium/runtime.json" and result["line"] == 1
+    assert tree_bytes(ws) == before
+    code, out, err = run(capsys, "--state", str(ws), "views", "--rebuild")
+    assert code == 1 and ".scriptorium/runtime.json:1" in err
+    assert tree_bytes(ws) == before
+    rt.unlink()  # the way out the message names: remove it, and memory-tui rebuilds it
+    code, out, err = run(capsys, "--state", str(ws), "views", "--rebuild")
+    assert code == 0, err
+    assert rt.is_file()
