@@ -345,6 +345,10 @@ class Stage:
     ) -> None:
         self.memory_root = Path(root)
         self.layout = Layout(self.memory_root)
+        topics_entry = self.memory_root / "topics"
+        if (topics_entry.exists() or topics_entry.is_symlink()) and not topics_entry.is_dir():
+            # the install would replace it with a directory, losing whatever it is
+            raise MemoryError(CORRUPT_FILE, "topics is not a directory; move it away first", path="topics")
         self.restricted = restricted
         self.allowed_refs = frozenset(allowed_refs) if allowed_refs is not None else (frozenset() if restricted else None)
         # The revision first: a stage prepared outside the lock is installed only if the

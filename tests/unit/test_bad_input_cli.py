@@ -222,3 +222,19 @@ def test_corrupt_runtime_json_refuses_the_write_and_keeps_its_bytes(ws, capsys, 
     code, out, err = run(capsys, "--state", str(ws), "views", "--rebuild")
     assert code == 0, err
     assert rt.is_file()
+
+
+# ---------------------------------------------------------------------- topics/ is not a folder
+
+
+def test_topics_that_is_a_file_is_not_replaced(ws, capsys):
+    import shutil
+
+    topics = ws / "memory/topics"
+    shutil.rmtree(topics)
+    topics.write_text("my precious notes\n")
+    src = ws.parent / "ada.md"
+    src.write_text(ADA)
+    code, out, err = run(capsys, "--state", str(ws), "edit", "people/ada.md", "--from", str(src), "--git-commit", "off")
+    assert code == 1 and "topics is not a directory" in err
+    assert topics.read_text() == "my precious notes\n"
