@@ -57,7 +57,7 @@ def _print_success(result: tx.TxResult) -> None:
         return
     print(f"revision {result.revision}")
     for path in result.changed_files:
-        print(f"  {path}")
+        print(f"  {sanitize(path)}")
     if result.git_committed:
         print(f"git: committed {result.git_commit[:12] if result.git_commit else ''}")
     elif result.git_error:

@@ -14,6 +14,7 @@ import sys
 from typing import Any, Iterator
 
 from memory_tui.cli import EXIT_FAILURE, EXIT_OK, EXIT_RETRYABLE, CliError, add_common, emit_json
+from memory_tui.core.text import sanitize
 
 
 def _context(args: argparse.Namespace, *, progress=None):
@@ -44,6 +45,7 @@ def _progress(args: argparse.Namespace, title: str) -> Iterator[Any]:
         return
     try:
         from rich.console import Console
+        from rich.markup import escape as markup_escape
     except ImportError:  # pragma: no cover
         yield None
         return
@@ -56,7 +58,7 @@ def _progress(args: argparse.Namespace, title: str) -> Iterator[Any]:
             elif event == "backfill":
                 status.update(f"{title}: {data.get('turns')} sources · {data.get('tokens')} tokens")
             elif event == "warning":
-                console.print(f"[yellow]warning:[/] {data.get('message')}")
+                console.print(f"[yellow]warning:[/] {markup_escape(sanitize(str(data.get('message'))))}", highlight=False)
 
         yield update
 
@@ -82,9 +84,9 @@ def cmd_write(args: argparse.Namespace) -> int:
     verb = "would write" if report.dry_run else "wrote"
     shown = [b for b in report.batches]
     for b in shown:
-        line = f"{b.session_id} {b.tip}: {len(b.ids)} turns, {b.tokens} tokens — {b.result}"
+        line = f"{sanitize(b.session_id)} {sanitize(str(b.tip))}: {len(b.ids)} turns, {b.tokens} tokens — {b.result}"
         if b.changed_topics:
-            line += " → " + ", ".join(b.changed_topics)
+            line += " → " + ", ".join(sanitize(t) for t in b.changed_topics)
         if b.reason_code:
             line += f" [{b.reason_code}]"
         print(line)
@@ -94,11 +96,11 @@ def cmd_write(args: argparse.Namespace) -> int:
         + (f"; revision {report.revision}" if report.revision else "")
     )
     for w in report.warnings:
-        print(f"warning: {w}", file=sys.stderr)
+        print(f"warning: {sanitize(str(w))}", file=sys.stderr)
     if report.outcome in ("retryable", "non-retryable"):
-        print(f"memory-tui: {report.reason_code}: {report.message}", file=sys.stderr)
+        print(f"memory-tui: {report.reason_code}: {sanitize(str(report.message))}", file=sys.stderr)
     elif report.message:
-        print(report.message)
+        print(sanitize(report.message))
     return _exit_for(report.outcome)
 
 
@@ -114,9 +116,9 @@ def cmd_reorganize(args: argparse.Namespace) -> int:
         if args.dry_run:
             print(f"{len(result.get('planned_ops', []))} record op(s) planned over {result.get('topics', 0)} topic file(s)")
         else:
-            print(f"{result['status']}: {result.get('topics', 0)} topic file(s); changed: " + (", ".join(result.get("changed_files", [])) or "none"))
+            print(f"{result['status']}: {result.get('topics', 0)} topic file(s); changed: " + (", ".join(sanitize(f) for f in result.get("changed_files", [])) or "none"))
         if result.get("error"):
-            print(f"memory-tui: {result['error']['code']}: {result['error']['message']}", file=sys.stderr)
+            print(f"memory-tui: {result['error']['code']}: {sanitize(str(result['error']['message']))}", file=sys.stderr)
     status = result["status"]
     if status == "busy":
         return EXIT_RETRYABLE
@@ -139,7 +141,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
                 print(f"batch {i}: {len(b['ids'])} source(s), {b['tokens']} tokens")
         print(f"{result['status']}: {result['candidates']} candidate(s), {result['processed']} processed, {result['remaining']} remaining")
         if result.get("error"):
-            print(f"memory-tui: {result['error']['code']}: {result['error']['message']}", file=sys.stderr)
+            print(f"memory-tui: {result['error']['code']}: {sanitize(str(result['error']['message']))}", file=sys.stderr)
     if result.get("error") and result["error"].get("retryable"):
         return EXIT_RETRYABLE
     return EXIT_OK if result["remaining"] == 0 else EXIT_FAILURE
@@ -156,13 +158,13 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         if getattr(args, "json", False):
             emit_json(exc.to_json())
         else:
-            print(f"memory-tui: {exc}", file=sys.stderr)
+            print(f"memory-tui: {sanitize(str(exc))}", file=sys.stderr)
         return EXIT_RETRYABLE if exc.code == "CONCURRENT_UPDATE" else EXIT_FAILURE
     data = result or {"sessions": {}, "marked": 0, "cursors_removed": False, "message": "no legacy cursors"}
     if getattr(args, "json", False):
         emit_json(data)
     else:
-        print(data.get("message") or f"marked {data['marked']} turn(s) in {len(data['sessions'])} session(s); legacy cursors removed")
+        print(sanitize(data.get("message") or "") or f"marked {data['marked']} turn(s) in {len(data['sessions'])} session(s); legacy cursors removed")
     return EXIT_OK
 
 

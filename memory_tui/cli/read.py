@@ -162,15 +162,21 @@ def cmd_status(args: argparse.Namespace) -> int:
         flag = "" if row["in_registry"] else "  [not in registry]"
         print(f"session {sanitize(row['id'])}  head {sanitize(str(row['head_id']))}  tips {row['tips']}  "
               f"pending {row['pending_turns']} turns, head {row['head_pending_tokens']}/{threshold} tokens{flag}")
-    for p in data["problems"]:
-        where = p.get("path") or ""
-        if p.get("line"):
-            where += f":{p['line']}"
-        print(f"problem  {sanitize(where)}: {p.get('code')}: {sanitize(str(p.get('message')))}")
+        for p in row["problems"]:  # a corrupt meta.json or node file of this session
+            print(f"  problem  {_problem_line(p)}")
+    for line in dict.fromkeys(_problem_line(p) for p in data["problems"]):  # same finding, two readers
+        print(f"problem  {line}")
     return 0
 
 
 _GLYPH = {"written": "+", "pending": "~", "never": "-"}
+
+
+def _problem_line(p: dict[str, Any]) -> str:
+    where = p.get("path") or ""
+    if p.get("line"):
+        where += f":{p['line']}"
+    return f"{sanitize(where)}: {p.get('code')}: {sanitize(str(p.get('message')))}"
 
 
 def cmd_why(args: argparse.Namespace) -> int:
@@ -203,6 +209,8 @@ def cmd_why(args: argparse.Namespace) -> int:
     for sid, js in out_sessions.items():
         print(f"session {sanitize(sid)}  head {sanitize(str(js['head_id']))}"
               f"{'' if js['in_registry'] else '  [not in registry]'}")
+        for p in selected[sid].session.problems:
+            print(f"  problem  {_problem_line(p.to_json())}")
         for r in js["reasons"]:
             print(f"  ! {r['code']}: {sanitize(r['message'])}")
         for tip, t in js["tips"].items():

@@ -238,3 +238,169 @@ def test_topics_that_is_a_file_is_not_replaced(ws, capsys):
     code, out, err = run(capsys, "--state", str(ws), "edit", "people/ada.md", "--from", str(src), "--git-commit", "off")
     assert code == 1 and "topics is not a directory" in err
     assert topics.read_text() == "my precious notes\n"
+
+
+# =========================================================================== the fixture matrix
+#
+# Each case damages a private copy of OpenProgram's own state dir. For every case: each read
+# verb, text and --json, exits 0 or 1 with no traceback, prints no raw terminal control in text
+# mode, and leaves every byte of the state dir as it was; ``expect`` (if any) must appear in
+# the text output of `status`/`topics`/`why` (the file and line of the damage). Then a valid
+# hand edit of another topic and `views --rebuild` either succeed without deleting any file
+# they did not mean to touch, or are refused (naming ``refuse`` if given) with nothing changed.
+
+SID = "local_0c0c0c0c0c"
+KYOTO = "memory/topics/projects/kyoto-trip.md"
+NODE = f"sessions/{SID}/history/0003-u-c00000000002.json"
+ARCHIVE = "memory/sources/openprogram/_v2/local_a1b2c3d4e5.md"
+
+
+def _bytes(rel: str, f):
+    def damage(s: Path) -> None:
+        p = s / rel
+        p.write_bytes(f(p.read_bytes()))
+    return damage
+
+
+def _put(rel: str, data: bytes):
+    def damage(s: Path) -> None:
+        (s / rel).write_bytes(data)
+    return damage
+
+
+def _line3(f):
+    def g(b: bytes) -> bytes:
+        lines = b.split(b"\n")
+        lines[2] = f(lines[2])
+        return b"\n".join(lines)
+    return _bytes(KYOTO, g)
+
+
+def _node_escape(s: Path) -> None:
+    p = s / NODE
+    d = json.loads(p.read_text())
+    d["output"] = "Read the " + ESC + " big log file."
+    d["metadata"].pop("memory_written_scriptorium", None)
+    p.write_text(json.dumps(d))
+
+
+def _node_dir(s: Path) -> None:
+    (s / NODE).unlink()
+    (s / NODE).mkdir()
+
+
+def _symlink_out(s: Path) -> None:
+    outside = s.parent / "outside.md"
+    outside.write_text("# Outside\n\nA file outside the workspace.\n")
+    (s / "memory/topics/evil.md").symlink_to(outside)
+
+
+def _escape_session_dir(s: Path) -> None:
+    import shutil
+
+    shutil.copytree(s / f"sessions/{SID}", s / "sessions/local_\x1b]52;c;eA==\x07x")
+
+
+def _escape_topic_name(s: Path) -> None:
+    (s / "memory/topics/ev\x1b[2Jil.md").write_text("# E\n\nUncited.\n")
+
+
+def _rm(rel: str):
+    def damage(s: Path) -> None:
+        import shutil
+
+        p = s / rel
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
+    return damage
+
+
+K3 = "topics/projects/kyoto-trip.md:3"
+MATRIX = {
+    # name: (damage, expect in read output, refuse: text the edit's rejection must hold, or "ok")
+    "bad-footnote-ref": (_line3(lambda l: l.replace(b"[^e-d6cb4b50f2]", b"[^e-0000000000]")), K3, K3),
+    "uncited-paragraph": (_bytes(KYOTO, lambda b: b + b"\nNo citation here.\n"), "kyoto-trip.md:19", "kyoto-trip.md:19"),
+    "invalid-utf8": (_line3(lambda l: l[:10] + b"\xff\xfe" + l[10:]), K3, K3),
+    "nul-byte": (_line3(lambda l: l[:10] + b"\x00" + l[10:]), None, "ok"),
+    "5mb-line": (_bytes(KYOTO, lambda b: b + b"\n" + b"x" * (5 << 20) + b"\n"), "kyoto-trip.md:19", "kyoto-trip.md:19"),
+    "escape-in-record": (_line3(lambda l: l[:10] + ESC.encode() + l[10:]), None, "ok"),
+    "escape-in-node": (_node_escape, None, "ok"),
+    "escape-in-session-dir-name": (_escape_session_dir, None, "ok"),
+    "escape-in-topic-name": (_escape_topic_name, "il.md:3", "il.md:3"),
+    "truncated-archive": (_bytes(ARCHIVE, lambda b: b[: b.rfind(b"<!-- record-lines:")]),
+                          "sources/openprogram/_v2/local_a1b2c3d4e5.md:", "invalid source target"),
+    "config-json": (_put("config.json", b'{"oops": '), "config.json:1", "ok"),
+    "runtime-json": (_put("memory/.scriptorium/runtime.json", b'{"oops": '), ".scriptorium/runtime.json:1",
+                     ".scriptorium/runtime.json:1"),
+    "writer-status-json": (_put("memory/.scriptorium/writer-status.json", b'{"oops": '), "writer-status.json:1", "ok"),
+    "session-end-json": (_put("memory/.scriptorium/session-end.json", b'{"oops": '), "session-end.json:1", "ok"),
+    "agent-history-line": (_bytes("memory/.scriptorium/agent-history.jsonl", lambda b: b"{broken\n" + b),
+                           "agent-history.jsonl:1", "ok"),
+    "index-json": (_put("sessions/index.json", b'{"oops": '), "sessions/index.json:1", "ok"),
+    "meta-json": (_put(f"sessions/{SID}/meta.json", b'{"oops": '), f"sessions/{SID}/meta.json:1", "ok"),
+    "node-json": (_put(NODE, b'{"oops": '), f"{NODE}:1", "ok"),
+    "node-is-dir": (_node_dir, NODE, "ok"),
+    "deep-node-json": (_put(NODE, b"[" * 100_000), NODE, "ok"),
+    "node-not-utf8": (_put(NODE, b'{"a": "\xff"}'), NODE, "ok"),
+    "symlink-outside": (_symlink_out, "topics/evil.md:3", "topics/evil.md:3"),
+    "memory-missing": (_rm("memory"), None, None),
+    "sessions-missing": (_rm("sessions"), None, "ok"),
+}
+
+
+def _text_outputs(capsys, state: Path, show: str) -> tuple[str, list[str]]:
+    texts, failures = [], []
+    for argv in (["status"], ["why"], ["topics"], ["show", show], ["views", "--check"]):
+        for as_json in (False, True):
+            code, out, err = run(capsys, "--state", str(state), *argv, *(["--json"] if as_json else []))
+            label = " ".join(argv) + (" --json" if as_json else "")
+            if code not in (0, 1):
+                failures.append(f"{label}: exit {code}")
+            if "Traceback" in err or "internal error" in err:
+                failures.append(f"{label}: {err.strip().splitlines()[-1]}")
+            if as_json:
+                if out.strip():
+                    json.loads(out)  # always one JSON document when anything is printed
+            else:
+                if RAW_CONTROL.search((out + err).replace("\n", "").replace("\t", "")):
+                    failures.append(f"{label}: raw control character in text output")
+                texts.append(out + err)
+    return "\n".join(texts), failures
+
+
+@pytest.mark.parametrize("case", list(MATRIX))
+def test_damaged_fixture_reads_cleanly_and_writes_safely(fixture_state, capsys, case, tmp_path):
+    damage, expect, refuse = MATRIX[case]
+    damage(fixture_state)
+    before = tree_bytes(fixture_state)
+    text, failures = _text_outputs(capsys, fixture_state, "projects/kyoto-trip.md")
+    assert not failures
+    assert tree_bytes(fixture_state) == before, "a read verb wrote"
+    if expect is not None:
+        assert expect in text
+
+    if refuse is None:
+        return
+    src = tmp_path / "ada.md"
+    src.write_text((fixture_state / "memory/topics/people/ada.md").read_text().replace("short answers", "brief answers"))
+    for argv in (["edit", "people/ada.md", "--from", str(src), "--git-commit", "off"], ["views", "--rebuild"]):
+        before = tree_bytes(fixture_state)
+        code, out, err = run(capsys, "--state", str(fixture_state), *argv)
+        assert "Traceback" not in err and "internal error" not in err
+        assert not RAW_CONTROL.search((out + err).replace("\n", ""))
+        after = tree_bytes(fixture_state)
+        if code != 0:
+            assert after == before, f"{argv[0]} was refused but changed files"
+            if refuse != "ok":
+                assert refuse in err
+        else:
+            assert refuse == "ok", f"{argv[0]} should have been refused: {out}"
+            lost = [p for p in before if p not in after and not p.startswith("memory/timeline/")]
+            assert lost == [], f"{argv[0]} deleted {lost}"
+
+
+def test_write_verb_output_is_sanitised(fixture_state, capsys):
+    _escape_session_dir(fixture_state)
+    code, out, err = run(capsys, "--state", str(fixture_state), "write", "--force")
+    assert "Traceback" not in err and "internal error" not in err
+    assert not RAW_CONTROL.search((out + err).replace("\n", ""))
+    assert "local_x" in out + err
