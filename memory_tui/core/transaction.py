@@ -367,6 +367,8 @@ class Stage:
         self.committed_texts, self.committed_shas, read_problems = self.cache.read_topics(self.layout.topics)
         self.baseline: TopicTree = self.cache.tree(self.committed_texts, self.index, self.token, self.committed_shas)
         self.baseline_problems = tuple(read_problems) + tuple(self.baseline.problems)
+        if not link_topics:  # a copied stage would follow the link and install its target's bytes
+            _raise_first([p for p in read_problems if p.details.get("kind") == "symlink"])
         self.path = Path(tempfile.mkdtemp(prefix="scriptorium-topics-"))
         self.sources_copied = False
         self.sources_staged = False  # stage/sources holds archives appended by this transaction

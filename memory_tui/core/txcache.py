@@ -134,6 +134,17 @@ def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
     return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
 
 
+def _topic_symlinks(topics_dir: Path) -> list[str]:
+    """Topics-relative paths of symbolic links (files or folders) under ``topics_dir``."""
+    out: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(topics_dir):
+        for name in (*dirnames, *filenames):
+            path = Path(dirpath, name)
+            if path.is_symlink():
+                out.append(path.relative_to(topics_dir).as_posix())
+    return sorted(out)
+
+
 class WorkspaceCache:
     """Per memory root; use through :func:`cache_for`. Thread-safe by one lock."""
 
@@ -195,7 +206,21 @@ class WorkspaceCache:
             problems.append(Problem(INVALID_TOPIC_FORMAT, f"cannot list topic files: {exc.strerror or exc}", "topics", None, None))
             return texts, shas, problems
         seen: dict[str, tuple[tuple[int, int, int, int], str, str]] = {}
+        links = _topic_symlinks(topics_dir)
+        root = topics_dir.resolve().parent
+        for rel in links:
+            target = (topics_dir / rel).resolve()
+            outside = not target.is_relative_to(root)
+            problems.append(Problem(
+                "PATH_OUTSIDE_WORKSPACE" if outside else INVALID_TOPIC_FORMAT,
+                f"topic entry is a symbolic link{' to outside the workspace' if outside else ''}; a write "
+                "would replace or remove it, so none is made until it is a regular file or gone",
+                "topics/" + rel, None, None, {"kind": "symlink"},
+            ))
         for file in found:
+            if any(file.relative_to(topics_dir).as_posix() == rel or
+                   file.relative_to(topics_dir).as_posix().startswith(rel + "/") for rel in links):
+                continue
             try:
                 st = file.stat()
             except OSError:

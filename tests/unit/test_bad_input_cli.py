@@ -240,6 +240,34 @@ def test_topics_that_is_a_file_is_not_replaced(ws, capsys):
     assert topics.read_text() == "my precious notes\n"
 
 
+# ------------------------------------------------- symbolic links under topics/ are never written
+
+
+def test_topic_symlinks_block_writes_and_survive(ws, capsys, tmp_path):
+    outside = tmp_path / "outside"
+    (outside / "dir").mkdir(parents=True)
+    (outside / "bob.md").write_text(BOB.replace("Bob walks", "Bob runs"))
+    (outside / "dir/x.md").write_text(BOB)
+    (ws / "memory/topics/people/linked.md").symlink_to(outside / "bob.md")
+    (ws / "memory/topics/ext").symlink_to(outside / "dir")
+    before, outside_before = tree_bytes(ws), tree_bytes(outside)
+    for argv in (["edit", "people/ada.md", "--from", str(_edited_ada(ws)), "--git-commit", "off"],
+                 ["views", "--rebuild"]):
+        code, out, err = run(capsys, "--state", str(ws), *argv)
+        assert code == 1
+        assert "topics/ext: PATH_OUTSIDE_WORKSPACE" in err and "topics/people/linked.md: PATH_OUTSIDE_WORKSPACE" in err
+        assert tree_bytes(ws) == before and tree_bytes(outside) == outside_before
+    # replacing the link on purpose writes a regular file in the workspace, never the target
+    (ws / "memory/topics/ext").unlink()
+    src = tmp_path / "linked.md"
+    src.write_text(BOB.replace("Bob walks daily", "Bob walks at dawn"))
+    code, out, err = run(capsys, "--state", str(ws), "edit", "people/linked.md", "--from", str(src), "--git-commit", "off")
+    assert code == 0, err
+    linked = ws / "memory/topics/people/linked.md"
+    assert not linked.is_symlink() and "at dawn" in linked.read_text()
+    assert tree_bytes(outside) == outside_before
+
+
 # =========================================================================== the fixture matrix
 #
 # Each case damages a private copy of OpenProgram's own state dir. For every case: each read
@@ -341,7 +369,7 @@ MATRIX = {
     "node-is-dir": (_node_dir, NODE, "ok"),
     "deep-node-json": (_put(NODE, b"[" * 100_000), NODE, "ok"),
     "node-not-utf8": (_put(NODE, b'{"a": "\xff"}'), NODE, "ok"),
-    "symlink-outside": (_symlink_out, "topics/evil.md:3", "topics/evil.md:3"),
+    "symlink-outside": (_symlink_out, "topics/evil.md:3", "topics/evil.md: PATH_OUTSIDE_WORKSPACE"),
     "memory-missing": (_rm("memory"), None, None),
     "sessions-missing": (_rm("sessions"), None, "ok"),
 }
