@@ -152,6 +152,16 @@ def history_entry(
     }
 
 
+def commit_audit_ok(count: int, topic_paths: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """The agent-commit audit entry of an accepted commit (§5.5): ``count`` new block ids."""
+    return {"tool": "commit", "status": "ok", "count": int(count), "topic_paths": list(topic_paths)}
+
+
+def commit_audit_error(exc: BaseException) -> dict[str, Any]:
+    """The agent-commit audit entry of a refused or failed commit (§5.5)."""
+    return {"tool": "commit", "status": "error", "output": f"{type(exc).__name__}: {exc}"}
+
+
 def append_history(runtime_dir: Path, entries: list[dict[str, Any]]) -> None:
     if not entries:
         return

@@ -6,10 +6,11 @@ port and the pipeline can hold the write lock around the whole batch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from memory_tui.pipeline.status import commit_audit_error, commit_audit_ok
 from memory_tui.pipeline.writers.base import CommitInfo
 
 
@@ -48,6 +49,23 @@ class TransactionPort:
     counter: Any = None
     git_commit: str = "off"  # the pipeline commits once per batch (memory: incremental transaction)
     commit_message: str | None = None
+    # agent-history audit entries of the commits since the last ``take_audit`` (§5.5)
+    audit: list[dict[str, Any]] = field(default_factory=list)
+
+    def take_audit(self) -> list[dict[str, Any]]:
+        """The commit audit entries recorded since the last call (for the run's ``turns``)."""
+        out, self.audit = self.audit, []
+        return out
+
+    def _audited(self, run: Any) -> CommitInfo:
+        try:
+            result = run()
+            info = _info(result)
+        except Exception as exc:
+            self.audit.append(commit_audit_error(exc))
+            raise
+        self.audit.append(commit_audit_ok(len(getattr(result, "block_ids", None) or {}), info.changed_topics))
+        return info
 
     def revision(self) -> str:
         from memory_tui.core.workspace import workspace_revision
@@ -62,11 +80,13 @@ class TransactionPort:
     def commit_edits(self, stage: StageHandle) -> CommitInfo:
         from memory_tui.core import transaction
 
-        try:
-            result = transaction.commit_edits(stage.stage, counter=self.counter)
-        finally:
-            stage.close()
-        return _info(result)
+        def run() -> Any:
+            try:
+                return transaction.commit_edits(stage.stage, counter=self.counter)
+            finally:
+                stage.close()
+
+        return self._audited(run)
 
     def discard(self, stage: StageHandle) -> None:
         stage.close()
@@ -74,8 +94,9 @@ class TransactionPort:
     def update(self, base_revision: str, memory_changes: list[dict[str, Any]]) -> CommitInfo:
         from memory_tui.core import transaction
 
-        return _info(
-            transaction.update(
+        # a writer's structured commit: audited like commit_edits
+        return self._audited(
+            lambda: transaction.update(
                 self.memory_root,
                 base_revision,
                 memory_changes=memory_changes,

@@ -332,11 +332,28 @@ def _run_writer(ctx: Context, task: WriteTask, *, restricted: bool = True):
     writer = ctx.writer
     try:
         outcome = writer.write(task, port)  # type: ignore[union-attr]
-    except BaseException:
-        st.append_history(ctx.layout.runtime_dir, list(getattr(writer, "history", None) or []))
+    except BaseException as exc:
+        st.append_history(ctx.layout.runtime_dir,
+                          _with_audit(list(getattr(writer, "history", None) or []), port, task.stage, exc))
         raise
-    st.append_history(ctx.layout.runtime_dir, list(outcome.history or []))
+    st.append_history(ctx.layout.runtime_dir, _with_audit(list(outcome.history or []), port, task.stage))
     return outcome
+
+
+def _with_audit(history: list[dict[str, Any]], port: Any, stage: str,
+                error: BaseException | None = None) -> list[dict[str, Any]]:
+    """Commit audit entries (§5.5) a writer did not put into its own run entries go into the
+    ``turns`` of its last run (or a run entry of their own), so agent-history never loses one."""
+    left = port.take_audit()
+    if not left:
+        return history
+    if not history:
+        if error is not None:
+            return [st.history_entry(stage, "", "", error=f"{type(error).__name__}: {error}", turns=left)]
+        return [st.history_entry(stage, "", "", reply="", turns=left)]
+    last = dict(history[-1])
+    last["turns"] = list(last.get("turns") or []) + left
+    return history[:-1] + [last]
 
 
 def after_commit(ctx: Context, tokens: int, now: float, report: WriteReport | None, *, count: bool = True) -> None:

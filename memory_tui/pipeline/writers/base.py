@@ -107,6 +107,13 @@ class TxPort(Protocol):
     def topic_texts(self) -> dict[str, str]: ...  # committed "topics/…" → text
 
 
+def take_commit_audit(tx: Any) -> list[dict[str, Any]]:
+    """The port's commit audit entries since the last call (§5.5), for the ``turns`` of the
+    run's agent-history entry; ``[]`` for a port that keeps none (test fakes)."""
+    take = getattr(tx, "take_audit", None)
+    return list(take()) if callable(take) else []
+
+
 class WriterFailure(MemoryError):
     """A writer-side failure with a persisted reason code and a retry verdict."""
 

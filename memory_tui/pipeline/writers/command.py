@@ -34,6 +34,7 @@ from memory_tui.pipeline.writers.base import (
     WriteTask,
     describe_format,
     run_with_repair,
+    take_commit_audit,
 )
 
 NAME = "command"
@@ -117,14 +118,14 @@ class CommandWriter:
                 reply = self._run(task, str(stage.path), prompt)
             except BaseException as exc:
                 tx.discard(stage)
-                self.history.append(history_entry(stage_label, "", prompt, error=f"{type(exc).__name__}: {exc}"))
+                self.history.append(history_entry(stage_label, "", prompt, error=f"{type(exc).__name__}: {exc}", turns=take_commit_audit(tx)))
                 raise
             try:
                 info = tx.commit_edits(stage)
             except Exception as exc:
-                self.history.append(history_entry(stage_label, "", prompt, error=f"{type(exc).__name__}: {exc}"))
+                self.history.append(history_entry(stage_label, "", prompt, error=f"{type(exc).__name__}: {exc}", turns=take_commit_audit(tx)))
                 raise
-            self.history.append(history_entry(stage_label, "", prompt, reply=reply[-4000:]))
+            self.history.append(history_entry(stage_label, "", prompt, reply=reply[-4000:], turns=take_commit_audit(tx)))
             return WriterOutcome(info.changed_topics, info.revision, [], reply.strip()[-200:])
 
         outcome = run_with_repair(attempt)

@@ -54,6 +54,7 @@ from memory_tui.pipeline.writers.base import (
     WriterOutcome,
     WriteTask,
     run_with_repair,
+    take_commit_audit,
 )
 from memory_tui.pipeline.status import history_entry
 
@@ -468,7 +469,7 @@ class ExtractiveWriter:
                 changed = [e for e in edits.values() if e.changed]
                 if not changed:
                     tx.discard(stage)
-                    entry = history_entry(stage_label, SYSTEM_NOTE, prompt, reply="nothing new to record")
+                    entry = history_entry(stage_label, SYSTEM_NOTE, prompt, reply="nothing new to record", turns=take_commit_audit(tx))
                     return WriterOutcome((), None, [entry], "nothing new to record", 0)
                 for e in changed:
                     p = Path(stage.path) / e.path
@@ -480,14 +481,14 @@ class ExtractiveWriter:
             try:
                 info = tx.commit_edits(stage)
             except Exception as exc:
-                self.history.append(history_entry(stage_label, SYSTEM_NOTE, prompt, error=f"{type(exc).__name__}: {exc}"))
+                self.history.append(history_entry(stage_label, SYSTEM_NOTE, prompt, error=f"{type(exc).__name__}: {exc}", turns=take_commit_audit(tx)))
                 raise
             records = sum(e.added for e in changed)
             evidence = sum(e.evidence_added for e in changed)
             summary = f"{records} record(s) added, {evidence} existing record(s) given more evidence in " + ", ".join(
                 sorted(e.path for e in changed)
             )
-            entry = history_entry(stage_label, SYSTEM_NOTE, prompt, reply=summary)
+            entry = history_entry(stage_label, SYSTEM_NOTE, prompt, reply=summary, turns=take_commit_audit(tx))
             return WriterOutcome(info.changed_topics, info.revision, [entry], summary, records)
 
         self.history = []

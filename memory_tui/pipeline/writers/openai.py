@@ -53,6 +53,7 @@ from memory_tui.pipeline.writers.base import (
     WriteTask,
     describe_format,
     run_with_repair,
+    take_commit_audit,
 )
 
 NAME = "openai"
@@ -216,7 +217,7 @@ class OpenAIWriter:
                 else:
                     info = tx.update(base, ops)
             except Exception as exc:
-                self.history.append(history_entry(stage_label, SYSTEM_PROMPT, user, error=f"{type(exc).__name__}: {exc}"))
+                self.history.append(history_entry(stage_label, SYSTEM_PROMPT, user, error=f"{type(exc).__name__}: {exc}", turns=take_commit_audit(tx)))
                 raise
             self.history.append(
                 history_entry(
@@ -226,6 +227,7 @@ class OpenAIWriter:
                     reply=reply,
                     input_tokens=int(usage.get("prompt_tokens") or 0),
                     output_tokens=int(usage.get("completion_tokens") or 0),
+                    turns=take_commit_audit(tx),
                 )
             )
             if info is None:
