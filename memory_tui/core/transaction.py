@@ -18,10 +18,10 @@ Citation rules (pitfall 5) differ by entry point and every rejection names the r
 * whole-file ``changes`` / ``patch``: only sources archived in this same transaction;
 * writers (restricted stage): only the batch's source ids.
 
-Staged sources: the stage copies ``sources/`` lazily (read-only 0444) only when the
-transaction may write archives (``update`` with ``sources``, unrestricted writer stages);
-otherwise validation reads the committed archives through a cached, stat-keyed
-``SourceIndex`` (identical bytes, pitfall 4).
+Staged sources: unrestricted writer stages copy ``sources/`` (read-only 0444); ``update``
+with ``sources`` (and a ``Provenance``) copies only the archives it appends to and indexes
+them over the committed index (``Stage.stage_sources``); otherwise validation reads the
+committed archives through a cached, stat-keyed ``SourceIndex`` (identical bytes, pitfall 4).
 """
 
 from __future__ import annotations
