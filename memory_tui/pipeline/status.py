@@ -88,7 +88,7 @@ def read_writer_status(runtime_dir: Path) -> WriterStatus:
     """Current status via the workspace reader; anything unreadable reads as all-null."""
     try:
         data = json.loads((runtime_dir / "writer-status.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return WriterStatus()
     parsed = ws.parse_writer_status(data)
     failure = parsed.last_failure.to_json() if parsed.last_failure else None
@@ -181,7 +181,7 @@ def load_runtime(path: Path) -> dict[str, Any]:
     """runtime.json as an ordered dict (workspace reader); unreadable → defaults, unknown keys kept."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         data = {}
     state, _problems = ws.parse_runtime_state(data if isinstance(data, dict) else {})
     return state.to_json()

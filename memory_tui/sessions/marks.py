@@ -99,6 +99,9 @@ def mark_nodes(
             except json.JSONDecodeError as exc:
                 problems.append(Problem(CORRUPT_FILE, f"invalid JSON: {exc.msg}", rel(path), exc.lineno, exc.colno))
                 continue
+            except RecursionError:
+                problems.append(Problem(CORRUPT_FILE, "invalid JSON: nested too deeply", rel(path), 1))
+                continue
             if isinstance(data, dict) and data.get("id") == node_id:
                 hits.append((path, data))
         if not hits:

@@ -93,3 +93,13 @@ def test_replacing_a_foreign_mark_only_changes_the_value(fixture_state):
     assert '"w-fe36b7bf"' in original
     mark_nodes(sdir, ["f00000000001"], "w-01760fa0")
     assert path.read_text(encoding="utf-8") == original.replace('"w-fe36b7bf"', '"w-01760fa0"')
+
+
+def test_a_node_file_nested_too_deeply_is_a_problem_not_a_crash(tmp_path):
+    sdir = tmp_path / "s"
+    (sdir / "history").mkdir(parents=True)
+    (sdir / "history" / "0001-u-n1.json").write_text("[" * 200_000 + "]" * 200_000)
+    result = mark_nodes(sdir, ["n1"], "w-00000000")
+    assert result.marked == [] or result.marked == ()
+    assert result.missing and result.problems[0].message == "invalid JSON: nested too deeply"
+    assert result.problems[0].line == 1

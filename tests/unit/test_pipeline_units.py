@@ -136,3 +136,12 @@ def test_pipeline_never_imports_textual():
         "assert 'textual' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_absurdly_nested_state_files_read_as_defaults(tmp_path):
+    deep = "[" * 200_000 + "]" * 200_000
+    (tmp_path / "writer-status.json").write_text(deep)
+    (tmp_path / "runtime.json").write_text(deep)
+    assert st.read_writer_status(tmp_path).last_outcome is None
+    assert st.load_runtime(tmp_path / "runtime.json")["creation_order"] == {}
+    assert st.record_failure(tmp_path, 0.0, "CONCURRENT_UPDATE", True).last_outcome == "failure"
