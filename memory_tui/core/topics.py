@@ -812,6 +812,21 @@ def _decode(rel: str, data: bytes) -> tuple[str | None, Problem | None]:
         return None, Problem(INVALID_TOPIC_FORMAT, "topic file is not valid UTF-8", "topics/" + rel, line, column)
 
 
+def outside_link_problem(topics_dir: Path, rel: str) -> Problem | None:
+    """A topic file that is a symbolic link leading outside ``topics/`` is never read: its
+    content is not memory, and showing it could leak any file on the machine."""
+    file = topics_dir / rel
+    if not file.is_symlink():
+        return None
+    try:
+        file.resolve(strict=True).relative_to(topics_dir.resolve(strict=True))
+        return None
+    except (OSError, RuntimeError, ValueError):
+        return Problem(
+            "PATH_OUTSIDE_WORKSPACE", "symbolic link leads outside the workspace; not read", "topics/" + rel, None, None
+        )
+
+
 def read_topic_texts(topics_dir: Path) -> tuple[dict[str, str], list[Problem]]:
     """Every ``*.md`` under ``topics_dir`` (recursive), decoded; undecodable files are Problems."""
     texts: dict[str, str] = {}
@@ -827,6 +842,10 @@ def read_topic_texts(topics_dir: Path) -> tuple[dict[str, str], list[Problem]]:
         if not file.is_file():
             continue
         rel = file.relative_to(topics_dir).as_posix()
+        outside = outside_link_problem(topics_dir, rel)
+        if outside is not None:
+            problems.append(outside)
+            continue
         try:
             data = file.read_bytes()
         except OSError as exc:

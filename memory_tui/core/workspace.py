@@ -611,7 +611,7 @@ def _assemble_tree(entries: Mapping[str, _TopicEntry]) -> Any:
 def _parse_topics(
     topics_dir: Path, previous: Mapping[str, _TopicEntry], resolve: Callable[[str, str], str | None], reuse: bool
 ) -> tuple[dict[str, _TopicEntry], list[str]]:
-    from .topics import INVALID_TOPIC_FORMAT, parse_topic
+    from .topics import INVALID_TOPIC_FORMAT, outside_link_problem, parse_topic
 
     entries: dict[str, _TopicEntry] = {}
     reparsed: list[str] = []
@@ -622,6 +622,10 @@ def _parse_topics(
             continue
         reparsed.append(rel)
         wrel = "topics/" + rel
+        outside = outside_link_problem(topics_dir, rel)
+        if outside is not None:
+            entries[rel] = _TopicEntry(stamp, None, outside)
+            continue
         try:
             data = (topics_dir / rel).read_bytes()
         except OSError as exc:

@@ -378,3 +378,20 @@ def test_resolve_order_plain_then_file_then_fallback():
     assert resolve_source_target("t.md", "D1:2", res) == "D1:2" and calls == []
     assert resolve_source_target("t.md", "x.md#d1-2", res) == "p/t/m"
     assert resolve_source_target("t.md", "x.md#d1-3", None) == "D1:3"
+
+
+def test_a_topic_symlink_leading_outside_is_reported_not_read(tmp_path):
+    from memory_tui.core.topics import parse_tree
+    from memory_tui.core.workspace import open_state
+
+    secret = tmp_path / "secret.md"
+    secret.write_text("private key material\n")
+    state = tmp_path / "state"
+    topics = state / "memory" / "topics"
+    topics.mkdir(parents=True)
+    (topics / "leak.md").symlink_to(secret)
+    for tree in (parse_tree(topics), open_state(state).tree):
+        assert [t.path for t in tree.topics] == []
+        (problem,) = [p for p in tree.problems if p.path == "topics/leak.md"]
+        assert problem.code == "PATH_OUTSIDE_WORKSPACE"
+        assert "private" not in problem.message
