@@ -827,6 +827,20 @@ def outside_link_problem(topics_dir: Path, rel: str) -> Problem | None:
         )
 
 
+def read_topic_file(topics_dir: Path, rel: str) -> tuple[str | None, bytes | None, Problem | None]:
+    """One topic file as (text, raw bytes, problem): the single place that decides what a
+    topic file on disk reads as (outside links refused, unreadable and non-UTF-8 named)."""
+    outside = outside_link_problem(topics_dir, rel)
+    if outside is not None:
+        return None, None, outside
+    try:
+        data = (topics_dir / rel).read_bytes()
+    except OSError as exc:
+        return None, None, Problem(INVALID_TOPIC_FORMAT, f"cannot read topic file: {exc.strerror}", "topics/" + rel, 1, 1)
+    text, problem = _decode(rel, data)
+    return text, data, problem
+
+
 def read_topic_texts(topics_dir: Path) -> tuple[dict[str, str], list[Problem]]:
     """Every ``*.md`` under ``topics_dir`` (recursive), decoded; undecodable files are Problems."""
     texts: dict[str, str] = {}
@@ -842,16 +856,7 @@ def read_topic_texts(topics_dir: Path) -> tuple[dict[str, str], list[Problem]]:
         if not file.is_file():
             continue
         rel = file.relative_to(topics_dir).as_posix()
-        outside = outside_link_problem(topics_dir, rel)
-        if outside is not None:
-            problems.append(outside)
-            continue
-        try:
-            data = file.read_bytes()
-        except OSError as exc:
-            problems.append(Problem(INVALID_TOPIC_FORMAT, f"cannot read topic file: {exc.strerror}", "topics/" + rel, 1, 1))
-            continue
-        text, problem = _decode(rel, data)
+        text, _data, problem = read_topic_file(topics_dir, rel)
         if problem is not None:
             problems.append(problem)
         else:

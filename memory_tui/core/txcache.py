@@ -39,7 +39,7 @@ from typing import Iterable, Mapping
 from .errors import Problem
 from .paths import Layout
 from .sources import SourceIndex, archive_path, d_archive_path, parse_d_ref
-from .topics import INVALID_TOPIC_FORMAT, Topic, TopicTree, _decode, assemble_tree, parse_topic, topic_sort_key
+from .topics import INVALID_TOPIC_FORMAT, Topic, TopicTree, assemble_tree, parse_topic, read_topic_file, topic_sort_key
 
 CACHE_NAME = "memory-tui-canonical.json"
 CACHE_VERSION = 1
@@ -234,12 +234,7 @@ class WorkspaceCache:
                 seen[rel] = hit
                 texts[rel], shas[rel] = hit[1], hit[2]
                 continue
-            try:
-                data = file.read_bytes()
-            except OSError as exc:
-                problems.append(Problem(INVALID_TOPIC_FORMAT, f"cannot read topic file: {exc.strerror}", "topics/" + rel, 1, 1))
-                continue
-            text, problem = _decode(rel, data)
+            text, data, problem = read_topic_file(topics_dir, rel)
             if problem is not None:
                 problems.append(problem)
                 continue

@@ -611,7 +611,7 @@ def _assemble_tree(entries: Mapping[str, _TopicEntry]) -> Any:
 def _parse_topics(
     topics_dir: Path, previous: Mapping[str, _TopicEntry], resolve: Callable[[str, str], str | None], reuse: bool
 ) -> tuple[dict[str, _TopicEntry], list[str]]:
-    from .topics import INVALID_TOPIC_FORMAT, outside_link_problem, parse_topic
+    from .topics import parse_topic, read_topic_file
 
     entries: dict[str, _TopicEntry] = {}
     reparsed: list[str] = []
@@ -621,22 +621,9 @@ def _parse_topics(
             entries[rel] = prior
             continue
         reparsed.append(rel)
-        wrel = "topics/" + rel
-        outside = outside_link_problem(topics_dir, rel)
-        if outside is not None:
-            entries[rel] = _TopicEntry(stamp, None, outside)
-            continue
-        try:
-            data = (topics_dir / rel).read_bytes()
-        except OSError as exc:
-            entries[rel] = _TopicEntry(stamp, None, Problem(INVALID_TOPIC_FORMAT, f"cannot read topic file: {exc.strerror}", wrel, 1, 1))
-            continue
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            line = data[: exc.start].count(b"\n") + 1
-            column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-            entries[rel] = _TopicEntry(stamp, None, Problem(INVALID_TOPIC_FORMAT, "topic file is not valid UTF-8", wrel, line, column))
+        text, _data, problem = read_topic_file(topics_dir, rel)
+        if problem is not None:
+            entries[rel] = _TopicEntry(stamp, None, problem)
             continue
         entries[rel] = _TopicEntry(stamp, parse_topic(rel, text, resolve=resolve, strict=True))
     return entries, reparsed
