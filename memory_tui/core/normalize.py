@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
 
 from .errors import Problem
+from .paths import relpath
 from .topics import (
     BLOCK_LINK_RE,
     CITATION_RE,
@@ -117,13 +118,13 @@ def default_link_for(source_id: str, from_dir: str) -> str | None:
     m = _D_HANDLE_RE.match(source_id)
     if m:
         n, k = m.groups()
-        return posixpath.relpath(f"sources/D{n}.md", from_dir) + f"#d{n}-{k}"
+        return relpath(f"sources/D{n}.md", from_dir) + f"#d{n}-{k}"
     parts = source_id.split("/", 2)
     if len(parts) != 3 or not all(parts):
         return None
     provider, thread, _ = parts
     location = f"sources/{_pct_source(provider)}/_v2/{_pct_source(thread)}.md"
-    return posixpath.relpath(location, from_dir) + "#source-" + sha256hex(source_id)[:16]
+    return relpath(location, from_dir) + "#source-" + sha256hex(source_id)[:16]
 
 
 def _topic_dir(topic_path: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import posixpath
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
 from .errors import MemoryError
@@ -123,3 +124,20 @@ def check_writable(rel: str) -> str:
     if any(part.startswith(".") for part in PurePosixPath(norm).parts[1:]) or "\x00" in norm:
         raise MemoryError("READ_ONLY_PATH", "only topics/**/*.md is writable", path=rel)
     return norm
+
+
+@lru_cache(maxsize=65536)
+def relpath(target: str, start: str) -> str:
+    """``posixpath.relpath`` for workspace-relative strings, without touching the cwd.
+
+    ``posixpath.relpath`` calls ``os.getcwd()`` twice per call (about 100x slower, and it
+    fails outright when the cwd has been removed); link targets are computed per row on
+    every view build, so every core module uses this one.
+    """
+    t = [p for p in posixpath.normpath(target).split("/") if p not in ("", ".")]
+    s = [p for p in posixpath.normpath(start).split("/") if p not in ("", ".")] if start else []
+    i = 0
+    while i < len(t) and i < len(s) and t[i] == s[i]:
+        i += 1
+    parts = [".."] * (len(s) - i) + t[i:]
+    return "/".join(parts) or "."

@@ -33,7 +33,7 @@ from urllib.parse import quote, unquote
 
 from .errors import TRUNCATED_ARCHIVE, CORRUPT_FILE, MemoryError, Problem
 from .fsutil import atomic_write
-from .paths import Layout
+from .paths import Layout, relpath
 from .text import header_part
 
 MARKER = "<!-- openprogram-source-archive:v2 -->"
@@ -1010,11 +1010,11 @@ class SourceIndex:
         """
         from_dir = from_dir.strip("/") or "."
         if parse_d_ref(source_id) is not None:
-            return posixpath.relpath(d_archive_path(source_id), from_dir) + "#" + d_anchor(source_id)
+            return relpath(d_archive_path(source_id), from_dir) + "#" + d_anchor(source_id)
         if source_id not in self._v2 and source_id in self._legacy:
             fr = self._legacy[source_id]
-            return posixpath.relpath(fr.path, from_dir) + "#" + fr.anchor
-        return posixpath.relpath(archive_path(source_id), from_dir) + "#" + anchor(source_id)
+            return relpath(fr.path, from_dir) + "#" + fr.anchor
+        return relpath(archive_path(source_id), from_dir) + "#" + anchor(source_id)
 
     # -- §5.4 step 6 ----------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from urllib.parse import quote
 
 from .config import CORE_BUDGET_TOKENS
+from .paths import relpath
 from .tokens import DEFAULT_COUNTER, TokenCounter
 
 TIMELINE_DIR = "timeline"
@@ -45,18 +46,6 @@ LinkFor = Callable[[str, str], "str | None"]  # (source_id, from_dir) -> href or
 # --------------------------------------------------------------------------------------------
 # Path helpers (pure posix strings; never the process cwd)
 # --------------------------------------------------------------------------------------------
-
-
-@lru_cache(maxsize=65536)
-def relpath(target: str, start: str) -> str:
-    """``posixpath.relpath`` for workspace-relative strings, without touching the cwd."""
-    t = [p for p in posixpath.normpath(target).split("/") if p not in ("", ".")]
-    s = [p for p in posixpath.normpath(start).split("/") if p not in ("", ".")] if start else []
-    i = 0
-    while i < len(t) and i < len(s) and t[i] == s[i]:
-        i += 1
-    parts = [".."] * (len(s) - i) + t[i:]
-    return "/".join(parts) or "."
 
 
 def _split_fragment(target: str) -> tuple[str, str]:
