@@ -257,6 +257,16 @@ class MemoryApp(App[None]):
         self._apply_layout(self.size.width)
         self.refresh_bindings()
 
+    def _open_detail(self, target: str | None = None) -> None:
+        """Focus ``target`` (a selector) if given, then on a narrow screen show the detail pane."""
+        if target is not None:
+            self.query_one(target).focus()
+        if self.narrow:
+            self._set_pane("detail")
+
+    def _focus_list(self) -> None:
+        self.query_one(f"#{self.view}-list").focus()
+
     # ------------------------------------------------------------------ model
     def apply_model(self, model: WorkspaceModel, changed: set[str] | None = None) -> None:
         first = self.model is None
@@ -796,8 +806,7 @@ class MemoryApp(App[None]):
         except Exception:
             self.notify(f"Session {sid} is not in sessions/.", severity="warning")
         self.show_session()
-        if self.narrow:
-            self._set_pane("detail")
+        self._open_detail()
 
     def action_open_record(self) -> None:
         mid = self._selected_record_id()
@@ -838,9 +847,7 @@ class MemoryApp(App[None]):
             self.show_topic()
         records = self.query_one("#topic-records", RecordList)
         records.select_id(f"rec:{rec.memory_id}")
-        records.focus()
-        if self.narrow:
-            self._set_pane("detail")
+        self._open_detail("#topic-records")
 
     # ------------------------------------------------------------------ titles
     def _detail_title(self) -> Text:
@@ -920,9 +927,7 @@ class MemoryApp(App[None]):
     @_safe
     def _topic_selected(self, event: Tree.NodeSelected) -> None:
         if isinstance(event.node.data, str) and event.node.data.startswith("topic:"):
-            self.query_one("#topic-records").focus()
-            if self.narrow:
-                self._set_pane("detail")
+            self._open_detail("#topic-records")
 
     @on(Tree.NodeHighlighted, "#timeline-list")
     @_safe
@@ -933,9 +938,7 @@ class MemoryApp(App[None]):
     @_safe
     def _timeline_selected(self, event: Tree.NodeSelected) -> None:
         if not event.node.children:
-            self.query_one("#timeline-rows").focus()
-            if self.narrow:
-                self._set_pane("detail")
+            self._open_detail("#timeline-rows")
 
     @on(OptionList.OptionSelected, "#timeline-rows")
     @_safe
@@ -951,9 +954,7 @@ class MemoryApp(App[None]):
     @on(OptionList.OptionSelected, "#recent-list")
     @_safe
     def _recent_selected(self) -> None:
-        self.query_one("#recent-record").focus()
-        if self.narrow:
-            self._set_pane("detail")
+        self._open_detail("#recent-record")
 
     @on(OptionList.OptionHighlighted, "#core-list")
     @_safe
@@ -968,9 +969,7 @@ class MemoryApp(App[None]):
             self.action_toggle_core_sources()
         if event.option.id:
             self.query_one("#core-records", RecordList).select_id("rec:" + event.option.id.split(":", 1)[1])
-        self.query_one("#core-records").focus()
-        if self.narrow:
-            self._set_pane("detail")
+        self._open_detail("#core-records")
 
     @on(OptionList.OptionHighlighted, "#sessions-list")
     @_safe
@@ -980,8 +979,7 @@ class MemoryApp(App[None]):
     @on(OptionList.OptionSelected, "#sessions-list")
     @_safe
     def _session_selected(self) -> None:
-        if self.narrow:
-            self._set_pane("detail")
+        self._open_detail()
 
     @on(OptionList.OptionHighlighted, "RecordList")
     @_safe
@@ -1019,7 +1017,7 @@ class MemoryApp(App[None]):
     @on(Input.Submitted, "#filter")
     @_safe
     def _filter_submitted(self) -> None:
-        self.query_one(f"#{self.view}-list").focus()
+        self._focus_list()
 
     def _clear_filter(self) -> None:
         inp = self.query_one("#filter", Input)
@@ -1040,11 +1038,11 @@ class MemoryApp(App[None]):
     def action_back(self) -> None:
         if self.narrow and self.pane == "detail":
             self._set_pane("list")
-            self.query_one(f"#{self.view}-list").focus()
+            self._focus_list()
             return
         if self.screen.has_class("-filtering") or self.filter_text:
             self._clear_filter()
-            self.query_one(f"#{self.view}-list").focus()
+            self._focus_list()
             return
 
     # ------------------------------------------------------------------ misc actions
