@@ -3,7 +3,7 @@
 Builds a synthetic state dir with one large session (N turns on a trunk plus F forks every
 few turns) and times discovery+parse, incremental reload, full analysis, and the reasons engine.
 
-    /work/venv/bin/python benchmarks/sessions_bench.py [turns] [forks]
+    python benchmarks/bench_sessions.py [turns] [forks]
 """
 
 from __future__ import annotations

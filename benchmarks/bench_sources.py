@@ -5,7 +5,7 @@ Builds two workspaces in a temp dir -- 200 sessions x 100 frames, and one sessio
 after one append, append latency, resolve_target / validate_ref throughput, peak memory of a
 cold build (tracemalloc). No assertions; run it and read the numbers.
 
-    /work/venv/bin/python benchmarks/bench_sources.py [--records 20000]
+    python benchmarks/bench_sources.py [--records 20000]
 """
 
 from __future__ import annotations

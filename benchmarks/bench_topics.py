@@ -1,7 +1,7 @@
 """Topic grammar speed: parse, normalise, link checks on a generated 20 000-record tree.
 
 Prints a table; asserts nothing (timings belong here, not in tests).
-Run: /work/venv/bin/python benchmarks/bench_topics.py [records] [files]
+Run: python benchmarks/bench_topics.py [records] [files]
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Prints a table: first load, refresh with nothing changed, refresh after a one-topic edit
 (watcher hint and full check), and which views that edit redraws.
 
-    /work/venv/bin/python benchmarks/bench_tui_model.py [--records 20000] [--per-topic 50]
+    python benchmarks/bench_tui_model.py [--records 20000] [--per-topic 50]
 """
 
 from __future__ import annotations

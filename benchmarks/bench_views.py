@@ -3,7 +3,7 @@
 Prints a table: source index + topic parse, view build, revision, full snapshot, snapshot refresh
 after a one-topic change, and peak Python memory of one full snapshot.
 
-    /work/venv/bin/python benchmarks/bench_views.py [--records 20000] [--per-topic 50] [--keep DIR]
+    python benchmarks/bench_views.py [--records 20000] [--per-topic 50] [--keep DIR]
 """
 
 from __future__ import annotations
