@@ -666,26 +666,21 @@ def _build(state_dir: Path, prev: StateView | None, counter: Any) -> StateView:
     config = prev.config if same("config") else load_memory_config(state_dir)
     problems.extend(config.problems)
     workspace_id = prev.workspace_id if same("workspace_id") else read_workspace_id(memory_root, layout)
-    if same("runtime"):
-        runtime, rt_problems = prev.runtime, tuple(p for p in prev.problems if p.path == _rel(memory_root, paths["runtime"]))
-    else:
-        runtime, rt_problems = load_runtime_state(memory_root, layout)
-    problems.extend(rt_problems)
-    if same("writer_status"):
-        writer_status, ws_problems = prev.writer_status, tuple(p for p in prev.problems if p.path == _rel(memory_root, paths["writer_status"]))
-    else:
-        writer_status, ws_problems = load_writer_status(memory_root, layout)
-    problems.extend(ws_problems)
-    if same("agent_history"):
-        history, h_problems = prev.agent_history, tuple(p for p in prev.problems if p.path == _rel(memory_root, paths["agent_history"]))
-    else:
-        history, h_problems = load_agent_history(memory_root, layout)
-    problems.extend(h_problems)
-    if same("session_end"):
-        session_end, se_problems = prev.session_end, tuple(p for p in prev.problems if p.path == _rel(memory_root, paths["session_end"]))
-    else:
-        session_end, se_problems = load_session_end(memory_root, layout)
-    problems.extend(se_problems)
+
+    def state_file(name: str, loader: Callable[[Path, Layout], tuple[Any, tuple[Problem, ...]]]) -> Any:
+        # An unchanged file keeps its parsed value and the problems it raised last time.
+        if same(name):
+            value, rel = getattr(prev, name), _rel(memory_root, paths[name])
+            found = tuple(p for p in prev.problems if p.path == rel)
+        else:
+            value, found = loader(memory_root, layout)
+        problems.extend(found)
+        return value
+
+    runtime = state_file("runtime", load_runtime_state)
+    writer_status = state_file("writer_status", load_writer_status)
+    history = state_file("agent_history", load_agent_history)
+    session_end = state_file("session_end", load_session_end)
 
     # Sources first: topic citations resolve through the index.
     prev_sources = prev.sources if prev is not None else None
