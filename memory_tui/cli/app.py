@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 from datetime import datetime, timezone
 from pathlib import Path
 

@@ -193,14 +193,7 @@ def _cmd_views(args: argparse.Namespace) -> int:
     state = _state(args)
     as_json = getattr(args, "json", False)
     if args.rebuild:
-        result = tx.rebuild_views(state)
-        if as_json:
-            emit_json(result.to_json())
-        elif result.ok:
-            _print_success(result)
-        else:
-            _print_rejection(result)
-        return _exit_for(result)
+        return _report_apply(args, tx.rebuild_views(state))
     from memory_tui.core.views import check_views
 
     root = tx.memory_root(state)

@@ -31,8 +31,6 @@ def _context(args: argparse.Namespace, *, progress=None):
         overrides["name"] = args.writer
     if getattr(args, "topic", None):
         overrides["topic"] = args.topic
-    if getattr(args, "writer_command", None):
-        overrides["command"] = args.writer_command
     if overrides:
         settings = settings.with_overrides(**overrides)
     return Context(state, settings=settings, progress=progress)
@@ -71,19 +69,28 @@ def _exit_for(outcome: str) -> int:
     return EXIT_OK
 
 
+def _print_error(error: dict[str, Any]) -> None:
+    print(f"memory-tui: {error['code']}: {sanitize(str(error['message']))}", file=sys.stderr)
+
+
+def _add_writer_options(p: argparse.ArgumentParser) -> None:
+    from memory_tui.pipeline.settings import WRITER_NAMES
+
+    p.add_argument("--writer", choices=WRITER_NAMES, default=None, help="override [writer] name")
+    p.add_argument("--topic", default=None, help="extractive writer: put records in this topics/…md file")
+
+
 def cmd_write(args: argparse.Namespace) -> int:
     from memory_tui.pipeline.write import write
 
     with _progress(args, "writing memory") as progress:
         ctx = _context(args, progress=progress)
         report = write(ctx, args.session, branch=args.branch, force=args.force, dry_run=args.dry_run)
-    data = report.to_json()
     if getattr(args, "json", False):
-        emit_json(data)
+        emit_json(report.to_json())
         return _exit_for(report.outcome)
     verb = "would write" if report.dry_run else "wrote"
-    shown = [b for b in report.batches]
-    for b in shown:
+    for b in report.batches:
         line = f"{sanitize(b.session_id)} {sanitize(str(b.tip))}: {len(b.ids)} turns, {b.tokens} tokens — {b.result}"
         if b.changed_topics:
             line += " → " + ", ".join(sanitize(t) for t in b.changed_topics)
@@ -118,7 +125,7 @@ def cmd_reorganize(args: argparse.Namespace) -> int:
         else:
             print(f"{result['status']}: {result.get('topics', 0)} topic file(s); changed: " + (", ".join(sanitize(f) for f in result.get("changed_files", [])) or "none"))
         if result.get("error"):
-            print(f"memory-tui: {result['error']['code']}: {sanitize(str(result['error']['message']))}", file=sys.stderr)
+            _print_error(result["error"])
     status = result["status"]
     if status == "busy":
         return EXIT_RETRYABLE
@@ -141,7 +148,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
                 print(f"batch {i}: {len(b['ids'])} source(s), {b['tokens']} tokens")
         print(f"{result['status']}: {result['candidates']} candidate(s), {result['processed']} processed, {result['remaining']} remaining")
         if result.get("error"):
-            print(f"memory-tui: {result['error']['code']}: {sanitize(str(result['error']['message']))}", file=sys.stderr)
+            _print_error(result["error"])
     if result.get("error") and result["error"].get("retryable"):
         return EXIT_RETRYABLE
     return EXIT_OK if result["remaining"] == 0 else EXIT_FAILURE
@@ -169,16 +176,13 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from memory_tui.pipeline.settings import WRITER_NAMES
-
     p = sub.add_parser("write", help="write pending turns into memory (per-turn rule, or --force for a full pass)")
     add_common(p)
     p.add_argument("session", nargs="?", default=None, help="session id (default: every session)")
     p.add_argument("--branch", metavar="TIP", default=None, help="write this branch tip instead of the head")
     p.add_argument("--force", action="store_true", help="session-boundary pass: head fully, other tips at threshold")
     p.add_argument("--dry-run", action="store_true", help="show turns, tokens and batches; change nothing")
-    p.add_argument("--writer", choices=WRITER_NAMES, default=None, help="override [writer] name")
-    p.add_argument("--topic", default=None, help="extractive writer: put records in this topics/…md file")
+    _add_writer_options(p)
     p.set_defaults(func=cmd_write)
 
     p = sub.add_parser("reorganize", help="fold duplicate records and prune empty structure")
@@ -189,8 +193,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("backfill", help="distil archived trusted sources that no topic cites")
     add_common(p)
     p.add_argument("--dry-run", action="store_true", help="list candidates and batches; change nothing")
-    p.add_argument("--writer", choices=WRITER_NAMES, default=None, help="override [writer] name")
-    p.add_argument("--topic", default=None, help="extractive writer: put records in this topics/…md file")
+    _add_writer_options(p)
     p.set_defaults(func=cmd_backfill)
 
     p = sub.add_parser("migrate", help="replace legacy runtime.json cursors by node marks (one time)")
