@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import MemoryError
-from .paths import check_writable
+from .paths import check_writable, relpath
 from .topics import (
     DEFINITION_RE,
     Paragraph,
@@ -37,6 +37,7 @@ from .topics import (
     paragraph_shape,
     split_lines,
 )
+from .views import rebase_target
 
 MAX_CHANGES = 64
 MAX_PATCH_BYTES = 512_000
@@ -1059,11 +1060,7 @@ def _rel_link(target: str, old_dir: str, new_dir: str) -> str:
     """Re-relativise a relative ``path#fragment`` target from old_dir to new_dir (workspace dirs)."""
     if "#" not in target:
         return target  # a plain handle (source id, D ref) is location-free
-    path, frag = target.split("#", 1)
-    if not path or path.startswith("/") or _SCHEME_RE.match(path):
-        return target
-    resolved = posixpath.normpath(posixpath.join(old_dir, path))
-    return posixpath.relpath(resolved, new_dir or ".") + "#" + frag
+    return rebase_target(target, old_dir, new_dir)
 
 
 def _relocate_definition(line: str, old_dir: str, new_dir: str) -> str:
@@ -1081,7 +1078,7 @@ def _relocate_block_links(text: str, old_dir: str, new_dir: str) -> str:
         if not path.endswith(".md") or path.startswith("/") or _SCHEME_RE.match(path):
             return m.group(0)
         resolved = posixpath.normpath(posixpath.join(old_dir, path))
-        return m.group(1) + posixpath.relpath(resolved, new_dir or ".") + m.group(3)
+        return m.group(1) + relpath(resolved, new_dir) + m.group(3)
 
     return _BLOCK_LINK_RE.sub(fix, text)
 
