@@ -23,10 +23,11 @@ import posixpath
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 from .errors import Problem
 from .paths import relpath
+from .sources import pct
 from .topics import (
     BLOCK_LINK_RE,
     CITATION_RE,
@@ -106,10 +107,6 @@ class NormalizeResult:
 # ---------------------------------------------------------------------------------------------
 
 
-def _pct_source(part: str) -> str:
-    return quote(part, safe="-_.~")
-
-
 def default_link_for(source_id: str, from_dir: str) -> str | None:
     """The canonical target computed from the id alone (v2 location, or the D archive).
     Used when no ``SourceIndex`` is at hand; it cannot know a source that exists only in a
@@ -123,7 +120,7 @@ def default_link_for(source_id: str, from_dir: str) -> str | None:
     if len(parts) != 3 or not all(parts):
         return None
     provider, thread, _ = parts
-    location = f"sources/{_pct_source(provider)}/_v2/{_pct_source(thread)}.md"
+    location = f"sources/{pct(provider)}/_v2/{pct(thread)}.md"
     return relpath(location, from_dir) + "#source-" + sha256hex(source_id)[:16]
 
 

@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 from .config import CORE_BUDGET_TOKENS
 from .paths import relpath
+from .sources import pct
 from .tokens import DEFAULT_COUNTER, TokenCounter
 
 TIMELINE_DIR = "timeline"
@@ -84,10 +85,6 @@ def rebase_links(text: str, from_dir: str, to_dir: str) -> str:
     return _LINK_TARGET_RE.sub(sub, text)
 
 
-def _pct(value: str) -> str:
-    return quote(value, safe="-_.~")
-
-
 def source_location(source_id: str) -> str | None:
     """Canonical workspace-relative href of a source id (§3.5, §4.1), v2 form."""
     m = _D_REF_RE.fullmatch(source_id)
@@ -99,7 +96,7 @@ def source_location(source_id: str) -> str | None:
     import hashlib
 
     anchor = "source-" + hashlib.sha256(source_id.encode("utf-8")).hexdigest()[:16]
-    return f"sources/{_pct(parts[0])}/_v2/{_pct(parts[1])}.md#{anchor}"
+    return f"sources/{pct(parts[0])}/_v2/{pct(parts[1])}.md#{anchor}"
 
 
 def _topic_href(topic_path: str) -> str:
