@@ -321,10 +321,6 @@ def turn_for(sr: Any, session_title: str, tokens: int) -> Turn:
 # ------------------------------------------------------------------------------ one batch
 
 
-class NothingWritten(Exception):
-    pass
-
-
 def _run_writer(ctx: Context, task: WriteTask, *, restricted: bool = True):
     from memory_tui.pipeline.txport import TransactionPort
 

@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from memory_tui.core.errors import CORRUPT_FILE, Problem
 
@@ -575,7 +575,3 @@ def load_sessions(state_dir: str | os.PathLike[str], previous: SessionSnapshot |
         problems=tuple(problems),
         _cache=MappingProxyType(cache),
     )
-
-
-def iter_nodes(session: Session) -> Iterable[Node]:
-    return (session.nodes[i] for i in session.order)

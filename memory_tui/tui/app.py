@@ -14,7 +14,7 @@ from typing import Callable, ClassVar
 
 from rich.text import Text
 from textual import on, work
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -22,7 +22,6 @@ from textual.events import Resize
 from textual.screen import ModalScreen
 from textual.widgets import ContentSwitcher, Footer, Input, OptionList, Static, Tree
 from textual.widgets.option_list import Option
-from textual.worker import Worker, WorkerState
 
 from memory_tui.core.errors import Problem
 from memory_tui.core.tokens import O200kCounter, TokenCounter
@@ -39,11 +38,9 @@ from .widgets import (
     RecordList,
     SourcePane,
     ViewTabs,
-    chip_text,
     frame_text,
     glyphs_for,
     header_text,
-    render_record,
 )
 
 Clock = Callable[[], datetime]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 from textual.binding import Binding
@@ -90,10 +90,6 @@ def effective_keys(cmd: Command, keymap: dict[str, str]) -> str:
 def key_label(keys: str) -> str:
     names = {"slash": "/", "question_mark": "?", "escape": "esc", "ctrl+r": "^r", "ctrl+p": "^p"}
     return " ".join(names.get(k.strip(), k.strip()) for k in keys.split(","))
-
-
-def commands_for(view: str) -> Iterable[Command]:
-    return [c for c in COMMANDS if not c.views or view in c.views]
 
 
 class MemoryCommands(Provider):

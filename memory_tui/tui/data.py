@@ -139,10 +139,6 @@ class CoreVM:
     stale: bool = False  # root core.md differs from what topics/core.md renders
     master: bool = False  # topics/core.md exists
 
-    @property
-    def injected_text(self) -> str:
-        return self.text.strip() if self.injected else ""
-
     def status_of(self, memory_id: str) -> str | None:
         if memory_id in self.kept_ids:
             return "kept"
