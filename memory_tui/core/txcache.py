@@ -218,8 +218,8 @@ class WorkspaceCache:
                 "topics/" + rel, None, None, {"kind": "symlink"},
             ))
         for file in found:
-            if any(file.relative_to(topics_dir).as_posix() == rel or
-                   file.relative_to(topics_dir).as_posix().startswith(rel + "/") for rel in links):
+            rel = file.relative_to(topics_dir).as_posix()
+            if any(rel == link or rel.startswith(link + "/") for link in links):
                 continue
             try:
                 st = file.stat()
@@ -227,7 +227,6 @@ class WorkspaceCache:
                 continue
             if not stat_mod.S_ISREG(st.st_mode):
                 continue
-            rel = file.relative_to(topics_dir).as_posix()
             key = _stat_key(st)
             hit = self.files.get(rel)
             if hit is not None and key[0] != -1 and hit[0] == key:
