@@ -59,6 +59,8 @@ def _safe(handler):
 
     return wrapper
 NARROW = 100  # below this many columns, list and detail are shown one at a time
+# Each record list and the pane that shows the source of its highlighted citation.
+_SOURCE_PANES = {"topic-records": "#source-pane", "recent-record": "#recent-source", "core-records": "#core-source"}
 
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
@@ -791,7 +793,7 @@ class MemoryApp(App[None]):
     def action_goto_session(self) -> None:
         focused = self.screen.focused
         if isinstance(focused, RecordList) and focused.highlighted_option and (focused.highlighted_option.id or "").startswith("cite:"):
-            self._show_source_for(focused, self.query_one("#source-pane", SourcePane) if focused.id == "topic-records" else self.query_one("#recent-source" if focused.id == "recent-record" else "#core-source", SourcePane))
+            self._show_source_for(focused, self.query_one(_SOURCE_PANES.get(focused.id or "", "#core-source"), SourcePane))
         if not self.session_focus:
             self.notify("Select a citation chip first.", severity="warning")
             return
@@ -981,8 +983,7 @@ class MemoryApp(App[None]):
     @on(OptionList.OptionHighlighted, "RecordList")
     @_safe
     def _record_highlighted(self, event: OptionList.OptionHighlighted) -> None:
-        panes = {"topic-records": "#source-pane", "recent-record": "#recent-source", "core-records": "#core-source"}
-        pane_id = panes.get(event.option_list.id or "")
+        pane_id = _SOURCE_PANES.get(event.option_list.id or "")
         if pane_id:
             self._show_source_for(event.option_list, self.query_one(pane_id, SourcePane))  # type: ignore[arg-type]
 
