@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 from .config import CORE_BUDGET_TOKENS
 from .paths import relpath
-from .sources import pct
+from .sources import anchor, archive_path, d_anchor, d_archive_path, parse_d_ref, split_source_id
 from .tokens import DEFAULT_COUNTER, TokenCounter
 
 TIMELINE_DIR = "timeline"
@@ -33,7 +33,6 @@ CORE_FILE = "core.md"
 CORE_MASTER = "topics/core.md"
 
 _TIME_RE = re.compile(r"\d{4}(?:-\d{2}(?:-\d{2})?)?")
-_D_REF_RE = re.compile(r"D(\d+):(\d+)")
 _SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 _LINK_TARGET_RE = re.compile(r"(\]\()([^()\s]+)(\))")
 _BLANK_RUN_RE = re.compile(r"\n\s*\n")
@@ -86,17 +85,14 @@ def rebase_links(text: str, from_dir: str, to_dir: str) -> str:
 
 
 def source_location(source_id: str) -> str | None:
-    """Canonical workspace-relative href of a source id (§3.5, §4.1), v2 form."""
-    m = _D_REF_RE.fullmatch(source_id)
-    if m:
-        return f"sources/D{m.group(1)}.md#d{m.group(1)}-{m.group(2)}"
-    parts = source_id.split("/", 2)
-    if len(parts) != 3 or not all(parts):
+    """Canonical workspace-relative href of a source id (§3.5, §4.1), v2 form, by the same
+    id rules the archive itself uses (ASCII digits only in D refs; no "." or ".." provider)."""
+    d_ref = parse_d_ref(source_id)
+    if d_ref:
+        return f"{d_archive_path(source_id)}#{d_anchor(source_id)}"
+    if split_source_id(source_id) is None:
         return None
-    import hashlib
-
-    anchor = "source-" + hashlib.sha256(source_id.encode("utf-8")).hexdigest()[:16]
-    return f"sources/{pct(parts[0])}/_v2/{pct(parts[1])}.md#{anchor}"
+    return f"{archive_path(source_id)}#{anchor(source_id)}"
 
 
 def _topic_href(topic_path: str) -> str:

@@ -269,3 +269,9 @@ def test_build_views_from_parsed_spec_example():
     assert views.files["relations.json"] == render_relations([U1, U2])
     assert views.files["timeline/2026/08/09.md"] == render_timeline([U1, U2])["timeline/2026/08/09.md"]
     assert views.files["recent_events.jsonl"].splitlines()[0] == render_recent([U1], {"97de5549": 0}, 50).strip()
+
+
+def test_source_location_uses_the_archive_id_rules():
+    assert source_location("D\u0661:1") is None  # Arabic-Indic digit: not a D ref
+    assert source_location("../x/y") is None  # ".." is not a provider
+    assert source_location("openprogram/s") is None
