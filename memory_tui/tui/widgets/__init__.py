@@ -12,9 +12,9 @@ from textual.widgets.option_list import Option
 
 from memory_tui.core.errors import Problem
 
-from .commands import VIEW_SHORT, VIEW_TITLES, VIEWS
-from .data import FrameVM, RecordVM, WorkspaceModel
-from .render import ASCII, UNICODE, Glyphs, record_markdown, render_markdown
+from ..commands import VIEW_SHORT, VIEW_TITLES, VIEWS
+from ..data import FrameVM, RecordVM, WorkspaceModel
+from ..render import ASCII, UNICODE, Glyphs, record_markdown, render_markdown
 
 ASCII_TREE_LINES = {
     "default": ("  ", "| ", "`-", "|-"),

@@ -1,0 +1,1 @@
+"""Modal dialogs: confirm, conflict, record-op pickers."""
