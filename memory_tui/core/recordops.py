@@ -219,5 +219,66 @@ def delete_record(state: Any, memory_id: str, *, base_revision: str | None = Non
     return replace(out, result=result, linked_by=links)
 
 
-__all__ = ["POSITIONS", "LinkRef", "RecordLocation", "RecordOpResult", "committed_tree", "delete_record",
+@dataclass(frozen=True)
+class SectionChoice:
+    """One heading chain of a topic, with its records in file order (for a move picker)."""
+
+    headings: tuple[str, ...]  # () = the preamble before the first heading
+    records: tuple[tuple[str, str], ...]  # (memory_id, content)
+
+
+@dataclass(frozen=True)
+class TopicChoice:
+    path: str  # workspace-relative, "topics/…md"
+    sections: tuple[SectionChoice, ...]
+
+
+def destinations(tree: TopicTree) -> tuple[TopicChoice, ...]:
+    """Every topic with its heading chains (headings without records too) and their records."""
+    out: list[TopicChoice] = []
+    for topic in tree.topics:
+        chains: dict[tuple[str, ...], list[tuple[str, str]]] = {}
+        stack: list[str] = []
+        for h in topic.headings:
+            stack = stack[: max(0, h.level - 1)]
+            stack.append(h.title)
+            chains.setdefault(tuple(stack), [])
+        for unit in topic.units:
+            if unit.memory_id == unit.identity:  # one entry per paragraph
+                chains.setdefault(tuple(unit.headings), []).append((unit.memory_id, unit.content))
+        out.append(TopicChoice(topic.workspace_path, tuple(SectionChoice(k, tuple(v)) for k, v in chains.items())))
+    return tuple(out)
+
+
+CORE_MASTER = "topics/core.md"
+CORE_DELETE_REASON = ("topics/core.md cannot be deleted: it is the core master, and deleting it would rebuild core.md "
+                      "from a clipped copy and lose every record beyond the budget (remove core records one by one instead)")
+
+
+@dataclass(frozen=True)
+class TopicDeleteCheck:
+    path: str
+    allowed: bool
+    reason: str  # why not, when not allowed
+    records: int  # records that would go
+    dangling: tuple[LinkRef, ...]  # records in other topics that link into this one
+
+
+def topic_delete_check(tree: TopicTree, path: str) -> TopicDeleteCheck:
+    """What deleting the topic ``path`` would do: refused for core, and the links it leaves dangling."""
+    rel = _topic_path(path)
+    topic = tree.topic(rel)
+    if rel == CORE_MASTER:
+        return TopicDeleteCheck(rel, False, CORE_DELETE_REASON, len(topic.units) if topic else 0, ())
+    if topic is None:
+        return TopicDeleteCheck(rel, False, f"topic does not exist: {rel}", 0, ())
+    ids = set(topic.block_ids)
+    dangling: list[LinkRef] = []
+    for unit in tree.units:
+        if unit.path != rel and ids & set(unit.relation_targets):
+            dangling.append(LinkRef(unit.identity, unit.path, unit.line, unit.content))
+    return TopicDeleteCheck(rel, True, "", sum(1 for u in topic.units if u.memory_id == u.identity), tuple(dangling))
+
+
+__all__ = ["CORE_DELETE_REASON", "SectionChoice", "TopicChoice", "TopicDeleteCheck", "destinations", "topic_delete_check","POSITIONS", "LinkRef", "RecordLocation", "RecordOpResult", "committed_tree", "delete_record",
            "linkers", "move_record", "sources_of", "update_record_text"]

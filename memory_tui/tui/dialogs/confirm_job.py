@@ -1,0 +1,128 @@
+"""Confirm a job, showing its dry-run preview (``pipeline.preview.JobPreview``).
+
+Dismisses with ``JobConfirmation(run, job, preview)``: ``run`` is True only for "Run".
+"Run" is disabled when the preview has nothing to do. When the write lock is held (a
+``LockProbe`` is passed), the dialog says by whom: the job would wait and then stop with
+``CONCURRENT_UPDATE``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Label, Static
+
+from memory_tui.core.text import sanitize
+
+MAX_BATCH_ROWS = 8
+MAX_FILE_ROWS = 12
+
+DIALOG_CSS = """
+{name} {{ align: center middle; }}
+{name} > Vertical {{
+    width: 90%; max-width: 110; height: auto; max-height: 90%;
+    border: thick $primary; background: $surface; padding: 0 1;
+}}
+{name} .dialog-title {{ text-style: bold; width: 100%; padding: 0 0 1 0; }}
+{name} .dialog-body {{ height: auto; max-height: 30; }}
+{name} .dialog-buttons {{ height: auto; align: right middle; padding-top: 1; }}
+{name} .dialog-buttons Button {{ margin-left: 1; }}
+{name} .dialog-warning {{ color: $warning; }}
+"""
+
+
+def dialog_css(name: str) -> str:
+    return DIALOG_CSS.format(name=name)
+
+
+@dataclass(frozen=True)
+class JobConfirmation:
+    run: bool
+    job: str
+    preview: object  # the JobPreview shown
+
+
+def preview_renderable(preview) -> Table:
+    """The preview as a two-column table (also used by the CLI-facing tests)."""
+    t = Table.grid(padding=(0, 2))
+    t.add_column(style="bold", no_wrap=True)
+    t.add_column()
+    t.add_row("job", sanitize(preview.title))
+    t.add_row("writer", sanitize(preview.writer or "—"))
+    t.add_row(preview.unit, f"{preview.count}" + (f" · {preview.tokens} tokens" if preview.tokens else ""))
+    t.add_row("batches", str(sum(1 for b in preview.batches if b.result == "planned")))
+    t.add_row("revision", preview.revision or "—")
+    rows = Text()
+    for b in preview.batches[:MAX_BATCH_ROWS]:
+        where = " ".join(sanitize(x) for x in (b.session_id, b.tip) if x)
+        what = f"{len(b.ids)} {preview.unit}" if preview.unit != "record ops" else f"{b.note} {b.ids[0]}"
+        rows.append(f"{where + ': ' if where else ''}{what}" + (f", {b.tokens} tokens" if b.tokens else "")
+                    + (f" — {b.result}" if b.result != "planned" else "") + "\n")
+    if len(preview.batches) > MAX_BATCH_ROWS:
+        rows.append(f"… {len(preview.batches) - MAX_BATCH_ROWS} more\n", style="dim")
+    if rows:
+        rows.rstrip()
+        t.add_row("", rows)
+    files = Text()
+    for f in preview.files[:MAX_FILE_ROWS]:
+        files.append(sanitize(f) + "\n")
+    if len(preview.files) > MAX_FILE_ROWS:
+        files.append(f"… {len(preview.files) - MAX_FILE_ROWS} more\n", style="dim")
+    files.rstrip()
+    t.add_row("files likely to change", files if files else Text("none", style="dim"))
+    for note in preview.notes:
+        t.add_row("note", Text(sanitize(note), style="italic"))
+    return t
+
+
+class ConfirmJobDialog(ModalScreen[JobConfirmation]):
+    """``ConfirmJobDialog(preview, lock=None)``."""
+
+    DEFAULT_CSS = dialog_css("ConfirmJobDialog")
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", id="dialog.cancel"),
+        Binding("y", "run", "Run", id="dialog.confirm"),
+    ]
+
+    def __init__(self, preview, *, lock=None) -> None:
+        super().__init__()
+        self.preview = preview
+        self.lock = lock
+
+    def compose(self) -> ComposeResult:
+        p = self.preview
+        with Vertical():
+            yield Label(f"Run {sanitize(p.title)}?", classes="dialog-title")
+            with VerticalScroll(classes="dialog-body"):
+                yield Static(preview_renderable(p), id="preview")
+            if self.lock is not None and self.lock.held:
+                yield Label(f"{self.lock.describe()}: the job would wait, then stop with CONCURRENT_UPDATE (retry later).",
+                            classes="dialog-warning", id="lock-warning")
+            if p.nothing_to_do:
+                yield Label("Nothing to do.", classes="dialog-warning", id="nothing")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Cancel", id="cancel")
+                yield Button("Run", id="run", variant="primary", disabled=p.nothing_to_do)
+
+    def on_mount(self) -> None:
+        self.query_one("#cancel" if self.preview.nothing_to_do else "#run", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        if event.button.id == "run":
+            self.action_run()
+        else:
+            self.action_cancel()
+
+    def action_run(self) -> None:
+        if not self.preview.nothing_to_do:
+            self.dismiss(JobConfirmation(True, self.preview.job, self.preview))
+
+    def action_cancel(self) -> None:
+        self.dismiss(JobConfirmation(False, self.preview.job, self.preview))

@@ -1,0 +1,197 @@
+"""Pick where a record moves: topic, heading chain, and position (start, end, before/after a record).
+
+Built from ``core.recordops.destinations(tree)`` (every topic with its heading chains and
+their records). A new heading chain can be typed (``A › B`` or ``A / B``): missing heading
+levels are created by the move. Dismisses with a ``MoveTarget`` — exactly the arguments of
+``core.recordops.move_record`` — or ``None`` when cancelled.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, OptionList, RadioButton, RadioSet
+from textual.widgets.option_list import Option
+
+from memory_tui.core.text import sanitize
+
+from .confirm_job import dialog_css
+
+POSITIONS = ("end", "start", "before", "after")
+_CHAIN_SPLIT = re.compile(r"\s*(?:›|/|>)\s*")
+
+
+@dataclass(frozen=True)
+class MoveTarget:
+    topic: str  # "topics/…md"
+    headings: tuple[str, ...]
+    position: str  # start | end | before | after
+    anchor: str | None = None  # record id, for before/after
+
+
+def chain_label(headings: tuple[str, ...]) -> str:
+    return " › ".join(sanitize(h) for h in headings) if headings else "(before the first heading)"
+
+
+def parse_chain(text: str) -> tuple[str, ...]:
+    return tuple(p for p in _CHAIN_SPLIT.split(text.strip()) if p)
+
+
+class _TopicOption(Option):
+    def __init__(self, choice) -> None:
+        super().__init__(sanitize(choice.path))
+        self.choice = choice
+
+
+class _SectionOption(Option):
+    def __init__(self, section) -> None:
+        super().__init__(f"{chain_label(section.headings)}  ({len(section.records)})")
+        self.section = section
+
+
+class _AnchorOption(Option):
+    def __init__(self, memory_id: str, content: str) -> None:
+        short = content if len(content) <= 60 else content[:59] + "…"
+        super().__init__(f"{memory_id}  {sanitize(short)}")
+        self.memory_id = memory_id
+
+
+class MovePicker(ModalScreen["MoveTarget | None"]):
+    """``MovePicker(choices, memory_id, topic=..., headings=...)``: the record's current place preselected."""
+
+    DEFAULT_CSS = dialog_css("MovePicker") + """
+    MovePicker > Vertical { max-width: 120; }
+    MovePicker .columns { height: 16; }
+    MovePicker .columns > Vertical { width: 1fr; height: 100%; }
+    MovePicker OptionList { height: 1fr; }
+    MovePicker #error { color: $error; height: auto; }
+    MovePicker RadioSet { width: 100%; }
+    """
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel")]
+
+    def __init__(self, choices, memory_id: str, *, topic: str | None = None, headings: tuple[str, ...] = ()) -> None:
+        super().__init__()
+        self.choices = tuple(choices)
+        self.memory_id = memory_id
+        self.start_topic = topic
+        self.start_headings = tuple(headings)
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(f"Move record {sanitize(self.memory_id)}", classes="dialog-title")
+            with Horizontal(classes="columns"):
+                with Vertical():
+                    yield Label("Topic")
+                    yield OptionList(*[_TopicOption(c) for c in self.choices], id="topics")
+                with Vertical():
+                    yield Label("Heading")
+                    yield OptionList(id="sections")
+                    yield Input(placeholder="or a new chain: A › B", id="new-headings")
+                with Vertical():
+                    yield Label("Position")
+                    with RadioSet(id="position"):
+                        for p in POSITIONS:
+                            yield RadioButton(p, value=p == "end", id=f"pos-{p}")
+                    yield Label("Anchor record (before/after)")
+                    yield OptionList(id="anchors")
+            yield Label("", id="error")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Cancel", id="cancel")
+                yield Button("Move", id="move", variant="primary")
+
+    def on_mount(self) -> None:
+        topics = self.query_one("#topics", OptionList)
+        index = next((i for i, c in enumerate(self.choices) if c.path == self.start_topic), 0)
+        if self.choices:
+            topics.highlighted = index
+            self._fill_sections(self.choices[index], self.start_headings)
+        topics.focus()
+
+    # -------------------------------------------------------------- state
+
+    @property
+    def topic_choice(self):
+        opt = self.query_one("#topics", OptionList).highlighted_option
+        return opt.choice if isinstance(opt, _TopicOption) else None
+
+    @property
+    def section(self):
+        opt = self.query_one("#sections", OptionList).highlighted_option
+        return opt.section if isinstance(opt, _SectionOption) else None
+
+    @property
+    def position(self) -> str:
+        pressed = self.query_one("#position", RadioSet).pressed_button
+        return str(pressed.label) if pressed is not None else "end"
+
+    @property
+    def headings(self) -> tuple[str, ...]:
+        typed = parse_chain(self.query_one("#new-headings", Input).value)
+        if typed:
+            return typed
+        section = self.section
+        return section.headings if section is not None else ()
+
+    def _fill_sections(self, choice, prefer: tuple[str, ...] = ()) -> None:
+        sections = self.query_one("#sections", OptionList)
+        sections.clear_options()
+        sections.add_options([_SectionOption(s) for s in choice.sections])
+        if choice.sections:
+            sections.highlighted = next((i for i, s in enumerate(choice.sections) if s.headings == prefer), 0)
+        self._fill_anchors()
+
+    def _fill_anchors(self) -> None:
+        anchors = self.query_one("#anchors", OptionList)
+        anchors.clear_options()
+        section = self.section
+        if section is None or parse_chain(self.query_one("#new-headings", Input).value):
+            return
+        anchors.add_options([_AnchorOption(mid, content) for mid, content in section.records if mid != self.memory_id])
+        if anchors.option_count:
+            anchors.highlighted = 0
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        if event.option_list.id == "topics" and isinstance(event.option, _TopicOption):
+            self._fill_sections(event.option.choice)
+        elif event.option_list.id == "sections":
+            self._fill_anchors()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self._fill_anchors()
+
+    # -------------------------------------------------------------- result
+
+    def target(self) -> MoveTarget | None:
+        """The chosen target, or None (and the reason shown) when it is incomplete."""
+        error = self.query_one("#error", Label)
+        choice = self.topic_choice
+        if choice is None:
+            error.update("Choose a topic.")
+            return None
+        position = self.position
+        anchor = None
+        if position in ("before", "after"):
+            opt = self.query_one("#anchors", OptionList).highlighted_option
+            if not isinstance(opt, _AnchorOption):
+                error.update(f"'{position}' needs an anchor record under that heading.")
+                return None
+            anchor = opt.memory_id
+        error.update("")
+        return MoveTarget(choice.path, self.headings, position, anchor)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        if event.button.id == "cancel":
+            self.dismiss(None)
+            return
+        target = self.target()
+        if target is not None:
+            self.dismiss(target)

@@ -1,0 +1,91 @@
+"""The list of an editor buffer's diagnostics; selecting one (or ``[`` / ``]``) jumps to it.
+
+Each option carries its ``Diagnostic`` (a selection carries its object). The list posts
+``DiagnosticsList.Jump(diagnostic)``; the screen moves the editor there
+(``TopicEditor.goto_diagnostic``). ``]`` / ``[`` move to the next / previous entry and jump
+at once, so the owner can walk the errors without leaving the list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.message import Message
+from textual.widgets import OptionList
+from textual.widgets.option_list import Option
+
+from memory_tui.core.text import sanitize
+
+from ..editor_model import Diagnostic
+
+
+class DiagnosticOption(Option):
+    def __init__(self, diagnostic: Diagnostic) -> None:
+        text = Text()
+        text.append(f"{diagnostic.where:>7}  ", style="dim")
+        text.append(diagnostic.code, style="bold red")
+        text.append("  ")
+        if diagnostic.path:
+            text.append(sanitize(diagnostic.path) + ": ", style="italic")
+        text.append(sanitize(diagnostic.message))
+        super().__init__(text)
+        self.diagnostic = diagnostic
+
+
+class DiagnosticsList(OptionList):
+    """``DiagnosticsList(diagnostics=())``; ``set_diagnostics`` replaces the entries."""
+
+    BINDINGS = [
+        Binding("right_square_bracket", "next", "Next error", id="diagnostics.next"),
+        Binding("left_square_bracket", "previous", "Previous error", id="diagnostics.previous"),
+    ]
+
+    DEFAULT_CSS = """
+    DiagnosticsList { height: auto; max-height: 10; border: round $error 50%; }
+    """
+
+    @dataclass
+    class Jump(Message):
+        diagnostics_list: "DiagnosticsList"
+        diagnostic: Diagnostic
+
+        @property
+        def control(self) -> "DiagnosticsList":
+            return self.diagnostics_list
+
+    def __init__(self, diagnostics: Iterable[Diagnostic] = (), *, name: str | None = None,
+                 id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self._diagnostics: tuple[Diagnostic, ...] = ()
+        self.set_diagnostics(diagnostics)
+
+    @property
+    def diagnostics(self) -> tuple[Diagnostic, ...]:
+        return self._diagnostics
+
+    def set_diagnostics(self, diagnostics: Iterable[Diagnostic]) -> None:
+        self._diagnostics = tuple(diagnostics)
+        self.clear_options()
+        self.add_options([DiagnosticOption(d) for d in self._diagnostics])
+        self.border_title = f"{len(self._diagnostics)} problem(s)" if self._diagnostics else "no problems"
+
+    def _jump_to(self, index: int) -> None:
+        if not self._diagnostics:
+            return
+        index %= len(self._diagnostics)
+        self.highlighted = index
+        self.post_message(self.Jump(self, self._diagnostics[index]))
+
+    def action_next(self) -> None:
+        self._jump_to(0 if self.highlighted is None else self.highlighted + 1)
+
+    def action_previous(self) -> None:
+        self._jump_to(len(self._diagnostics) - 1 if self.highlighted is None else self.highlighted - 1)
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        if event.option_list is self and isinstance(event.option, DiagnosticOption):
+            event.stop()
+            self.post_message(self.Jump(self, event.option.diagnostic))

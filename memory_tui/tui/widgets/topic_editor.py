@@ -1,0 +1,255 @@
+"""A topic editor: a ``TextArea`` that shows every validation diagnostic on its line.
+
+* Each line with a diagnostic gets a mark in the gutter (after the line number) and its
+  text from the diagnostic's column on styled as an error (``get_line`` is TextArea's hook
+  for styling a line's spans). The diagnostics of the cursor's line are shown in the
+  border subtitle, so moving onto an error reads its message.
+* ``f8`` / ``shift+f8`` go to the next / previous diagnostic. (``[`` and ``]`` are kept for
+  typing — Markdown citations need them — so the bracket keys live on the diagnostics
+  list and on the screen, which call ``next_diagnostic`` / ``previous_diagnostic``.)
+* Validation is debounced: every edit bumps ``seq``; ``debounce`` seconds after the last
+  edit the editor posts ``ValidateRequested(text, seq)``. Whoever validates (a worker)
+  answers with ``apply_validation(seq, diagnostics)``; an answer for an older ``seq`` is
+  dropped, so a slow stale result never paints over a newer buffer.
+
+Markdown highlighting is used when tree-sitter's Markdown grammar is installed (textual's
+``syntax`` extra); otherwise the text is plain. Line numbers are always on: the gutter
+carries the marks.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from typing import Iterable
+
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual.binding import Binding
+from textual.geometry import Offset
+from textual.message import Message
+from textual.strip import Strip
+from textual.timer import Timer
+from textual.widgets import TextArea
+
+from ..editor_model import Diagnostic
+
+DEBOUNCE_SECONDS = 0.3
+ERROR_STYLE = Style(color="red", underline=True)
+MARK_STYLE = Style(color="red", bold=True)
+MARK = "●"
+ASCII_MARK = "!"
+
+
+def markdown_available() -> bool:
+    """Is tree-sitter with the Markdown grammar importable (textual[syntax])?"""
+    return all(importlib.util.find_spec(m) is not None for m in ("tree_sitter", "tree_sitter_markdown"))
+
+
+class TopicEditor(TextArea):
+    """``TopicEditor(text, path=..., diagnostics=..., debounce=0.3, ascii=False)``."""
+
+    BINDINGS = [
+        Binding("f8", "next_diagnostic", "Next error", id="editor.next_error"),
+        Binding("shift+f8", "previous_diagnostic", "Previous error", id="editor.previous_error"),
+    ]
+
+    DEFAULT_CSS = """
+    TopicEditor { border: round $primary-darken-2; }
+    TopicEditor:focus { border: round $primary; }
+    """
+
+    @dataclass
+    class ValidateRequested(Message):
+        """Validate ``text`` (buffer version ``seq``); answer with ``apply_validation``."""
+
+        editor: "TopicEditor"
+        text: str
+        seq: int
+
+        @property
+        def control(self) -> "TopicEditor":
+            return self.editor
+
+    @dataclass
+    class DiagnosticsChanged(Message):
+        editor: "TopicEditor"
+        diagnostics: tuple[Diagnostic, ...]
+
+        @property
+        def control(self) -> "TopicEditor":
+            return self.editor
+
+    def __init__(
+        self,
+        text: str = "",
+        *,
+        path: str = "",
+        diagnostics: Iterable[Diagnostic] = (),
+        debounce: float = DEBOUNCE_SECONDS,
+        ascii: bool = False,
+        read_only: bool = False,
+        name: str | None = None,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
+        super().__init__(
+            text,
+            language="markdown" if markdown_available() else None,
+            soft_wrap=True,
+            tab_behavior="focus",
+            show_line_numbers=True,
+            read_only=read_only,
+            name=name,
+            id=id,
+            classes=classes,
+        )
+        self.path = path
+        self.debounce = debounce
+        self.ascii = ascii
+        self._seq = 0
+        self._timer: Timer | None = None
+        self._diagnostics: tuple[Diagnostic, ...] = ()
+        self._by_row: dict[int, tuple[Diagnostic, ...]] = {}
+        self.border_title = path or None
+        self.set_diagnostics(diagnostics)
+
+    # ------------------------------------------------------------------ diagnostics
+
+    @property
+    def diagnostics(self) -> tuple[Diagnostic, ...]:
+        return self._diagnostics
+
+    @property
+    def seq(self) -> int:
+        """The buffer version: bumped by every edit (and by ``load_text``)."""
+        return self._seq
+
+    def diagnostics_on_line(self, line: int) -> tuple[Diagnostic, ...]:
+        """Diagnostics of 1-based ``line``."""
+        return self._by_row.get(line - 1, ())
+
+    @property
+    def cursor_diagnostics(self) -> tuple[Diagnostic, ...]:
+        return self._by_row.get(self.cursor_location[0], ())
+
+    def set_diagnostics(self, diagnostics: Iterable[Diagnostic]) -> None:
+        """Show ``diagnostics`` now (regardless of ``seq``)."""
+        diags = tuple(sorted(diagnostics, key=lambda d: (d.line, d.column or 0)))
+        last_row = max(0, self.document.line_count - 1)
+        by_row: dict[int, list[Diagnostic]] = {}
+        for d in diags:
+            by_row.setdefault(min(max(d.line - 1, 0), last_row), []).append(d)
+        self._diagnostics = diags
+        self._by_row = {row: tuple(items) for row, items in by_row.items()}
+        self._update_subtitle()
+        if self.is_mounted:
+            self.notify_style_update()  # the line cache holds the old spans
+            self.refresh()
+            self.post_message(self.DiagnosticsChanged(self, diags))
+
+    def apply_validation(self, seq: int, diagnostics: Iterable[Diagnostic]) -> bool:
+        """Accept a validation answer for buffer version ``seq``; False (dropped) if stale."""
+        if seq != self._seq:
+            return False
+        self.set_diagnostics(diagnostics)
+        return True
+
+    def request_validation(self) -> None:
+        """Post ``ValidateRequested`` for the current buffer now (no debounce)."""
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+        self.post_message(self.ValidateRequested(self, self.text, self._seq))
+
+    def load_text(self, text: str) -> None:
+        """Replace the buffer (e.g. "take theirs"); counts as a new version."""
+        super().load_text(text)
+        self._bump()
+
+    def _bump(self) -> None:
+        self._seq += 1
+        if self._timer is not None:
+            self._timer.stop()
+        if self.is_mounted:
+            self._timer = self.set_timer(self.debounce, self.request_validation)
+
+    def on_text_area_changed(self, event: TextArea.Changed) -> None:
+        if event.text_area is self:
+            self._bump()
+
+    def on_text_area_selection_changed(self, event: TextArea.SelectionChanged) -> None:
+        if event.text_area is self:
+            self._update_subtitle()
+
+    def _update_subtitle(self) -> None:
+        here = self.cursor_diagnostics
+        self.border_subtitle = " · ".join(d.label() for d in here) if here else (
+            f"{len(self._diagnostics)} problem(s)" if self._diagnostics else None
+        )
+
+    # ------------------------------------------------------------------ navigation
+
+    def goto_diagnostic(self, diagnostic: Diagnostic) -> None:
+        row = min(max(diagnostic.line - 1, 0), max(0, self.document.line_count - 1))
+        line_len = len(self.document.get_line(row))
+        col = min(max((diagnostic.column or 1) - 1, 0), line_len)
+        self.move_cursor((row, col), center=True)
+        self._update_subtitle()
+
+    def _step(self, forward: bool) -> Diagnostic | None:
+        if not self._diagnostics:
+            return None
+        row, col = self.cursor_location
+        here = (row + 1, col + 1)
+
+        def pos(d: Diagnostic) -> tuple[int, int]:
+            return (d.line, d.column or 1)
+
+        if forward:
+            target = next((d for d in self._diagnostics if pos(d) > here), self._diagnostics[0])
+        else:
+            target = next((d for d in reversed(self._diagnostics) if pos(d) < here), self._diagnostics[-1])
+        self.goto_diagnostic(target)
+        return target
+
+    def next_diagnostic(self) -> Diagnostic | None:
+        """Move to the next diagnostic after the cursor (wrapping); returns it."""
+        return self._step(True)
+
+    def previous_diagnostic(self) -> Diagnostic | None:
+        return self._step(False)
+
+    def action_next_diagnostic(self) -> None:
+        self.next_diagnostic()
+
+    def action_previous_diagnostic(self) -> None:
+        self.previous_diagnostic()
+
+    # ------------------------------------------------------------------ rendering
+
+    def get_line(self, line_index: int) -> Text:
+        line = super().get_line(line_index)
+        for d in self._by_row.get(line_index, ()):
+            start = min(max((d.column or 1) - 1, 0), len(line.plain))
+            if start < len(line.plain):
+                line.stylize(ERROR_STYLE, start, len(line.plain))
+        return line
+
+    def render_line(self, y: int) -> Strip:
+        strip = super().render_line(y)
+        if not self._by_row or not self.show_line_numbers:
+            return strip
+        absolute = y + self.scroll_offset.y
+        wrapped = self.wrapped_document
+        if absolute >= wrapped.height:
+            return strip
+        row, _ = wrapped.offset_to_location(Offset(0, absolute))
+        if row not in self._by_row or wrapped.location_to_offset((row, 0)).y != absolute:
+            return strip
+        gutter = self.gutter_width
+        if gutter < 2 or strip.cell_length <= gutter:
+            return strip
+        mark = Strip([Segment(ASCII_MARK if self.ascii else MARK, MARK_STYLE)], 1)
+        return Strip.join([strip.crop(0, gutter - 2), mark, strip.crop(gutter - 1, strip.cell_length)])
