@@ -39,14 +39,16 @@ class EditorHarness(App):
 
     CSS = "TopicEditor { height: 1fr; }"
 
-    def __init__(self, text: str = TOPIC_TEXT, diagnostics=THREE, debounce: float = 0.3) -> None:
+    def __init__(self, text: str = TOPIC_TEXT, diagnostics=THREE, debounce: float = 0.3, *, state_dir=None,
+                 path: str = "topics/people/ada.md") -> None:
         super().__init__()
         self.text, self.initial, self.debounce = text, diagnostics, debounce
+        self.state_dir, self.path = state_dir, path
         self.requests: list[TopicEditor.ValidateRequested] = []
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield TopicEditor(self.text, path="topics/people/ada.md", diagnostics=self.initial, debounce=self.debounce, id="editor")
+            yield TopicEditor(self.text, path=self.path, diagnostics=self.initial, debounce=self.debounce, id="editor")
             yield DiagnosticsList(self.initial, id="diagnostics")
 
     def on_mount(self) -> None:
@@ -56,6 +58,11 @@ class EditorHarness(App):
 
     def on_topic_editor_validate_requested(self, event: TopicEditor.ValidateRequested) -> None:
         self.requests.append(event)
+        if self.state_dir is not None:  # the screen will do this in a worker; inline is enough here
+            from memory_tui.tui.editor_model import validate_topic_text
+
+            answer = validate_topic_text(self.state_dir, self.path, event.text, event.seq)
+            event.editor.apply_validation(answer.seq, answer.diagnostics)
 
     def on_topic_editor_diagnostics_changed(self, event: TopicEditor.DiagnosticsChanged) -> None:
         self.query_one(DiagnosticsList).set_diagnostics(event.diagnostics)

@@ -33,8 +33,10 @@ def _plain(renderable, width: int = 110) -> str:
     return console.export_text()
 
 
-def _strip_text(widget, y: int) -> str:
-    return widget.render_line(y).text
+def _strip_text(editor, row: int) -> str:
+    """The first screen line of document ``row`` (soft wrap may give a row several)."""
+    y = editor.wrapped_document.location_to_offset((row, 0)).y - editor.scroll_offset.y
+    return editor.render_line(y).text
 
 
 # ------------------------------------------------------------------------ editor
@@ -140,6 +142,31 @@ async def test_debounced_validation_request_carries_the_latest_text_and_seq():
         before = editor.seq
         editor.load_text("# New\n")
         assert editor.seq > before
+
+
+async def test_editor_validates_through_the_core_and_shows_its_error_on_the_line(fixture_state):
+    path = "topics/people/ada.md"
+    committed = (fixture_state / "memory" / path).read_text()
+    app = EditorHarness(committed, diagnostics=(), debounce=0.05, state_dir=fixture_state, path=path)
+    async with app.run_test(size=SIZE) as pilot:
+        editor = app.query_one(TopicEditor)
+        editor.move_cursor((editor.document.line_count - 1, 0))
+        for ch in "Uncited words.":
+            await pilot.press("space" if ch == " " else ("full_stop" if ch == "." else ch))
+        await pilot.pause(0.3)
+        editor.request_validation()
+        await pilot.pause()
+        assert editor.text.endswith("Uncited words.")
+        codes = [(d.line, d.code) for d in editor.diagnostics]
+        assert (editor.document.line_count, "INVALID_TOPIC_FORMAT") in codes, codes
+        assert MARK in _strip_text(editor, editor.document.line_count - 1)
+        assert [d.code for d in app.query_one(DiagnosticsList).diagnostics] == [d.code for d in editor.diagnostics]
+        # fixed: the next answer clears it
+        editor.load_text(committed)
+        editor.request_validation()
+        await pilot.pause()
+        assert editor.diagnostics == ()
+    assert (fixture_state / "memory" / path).read_text() == committed  # validation installs nothing
 
 
 # ------------------------------------------------------------------------ diff

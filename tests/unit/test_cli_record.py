@@ -185,3 +185,27 @@ def test_cli_and_engine_give_the_same_bytes_on_the_fixture(fixture_state, tmp_pa
     b = recordops.move_record(other, unit.memory_id, topic="people/zed.md", headings=["Zed"], position="end", **env)
     assert b.ok, b.result
     assert b.location.path == "topics/people/zed.md" and b.location.headings == ("Zed",)
+
+
+def test_destinations_list_every_heading_chain_and_its_records(ws):
+    tree = _tree(ws)
+    (ada,) = recordops.destinations(tree)
+    assert ada.path == "topics/people/ada.md"
+    chains = {s.headings: [c for _, c in s.records] for s in ada.sections}
+    assert chains == {("Ada",): [], ("Ada", "Drinks"): ["Ada drinks tea.", "Ada drinks coffee at night."],
+                      ("Ada", "Walks"): ["Ada walks daily."]}
+
+
+def test_topic_delete_check_on_the_fixture(fixture_state_ro):
+    tree = _tree(fixture_state_ro)
+    core = recordops.topic_delete_check(tree, "topics/core.md")
+    assert not core.allowed and "core master" in core.reason and core.records > 0
+    linker = next(u for u in tree.units if u.relation_targets)
+    target = tree.by_id(linker.relation_targets[0])
+    check = recordops.topic_delete_check(tree, target.topic_path)
+    assert check.allowed and check.path == target.path
+    assert [(d.memory_id, d.path, d.line) for d in check.dangling] == [(linker.identity, linker.path, linker.line)]
+    own = recordops.topic_delete_check(tree, linker.topic_path)
+    assert all(d.path != linker.path for d in own.dangling)
+    missing = recordops.topic_delete_check(tree, "nope.md")
+    assert not missing.allowed and "does not exist" in missing.reason
