@@ -25,6 +25,7 @@ VERB_MODULES = (
     "memory_tui.cli.edit",
     "memory_tui.cli.jobs",
     "memory_tui.cli.records",
+    "memory_tui.cli.actions",
     "memory_tui.cli.app",
 )
 

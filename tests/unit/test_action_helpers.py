@@ -202,3 +202,21 @@ def test_history_on_the_fixture(fixture_state_ro):
     assert h.entries[0].origin == "writer-status" and h.entries[0].ok
     stages = [json.loads(x)["stage"] for x in reversed(lines)]
     assert [e.stage for e in h.entries if e.origin == "agent-history"] == stages
+
+
+def test_jobs_verb_prints_history_and_lock_without_creating_files(tmp_path, capsys):
+    from memory_tui.cli import main
+
+    state = tmp_path / "state"
+    rt = state / "memory" / ".scriptorium"
+    rt.mkdir(parents=True)
+    (rt / "agent-history.jsonl").write_text(json.dumps({"stage": "backfill", "error": "MODEL_TIMEOUT: slow", "turns": []}) + "\n")
+    before = sorted(p.name for p in rt.iterdir())
+    assert main(["--state", str(state), "jobs"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "write lock free" and "✗" in out and "MODEL_TIMEOUT: slow" in out
+    assert main(["--state", str(state), "jobs", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["lock"] == {"held": False, "pid": None, "program": None, "this_process": False}
+    assert data["total_runs"] == 1 and data["entries"][0]["stage"] == "backfill" and not data["entries"][0]["ok"]
+    assert sorted(p.name for p in rt.iterdir()) == before  # no lock file, nothing else
