@@ -122,6 +122,7 @@ def preview_write(ctx: Any, session_id: str | None = None, *, branch: str | None
     if planned:
         files.extend(DERIVED)
         files.extend(WRITER_BOOKKEEPING)
+        files.append("memory/.git")  # each batch commits "memory: incremental transaction"
         for b in planned:
             session = snap.get(b.session_id)
             if session is not None:

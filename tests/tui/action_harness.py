@@ -45,6 +45,7 @@ class EditorHarness(App):
         self.text, self.initial, self.debounce = text, diagnostics, debounce
         self.state_dir, self.path = state_dir, path
         self.requests: list[TopicEditor.ValidateRequested] = []
+        self.saves: list[TopicEditor.SaveRequested] = []
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -63,6 +64,9 @@ class EditorHarness(App):
 
             answer = validate_topic_text(self.state_dir, self.path, event.text, event.seq)
             event.editor.apply_validation(answer.seq, answer.diagnostics)
+
+    def on_topic_editor_save_requested(self, event: TopicEditor.SaveRequested) -> None:
+        self.saves.append(event)
 
     def on_topic_editor_diagnostics_changed(self, event: TopicEditor.DiagnosticsChanged) -> None:
         self.query_one(DiagnosticsList).set_diagnostics(event.diagnostics)

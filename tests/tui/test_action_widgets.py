@@ -110,6 +110,22 @@ async def test_typing_brackets_in_the_editor_inserts_them():
         assert editor.text == "x[^e1]"
 
 
+async def test_ctrl_s_asks_to_save_and_dirty_tracks_the_base():
+    app = EditorHarness(text="# A\n", diagnostics=())
+    saves = app.saves
+    async with app.run_test(size=SIZE) as pilot:
+        editor = app.query_one(TopicEditor)
+        assert not editor.is_dirty
+        editor.move_cursor((0, 3))
+        await pilot.press("b")
+        assert editor.is_dirty
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert [(m.text, m.seq) for m in saves] == [("# Ab\n", editor.seq)]
+        editor.mark_saved(revision="r1")
+        assert not editor.is_dirty and editor.base_revision == "r1"
+
+
 async def test_stale_validation_results_are_dropped():
     app = EditorHarness(diagnostics=())
     async with app.run_test(size=SIZE) as pilot:

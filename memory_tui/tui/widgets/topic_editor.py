@@ -53,6 +53,7 @@ class TopicEditor(TextArea):
     BINDINGS = [
         Binding("f8", "next_diagnostic", "Next error", id="editor.next_error"),
         Binding("shift+f8", "previous_diagnostic", "Previous error", id="editor.previous_error"),
+        Binding("ctrl+s", "save", "Save", id="editor.save"),
     ]
 
     DEFAULT_CSS = """
@@ -63,6 +64,18 @@ class TopicEditor(TextArea):
     @dataclass
     class ValidateRequested(Message):
         """Validate ``text`` (buffer version ``seq``); answer with ``apply_validation``."""
+
+        editor: "TopicEditor"
+        text: str
+        seq: int
+
+        @property
+        def control(self) -> "TopicEditor":
+            return self.editor
+
+    @dataclass
+    class SaveRequested(Message):
+        """``ctrl+s``: save ``text`` (through ``staged_edit``); answer with ``mark_saved`` or diagnostics."""
 
         editor: "TopicEditor"
         text: str
@@ -113,7 +126,24 @@ class TopicEditor(TextArea):
         self._diagnostics: tuple[Diagnostic, ...] = ()
         self._by_row: dict[int, tuple[Diagnostic, ...]] = {}
         self.border_title = path or None
+        self.base_text = text  # what the buffer was opened from (or last saved as)
+        self.base_revision: str | None = None
         self.set_diagnostics(diagnostics)
+
+    # ------------------------------------------------------------------ buffer state
+
+    @property
+    def is_dirty(self) -> bool:
+        """Does the buffer differ from what it was opened from / last saved as?"""
+        return self.text != self.base_text
+
+    def mark_saved(self, text: str | None = None, revision: str | None = None) -> None:
+        """The buffer (or ``text``) is now what is on disk, at ``revision``."""
+        self.base_text = self.text if text is None else text
+        self.base_revision = revision
+
+    def action_save(self) -> None:
+        self.post_message(self.SaveRequested(self, self.text, self._seq))
 
     # ------------------------------------------------------------------ diagnostics
 
