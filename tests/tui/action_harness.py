@@ -4,6 +4,14 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+async def until(pilot, condition, tries: int = 100) -> None:
+    """Let the app process messages until ``condition()`` holds (bounded; never a timing assertion)."""
+    for _ in range(tries):
+        if condition():
+            return
+        await pilot.pause(0.02)
+    raise AssertionError("condition never held")
+
 from textual.app import App, ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Label
@@ -46,6 +54,7 @@ class EditorHarness(App):
         self.state_dir, self.path = state_dir, path
         self.requests: list[TopicEditor.ValidateRequested] = []
         self.saves: list[TopicEditor.SaveRequested] = []
+        self.applied: list[int] = []  # seqs whose validation answer was accepted
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -63,7 +72,8 @@ class EditorHarness(App):
             from memory_tui.tui.editor_model import validate_topic_text
 
             answer = validate_topic_text(self.state_dir, self.path, event.text, event.seq)
-            event.editor.apply_validation(answer.seq, answer.diagnostics)
+            if event.editor.apply_validation(answer.seq, answer.diagnostics):
+                self.applied.append(answer.seq)
 
     def on_topic_editor_save_requested(self, event: TopicEditor.SaveRequested) -> None:
         self.saves.append(event)

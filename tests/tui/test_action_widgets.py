@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from action_harness import THREE, TOPIC_TEXT, DialogHarness, EditorHarness, sample_choices, sample_preview, sample_summary
+from action_harness import THREE, TOPIC_TEXT, DialogHarness, EditorHarness, sample_choices, sample_preview, sample_summary, until
 from textual.widgets import Button, Input, OptionList, Static
 
 from memory_tui.core.lockprobe import LockHolder, LockProbe
@@ -150,14 +150,15 @@ async def test_debounced_validation_request_carries_the_latest_text_and_seq():
         editor = app.query_one(TopicEditor)
         editor.move_cursor((0, 5))
         await pilot.press("a", "b", "c")
-        await pilot.pause(0.3)
-        assert app.requests, "no ValidateRequested after the debounce"
+        await until(pilot, lambda: app.requests and app.requests[-1].seq == editor.seq)
         last = app.requests[-1]
         assert last.seq == editor.seq and last.text == editor.text and "# Adaabc" in last.text
         # a load (take theirs) is a new version too
         before = editor.seq
         editor.load_text("# New\n")
-        assert editor.seq > before
+        assert editor.seq == before + 1
+        await pilot.pause()
+        assert editor.seq == before + 1  # the Changed that load_text posts is the same text
 
 
 async def test_editor_validates_through_the_core_and_shows_its_error_on_the_line(fixture_state):
@@ -169,9 +170,8 @@ async def test_editor_validates_through_the_core_and_shows_its_error_on_the_line
         editor.move_cursor((editor.document.line_count - 1, 0))
         for ch in "Uncited words.":
             await pilot.press("space" if ch == " " else ("full_stop" if ch == "." else ch))
-        await pilot.pause(0.3)
         editor.request_validation()
-        await pilot.pause()
+        await until(pilot, lambda: editor.seq in app.applied)
         assert editor.text.endswith("Uncited words.")
         codes = [(d.line, d.code) for d in editor.diagnostics]
         assert (editor.document.line_count, "INVALID_TOPIC_FORMAT") in codes, codes
@@ -180,7 +180,7 @@ async def test_editor_validates_through_the_core_and_shows_its_error_on_the_line
         # fixed: the next answer clears it
         editor.load_text(committed)
         editor.request_validation()
-        await pilot.pause()
+        await until(pilot, lambda: editor.seq in app.applied)
         assert editor.diagnostics == ()
     assert (fixture_state / "memory" / path).read_text() == committed  # validation installs nothing
 

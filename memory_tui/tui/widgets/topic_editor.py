@@ -122,6 +122,7 @@ class TopicEditor(TextArea):
         self.debounce = debounce
         self.ascii = ascii
         self._seq = 0
+        self._seq_text = text
         self._timer: Timer | None = None
         self._diagnostics: tuple[Diagnostic, ...] = ()
         self._by_row: dict[int, tuple[Diagnostic, ...]] = {}
@@ -153,7 +154,7 @@ class TopicEditor(TextArea):
 
     @property
     def seq(self) -> int:
-        """The buffer version: bumped by every edit (and by ``load_text``)."""
+        """The buffer version: bumped whenever the text changes (edits, ``load_text``)."""
         return self._seq
 
     def diagnostics_on_line(self, line: int) -> tuple[Diagnostic, ...]:
@@ -194,20 +195,27 @@ class TopicEditor(TextArea):
         self.post_message(self.ValidateRequested(self, self.text, self._seq))
 
     def load_text(self, text: str) -> None:
-        """Replace the buffer (e.g. "take theirs"); counts as a new version."""
+        """Replace the buffer (e.g. "take theirs"); counts as a new version at once."""
         super().load_text(text)
-        self._bump()
+        self._note_text()
 
-    def _bump(self) -> None:
-        self._seq += 1
+    def _note_text(self) -> None:
+        # ``seq`` names a text, not an event: it moves when the text differs from the last
+        # numbered one. So the Changed that load_text posts (handled later) does not bump it
+        # a second time, and a validation asked for right after a load is not dropped.
+        text = self.text
+        if text != self._seq_text:
+            self._seq += 1
+            self._seq_text = text
         if self._timer is not None:
             self._timer.stop()
+            self._timer = None
         if self.is_mounted:
             self._timer = self.set_timer(self.debounce, self.request_validation)
 
     def on_text_area_changed(self, event: TextArea.Changed) -> None:
         if event.text_area is self:
-            self._bump()
+            self._note_text()
 
     def on_text_area_selection_changed(self, event: TextArea.SelectionChanged) -> None:
         if event.text_area is self:
