@@ -101,6 +101,32 @@ async def test_f8_and_brackets_move_between_errors():
         assert editor.cursor_location == (2, 20)
 
 
+async def test_control_characters_from_disk_are_shown_not_sent_and_the_buffer_stays_exact():
+    hostile = "a\x1b[31mred\x07\u202eb\tc"
+    app = EditorHarness(text=hostile, diagnostics=(Diagnostic(1, 2, "X", "\x1b]0;pwned\x07msg"),))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        editor = app.query_one(TopicEditor)
+        assert editor.text == hostile  # saved as read
+        shown = editor.get_line(0).plain
+        assert shown == "a\u241b[31mred\u2407\ufffdb\tc" and len(shown) == len(hostile)
+        drawn = _strip_text(editor, 0)
+        assert "\x1b" not in drawn and "\x07" not in drawn and "\u202e" not in drawn
+        editor.move_cursor((0, 0))
+        await pilot.pause()
+        assert "\x1b" not in str(editor.border_subtitle) and "msg" in str(editor.border_subtitle)
+
+
+async def test_ascii_mark():
+    app = EditorHarness()
+    async with app.run_test(size=SIZE) as pilot:
+        editor = app.query_one(TopicEditor)
+        editor.ascii = True
+        editor.refresh()
+        await pilot.pause()
+        assert "!" in _strip_text(editor, 2)[: editor.gutter_width] and MARK not in _strip_text(editor, 2)
+
+
 async def test_typing_brackets_in_the_editor_inserts_them():
     app = EditorHarness(text="x", diagnostics=())
     async with app.run_test(size=SIZE) as pilot:

@@ -33,6 +33,8 @@ from textual.strip import Strip
 from textual.timer import Timer
 from textual.widgets import TextArea
 
+from memory_tui.core.text import sanitize
+
 from ..editor_model import Diagnostic
 
 DEBOUNCE_SECONDS = 0.3
@@ -40,6 +42,15 @@ ERROR_STYLE = Style(color="red", underline=True)
 MARK_STYLE = Style(color="red", bold=True)
 MARK = "●"
 ASCII_MARK = "!"
+
+# Shown in place of a control character the buffer holds, one cell for one character, so
+# the buffer stays byte-exact (it is what gets saved) while nothing from disk reaches the
+# terminal as a control sequence. C0 → its Control Pictures glyph (␛ for ESC), DEL → ␡,
+# C1 and bidi overrides → U+FFFD.
+_VISIBLE = {c: 0x2400 + c for c in range(0x20) if c != 0x09}
+_VISIBLE[0x7F] = 0x2421
+_VISIBLE.update({c: 0xFFFD for c in range(0x80, 0xA0)})
+_VISIBLE.update({c: 0xFFFD for c in (0x202A, 0x202B, 0x202C, 0x202D, 0x202E, 0x2066, 0x2067, 0x2068, 0x2069)})
 
 
 def markdown_available() -> bool:
@@ -223,7 +234,7 @@ class TopicEditor(TextArea):
 
     def _update_subtitle(self) -> None:
         here = self.cursor_diagnostics
-        self.border_subtitle = " · ".join(d.label() for d in here) if here else (
+        self.border_subtitle = " · ".join(sanitize(d.label()) for d in here) if here else (
             f"{len(self._diagnostics)} problem(s)" if self._diagnostics else None
         )
 
@@ -268,7 +279,9 @@ class TopicEditor(TextArea):
     # ------------------------------------------------------------------ rendering
 
     def get_line(self, line_index: int) -> Text:
-        line = super().get_line(line_index)
+        raw = self.document.get_line(line_index)
+        shown = raw.translate(_VISIBLE)
+        line = Text(shown, end="", no_wrap=True) if shown != raw else super().get_line(line_index)
         for d in self._by_row.get(line_index, ()):
             start = min(max((d.column or 1) - 1, 0), len(line.plain))
             if start < len(line.plain):
