@@ -381,6 +381,39 @@ async def test_delete_topic_lists_dangling_links_and_refuses_core():
     assert app.results == [TopicDeleteDecision(False, "topics/core.md")]
 
 
+async def test_job_history_lists_this_run_then_the_persisted_entries(fixture_state_ro):
+    from textual.app import App
+
+    from memory_tui.pipeline.history import read_job_history
+    from memory_tui.tui.widgets.job_history import JobHistoryList
+
+    history = read_job_history(fixture_state_ro / "memory")
+    picked = []
+
+    class Host(App):
+        def compose(self):
+            yield JobHistoryList([sample_summary("CONCURRENT_UPDATE")], history)
+
+        def on_job_history_list_selected(self, event):
+            picked.append(event.item)
+
+    app = Host()
+    async with app.run_test(size=SIZE) as pilot:
+        listing = app.query_one(JobHistoryList)
+        assert listing.option_count == 1 + len(history.entries)
+        first = str(listing.get_option_at_index(0).prompt)
+        assert "this run" in first and "CONCURRENT_UPDATE (retryable)" in first
+        assert "last success" in str(listing.get_option_at_index(1).prompt)
+        listing.focus()
+        listing.highlighted = 0
+        await pilot.press("enter")
+        await pilot.pause()
+        listing.highlighted = 2
+        await pilot.press("enter")
+        await pilot.pause()
+    assert picked[0].outcome.code == "CONCURRENT_UPDATE" and picked[1] is history.entries[1]
+
+
 # ------------------------------------------------------------------------ snapshots
 
 
