@@ -1,15 +1,19 @@
-"""``jobs``: the persisted job history (writer-status + agent-history) and who holds the lock.
+"""``jobs`` and ``preview``: the CLI faces of the app's job-history panel, header lock
+indicator and job confirm dialog.
 
-The CLI face of the app's job-history panel and header lock indicator
-(``pipeline.history.read_job_history``, ``core.lockprobe.probe_write_lock``). Read-only:
-it never creates the lock file or any other.
+* ``jobs``: the persisted job history (``pipeline.history.read_job_history``) and who holds
+  the write lock (``core.lockprobe.probe_write_lock``). Read-only: it never creates the lock
+  file or any other.
+* ``preview JOB``: what the confirm dialog shows (``pipeline.preview.preview_job``) — turns
+  or sources, tokens, batches, writer and the files likely to change — from the job's own
+  dry run. Changes nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from memory_tui.cli import EXIT_OK, CliError, add_common, emit_json
+from memory_tui.cli import EXIT_OK, EXIT_USAGE, CliError, add_common, emit_json
 from memory_tui.core.paths import discover_state_dir
 from memory_tui.core.text import sanitize
 
@@ -45,8 +49,54 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_preview(args: argparse.Namespace) -> int:
+    from memory_tui.pipeline.preview import preview_job
+    from memory_tui.pipeline.settings import load_settings
+    from memory_tui.pipeline.write import Context
+
+    state = discover_state_dir(getattr(args, "state", None))
+    if not state.is_dir():
+        raise CliError(f"state directory not found: {state}")
+    settings = load_settings()  # the same settings the job verbs and the app use
+    if args.writer:
+        settings = settings.with_overrides(name=args.writer)
+    if (args.session or args.branch or args.force) and args.job != "write":
+        raise CliError("SESSION, --branch and --force apply to the write job only", EXIT_USAGE)
+    p = preview_job(Context(state, settings=settings), args.job, session_id=args.session, branch=args.branch, force=args.force)
+    if getattr(args, "json", False):
+        emit_json(p.to_json())
+        return EXIT_OK
+    print(f"{sanitize(p.title)} — {p.count} {p.unit}" + (f", {p.tokens} tokens" if p.tokens else "")
+          + f", writer {sanitize(p.writer or '-')}")
+    for b in p.batches:
+        where = " ".join(sanitize(x) for x in (b.session_id, b.tip) if x)
+        print(f"  {where + ': ' if where else ''}{len(b.ids)} item(s)" + (f", {b.tokens} tokens" if b.tokens else "")
+              + (f" [{b.result}]" if b.result != "planned" else "") + (f" {sanitize(b.note)}" if b.note else ""))
+    if p.files:
+        print("files likely to change:")
+        for f in p.files:
+            print(f"  {sanitize(f)}")
+    for note in p.notes:
+        print(f"note: {sanitize(note)}")
+    if p.nothing_to_do:
+        print("nothing to do")
+    return EXIT_OK
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("jobs", help="the writers' job history and who holds the write lock now")
     add_common(p)
     p.add_argument("--limit", type=int, default=50, metavar="N", help="newest N runs of agent-history.jsonl (default 50)")
     p.set_defaults(func=_cmd_jobs)
+
+    from memory_tui.pipeline.preview import JOBS
+    from memory_tui.pipeline.settings import WRITER_NAMES
+
+    p = sub.add_parser("preview", help="what a job would do (its dry run): items, tokens, batches, files likely to change")
+    add_common(p)
+    p.add_argument("job", choices=JOBS)
+    p.add_argument("session", nargs="?", default=None, help="write: one session (default: every session)")
+    p.add_argument("--branch", metavar="TIP", default=None, help="write: this branch tip instead of the head")
+    p.add_argument("--force", action="store_true", help="write: the session-boundary pass")
+    p.add_argument("--writer", choices=WRITER_NAMES, default=None, help="override [writer] name")
+    p.set_defaults(func=_cmd_preview)

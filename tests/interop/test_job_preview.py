@@ -172,3 +172,19 @@ def test_migrate_preview_names_the_marks_it_would_set(fixture_state, expected):
 def test_unknown_job_is_refused(fixture_state):
     with pytest.raises(ValueError, match="unknown job"):
         preview_job(ctx_for(fixture_state), "explode")
+
+
+def test_preview_verb_prints_the_same_preview(fixture_state, capsys):
+    from memory_tui.cli import main
+
+    before = snapshot(fixture_state)
+    assert main(["--state", str(fixture_state), "preview", "write-all-forced", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    p = preview_job(ctx_for(fixture_state), "write-all-forced")
+    assert data["count"] == p.count > 0 and data["files"] == list(p.files) and data["tokens"] == p.tokens
+    assert main(["--state", str(fixture_state), "preview", "write-all-forced"]) == 0
+    out = capsys.readouterr().out
+    assert f"{p.count} turns, {p.tokens} tokens" in out and "files likely to change:" in out
+    assert p.files[0] in out
+    assert main(["--state", str(fixture_state), "preview", "backfill", "--force"]) == 2
+    assert snapshot(fixture_state) == before
