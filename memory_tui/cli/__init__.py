@@ -26,6 +26,7 @@ VERB_MODULES = (
     "memory_tui.cli.jobs",
     "memory_tui.cli.records",
     "memory_tui.cli.actions",
+    "memory_tui.cli.insights",
     "memory_tui.cli.app",
 )
 

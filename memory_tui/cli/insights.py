@@ -1,0 +1,167 @@
+"""Verbs ``evidence``, ``history``, ``revert`` and ``alternatives`` (memory_tui.insights).
+
+``evidence`` and ``alternatives`` only read. ``history`` reads the memory git repository.
+``revert`` changes one topic file through the transaction (compare-and-set on the revision
+read at the start) and commits it; it never rewrites history.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from memory_tui.cli import EXIT_FAILURE, EXIT_RETRYABLE, CliError, add_common, emit_json
+from memory_tui.core.errors import MemoryError
+from memory_tui.core.paths import discover_state_dir
+from memory_tui.core.text import sanitize
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from memory_tui.insights.evidence import SORT_KEYS
+
+    p = subparsers.add_parser("evidence", help="evidence strength of every record (sessions, days, branches, owner)")
+    add_common(p)
+    p.add_argument("--sort", choices=sorted(SORT_KEYS), default="weakest", help="row order of the text table")
+    p.add_argument("--reverse", action="store_true", help="strongest / last first")
+    p.set_defaults(func=cmd_evidence)
+
+    p = subparsers.add_parser("history", help="the git history of one record (block id) or topic file")
+    add_common(p)
+    p.add_argument("target", metavar="RECORD|TOPIC", help="a block id (^abc12345 or abc12345) or a topic path")
+    p.set_defaults(func=cmd_history)
+
+    p = subparsers.add_parser("revert", help="restore a record or topic to its text at an earlier commit")
+    add_common(p)
+    p.add_argument("target", metavar="RECORD|TOPIC", help="a block id or a topic path")
+    p.add_argument("--to", metavar="COMMIT", required=True, help="the commit (hash or prefix) to restore from")
+    p.set_defaults(func=cmd_revert)
+
+    p = subparsers.add_parser("alternatives", help="records citing sibling branches of one session")
+    add_common(p)
+    p.set_defaults(func=cmd_alternatives)
+
+
+def _state(args: argparse.Namespace) -> Path:
+    state = discover_state_dir(getattr(args, "state", None))
+    if not state.is_dir():
+        raise CliError(f"state directory not found: {state}")
+    if not (state / "memory").is_dir():
+        raise CliError(f"no memory workspace in {state} (expected {state / 'memory'})")
+    return state
+
+
+def _load(args: argparse.Namespace):
+    from memory_tui.core.workspace import open_state
+    from memory_tui.sessions.store import load_sessions
+
+    state = _state(args)
+    try:
+        return state, open_state(state), load_sessions(state)
+    except OSError as exc:
+        raise CliError(f"cannot read {state}: {exc.strerror or exc}") from exc
+
+
+# --------------------------------------------------------------------------------- evidence
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "-"
+
+
+def cmd_evidence(args: argparse.Namespace) -> int:
+    from memory_tui.insights.evidence import evidence_for, sort_evidence
+
+    _state_dir, view, sessions = _load(args)
+    rows = evidence_for(view, sessions)
+    if getattr(args, "json", False):
+        emit_json({"revision": view.revision, "records": [r.to_json() for r in rows]})
+        return 0
+    ordered = sort_evidence(rows, args.sort, reverse=args.reverse)
+    if not ordered:
+        print("no records")
+        return 0
+    width = max(len(sanitize(r.topic_path)) for r in ordered)
+    print(f"{'RECORD':<10} {'TOPIC':<{width}}  SESS DAYS BRAN OWNER ASST-ONLY PENDING SINGLE")
+    for r in ordered:
+        print(f"^{sanitize(r.memory_id):<9} {sanitize(r.topic_path):<{width}}  {r.sessions:>4} {r.days:>4} "
+              f"{r.branches:>4} {_yes(r.owner_backed):>5} {_yes(r.assistant_only):>9} "
+              f"{r.pending_sources if r.pending_sources else '-':>7} {_yes(r.single_episode):>6}")
+    single = sum(1 for r in rows if r.single_episode)
+    pending = sum(1 for r in rows if r.pending_sources)
+    print(f"{len(rows)} record(s): {single} single-episode, {pending} citing pending sources, "
+          f"{sum(1 for r in rows if r.assistant_only)} backed only by assistant turns")
+    return 0
+
+
+# --------------------------------------------------------------------------------- history
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from memory_tui.insights.history import history
+
+    state, view, _sessions = _load(args)
+    try:
+        hist = history(view, args.target)
+    except MemoryError as exc:
+        raise CliError(str(exc)) from exc
+    if getattr(args, "json", False):
+        emit_json(hist.to_json())
+        return 0
+    print(f"{hist.kind} {sanitize(hist.target)}  ({len(hist.versions)} version(s))")
+    for v in hist.versions:
+        where = f"  {sanitize(v.topic_path)}" if v.topic_path else ""
+        print(f"{v.commit[:10]}  {v.date}  {v.actor:<10} {sanitize(v.subject)}{where}"
+              f"{'  [removed]' if v.removed else ''}")
+    return 0
+
+
+def cmd_revert(args: argparse.Namespace) -> int:
+    from memory_tui.insights.history import revert
+
+    state, view, _sessions = _load(args)
+    result = revert(view, args.target, args.to)
+    if getattr(args, "json", False):
+        emit_json(result.to_json())
+    elif result.ok:
+        print(f"reverted {result.kind} {sanitize(result.target)} to {result.to_commit[:10]}: "
+              f"commit {(result.git_commit or '-')[:10]}, revision {result.revision}")
+        for w in result.warnings:
+            print(f"warning: {sanitize(w)}")
+    else:
+        where = f"{result.path}:{result.line}: " if result.path and result.line else f"{result.path}: " if result.path else ""
+        print(f"memory-tui: {sanitize(where)}{result.code}: {sanitize(result.message)}", file=sys.stderr)
+    if result.ok:
+        return 0
+    return EXIT_RETRYABLE if result.retryable else EXIT_FAILURE
+
+
+# --------------------------------------------------------------------------------- alternatives
+
+
+def _short(text: str, width: int = 90) -> str:
+    line = " ".join(sanitize(text).split())
+    return line if len(line) <= width else line[: width - 1] + "\u2026"
+
+
+def cmd_alternatives(args: argparse.Namespace) -> int:
+    from memory_tui.insights.alternatives import alternatives, group_by_fork
+
+    _state_dir, view, sessions = _load(args)
+    pairs = alternatives(view, sessions)
+    if getattr(args, "json", False):
+        emit_json({"revision": view.revision, "alternatives": [p.to_json() for p in pairs]})
+        return 0
+    if not pairs:
+        print("no alternatives: no two records cite sibling branches of one session")
+        return 0
+    for group in group_by_fork(pairs, sessions):
+        print(f"session {sanitize(group.session_id)}  fork at {sanitize(group.fork_point)}  "
+              f"head {sanitize(str(group.head_id))}")
+        for branch in group.branches:
+            print(f"  branch from {sanitize(branch.first_node)}{'  <- head' if branch.on_head else ''}")
+            for side in branch.records:
+                print(f"    ^{sanitize(side.memory_id)} ({sanitize(side.topic_path)}) via "
+                      f"{sanitize(side.node_id)}: {_short(side.content)}")
+    print(f"{len(pairs)} pair(s) of alternatives")
+    return 0

@@ -1,0 +1,265 @@
+"""How well-founded each record is, from its footnote citations and the cited source frames.
+
+Per record (every unit of the topic tree, aliases included):
+
+* ``sessions`` — distinct episodes cited: an episode is one conversation thread
+  (``openprogram/<session>``, ``claude-code/<thread>``, ``D<n>``), counted once however many
+  of its turns the record cites;
+* ``days`` — distinct calendar days of the cited turns: the date of the frame's own timestamp
+  as written (the speaker's local day); a frame without one falls back to the footnote's
+  ``Time`` when that is a full ``YYYY-MM-DD``;
+* ``branches`` — distinct lines of conversation: within one session, cited nodes of which one
+  is an ancestor of another lie on one line, so the count is the number of cited nodes no
+  other cited node descends from; an episode without a session DAG is one line;
+* ``owner_backed`` — some cited turn was spoken by the owner (v2 ``source-meta``
+  ``speaker_kind`` ``owner``, or a human turn with authority tier ``owner``);
+  ``assistant_only`` — every resolved cited turn is the agent's own (``runtime`` /
+  ``assistant`` speaker, or an ``llm`` node of the session);
+* ``pending_sources`` — cited source ids whose archive frame is pending (unpaired speech);
+  ``untrusted_sources`` — cited ids that are pending, not archived at all, or unresolvable;
+* ``single_episode`` — at most one session and at most one day.
+
+Nothing here writes; the inputs are a :class:`~memory_tui.core.workspace.StateView` and,
+optionally, a :class:`~memory_tui.sessions.store.SessionSnapshot` (without it, branches and
+node roles are not known and every episode counts as one line).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+from memory_tui.core.sources import SourceFrame
+from memory_tui.core.topics import Unit
+from memory_tui.sessions.store import SessionSnapshot
+
+from .lineage import Lineages, SourcePlace, place_of
+
+OWNER, ASSISTANT, OTHER, UNKNOWN = "owner", "assistant", "other", "unknown"
+TRUSTED, PENDING, MISSING, UNRESOLVED = "trusted", "pending", "missing", "unresolved"
+ASSISTANT_KINDS = frozenset({"runtime", "assistant", "agent", "model"})
+_DAY_RE = re.compile(r"(\d{4}-\d{2}-\d{2})")
+
+
+@dataclass(frozen=True)
+class CitedSource:
+    """One cited source of a record, placed in its episode."""
+
+    source_id: str | None  # None when the link target does not resolve to a source
+    target: str  # the link target as written
+    evidence_id: str
+    episode: str | None
+    session_id: str | None
+    node_id: str | None
+    day: str | None
+    speaker: str  # owner | assistant | other | unknown
+    trust: str  # trusted | pending | missing | unresolved
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source_id": self.source_id,
+            "target": self.target,
+            "evidence_id": self.evidence_id,
+            "episode": self.episode,
+            "session_id": self.session_id,
+            "node_id": self.node_id,
+            "day": self.day,
+            "speaker": self.speaker,
+            "trust": self.trust,
+        }
+
+
+@dataclass(frozen=True)
+class RecordEvidence:
+    memory_id: str
+    topic_path: str  # workspace-relative, "topics/people/ada.md"
+    line: int
+    content: str
+    sessions: int
+    days: int
+    branches: int
+    owner_backed: bool
+    assistant_only: bool
+    pending_sources: int
+    untrusted_sources: int
+    single_episode: bool
+    citations: tuple[CitedSource, ...]
+    episodes: tuple[str, ...]  # distinct episodes, first-cited first
+    day_list: tuple[str, ...]  # distinct days, sorted
+
+    @property
+    def strength(self) -> tuple[int, int, int, int]:
+        """A sort key, weakest first: episodes, days, lines, then owner backing."""
+        return (self.sessions, self.days, self.branches, 1 if self.owner_backed else 0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "memory_id": self.memory_id,
+            "topic_path": self.topic_path,
+            "sessions": self.sessions,
+            "days": self.days,
+            "branches": self.branches,
+            "owner_backed": self.owner_backed,
+            "pending_sources": self.pending_sources,
+            "single_episode": self.single_episode,
+            "assistant_only": self.assistant_only,
+            "untrusted_sources": self.untrusted_sources,
+            "line": self.line,
+            "episodes": list(self.episodes),
+            "day_list": list(self.day_list),
+            "citations": [c.to_json() for c in self.citations],
+        }
+
+
+# ------------------------------------------------------------------------------- classification
+
+
+def speaker_kind(frame: SourceFrame | None, node_role: str | None) -> str:
+    """Who spoke a cited turn. The v2 meta decides; the session node's role breaks a tie."""
+    if frame is None:
+        return UNKNOWN
+    meta = frame.meta
+    if meta is not None:
+        if meta.speaker_kind == OWNER or (meta.speaker_kind == "human" and meta.authority_tier == OWNER):
+            return OWNER
+        if meta.speaker_kind in ASSISTANT_KINDS:
+            return ASSISTANT
+    if node_role == "llm":
+        return ASSISTANT
+    label = (frame.speaker_label or "").strip().lower()
+    if label == "assistant":
+        return ASSISTANT
+    if meta is not None and meta.speaker_kind not in ("", "unknown"):
+        return OTHER
+    return UNKNOWN
+
+
+def _day(frame: SourceFrame | None, when: str | None) -> str | None:
+    if frame is not None and frame.timestamp:
+        m = _DAY_RE.match(frame.timestamp)
+        if m:
+            return m.group(1)
+    if when and len(when) == 10 and _DAY_RE.fullmatch(when):
+        return when
+    return None
+
+
+def _trust(view: Any, source_id: str | None, frame: SourceFrame | None) -> str:
+    if source_id is None:
+        return UNRESOLVED
+    if view.sources.is_pending(source_id):
+        return PENDING
+    if view.sources.is_trusted(source_id):
+        return TRUSTED
+    if frame is None:
+        return MISSING
+    return PENDING if frame.pending else MISSING
+
+
+# ------------------------------------------------------------------------------- computation
+
+
+def _cited(view: Any, unit: Unit, lineages: Lineages) -> list[tuple[CitedSource, SourcePlace | None]]:
+    out: list[tuple[CitedSource, SourcePlace | None]] = []
+    for ev in unit.evidence:
+        for link in ev.links:
+            sid = link.source_id
+            frame = view.sources.frame(sid) if sid else None
+            place = place_of(sid) if sid else None
+            role = None
+            if place is not None and place.node_id is not None:
+                lineage = lineages.get(place.session_id)
+                node = lineage.session.get(place.node_id) if lineage is not None else None
+                role = node.role if node is not None else None
+            out.append((
+                CitedSource(
+                    source_id=sid,
+                    target=link.target,
+                    evidence_id=ev.id,
+                    episode=place.episode if place else None,
+                    session_id=place.session_id if place else None,
+                    node_id=place.node_id if place else None,
+                    day=_day(frame, ev.when),
+                    speaker=speaker_kind(frame, role),
+                    trust=_trust(view, sid, frame),
+                ),
+                place,
+            ))
+    return out
+
+
+def _lines(places: Sequence[SourcePlace], lineages: Lineages) -> int:
+    """Distinct lines of conversation over the cited places (see the module docstring)."""
+    by_episode: dict[str, list[SourcePlace]] = {}
+    for place in places:
+        by_episode.setdefault(place.episode, []).append(place)
+    total = 0
+    for episode_places in by_episode.values():
+        known = sorted({p.node_id for p in episode_places if p.node_id is not None and lineages.has_node(p)})
+        if not known:
+            total += 1  # one thread without a readable DAG is one line
+            continue
+        lineage = lineages.get(episode_places[0].session_id)
+        assert lineage is not None  # has_node() found it
+        total += sum(
+            1 for n in known if not any(other != n and lineage.contains(n, other) for other in known)
+        )
+    return total
+
+
+def record_evidence(view: Any, unit: Unit, lineages: Lineages) -> RecordEvidence:
+    cited = _cited(view, unit, lineages)
+    places = [p for _, p in cited if p is not None]
+    episodes = tuple(dict.fromkeys(p.episode for p in places))
+    days = tuple(sorted({c.day for c, _ in cited if c.day is not None}))
+    resolved = [c for c, _ in cited if c.speaker != UNKNOWN]
+    owner_backed = any(c.speaker == OWNER for c, _ in cited)
+    assistant_only = bool(resolved) and all(c.speaker == ASSISTANT for c in resolved)
+    pending_ids = {c.source_id for c, _ in cited if c.trust == PENDING}
+    untrusted = {c.source_id or c.target for c, _ in cited if c.trust != TRUSTED}
+    return RecordEvidence(
+        memory_id=unit.memory_id,
+        topic_path=unit.path,
+        line=unit.line,
+        content=unit.content,
+        sessions=len(episodes),
+        days=len(days),
+        branches=_lines(places, lineages),
+        owner_backed=owner_backed,
+        assistant_only=assistant_only,
+        pending_sources=len(pending_ids),
+        untrusted_sources=len(untrusted),
+        single_episode=len(episodes) <= 1 and len(days) <= 1,
+        citations=tuple(c for c, _ in cited),
+        episodes=episodes,
+        day_list=days,
+    )
+
+
+def evidence_for(view: Any, sessions: SessionSnapshot | None = None, *, lineages: Lineages | None = None) -> tuple[RecordEvidence, ...]:
+    """Figures for every unit of ``view.tree`` (tree order)."""
+    lineages = lineages if lineages is not None else Lineages(sessions)
+    if view.tree is None:
+        return ()
+    return tuple(record_evidence(view, unit, lineages) for unit in view.tree.units)
+
+
+# ------------------------------------------------------------------------------- sorting
+
+SORT_KEYS: dict[str, Callable[[RecordEvidence], Any]] = {
+    "weakest": lambda r: (r.strength, r.topic_path, r.line, r.memory_id),
+    "sessions": lambda r: (r.sessions, r.topic_path, r.line, r.memory_id),
+    "days": lambda r: (r.days, r.topic_path, r.line, r.memory_id),
+    "branches": lambda r: (r.branches, r.topic_path, r.line, r.memory_id),
+    "pending": lambda r: (-r.pending_sources, -r.untrusted_sources, r.topic_path, r.line, r.memory_id),
+    "topic": lambda r: (r.topic_path, r.line, r.memory_id),
+    "id": lambda r: (r.memory_id,),
+}
+
+
+def sort_evidence(rows: Iterable[RecordEvidence], key: str = "weakest", *, reverse: bool = False) -> list[RecordEvidence]:
+    """Rows ordered by one of :data:`SORT_KEYS` (ties broken by topic, line, id)."""
+    if key not in SORT_KEYS:
+        raise ValueError(f"unknown sort key {key!r} (one of {', '.join(SORT_KEYS)})")
+    return sorted(rows, key=SORT_KEYS[key], reverse=reverse)

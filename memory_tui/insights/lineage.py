@@ -1,0 +1,109 @@
+"""Where a cited source sits in its conversation: session, node, and the node's ancestry.
+
+A source id ``openprogram/<session>/<node>`` names one session node (memory spec §4.1). Other
+providers (``claude-code``, ``channel-*``, legacy ``D<n>:<m>`` refs) have a thread but no
+session DAG; their thread is still an episode, just one without branches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from memory_tui.core.sources import parse_d_ref, split_source_id
+from memory_tui.sessions.dag import walk_chain
+from memory_tui.sessions.store import ROOT_ID, Session, SessionSnapshot
+
+OPENPROGRAM = "openprogram"
+
+
+@dataclass(frozen=True)
+class SourcePlace:
+    """The episode a source id belongs to: ``episode`` = ``provider/thread`` (or ``D<n>``)."""
+
+    source_id: str
+    episode: str
+    session_id: str | None  # the session id when the provider is ``openprogram``
+    node_id: str | None
+
+
+def place_of(source_id: str) -> SourcePlace:
+    parts = split_source_id(source_id)
+    if parts is not None:
+        provider, thread, message = parts
+        if provider == OPENPROGRAM:
+            return SourcePlace(source_id, f"{provider}/{thread}", thread, message)
+        return SourcePlace(source_id, f"{provider}/{thread}", None, None)
+    d = parse_d_ref(source_id)
+    if d is not None:
+        return SourcePlace(source_id, f"D{d[0]}", None, None)
+    return SourcePlace(source_id, source_id, None, None)
+
+
+@dataclass
+class SessionLineage:
+    """Predecessor ancestry of the nodes of one session, computed once per node.
+
+    The conversation chain is the ``predecessor`` edge (session spec §3.1); a predecessor of
+    ``"ROOT"`` with no ROOT node on disk is kept as a virtual common root, so two first-turn
+    retries still share a fork point.
+    """
+
+    session: Session
+    _chains: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
+
+    def chain(self, node_id: str) -> tuple[str, ...]:
+        """Node ids root→``node_id`` (empty when the node is unknown)."""
+        hit = self._chains.get(node_id)
+        if hit is not None:
+            return hit
+        nodes = walk_chain(self.session, node_id).nodes
+        ids = tuple(n.id for n in nodes)
+        if ids and ids[0] != ROOT_ID and nodes[0].predecessor == ROOT_ID:
+            ids = (ROOT_ID,) + ids
+        self._chains[node_id] = ids
+        return ids
+
+    def contains(self, ancestor: str, node_id: str) -> bool:
+        """Is ``ancestor`` on ``node_id``'s chain (a node contains itself)?"""
+        return ancestor in self.chain(node_id)
+
+    def fork_point(self, a: str, b: str) -> str | None:
+        """The last node both chains share, or None when they share none."""
+        last = None
+        for x, y in zip(self.chain(a), self.chain(b)):
+            if x != y:
+                break
+            last = x
+        return last
+
+    def siblings(self, a: str, b: str) -> bool:
+        """Two lines forking from one node, neither containing the other."""
+        if not self.chain(a) or not self.chain(b):
+            return False
+        if self.contains(a, b) or self.contains(b, a):
+            return False
+        return self.fork_point(a, b) is not None
+
+
+class Lineages:
+    """One :class:`SessionLineage` per session of a snapshot, built on first use."""
+
+    def __init__(self, sessions: SessionSnapshot | None) -> None:
+        self._sessions: Mapping[str, Session] = sessions.sessions if sessions is not None else {}
+        self._cache: dict[str, SessionLineage] = {}
+
+    def get(self, session_id: str | None) -> SessionLineage | None:
+        if session_id is None:
+            return None
+        hit = self._cache.get(session_id)
+        if hit is None:
+            session = self._sessions.get(session_id)
+            if session is None:
+                return None
+            hit = self._cache[session_id] = SessionLineage(session)
+        return hit
+
+    def has_node(self, place: SourcePlace) -> bool:
+        lineage = self.get(place.session_id)
+        return lineage is not None and place.node_id is not None and lineage.session.get(place.node_id) is not None
