@@ -1063,11 +1063,16 @@ def staged_edit(
     timeout: float = TIMEOUT_EDIT,
     git_env: Mapping[str, str] | None = None,
     counter: Any = None,
+    base_revision: str | None = None,
+    removable_ids: Iterable[str] = (),
 ) -> TxResult:
     """Hand edit (``text``) or delete (``text=None``) of one ``topics/**/*.md`` file.
 
-    Every committed block id must survive, except the ids of a topic being deleted. A new
-    paragraph may cite any existing valid source (new-to-block sources must be trusted).
+    Every committed block id must survive, except the ids of a topic being deleted and
+    ``removable_ids`` (a revert drops the blocks added since; a block someone still links to
+    fails the dangling-link check all the same). A new paragraph may cite any existing valid
+    source (new-to-block sources must be trusted). With ``base_revision`` the edit is a
+    compare-and-set: ``CONCURRENT_UPDATE`` when the workspace has moved on since it was read.
     Never raises for a rejected edit: the result says why, with path/line/column.
     """
     try:
@@ -1089,8 +1094,14 @@ def staged_edit(
         def make() -> tuple[Stage, _Context]:
             stage = Stage(root, link_topics=True)
             try:
+                if base_revision is not None and base_revision != stage.revision:
+                    raise MemoryError(
+                        "CONCURRENT_UPDATE",
+                        "workspace changed since base_revision was read",
+                        details={"base_revision": base_revision, "revision": stage.revision},
+                    )
                 topic_rel = rel[len("topics/"):]
-                required = set(stage.baseline.ids)
+                required = set(stage.baseline.ids) - set(removable_ids)
                 if deleting:
                     if not stage.delete_topic(rel):
                         raise MemoryError("MEMORY_NOT_FOUND", f"topic does not exist: {rel}", path=rel)

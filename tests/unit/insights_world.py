@@ -51,7 +51,7 @@ def topic(state: Path, rel: str, title: str, records: list[str]) -> Path:
     return path
 
 
-def forked_world(state: Path) -> Path:
+def forked_world(state: Path, *, lost: bool = True) -> Path:
     """Session ``s1``: u1 → u1_reply, then a retry fork at u1_reply: u2 (Flask) and u3
     (FastAPI), head on u3's reply. Session ``s2`` on another day. Records:
 
@@ -60,7 +60,8 @@ def forked_world(state: Path) -> Path:
     * ``asst0001`` cites only agent replies;
     * ``flask001`` cites u2, ``fast0001`` cites u3 (alternatives, fork at u1_reply);
     * ``both0001`` cites u2, u3 and their ancestor u1 (two lines, two days);
-    * ``lost0001`` cites a node that was never archived;
+    * ``lost0001`` cites a node that was never archived (left out with ``lost=False``, which
+      makes the workspace one the transaction accepts);
     * ``pend0001`` cites a pending frame of s2.
     """
     make_session(state, "s1", [
@@ -104,7 +105,7 @@ def forked_world(state: Path) -> Path:
                ["openprogram/s1/u3", "openprogram/s1/u3_reply"]),
         record("Both frameworks were considered.", "both0001", "e-0000000008", "2026-11",
                ["openprogram/s1/u2", "openprogram/s1/u3", "openprogram/s1/u1"]),
-        record("A lost turn said so.", "lost0001", "e-0000000009", "2026-11", ["openprogram/s1/gone"]),
+        *([record("A lost turn said so.", "lost0001", "e-0000000009", "2026-11", ["openprogram/s1/gone"])] if lost else []),
         record("Group chatter mentioned the app.", "pend0001", "e-0000000007", "2026-11-03", ["openprogram/s2/v2"]),
     ])
     return state
