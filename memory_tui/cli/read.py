@@ -59,9 +59,10 @@ def _explain(args: argparse.Namespace):
         raise CliError(f"cannot read {state}: {exc.strerror or exc}") from exc
 
 
-def _memory_summary(state: Path) -> dict[str, Any]:
-    """Revision, counts and writer health from the workspace snapshot (core.workspace)."""
-    out: dict[str, Any] = {"revision": None, "topics": None, "records": None, "sources": None, "writer": None, "problems": []}
+def _memory_summary(state: Path, sessions: Any = None) -> dict[str, Any]:
+    """Revision, counts, writer health and the insight counts from the workspace snapshot."""
+    out: dict[str, Any] = {"revision": None, "topics": None, "records": None, "sources": None, "writer": None,
+                           "problems": [], "insights": None}
     try:
         from memory_tui.core.workspace import open_state
     except ImportError:  # pragma: no cover - core.workspace always ships with the package
@@ -86,6 +87,10 @@ def _memory_summary(state: Path) -> dict[str, Any]:
     ws = view.writer_status
     out["writer"] = ws.to_json() if ws is not None else None
     out["problems"] = [p.to_json() for p in view.problems]
+    if view.tree is not None and not view.memory_missing:
+        from memory_tui.insights.summary import summarize
+
+        out["insights"] = summarize(view, sessions).to_json()
     return out
 
 
@@ -104,7 +109,7 @@ def _session_pending(se) -> tuple[int, int]:
 
 def cmd_status(args: argparse.Namespace) -> int:
     state, snap, ctx, ex = _explain(args)
-    mem = _memory_summary(state)
+    mem = _memory_summary(state, snap)
     threshold = ctx.config.trigger_tokens
     sessions = []
     for sid, se in ex.sessions.items():
@@ -137,6 +142,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         "reasons": [r.to_json() for r in ex.reasons],
         "sessions": sessions,
         "problems": [p.to_json() for p in (*snap.problems, *ctx.problems)] + mem["problems"],
+        "insights": mem["insights"],
     }
     if getattr(args, "json", False):
         emit_json(data)
@@ -154,6 +160,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     if fail:
         health += f" (last failure {fail.get('reason_code')} at {fail.get('at')})"
     print(f"writer     {health}; write lock {'HELD' if ctx.lock_busy else 'free'}")
+    ins = mem["insights"]
+    if ins is not None:
+        print(f"evidence   {ins['single_episode']} single-episode records, {ins['alternatives']} alternative pairs "
+              f"({ins['alternative_records']} records), {ins['pending_sources']} citing pending sources")
     pend = ex.pending.value if ex.pending.value is not None else f"null (OpenProgram cannot count; {ex.pending.lenient} countable)"
     print(f"pending    {pend} turns")
     for r in ex.reasons:

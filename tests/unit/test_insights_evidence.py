@@ -201,3 +201,20 @@ def test_fixture_alternatives_match_an_independent_walk(fixture_state_ro):
         assert p.fork_point in chains[p.session_id][p.a.node_id] and p.fork_point in chains[p.session_id][p.b.node_id]
         head_chain = chains[p.session_id][p.head_id]
         assert (p.head_side == "a") == (p.a.node_id in head_chain)
+
+
+def test_summary_counts_and_status(world, capsys):
+    from memory_tui.insights.summary import summarize
+
+    s = summarize(open_state(world), load_sessions(world))
+    assert s.records == 8
+    assert set(s.single_episode) == {"lost0001", "asst0001", "pend0001", "rep00001", "flask001", "fast0001"}
+    assert s.pending_sources == ("pend0001",) and s.assistant_only == ("asst0001",)
+    assert s.alternatives == 2 and set(s.alternative_records) == {"flask001", "fast0001", "asst0001"}
+    assert main(["--state", str(world), "status", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["insights"] == {"records": 8, "single_episode": 6, "alternatives": 2, "alternative_records": 3,
+                                "pending_sources": 1, "assistant_only": 1}
+    assert {"state_dir", "revision", "topics", "records", "sessions"} <= set(data)  # existing keys stay
+    assert main(["--state", str(world), "status"]) == 0
+    assert "evidence   6 single-episode records, 2 alternative pairs (3 records), 1 citing pending sources" in capsys.readouterr().out
