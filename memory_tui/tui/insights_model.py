@@ -1,0 +1,202 @@
+"""The insight widgets' adapter: engine results (memory_tui.insights) to frozen, sanitised view
+models. Text that came from disk passes through ``sanitize`` here, once, so no widget ever
+draws a terminal control sequence; diffs are computed here with ``difflib`` so widgets only
+draw lines.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Iterable
+
+from memory_tui.core.text import sanitize
+from memory_tui.insights.alternatives import AlternativePair, AlternativeSide
+from memory_tui.insights.evidence import SORT_KEYS, RecordEvidence, sort_evidence
+from memory_tui.insights.history import History, Version
+from memory_tui.insights.summary import InsightSummary
+
+EVIDENCE_SORTS = tuple(SORT_KEYS)  # "weakest", "sessions", "days", "branches", "pending", "topic", "id"
+
+
+def one_line(text: str | None, width: int | None = None) -> str:
+    line = " ".join(sanitize(text or "").split())
+    if width is not None and len(line) > width:
+        line = line[: max(width - 1, 0)] + "\u2026"
+    return line
+
+
+# ------------------------------------------------------------------------------- evidence
+
+
+@dataclass(frozen=True)
+class EvidenceRowVM:
+    memory_id: str
+    topic_path: str
+    line: int
+    content: str  # one line, sanitised
+    sessions: int
+    days: int
+    branches: int
+    owner_backed: bool
+    assistant_only: bool
+    pending_sources: int
+    untrusted_sources: int
+    single_episode: bool
+
+    @property
+    def strength(self) -> tuple[int, int, int, int]:
+        return (self.sessions, self.days, self.branches, 1 if self.owner_backed else 0)
+
+    @classmethod
+    def of(cls, r: RecordEvidence) -> "EvidenceRowVM":
+        return cls(sanitize(r.memory_id), sanitize(r.topic_path), r.line, one_line(r.content), r.sessions, r.days,
+                   r.branches, r.owner_backed, r.assistant_only, r.pending_sources, r.untrusted_sources, r.single_episode)
+
+
+def evidence_rows(rows: Iterable[RecordEvidence]) -> tuple[EvidenceRowVM, ...]:
+    return tuple(EvidenceRowVM.of(r) for r in rows)
+
+
+def sort_rows(rows: Iterable[EvidenceRowVM], key: str = "weakest", *, reverse: bool = False) -> list[EvidenceRowVM]:
+    """The engine's orders (:data:`memory_tui.insights.evidence.SORT_KEYS`) over view rows."""
+    return sort_evidence(rows, key, reverse=reverse)  # type: ignore[arg-type] - same fields
+
+
+# ------------------------------------------------------------------------------- history
+
+
+@dataclass(frozen=True)
+class DiffLine:
+    kind: str  # "hunk" | "add" | "remove" | "context"
+    text: str
+
+
+def diff_lines(old: str | None, new: str | None, *, context: int = 3) -> tuple[DiffLine, ...]:
+    """A unified diff of two texts as typed lines (no file headers). ``None`` = absent."""
+    a = sanitize(old).split("\n") if old is not None else []
+    b = sanitize(new).split("\n") if new is not None else []
+    out: list[DiffLine] = []
+    for line in difflib.unified_diff(a, b, n=context, lineterm=""):
+        if line.startswith(("---", "+++")):
+            continue
+        if line.startswith("@@"):
+            out.append(DiffLine("hunk", line))
+        elif line.startswith("+"):
+            out.append(DiffLine("add", line[1:]))
+        elif line.startswith("-"):
+            out.append(DiffLine("remove", line[1:]))
+        else:
+            out.append(DiffLine("context", line[1:]))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class VersionVM:
+    commit: str
+    short: str
+    date: str  # YYYY-MM-DD HH:MM
+    actor: str
+    actor_detail: str | None
+    subject: str
+    topic_path: str | None
+    text: str | None  # sanitised; None = removed at this commit
+
+    @property
+    def removed(self) -> bool:
+        return self.text is None
+
+    @classmethod
+    def of(cls, v: Version) -> "VersionVM":
+        date = v.date.replace("T", " ")[:16]
+        return cls(v.commit, v.commit[:10], date, v.actor, one_line(v.actor_detail) or None, one_line(v.subject),
+                   sanitize(v.topic_path) if v.topic_path else None, sanitize(v.text) if v.text is not None else None)
+
+
+@dataclass(frozen=True)
+class HistoryVM:
+    kind: str  # "record" | "topic"
+    target: str
+    versions: tuple[VersionVM, ...]  # newest first
+    problems: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, h: History) -> "HistoryVM":
+        return cls(h.kind, sanitize(h.target), tuple(VersionVM.of(v) for v in h.versions),
+                   tuple(one_line(p) for p in h.problems))
+
+    def diff(self, index: int) -> tuple[DiffLine, ...]:
+        """What version ``index`` changed against the one before it (the next older)."""
+        new = self.versions[index]
+        old = self.versions[index + 1] if index + 1 < len(self.versions) else None
+        return diff_lines(old.text if old is not None else None, new.text)
+
+
+# ------------------------------------------------------------------------------- alternatives
+
+
+@dataclass(frozen=True)
+class AlternativeSideVM:
+    memory_id: str
+    topic_path: str
+    content: str
+    node_id: str
+    on_head: bool
+
+    @classmethod
+    def of(cls, s: AlternativeSide) -> "AlternativeSideVM":
+        return cls(sanitize(s.memory_id), sanitize(s.topic_path), one_line(s.content), sanitize(s.node_id), s.on_head)
+
+
+@dataclass(frozen=True)
+class AlternativePairVM:
+    session_id: str
+    fork_point: str
+    head_id: str | None
+    head_side: str | None  # "a" | "b" | None
+    a: AlternativeSideVM
+    b: AlternativeSideVM
+
+    @classmethod
+    def of(cls, p: AlternativePair) -> "AlternativePairVM":
+        return cls(sanitize(p.session_id), sanitize(p.fork_point), sanitize(p.head_id) if p.head_id else None,
+                   p.head_side, AlternativeSideVM.of(p.a), AlternativeSideVM.of(p.b))
+
+
+def alternative_pairs(pairs: Iterable[AlternativePair]) -> tuple[AlternativePairVM, ...]:
+    return tuple(AlternativePairVM.of(p) for p in pairs)
+
+
+# ------------------------------------------------------------------------------- header
+
+
+@dataclass(frozen=True)
+class InsightCountsVM:
+    """The header's three counts; each names the list it opens (``EvidenceList`` sort key or
+    the alternatives list)."""
+
+    records: int
+    single_episode: int
+    alternatives: int
+    pending_sources: int
+
+    @classmethod
+    def of(cls, s: InsightSummary) -> "InsightCountsVM":
+        return cls(s.records, len(s.single_episode), s.alternatives, len(s.pending_sources))
+
+    def phrases(self) -> tuple[tuple[str, str], ...]:
+        """(text, target) pairs for the header; target: "single" | "alternatives" | "pending"."""
+        def n(count: int, one: str, many: str) -> str:
+            return f"{count} {one if count == 1 else many}"
+
+        return (
+            (n(self.single_episode, "single-episode record", "single-episode records"), "single"),
+            (n(self.alternatives, "alternative pair", "alternative pairs"), "alternatives"),
+            (n(self.pending_sources, "record citing pending sources", "records citing pending sources"), "pending"),
+        )
+
+
+def view_models(summary: InsightSummary) -> tuple[tuple[EvidenceRowVM, ...], tuple[AlternativePairVM, ...], InsightCountsVM]:
+    """Everything the Evidence list, the alternatives view and the header need, from one
+    :func:`memory_tui.insights.summary.summarize` call."""
+    return evidence_rows(summary.evidence), alternative_pairs(summary.pairs), InsightCountsVM.of(summary)
