@@ -218,3 +218,20 @@ def test_summary_counts_and_status(world, capsys):
     assert {"state_dir", "revision", "topics", "records", "sessions"} <= set(data)  # existing keys stay
     assert main(["--state", str(world), "status"]) == 0
     assert "evidence   6 single-episode records, 2 alternative pairs (3 records), 1 citing pending sources" in capsys.readouterr().out
+
+
+def test_insights_layer_imports_no_textual_tui_or_cli():
+    """insights sits above core and sessions and below the faces: a fresh interpreter that
+    imports every insights module has loaded neither textual nor memory_tui.tui / .cli."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "import memory_tui.insights.evidence, memory_tui.insights.history, memory_tui.insights.alternatives, "
+        "memory_tui.insights.summary, memory_tui.insights.lineage\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] == 'textual' or m.startswith(('memory_tui.tui', 'memory_tui.cli')))\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == ""
