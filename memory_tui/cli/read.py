@@ -162,8 +162,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"writer     {health}; write lock {'HELD' if ctx.lock_busy else 'free'}")
     ins = mem["insights"]
     if ins is not None:
-        print(f"evidence   {ins['single_episode']} single-episode records, {ins['alternatives']} alternative pairs "
-              f"({ins['alternative_records']} records), {ins['pending_sources']} citing pending sources")
+        print(f"evidence   {ins['single_episode']} single-episode records, {ins['alternatives']} records with an "
+              f"alternative (at {ins['alternative_forks']} forks), {ins['pending_sources']} citing pending sources")
     pend = ex.pending.value if ex.pending.value is not None else f"null (OpenProgram cannot count; {ex.pending.lenient} countable)"
     print(f"pending    {pend} turns")
     for r in ex.reasons:

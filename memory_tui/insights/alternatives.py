@@ -105,20 +105,27 @@ def alternatives(view: Any, sessions: SessionSnapshot | None, *, lineages: Linea
                     return True
             return False
 
+        # sibling tests run over distinct cited nodes (few per session), not over record pairs
+        records_of: dict[str, list[int]] = {}
+        for idx, _unit, nid in entries:
+            records_of.setdefault(nid, []).append(idx)
+        nodes = sorted(records_of)
         best: dict[tuple[int, int], tuple[int, str, str, str]] = {}  # -> (depth, fork, node a, node b)
-        for i, (ia, _ua, na) in enumerate(entries):
-            for ib, _ub, nb in entries[i + 1:]:
-                if ia == ib or not lineage.siblings(na, nb):
+        for i, na in enumerate(nodes):
+            for nb in nodes[i + 1:]:
+                if not lineage.siblings(na, nb):
                     continue
-                (lo, nlo), (hi, nhi) = sorted(((ia, na), (ib, nb)))
                 fork = lineage.fork_point(na, nb)
                 assert fork is not None  # siblings() checked it
                 depth = len(lineage.chain(fork))
-                if crosses(ia, nb, depth) or crosses(ib, na, depth):
-                    continue
-                key = (lo, hi)
-                if key not in best or depth > best[key][0]:
-                    best[key] = (depth, fork, nlo, nhi)
+                for ia in records_of[na]:
+                    for ib in records_of[nb]:
+                        if ia == ib or crosses(ia, nb, depth) or crosses(ib, na, depth):
+                            continue
+                        (lo, nlo), (hi, nhi) = sorted(((ia, na), (ib, nb)))
+                        key = (lo, hi)
+                        if key not in best or depth > best[key][0] or (depth == best[key][0] and (nlo, nhi) < best[key][2:]):
+                            best[key] = (depth, fork, nlo, nhi)
         units = view.tree.units
         for (lo, hi), (_depth, fork, nlo, nhi) in best.items():
             def side(name: str, idx: int, node_id: str) -> AlternativeSide:
@@ -178,3 +185,54 @@ def group_by_fork(pairs: tuple[AlternativePair, ...], sessions: SessionSnapshot 
         )
         out.append(ForkGroup(sid, fork, head, branches))
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class Contested:
+    """Which records have at least one alternative, and at how many fork points — without
+    listing the pairs (whose number grows with the square of the records on each side)."""
+
+    records: tuple[str, ...]  # memory ids, tree order
+    forks: int  # (session, fork point) pairs with rival records on two of its lines
+
+
+def contested(view: Any, sessions: SessionSnapshot | None, *, lineages: Lineages | None = None) -> Contested:
+    """Record R has an alternative at fork f when R cites a line L1 leaving f, does not cite
+    another line L2 leaving f, and some record cites L2 but not L1 — exactly when R is in a
+    pair :func:`alternatives` reports. Linear in cited nodes times chain depth."""
+    if view.tree is None or sessions is None:
+        return Contested((), 0)
+    lineages = lineages if lineages is not None else Lineages(sessions)
+    by_session: dict[str, dict[str, set[int]]] = {}  # session -> node -> record indexes
+    for index, unit in enumerate(view.tree.units):
+        if unit.is_alias:
+            continue
+        for ref in unit.source_refs:
+            place = place_of(ref)
+            if place.node_id is not None and lineages.has_node(place):
+                by_session.setdefault(place.session_id or "", {}).setdefault(place.node_id, set()).add(index)
+    hit: set[int] = set()
+    forks = 0
+    for session_id, nodes in by_session.items():
+        lineage = lineages.get(session_id)
+        assert lineage is not None
+        lines_at: dict[str, dict[str, set[int]]] = {}  # fork -> first node of a line -> records on it
+        for nid, recs in nodes.items():
+            chain = lineage.chain(nid)
+            for parent, child in zip(chain, chain[1:]):
+                lines_at.setdefault(parent, {}).setdefault(child, set()).update(recs)
+        for lines in lines_at.values():
+            if len(lines) < 2:
+                continue
+            found = False
+            for l1, recs1 in lines.items():
+                for l2, recs2 in lines.items():
+                    if l1 == l2 or not (recs2 - recs1):
+                        continue
+                    winners = recs1 - recs2
+                    if winners:
+                        hit |= winners
+                        found = True
+            forks += found
+    units = view.tree.units
+    return Contested(tuple(units[i].memory_id for i in sorted(hit)), forks)

@@ -51,6 +51,7 @@ class SessionLineage:
 
     session: Session
     _chains: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
+    _members: dict[str, frozenset[str]] = field(default_factory=dict, repr=False)
 
     def chain(self, node_id: str) -> tuple[str, ...]:
         """Node ids root→``node_id`` (empty when the node is unknown)."""
@@ -66,7 +67,10 @@ class SessionLineage:
 
     def contains(self, ancestor: str, node_id: str) -> bool:
         """Is ``ancestor`` on ``node_id``'s chain (a node contains itself)?"""
-        return ancestor in self.chain(node_id)
+        members = self._members.get(node_id)
+        if members is None:
+            members = self._members[node_id] = frozenset(self.chain(node_id))
+        return ancestor in members
 
     def fork_point(self, a: str, b: str) -> str | None:
         """The last node both chains share, or None when they share none."""

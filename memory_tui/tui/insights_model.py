@@ -177,12 +177,12 @@ class InsightCountsVM:
 
     records: int
     single_episode: int
-    alternatives: int
+    alternatives: int  # records that have an alternative
     pending_sources: int
 
     @classmethod
     def of(cls, s: InsightSummary) -> "InsightCountsVM":
-        return cls(s.records, len(s.single_episode), s.alternatives, len(s.pending_sources))
+        return cls(s.records, len(s.single_episode), len(s.alternative_records), len(s.pending_sources))
 
     def phrases(self) -> tuple[tuple[str, str], ...]:
         """(text, target) pairs for the header; target: "single" | "alternatives" | "pending"."""
@@ -191,12 +191,13 @@ class InsightCountsVM:
 
         return (
             (n(self.single_episode, "single-episode record", "single-episode records"), "single"),
-            (n(self.alternatives, "alternative pair", "alternative pairs"), "alternatives"),
+            (n(self.alternatives, "record with an alternative", "records with alternatives"), "alternatives"),
             (n(self.pending_sources, "record citing pending sources", "records citing pending sources"), "pending"),
         )
 
 
-def view_models(summary: InsightSummary) -> tuple[tuple[EvidenceRowVM, ...], tuple[AlternativePairVM, ...], InsightCountsVM]:
-    """Everything the Evidence list, the alternatives view and the header need, from one
-    :func:`memory_tui.insights.summary.summarize` call."""
-    return evidence_rows(summary.evidence), alternative_pairs(summary.pairs), InsightCountsVM.of(summary)
+def view_models(summary: InsightSummary) -> tuple[tuple[EvidenceRowVM, ...], InsightCountsVM]:
+    """What the Evidence list and the header need, from one
+    :func:`memory_tui.insights.summary.summarize` call (the alternatives list is built on
+    demand with :func:`alternative_pairs` over :func:`memory_tui.insights.alternatives.alternatives`)."""
+    return evidence_rows(summary.evidence), InsightCountsVM.of(summary)

@@ -19,7 +19,8 @@ from memory_tui.core.workspace import open_state  # noqa: E402
 from memory_tui.insights.history import history  # noqa: E402
 from memory_tui.insights.summary import summarize  # noqa: E402
 from memory_tui.sessions.store import load_sessions  # noqa: E402
-from memory_tui.tui.insights_model import HistoryVM, InsightCountsVM, diff_lines, view_models  # noqa: E402
+from memory_tui.insights.alternatives import alternatives  # noqa: E402
+from memory_tui.tui.insights_model import HistoryVM, InsightCountsVM, alternative_pairs, diff_lines, view_models  # noqa: E402
 from memory_tui.tui.widgets.alternatives_pair import AlternativesPair  # noqa: E402
 from memory_tui.tui.widgets.evidence_badge import EvidenceBadge, badge_text  # noqa: E402
 from memory_tui.tui.widgets.evidence_list import EvidenceList  # noqa: E402
@@ -46,7 +47,8 @@ def world(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def models(world):
-    return view_models(summarize(open_state(world), load_sessions(world)))
+    rows, counts = view_models(summarize(open_state(world), load_sessions(world)))
+    return rows, alternative_pairs(alternatives(open_state(world), load_sessions(world))), counts
 
 
 class One(App):
@@ -137,7 +139,7 @@ def test_badge_text_and_ascii(models):
     assert badge_text(by_id["asst0001"], ascii=True).plain == "o1s 1d 1b agent-only"
     assert badge_text(by_id["pend0001"], ascii=True).plain == "o1s 1d 1b !1 pending"
     assert all(ord(c) < 128 for r in rows for c in badge_text(r, ascii=True).plain)
-    assert counts == InsightCountsVM(records=7, single_episode=5, alternatives=2, pending_sources=1)
+    assert counts == InsightCountsVM(records=7, single_episode=5, alternatives=3, pending_sources=1)
     assert [t for _, t in counts.phrases()] == ["single", "alternatives", "pending"]
     assert counts.phrases()[0][0] == "5 single-episode records"
 

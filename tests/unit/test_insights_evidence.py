@@ -196,6 +196,10 @@ def test_fixture_alternatives_match_an_independent_walk(fixture_state_ro):
                         if not cross:
                             expected.add((x, y))
     assert {(p.a.memory_id, p.b.memory_id) for p in pairs} == expected
+    # the cheap per-record count names exactly the records of the listed pairs
+    from memory_tui.insights.alternatives import contested
+
+    assert set(contested(view, load_sessions(fixture_state_ro)).records) == {m for pair in expected for m in pair}
     assert expected  # the fixture's retry fork has records on both lines
     for p in pairs:
         assert p.fork_point in chains[p.session_id][p.a.node_id] and p.fork_point in chains[p.session_id][p.b.node_id]
@@ -210,14 +214,15 @@ def test_summary_counts_and_status(world, capsys):
     assert s.records == 8
     assert set(s.single_episode) == {"lost0001", "asst0001", "pend0001", "rep00001", "flask001", "fast0001"}
     assert s.pending_sources == ("pend0001",) and s.assistant_only == ("asst0001",)
-    assert s.alternatives == 2 and set(s.alternative_records) == {"flask001", "fast0001", "asst0001"}
+    assert set(s.alternative_records) == {"flask001", "fast0001", "asst0001"} and s.alternative_forks == 1
     assert main(["--state", str(world), "status", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["insights"] == {"records": 8, "single_episode": 6, "alternatives": 2, "alternative_records": 3,
+    assert data["insights"] == {"records": 8, "single_episode": 6, "alternatives": 3, "alternative_forks": 1,
                                 "pending_sources": 1, "assistant_only": 1}
     assert {"state_dir", "revision", "topics", "records", "sessions"} <= set(data)  # existing keys stay
     assert main(["--state", str(world), "status"]) == 0
-    assert "evidence   6 single-episode records, 2 alternative pairs (3 records), 1 citing pending sources" in capsys.readouterr().out
+    assert ("evidence   6 single-episode records, 3 records with an alternative (at 1 forks), 1 citing pending sources"
+            in capsys.readouterr().out)
 
 
 def test_insights_layer_imports_no_textual_tui_or_cli():
@@ -235,3 +240,36 @@ def test_insights_layer_imports_no_textual_tui_or_cli():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == ""
+
+
+def test_contested_count_agrees_with_the_pair_listing_on_random_trees(tmp_path):
+    """On random forking sessions and random citations, the per-record count names exactly
+    the records :func:`alternatives` puts in a pair."""
+    import random
+    from types import SimpleNamespace
+
+    from memory_tui.insights.alternatives import contested
+    from test_sessions_helpers import make_session, node
+
+    with_pairs = 0
+    for seed in range(25):
+        rng = random.Random(seed)
+        state = tmp_path / f"s{seed}"
+        ids = [f"n{i}" for i in range(14)]
+        nodes = [node(ids[0], 1, "user", "q", pred=None, caller="ROOT")]
+        for i in range(1, len(ids)):
+            nodes.append(node(ids[i], i + 1, "user" if i % 2 else "llm", "t", pred=ids[rng.randrange(i)],
+                              caller="ROOT" if i % 2 else ""))
+        make_session(state, "s", nodes, {"head_id": ids[-1]})
+        units = []
+        for r in range(10):
+            refs = tuple(dict.fromkeys(f"openprogram/s/{rng.choice(ids)}" for _ in range(rng.randint(1, 3))))
+            units.append(SimpleNamespace(memory_id=f"r{r}", is_alias=False, source_refs=refs, path="topics/x.md",
+                                         line=r + 1, content=f"record {r}"))
+        view = SimpleNamespace(tree=SimpleNamespace(units=tuple(units)))
+        snap = load_sessions(state)
+        pairs = alternatives(view, snap)
+        listed = {m for p in pairs for m in (p.a.memory_id, p.b.memory_id)}
+        assert set(contested(view, snap).records) == listed, seed
+        with_pairs += bool(listed)
+    assert with_pairs >= 5  # the random trees do fork under cited turns
