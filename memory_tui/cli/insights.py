@@ -100,14 +100,18 @@ def cmd_evidence(args: argparse.Namespace) -> int:
 def cmd_history(args: argparse.Namespace) -> int:
     from memory_tui.insights.history import history
 
-    state, view, _sessions = _load(args)
+    _state_dir, view, _sessions = _load(args)
     try:
         hist = history(view, args.target)
     except MemoryError as exc:
         raise CliError(str(exc)) from exc
     if getattr(args, "json", False):
         emit_json(hist.to_json())
-        return 0
+        return 0 if hist.versions else EXIT_FAILURE
+    if not hist.versions:
+        why = "; ".join(hist.problems) or (
+            f"no commit ever contained ^{hist.target}" if hist.kind == "record" else f"no commit ever touched {hist.target}")
+        raise CliError(f"no history for {sanitize(hist.target)}: {sanitize(why)}")
     print(f"{hist.kind} {sanitize(hist.target)}  ({len(hist.versions)} version(s))")
     for v in hist.versions:
         where = f"  {sanitize(v.topic_path)}" if v.topic_path else ""
@@ -119,7 +123,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 def cmd_revert(args: argparse.Namespace) -> int:
     from memory_tui.insights.history import revert
 
-    state, view, _sessions = _load(args)
+    _state_dir, view, _sessions = _load(args)
     result = revert(view, args.target, args.to)
     if getattr(args, "json", False):
         emit_json(result.to_json())

@@ -524,8 +524,18 @@ def _splice_record(current: str, now: BlockText, old: BlockText, old_dir: str, n
     drop = {defined[f] for f in now.cited if f in defined and f not in still_cited and f not in old.cited}
     add = [_rebase_definition(d, old_dir, new_dir) for d in old.definitions
            if (m := DEFINITION_RE.match(d)) and m.group(1) not in defined]
+    # a definition only this block cites takes its old text back (e.g. a corrected Time);
+    # one another block also cites stays as it is, since that block depends on it now
+    replace: dict[int, str] = {}
+    for d in old.definitions:
+        m = DEFINITION_RE.match(d)
+        if m and m.group(1) in defined and m.group(1) not in still_cited:
+            replace[defined[m.group(1)]] = _rebase_definition(d, old_dir, new_dir)
     out: list[str] = []
     for i, line in enumerate(lines):
+        if i in replace:
+            out.append(replace[i])
+            continue
         if i == now.start:
             out.extend(old.paragraph)
             if add:

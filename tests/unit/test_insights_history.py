@@ -201,10 +201,30 @@ def test_history_cli(repo, capsys):
     assert out[0] == "topic topics/projects/web.md  (6 version(s))" and "init" in out[-1]
 
 
-def test_history_without_git_says_so(tmp_path):
+def test_history_without_git_says_so(tmp_path, capsys):
     state = forked_world(tmp_path / "state", lost=False)
     h = history(open_state(state), "flask001")
     assert h.versions == () and "no git history" in h.problems[0]
+    assert main(["--state", str(state), "history", "flask001"]) == 1
+    assert "no git history" in capsys.readouterr().err
+
+
+def test_history_of_an_unknown_record_is_an_error(repo, capsys):
+    assert main(["--state", str(repo), "history", "nosuch01"]) == 1
+    assert "no commit ever contained ^nosuch01" in capsys.readouterr().err
+
+
+def test_revert_restores_a_corrected_definition(repo):
+    root = repo / "memory"
+    first = history(open_state(repo), "flask001").versions[-1].commit
+    text = (root / WEB).read_text()
+    assert "[^e-0000000005]: Time: `2026-11-01`" in text
+    assert tx.staged_edit(repo, WEB, text.replace("[^e-0000000005]: Time: `2026-11-01`", "[^e-0000000005]: Time: `2026-10-30`"),
+                          git_env=env(22)).ok
+    assert open_state(repo).tree.by_id("flask001").when == "2026-10-30"
+    assert revert(open_state(repo), "flask001", first, git_env=env(23)).ok
+    unit = open_state(repo).tree.by_id("flask001")
+    assert unit.when == "2026-11-01" and unit.content == "The app uses Flask."
 
 
 def test_actors_and_agent_history_pairing():
