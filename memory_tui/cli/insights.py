@@ -114,9 +114,11 @@ def cmd_history(args: argparse.Namespace) -> int:
         raise CliError(f"no history for {sanitize(hist.target)}: {sanitize(why)}")
     print(f"{hist.kind} {sanitize(hist.target)}  ({len(hist.versions)} version(s))")
     for v in hist.versions:
-        where = f"  {sanitize(v.topic_path)}" if v.topic_path else ""
+        where = f"  {sanitize(v.topic_path)}" if v.topic_path and hist.kind == "record" else ""
         print(f"{v.commit[:10]}  {v.date}  {v.actor:<10} {sanitize(v.subject)}{where}"
               f"{'  [removed]' if v.removed else ''}")
+        if v.actor_detail:
+            print(f"            {sanitize(v.actor_detail)}")
     return 0
 
 
