@@ -273,3 +273,16 @@ def test_contested_count_agrees_with_the_pair_listing_on_random_trees(tmp_path):
         assert set(contested(view, snap).records) == listed, seed
         with_pairs += bool(listed)
     assert with_pairs >= 5  # the random trees do fork under cited turns
+
+
+@pytest.mark.parametrize("argv", [
+    ["evidence"], ["evidence", "--json"], ["alternatives"], ["alternatives", "--json"],
+    ["history", "core.md"], ["history", "fc30e0e0", "--json"], ["status"],
+])
+def test_insight_read_verbs_write_nothing_not_even_in_git(fixture_state, capsys, argv):
+    from test_readonly import tree_state
+
+    before = tree_state(fixture_state)  # .git included: history must not touch the index either
+    assert main(["--state", str(fixture_state), *argv]) == 0
+    capsys.readouterr()
+    assert tree_state(fixture_state) == before
