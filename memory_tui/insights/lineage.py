@@ -52,6 +52,7 @@ class SessionLineage:
     session: Session
     _chains: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
     _members: dict[str, frozenset[str]] = field(default_factory=dict, repr=False)
+    _times: dict[str, tuple[int, int]] | None = field(default=None, repr=False)
 
     def chain(self, node_id: str) -> tuple[str, ...]:
         """Node ids root→``node_id`` (empty when the node is unknown)."""
@@ -66,11 +67,52 @@ class SessionLineage:
         return ids
 
     def contains(self, ancestor: str, node_id: str) -> bool:
-        """Is ``ancestor`` on ``node_id``'s chain (a node contains itself)?"""
+        """Is ``ancestor`` on ``node_id``'s chain (a node contains itself)?
+
+        Answered from DFS entry/exit times over the predecessor tree in O(1); a node the
+        DFS never reached (it sits on a predecessor cycle) falls back to its walked chain."""
+        if self._times is None:
+            self._times = self._euler()
+        tn, ta = self._times.get(node_id), self._times.get(ancestor)
+        if tn is not None and ta is not None:
+            return ta[0] <= tn[0] and tn[1] <= ta[1]
         members = self._members.get(node_id)
         if members is None:
             members = self._members[node_id] = frozenset(self.chain(node_id))
         return ancestor in members
+
+    def _euler(self) -> dict[str, tuple[int, int]]:
+        nodes = self.session.nodes
+        children: dict[str, list[str]] = {}
+        roots: list[str] = []
+        for nid in self.session.order:
+            pred = nodes[nid].predecessor
+            if pred and pred in nodes:
+                children.setdefault(pred, []).append(nid)
+            elif pred == ROOT_ID:  # the virtual common root of first turns (see chain())
+                children.setdefault(ROOT_ID, []).append(nid)
+            else:
+                roots.append(nid)
+        if ROOT_ID in children and ROOT_ID not in nodes:
+            roots.append(ROOT_ID)
+        times: dict[str, tuple[int, int]] = {}
+        clock = 0
+        for root in roots:
+            stack: list[tuple[str, bool]] = [(root, False)]
+            entered: dict[str, int] = {}
+            while stack:
+                nid, done = stack.pop()
+                if done:
+                    times[nid] = (entered[nid], clock)
+                    clock += 1
+                    continue
+                if nid in entered or nid in times:
+                    continue
+                entered[nid] = clock
+                clock += 1
+                stack.append((nid, True))
+                stack.extend((c, False) for c in reversed(children.get(nid, ())))
+        return times
 
     def fork_point(self, a: str, b: str) -> str | None:
         """The last node both chains share, or None when they share none."""

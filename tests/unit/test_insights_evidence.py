@@ -286,3 +286,31 @@ def test_insight_read_verbs_write_nothing_not_even_in_git(fixture_state, capsys,
     assert main(["--state", str(fixture_state), *argv]) == 0
     capsys.readouterr()
     assert tree_state(fixture_state) == before
+
+
+def test_lineage_ancestry_matches_the_walked_chains(tmp_path):
+    """O(1) ancestry (DFS times) answers as the walked chains do, also with a dangling
+    predecessor, a virtual ROOT, and a predecessor cycle (which the DFS never reaches)."""
+    import random
+
+    from memory_tui.insights.lineage import SessionLineage
+    from test_sessions_helpers import make_session, node
+
+    rng = random.Random(7)
+    ids = [f"n{i}" for i in range(30)]
+    nodes = [node(ids[0], 1, "user", "q", pred="ROOT", caller="ROOT"), node(ids[1], 2, "user", "q", pred="ROOT", caller="ROOT")]
+    for i in range(2, 26):
+        nodes.append(node(ids[i], i + 1, "user", "t", pred=ids[rng.randrange(i)], caller="ROOT"))
+    nodes.append(node(ids[26], 27, "user", "t", pred="missing", caller="ROOT"))
+    nodes.append(node(ids[27], 28, "user", "t", pred=ids[28], caller="ROOT"))  # n27 <-> n28 cycle
+    nodes.append(node(ids[28], 29, "user", "t", pred=ids[27], caller="ROOT"))
+    nodes.append(node(ids[29], 30, "user", "t", pred=ids[26], caller="ROOT"))
+    make_session(tmp_path, "s", nodes, {"head_id": ids[25]})
+    session = load_sessions(tmp_path).sessions["s"]
+    lineage = SessionLineage(session)
+    walked = {n: set(SessionLineage(session).chain(n)) for n in ids}
+    for a in ids + ["ROOT"]:
+        for n in ids:
+            assert lineage.contains(a, n) == (a in walked[n]), (a, n)
+    assert lineage.contains("ROOT", "n5") and not lineage.contains("ROOT", "n29")
+    assert lineage.siblings("n0", "n1") and lineage.fork_point("n0", "n1") == "ROOT"
