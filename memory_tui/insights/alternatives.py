@@ -199,7 +199,7 @@ class Contested:
 def contested(view: Any, sessions: SessionSnapshot | None, *, lineages: Lineages | None = None) -> Contested:
     """Record R has an alternative at fork f when R cites a line L1 leaving f, does not cite
     another line L2 leaving f, and some record cites L2 but not L1 — exactly when R is in a
-    pair :func:`alternatives` reports. Linear in cited nodes times chain depth."""
+    pair :func:`alternatives` reports. Cited nodes times fork points, each an O(1) test."""
     if view.tree is None or sessions is None:
         return Contested((), 0)
     lineages = lineages if lineages is not None else Lineages(sessions)
@@ -217,10 +217,13 @@ def contested(view: Any, sessions: SessionSnapshot | None, *, lineages: Lineages
         lineage = lineages.get(session_id)
         assert lineage is not None
         lines_at: dict[str, dict[str, set[int]]] = {}  # fork -> first node of a line -> records on it
-        for nid, recs in nodes.items():
-            chain = lineage.chain(nid)
-            for parent, child in zip(chain, chain[1:]):
-                lines_at.setdefault(parent, {}).setdefault(child, set()).update(recs)
+        for fork in lineage.forks():
+            lines: dict[str, set[int]] = {}
+            for nid, recs in nodes.items():
+                child = lineage.line_of(fork, nid)
+                if child is not None:
+                    lines.setdefault(child, set()).update(recs)
+            lines_at[fork] = lines
         for lines in lines_at.values():
             if len(lines) < 2:
                 continue

@@ -53,6 +53,7 @@ class SessionLineage:
     _chains: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
     _members: dict[str, frozenset[str]] = field(default_factory=dict, repr=False)
     _times: dict[str, tuple[int, int]] | None = field(default=None, repr=False)
+    _children: dict[str, list[str]] = field(default_factory=dict, repr=False)
 
     def chain(self, node_id: str) -> tuple[str, ...]:
         """Node ids root→``node_id`` (empty when the node is unknown)."""
@@ -71,15 +72,36 @@ class SessionLineage:
 
         Answered from DFS entry/exit times over the predecessor tree in O(1); a node the
         DFS never reached (it sits on a predecessor cycle) falls back to its walked chain."""
-        if self._times is None:
-            self._times = self._euler()
-        tn, ta = self._times.get(node_id), self._times.get(ancestor)
+        times = self._ensure_times()
+        tn, ta = times.get(node_id), times.get(ancestor)
         if tn is not None and ta is not None:
             return ta[0] <= tn[0] and tn[1] <= ta[1]
         members = self._members.get(node_id)
         if members is None:
             members = self._members[node_id] = frozenset(self.chain(node_id))
         return ancestor in members
+
+    def _ensure_times(self) -> dict[str, tuple[int, int]]:
+        if self._times is None:
+            self._times = self._euler()
+        return self._times
+
+    def forks(self) -> list[str]:
+        """Nodes (the virtual ROOT included) with two or more predecessor-children."""
+        self._ensure_times()
+        return [n for n, kids in self._children.items() if len(kids) >= 2]
+
+    def line_of(self, fork: str, node_id: str) -> str | None:
+        """The child of ``fork`` whose subtree holds ``node_id`` (None: not below ``fork``)."""
+        times = self._ensure_times()
+        t = times.get(node_id)
+        if t is None:
+            return None
+        for child in self._children.get(fork, ()):
+            tc = times.get(child)
+            if tc is not None and tc[0] <= t[0] and t[1] <= tc[1]:
+                return child
+        return None
 
     def _euler(self) -> dict[str, tuple[int, int]]:
         nodes = self.session.nodes
@@ -95,6 +117,7 @@ class SessionLineage:
                 roots.append(nid)
         if ROOT_ID in children and ROOT_ID not in nodes:
             roots.append(ROOT_ID)
+        self._children = children
         times: dict[str, tuple[int, int]] = {}
         clock = 0
         for root in roots:
