@@ -50,6 +50,7 @@ _HTML_OR_FENCE = re.compile(r"\s*(?:<!--|<a\s|```)")
 _CITED = re.compile(r"\[\^([A-Za-z0-9_-]+)\]")
 _REL_TARGET = re.compile(r"(\]\()([^)\s#]+)((?:#[^)\s]*)?\))")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+_BLOCK_ID = re.compile(r"[A-Za-z0-9-]+")
 
 
 # ------------------------------------------------------------------------------- data
@@ -327,7 +328,7 @@ def _memory_root(state: Any) -> Path:
 
 def topic_rel(target: str) -> str:
     """``people/ada.md`` / ``topics/people/ada.md`` / ``people/ada`` → ``topics/people/ada.md``."""
-    rel = target.strip().replace("\\", "/").lstrip("./")
+    rel = target.strip().replace("\\", "/").removeprefix("./")
     if not rel.startswith("topics/"):
         rel = "topics/" + rel
     return rel if rel.endswith(".md") else rel + ".md"
@@ -335,7 +336,7 @@ def topic_rel(target: str) -> str:
 
 def is_block_target(target: str) -> bool:
     t = target.strip()
-    return t.startswith("^") or ("/" not in t and not t.endswith(".md") and re.fullmatch(r"[A-Za-z0-9-]+", t) is not None)
+    return t.startswith("^") or ("/" not in t and not t.endswith(".md") and _BLOCK_ID.fullmatch(t) is not None)
 
 
 def _runs(root: Path, agent_runs: Iterable[AgentRun] | None) -> tuple[AgentRun, ...]:
@@ -348,7 +349,9 @@ def _runs(root: Path, agent_runs: Iterable[AgentRun] | None) -> tuple[AgentRun, 
 def record_history(state: Any, block_id: str, *, agent_runs: Iterable[AgentRun] | None = None) -> History:
     """Every commit that changed block ``block_id`` (text or file), newest first."""
     root = _memory_root(state)
-    block_id = block_id.lstrip("^")
+    block_id = block_id.strip().removeprefix("^")
+    if not _BLOCK_ID.fullmatch(block_id):
+        raise MemoryError("INVALID_ARGUMENT", f"not a block id: {block_id!r} (letters, digits and '-')")
     why = _has_history(root)
     if why is not None:
         return History("record", block_id, (), (why,))

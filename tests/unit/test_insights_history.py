@@ -212,6 +212,13 @@ def test_history_without_git_says_so(tmp_path, capsys):
 def test_history_of_an_unknown_record_is_an_error(repo, capsys):
     assert main(["--state", str(repo), "history", "nosuch01"]) == 1
     assert "no commit ever contained ^nosuch01" in capsys.readouterr().err
+    with pytest.raises(MemoryError) as err:
+        history(open_state(repo), "^bad id")
+    assert err.value.code == "INVALID_ARGUMENT"
+    assert main(["--state", str(repo), "history", "^--all"]) == 1  # a valid id, never an option to git
+    assert "no commit ever contained ^--all" in capsys.readouterr().err
+    assert main(["--state", str(repo), "history", "^bad/id"]) == 1
+    assert "not a block id" in capsys.readouterr().err
 
 
 def test_revert_restores_a_corrected_definition(repo):

@@ -58,14 +58,14 @@ class EvidenceList(DataTable):
 
     def set_rows(self, rows: Iterable[EvidenceRowVM]) -> None:
         """New figures (after a reload); the cursor stays on the same record when it still exists."""
-        current = self._shown[self.cursor_row].memory_id if self._shown and 0 <= self.cursor_row < len(self._shown) else None
+        current = self._shown[self.cursor_row].memory_id if 0 <= self.cursor_row < len(self._shown) else None
         self._rows = tuple(rows)
         self._fill(keep=current)
 
     def set_sort(self, key: str, reverse: bool = False) -> None:
         if key not in EVIDENCE_SORTS:
             raise ValueError(f"unknown sort {key!r}")
-        current = self._shown[self.cursor_row].memory_id if self._shown else None
+        current = self._shown[self.cursor_row].memory_id if 0 <= self.cursor_row < len(self._shown) else None
         self.sort_key, self.sort_reverse = key, reverse
         self._fill(keep=current)
         self.post_message(self.SortChanged(key, reverse))
