@@ -12,25 +12,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import Mapping
 
 from rich.markup import escape
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .app import MemoryApp
+from .views import VIEW_TITLES, VIEWS
 
-VIEWS = ("topics", "timeline", "recent", "core", "sessions")
-VIEW_TITLES = {"topics": "Topics", "timeline": "Timeline", "recent": "Recent", "core": "Core", "sessions": "Sessions"}
-VIEW_SHORT = {"topics": "Top", "timeline": "Time", "recent": "Rec", "core": "Core", "sessions": "Sess"}
+__all__ = ["COMMANDS", "Command", "MemoryCommands", "VIEWS", "VIEW_TITLES", "app_bindings", "screen_bindings"]
 
 
 @dataclass(frozen=True)
 class Command:
     id: str  # binding id, used by the keymap file
     key: str  # default key(s), comma separated
-    action: str  # Textual action string, run on the app
+    action: str  # Textual action string, run on the app (scope "app") or the view's screen
     title: str  # palette / help title
     help: str
     views: tuple[str, ...] = ()  # empty: everywhere
@@ -38,6 +35,7 @@ class Command:
     key_display: str | None = None
     priority: bool = False
     palette: bool = True
+    scope: str = "app"  # "screen": the action lives on the view screens (``views`` or all)
 
     def binding(self) -> Binding:
         return Binding(
@@ -57,33 +55,47 @@ COMMANDS: tuple[Command, ...] = (
     Command("view.recent", "3", "switch_view('recent')", "Recent", "Show the Recent view", footer=False),
     Command("view.core", "4", "switch_view('core')", "Core", "Show the Core view", footer=False),
     Command("view.sessions", "5", "switch_view('sessions')", "Sessions", "Show the Sessions view", footer=False),
-    Command("app.filter", "slash", "filter", "Filter", "Filter the list (all topics and records)", key_display="/"),
-    Command("app.back", "escape", "back", "Back", "Close the filter or go back to the list", key_display="esc"),
+    Command(
+        "app.filter", "slash", "filter", "Filter", "Filter the list (all topics and records)",
+        key_display="/", scope="screen",
+    ),
+    Command("app.back", "escape", "back", "Back", "Close the filter or go back to the list", key_display="esc", scope="screen"),
     Command(
         "topics.source", "g", "goto_session", "Go to node",
-        "Open the cited source node in the Sessions view", views=("topics", "recent", "core"),
+        "Open the cited source node in the Sessions view", views=("topics", "recent", "core"), scope="screen",
     ),
     Command(
         "record.open", "o", "open_record", "Open in Topics",
-        "Show the selected record in its topic", views=("timeline", "recent", "core"),
+        "Show the selected record in its topic", views=("timeline", "recent", "core"), scope="screen",
     ),
-    Command("core.sources", "s", "toggle_core_sources", "Source records", "Toggle the topics/core.md records", views=("core",)),
+    Command("core.sources", "s", "toggle_core_sources", "Source records", "Toggle the topics/core.md records", views=("core",), scope="screen"),
     Command("app.reload", "ctrl+r", "reload", "Reload", "Re-read the state directory now"),
     Command("app.ascii", "a", "toggle_ascii", "ASCII", "Toggle ASCII glyphs", footer=False),
+    Command("app.problems", "p", "problems", "Problems", "List every problem with its file and line"),
     Command("app.help", "question_mark,f1", "help", "Help", "Show the keys of every view", key_display="?"),
     Command("app.quit", "q", "quit", "Quit", "Quit memory-tui"),
 )
 
 
-def bindings() -> list[Binding]:
-    return [cmd.binding() for cmd in COMMANDS]
+def app_bindings() -> list[Binding]:
+    return [cmd.binding() for cmd in COMMANDS if cmd.scope == "app"]
 
 
-def by_action_name() -> dict[str, Command]:
-    return {cmd.action.split("(")[0]: cmd for cmd in COMMANDS}
+def screen_bindings(view: str | None) -> list[Binding]:
+    """The screen-scoped bindings of one view (``None``: those every view screen has)."""
+    return [
+        cmd.binding()
+        for cmd in COMMANDS
+        if cmd.scope == "screen" and ((not cmd.views) if view is None else (view in cmd.views))
+    ]
 
 
-def effective_keys(cmd: Command, keymap: dict[str, str]) -> str:
+def commands_for(view: str | None) -> tuple[Command, ...]:
+    """What the palette and the help offer in ``view``."""
+    return tuple(c for c in COMMANDS if not c.views or (view is not None and view in c.views))
+
+
+def effective_keys(cmd: Command, keymap: Mapping[str, str]) -> str:
     return keymap.get(cmd.id, cmd.key)
 
 
@@ -93,13 +105,17 @@ def key_label(keys: str) -> str:
 
 
 class MemoryCommands(Provider):
-    """The palette's source: every registered command, with its key."""
+    """The palette's source: the commands of the current view, with their keys.
+
+    It reads ``keymap`` and ``view`` off the app (``MemoryApp`` has both); the registry does
+    not import the app, so the app can import the registry.
+    """
 
     def _items(self) -> list[tuple[str, str, Command]]:
-        app: MemoryApp = self.app  # type: ignore[assignment]
-        keymap = getattr(app, "keymap", {})
+        keymap: Mapping[str, str] = getattr(self.app, "keymap", {})
+        view: str | None = getattr(self.app, "view", None)
         out = []
-        for cmd in COMMANDS:
+        for cmd in commands_for(view):
             if not cmd.palette:
                 continue
             title = cmd.title if not cmd.id.startswith("view.") else f"View: {cmd.title}"
@@ -107,13 +123,18 @@ class MemoryCommands(Provider):
             out.append((title, f"{escape(cmd.help)} · key {keys}", cmd))
         return out
 
+    def _runner(self, cmd: Command):
+        # A screen-scoped action runs on the view screen under the palette.
+        action = cmd.action if cmd.scope == "app" else f"screen.{cmd.action}"
+        return partial(self.app.run_action, action)
+
     async def discover(self) -> Hits:
         for title, help_text, cmd in self._items():
-            yield DiscoveryHit(title, partial(self.app.run_action, cmd.action), help=help_text)
+            yield DiscoveryHit(title, self._runner(cmd), help=help_text)
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
         for title, help_text, cmd in self._items():
             score = matcher.match(f"{title} {cmd.help}")
             if score > 0:
-                yield Hit(score, matcher.highlight(title), partial(self.app.run_action, cmd.action), help=help_text)
+                yield Hit(score, matcher.highlight(title), self._runner(cmd), help=help_text)

@@ -700,3 +700,10 @@ def header_changed(old: WorkspaceModel | None, new: WorkspaceModel) -> bool:
         or old.state_exists != new.state_exists
         or old.memory_exists != new.memory_exists
     )
+
+
+def core_chunks(text: str) -> list[str]:
+    """The blocks of a rendered core.md, as OpenProgram splits them (for the Core filter)."""
+    from memory_tui.core.views import split_core_chunks
+
+    return [chunk for chunk, _block_id in split_core_chunks(text)]

@@ -36,10 +36,11 @@ class Glyphs:
     ellipsis: str
     back: str
     pending: str  # a Core block skipped because it cites a pending (unconfirmed) source
+    dot: str = "·"  # separates the fields of a meta line
 
 
 UNICODE = Glyphs("•", "→", "◆", "✓", "✗", "▸", "─", "…", "←", "○")
-ASCII = Glyphs("*", "->", "*", "+", "x", ">", "-", "...", "<-", "~")
+ASCII = Glyphs("*", "->", "*", "+", "x", ">", "-", "...", "<-", "~", "-")
 
 
 @lru_cache(maxsize=1)
@@ -262,3 +263,7 @@ def record_markdown(body: str, evidence: Iterable[tuple[str, str | None, Iterabl
         srcs = ", ".join(f"[{label}]({target})" for label, target in links)
         lines.append(f"[^{fid}]: Time: `{when or 'undated'}`; Sources: {srcs}")
     return "\n\n".join(lines)
+
+
+def glyphs_for(ascii_mode: bool) -> Glyphs:
+    return ASCII if ascii_mode else UNICODE

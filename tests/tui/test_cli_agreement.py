@@ -13,7 +13,8 @@ import pytest
 from textual.widgets import OptionList, Static, Tree
 from tui_helpers import make_app, make_source_pending, settle
 
-from memory_tui.tui.widgets import RecordList
+from memory_tui.tui.screens.topics import TopicNode
+from memory_tui.tui.widgets import CitationOption, RecordList, RecordOption
 
 pytestmark = pytest.mark.anyio
 
@@ -53,41 +54,41 @@ async def test_topics_records_core_and_pending_agree_with_the_cli(state, expecte
     app = make_app(state)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
-        header = str(app.query_one("#header").render())
+        header = str(app.screen.query_one("#header").render())
         assert topics["workspace_id"] in header
         assert topics["revision"][:8] in header
         assert f"{status['status_pending_turns']} pending" in header
 
         # Topics: every topic file in the tree, with the CLI's block ids in the CLI's order.
-        tree = app.query_one("#topics-list", Tree)
-        leaves = {n.data[6:]: n for n in _walk(tree.root) if str(n.data).startswith("topic:")}
+        tree = app.screen.query_one("#topics-list", Tree)
+        leaves = {n.data.path: n for n in _walk(tree.root) if isinstance(n.data, TopicNode)}
         assert set(leaves) | {"topics/core.md"} == {row["path"] for row in topics["topics"]}
         for path, node in leaves.items():
-            tree.move_cursor(node)
+            tree.put_cursor(node)
             await pilot.pause()
-            records = app.query_one("#topic-records", RecordList)
-            on_screen = [records.get_option_at_index(i).id for i in range(records.option_count)]
-            record_ids = [oid.split(":", 1)[1] for oid in on_screen if oid and oid.startswith("rec:")]
+            records = app.screen.query_one("#topic-records", RecordList)
+            on_screen = [records.get_option_at_index(i) for i in range(records.option_count)]
+            record_ids = [o.record.memory_id for o in on_screen if isinstance(o, RecordOption)]
             model_topic = app.model.topic(path)
             cli_records = shown[path]["records"]
             assert list(model_topic.block_ids) == [r["memory_id"] for r in cli_records], path
             identities = [r["memory_id"] for r in cli_records if r["memory_id"] not in {a for x in cli_records for a in x["aliases"]}]
             assert record_ids == identities, path
-            n_cites = sum(1 for oid in on_screen if oid and oid.startswith("cite:"))
+            n_cites = sum(1 for o in on_screen if isinstance(o, CitationOption))
             assert n_cites == sum(len({(c["label"], c["target"]) for c in r["citations"]}) for r in cli_records if r["memory_id"] in identities)
 
         # Core: each block's mark in the list is the CLI's kept / omitted / pending.
         await pilot.press("4")
-        core_list = app.query_one("#core-list", OptionList)
+        core_list = app.screen.query_one("#core-list", OptionList)
         glyph = {"✓": "kept", "✗": "omitted", "○": "pending"}
         marks = {}
         for i in range(core_list.option_count):
             opt = core_list.get_option_at_index(i)
-            marks[opt.id.split(":", 1)[1]] = glyph[str(opt.prompt)[0]]
+            marks[opt.record.memory_id] = glyph[str(opt.prompt)[0]]
         cli_core = {r["memory_id"]: r["core"] for r in shown["topics/core.md"]["records"]}
         assert marks == cli_core
         assert set(marks.values()) == {"kept", "omitted", "pending"}
-        title = str(app.query_one("#detail-title", Static).render())
+        title = str(app.screen.query_one("#detail-title", Static).render())
         kept = sum(1 for v in cli_core.values() if v == "kept")
         omitted = sum(1 for v in cli_core.values() if v == "omitted")
         pending = sum(1 for v in cli_core.values() if v == "pending")
@@ -95,8 +96,9 @@ async def test_topics_records_core_and_pending_agree_with_the_cli(state, expecte
 
         # Sessions: pending turns per session as `status` counts them.
         await pilot.press("5")
-        sessions = app.query_one("#sessions-list", OptionList)
-        texts = {sessions.get_option_at_index(i).id.split(":", 1)[1]: str(sessions.get_option_at_index(i).prompt) for i in range(sessions.option_count)}
+        sessions = app.screen.query_one("#sessions-list", OptionList)
+        rows = [sessions.get_option_at_index(i) for i in range(sessions.option_count)]
+        texts = {o.session.session_id: str(o.prompt) for o in rows}
         assert set(texts) == {s["id"] for s in status["sessions"]}
         for s in status["sessions"]:
             assert f"{s['pending_turns']} pending" in texts[s["id"]], s["id"]
@@ -106,7 +108,7 @@ async def test_unmodified_fixture_core_tokens_match_openprogram(fixture_state_ro
     app = make_app(fixture_state_ro)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("4")
-        title = str(app.query_one("#detail-title", Static).render())
+        title = str(app.screen.query_one("#detail-title", Static).render())
         assert f"{expected['core']['rendered_tokens']:,} / {expected['core_budget_tokens']:,} tokens" in title
         assert f"{len(expected['core']['omitted_block_ids'])} omitted" in title
-        assert f"{expected['status_pending_turns']} pending" in str(app.query_one("#header").render())
+        assert f"{expected['status_pending_turns']} pending" in str(app.screen.query_one("#header").render())

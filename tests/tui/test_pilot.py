@@ -6,10 +6,11 @@ import asyncio
 import json
 from pathlib import Path
 
-from textual.widgets import ContentSwitcher, OptionList, Static, Tree
+from textual.widgets import OptionList, Static, Tree
 
-from memory_tui.tui.app import HelpScreen
-from memory_tui.tui.settings import Settings, load_settings
+from memory_tui.tui.screens import SCREENS, CoreScreen, HelpScreen
+from memory_tui.tui.screens.topics import TopicNode
+from memory_tui.tui.settings import load_settings
 from memory_tui.tui.widgets import RecordList
 
 import pytest
@@ -19,12 +20,12 @@ pytestmark = pytest.mark.anyio
 
 
 def _text(app, selector: str) -> str:
-    widget = app.query_one(selector, Static)
+    widget = app.screen.query_one(selector, Static)
     return str(widget.render())
 
 
 def _tree_labels(app, selector: str) -> list[str]:
-    tree = app.query_one(selector, Tree)
+    tree = app.screen.query_one(selector, Tree)
     out = []
 
     def walk(node):
@@ -39,22 +40,22 @@ def _tree_labels(app, selector: str) -> list[str]:
 async def test_keys_1_to_5_switch_every_view(fixture_state_ro):
     app = make_app(fixture_state_ro)
     async with app.run_test(size=(120, 40)) as pilot:
-        details = app.query_one("#details", ContentSwitcher)
         for key, view in zip("12345", ("topics", "timeline", "recent", "core", "sessions")):
             await pilot.press(key)
             assert app.view == view
-            assert details.current == f"{view}-detail"
+            assert type(app.screen) is SCREENS[view]
+            assert app.screen.query_one(f"#{view}-list").has_focus
         await pilot.press("1")
         assert "Ada" in _text(app, "#detail-title")
-        assert "~/.openprogram" in str(app.query_one("#header").render())
-        assert "w-01760fa0" in str(app.query_one("#header").render())
+        assert "~/.openprogram" in str(app.screen.query_one("#header").render())
+        assert "w-01760fa0" in str(app.screen.query_one("#header").render())
 
 
 async def test_citation_shows_source_frame_and_jumps_to_session(fixture_state_ro):
     app = make_app(fixture_state_ro)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("enter")  # open "ada", focus its records
-        records = app.query_one("#topic-records", RecordList)
+        records = app.screen.query_one("#topic-records", RecordList)
         assert app.focused is records
         await pilot.press("down")  # the citation chip under the record
         assert records.highlighted_option.id == "cite:fc30e0e0:0"
@@ -62,7 +63,7 @@ async def test_citation_shows_source_frame_and_jumps_to_session(fixture_state_ro
         assert "Owner" in pane and "I prefer tea over coffee" in pane and "trusted" in pane
         await pilot.press("g")
         assert app.view == "sessions"
-        sessions = app.query_one("#sessions-list", OptionList)
+        sessions = app.screen.query_one("#sessions-list", OptionList)
         assert sessions.highlighted_option.id == "session:local_a1b2c3d4e5"
         assert "Cited node: a00000000001" in _text(app, "#sessions-text")
 
@@ -73,12 +74,27 @@ async def test_timeline_row_opens_record_in_topics(fixture_state_ro):
         await pilot.press("2")
         labels = _tree_labels(app, "#timeline-list")
         assert labels[0].startswith("2026") and any(l.startswith("11 Nov") for l in labels)
-        rows = app.query_one("#timeline-rows", OptionList)
-        first = rows.highlighted_option.id.split(":")[-1]
+        rows = app.screen.query_one("#timeline-rows", OptionList)
+        first = rows.highlighted_option.row
+        rec = app.model.records[first.memory_id]
         await pilot.press("o")
-        assert app.view in ("topics", "core")
-        if app.view == "topics":
-            assert app.query_one("#topic-records", RecordList).highlighted_option.id == f"rec:{first}"
+        # The first dated row of the fixture is in an ordinary topic, so this lands in Topics.
+        assert rec.topic_path != "topics/core.md"
+        assert app.view == "topics"
+        records = app.screen.query_one("#topic-records", RecordList)
+        assert records.selected_record.memory_id == rec.memory_id
+        assert records.has_focus
+
+
+async def test_timeline_row_in_core_md_opens_core_sources(fixture_state_ro):
+    app = make_app(fixture_state_ro)
+    async with app.run_test(size=(120, 40)) as pilot:
+        core_rec = next(r for r in app.model.core.records if r.when)
+        await pilot.press("2")
+        await app.open_record(core_rec)
+        await pilot.pause()
+        assert app.view == "core" and isinstance(app.screen, CoreScreen) and app.screen.show_sources
+        assert app.screen.query_one("#core-records", RecordList).selected_record.memory_id == core_rec.memory_id
 
 
 async def test_filter_across_topics_and_records(fixture_state_ro):
@@ -102,26 +118,28 @@ async def test_recent_and_core_views(fixture_state_ro, expected):
     app = make_app(fixture_state_ro)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("3")
-        assert "31 / 50 records" in _text(app, "#list-title")
-        first = app.query_one("#recent-list", OptionList).highlighted_option.id
-        assert first == "recent:1525c2af"  # newest first
+        assert "31 records · recent_limit 50" in _text(app, "#list-title")
+        first = app.screen.query_one("#recent-list", OptionList).highlighted_option.record
+        assert first.memory_id == "1525c2af"  # newest first
         await pilot.press("4")
         title = _text(app, "#detail-title")
         assert f"{expected['core']['rendered_tokens']:,} / 2,000 tokens" in title
         assert f"{len(expected['core']['omitted_block_ids'])} omitted" in title
         assert "Omitted by the 2,000 token budget" in _text(app, "#core-text")
         await pilot.press("s")
-        assert app.core_sources and app.query_one("#core-records").display
+        assert app.screen.show_sources and app.screen.query_one("#core-records").display
 
 
 async def test_narrow_layout_list_then_detail_then_back(fixture_state_ro):
     app = make_app(fixture_state_ro)
     async with app.run_test(size=(80, 24)) as pilot:
-        assert app.narrow and not app.query_one("#content").display
+        screen = app.screen
+        assert screen.narrow and not app.screen.query_one("#content").display
         await pilot.press("enter")
-        assert app.pane == "detail" and not app.query_one("#sidebar").display
+        assert screen.pane == "detail" and not app.screen.query_one("#sidebar").display
+        assert app.screen.query_one("#topic-records").has_focus
         await pilot.press("escape")
-        assert app.pane == "list" and app.query_one("#sidebar").display
+        assert screen.pane == "list" and app.screen.query_one("#sidebar").display
 
 
 async def test_help_lists_keys_per_view_from_the_registry(fixture_state_ro, tmp_path):
@@ -135,7 +153,10 @@ async def test_help_lists_keys_per_view_from_the_registry(fixture_state_ro, tmp_
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         text = str(app.screen.query_one(Static).render())
-        assert "f4" in text and "view.core" in text and "Source records" not in text or "topics/core.md" in text
+        core_row = next(line for line in text.split("\n") if "[view.core]" in line)
+        assert core_row.split()[0] == "f4"  # the rebound key, not the default "4"
+        assert "Core  (current)" in text
+        assert "Toggle the topics/core.md records  [core.sources]" in text
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
 
@@ -172,7 +193,7 @@ async def test_states_never_traceback(tmp_path):
     state = write_minimal_state(tmp_path / "bad", {"topics/notes.md": "# Notes\n\nUncited prose here.\n"})
     app = make_app(state)
     async with app.run_test(size=(100, 30)) as pilot:
-        text = str(app.query_one("#topic-records", RecordList).get_option_at_index(0).prompt)
+        text = str(app.screen.query_one("#topic-records", RecordList).get_option_at_index(0).prompt)
         assert "topics/notes.md:3:1" in text and "Uncited prose here." in text
     # Memory disabled and writer disabled.
     state = write_minimal_state(tmp_path / "off", config={"memory": {"backend": "none"}})
@@ -188,11 +209,11 @@ async def test_states_never_traceback(tmp_path):
 async def test_live_reload_keeps_selection(fixture_state):
     app = make_app(fixture_state, watch=True)
     async with app.run_test(size=(120, 40)) as pilot:
-        tree = app.query_one("#topics-list", Tree)
+        tree = app.screen.query_one("#topics-list", Tree)
         await pilot.press("down", "down", "down", "down")  # projects/ → cli-language → kyoto-trip
-        assert tree.cursor_node.data == "topic:topics/projects/kyoto-trip.md"
+        assert tree.cursor_node.data == TopicNode("topics/projects/kyoto-trip.md")
         await pilot.press("enter", "down", "down", "down")
-        records = app.query_one("#topic-records", RecordList)
+        records = app.screen.query_one("#topic-records", RecordList)
         kept = records.highlighted_option.id
         before = app.reloads
         await asyncio.sleep(0.3)  # let the watcher start
@@ -210,7 +231,7 @@ async def test_live_reload_keeps_selection(fixture_state):
         await settle(pilot, app)
         labels = _tree_labels(app, "#topics-list")
         assert any(l.startswith("bob") for l in labels)
-        assert tree.cursor_node.data == "topic:topics/projects/kyoto-trip.md"
+        assert tree.cursor_node.data == TopicNode("topics/projects/kyoto-trip.md")
         assert records.highlighted_option.id == kept
         sessions = {s.session_id: s for s in app.model.sessions}
         assert sessions["local_0c0c0c0c0c"].nodes == 11
@@ -228,7 +249,7 @@ async def test_live_reload_keeps_selection(fixture_state):
         assert app.last_rendered == {"sessions"}
         assert app.model.state is state_before
         assert {s.session_id: s for s in app.model.sessions}["local_0c0c0c0c0c"].nodes == 12
-        assert tree.cursor_node.data == "topic:topics/projects/kyoto-trip.md"
+        assert tree.cursor_node.data == TopicNode("topics/projects/kyoto-trip.md")
         assert records.highlighted_option.id == kept
 
 
@@ -247,7 +268,7 @@ async def test_reload_key_and_ascii_toggle(fixture_state_ro):
         await settle(pilot, app)
         assert app.reloads == 1
         await pilot.press("a")
-        assert app.ascii_mode and "|" in str(app.query_one("#header").render())
+        assert app.ascii_mode and "|" in str(app.screen.query_one("#header").render())
 
 
 async def test_core_title_fits_two_lines_at_120_and_80(fixture_state_ro):
@@ -255,9 +276,9 @@ async def test_core_title_fits_two_lines_at_120_and_80(fixture_state_ro):
         app = make_app(fixture_state_ro)
         async with app.run_test(size=size) as pilot:
             await pilot.press("4")
-            if app.narrow:
+            if app.screen.narrow:
                 await pilot.press("enter")
-            title = app.query_one("#detail-title", Static)
+            title = app.screen.query_one("#detail-title", Static)
             assert title.size.height == 2, (size, str(title.render()))
             assert all(len(line) <= title.size.width for line in str(title.render()).split("\n"))
 
@@ -266,19 +287,22 @@ async def test_filter_works_in_core(fixture_state_ro):
     app = make_app(fixture_state_ro)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("4")
-        core_list = app.query_one("#core-list", OptionList)
+        core_list = app.screen.query_one("#core-list", OptionList)
         total = core_list.option_count
         await pilot.press("slash", "h", "o", "j", "i", "c", "h", "a")
         await pilot.pause()
         assert app.filter_text == "hojicha"
-        ids = [core_list.get_option_at_index(i).id for i in range(core_list.option_count)]
-        assert ids == ["core:de20fc40"] and total == 23
+        ids = [core_list.get_option_at_index(i).record.memory_id for i in range(core_list.option_count)]
+        assert ids == ["de20fc40"] and total == 23
         text = _text(app, "#core-text")
         assert "1 of 11 blocks of core.md" in text and "hojicha" in text and "concise answers" not in text
         assert "1/23 blocks" in _text(app, "#list-title")
         await pilot.press("enter", "s")  # the source records follow the filter too
-        records = app.query_one("#core-records", RecordList)
-        assert [o.id for o in (records.get_option_at_index(i) for i in range(records.option_count)) if o.id and o.id.startswith("rec:")] == ["rec:de20fc40"]
+        records = app.screen.query_one("#core-records", RecordList)
+        from memory_tui.tui.widgets import RecordOption
+
+        shown = [records.get_option_at_index(i) for i in range(records.option_count)]
+        assert [o.record.memory_id for o in shown if isinstance(o, RecordOption)] == ["de20fc40"]
         await pilot.press("escape")
         assert app.filter_text == "" and core_list.option_count == total
 

@@ -1,1 +1,30 @@
-"""One module per view; each screen handles its own events."""
+"""One module per view; each screen handles its own events. ``SCREENS`` maps view → screen."""
+
+from __future__ import annotations
+
+from .base import ViewScreen
+from .core import CoreScreen
+from .help import HelpScreen
+from .recent import RecentScreen
+from .sessions import SessionsScreen
+from .timeline import TimelineScreen
+from .topics import TopicsScreen
+
+SCREENS: dict[str, type[ViewScreen]] = {
+    "topics": TopicsScreen,
+    "timeline": TimelineScreen,
+    "recent": RecentScreen,
+    "core": CoreScreen,
+    "sessions": SessionsScreen,
+}
+
+__all__ = [
+    "SCREENS",
+    "CoreScreen",
+    "HelpScreen",
+    "RecentScreen",
+    "SessionsScreen",
+    "TimelineScreen",
+    "TopicsScreen",
+    "ViewScreen",
+]

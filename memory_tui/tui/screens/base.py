@@ -1,0 +1,339 @@
+"""The base of every view screen: header, banner, one-line tabs, filter, list | detail.
+
+A view screen composes its list (``compose_list``) and its detail (``compose_detail``) and
+draws them from the app's model in ``render_view``. The app owns all state (model, settings,
+filter text, jobs); a screen only reads it and asks the app to move between views.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Callable, ClassVar, Protocol
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.events import Resize, ScreenResume
+from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import Footer, Input, Static
+
+from .. import commands as registry
+from ..data import RecordVM, WorkspaceModel
+from ..render import Glyphs
+from ..views import VIEW_TITLES
+from ..widgets import HeaderBar, ViewTabs, header_text
+
+if TYPE_CHECKING:  # pragma: no cover
+    from datetime import datetime
+
+NARROW = 100  # below this many columns, list and detail are shown one at a time
+
+
+class Shell(Protocol):
+    """What a screen needs from the app (``MemoryApp`` provides it)."""
+
+    model: WorkspaceModel | None
+    filter_text: str
+    ascii_mode: bool
+
+    @property
+    def glyphs(self) -> Glyphs: ...
+    def now(self) -> "datetime": ...
+    def problem_count(self) -> int: ...
+    def job_label(self) -> str: ...
+    def banner_lines(self) -> list[Text]: ...
+    def set_filter(self, text: str) -> None: ...
+    def register_view(self, screen: "ViewScreen") -> None: ...
+    def take_arrival(self, view: str) -> "Callable[[ViewScreen], None] | None": ...
+    async def open_record(self, record: RecordVM) -> None: ...
+    async def open_session(self, session_id: str, node_id: str | None) -> None: ...
+
+
+def one_line(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: max(1, width - 1)] + "…"
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def flat(text: str) -> str:
+    """``text`` on one line (a row cuts it where the widget ends)."""
+    return " ".join(text.split())
+
+
+def topic_name(path: str) -> str:
+    return path.removeprefix("topics/").removesuffix(".md")
+
+
+class ViewScreen(Screen[None]):
+    VIEW: ClassVar[str] = ""
+    BINDINGS: ClassVar[list[BindingType]] = registry.screen_bindings(None)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.narrow = False
+        self.pane = "list"  # narrow layout: "list" or "detail"
+        self.rendered: WorkspaceModel | None = None  # the model last drawn
+        self.rendered_filter = ""
+        self.rendered_ascii = False
+        self.ready = False
+
+    # ------------------------------------------------------------------ composition
+    @property
+    def shell(self) -> Shell:
+        return self.app  # type: ignore[return-value]
+
+    @property
+    def model(self) -> WorkspaceModel | None:
+        return self.shell.model
+
+    @property
+    def glyphs(self) -> Glyphs:
+        return self.shell.glyphs
+
+    @property
+    def filter_text(self) -> str:
+        return self.shell.filter_text
+
+    def compose(self) -> ComposeResult:
+        yield HeaderBar(id="header")
+        yield Static(id="banner")
+        yield ViewTabs(id="views")
+        with Horizontal(id="body"):
+            with Vertical(id="sidebar"):
+                yield Input(placeholder="filter topics and records…", id="filter")
+                yield Static(id="list-title")
+                yield from self.compose_list()
+            with Vertical(id="content"):
+                yield Static(id="detail-title")
+                yield from self.compose_detail()
+                with VerticalScroll(id="notice-detail", classes="view-detail"):
+                    yield Static(id="notice-text")
+        yield Footer()
+
+    def compose_list(self) -> ComposeResult:
+        raise NotImplementedError
+
+    def compose_detail(self) -> ComposeResult:
+        raise NotImplementedError
+
+    def list_widget(self) -> Widget:
+        return self.query_one(f"#{self.VIEW}-list")
+
+    def detail_focus(self) -> Widget:
+        """What takes focus when the narrow layout shows the detail."""
+        raise NotImplementedError
+
+    def on_mount(self) -> None:
+        if os.environ.get("TEXTUAL_ANIMATIONS") == "none":
+            self.query_one("#filter", Input).cursor_blink = False  # deterministic snapshots
+        self.shell.register_view(self)
+        self.apply_layout(self.app.size.width)
+        self.refresh_view(force=True)
+        self.focus_list()
+        self.ready = True
+
+    def model_changed(self, model: WorkspaceModel, *, redraw: bool, now: bool) -> None:
+        """The app has a new model. ``redraw``: this view's content changed; ``now``: this
+        is the current screen (others redraw when they are shown again)."""
+        if not redraw and self.rendered is not None:
+            self.rendered = model  # same content: nothing to redraw
+        elif redraw:
+            self.rendered = None
+        if now:
+            self.refresh_view()
+
+    # ------------------------------------------------------------------ drawing
+    def refresh_view(self, force: bool = False) -> None:
+        """Draw from the app's model if it (or the filter, or the glyphs) changed since the
+        last draw, or always with ``force``."""
+        current = (self.model, self.filter_text, self.shell.ascii_mode)
+        if not force and current == (self.rendered, self.rendered_filter, self.rendered_ascii):
+            self.render_chrome()
+            return
+        self.rendered, self.rendered_filter, self.rendered_ascii = current
+        self.sync_filter_input()
+        self.render_chrome()
+        notice = self.blocking_notice()
+        self.query_one("#notice-detail").display = notice is not None
+        for detail in self.query(".view-detail").exclude("#notice-detail"):
+            detail.display = notice is None
+        if notice is not None:
+            self.render_view()
+            self.query_one("#notice-text", Static).update(notice)
+            self.query_one("#detail-title", Static).update(Text(self.title_text(), "bold"))
+            self.query_one("#list-title", Static).update("")
+            if self.narrow:
+                self.set_pane("detail")
+            return
+        self.render_view()
+        self.render_titles()
+
+    def title_text(self) -> str:
+        return VIEW_TITLES[self.VIEW]
+
+    def render_view(self) -> None:
+        raise NotImplementedError
+
+    def render_chrome(self) -> None:
+        self.render_header()
+        self.render_banner()
+        self.query_one(ViewTabs).show(self.VIEW, self.size.width or self.app.size.width or 120)
+
+    def render_header(self) -> None:
+        width = self.size.width or self.app.size.width or 120
+        shell = self.shell
+        self.query_one(HeaderBar).update(
+            header_text(self.model, width, shell.now(), shell.glyphs, problems=shell.problem_count(), job=shell.job_label())
+        )
+
+    def render_banner(self) -> None:
+        banner = self.query_one("#banner", Static)
+        lines = self.shell.banner_lines()
+        banner.update(Text("\n").join(lines) if lines else "")
+        banner.display = bool(lines)
+
+    def render_titles(self) -> None:
+        self.query_one("#detail-title", Static).update(self.detail_title())
+        self.query_one("#list-title", Static).update(self.list_title())
+
+    def detail_title(self) -> Text:
+        return Text(self.title_text(), "bold")
+
+    def list_title(self) -> Text:
+        return Text("")
+
+    def blocking_notice(self) -> Text | None:
+        """A full-pane message when there is nothing to show (no state dir, no memory)."""
+        m = self.model
+        if m is None:
+            return None
+        g = self.glyphs
+        if not m.state_exists:
+            return Text.assemble(
+                (f"{g.bad} No OpenProgram state directory\n\n", "bold"),
+                f"Nothing at {m.display_dir}.\n\n",
+                "memory-tui reads the directory OpenProgram writes (~/.openprogram, or ~/.openprogram-<profile> "
+                "with OPENPROGRAM_PROFILE). Point it elsewhere with ",
+                ("memory-tui --state DIR", "bold"),
+                ", or try the demo: ",
+                ("memory-tui demo", "bold"),
+                ".\n\nThe app watches for the directory: it appears here as soon as it exists (ctrl+r reloads).",
+            )
+        if not m.memory_exists:
+            return Text.assemble(
+                (f"{g.bad} No memory workspace yet\n\n", "bold"),
+                f"{m.display_dir} exists but has no memory/ folder. OpenProgram creates it on the first write "
+                "(after a conversation reaches the trigger, or at the end of an idle session).\n\n",
+                f"Sessions found: {len(m.sessions)} (view 5).",
+            )
+        return None
+
+    # ------------------------------------------------------------------ layout
+    def on_resize(self, event: Resize) -> None:
+        self.apply_layout(event.size.width)
+
+    @on(ScreenResume)
+    def _resumed(self) -> None:
+        if not self.ready:
+            return
+        self.pane = "list"
+        self.apply_layout(self.app.size.width)
+        self.refresh_view()
+        if self.blocking_notice() is None:
+            self.focus_list()
+        elif self.narrow:
+            self.set_pane("detail")
+        arrival = self.shell.take_arrival(self.VIEW)
+        if arrival is not None:
+            arrival(self)
+
+    def apply_layout(self, width: int) -> None:
+        self.narrow = width < NARROW
+        self.set_class(self.narrow, "-narrow")
+        detail = self.narrow and self.pane == "detail"
+        self.set_class(detail, "-detail")
+        self.set_class(not detail, "-list")
+        if self.is_mounted:
+            self.render_chrome()
+
+    def set_pane(self, pane: str) -> None:
+        self.pane = pane
+        self.apply_layout(self.app.size.width)
+        self.refresh_bindings()
+
+    def open_detail(self, target: Widget | None = None) -> None:
+        """Focus ``target`` if given, then on a narrow screen show the detail pane."""
+        if target is not None:
+            target.focus()
+        if self.narrow:
+            self.set_pane("detail")
+            if target is None:
+                self.detail_focus().focus()
+
+    def focus_list(self) -> None:
+        self.list_widget().focus()
+
+    # ------------------------------------------------------------------ filter / back
+    def sync_filter_input(self) -> None:
+        inp = self.query_one("#filter", Input)
+        if inp.value != self.filter_text:
+            with inp.prevent(Input.Changed):
+                inp.value = self.filter_text
+        if self.filter_text:
+            self.add_class("-filtering")
+
+    def action_filter(self) -> None:
+        self.add_class("-filtering")
+        self.set_pane("list")
+        self.query_one("#filter", Input).focus()
+        self.refresh_bindings()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.shell.set_filter(event.value.strip())
+
+    @on(Input.Submitted, "#filter")
+    def _filter_submitted(self) -> None:
+        self.focus_list()
+
+    def clear_filter(self) -> None:
+        self.remove_class("-filtering")
+        inp = self.query_one("#filter", Input)
+        if inp.value:
+            with inp.prevent(Input.Changed):
+                inp.value = ""
+        if self.filter_text:
+            self.shell.set_filter("")
+        self.refresh_bindings()
+
+    def action_back(self) -> None:
+        if self.narrow and self.pane == "detail":
+            self.set_pane("list")
+            self.focus_list()
+            return
+        if self.has_class("-filtering") or self.filter_text:
+            self.clear_filter()
+            self.focus_list()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "back":
+            return (self.narrow and self.pane == "detail") or self.has_class("-filtering") or bool(self.filter_text)
+        return True
+
+    # ------------------------------------------------------------------ filtering helpers
+    def record_matches(self, r: RecordVM) -> bool:
+        needle = self.filter_text.lower()
+        return (
+            not needle
+            or needle in r.content.lower()
+            or any(needle in i.lower() for i in r.ids)
+            or needle in " ".join(r.headings).lower()
+            or any(needle in l.label.lower() for l in r.source_links)
+        )
+

@@ -1,0 +1,111 @@
+"""Recent: the records OpenProgram's recent view lists, newest first, and the chosen one."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.containers import Vertical
+from textual.widget import Widget
+from textual.widgets import OptionList
+from textual.widgets.option_list import Option
+
+from .. import commands as registry
+from ..data import RecordVM
+from ..widgets import RecordList, SourcePane
+from ..widgets.records import highlighted_key, restore_highlight
+from .base import flat, plural, topic_name
+from .citations import CitationScreen
+
+
+class RecordRow(Option):
+    """A list row standing for one record (Recent, Core)."""
+
+    def __init__(self, prompt: Text, record: RecordVM, prefix: str) -> None:
+        super().__init__(prompt, id=f"{prefix}:{record.memory_id}")
+        self.record = record
+
+
+class RecentScreen(CitationScreen):
+    VIEW = "recent"
+    BINDINGS: ClassVar[list[BindingType]] = registry.screen_bindings("recent")
+
+    def compose_list(self) -> ComposeResult:
+        yield OptionList(id="recent-list", classes="view-list")
+
+    def compose_detail(self) -> ComposeResult:
+        with Vertical(id="recent-detail", classes="view-detail"):
+            yield RecordList(id="recent-record")
+            yield SourcePane(id="recent-source")
+
+    def detail_focus(self) -> Widget:
+        return self.query_one("#recent-record")
+
+    def recent(self) -> tuple[RecordVM, ...]:
+        m = self.model
+        recs = m.recent if m else ()
+        if self.filter_text:
+            needle = self.filter_text.lower()
+            recs = tuple(r for r in recs if needle in r.content.lower() or needle in r.topic_path.lower())
+        return recs
+
+    def render_view(self) -> None:
+        lst = self.query_one("#recent-list", OptionList)
+        keep = highlighted_key(lst)
+        options = []
+        for rec in self.recent():
+            # Two columns (date, topic) over the text; each line is cut where the list ends.
+            text = Text.assemble(
+                (rec.when or "undated", "dim"), "  ", (topic_name(rec.topic_path), "bold"), "\n", flat(rec.content),
+                no_wrap=True, overflow="ellipsis",
+            )
+            options.append(RecordRow(text, rec, "recent"))
+        lst.set_options(options)
+        lst.highlighted = None
+        restore_highlight(lst, keep)
+        self.show_record()
+
+    def selected_record(self) -> RecordVM | None:
+        opt = self.query_one("#recent-list", OptionList).highlighted_option
+        return opt.record if isinstance(opt, RecordRow) else None
+
+    def show_record(self) -> None:
+        view = self.query_one("#recent-record", RecordList)
+        pane = self.query_one("#recent-source", SourcePane)
+        rec = self.selected_record()
+        if rec is None:
+            view.clear_options()
+            pane.update("")
+        else:
+            view.show_records([rec], self.glyphs, self.model, headings=False, topic_line=True)
+            self.show_source(view, pane)
+        self.render_titles()
+
+    def detail_title(self) -> Text:
+        return Text.assemble(("Recent", "bold"), (f"\nnewest first {self.glyphs.dot} o opens the record in its topic", "dim"))
+
+    def list_title(self) -> Text:
+        m = self.model
+        if not m:
+            return Text("")
+        return Text(f"{plural(len(m.recent), 'record')} {self.glyphs.dot} recent_limit {m.config.recent_limit}", "dim")
+
+    @on(OptionList.OptionHighlighted, "#recent-list")
+    def _row_highlighted(self) -> None:
+        self.show_record()
+
+    @on(OptionList.OptionSelected, "#recent-list")
+    def _row_selected(self) -> None:
+        self.open_detail(self.query_one("#recent-record"))
+
+    @on(OptionList.OptionHighlighted, "#recent-record")
+    def _record_highlighted(self) -> None:
+        self.show_source(self.query_one("#recent-record", RecordList), self.query_one("#recent-source", SourcePane))
+
+    async def action_open_record(self) -> None:
+        rec = self.selected_record()
+        if rec is not None:
+            await self.shell.open_record(rec)

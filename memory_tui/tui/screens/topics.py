@@ -1,0 +1,254 @@
+"""Topics: the topic tree on the left, the records of the highlighted topic on the right."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.containers import Vertical
+from textual.widget import Widget
+from textual.widgets import OptionList, Tree
+
+from .. import commands as registry
+from ..data import RecordVM, TopicVM
+from ..widgets import MemoryTree, RecordList, SourcePane
+from ..widgets.tree import walk
+from .base import one_line, plural
+from .citations import CitationScreen
+
+
+@dataclass(frozen=True)
+class Folder:
+    """A folder node of the topic tree (``key`` is its path under ``topics/``)."""
+
+    key: str
+
+
+@dataclass(frozen=True)
+class TopicNode:
+    """A topic leaf; ``path`` is the topic's workspace path."""
+
+    path: str
+
+
+def only_source_problems(topic: TopicVM) -> bool:
+    return bool(topic.records) and all(
+        p.message.startswith(("invalid source target", "source reference", "missing source")) or p.code == "MISSING_SOURCE"
+        for p in topic.problems
+    )
+
+
+def problem_view(topic: TopicVM) -> Text:
+    out = Text()
+    first = topic.problems[0]
+    out.append(f"This topic does not parse: {len(topic.problems)} problem" + ("s" if len(topic.problems) != 1 else "") + "\n\n", "bold red")
+    for p in topic.problems:
+        out.append(f"{p.path}:{p.line}:{p.column}", "bold")
+        out.append(f"  {p.code}: {p.message}\n")
+    out.append("\nOpenProgram refuses every write until this is fixed. The file as it is on disk:\n\n", "dim")
+    bad_lines = {p.line for p in topic.problems}
+    lines = topic.raw.split("\n")
+    width = len(str(len(lines)))
+    for no, line in enumerate(lines, start=1):
+        style = "bold red" if no in bad_lines else ""
+        out.append(f"{no:>{width}} ", "dim")
+        out.append((">" if no in bad_lines else " ") + " ", "bold red")
+        out.append(line + "\n", style)
+        if no == first.line and first.column:
+            out.append(" " * (width + 3 + first.column - 1) + "^\n", "bold red")
+    return out
+
+
+class TopicsScreen(CitationScreen):
+    VIEW = "topics"
+    BINDINGS: ClassVar[list[BindingType]] = registry.screen_bindings("topics")
+
+    def compose_list(self) -> ComposeResult:
+        tree = MemoryTree("Topics", id="topics-list", classes="view-list")
+        tree.show_root = False
+        tree.guide_depth = 2
+        yield tree
+
+    def compose_detail(self) -> ComposeResult:
+        with Vertical(id="topics-detail", classes="view-detail"):
+            yield RecordList(id="topic-records")
+            yield SourcePane(id="source-pane")
+
+    def detail_focus(self) -> Widget:
+        return self.query_one("#topic-records")
+
+    @property
+    def tree(self) -> MemoryTree:
+        return self.query_one("#topics-list", MemoryTree)
+
+    @property
+    def records(self) -> RecordList:
+        return self.query_one("#topic-records", RecordList)
+
+    # ------------------------------------------------------------------ filtering
+    def filtered_records(self, topic: TopicVM) -> tuple[RecordVM, ...]:
+        if not self.filter_text:
+            return topic.records
+        return tuple(r for r in topic.records if self.record_matches(r))
+
+    def topic_matches(self, topic: TopicVM) -> bool:
+        if not self.filter_text:
+            return True
+        needle = self.filter_text.lower()
+        return bool(self.filtered_records(topic)) or needle in topic.path.lower() or needle in topic.title.lower()
+
+    # ------------------------------------------------------------------ drawing
+    def render_view(self) -> None:
+        tree = self.tree
+        tree.set_ascii(self.shell.ascii_mode)
+        m = self.model
+        cursor = tree.cursor_node.data if tree.cursor_node is not None else None
+        expanded = {n.data for n in walk(tree.root) if n.is_expanded and n.data} if tree.root.children else None
+        tree.clear()
+        if not m or not m.memory_exists:
+            self.show_topic()
+            return
+        g = self.glyphs
+        folders: dict[str, object] = {}
+        target = None
+        first_leaf = None
+        for topic in m.topics:
+            if not self.topic_matches(topic):
+                continue
+            parts = topic.path.split("/")[1:]
+            parent = tree.root
+            key = ""
+            for part in parts[:-1]:
+                key = f"{key}/{part}" if key else part
+                if key not in folders:
+                    count = sum(
+                        len(self.filtered_records(t)) for t in m.topics if t.path.startswith(f"topics/{key}/") and self.topic_matches(t)
+                    )
+                    folders[key] = parent.add(Text.assemble((f"{part}/", "bold"), (f" {count}", "dim")), data=Folder(key), expand=True)
+                parent = folders[key]  # type: ignore[assignment]
+            recs = self.filtered_records(topic)
+            name = parts[-1].removesuffix(".md")
+            if topic.problems:
+                label = Text.assemble((f"{g.bad} ", "bold red"), (name, "red"), (" error", "dim"))
+            elif self.filter_text:
+                label = Text.assemble(name, (f" {len(recs)}/{len(topic.records)}", "dim"))
+            else:
+                label = Text.assemble(name, (f" {len(topic.records)}", "dim"))
+            leaf = parent.add_leaf(label, data=TopicNode(topic.path))
+            first_leaf = first_leaf or leaf
+            if cursor == leaf.data:
+                target = leaf
+        if expanded is not None:
+            for node in walk(tree.root):
+                if isinstance(node.data, Folder) and node.data not in expanded:
+                    node.collapse()
+        tree.put_cursor(target or first_leaf)
+        self.show_topic()
+
+    def current_topic(self) -> TopicVM | None:
+        node = self.tree.cursor_node
+        if node is None or not self.model or not isinstance(node.data, TopicNode):
+            return None
+        return self.model.topic(node.data.path)
+
+    def show_topic(self) -> None:
+        topic = self.current_topic()
+        records = self.records
+        pane = self.query_one("#source-pane", SourcePane)
+        pane.display = topic is not None and (not topic.problems or only_source_problems(topic))
+        m = self.model
+        if topic is None:
+            if m and m.empty:
+                records.show_message(Text.assemble(
+                    ("No memories yet\n\n", "bold"),
+                    "This workspace has no topic records. OpenProgram writes them after conversations "
+                    "reach the trigger, or when a session goes idle. The Sessions view (5) shows what is pending.",
+                ))
+            else:
+                records.clear_options()
+            pane.update("")
+        elif topic.problems and not only_source_problems(topic):
+            records.show_message(problem_view(topic))
+            pane.update("")
+        elif topic.problems:
+            # The text parses but some citations do not resolve (e.g. a truncated archive):
+            # show the problems first, then the records with their chips marked unavailable.
+            summary = Text(
+                f"{self.glyphs.bad} {len(topic.problems)} citation problem(s); OpenProgram refuses writes to this topic until fixed:\n",
+                "bold red",
+            )
+            for p in topic.problems[:4]:
+                summary.append(f"{p.path}:{p.line}:{p.column} ", "bold")
+                summary.append(one_line(p.message, 70) + "\n")
+            if len(topic.problems) > 4:
+                summary.append(f"… and {len(topic.problems) - 4} more\n", "dim")
+            records.show_records(self.filtered_records(topic), self.glyphs, m, lead=[summary])
+            self.show_source(records, pane)
+        else:
+            records.show_records(self.filtered_records(topic), self.glyphs, m)
+            self.show_source(records, pane)
+        self.render_titles()
+
+    def detail_title(self) -> Text:
+        g = self.glyphs
+        topic = self.current_topic()
+        if topic is None:
+            return Text("Topics", "bold")
+        n = len(topic.records)
+        shown = len(self.filtered_records(topic))
+        whens = sorted({r.when for r in topic.records if r.when})
+        out = Text.assemble((topic.title, "bold"), "  ", (topic.path, "dim"))
+        count = f"{shown}/{n} records" if self.filter_text else f"{n} record" + ("s" if n != 1 else "")
+        out.append(f"\n{count}")
+        if whens:
+            out.append(f" {g.dot} {whens[0]}" + (f" {g.arrow} {whens[-1]}" if whens[-1] != whens[0] else ""))
+        out.append(f" {g.dot} {sum(r.tokens for r in topic.records)} tok in records", "dim")
+        if topic.problems:
+            out.append(f" {g.dot} {g.bad} does not parse", "bold red")
+        return out
+
+    def list_title(self) -> Text:
+        m = self.model
+        if not m:
+            return Text("")
+        g = self.glyphs
+        n = sum(len(t.records) for t in m.topics)
+        text = f"{plural(len(m.topics), 'topic')} {g.dot} {plural(n, 'record')}"
+        if self.filter_text:
+            text += f" {g.dot} filter: {self.filter_text}"
+        if m.core is not None and m.core.records:
+            # The CLI's `topics` lists topics/core.md too; say where its records are.
+            text += f"\ncore: {len(m.core.records)} records separately (4)"
+        return Text(text, "dim")
+
+    # ------------------------------------------------------------------ events
+    @on(Tree.NodeHighlighted, "#topics-list")
+    def _topic_highlighted(self) -> None:
+        self.show_topic()
+
+    @on(Tree.NodeSelected, "#topics-list")
+    def _topic_selected(self, event: Tree.NodeSelected) -> None:
+        if isinstance(event.node.data, TopicNode):
+            self.open_detail(self.records)
+
+    @on(OptionList.OptionHighlighted, "#topic-records")
+    def _record_highlighted(self) -> None:
+        self.show_source(self.records, self.query_one("#source-pane", SourcePane))
+
+    # ------------------------------------------------------------------ reveal
+    def reveal(self, record: RecordVM) -> None:
+        """Put the cursor on ``record``'s topic and highlight it."""
+        if self.filter_text:
+            self.clear_filter()
+        self.refresh_view()
+        node = next((n for n in walk(self.tree.root) if n.data == TopicNode(record.topic_path)), None)
+        if node is not None:
+            self.tree.put_cursor(node)
+            self.show_topic()
+        self.records.select_record(record)
+        self.open_detail(self.records)
+

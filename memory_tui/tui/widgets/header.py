@@ -1,0 +1,92 @@
+"""The one-line header: state dir, workspace id, revision, writer health, problems."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from rich.text import Text
+from textual.widgets import Static
+
+from ..data import WorkspaceModel
+from ..render import UNICODE, Glyphs
+
+
+def relative_time(iso: str | None, now: datetime | None) -> str:
+    if not iso:
+        return ""
+    try:
+        at = datetime.fromisoformat(iso)
+    except ValueError:
+        return iso
+    if now is None:
+        return at.strftime("%Y-%m-%d %H:%M")
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=timezone.utc)
+    secs = int((now - at).total_seconds())
+    if secs < 0:
+        return at.strftime("%Y-%m-%d %H:%M")
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "m")):
+        if secs >= size:
+            return f"{secs // size}{unit} ago"
+    return "just now"
+
+
+def header_text(
+    model: WorkspaceModel | None,
+    width: int,
+    now: datetime | None,
+    glyphs: Glyphs,
+    *,
+    problems: int | None = None,
+    job: str = "",
+) -> Text:
+    """One line: state dir, workspace id, short revision, writer health. Shrinks with width.
+
+    ``problems`` is the count of every problem the app knows (the model's plus settings');
+    clicking it opens the Problems screen.
+    """
+    text = Text()
+    text.append(" memory-tui ", "bold reverse")
+    if model is None:
+        return text
+    narrow = width < 100
+    parts: list[tuple[str, str, str | None]] = [(model.display_dir, "bold", None)]
+    if model.workspace_id:
+        parts.append((model.workspace_id, "", None))
+    if model.revision:
+        parts.append((("" if narrow else "rev ") + model.revision[:8], "dim", None))
+    st = model.status
+    if model.memory_exists:
+        if not model.enabled:
+            parts.append(("memory off", "bold red", None))
+        elif not model.writer_enabled:
+            parts.append(("writer off", "bold yellow", None))
+        elif st.last_outcome == "failure":
+            code = st.last_failure_code or "failure"
+            parts.append(((f"{glyphs.bad} " if narrow else f"writer {glyphs.bad} ") + code, "bold red", None))
+        elif st.last_outcome == "success":
+            when = relative_time(st.last_success_at, now)
+            parts.append(((f"{glyphs.ok} " if narrow else f"writer {glyphs.ok} ") + when, "green", None))
+        else:
+            parts.append(("writer: never ran" if not narrow else "no writes", "dim", None))
+        if st.pending_turns is not None:
+            parts.append((f"{st.pending_turns} pending" if not narrow else f"pend {st.pending_turns}", "", None))
+    n = len(model.problems) if problems is None else problems
+    if n:
+        parts.append((f"{n} problem" + ("s" if n != 1 else ""), "bold yellow", "app.problems"))
+    if job:
+        parts.append((job, "bold cyan", None))
+    sep = " │ " if glyphs is UNICODE else " | "
+    for i, (label, style, action) in enumerate(parts):
+        text.append(" " if i == 0 else sep, "dim")
+        piece = Text(label, style)
+        if action:
+            piece.apply_meta({"@click": action + "()"})
+        text.append_text(piece)
+    if text.cell_len > width:
+        text.truncate(width, overflow="ellipsis")
+    return text
+
+
+class HeaderBar(Static):
+    DEFAULT_CSS = "HeaderBar { height: 1; }"
