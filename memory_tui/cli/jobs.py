@@ -11,16 +11,20 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
+
+from rich.console import Console
+from rich.markup import escape as markup_escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from memory_tui.cli import EXIT_FAILURE, EXIT_OK, EXIT_RETRYABLE, CliError, add_common, emit_json
 from memory_tui.core.text import sanitize
+from memory_tui.pipeline.context import Context, JobEvent
 
 
-def _context(args: argparse.Namespace, *, progress=None):
+def _context(args: argparse.Namespace, *, progress: Callable[[JobEvent], None] | None = None) -> Context:
     from memory_tui.core.paths import discover_state_dir
     from memory_tui.pipeline.settings import load_settings
-    from memory_tui.pipeline.write import Context
 
     state = discover_state_dir(getattr(args, "state", None))
     if not state.is_dir():
@@ -36,27 +40,37 @@ def _context(args: argparse.Namespace, *, progress=None):
     return Context(state, settings=settings, progress=progress)
 
 
+def progress_line(title: str, event: JobEvent) -> str:
+    """One plain progress line (the display when stderr is not a terminal)."""
+    count = f"{event.done}/{event.total}" if event.total is not None else f"{event.done}"
+    return f"{title}: {event.phase} {count}" + (f" · {sanitize(event.message)}" if event.message else "")
+
+
 @contextlib.contextmanager
-def _progress(args: argparse.Namespace, title: str) -> Iterator[Any]:
-    if getattr(args, "json", False) or not sys.stderr.isatty():
+def _progress(args: argparse.Namespace, title: str) -> Iterator[Callable[[JobEvent], None] | None]:
+    """The job's ``JobEvent``s on stderr: a rich progress bar on a terminal, else one line
+    per event; nothing with ``--json`` (stdout is the report, stderr stays for errors)."""
+    if getattr(args, "json", False):
         yield None
         return
-    try:
-        from rich.console import Console
-        from rich.markup import escape as markup_escape
-    except ImportError:  # pragma: no cover
-        yield None
+    if not sys.stderr.isatty():
+
+        def line(event: JobEvent) -> None:
+            print(progress_line(title, event), file=sys.stderr, flush=True)
+
+        yield line
         return
     console = Console(stderr=True)
-    with console.status(title) as status:
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task(title, total=None)
 
-        def update(event: str, data: dict[str, Any]) -> None:
-            if event == "batch":
-                status.update(f"{title}: {data.get('session')} · {data.get('turns')} turns · {data.get('tokens')} tokens")
-            elif event == "backfill":
-                status.update(f"{title}: {data.get('turns')} sources · {data.get('tokens')} tokens")
-            elif event == "warning":
-                console.print(f"[yellow]warning:[/] {markup_escape(sanitize(str(data.get('message'))))}", highlight=False)
+        def update(event: JobEvent) -> None:
+            if event.phase == "warning":
+                console.print(f"[yellow]warning:[/] {markup_escape(sanitize(event.message))}", highlight=False)
+                return
+            label = f"{title}: {event.phase}" + (f" · {event.message}" if event.message else "")
+            bar.update(task, description=markup_escape(sanitize(label)), completed=event.done, total=event.total)
 
         yield update
 

@@ -23,7 +23,9 @@ import hashlib
 from typing import Any
 
 from memory_tui.core.errors import MemoryError, classify_write_failure
+from memory_tui.core.lock import TIMEOUT_EDIT
 from memory_tui.pipeline.batching import budget_batches
+from memory_tui.pipeline.context import Context, load_snapshot, locked, revision, run_writer, topic_tree
 from memory_tui.pipeline.writers.base import Turn, WriteTask
 
 MAX_PASSES = 50
@@ -66,7 +68,7 @@ def legacy_core_record(text: str, owner_principal: str):
     )
 
 
-def migrate_legacy_core(ctx: Any) -> str | None:
+def migrate_legacy_core(ctx: Context) -> str | None:
     """Promote or archive a legacy root ``core.md`` (call under the write lock).
 
     Returns ``"promoted"``, ``"archived"`` or ``None`` (nothing to do, or archived by an
@@ -93,9 +95,7 @@ def migrate_legacy_core(ctx: Any) -> str | None:
 
 
 def _cited(memory_root) -> set[str]:
-    from memory_tui.pipeline.reorganize import _tree
-
-    tree = _tree(memory_root)
+    tree = topic_tree(memory_root)
     return {ref for u in tree.units for ref in u.source_refs}
 
 
@@ -142,26 +142,23 @@ def _turn(fr: Any, titles: dict[str, str], counter: Any) -> Turn:
     )
 
 
-def _titles(ctx: Any) -> dict[str, str]:
+def _titles(ctx: Context) -> dict[str, str]:
     try:
-        from memory_tui.pipeline.write import load_snapshot
-
         snap = load_snapshot(ctx)
         return {sid: s.title for sid, s in snap.sessions.items()}
     except Exception:
         return {}
 
 
-def backfill(ctx: Any, *, dry_run: bool = False) -> dict[str, Any]:
-    from memory_tui.pipeline import status as st
-    from memory_tui.pipeline.write import EDIT_LOCK_SECONDS, _locked, _run_writer, revision
+def backfill(ctx: Context, *, dry_run: bool = False) -> dict[str, Any]:
 
     budget = int(ctx.settings.backfill_budget)
     root = ctx.memory_root
     legacy: str | None = None
     if not dry_run and _legacy_core_text(root) is not None:
         try:
-            with _locked(ctx, EDIT_LOCK_SECONDS):
+            ctx.checkpoint("backfill")
+            with locked(ctx, TIMEOUT_EDIT):
                 legacy = migrate_legacy_core(ctx)
         except MemoryError as exc:
             code, retry = classify_write_failure(exc)
@@ -192,7 +189,8 @@ def backfill(ctx: Any, *, dry_run: bool = False) -> dict[str, Any]:
     processed: set[str] = set()
     error: dict[str, Any] | None = None
     try:
-        with _locked(ctx, EDIT_LOCK_SECONDS):
+        ctx.checkpoint("backfill")
+        with locked(ctx, TIMEOUT_EDIT):
             remaining = first
             for _ in range(MAX_PASSES):
                 if not remaining:
@@ -201,8 +199,9 @@ def backfill(ctx: Any, *, dry_run: bool = False) -> dict[str, Any]:
                 for b in budget_batches(remaining, ctx.counter, budget, text_of=text_of):
                     turns = tuple(_turn(fr, titles, ctx.counter) for fr in b.records)
                     task = WriteTask("backfill", turns, "", "", ctx.settings.topic)
-                    ctx.emit("backfill", turns=len(turns), tokens=b.tokens)
-                    outcome = _run_writer(ctx, task)
+                    ctx.checkpoint("backfill", len(processed))  # each writer run is its own transaction
+                    ctx.emit("backfill", len(processed), len(first), f"{len(turns)} sources, {b.tokens} tokens")
+                    outcome = run_writer(ctx, task)
                     processed.update(t.source_id for t in turns)
                     changed_any = changed_any or outcome.changed
                 new_remaining = candidates(root)
@@ -229,5 +228,4 @@ def backfill(ctx: Any, *, dry_run: bool = False) -> dict[str, Any]:
         out["legacy_core"] = legacy
     if error:
         out["error"] = error
-    del st
     return out

@@ -25,6 +25,14 @@ from typing import Any
 from urllib.parse import unquote
 
 from memory_tui.core.errors import MemoryError
+from memory_tui.core.lock import TIMEOUT_EDIT
+from memory_tui.core.sources import anchor, scan_v2, split_source_id
+from memory_tui.core.workspace import load_runtime_state, read_workspace_id
+from memory_tui.pipeline import status as st
+from memory_tui.pipeline.context import Context, ensure_workspace, load_snapshot, locked
+from memory_tui.sessions.dag import get_branch
+from memory_tui.sessions import marks
+from memory_tui.sessions.records import records_for
 
 _ANCHOR_LINE = re.compile(r'<a id="(source-[0-9a-f]{16})"></a>')
 _SOURCE_LINE = re.compile(r"<!-- source-id:(.+) -->")
@@ -32,7 +40,6 @@ _SOURCE_LINE = re.compile(r"<!-- source-id:(.+) -->")
 
 def legacy_first_candidate(name: str, text: str) -> tuple[str, str] | None:
     """(session, node) of a legacy file's first record, if its header is genuine."""
-    from memory_tui.core.sources import anchor, split_source_id
 
     stem = unquote(name[:-3]) if name.endswith(".md") else None
     if not stem:
@@ -55,7 +62,6 @@ def legacy_first_candidate(name: str, text: str) -> tuple[str, str] | None:
 
 def candidates(memory_root: Path) -> dict[str, set[str]]:
     """session id → candidate node ids proven by the archive."""
-    from memory_tui.core.sources import scan_v2, split_source_id
 
     out: dict[str, set[str]] = {}
     base = memory_root / "sources" / "openprogram"
@@ -89,9 +95,6 @@ def candidates(memory_root: Path) -> dict[str, set[str]]:
 
 def prefix_to_mark(session: Any, cands: set[str]) -> list[str]:
     """Union over candidate nodes of the continuous candidate prefix of their real branch."""
-    from memory_tui.sessions.dag import get_branch
-    from memory_tui.sessions.records import records_for
-
     chosen: set[str] = set()
     for node_id in sorted(cands):
         if session.get(node_id) is None:
@@ -104,12 +107,7 @@ def prefix_to_mark(session: Any, cands: set[str]) -> list[str]:
     return sorted(chosen, key=lambda i: (session.nodes[i].seq, i))
 
 
-def migrate_locked(ctx: Any) -> dict[str, Any] | None:
-    from memory_tui.core.workspace import load_runtime_state, read_workspace_id
-    from memory_tui.pipeline import status as st
-    from memory_tui.pipeline.write import ensure_workspace, load_snapshot
-    from memory_tui.sessions.marks import mark_nodes
-
+def migrate_locked(ctx: Context) -> dict[str, Any] | None:
     state, _ = load_runtime_state(ctx.memory_root)
     if not state.has_legacy_cursors:
         return None
@@ -125,7 +123,7 @@ def migrate_locked(ctx: Any) -> dict[str, Any] | None:
         ids = prefix_to_mark(session, cands[sid])
         if not ids:
             continue
-        res = mark_nodes(session.dir, ids, wid)
+        res = marks.mark_nodes(session.dir, ids, wid)
         marked[sid] = list(ids)
         problems.extend(str(p) for p in res.problems)
     if problems:
@@ -136,15 +134,14 @@ def migrate_locked(ctx: Any) -> dict[str, Any] | None:
     return {"sessions": marked, "marked": sum(len(v) for v in marked.values()), "cursors_removed": True}
 
 
-def migrate_if_needed(ctx: Any) -> dict[str, Any] | None:
+def migrate_if_needed(ctx: Context) -> dict[str, Any] | None:
     """Run the migration under the write lock if ``runtime.json`` has ``cursors``."""
-    from memory_tui.core.workspace import load_runtime_state
-    from memory_tui.pipeline.write import EDIT_LOCK_SECONDS, _locked
 
     if not ctx.memory_root.is_dir():
         return None
     state, _ = load_runtime_state(ctx.memory_root)
     if not state.has_legacy_cursors:
         return None
-    with _locked(ctx, EDIT_LOCK_SECONDS):
+    ctx.checkpoint("migrate")
+    with locked(ctx, TIMEOUT_EDIT):
         return migrate_locked(ctx)

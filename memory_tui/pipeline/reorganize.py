@@ -23,6 +23,11 @@ import re
 from typing import Any
 
 from memory_tui.core.errors import MemoryError
+from memory_tui.core.lock import TIMEOUT_EDIT
+from memory_tui.core.workspace import load_runtime_state, workspace_revision
+from memory_tui.pipeline import status as st
+from memory_tui.pipeline.context import Context, JobCancelled, git_commit, locked, topic_tree
+from memory_tui.pipeline.txport import TransactionPort
 
 REORGANIZE_MESSAGE = "memory: reorganize topics"
 NEAR = 0.85
@@ -110,22 +115,10 @@ def plan_ops(tree: Any, creation_order: dict[str, int]) -> list[dict[str, Any]]:
     return ops
 
 
-def _tree(memory_root):
-    from memory_tui.core.sources import SourceIndex
-    from memory_tui.core.topics import parse_tree
-
-    index = SourceIndex.load(memory_root)
-    return parse_tree(memory_root / "topics", resolve=index.resolve_target)
-
-
-def organize_locked(ctx: Any, *, reason: str = "manual", dry_run: bool = False, commit: bool = False) -> dict[str, Any]:
+def organize_locked(ctx: Context, *, reason: str = "manual", dry_run: bool = False, commit: bool = False) -> dict[str, Any]:
     """One organize pass; the caller holds the write lock."""
-    from memory_tui.core.workspace import load_runtime_state, workspace_revision
-    from memory_tui.pipeline import status as st
-    from memory_tui.pipeline.txport import TransactionPort
-
     root = ctx.memory_root
-    tree = _tree(root)
+    tree = topic_tree(root)
     n_topics = len(tree.topics)
     if not tree.topics:
         return {"status": "empty", "topics": 0, "changed_files": [], "reason": reason}
@@ -140,7 +133,16 @@ def organize_locked(ctx: Any, *, reason: str = "manual", dry_run: bool = False, 
     port = TransactionPort(root, restricted=False, counter=ctx.counter)
     changed: list[str] = []
     # ``update`` allows at most 64 ops per request.
-    for start in range(0, len(ops), 64):
+    chunks = range(0, len(ops), 64)
+    for n, start in enumerate(chunks):
+        if commit:  # a manual reorganize can be cancelled between its transactions
+            try:
+                ctx.checkpoint("organize", n)
+            except JobCancelled:
+                if changed:
+                    git_commit(ctx, REORGANIZE_MESSAGE)
+                raise
+        ctx.emit("organize", n, len(chunks), f"{len(ops)} record op(s) over {n_topics} topic file(s)")
         chunk = ops[start:start + 64]
         try:
             info = port.update(workspace_revision(root), chunk)
@@ -151,23 +153,23 @@ def organize_locked(ctx: Any, *, reason: str = "manual", dry_run: bool = False, 
             if f not in changed:
                 changed.append(f)
     st.append_history(ctx.layout.runtime_dir, [st.history_entry("organize", "memory-tui deterministic organizer", prompt, reply=f"folded {sum(1 for o in ops if o['op'] == 'delete_record')} duplicate record(s)")])
+    ctx.emit("organize", len(chunks), len(chunks), f"changed {len(changed)} topic file(s)")
     if commit:
-        from memory_tui.pipeline.write import git_commit
-
         git_commit(ctx, REORGANIZE_MESSAGE)
-    return {"status": "ok", "topics": len(_tree(root).topics), "changed_files": sorted(changed), "reason": reason}
+    return {"status": "ok", "topics": len(topic_tree(root).topics), "changed_files": sorted(changed), "reason": reason}
 
 
-def reorganize(ctx: Any, *, dry_run: bool = False) -> dict[str, Any]:
+def reorganize(ctx: Context, *, dry_run: bool = False) -> dict[str, Any]:
     """The ``reorganize`` job: lock (5 s), organize, commit ``memory: reorganize topics``."""
-    from memory_tui.pipeline.write import EDIT_LOCK_SECONDS, _locked
+    assert ctx.config is not None  # set in Context.__post_init__
 
     if not ctx.config.enabled:
         return {"status": "disabled", "topics": 0, "changed_files": []}
     if not (ctx.memory_root / "topics").is_dir():
         return {"status": "empty", "topics": 0, "changed_files": []}
     try:
-        with _locked(ctx, EDIT_LOCK_SECONDS):
+        ctx.checkpoint("organize")
+        with locked(ctx, TIMEOUT_EDIT):
             return organize_locked(ctx, reason="manual", dry_run=dry_run, commit=not dry_run)
     except MemoryError as exc:
         if exc.code == "CONCURRENT_UPDATE":

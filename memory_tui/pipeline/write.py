@@ -21,70 +21,36 @@ one of the batch's turns, the earlier install evidently landed, so the batch is 
 
 from __future__ import annotations
 
-import time
-import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
-from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
-from memory_tui.core.config import MemoryConfig, load_memory_config
 from memory_tui.core.errors import MemoryError, classify_write_failure
-from memory_tui.core.paths import Layout
-from memory_tui.core.tokens import DEFAULT_COUNTER, TokenCounter
+from memory_tui.core.sources import SourceRecord, append_records
+from memory_tui.core.workspace import load_runtime_state
 from memory_tui.pipeline import status as st
 from memory_tui.pipeline.batching import Batch, first_batch, plan_batches, total_tokens, unforced_gate
-from memory_tui.pipeline.settings import WriterSettings
-from memory_tui.pipeline.writers import make_writer
-from memory_tui.pipeline.writers.base import Turn, Writer, WriteTask
+from memory_tui.pipeline.context import (
+    Context,
+    JobCancelled,
+    ensure_workspace,
+    git_commit,
+    load_snapshot,
+    locked,
+    revision,
+    run_writer,
+    topics_cite_any,
+    workspace_id_or_none,
+)
+from memory_tui.pipeline.migrate import migrate_if_needed
+from memory_tui.pipeline.reorganize import organize_locked
+from memory_tui.pipeline.writers.base import Turn, WriteTask
+from memory_tui.sessions.dag import forced_pass_branch_order, get_branch, to_message
+from memory_tui.sessions import marks
+from memory_tui.sessions.records import authority_state, marked_ids, pending_records, records_for
 
-ONLINE_LOCK_SECONDS = 1.0
-EDIT_LOCK_SECONDS = 5.0
 INCREMENTAL_MESSAGE = "memory: incremental transaction"
 MAX_BATCHES_PER_BRANCH = 10_000
-
-
-# ------------------------------------------------------------------------------ context
-
-
-@dataclass
-class Context:
-    """Everything a job needs, injected so tests and the demo are deterministic."""
-
-    state_dir: Path
-    counter: TokenCounter = DEFAULT_COUNTER
-    clock: Callable[[], float] = time.time
-    tz: tzinfo | None = None  # record timestamps' zone; None = the machine's local zone
-    settings: WriterSettings = field(default_factory=WriterSettings)
-    writer: Writer | None = None
-    config: MemoryConfig | None = None
-    git_env: dict[str, str] | None = None
-    id_factory: Callable[[], str] = lambda: uuid.uuid4().hex[:8]
-    progress: Callable[[str, dict[str, Any]], None] | None = None
-    lock_seconds: float = ONLINE_LOCK_SECONDS
-
-    def __post_init__(self) -> None:
-        self.state_dir = Path(self.state_dir)
-        if self.config is None:
-            self.config = load_memory_config(self.state_dir)
-        if self.writer is None:
-            self.writer = make_writer(self.settings)
-
-    @property
-    def memory_root(self) -> Path:
-        return self.state_dir / "memory"
-
-    @property
-    def layout(self) -> Layout:
-        return Layout(self.memory_root)
-
-    @property
-    def threshold(self) -> int:
-        return int(self.config.trigger_tokens)  # type: ignore[union-attr]
-
-    def emit(self, event: str, **data: Any) -> None:
-        if self.progress is not None:
-            self.progress(event, data)
 
 
 # ------------------------------------------------------------------------------ reports
@@ -170,72 +136,6 @@ class WriteReport:
         }
 
 
-# ------------------------------------------------------------------------------ workspace helpers
-
-
-def revision(memory_root: Path) -> str:
-    from memory_tui.core.workspace import workspace_revision
-
-    return workspace_revision(memory_root)
-
-
-def ensure_workspace(ctx: Context) -> str:
-    """Create the workspace skeleton and id if needed (call under the lock); returns the id."""
-    from memory_tui.core.workspace import read_workspace_id
-
-    root = ctx.memory_root
-    for d in (ctx.state_dir, root, root / "topics", root / "sources", ctx.layout.runtime_dir):
-        d.mkdir(parents=True, exist_ok=True, mode=0o700)
-    wid = read_workspace_id(root)
-    if wid is None:
-        wid = "w-" + ctx.id_factory()[:8]
-        st.atomic_write(ctx.layout.workspace_id_file, (wid + "\n").encode("ascii"))
-    try:
-        from memory_tui.core import gitlog
-
-        reason = gitlog.ensure_history(root, env=ctx.git_env)
-        if reason:
-            ctx.emit("warning", message=f"git history unavailable: {reason}")
-    except MemoryError as exc:
-        ctx.emit("warning", message=str(exc))
-    return wid
-
-
-def workspace_id_or_none(ctx: Context) -> str | None:
-    from memory_tui.core.workspace import read_workspace_id
-
-    return read_workspace_id(ctx.memory_root)
-
-
-def git_commit(ctx: Context, message: str) -> None:
-    try:
-        from memory_tui.core import gitlog
-
-        gitlog.commit(ctx.memory_root, message, env=ctx.git_env)
-    except Exception:  # git trouble never fails a write (OpenProgram ignores it with auto)
-        pass
-
-
-def topics_cite_any(memory_root: Path, source_ids: Iterable[str]) -> bool:
-    from memory_tui.core.sources import anchor
-
-    needles = set()
-    for sid in source_ids:
-        needles.add(anchor(sid))
-        needles.add(f"({sid})")
-    root = memory_root / "topics"
-    if not root.is_dir():
-        return False
-    for p in root.rglob("*.md"):
-        try:
-            text = p.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
-        if any(n in text for n in needles):
-            return True
-    return False
-
-
 # ------------------------------------------------------------------------------ records
 
 
@@ -251,9 +151,6 @@ class BranchState:
 
 
 def branch_state(session: Any, tip: str, workspace_id: str | None) -> BranchState:
-    from memory_tui.sessions.dag import get_branch
-    from memory_tui.sessions.records import marked_ids, pending_records, records_for
-
     nodes = tuple(get_branch(session, tip))
     rs = records_for(session, nodes)
     marked = marked_ids(nodes, workspace_id) if workspace_id else frozenset()
@@ -272,10 +169,6 @@ def iso_local(ts: float | None, tz: tzinfo | None) -> str:
 
 def source_record(session: Any, record: Any, ordinal: int, tz: tzinfo | None):
     """§7.2: the trusted archive record for one branch record."""
-    from memory_tui.core.sources import SourceRecord
-    from memory_tui.sessions.dag import to_message
-    from memory_tui.sessions.records import authority_state
-
     msg = to_message(session, record.node)
 
     def s(key: str) -> str | None:
@@ -321,48 +214,13 @@ def turn_for(sr: Any, session_title: str, tokens: int) -> Turn:
 # ------------------------------------------------------------------------------ one batch
 
 
-def _run_writer(ctx: Context, task: WriteTask, *, restricted: bool = True):
-    from memory_tui.pipeline.txport import TransactionPort
-
-    port = TransactionPort(ctx.memory_root, restricted=restricted, counter=ctx.counter)
-    writer = ctx.writer
-    try:
-        outcome = writer.write(task, port)  # type: ignore[union-attr]
-    except BaseException as exc:
-        st.append_history(ctx.layout.runtime_dir,
-                          _with_audit(list(getattr(writer, "history", None) or []), port, task.stage, exc))
-        raise
-    st.append_history(ctx.layout.runtime_dir, _with_audit(list(outcome.history or []), port, task.stage))
-    return outcome
-
-
-def _with_audit(history: list[dict[str, Any]], port: Any, stage: str,
-                error: BaseException | None = None) -> list[dict[str, Any]]:
-    """Commit audit entries (§5.5) a writer did not put into its own run entries go into the
-    ``turns`` of its last run (or a run entry of their own), so agent-history never loses one."""
-    left = port.take_audit()
-    if not left:
-        return history
-    if not history:
-        if error is not None:
-            return [st.history_entry(stage, "", "", error=f"{type(error).__name__}: {error}", turns=left)]
-        return [st.history_entry(stage, "", "", reply="", turns=left)]
-    last = dict(history[-1])
-    last["turns"] = list(last.get("turns") or []) + left
-    return history[:-1] + [last]
-
-
 def after_commit(ctx: Context, tokens: int, now: float, report: WriteReport | None, *, count: bool = True) -> None:
     """Counters, organize triggers, git commit (§7.4 steps 8-9). Call under the lock."""
-    from memory_tui.core.workspace import load_runtime_state
-
     if count:
         state, _problems = load_runtime_state(ctx.memory_root)
         data, decision = st.bump_counters(state.to_json(), tokens, now)
         st.save_runtime(ctx.layout.runtime_json, data)
         if decision.any:
-            from memory_tui.pipeline.reorganize import organize_locked
-
             res = organize_locked(ctx, reason=decision.reason or "local")
             if report is not None:
                 report.organize.append(res)
@@ -371,9 +229,6 @@ def after_commit(ctx: Context, tokens: int, now: float, report: WriteReport | No
 
 def write_batch(ctx: Context, bs: BranchState, batch: Batch, workspace_id: str, report: WriteReport) -> BatchReport:
     """Archive → writer → marks → counters for one batch. The caller holds the lock."""
-    from memory_tui.core.sources import append_records
-    from memory_tui.sessions.marks import mark_nodes
-
     session = bs.session
     ids = [r.id for r in batch.records]
     br = BatchReport(session.id, bs.tip, ids, batch.tokens, "nothing")
@@ -381,8 +236,8 @@ def write_batch(ctx: Context, bs: BranchState, batch: Batch, workspace_id: str, 
     append_records(ctx.memory_root, srecs, runtime_dir=ctx.layout.runtime_dir)
     turns = tuple(turn_for(sr, session.title, ctx.counter.count(sr.content)) for sr in srecs)
     task = WriteTask("write", turns, session.id, session.title, ctx.settings.topic)
-    ctx.emit("writer", session=session.id, tip=bs.tip, turns=len(ids), tokens=batch.tokens)
-    outcome = _run_writer(ctx, task)
+    ctx.emit("writer", len(report.batches), None, f"{session.id} {bs.tip}: writing {len(ids)} turns, {batch.tokens} tokens")
+    outcome = run_writer(ctx, task)
     if outcome.changed:
         br.result = "written"
         br.changed_topics = list(outcome.changed_topics)
@@ -392,7 +247,7 @@ def write_batch(ctx: Context, bs: BranchState, batch: Batch, workspace_id: str, 
     else:
         br.message = outcome.summary or "the writer changed no topic file"
         return br
-    res = mark_nodes(session.dir, ids, workspace_id)
+    res = marks.mark_nodes(session.dir, ids, workspace_id)
     br.marked = list(res.marked) + list(res.already)
     if res.problems:
         raise MemoryError("SESSION_NODES_UNAVAILABLE", "; ".join(str(p) for p in res.problems))
@@ -400,25 +255,13 @@ def write_batch(ctx: Context, bs: BranchState, batch: Batch, workspace_id: str, 
     return br
 
 
-def _locked(ctx: Context, seconds: float | None = None):
-    from memory_tui.core.lock import write_lock
-
-    ctx.layout.runtime_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return write_lock(ctx.memory_root, seconds if seconds is not None else ctx.lock_seconds)
-
-
 # ------------------------------------------------------------------------------ sessions
 
 
-def load_snapshot(ctx: Context, previous: Any = None):
-    from memory_tui.sessions.store import load_sessions
-
-    return load_sessions(ctx.state_dir, previous)
-
-
 def _attempt(ctx: Context, report: WriteReport, bs: BranchState, batch: Batch, wid: str) -> BatchReport:
+    ctx.checkpoint("batch", len(report.written), report)  # before the transaction, never inside it
     try:
-        with _locked(ctx):
+        with locked(ctx):
             wid = ensure_workspace(ctx)
             br = write_batch(ctx, bs, batch, wid, report)
     except Exception as exc:  # classified: the closed code set and a retry verdict
@@ -469,8 +312,6 @@ def write_session(ctx: Context, report: WriteReport, session_id: str, *, branch:
             report.fail(br.reason_code or "WRITER_FAILURE_UNKNOWN", br.retryable, br.message)
         return
 
-    from memory_tui.sessions.dag import forced_pass_branch_order
-
     order = [branch] if branch else list(forced_pass_branch_order(session))
     for idx, tip in enumerate(order):
         head_like = idx == 0
@@ -501,7 +342,7 @@ def write_session(ctx: Context, report: WriteReport, session_id: str, *, branch:
                 return
             seen_pending = key
             batch = first_batch(bs.pending, ctx.counter, threshold, text_of=lambda r: r.content)
-            ctx.emit("batch", session=session_id, tip=tip, turns=len(batch), tokens=batch.tokens)
+            ctx.emit("batch", len(report.written), None, f"{session_id} {tip}: {len(batch)} turns, {batch.tokens} tokens")
             br = _attempt(ctx, report, bs, batch, wid or "")
             report.batches.append(br)
             if br.result == "failed":
@@ -545,8 +386,6 @@ def write(
     if ctx.memory_root.is_dir():
         report.revision_before = revision(ctx.memory_root)
     if not dry_run:
-        from memory_tui.pipeline.migrate import migrate_if_needed
-
         try:
             report.migration = migrate_if_needed(ctx)
         except MemoryError as exc:
@@ -556,10 +395,14 @@ def write(
             return report
     snap = load_snapshot(ctx)
     ids = [session_id] if session_id is not None else list(snap.sessions)
-    for sid in ids:
-        write_session(ctx, report, sid, branch=branch, force=force, dry_run=dry_run, snapshot=snap)
-        if session_id is None and report.outcome == "retryable" and report.reason_code == "CONCURRENT_UPDATE":
-            break
+    try:
+        for sid in ids:
+            write_session(ctx, report, sid, branch=branch, force=force, dry_run=dry_run, snapshot=snap)
+            if session_id is None and report.outcome == "retryable" and report.reason_code == "CONCURRENT_UPDATE":
+                break
+    except JobCancelled:
+        _finish(ctx, report)  # the batches before the cancel are whole: record them
+        raise
     _finish(ctx, report)
     return report
 
@@ -579,4 +422,4 @@ def _finish(ctx: Context, report: WriteReport) -> None:
         report.revision = revision(ctx.memory_root)
 
 
-__all__ = ["Context", "WriteReport", "BatchReport", "write", "write_session", "branch_state", "source_record", "ensure_workspace"]
+__all__ = ["Context", "WriteReport", "BatchReport", "revision", "write", "write_session", "branch_state", "source_record"]

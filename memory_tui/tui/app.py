@@ -20,13 +20,16 @@ from rich.text import Text
 from textual import work
 from textual.app import App
 from textual.binding import BindingType
+from textual.worker import Worker, WorkerState
 
 from memory_tui.core.tokens import O200kCounter, TokenCounter
 
 from . import commands as registry
 from .commands import MemoryCommands
+from .jobs import JobRunner, JobSpec, backfill_job, reorganize_job, write_job
 from .data import CORE_TOPIC, RecordVM, WorkspaceModel, changed_views, header_changed, load_model
 from .messages import JobFinished, JobProgress, WorkspaceChanged
+from memory_tui.pipeline.context import JobEvent
 from .render import Glyphs, glyphs_for
 from .screens import SCREENS, HelpScreen, ViewScreen
 from .settings import Settings, load_settings
@@ -37,7 +40,7 @@ Clock = Callable[[], datetime]
 Arrival = Callable[[ViewScreen], None]
 
 
-class MemoryApp(App[None]):
+class MemoryApp(JobRunner, App[None]):
     TITLE = "memory-tui"
     CSS_PATH = "app.tcss"
     COMMANDS = App.COMMANDS | {MemoryCommands}
@@ -68,7 +71,8 @@ class MemoryApp(App[None]):
         self.filter_text = ""
         self.reloads = 0  # how many times a new model was applied (tests read it)
         self.last_rendered: set[str] = set()  # which views the last model redrew (tests read it)
-        self.jobs: dict[str, tuple[int, int | None, str]] = {}
+        self.jobs: dict[str, JobEvent] = {}  # the running job's last progress step
+        self.finished_jobs: list[JobFinished] = []  # every job outcome this session (tests read it)
         self.view_screens: dict[str, ViewScreen] = {}  # the view screens that exist so far
         self._arrivals: dict[str, Arrival] = {}
         self._reload_timer = None
@@ -108,8 +112,8 @@ class MemoryApp(App[None]):
     def job_label(self) -> str:
         if not self.jobs:
             return ""
-        job, (done, total, _note) = next(iter(self.jobs.items()))
-        return f"{job} {done}/{total}" if total else f"{job} {done}"
+        job, event = next(iter(self.jobs.items()))
+        return f"{job} {event.done}/{event.total}" if event.total is not None else f"{job} {event.phase} {event.done}"
 
     def banner_lines(self) -> list[Text]:
         m = self.model
@@ -253,14 +257,53 @@ class MemoryApp(App[None]):
             self.load_in_background(paths if self.model and self.model.state_exists else None)
 
     # ------------------------------------------------------------------ jobs
-    def on_job_progress(self, message: JobProgress) -> None:
-        self.jobs[message.job] = (message.done, message.total, message.note)
+    JOBS: ClassVar[dict[str, Callable[..., JobSpec]]] = {
+        "write": write_job,
+        "reorganize": reorganize_job,
+        "backfill": backfill_job,
+    }
+
+    def action_run_job(self, name: str) -> None:
+        if self.jobs:
+            self.notify(f"{next(iter(self.jobs))} is still running (x cancels it).", severity="warning")
+            return
+        self.launch_job(self.JOBS[name](self.settings.writer))
+
+    def launch_job(self, spec: JobSpec) -> None:
+        """Start ``spec`` in the job worker (one job at a time); the app keeps its progress."""
+        self.jobs[spec.name] = JobEvent("starting")
+        self.start_job(spec)
+        self._redraw_header()
+
+    def action_cancel_job(self) -> None:
+        if self.cancel_job():
+            self.notify("Cancelling: the job stops before its next transaction.")
+        else:
+            self.notify("No job is running.", severity="information")
+
+    def _redraw_header(self) -> None:
         screen = self.current_view_screen
         if screen is not None:
             screen.render_header()
 
+    def on_job_progress(self, message: JobProgress) -> None:
+        if message.event.phase == "warning":
+            self.notify(f"{message.job}: {message.event.message}", severity="warning")
+            return
+        self.jobs[message.job] = message.event
+        self._redraw_header()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        # A job that raised something no job handler expects: say so, never hide it.
+        if event.worker.group == "job" and event.state == WorkerState.ERROR:
+            self.jobs.clear()
+            self._redraw_header()
+            self.notify(f"job crashed: {event.worker.error!r}", severity="error", timeout=30)
+
     def on_job_finished(self, message: JobFinished) -> None:
         self.jobs.pop(message.job, None)
+        self.finished_jobs.append(message)
+        self._redraw_header()
         if message.cancelled:
             self.notify(f"{message.job} cancelled: nothing was written")
         elif message.ok:

@@ -73,12 +73,16 @@ COMMANDS: tuple[Command, ...] = (
     Command("app.ascii", "a", "toggle_ascii", "ASCII", "Toggle ASCII glyphs", footer=False),
     Command("app.problems", "p", "problems", "Problems", "List every problem with its file and line"),
     Command("app.help", "question_mark,f1", "help", "Help", "Show the keys of every view", key_display="?"),
+    Command("job.cancel", "x", "cancel_job", "Cancel job", "Stop the running job at its next safe point", footer=False),
+    Command("job.write", "", "run_job('write')", "Write pending turns", "Run the write job (per-turn rule), as `memory-tui write`"),
+    Command("job.reorganize", "", "run_job('reorganize')", "Reorganize topics", "Fold duplicate records, as `memory-tui reorganize`"),
+    Command("job.backfill", "", "run_job('backfill')", "Backfill sources", "Distil archived sources no topic cites, as `memory-tui backfill`"),
     Command("app.quit", "q", "quit", "Quit", "Quit memory-tui"),
 )
 
 
 def app_bindings() -> list[Binding]:
-    return [cmd.binding() for cmd in COMMANDS if cmd.scope == "app"]
+    return [cmd.binding() for cmd in COMMANDS if cmd.scope == "app" and cmd.key]
 
 
 def screen_bindings(view: str | None) -> list[Binding]:
@@ -86,7 +90,7 @@ def screen_bindings(view: str | None) -> list[Binding]:
     return [
         cmd.binding()
         for cmd in COMMANDS
-        if cmd.scope == "screen" and ((not cmd.views) if view is None else (view in cmd.views))
+        if cmd.scope == "screen" and cmd.key and ((not cmd.views) if view is None else (view in cmd.views))
     ]
 
 
@@ -101,7 +105,7 @@ def effective_keys(cmd: Command, keymap: Mapping[str, str]) -> str:
 
 def key_label(keys: str) -> str:
     names = {"slash": "/", "question_mark": "?", "escape": "esc", "ctrl+r": "^r", "ctrl+p": "^p"}
-    return " ".join(names.get(k.strip(), k.strip()) for k in keys.split(","))
+    return " ".join(names.get(k.strip(), k.strip()) for k in keys.split(",")) or "palette"
 
 
 class MemoryCommands(Provider):

@@ -6,6 +6,8 @@ from typing import Any
 
 from textual.message import Message
 
+from memory_tui.pipeline.context import JobEvent
+
 
 class WorkspaceChanged(Message):
     """Files changed under ``memory/`` or ``sessions/`` (paths relative to the state dir)."""
@@ -16,22 +18,17 @@ class WorkspaceChanged(Message):
 
 
 class JobProgress(Message):
-    """A long job (write, reorganize, backfill) reports progress.
+    """A running job (write, reorganize, backfill) reached a step (``tui/jobs.py`` posts it)."""
 
-    Jobs run in ``@work(thread=True, exclusive=True, group="job", exit_on_error=False)``
-    workers and post this with ``app.call_from_thread``-safe ``post_message``.
-    """
-
-    def __init__(self, job: str, done: int, total: int | None = None, note: str = "") -> None:
+    def __init__(self, job: str, event: JobEvent) -> None:
         super().__init__()
         self.job = job
-        self.done = done
-        self.total = total
-        self.note = note
+        self.event = event
 
 
 class JobFinished(Message):
-    """A job ended: ``ok`` with its ``result``, or failed with ``error`` (a MemoryError/Problem)."""
+    """A job ended: ``ok`` with its ``result``, failed with ``error``, or was ``cancelled``
+    at a safe point (every transaction before it whole, none begun after)."""
 
     def __init__(self, job: str, ok: bool, result: Any = None, error: Any = None, cancelled: bool = False) -> None:
         super().__init__()

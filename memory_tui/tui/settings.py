@@ -21,11 +21,14 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from memory_tui.pipeline.settings import WriterSettings
+
 
 @dataclass(frozen=True)
 class Settings:
     keymap: dict[str, str] = field(default_factory=dict)
     theme: str | None = None
+    writer: WriterSettings = field(default_factory=WriterSettings)
     path: Path | None = None
     problem: str | None = None
 

@@ -227,7 +227,8 @@ def test_reorganize_and_backfill_shapes(fixture_state):
 
 def test_reorganize_folds_duplicates_keeping_ids(fixture_state):
     from memory_tui.core import transaction
-    from memory_tui.pipeline.reorganize import _tree, reorganize
+    from memory_tui.pipeline.context import topic_tree as _tree
+    from memory_tui.pipeline.reorganize import reorganize
 
     root = fixture_state / "memory"
     tree = _tree(root)

@@ -12,7 +12,8 @@ from memory_tui.core import transaction as tx
 from memory_tui.core.gitlog import fixed_env
 from memory_tui.core.sources import SourceIndex, SourceRecord, append_records, decode_meta
 from memory_tui.pipeline.backfill import backfill, candidates, migrate_legacy_core
-from memory_tui.pipeline.write import Context, EDIT_LOCK_SECONDS, _locked
+from memory_tui.core.lock import TIMEOUT_EDIT
+from memory_tui.pipeline.context import Context, locked
 
 PRINCIPAL = "owner/install/0123456789abcdef"
 RECORDS = [SourceRecord("openprogram", "sess-bf", f"m{i}", i + 1, "user", f"message {i}",
@@ -47,7 +48,7 @@ def test_unparseable_root_core_is_archived_as_a_trusted_candidate(tmp_path):
     state = _state(tmp_path, UNPARSEABLE)
     mem = state / "memory"
     ctx = _ctx(state)
-    with _locked(ctx, EDIT_LOCK_SECONDS):
+    with locked(ctx, TIMEOUT_EDIT):
         assert migrate_legacy_core(ctx) == "archived"
     sid = _legacy_id(UNPARSEABLE)
     assert (mem / "sources/openprogram-migration/_v2/legacy-core.md").is_file()
@@ -62,7 +63,7 @@ def test_unparseable_root_core_is_archived_as_a_trusted_candidate(tmp_path):
     assert sid in [fr.source_id for fr in candidates(mem)]
     assert (mem / "core.md").read_text() == UNPARSEABLE  # the root file itself is left alone
     before = (mem / "sources/openprogram-migration/_v2/legacy-core.md").read_bytes()
-    with _locked(ctx, EDIT_LOCK_SECONDS):
+    with locked(ctx, TIMEOUT_EDIT):
         assert migrate_legacy_core(ctx) is None  # content addressed: not archived twice
     assert (mem / "sources/openprogram-migration/_v2/legacy-core.md").read_bytes() == before
 
