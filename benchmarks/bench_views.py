@@ -22,7 +22,8 @@ from pathlib import Path
 from memory_tui.core.sources import SourceIndex, SourceRecord, anchor, render_archive, render_frame
 from memory_tui.core.tokens import O200kCounter
 from memory_tui.core.topics import parse_tree
-from memory_tui.core.views import build_views, check_views
+from memory_tui.core.views import build_views
+from memory_tui.core.workspace import check_views
 from memory_tui.core.workspace import dump_runtime_json, RuntimeState, open_state, refresh, workspace_revision
 
 WORDS = "tea rail pass ryokan bento matcha umbrella charger itinerary shinkansen temple garden".split()

@@ -7,46 +7,29 @@ README). Every failure is a one-line message and a non-zero exit code, never a t
 from __future__ import annotations
 
 import argparse
-import importlib
-import json
 import os
 import sys
-from typing import Any, Callable
+from typing import Callable
 
 from memory_tui import __version__
+from memory_tui.cli import actions, app, edit, insights, jobs, read, records, topics
+from memory_tui.cli.common import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    EXIT_RETRYABLE,
+    EXIT_USAGE,
+    CliError,
+    add_common,
+    emit_json,
+)
 from memory_tui.core.errors import MemoryError
 from memory_tui.core.text import sanitize
 
+__all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_RETRYABLE", "EXIT_USAGE", "CliError", "add_common", "build_parser", "emit_json", "main"]
+
 # Modules contributing verbs; each exposes ``register(subparsers)`` and sets ``func`` on its
-# parsers. A module that is not there yet is skipped, so the CLI works while it grows.
-VERB_MODULES = (
-    "memory_tui.cli.read",
-    "memory_tui.cli.topics",
-    "memory_tui.cli.edit",
-    "memory_tui.cli.jobs",
-    "memory_tui.cli.records",
-    "memory_tui.cli.actions",
-    "memory_tui.cli.insights",
-    "memory_tui.cli.app",
-)
-
-EXIT_OK = 0
-EXIT_FAILURE = 1  # non-retryable failure or rejection
-EXIT_USAGE = 2
-EXIT_RETRYABLE = 3  # e.g. CONCURRENT_UPDATE: try again later
-
-
-class CliError(Exception):
-    def __init__(self, message: str, code: int = EXIT_FAILURE) -> None:
-        super().__init__(message)
-        self.exit_code = code
-
-
-def add_common(parser: argparse.ArgumentParser) -> None:
-    """Options every verb accepts (also accepted before the verb)."""
-    parser.add_argument("--state", metavar="DIR", default=argparse.SUPPRESS, help="OpenProgram state directory")
-    parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
-
+# parsers (``register_root``: options of the default, no-verb action).
+VERB_MODULES = (read, topics, edit, jobs, records, actions, insights, app)
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -57,21 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--state", metavar="DIR", default=None, help="OpenProgram state directory")
     parser.add_argument("--json", action="store_true", default=False, help="print JSON")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
-    for name in VERB_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:
-                continue
-            raise
+    for module in VERB_MODULES:
         module.register(sub)
         if hasattr(module, "register_root"):  # options of the default (no-verb) action
             module.register_root(parser)
     return parser
-
-
-def emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from memory_tui.cli import EXIT_OK, EXIT_USAGE, CliError, add_common, emit_json
+from memory_tui.cli.common import EXIT_OK, EXIT_USAGE, CliError, add_common, emit_json
 from memory_tui.core.paths import discover_state_dir
 from memory_tui.core.text import sanitize
 

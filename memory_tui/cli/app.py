@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import shutil
+import sys
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
+from memory_tui import demo as demo_mod
+from memory_tui.cli.common import CliError
 from memory_tui.core.paths import discover_state_dir
 
 
@@ -30,7 +35,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     demo.set_defaults(func=run_demo)
 
 
+def _need_terminal() -> None:
+    # Without a terminal Textual would wait on a pipe or draw into a file; say so at once.
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise CliError(
+            "the app needs a terminal (stdin and stdout are not one); "
+            "run it in a terminal, or use a verb such as `memory-tui status`",
+        )
+
+
 def _open(state_dir: Path, args: argparse.Namespace) -> int:
+    _need_terminal()
+    # Imported here, not at the top: every other verb starts without loading Textual.
     from memory_tui.tui.app import create_app
 
     app = create_app(state_dir, watch=not getattr(args, "no_watch", False), ascii=getattr(args, "ascii", False))
@@ -44,22 +60,26 @@ def run_app(args: argparse.Namespace) -> int:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from memory_tui.cli import CliError
-
+    if not args.no_open:
+        _need_terminal()
+    if args.path:
+        target = Path(args.path).expanduser()
+        if target.exists() and (not target.is_dir() or any(target.iterdir())):
+            raise CliError(f"demo --path {target}: the folder is not empty; give a new or empty folder")
+        state_dir = demo_mod.build_demo(target, clock=lambda: datetime.now(timezone.utc))
+        return _print_or_open(Path(state_dir), args)
+    target = Path(tempfile.mkdtemp(prefix="memory-tui-demo-"))
+    keep = bool(args.no_open)  # the printed folder is what the user asked for
     try:
-        from memory_tui import demo as demo_mod  # written by the demo owner
-    except ModuleNotFoundError as exc:
-        if exc.name != "memory_tui.demo":
-            raise
-        raise CliError(
-            "the demo builder (memory_tui.demo) is not part of this build yet; "
-            "open a real state dir with `memory-tui --state DIR`"
-        ) from None
-    import tempfile
+        state_dir = demo_mod.build_demo(target, clock=lambda: datetime.now(timezone.utc))
+        return _print_or_open(Path(state_dir), args)
+    finally:
+        if not keep:
+            shutil.rmtree(target, ignore_errors=True)
 
-    target = Path(args.path).expanduser() if args.path else Path(tempfile.mkdtemp(prefix="memory-tui-demo-"))
-    state_dir = demo_mod.build_demo(target, clock=lambda: datetime.now(timezone.utc))
+
+def _print_or_open(state_dir: Path, args: argparse.Namespace) -> int:
     if args.no_open:
         print(state_dir)
         return 0
-    return _open(Path(state_dir), args)
+    return _open(state_dir, args)

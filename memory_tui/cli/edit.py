@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from memory_tui.cli import EXIT_FAILURE, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE, CliError, add_common, emit_json
+from memory_tui.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE, CliError, add_common, emit_json
 from memory_tui.core import transaction as tx
 from memory_tui.core.errors import RETRYABLE_TRANSACTION_CODES, MemoryError
 from memory_tui.core.paths import discover_state_dir
@@ -194,7 +194,7 @@ def _cmd_views(args: argparse.Namespace) -> int:
     as_json = getattr(args, "json", False)
     if args.rebuild:
         return _report_apply(args, tx.rebuild_views(state))
-    from memory_tui.core.views import check_views
+    from memory_tui.core.workspace import check_views
 
     root = tx.memory_root(state)
     if not root.parent.is_dir():

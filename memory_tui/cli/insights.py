@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from memory_tui.cli import EXIT_FAILURE, EXIT_RETRYABLE, CliError, add_common, emit_json
+from memory_tui.cli.common import EXIT_FAILURE, EXIT_RETRYABLE, CliError, add_common, emit_json
 from memory_tui.core.errors import MemoryError
 from memory_tui.core.paths import discover_state_dir
 from memory_tui.core.text import sanitize

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape as markup_escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from memory_tui.cli import EXIT_FAILURE, EXIT_OK, EXIT_RETRYABLE, CliError, add_common, emit_json
+from memory_tui.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_RETRYABLE, CliError, add_common, emit_json
 from memory_tui.core.text import sanitize
 from memory_tui.pipeline.context import Context, JobEvent
 

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memory_tui.cli import CliError, add_common, emit_json
+from memory_tui.cli.common import CliError, add_common, emit_json
 from memory_tui.core.paths import discover_state_dir
 from memory_tui.core.text import sanitize
 

@@ -12,7 +12,7 @@ import argparse
 import sys
 from typing import Any
 
-from memory_tui.cli import EXIT_FAILURE, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE, CliError, add_common, emit_json
+from memory_tui.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE, CliError, add_common, emit_json
 from memory_tui.core.errors import RETRYABLE_TRANSACTION_CODES
 from memory_tui.core.paths import discover_state_dir
 from memory_tui.core.text import sanitize

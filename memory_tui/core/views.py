@@ -3,7 +3,7 @@ and ``core.md``, rebuilt from parsed topic units, byte for byte as OpenProgram w
 
 Every function here is pure: units (plus the trusted-source set, the runtime creation order,
 the recent limit and an injected token counter) in, text out. Nothing touches the disk except
-``check_views``, which only reads.
+``workspace.check_views``, which only reads.
 
 Unlike OpenProgram, the core render keeps what it dropped (``CoreRender.omitted_ids``,
 ``pending_skipped_ids``, token counts) as data, and counts special-token text such as
@@ -604,10 +604,3 @@ def compare_views(memory_root: Path, views: DerivedViews) -> list[ViewMismatch]:
         out.append(ViewMismatch(rel, "extra"))
     return out
 
-
-def check_views(memory_root: Path, *, counter: TokenCounter | None = None, state_dir: Path | None = None) -> list[ViewMismatch]:
-    """Rebuild every derived view from the committed topics and list the files that differ."""
-    from .workspace import open_memory_views
-
-    views = open_memory_views(memory_root, counter=counter, state_dir=state_dir)
-    return compare_views(memory_root, views)

@@ -26,6 +26,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from .errors import CORRUPT_FILE, STATE_NOT_FOUND, WRITE_FAILURE_CODES, MemoryError, Problem
 from .paths import RUNTIME_NAMES, Layout, is_internal_top
+from .tokens import TokenCounter
+from .views import ViewMismatch, build_views, compare_views, core_injection
 
 EMPTY_REVISION = hashlib.sha256(b"").hexdigest()[:32]
 WORKSPACE_ID_RE = re.compile(r"w-[0-9a-f]{8}")
@@ -539,7 +541,6 @@ class StateView:
             return None
 
     def core_injection(self) -> Any:
-        from .views import core_injection
 
         return core_injection(self.root_core_text(), inject=self.config.core_inject, counter=self.counter)
 
@@ -644,7 +645,6 @@ def _build(state_dir: Path, prev: StateView | None, counter: Any) -> StateView:
     from .config import load_memory_config
     from .sources import SourceIndex
     from .tokens import DEFAULT_COUNTER
-    from .views import build_views
 
     if not state_dir.is_dir():
         raise MemoryError(STATE_NOT_FOUND, f"state directory not found: {state_dir}", path=str(state_dir))
@@ -781,3 +781,9 @@ def open_memory_views(memory_root: Path, *, counter: Any = None, state_dir: Path
     """Derived views rebuilt from the committed topics of ``memory_root`` (reads only)."""
     state_dir = state_dir or memory_root.parent
     return open_state(state_dir, counter=counter).views
+
+
+def check_views(memory_root: Path, *, counter: TokenCounter | None = None, state_dir: Path | None = None) -> list[ViewMismatch]:
+    """Rebuild every derived view from the committed topics and list the files that differ."""
+    views = open_memory_views(memory_root, counter=counter, state_dir=state_dir)
+    return compare_views(memory_root, views)

@@ -9,7 +9,7 @@ from memory_tui.core import gitlog
 from memory_tui.core import transaction as tx
 from memory_tui.core.normalize import normalize_tree
 from memory_tui.core.topics import read_topic_texts
-from memory_tui.core.views import check_views
+from memory_tui.core.workspace import check_views
 from memory_tui.core.workspace import workspace_revision
 
 ENV = gitlog.fixed_env()

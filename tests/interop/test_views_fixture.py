@@ -9,7 +9,8 @@ pytest.importorskip("memory_tui.core.sources")
 from memory_tui.core.sources import SourceIndex  # noqa: E402
 from memory_tui.core.tokens import O200kCounter  # noqa: E402
 from memory_tui.core.topics import parse_tree  # noqa: E402
-from memory_tui.core.views import build_views, check_views, compare_views, render_core  # noqa: E402
+from memory_tui.core.views import build_views, compare_views, render_core  # noqa: E402
+from memory_tui.core.workspace import check_views  # noqa: E402
 from memory_tui.core.workspace import load_runtime_state  # noqa: E402
 
 
