@@ -74,9 +74,9 @@ COMMANDS: tuple[Command, ...] = (
     Command("app.problems", "p", "problems", "Problems", "List every problem with its file and line"),
     Command("app.help", "question_mark,f1", "help", "Help", "Show the keys of every view", key_display="?"),
     Command("job.cancel", "x", "cancel_job", "Cancel job", "Stop the running job at its next safe point", footer=False),
-    Command("job.write", "", "run_job('write')", "Write pending turns", "Run the write job (per-turn rule), as `memory-tui write`"),
-    Command("job.reorganize", "", "run_job('reorganize')", "Reorganize topics", "Fold duplicate records, as `memory-tui reorganize`"),
-    Command("job.backfill", "", "run_job('backfill')", "Backfill sources", "Distil archived sources no topic cites, as `memory-tui backfill`"),
+    Command("job.write", "", "run_job('write')", "Write pending turns", "Run `memory-tui write` (per-turn rule)"),
+    Command("job.reorganize", "", "run_job('reorganize')", "Reorganize topics", "Run `memory-tui reorganize`"),
+    Command("job.backfill", "", "run_job('backfill')", "Backfill sources", "Run `memory-tui backfill`"),
     Command("app.quit", "q", "quit", "Quit", "Quit memory-tui"),
 )
 

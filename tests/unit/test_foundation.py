@@ -20,10 +20,10 @@ def test_o200k_counts_match_known_values():
     counter = O200kCounter()
     assert counter.count("") == 0
     assert counter.count("hello world") == 2
-    # o200k splits this differently from cl100k (which gives 7): a real o200k table is in use.
-    assert o200k_encoding().encode("The owner prefers concise answers.") == o200k_encoding().encode(
-        "The owner prefers concise answers.", disallowed_special=()
-    )
+    # The o200k_base ids themselves (cl100k_base gives [15339, 1917] and 7 tokens for the
+    # sentence): the real o200k table is in use, not a look-alike.
+    assert o200k_encoding().encode("hello world") == [24912, 2375]
+    assert o200k_encoding().encode("The owner prefers concise answers.") == [976, 8667, 99325, 82463, 14716, 13]
     assert o200k_encoding().n_vocab == 200019
 
 

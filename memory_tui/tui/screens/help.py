@@ -28,7 +28,7 @@ class HelpScreen(ModalScreen[None]):
     ]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    HelpScreen > VerticalScroll { width: 72; max-width: 95%; height: auto; max-height: 90%;
+    HelpScreen > VerticalScroll { width: 96; max-width: 95%; height: auto; max-height: 90%;
         border: round $accent; background: $surface; padding: 0 1; }
     HelpScreen.-ascii > VerticalScroll { border: ascii $accent; }
     """
