@@ -22,6 +22,7 @@ from textual.app import App
 from textual.binding import BindingType
 from textual.worker import Worker, WorkerState
 
+from memory_tui.core.errors import Problem
 from memory_tui.core.tokens import O200kCounter, TokenCounter
 
 from . import commands as registry
@@ -31,7 +32,7 @@ from .data import CORE_TOPIC, RecordVM, WorkspaceModel, changed_views, header_ch
 from .messages import JobFinished, JobProgress, WorkspaceChanged
 from memory_tui.pipeline.context import JobEvent
 from .render import Glyphs, glyphs_for
-from .screens import SCREENS, HelpScreen, ViewScreen
+from .screens import SCREENS, HelpScreen, ProblemsScreen, ViewScreen
 from .settings import Settings, load_settings
 from .views import VIEWS
 from .watcher import watch_changes
@@ -104,10 +105,31 @@ class MemoryApp(JobRunner, App[None]):
     def now(self) -> datetime:
         return self.clock() if self.clock else datetime.now(timezone.utc)
 
+    def all_problems(self) -> list[Problem]:
+        """Every problem: settings, config.json, topics and sources, sessions, writer status."""
+        out: list[Problem] = []
+        if self.settings.problem:
+            out.append(Problem("INVALID_SETTINGS", self.settings.problem, str(self.settings.path) if self.settings.path else None))
+        m = self.model
+        if m is None:
+            return out
+        for p in (*m.config.problems, *m.problems):
+            if p not in out:
+                out.append(p)
+        st = m.status
+        if st.last_outcome == "failure":
+            out.append(Problem(
+                st.last_failure_code or "WRITER_FAILURE_UNKNOWN",
+                f"the last writer run failed{' at ' + st.last_failure_at if st.last_failure_at else ''}",
+                "memory/.scriptorium/writer-status.json",
+            ))
+        return out
+
     def problem_count(self) -> int:
         m = self.model
-        shown = len(m.problems) if m and m.memory_exists else 0
-        return shown + (1 if self.settings.problem else 0)
+        if m is not None and not m.memory_exists:
+            return 1 if self.settings.problem else 0  # the notice already says what is missing
+        return len(self.all_problems())
 
     def job_label(self) -> str:
         if not self.jobs:
@@ -198,6 +220,23 @@ class MemoryApp(JobRunner, App[None]):
         if isinstance(self.screen, HelpScreen):
             return
         self.push_screen(HelpScreen(self.keymap, self.view, self.ascii_mode))
+
+    def action_problems(self) -> None:
+        if isinstance(self.screen, ProblemsScreen):
+            return
+        self.push_screen(ProblemsScreen(self.all_problems(), self.open_problem))
+
+    def open_problem(self, problem: Problem) -> bool:
+        """Show ``problem``'s file in its view; False when no view shows that file."""
+        path = problem.path or ""
+        if path.startswith("memory/"):
+            path = path[len("memory/"):]
+        m = self.model
+        if not path.startswith("topics/") or m is None or m.topic(path) is None:
+            return False
+        view = "core" if path == CORE_TOPIC else "topics"
+        self.go_to(view, lambda screen: screen.reveal_topic(path))  # type: ignore[attr-defined]
+        return True
 
     def action_reload(self) -> None:
         self.load_in_background(None)

@@ -100,6 +100,30 @@ def test_malformed_topic(snap_compare, tmp_path):
     assert snap_compare(make_app(state), terminal_size=(120, 40), run_before=_keys())
 
 
+def _malformed_state(tmp_path):
+    return write_minimal_state(
+        tmp_path,
+        {
+            "topics/notes.md": "# Notes\n\nThis line has no citation and no block id.\n",
+            "topics/good.md": "# Good\n\nTea.[^e-1] ^ab12cd34\n\n[^e-1]: Time: `2026-11`; Sources: [x](openprogram/s/m1)\n",
+        },
+        config={"memory": {"writer": {"trigger_tokens": "lots"}}},
+    )
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)], ids=["wide", "narrow"])
+def test_problems_screen(snap_compare, tmp_path, size):
+    assert snap_compare(make_app(_malformed_state(tmp_path)), terminal_size=size, run_before=_keys("p"))
+
+
+def test_tiny_terminal_shows_record_text(snap_compare, tmp_path):
+    state = write_minimal_state(
+        tmp_path,
+        {"topics/good.md": "# Good\n\nAda drinks green tea.[^e-1] ^ab12cd34\n\n[^e-1]: Time: `2026-11`; Sources: [x](openprogram/s/m1)\n"},
+    )
+    assert snap_compare(make_app(state), terminal_size=(40, 12), run_before=_keys("enter"))
+
+
 def test_memory_disabled(snap_compare, fixture_copy, tmp_path):
     state = tmp_path / ".openprogram"
     shutil.copytree(fixture_copy, state, symlinks=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from .base import ViewScreen
 from .core import CoreScreen
 from .help import HelpScreen
+from .problems import ProblemsScreen
 from .recent import RecentScreen
 from .sessions import SessionsScreen
 from .timeline import TimelineScreen
@@ -22,6 +23,7 @@ __all__ = [
     "SCREENS",
     "CoreScreen",
     "HelpScreen",
+    "ProblemsScreen",
     "RecentScreen",
     "SessionsScreen",
     "TimelineScreen",

@@ -215,6 +215,12 @@ class CoreScreen(CitationScreen):
         if rec is not None:
             await self.shell.open_record(rec)
 
+    def reveal_topic(self, path: str) -> None:
+        """topics/core.md: show its records."""
+        self.refresh_view()
+        if not self.show_sources:
+            self.action_toggle_core_sources()
+
     def reveal(self, record: RecordVM) -> None:
         """Show the topics/core.md records with ``record`` highlighted."""
         self.refresh_view()

@@ -240,6 +240,17 @@ class TopicsScreen(CitationScreen):
         self.show_source(self.records, self.query_one("#source-pane", SourcePane))
 
     # ------------------------------------------------------------------ reveal
+    def reveal_topic(self, path: str) -> None:
+        """Put the cursor on the topic at ``path`` (its problems show in the detail)."""
+        if self.filter_text:
+            self.clear_filter()
+        self.refresh_view()
+        node = next((n for n in walk(self.tree.root) if n.data == TopicNode(path)), None)
+        if node is not None:
+            self.tree.put_cursor(node)
+            self.show_topic()
+        self.open_detail(self.records)
+
     def reveal(self, record: RecordVM) -> None:
         """Put the cursor on ``record``'s topic and highlight it."""
         if self.filter_text:

@@ -1,0 +1,67 @@
+"""The Problems screen: every problem with its place, Enter opens the place."""
+
+from __future__ import annotations
+
+import pytest
+from tui_helpers import make_app, write_minimal_state
+
+from memory_tui.tui.screens import ProblemsScreen, TopicsScreen
+from memory_tui.tui.screens.problems import ProblemOption
+from memory_tui.tui.screens.topics import TopicNode
+from memory_tui.tui.settings import load_settings
+
+pytestmark = pytest.mark.anyio
+
+GOOD = "# Good\n\nA fact.[^e-1] ^aaaa1111\n\n[^e-1]: Time: `2026-11`; Sources: [x](../sources/x.md#source-0000000000000000)\n"
+
+
+def _rows(app) -> list[ProblemOption]:
+    lst = app.screen.query_one("#problems-list")
+    return [o for o in (lst.get_option_at_index(i) for i in range(lst.option_count)) if isinstance(o, ProblemOption)]
+
+
+async def test_malformed_topic_is_listed_and_enter_opens_it(tmp_path):
+    state = write_minimal_state(tmp_path / "bad", {"topics/a-good.md": GOOD, "topics/notes.md": "# Notes\n\nUncited prose here.\n"})
+    app = make_app(state)
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert "problem" in str(app.screen.query_one("#header").render())
+        await pilot.press("p")
+        assert isinstance(app.screen, ProblemsScreen)
+        rows = _rows(app)
+        notes = [r for r in rows if r.problem.path == "topics/notes.md"]
+        assert notes and notes[0].problem.line == 3 and notes[0].problem.code == "INVALID_TOPIC_FORMAT"
+        assert "topics/notes.md:3:1" in str(notes[0].prompt)
+        lst = app.screen.query_one("#problems-list")
+        lst.highlighted = rows.index(notes[0])
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, TopicsScreen)
+        assert app.screen.tree.cursor_node.data == TopicNode("topics/notes.md")
+        assert "topics/notes.md:3:1" in str(app.screen.query_one("#topic-records").get_option_at_index(0).prompt)
+
+
+async def test_corrupt_config_json_is_a_problem_not_a_silent_default(tmp_path):
+    state = write_minimal_state(tmp_path / "cfg", {"topics/a-good.md": GOOD})
+    (state / "config.json").write_text('{"memory": {\n  "backend": }\n')
+    app = make_app(state)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("p")
+        rows = [r for r in _rows(app) if r.problem.path == "config.json"]
+        assert rows and rows[0].problem.line == 2, [r.problem for r in _rows(app)]
+        await pilot.press("enter")  # config.json is shown in no view: the screen stays, says so
+        assert isinstance(app.screen, ProblemsScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, ProblemsScreen)
+
+
+async def test_a_bad_settings_file_is_listed_with_its_file(tmp_path):
+    state = write_minimal_state(tmp_path / "s", {"topics/a-good.md": GOOD})
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('theme = "nord"\n[keymap\n')
+    settings = load_settings(cfg)
+    app = make_app(state, settings=settings)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("p")
+        rows = [r for r in _rows(app) if r.problem.code == "INVALID_SETTINGS"]
+        assert rows and rows[0].problem.path == str(cfg)
+        assert "line 2" in rows[0].problem.message
