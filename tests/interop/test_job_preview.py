@@ -107,14 +107,14 @@ def test_reorganize_preview_when_the_lock_is_busy(fixture_state):
     t.start()
     try:
         held.wait(5)
-        import memory_tui.pipeline.write as w
+        import memory_tui.pipeline.reorganize as w  # its lock wait is core.lock.TIMEOUT_EDIT
 
-        old = w.EDIT_LOCK_SECONDS
-        w.EDIT_LOCK_SECONDS = 0.1
+        old = w.TIMEOUT_EDIT
+        w.TIMEOUT_EDIT = 0.1
         try:
             p = preview_job(ctx, "reorganize")
         finally:
-            w.EDIT_LOCK_SECONDS = old
+            w.TIMEOUT_EDIT = old
     finally:
         done.set()
         t.join()
