@@ -21,7 +21,10 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memory_tui.pipeline.settings import WriterSettings
+from memory_tui.core.errors import MemoryError
+from memory_tui.pipeline.settings import WriterSettings, config_path, parse_settings
+
+from .commands import COMMANDS
 
 
 @dataclass(frozen=True)
@@ -34,12 +37,8 @@ class Settings:
 
 
 def settings_path(env: dict[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    explicit = env.get("MEMORY_TUI_CONFIG")
-    if explicit:
-        return Path(explicit).expanduser()
-    base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME") or Path.home()) / ".config")
-    return Path(base) / "memory-tui" / "config.toml"
+    """The one path rule, shared with the CLI's writer settings (``pipeline.settings``)."""
+    return config_path(env)
 
 
 def load_settings(path: Path | None = None) -> Settings:
@@ -67,5 +66,17 @@ def load_settings(path: Path | None = None) -> Settings:
                 if isinstance(key, str) and isinstance(value, str) and value.strip():
                     keymap[key] = value.strip()
         theme = data.get("theme") if isinstance(data.get("theme"), str) else None
-        return Settings(keymap=keymap, theme=theme, path=candidate)
+        problems: list[str] = []
+        known = {cmd.id for cmd in COMMANDS}
+        unknown = sorted(k for k in keymap if k not in known)
+        if unknown:
+            problems.append(f"{candidate}: [keymap] unknown binding id {unknown[0]!r} (see ? for the ids)")
+            for k in unknown:
+                keymap.pop(k)
+        writer = WriterSettings()
+        try:
+            writer = parse_settings(data, source=str(candidate))
+        except MemoryError as exc:
+            problems.append(f"{candidate}: {exc.message}")
+        return Settings(keymap=keymap, theme=theme, writer=writer, path=candidate, problem="; ".join(problems) or None)
     return Settings(path=path)

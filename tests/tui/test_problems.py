@@ -65,3 +65,18 @@ async def test_a_bad_settings_file_is_listed_with_its_file(tmp_path):
         rows = [r for r in _rows(app) if r.problem.code == "INVALID_SETTINGS"]
         assert rows and rows[0].problem.path == str(cfg)
         assert "line 2" in rows[0].problem.message
+
+
+async def test_a_bad_config_toml_key_is_a_problem_naming_file_and_key(tmp_path):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('[keymap]\n"view.nope" = "f9"\n"view.core" = "f4"\n\n[writer]\nname = "telepathy"\n')
+    settings = load_settings(cfg)
+    assert settings.keymap == {"view.core": "f4"}  # the good key still applies
+    assert str(cfg) in settings.problem and "'view.nope'" in settings.problem and "telepathy" in settings.problem
+    state = write_minimal_state(tmp_path / "k", {"topics/a-good.md": GOOD})
+    app = make_app(state, settings=settings)
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert "Settings:" in str(app.screen.query_one("#banner").render())
+        await pilot.press("p")
+        (row,) = [r for r in _rows(app) if r.problem.code == "INVALID_SETTINGS"]
+        assert "view.nope" in row.problem.message
