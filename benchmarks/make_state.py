@@ -145,13 +145,14 @@ def _topic_texts(cited: list[list[str]], files: int, rng: random.Random) -> dict
     """``files`` topic files sharing the cited source ids round robin (local labels: the
     normaliser allocates the block ids)."""
     flat = [sid for per in cited for sid in per]
-    per_file = -(-len(flat) // (files - 1))
+    slots = files - 1
+    assert len(flat) >= slots, "more topic files than cited records"
     out: dict[str, str] = {}
     k = 0
-    for f in range(files - 1):
+    for f in range(slots):
         group = f"area{f % 12}"
         parts = [f"# Area {f % 12} notes {f}\n", "## Facts\n"]
-        for j, ref in enumerate(flat[f * per_file:(f + 1) * per_file]):
+        for j, ref in enumerate(flat[f * len(flat) // slots:(f + 1) * len(flat) // slots]):
             parts.append(
                 f"{_sentence(rng, 12)[:-1]} (fact {k}).[^e{j}]\n\n"
                 f"[^e{j}]: Time: `2026-{1 + k % 12:02d}-{1 + k % 28:02d}`; Sources: [said]({ref})\n"
