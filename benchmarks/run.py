@@ -87,7 +87,7 @@ for _ in range(n):
         index = SourceIndex.load(mem)
         tree = parse_tree(mem / "topics", resolve=index.resolve_target, strict=True)
     else:
-        index, tree = parsecache.load_tree(mem)
+        index, tree = parsecache.load_tree(mem, persist=True)
     out.append(time.perf_counter() - t0)
     assert not tree.problems and len(tree.units) > 0, tree.problems[:3]
 print(json.dumps(out))

@@ -848,6 +848,11 @@ def _walk_sources(root: Path) -> Iterator[tuple[str, Path, os.stat_result]]:
                 yield child_rel, Path(entry.path), st
 
 
+def walk_sources(root: Path) -> Iterator[tuple[str, Path, os.stat_result]]:
+    """The files ``SourceIndex.load`` indexes, with their stats (for the parse cache)."""
+    return _walk_sources(root)
+
+
 def _ref_problem(message: str, ref: str, rule: str) -> Problem:
     return Problem(REF_PROBLEM, message, None, None, None, {"ref": ref, "rule": rule})
 

@@ -298,8 +298,10 @@ _INDEX_CACHE: dict[str, SourceIndex] = {}
 
 def source_index(root: Path) -> SourceIndex:
     """The committed archives, scanned once and refreshed by (mtime, size, inode)."""
+    from .parsecache import store_for
+
     key = str(Path(root).resolve())
-    index = SourceIndex.load(root, previous=_INDEX_CACHE.get(key))
+    index = store_for(root).source_index(previous=_INDEX_CACHE.get(key))
     _INDEX_CACHE[key] = index
     return index
 

@@ -257,11 +257,22 @@ class WorkspaceCache:
             if deps_signature(index, hit.deps) == hit.sig:
                 hit.checked = token
                 return hit
+        from .parsecache import store_for
+
+        store = store_for(self.root)
+        stored = store.topic_for_sha(rel, digest, index)
+        if stored is not None and stored[0].text == text:  # the last process's parse of these bytes
+            made = ParsedEntry(stored[0], stored[1], stored[2], token)
+            self.parsed[key] = made
+            return made
         topic = parse_topic(rel, text, resolve=index.resolve_target, strict=True)
         deps = topic_deps(topic)
         made = ParsedEntry(topic, deps, deps_signature(index, deps), token)
         if topic.ok:  # a topic with errors is parsed again each time (its problems may depend on more)
             self.parsed[key] = made
+            hit_file = self.files.get(rel)
+            known = hit_file is not None and hit_file[2] == digest and hit_file[0][0] != -1
+            store.put_topic(rel, hit_file[0][:3] if known else None, digest, topic, deps, made.sig)
         return made
 
     def tree(self, texts: Mapping[str, str], index: SourceIndex, token: object,
@@ -356,7 +367,11 @@ class WorkspaceCache:
         self._disk_snapshot = dict(self.proofs)
 
     def save_disk(self, layout: Layout) -> None:
-        """Write the proofs if they changed (atomic replace, 0600). Best effort."""
+        """Write the proofs if they changed (atomic replace, 0600), and the parse cache
+        (``parsecache``: what this process parsed). Best effort; only after an install."""
+        from .parsecache import store_for
+
+        store_for(self.root).flush()
         if self.proofs == self._disk_snapshot or len(self.proofs) > MAX_DISK_PROOFS:
             return
         out: dict[str, dict[str, str]] = {}
@@ -404,9 +419,12 @@ def cache_for(root: Path) -> WorkspaceCache:
 
 
 def clear_caches() -> None:
-    """Forget every in-process cache (tests; the on-disk proofs stay)."""
+    """Forget every in-process cache (tests; the on-disk proofs and parse cache stay)."""
+    from .parsecache import forget_in_process
+
     with _CACHES_LOCK:
         _CACHES.clear()
+    forget_in_process()
 
 
 __all__ = ["CACHE_NAME", "WorkspaceCache", "assemble_tree", "cache_for", "clear_caches", "code_tag",
