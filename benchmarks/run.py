@@ -114,11 +114,13 @@ from memory_tui.core.workspace import read_workspace_id
 from memory_tui.sessions.records import analyze_session, status_pending_count
 from memory_tui.sessions.store import load_sessions
 state = Path(sys.argv[1]); mode = sys.argv[2]; n = int(sys.argv[3])
+import inspect
+TRUST = {"trust_dir_stamps": True} if "trust_dir_stamps" in inspect.signature(load_sessions).parameters else {}
 counter = O200kCounter(); counter.count("warm the tokenizer up")
 wid = read_workspace_id(state / "memory"); threshold = load_memory_config(state).trigger_tokens
 
 def pending(prev, prev_an):
-    snap = load_sessions(state, previous=prev)
+    snap = load_sessions(state, previous=prev, **TRUST)
     an = {}
     for sid, s in snap.sessions.items():
         p = prev_an.get(sid)
