@@ -198,10 +198,13 @@ class ParseStore:
             else:
                 prior_files = {}
             keys: dict[str, StatKey] = {}
-            cached = self._archive_map()
             for rel, _path, st in walk_sources(self.memory_root):
-                key = stat_key(st)
-                keys[rel] = key
+                keys[rel] = stat_key(st)
+            if prior_files and keys.keys() == prior_files.keys() and all(
+                    prior_files[rel].key == key for rel, key in keys.items()):
+                return previous  # what SourceIndex.load would rebuild from the very same entries
+            cached = self._archive_map()
+            for rel, key in keys.items():
                 if rel in prior_files:
                     continue
                 hit = cached.get(rel)
