@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -82,13 +83,13 @@ for _ in range(n):
         if cold:
             parsecache.drop(mem)
         parsecache.forget_in_process()
-    t0 = time.perf_counter()
+    t0 = _T()
     if parsecache is None:
         index = SourceIndex.load(mem)
         tree = parse_tree(mem / "topics", resolve=index.resolve_target, strict=True)
     else:
         index, tree = parsecache.load_tree(mem, persist=True)
-    out.append(time.perf_counter() - t0)
+    out.append(_T() - t0)
     assert not tree.problems and len(tree.units) > 0, tree.problems[:3]
 print(json.dumps(out))
 """
@@ -100,7 +101,7 @@ from memory_tui.core.workspace import workspace_revision
 mem = Path(sys.argv[1]) / "memory"
 out = []
 for _ in range(int(sys.argv[2])):
-    t0 = time.perf_counter(); workspace_revision(mem); out.append(time.perf_counter() - t0)
+    t0 = _T(); workspace_revision(mem); out.append(_T() - t0)
 print(json.dumps(out))
 """
 
@@ -129,13 +130,13 @@ def pending(prev, prev_an):
     return snap, {sid: (snap.sessions[sid], a) for sid, a in an.items()}, total.value
 
 out = []
-t0 = time.perf_counter(); snap, an, value = pending(None, {}); first = time.perf_counter() - t0
+t0 = _T(); snap, an, value = pending(None, {}); first = _T() - t0
 assert value and value > 0, value
 if mode == "cold":
     out.append(first)
 else:
     for _ in range(n):
-        t0 = time.perf_counter(); snap, an, v2 = pending(snap, an); out.append(time.perf_counter() - t0)
+        t0 = _T(); snap, an, v2 = pending(snap, an); out.append(_T() - t0)
         assert v2 == value
 print(json.dumps(out))
 """
@@ -153,9 +154,9 @@ r = tx.staged_edit(state, rel, a, git_commit="off"); assert r.ok, (r.code, r.mes
 out = []
 for i in range(n):
     text = a if mode == "noop" else (b if i % 2 == 0 else a)
-    t0 = time.perf_counter()
+    t0 = _T()
     r = tx.staged_edit(state, rel, text, git_commit="off")
-    out.append(time.perf_counter() - t0)
+    out.append(_T() - t0)
     assert r.ok, (r.code, r.message, r.path, r.line)
 if path.read_text() != a:
     r = tx.staged_edit(state, rel, a, git_commit="off"); assert r.ok
@@ -164,7 +165,7 @@ print(json.dumps(out))
 
 CHILD_APP = r"""
 import asyncio, json, os, resource, sys, time
-t_start = time.perf_counter()
+t_start = _T()
 os.environ["TEXTUAL_ANIMATIONS"] = "none"
 from pathlib import Path
 state = Path(sys.argv[1]); rel = sys.argv[2]; reloads = int(sys.argv[3])
@@ -184,18 +185,18 @@ async def main():
     async with app.run_test(size=(160, 50)) as pilot:
         while topic_rows(app) == 0:
             await pilot.pause(0.005)
-        out["paint"] = time.perf_counter() - t_start
+        out["paint"] = _T() - t_start
         path = state / "memory" / rel
         base = path.read_text()
         texts = (base.replace("(fact ", "(Fact ", 1), base)
         for i in range(reloads):
             before = app.reloads
             path.write_text(texts[i % 2])
-            t0 = time.perf_counter()
+            t0 = _T()
             app.load_in_background({"memory/" + rel})
             while app.reloads == before:
                 await pilot.pause(0.002)
-            out["reload"].append(time.perf_counter() - t0)
+            out["reload"].append(_T() - t0)
         if path.read_text() != base:
             path.write_text(base)
     out["rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -205,19 +206,38 @@ print(json.dumps(asyncio.run(main())))
 """
 
 
+# Every child times with _T: ``_T() - t0`` is ``[wall seconds, CPU seconds of this process]``.
+# The machine is shared: CPU time shows the work, wall time what the owner would wait.
+PRELUDE = r"""
+import time as _time
+class _T:
+    def __init__(self):
+        self.w, self.c = _time.perf_counter(), _time.process_time()
+    def __sub__(self, other):
+        return [self.w - other.w, self.c - other.c]
+"""
+
+
 def _child(code: str, *args: object, timeout: float = 900) -> object:
     env = dict(os.environ, TEXTUAL_ANIMATIONS="none")
-    done = subprocess.run([PY, "-c", code, *map(str, args)], capture_output=True, text=True, env=env, timeout=timeout)
+    done = subprocess.run([PY, "-c", PRELUDE + code, *map(str, args)], capture_output=True, text=True, env=env, timeout=timeout)
     if done.returncode != 0:
         raise RuntimeError(f"child failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _wall(argv: list[str], stdin: str | None = None) -> float:
+def _children_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _wall(argv: list[str], stdin: str | None = None) -> list[float]:
+    """``[wall, CPU]`` seconds of one fresh process, end to end."""
     env = dict(os.environ, TEXTUAL_ANIMATIONS="none")
+    c0 = _children_cpu()
     t0 = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, text=True, env=env, input=stdin, timeout=900)
-    took = time.perf_counter() - t0
+    took = [time.perf_counter() - t0, _children_cpu() - c0]
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(argv[:4])}… failed ({done.returncode}): {(done.stdout + done.stderr).strip()[-2000:]}")
     return took
@@ -267,11 +287,13 @@ def measure(row: str, state: Path, runs: int, app_cache: dict) -> tuple[list[flo
         base = path.read_text()
         other = base.replace("(fact ", "(Fact ", 1)
         out = []
-        for i in range(runs):
-            text = base if row == "edit_noop_fresh" or i % 2 else other
-            out.append(_wall(_cli(state, "edit", "--git-commit", "off", "--from", "-", TOPIC), stdin=text))
-        if path.read_text() != base:
-            _wall(_cli(state, "edit", "--git-commit", "off", "--from", "-", TOPIC), stdin=base)
+        try:
+            for i in range(runs):
+                text = base if row == "edit_noop_fresh" or i % 2 else other
+                out.append(_wall(_cli(state, "edit", "--git-commit", "off", "--from", "-", TOPIC), stdin=text))
+        finally:  # leave the workspace as it was, even when a run failed
+            if path.read_text() != base:
+                _wall(_cli(state, "edit", "--git-commit", "off", "--from", "-", TOPIC), stdin=base)
         return out, "s"
     if row in ("edit_noop_inproc", "edit_reword_inproc"):
         return _child(CHILD_EDIT_INPROC, state, TOPIC, "noop" if row == "edit_noop_inproc" else "reword", runs), "s"
@@ -300,16 +322,22 @@ def _apply_update(state: Path, TOPIC: str, runs: int) -> list[float]:
     unit = topic.units[1]
     mid = unit.memory_id
     out = []
+
+    def request(content: str, where: Path) -> Path:
+        req = {"memory_changes": [{"op": "update_record", "memory_id": mid, "content": content, "time": unit.when,
+                                    "source_refs": list(unit.source_refs)}], "git_commit": "off"}
+        where.write_text(json.dumps(req))
+        return where
+
     with tempfile.TemporaryDirectory() as tmp:
-        for i in range(runs):
-            content = f"Reworded by the benchmark, round {i % 2}."
-            req = {"memory_changes": [{"op": "update_record", "memory_id": mid, "content": content, "time": None,
-                                        "source_refs": list(unit.source_refs)}],
-                   "git_commit": "off"}
-            f = Path(tmp) / "req.json"
-            f.write_text(json.dumps(req))
-            rev = _revision(state)
-            out.append(_wall(_cli(state, "apply", "--base-revision", rev, str(f))))
+        try:
+            for i in range(runs):  # every run is a real change: never the text already there
+                f = request(f"Reworded by the benchmark, round {i % 2}.", Path(tmp) / "req.json")
+                rev = _revision(state)
+                out.append(_wall(_cli(state, "apply", "--base-revision", rev, str(f))))
+        finally:
+            f = request(unit.content, Path(tmp) / "undo.json")
+            _wall(_cli(state, "apply", "--base-revision", "current", str(f)))
     return out
 
 
@@ -327,8 +355,14 @@ def ensure_state(states: Path, scale: float) -> Path:
     return out
 
 
-def summary(values: list[float], unit: str) -> dict:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values), "runs": len(values), "unit": unit}
+def summary(values: list, unit: str) -> dict:
+    """Wall-clock median/min/max (``[wall, cpu]`` pairs also give the CPU median)."""
+    walls = [v[0] if isinstance(v, list) else v for v in values]
+    out = {"median": statistics.median(walls), "min": min(walls), "max": max(walls), "runs": len(walls), "unit": unit}
+    cpus = [v[1] for v in values if isinstance(v, list)]
+    if cpus:
+        out["cpu_median"] = statistics.median(cpus)
+    return out
 
 
 def fmt(s: dict | None) -> str:
@@ -336,7 +370,8 @@ def fmt(s: dict | None) -> str:
         return "n/a"
     if s["unit"] == "MiB":
         return f"{s['median']:.0f} ({s['min']:.0f}–{s['max']:.0f})"
-    return f"{s['median']:.3f} ({s['min']:.3f}–{s['max']:.3f})"
+    cpu = f" [{s['cpu_median']:.2f}]" if "cpu_median" in s else ""
+    return f"{s['median']:.3f} ({s['min']:.3f}–{s['max']:.3f}){cpu}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -379,10 +414,10 @@ def main(argv: list[str] | None = None) -> int:
     names = dict(ROWS)
     heads = [f"scale {s:g}" for s in scales]
     growth = len(scales) > 1
-    print(f"\n{'row':45} " + " ".join(f"{h:>26}" for h in heads) + (f" {'growth':>7}" if growth else "") + f"  {'target':>11}")
+    print(f"\n{'row':45} " + " ".join(f"{h:>34}" for h in heads) + (f" {'growth':>7}" if growth else "") + f"  {'target':>11}")
     for row in wanted:
         cells = [fmt(results[row].get(f"{s:g}")) for s in scales]
-        line = f"{names[row]:45} " + " ".join(f"{c:>26}" for c in cells)
+        line = f"{names[row]:45} " + " ".join(f"{c:>34}" for c in cells)
         if growth:
             a, b = results[row].get(f"{min(scales):g}"), results[row].get(f"{max(scales):g}")
             line += f" {(b['median'] / a['median']) if a and b and a['median'] else float('nan'):>6.2f}x"
@@ -390,7 +425,8 @@ def main(argv: list[str] | None = None) -> int:
         if row in NOT_YET:
             line += f"  ({NOT_YET[row]})"
         print(line)
-    print("\nmedian (min–max) of --runs runs; seconds unless noted; this machine is shared, so read the spread")
+    print("\nwall-clock median (min–max) of --runs runs [CPU median]; seconds unless noted; on a shared machine"
+          " read the spread and the CPU column")
     return 0
 
 
