@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from memory_tui.core import gitlog
+from memory_tui.core import gitlog, parsecache
 from memory_tui.core import transaction as tx
 from memory_tui.core.fsutil import atomic_write
 from memory_tui.core.sources import SourceRecord, append_records
@@ -212,6 +212,7 @@ def build(out: Path, scale: float, seed: int = 12) -> dict[str, int]:
         if not r.ok:
             raise SystemExit(f"transaction failed: {r.code} {r.message} {r.path}:{r.line}")
     _cross_links(out, env)
+    parsecache.drop(mem)  # its entries name inodes and mtimes: the output stays a function of the seed
     return {"sessions": n_sessions, "nodes": nodes, "sources": len(records), "topic_files": n_files}
 
 

@@ -395,6 +395,9 @@ def build_demo(path: Path | str, *, now: float | datetime | None = None, clock: 
     registry[k.sid].update({"updated_at": k.t, "preview": k.preview()})
     registry = dict(sorted(registry.items(), key=lambda kv: -kv[1]["updated_at"]))
     _write(sroot / "index.json", json.dumps(registry, indent=2, ensure_ascii=False))
+    from memory_tui.core import parsecache
+
+    parsecache.drop(state / "memory")  # its entries name inodes and mtimes: not a function of ``now``
     return state
 
 
