@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .errors import MemoryError
+from .install import check_write_confinement
 from .paths import Layout
 
 TIMEOUT_DEFAULT = 10.0  # stage refresh, workspace_id(), views --rebuild
@@ -86,6 +87,9 @@ def write_lock(
         finally:
             entry[1] -= 1
         return
+    # Every write takes this lock first: refuse here when a folder memory-tui writes into is a
+    # symlink, so no write (lock file included) ever lands outside the workspace.
+    check_write_confinement(Path(memory_root))
     fd = _open_lock_file(path)
     deadline = clock() + max(0.0, timeout)
     try:

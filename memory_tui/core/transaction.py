@@ -29,7 +29,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -38,7 +37,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from . import gitlog
 from .errors import CORRUPT_FILE, MemoryError, Problem
-from .install import InstallPlan, install, needs_recovery, plan_install, recover
+from .install import (InstallPlan, check_write_confinement, install, make_stage_dir, needs_recovery, plan_install, recover,
+                      remove_stage_dir)
 from .lock import TIMEOUT_DEFAULT, TIMEOUT_EDIT, write_lock
 from .paths import Layout, check_writable
 from .sources import SourceIndex, SourceRecord
@@ -371,7 +371,9 @@ class Stage:
         self.baseline_problems = tuple(read_problems) + tuple(self.baseline.problems)
         if not link_topics:  # a copied stage would follow the link and install its target's bytes
             _raise_first([p for p in read_problems if p.details.get("kind") == "symlink"])
-        self.path = Path(tempfile.mkdtemp(prefix="scriptorium-topics-"))
+        check_write_confinement(self.memory_root)
+        self._stage_dir = make_stage_dir(self.layout)
+        self.path = self._stage_dir.path
         self.sources_copied = False
         self.sources_staged = False  # stage/sources holds archives appended by this transaction
         self.discarded = False
@@ -479,8 +481,19 @@ class Stage:
             return dict(self._texts), [p for problems in self._unread.values() for p in problems]
         return read_topic_texts(self.topics)
 
+    def _refuse_linked(self, rel: str) -> None:
+        """A committed symlink on the way to ``rel`` (the topic or a folder above it) is
+        refused: replacing it would destroy the link, writing into it would leave the workspace."""
+        p = self.memory_root
+        for part in rel.split("/"):
+            p = p / part
+            if p.is_symlink():
+                raise MemoryError("PATH_OUTSIDE_WORKSPACE", f"{p.relative_to(self.memory_root).as_posix()} is a symbolic "
+                                  "link; memory-tui never replaces or writes through one", path=rel)
+
     def write_topic(self, rel: str, text: str) -> None:
         rel = check_writable(rel)
+        self._refuse_linked(rel)
         self._put(rel[len("topics/"):], text)
 
     def _put(self, topic_rel: str, text: str) -> None:
@@ -500,6 +513,7 @@ class Stage:
 
     def delete_topic(self, rel: str) -> bool:
         rel = check_writable(rel)
+        self._refuse_linked(rel)
         target = self.path / rel
         if target.is_file():
             self._drop(rel[len("topics/"):])
@@ -524,6 +538,7 @@ class Stage:
                     except OSError:
                         pass
             shutil.rmtree(self.path, ignore_errors=True)
+        remove_stage_dir(self._stage_dir)
 
     def __enter__(self) -> "Stage":
         return self

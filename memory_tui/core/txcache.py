@@ -381,8 +381,8 @@ class WorkspaceCache:
         path = self._path(layout)
         tmp = path.with_name(f"{CACHE_NAME}.{os.getpid()}.tmp")
         try:
-            if not layout.runtime_dir.is_dir():
-                return
+            if not layout.runtime_dir.is_dir() or layout.runtime_dir.is_symlink():
+                return  # never write through a symlinked runtime dir
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             try:
                 os.write(fd, body.encode("utf-8"))

@@ -372,9 +372,10 @@ def after_commit(ctx: Context, tokens: int, now: float, report: WriteReport | No
 def write_batch(ctx: Context, bs: BranchState, batch: Batch, workspace_id: str, report: WriteReport) -> BatchReport:
     """Archive → writer → marks → counters for one batch. The caller holds the lock."""
     from memory_tui.core.sources import append_records
-    from memory_tui.sessions.marks import mark_nodes
+    from memory_tui.sessions.marks import check_markable, mark_nodes
 
     session = bs.session
+    check_markable(session.dir)  # before anything is archived or written
     ids = [r.id for r in batch.records]
     br = BatchReport(session.id, bs.tip, ids, batch.tokens, "nothing")
     srecs = [source_record(session, r, bs.ordinals.get(r.id, 0), ctx.tz) for r in batch.records]

@@ -63,6 +63,33 @@ def find_node_files(session_dir: Path, node_id: str) -> list[Path]:
     return [hist / n for n in names]
 
 
+def check_markable(session_dir: str | os.PathLike[str], rel_base: str | os.PathLike[str] | None = None) -> None:
+    """Raise ``PATH_OUTSIDE_WORKSPACE`` when marking this session would write through a symlink
+    (checked before a batch is archived or written, so a refusal costs nothing)."""
+    from memory_tui.core.errors import MemoryError
+
+    sdir = Path(session_dir)
+    base = Path(rel_base) if rel_base is not None else sdir.parent.parent
+    escape = _escapes(sdir, base)
+    if escape is not None:
+        raise MemoryError("PATH_OUTSIDE_WORKSPACE", f"{escape.name} of session {sdir.name} is a symbolic link or lies "
+                          "outside the state directory; its nodes are never marked", path=str(escape))
+
+
+def _escapes(session_dir: Path, base: Path) -> Path | None:
+    """The first of ``<base>/sessions``, the session folder and its ``history/`` that is a
+    symlink (or the session folder when it is not inside ``<base>/sessions`` at all)."""
+    hist = session_dir / "history"
+    for p in (session_dir.parent, session_dir, hist):
+        if p.is_symlink():
+            return p
+    try:
+        hist.resolve().relative_to(Path(base).resolve())
+    except (ValueError, OSError):
+        return hist
+    return None
+
+
 def mark_nodes(
     session_dir: str | os.PathLike[str],
     node_ids: Iterable[str],
@@ -85,12 +112,22 @@ def mark_nodes(
     already: list[str] = []
     missing: list[str] = []
     problems: list[Problem] = []
+    escape = _escapes(sdir, base)
+    if escape is not None:
+        # A symlinked sessions/, session or history/ folder would make every mark a write
+        # outside the state directory: nothing is marked.
+        problems.append(Problem("PATH_OUTSIDE_WORKSPACE", f"{escape} is a symbolic link; nodes there are not marked",
+                                rel(escape)))
+        return MarkResult((), (), (), tuple(problems))
     for node_id in node_ids:
         if not isinstance(node_id, str) or not node_id or "/" in node_id or "\\" in node_id:
             problems.append(Problem("INVALID_ARGUMENT", f"not a node id: {node_id!r}", None))
             continue
         hits = []
         for path in find_node_files(sdir, node_id):
+            if path.is_symlink():
+                problems.append(Problem("PATH_OUTSIDE_WORKSPACE", "node file is a symbolic link; not marked", rel(path)))
+                continue
             try:
                 data = json.loads(path.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError) as exc:
