@@ -719,7 +719,9 @@ def recover(memory_root: Path) -> RecoveryReport:
         tmp = journal.with_name(JOURNAL_NAME + ".tmp")
         if scratch.exists() or tmp.exists():
             _discard_intent(layout)
+            _finish_git(layout)
             return RecoveryReport("discarded", problems=tuple(problems))
+        _finish_git(layout)
         return RecoveryReport("none", problems=tuple(problems))
     try:
         body = json.loads(journal.read_text(encoding="utf-8"))
@@ -754,7 +756,35 @@ def recover(memory_root: Path) -> RecoveryReport:
         return RecoveryReport("stale-journal", tuple(stale), tuple(problems))
     _roll_forward(layout, targets)
     _finish(layout)
+    _finish_git(layout)
     return RecoveryReport("rolled-forward", tuple(t.path for t in targets), tuple(problems))
+
+
+def _finish_git(layout: Layout) -> None:
+    """The git step of a transaction that was killed (or refused) after its install: commit
+    what is installed, so git matches the revision again (a no-op when nothing is pending)."""
+    from . import gitlog
+    from .lock import hold_depth
+
+    if hold_depth(layout.root) > 1:
+        return  # a nested open inside a running transaction: the pending commit is its own
+    gitlog.finish_pending(layout.root)
+
+
+def health_problems(memory_root: Path) -> list[Problem]:
+    """Read-only findings for the read verbs: a half-finished install, leftovers of a kill, and
+    git trouble. Nothing is repaired here (the next locked open does that)."""
+    from . import gitlog
+
+    layout = Layout(Path(memory_root))
+    out: list[Problem] = []
+    rel_journal = f"{layout.runtime_name}/{JOURNAL_NAME}"
+    if _journal(layout).exists():
+        out.append(Problem("TRANSACTION_FAILURE_UNKNOWN", "an install was interrupted and is half-finished; what you see "
+                           "may mix old and new files until the next write finishes it", path=rel_journal))
+    for message in gitlog.git_problems(layout.root):
+        out.append(Problem("GIT_COMMIT_FAILED", message, path=".git"))
+    return out
 
 
 def _openprogram_backup(layout: Layout) -> list[Problem]:

@@ -57,6 +57,12 @@ def held_by_this_thread(memory_root: Path) -> bool:
     return str(lock_path(memory_root)) in _holds()
 
 
+def hold_depth(memory_root: Path) -> int:
+    """How many nested holds this thread has on the workspace lock (0 = none)."""
+    entry = _holds().get(str(lock_path(memory_root)))
+    return entry[1] if entry is not None else 0
+
+
 def _open_lock_file(path: Path) -> int:
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)

@@ -965,6 +965,8 @@ def _finish(stage: Stage, ctx: _Context, prep: _Prepared) -> TxResult:
             memory_committed=True, git_error=gitlog.NOTHING_TO_COMMIT if ctx.git_commit != "off" else None,
             warnings=prep.warnings, **prep.base,
         )
+    if ctx.git_commit != "off" and ctx.commit_message is not None:
+        gitlog.mark_pending(root)  # a kill before the commit below is finished on the next open
     install(root, stage.path, prep.plan)
     stage.cache.retain(prep.new_texts)
     stage.cache.save_disk(stage.layout)

@@ -694,6 +694,9 @@ def _build(state_dir: Path, prev: StateView | None, counter: Any) -> StateView:
         problems.extend(found)
         return value
 
+    from .install import health_problems
+
+    problems.extend(health_problems(memory_root))  # a half-finished install, git trouble: said, not hidden
     runtime = state_file("runtime", load_runtime_state)
     writer_status = state_file("writer_status", load_writer_status)
     history = state_file("agent_history", load_agent_history)

@@ -208,12 +208,15 @@ def workspace_id_or_none(ctx: Context) -> str | None:
 
 
 def git_commit(ctx: Context, message: str) -> None:
-    try:
-        from memory_tui.core import gitlog
+    """Commit, and refuse to call the write a success when git holds nothing of it: the memory
+    stays installed (and marked), ``git-pending`` stays, and the next locked open commits it."""
+    from memory_tui.core import gitlog
 
-        gitlog.commit(ctx.memory_root, message, env=ctx.git_env)
-    except Exception:  # git trouble never fails a write (OpenProgram ignores it with auto)
-        pass
+    outcome = gitlog.commit(ctx.memory_root, message, env=ctx.git_env)
+    if outcome.committed or outcome.nothing_to_commit or outcome.not_a_repo:
+        return
+    raise MemoryError("GIT_COMMIT_FAILED", f"memory installed and turns marked, but git refused the commit: {outcome.error}",
+                      details={"memory_committed": True, "git_committed": False})
 
 
 def topics_cite_any(memory_root: Path, source_ids: Iterable[str]) -> bool:
@@ -376,6 +379,9 @@ def write_batch(ctx: Context, bs: BranchState, batch: Batch, workspace_id: str, 
 
     session = bs.session
     check_markable(session.dir)  # before anything is archived or written
+    from memory_tui.core import gitlog
+
+    gitlog.mark_pending(ctx.memory_root)  # archive frames appended below reach git even if this batch fails
     ids = [r.id for r in batch.records]
     br = BatchReport(session.id, bs.tip, ids, batch.tokens, "nothing")
     srecs = [source_record(session, r, bs.ordinals.get(r.id, 0), ctx.tz) for r in batch.records]
@@ -420,6 +426,9 @@ def load_snapshot(ctx: Context, previous: Any = None):
 def _attempt(ctx: Context, report: WriteReport, bs: BranchState, batch: Batch, wid: str) -> BatchReport:
     try:
         with _locked(ctx):
+            from memory_tui.core.install import recover
+
+            recover(ctx.memory_root)  # a killed run's journal, stages and git step, before anything new
             wid = ensure_workspace(ctx)
             br = write_batch(ctx, bs, batch, wid, report)
     except Exception as exc:  # classified: the closed code set and a retry verdict
