@@ -399,7 +399,11 @@ def write_batch(ctx: Context, bs: BranchState, batch: Batch, workspace_id: str, 
     else:
         br.message = outcome.summary or "the writer changed no topic file"
         return br
+    from memory_tui.sessions.marks import clear_intent, write_intent
+
+    write_intent(ctx.layout.runtime_dir, session.id, ids, workspace_id)
     res = mark_nodes(session.dir, ids, workspace_id)
+    clear_intent(ctx.layout.runtime_dir)
     br.marked = list(res.marked) + list(res.already)
     if res.problems:
         raise MemoryError("SESSION_NODES_UNAVAILABLE", "; ".join(str(p) for p in res.problems))
@@ -429,6 +433,9 @@ def _attempt(ctx: Context, report: WriteReport, bs: BranchState, batch: Batch, w
             from memory_tui.core.install import recover
 
             recover(ctx.memory_root)  # a killed run's journal, stages and git step, before anything new
+            from memory_tui.sessions.marks import finish_intent
+
+            finish_intent(ctx.layout.runtime_dir, ctx.state_dir / "sessions")  # then a killed run's marks
             wid = ensure_workspace(ctx)
             br = write_batch(ctx, bs, batch, wid, report)
     except Exception as exc:  # classified: the closed code set and a retry verdict
@@ -564,6 +571,8 @@ def write(
             report.fail(code, retry, f"legacy cursor migration: {exc.message}")
             _finish(ctx, report)
             return report
+    if not dry_run:
+        _finish_interrupted(ctx)
     snap = load_snapshot(ctx)
     ids = [session_id] if session_id is not None else list(snap.sessions)
     for sid in ids:
@@ -572,6 +581,22 @@ def write(
             break
     _finish(ctx, report)
     return report
+
+
+def _finish_interrupted(ctx: Context) -> None:
+    """Before the sessions are read: finish the marks of a batch a killed run installed, so its
+    unmarked tail is never offered to the writer as a batch of its own."""
+    from memory_tui.sessions.marks import INTENT_NAME, finish_intent
+
+    if not (ctx.layout.runtime_dir / INTENT_NAME).exists():
+        return
+    try:
+        with _locked(ctx):
+            finish_intent(ctx.layout.runtime_dir, ctx.state_dir / "sessions")
+    except MemoryError as exc:
+        if exc.code != "CONCURRENT_UPDATE":
+            raise
+        # busy: the holder (or the next run) finishes it; this run's batches wait for the lock anyway
 
 
 def _finish(ctx: Context, report: WriteReport) -> None:

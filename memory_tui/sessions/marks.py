@@ -18,6 +18,7 @@ from memory_tui.core.errors import CORRUPT_FILE, Problem
 from memory_tui.core.fsutil import atomic_write
 
 MARK_KEY = "memory_written_scriptorium"
+INTENT_NAME = "marks-pending.json"  # in <M>/<rt>/: a batch installed whose marks may be incomplete
 NODE_KEYS = ("id", "created_at", "seq", "role", "name", "input", "output", "caller", "predecessor", "reads", "metadata")
 _DEFAULTS: dict[str, Any] = {"name": "", "input": None, "output": None, "caller": "", "predecessor": None, "reads": []}
 
@@ -163,3 +164,52 @@ def mark_nodes(
                 continue
             marked.append(node_id)
     return MarkResult(tuple(marked), tuple(already), tuple(missing), tuple(problems))
+
+
+# --------------------------------------------------------------------------- the marks intent
+#
+# A batch's marks are one file per node. A kill between two of them leaves the batch half
+# marked; its unmarked tail would then be offered to the writer as a batch of its own, which
+# the topics need not cite, and every later write stalls on WRITER_NO_PROGRESS. So, once a
+# batch is installed and before its first mark, the intent names the batch; the next write
+# (under the lock) finishes those marks before doing anything else.
+
+
+def write_intent(runtime_dir: Path, session_id: str, node_ids: Iterable[str], workspace_id: str) -> None:
+    body = {"version": 1, "session": session_id, "ids": list(node_ids), "workspace_id": workspace_id}
+    atomic_write(Path(runtime_dir) / INTENT_NAME, json.dumps(body) + "\n")
+
+
+def clear_intent(runtime_dir: Path) -> None:
+    try:
+        os.unlink(Path(runtime_dir) / INTENT_NAME)
+    except FileNotFoundError:
+        pass
+
+
+def finish_intent(runtime_dir: Path, sessions_dir: Path) -> MarkResult | None:
+    """Finish the marks of an installed batch whose marking was killed (call under the lock).
+    None when there was nothing to finish. An intent that does not parse is dropped: the
+    worst case is the pre-intent behaviour (the batch is offered again and recovered)."""
+    path = Path(runtime_dir) / INTENT_NAME
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError):
+        clear_intent(runtime_dir)
+        return None
+    try:
+        body = json.loads(raw)
+        session, ids, wid = body["session"], body["ids"], body["workspace_id"]
+        ok = (isinstance(session, str) and session not in ("", ".", "..") and "/" not in session and "\\" not in session
+              and isinstance(wid, str) and wid and isinstance(ids, list) and all(isinstance(i, str) for i in ids))
+    except (ValueError, KeyError, TypeError, RecursionError):
+        ok = False
+    if not ok:
+        clear_intent(runtime_dir)
+        return None
+    sdir = Path(sessions_dir) / session
+    result = mark_nodes(sdir, ids, wid) if sdir.is_dir() else MarkResult((), (), tuple(ids))
+    clear_intent(runtime_dir)
+    return result
