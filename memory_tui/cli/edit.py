@@ -29,6 +29,8 @@ APPLY_ORIGIN = "memory-tui/apply"  # origin_id of sources supplied to `apply`
 
 def _topic_rel(topic: str) -> str:
     rel = topic.replace("\\", "/")
+    if rel.startswith("/") or (len(rel) > 1 and rel[1] == ":"):
+        return rel  # absolute: left as given, so the path rule refuses it (never topics/<abs>)
     if not rel.startswith("topics/"):
         rel = "topics/" + rel
     if not rel.endswith(".md") and "." not in rel.rsplit("/", 1)[-1]:

@@ -998,7 +998,22 @@ def _synchronize(stage: Stage, ctx: _Context) -> TxResult:
     return _finish(stage, ctx, _prepare(stage, ctx))
 
 
-def _transact(
+def _transact(root: Path, make: Callable[[], tuple[Stage, _Context]], **kw: Any) -> TxResult:
+    """A file under the workspace that appears or vanishes while a transaction reads it (an
+    editor saving, another tool) is a race, not an internal error: the transaction runs once
+    more, and if the race persists it is refused as CONCURRENT_UPDATE (retryable)."""
+    try:
+        return _transact_once(root, make, **kw)
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    try:
+        return _transact_once(root, make, **kw)
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        raise MemoryError("CONCURRENT_UPDATE", f"a file appeared or vanished during the transaction; retry "
+                          f"({exc.strerror}: {os.path.basename(exc.filename or '')})") from None
+
+
+def _transact_once(
     root: Path,
     make: Callable[[], tuple[Stage, _Context]],
     *,

@@ -177,3 +177,39 @@ def test_symlinked_session_history_is_never_marked(fixture_state, tmp_path):
     assert _tree(outside) == before
     assert report.outcome != "success"
     assert report.reason_code == "PATH_OUTSIDE_WORKSPACE", report.to_json()
+
+
+@pytest.mark.parametrize("argv", [["/abs/path/x.md"], ["/etc/passwd", "--check"], ["C:\\\\x\\\\y.md", "--check"],
+                                  ["../outside.md", "--check"], ["people/\x00.md", "--check"], ["topics\\\\..\\\\..\\\\x.md"]])
+def test_request_paths_outside_topics_are_refused(tmp_path, capsys, argv):
+    state = make_state(tmp_path)
+    mem = state / "memory"
+    src = tmp_path / "x.md"
+    src.write_text(topic("X", [("x.", ids()[3])]))
+    before = _tree(mem)
+    code = main(["--state", str(state), "edit", *argv, "--from", str(src), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 1 and out["ok"] is False, out
+    assert out["code"] in ("PATH_OUTSIDE_WORKSPACE", "READ_ONLY_PATH", "INVALID_ARGUMENT"), out
+    assert {k: v for k, v in _tree(mem).items() if "canonical" not in k} == {k: v for k, v in before.items() if "canonical" not in k}
+    assert not (mem / "topics" / "abs").exists() and not (mem / "topics" / "etc").exists()
+
+
+def test_a_file_vanishing_during_an_edit_is_retried_then_retryable(tmp_path, monkeypatch):
+    state = make_state(tmp_path)
+    real = tx._prepare
+    calls = {"n": 0}
+
+    def racy(stage, ctx):
+        calls["n"] += 1
+        if calls["n"] <= limit:
+            raise FileNotFoundError(2, "No such file or directory", str(stage.path / "topics/gone.md"))
+        return real(stage, ctx)
+
+    monkeypatch.setattr(tx, "_prepare", racy)
+    limit = 1
+    r = tx.staged_edit(state, "topics/extra.md", topic("Extra", [("x.", ids()[3])]), git_commit="off")
+    assert r.ok, r
+    calls["n"], limit = 0, 99
+    code = _refusal(state, "topics/extra2.md", topic("Extra", [("y.", ids()[4])]))
+    assert code == "CONCURRENT_UPDATE"
