@@ -31,6 +31,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _open(state_dir: Path, args: argparse.Namespace) -> int:
+    import sys
+
+    from memory_tui.cli import CliError
+
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        # Without a terminal the app's input loop would spin a core forever.
+        raise CliError("the app needs a terminal (stdin and stdout a TTY); use a verb such as `memory-tui status`")
     from memory_tui.tui.app import create_app
 
     app = create_app(state_dir, watch=not getattr(args, "no_watch", False), ascii=getattr(args, "ascii", False))

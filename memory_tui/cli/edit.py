@@ -143,6 +143,8 @@ def _cmd_apply(args: argparse.Namespace) -> int:
         payload = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise CliError(f"{args.changes}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}", EXIT_USAGE) from None
+    except RecursionError:
+        raise CliError(f"{args.changes}:1:1: invalid JSON: nested too deeply", EXIT_USAGE) from None
     if isinstance(payload, list):
         payload = {"memory_changes": payload}
     if not isinstance(payload, dict):

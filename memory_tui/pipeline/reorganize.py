@@ -167,6 +167,8 @@ def reorganize(ctx: Any, *, dry_run: bool = False) -> dict[str, Any]:
     if not (ctx.memory_root / "topics").is_dir():
         return {"status": "empty", "topics": 0, "changed_files": []}
     try:
+        if dry_run:  # reads only: a plan never waits for (or blocks) a writer
+            return organize_locked(ctx, reason="manual", dry_run=True)
         with _locked(ctx, EDIT_LOCK_SECONDS):
             return organize_locked(ctx, reason="manual", dry_run=dry_run, commit=not dry_run)
     except MemoryError as exc:
