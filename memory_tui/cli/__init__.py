@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from memory_tui import __version__
 from memory_tui.core.errors import MemoryError
-from memory_tui.core.text import sanitize
+from memory_tui.core.text import SanitizingStream, json_safe, sanitize
 
 # Modules contributing verbs; each exposes ``register(subparsers)`` and sets ``func`` on its
 # parsers. A module that is not there yet is skipped, so the CLI works while it grows.
@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
+    sys.stdout.write(json_safe(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False)) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,6 +84,21 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help()
             return EXIT_USAGE
         func = default
+    if func is not getattr(parser, "_memory_tui_default", None) and getattr(args, "verb", None) != "demo":
+        # Text output of every verb goes through the one sanitiser (the app draws its own
+        # screen); --json output is escaped by emit_json instead. stderr stays unwrapped: its
+        # messages are sanitised where written, and the progress spinner needs its escapes.
+        if not getattr(args, "json", False):
+            saved = sys.stdout
+            sys.stdout = SanitizingStream(sys.stdout)
+            try:
+                return _run(func, args)
+            finally:
+                sys.stdout = saved
+    return _run(func, args)
+
+
+def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     try:
         return int(func(args) or 0)
     except CliError as exc:
