@@ -1241,6 +1241,9 @@ def append_records(
 
     if plans:
         rt.mkdir(mode=0o700, parents=True, exist_ok=True)
+        from .gitlog import mark_pending
+
+        mark_pending(root)  # appended frames reach git with the next commit or the next locked open
     for rel, out in plans:
         _mkdirs(root, posixpath.dirname(rel))
         atomic_write(root / rel, out, tmp_dir=rt, tmp_prefix="source-archive-")
