@@ -170,9 +170,15 @@ def preview_reorganize(ctx: Any) -> JobPreview:
         files.append("memory/.git")
     notes = []
     status = result.get("status")
-    if status == "busy":
-        notes.append("another writer holds the write lock; the plan could not be read")
-    elif status in ("disabled", "empty"):
+    # the dry run reads without the lock (it never waits for a writer); say if the job would
+    busy = status == "busy"
+    if not busy and ctx.memory_root.is_dir():
+        from memory_tui.core.lockprobe import probe_write_lock
+
+        busy = probe_write_lock(ctx.memory_root).held
+    if busy:
+        notes.append("another writer holds the write lock; the job will wait for it")
+    if status in ("disabled", "empty"):
         notes.append({"disabled": "memory is disabled (memory.backend: none)", "empty": "there are no topics"}[status])
     if result.get("error"):
         notes.append(f"{result['error']['code']}: {result['error']['message']}")
@@ -182,7 +188,7 @@ def preview_reorganize(ctx: Any) -> JobPreview:
     batches = tuple(PreviewBatch((o["memory_id"],), 0, note=o["op"]) for o in ops)
     rev = revision(ctx.memory_root) if ctx.memory_root.is_dir() else None
     return JobPreview("reorganize", "reorganize topics", "deterministic organizer", "record ops", len(ops), 0,
-                      batches, _uniq(files), rev, tuple(notes), busy=status == "busy", raw=result)
+                      batches, _uniq(files), rev, tuple(notes), busy=busy, raw=result)
 
 
 def preview_backfill(ctx: Any) -> JobPreview:
