@@ -196,7 +196,7 @@ class Layout:
 # --------------------------------------------------------------------------- session -> nodes
 
 
-def _first_line(value: object, limit: int = 200) -> str:
+def first_line(value: object, limit: int = 200) -> str:
     text = message_text(value) if not isinstance(value, str) else value
     if text is None:
         text = "" if value is None else str(type(value).__name__)
@@ -251,7 +251,7 @@ def nodes_from_session(se: SessionExplanation) -> tuple[LayoutNode, ...]:
         elif node.role == "code":
             text = f"tool {sanitize(node.name) or '?'}"
         else:
-            text = _first_line(node.output)
+            text = first_line(node.output)
         out.append(LayoutNode(
             id=nid,
             parents=tuple(parents),
@@ -751,6 +751,6 @@ def draw(lay: Layout, *, ascii: bool = False, max_lanes: int | None = None, widt
 
 __all__ = [
     "ASCII", "UTF8", "GlyphSet", "LEGEND", "MARKER_LEGEND", "Layout", "LayoutNode", "LayoutOptions", "Lineage", "Row",
-    "DrawnRow", "STATES", "MARKERS", "cached_layout", "draw", "draw_graph", "draw_row", "glyphs", "layout",
+    "DrawnRow", "STATES", "MARKERS", "cached_layout", "first_line", "draw", "draw_graph", "draw_row", "glyphs", "layout",
     "layout_session", "legend_lines", "lineage", "nodes_from_session", "session_fingerprint",
 ]
