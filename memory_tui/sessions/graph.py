@@ -74,7 +74,7 @@ _BOX_UTF8 = {
 }
 _BOX_ASCII = {
     0: " ", U: "|", D: "|", U | D: "|", L: "-", R: "-", L | R: "-",
-    D | R: ".", D | L: ".", U | R: "'", U | L: "'",
+    D | R: ",", D | L: ",", U | R: "`", U | L: "`",
     U | D | R: "+", U | D | L: "+", L | R | D: "+", L | R | U: "+", U | D | L | R: "+",
 }
 
@@ -88,12 +88,12 @@ UTF8 = GlyphSet(
     gap="┆",
 )
 ASCII = GlyphSet(
-    states={WRITTEN_S: "*", PENDING_S: "o", HELD_S: "-", INELIGIBLE_S: ".", REWOUND_S: "~", FOREIGN_S: "%",
+    states={WRITTEN_S: "*", PENDING_S: "o", HELD_S: "!", INELIGIBLE_S: ".", REWOUND_S: "~", FOREIGN_S: "%",
             STRANDED_S: "x", SUMMARY_S: "=", ROOT_S: "#", COLLAPSED_S: ":"},
     markers={HEAD_M: "H", TIP_M: "T", SPAWN_M: "S", MERGE_M: "M"},
     box=_BOX_ASCII,
     horizontal="-",
-    fold="+",
+    fold=">",
     gap=":",
 )
 
@@ -236,7 +236,7 @@ def nodes_from_session(se: SessionExplanation) -> tuple[LayoutNode, ...]:
             markers.append(HEAD_M)
         elif nid in listed:
             markers.append(TIP_M)
-        if node.is_spawn_root:
+        if node.is_spawn_root and not node.predecessor:  # replies in a spawn branch share its source
             markers.append(SPAWN_M)
         if merge_sources.get(nid):
             markers.append(MERGE_M)
@@ -493,6 +493,9 @@ def layout(nodes: Sequence[LayoutNode], options: LayoutOptions | None = None) ->
         incoming = [i for i, e in enumerate(above) if e is not None and e[1] == k]
         if incoming:
             p = incoming[0]
+            # Slide into a free block directly to the left: that is where lanes compact.
+            while p > 0 and above[p - 1] is None:
+                p -= 1
         else:
             p = next((i for i, e in enumerate(above) if e is None), len(above))
         _grow(above, p + 1, None)
@@ -502,7 +505,7 @@ def layout(nodes: Sequence[LayoutNode], options: LayoutOptions | None = None) ->
         for i, e in enumerate(above):
             if e is not None:
                 cells[i] |= U
-        for i in incoming[1:]:
+        for i in incoming:
             _hline(cells, hgap, i, p)
         below = list(above)
         for i in incoming:
@@ -516,7 +519,8 @@ def layout(nodes: Sequence[LayoutNode], options: LayoutOptions | None = None) ->
             below[p] = (k, children[0])
             src[p] = p
             for c in children[1:]:
-                q = next((i for i, e in enumerate(below) if e is None), len(below))
+                # Not a lane an incoming line used in this row: the two would share a cell.
+                q = next((i for i, e in enumerate(below) if e is None and (i == p or i not in incoming)), len(below))
                 _grow(below, q + 1, None)
                 below[q] = (k, c)
                 src[q] = p
@@ -524,23 +528,24 @@ def layout(nodes: Sequence[LayoutNode], options: LayoutOptions | None = None) ->
         # across this row's node or its new edges (a crossing there would read as their edge).
         fixed = {i for i, e in enumerate(below) if e is not None and src[i] == p}
         placed: dict[int, tuple[str, str]] = {i: below[i] for i in fixed}
-        prev = -1
-        for i, e in enumerate(below):
-            if e is None or i in fixed:
-                continue
-            lo = max(prev + 1, p + 1 if i > p else 0, max((f + 1 for f in fixed if f < i), default=0))
-            j = next(x for x in range(lo, i + 1) if x not in placed)
-            placed[j] = e
-            prev = j
-            _grow(cells, max(i, j) + 1, 0)
-            _grow(hgap, max(i, j) + 1, False)
-            _hline(cells, hgap, i, j)
-            cells[j] |= D
         for i in fixed:
             _grow(cells, i + 1, 0)
             _grow(hgap, i + 1, False)
             _hline(cells, hgap, p, i)
             cells[i] |= D
+        prev = -1
+        for i, e in enumerate(below):
+            if e is None or i in fixed:
+                continue
+            lo = max(prev + 1, p + 1 if i > p else 0, max((f + 1 for f in fixed if f < i), default=0))
+            # Only over cells this row leaves empty, so no two lines share a cell.
+            j = i
+            while j - 1 >= lo and (j - 1) not in placed and cells[j - 1] == 0 and not hgap[j - 1]:
+                j -= 1
+            placed[j] = e
+            prev = j
+            _hline(cells, hgap, i, j)
+            cells[j] |= D
         final: list[tuple[str, str] | None] = [None] * (max(placed) + 1 if placed else 0)
         for j, e in placed.items():
             final[j] = e
@@ -590,7 +595,7 @@ def _group_text(gid: str, members: tuple[str, ...], by_id: Mapping[str, LayoutNo
 
 
 def _gap_text(lo: int, hi: int) -> str:
-    span = f"seq {lo}" if lo == hi else f"seq {lo}–{hi}"
+    span = f"seq {lo}" if lo == hi else f"seq {lo}-{hi}"
     return f"{span} missing (deleted nodes)"
 
 
@@ -744,7 +749,8 @@ def draw(lay: Layout, *, ascii: bool = False, max_lanes: int | None = None, widt
     for row in lay.rows:
         line = draw_row(row, g, max_lanes).line()
         if width is not None and len(line) > width:
-            line = line[: max(0, width - 1)] + ("…" if not ascii else "~")
+            cut = "..." if ascii else "…"
+            line = line[: max(0, width - len(cut))] + cut
         out.append(line.rstrip())
     return out
 
