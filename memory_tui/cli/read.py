@@ -221,6 +221,8 @@ def cmd_why(args: argparse.Namespace) -> int:
         return 0
     if getattr(args, "graph", False):
         return _print_graphs(args, selected)
+    from memory_tui.sessions.summary import tip_summary
+
     for r in ex.reasons:
         print(f"! {r.code}: {sanitize(r.message)}")
         _print_evidence(r.to_json(), "    ")
@@ -235,7 +237,8 @@ def cmd_why(args: argparse.Namespace) -> int:
             _print_evidence(r, "      ")
         for tip, t in js["tips"].items():
             tags = [x for x, on in (("head", t["is_head"]), ("archived", t["archived"]), ("unlisted", not t["listed"])) if on]
-            print(f"  tip {sanitize(tip)}{' [' + ', '.join(tags) + ']' if tags else ''}: {_tip_summary(t, ctx.config.trigger_tokens)}")
+            summary = tip_summary(selected[sid].tips[tip], ctx.config.trigger_tokens)
+            print(f"  tip {sanitize(tip)}{' [' + ', '.join(tags) + ']' if tags else ''}: {summary}")
             for r in t["reasons"]:
                 print(f"    ! {r['code']}: {sanitize(r['message'])}")
                 _print_evidence(r, "        ")
@@ -272,20 +275,6 @@ def _print_evidence(reason: dict[str, Any], indent: str) -> None:
         where = sanitize(ev["file"]) or "(no file)"
         field_ = f" {sanitize(ev['field'])}" if ev.get("field") else ""
         print(f"{indent}evidence {where}{field_} = {_value(ev['value'])}")
-
-
-def _tip_summary(t: dict[str, Any], threshold: int) -> str:
-    """One story with the turns below: records in OpenProgram's pending set that no pass writes
-    (an archived branch) are counted as held, not as pending."""
-    verdicts = {turn["id"]: turn["verdict"] for turn in t["turns"]}
-    pending = [i for i in t["pending_ids"] if verdicts.get(i) != "never"]
-    held = [i for i in t["pending_ids"] if verdicts.get(i) == "never"]
-    head = f"{len(t['record_ids'])} records, {len(t['marked_record_ids'])} written, "
-    if held and not pending:
-        return head + f"0 pending; {len(held)} unwritten and never written ({t['pending_tokens']} tokens held)"
-    if held:
-        return head + f"{len(pending)} pending, {len(held)} never written ({t['pending_tokens']}/{threshold} tokens)"
-    return head + f"{len(pending)} pending ({t['pending_tokens']}/{threshold} tokens)"
 
 
 def _print_graphs(args: argparse.Namespace, selected: dict[str, Any]) -> int:
