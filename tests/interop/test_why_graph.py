@@ -32,7 +32,7 @@ def test_graph_is_the_layout_the_view_draws(fixture_state_ro, capsys):
         assert out.isascii() == ascii_
 
 
-def test_graph_newest_first_and_uncollapsed(fixture_state_ro, capsys):
+def test_graph_newest_first(fixture_state_ro, capsys):
     rc, out, _ = run(capsys, "--state", str(fixture_state_ro), "why", "local_a1b2c3d4e5", "--graph", "--newest-first",
                      "--ascii", "--width", "200", "--now", NOW)
     body = out.splitlines()[1:out.splitlines().index("")]
