@@ -19,6 +19,7 @@ Reversing (newest first) flips the finished rows, so both directions share one l
 from __future__ import annotations
 
 import heapq
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
@@ -191,6 +192,7 @@ class Layout:
     lanes: int  # widest row
     options: LayoutOptions = field(default_factory=LayoutOptions)
     dropped_edges: tuple[tuple[str, str], ...] = ()  # parent edges dropped to break a cycle
+    children: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # the reverse of ``parents``
 
 
 # --------------------------------------------------------------------------- session -> nodes
@@ -212,9 +214,6 @@ def nodes_from_session(se: SessionExplanation) -> tuple[LayoutNode, ...]:
     session: Session = se.session
     rows = se.analysis.rows if se.analysis.rows else list_branches(session)
     listed = {r.head_msg_id for r in rows}
-    pending_anywhere: set[str] = set()
-    for ta in se.analysis.tips.values():
-        pending_anywhere.update(r.id for r in ta.pending)
     merge_sources = _merge_sources(session)
     out: list[LayoutNode] = []
     for nid in session.order:
@@ -256,7 +255,7 @@ def nodes_from_session(se: SessionExplanation) -> tuple[LayoutNode, ...]:
             id=nid,
             parents=tuple(parents),
             seq=node.seq,
-            state=_state(se, nid, pending_anywhere),
+            state=_state(se, nid),
             markers=tuple(markers),
             role=node.role,
             text=text,
@@ -285,7 +284,11 @@ def _merge_sources(session: Session) -> dict[str, tuple[str, ...]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
-def _state(se: SessionExplanation, nid: str, pending_anywhere: set[str]) -> str:
+# Reasons that leave an unwritten record to no pass at all (its tip is archived, or hidden).
+_HELD_CODES = frozenset({"archived_branch", "not_on_live_branch"})
+
+
+def _state(se: SessionExplanation, nid: str) -> str:
     node = se.session.nodes[nid]
     if node.is_root:
         return ROOT_S
@@ -305,7 +308,7 @@ def _state(se: SessionExplanation, nid: str, pending_anywhere: set[str]) -> str:
         return PENDING_S
     if node.is_attach or node.role == "code":
         return INELIGIBLE_S
-    if verdict is not None and verdict.verdict == NEVER and (nid in pending_anywhere or "not_on_live_branch" in codes):
+    if verdict is not None and verdict.verdict == NEVER and codes & _HELD_CODES:
         return HELD_S
     return INELIGIBLE_S
 
@@ -574,6 +577,7 @@ def layout(nodes: Sequence[LayoutNode], options: LayoutOptions | None = None) ->
         lanes=max((r.width for r in rows), default=0),
         options=opts,
         dropped_edges=tuple(dropped),
+        children={k: tuple(v) for k, v in kids.items()},
     )
 
 
@@ -640,8 +644,38 @@ def cached_layout(session_id: str, nodes: Sequence[LayoutNode], options: LayoutO
     return result
 
 
+_NODES: "OrderedDict[int, tuple[weakref.ref, tuple[LayoutNode, ...], tuple]]" = OrderedDict()
+
+
+def _session_nodes(se: SessionExplanation) -> tuple[tuple[LayoutNode, ...], tuple]:
+    """Layout nodes and fingerprint of one explanation object, derived once (an explanation
+    is an immutable snapshot; a reload makes a new one)."""
+    hit = _NODES.get(id(se))
+    if hit is not None and hit[0]() is se:
+        _NODES.move_to_end(id(se))
+        return hit[1], hit[2]
+    nodes = nodes_from_session(se)
+    fp = session_fingerprint(se.session.id, nodes)
+    _NODES[id(se)] = (weakref.ref(se), nodes, fp)
+    if len(_NODES) > _CACHE_SIZE:
+        _NODES.popitem(last=False)
+    return nodes, fp
+
+
 def layout_session(se: SessionExplanation, options: LayoutOptions | None = None) -> Layout:
-    return cached_layout(se.session.id, nodes_from_session(se), options)
+    """The session's layout, computed once per (session fingerprint, options)."""
+    nodes, fp = _session_nodes(se)
+    opts = options or LayoutOptions()
+    key = (fp, opts)
+    hit = _CACHE.get(key)
+    if hit is not None:
+        _CACHE.move_to_end(key)
+        return hit
+    result = layout(nodes, opts)
+    _CACHE[key] = result
+    if len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return result
 
 
 # --------------------------------------------------------------------------- lineage
@@ -660,22 +694,20 @@ class Lineage:
 
 def lineage(lay: Layout, node_id: str) -> Lineage:
     """Ancestors to the root and descendants to the tips of ``node_id`` (for highlighting)."""
-    kids: dict[str, list[str]] = {}
-    for nid, ps in lay.parents.items():
-        for p in ps:
-            kids.setdefault(p, []).append(nid)
-    return Lineage(node_id, _reach(node_id, lay.parents), _reach(node_id, kids))
+    return Lineage(node_id, _reach(node_id, lay.parents), _reach(node_id, lay.children))
 
 
 def _reach(start: str, edges: Mapping[str, Iterable[str]]) -> frozenset[str]:
-    seen: set[str] = set()
+    seen = {start}
     stack = list(edges.get(start, ()))
+    get, add, extend, pop = edges.get, seen.add, stack.extend, stack.pop
     while stack:
-        cur = stack.pop()
-        if cur in seen or cur == start:
+        cur = pop()
+        if cur in seen:
             continue
-        seen.add(cur)
-        stack.extend(edges.get(cur, ()))
+        add(cur)
+        extend(get(cur, ()))
+    seen.discard(start)
     return frozenset(seen)
 
 
