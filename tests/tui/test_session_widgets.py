@@ -173,3 +173,16 @@ def test_graph_snapshot_wide(snap_compare, state):
 
 def test_graph_snapshot_ascii(snap_compare, state):
     assert snap_compare(SessionWidgetsApp(state, F6, ascii=True, select="b00000000002"), terminal_size=(120, 40))
+
+
+def test_legend_names_every_glyph_the_graph_draws():
+    from memory_tui.tui.widgets.session_graph import legend_text
+
+    for ascii_ in (False, True):
+        text = legend_text(ascii_).plain
+        g = G.glyphs(ascii_)
+        for key, words in G.LEGEND:
+            assert f"{g.states[key]} {words}" in text
+        for key, words in G.MARKER_LEGEND:
+            assert f"{g.markers[key]} {words}" in text
+        assert text.isascii() == ascii_

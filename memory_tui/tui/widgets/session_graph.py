@@ -17,6 +17,7 @@ Public API::
 
     SessionGraph.NodeSelected(graph, session_id, node: LayoutNode, row: Row)  # cursor landed on a node
     SessionGraph.GroupToggled(graph, session_id, group_id, expanded: bool)
+    legend_text(ascii) -> rich Text              # the legend with the same glyphs and styles
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Callable
 
 from rich.segment import Segment
 from rich.style import Style
+from rich.text import Text
 from textual.binding import Binding
 from textual.geometry import Size
 from textual.message import Message
@@ -58,6 +60,21 @@ CURSOR_STYLE = Style(reverse=True)
 # The gutter says "cursor" / "lineage" in glyphs too: colour is never the only cue.
 GUTTER = {False: {"cursor": "▶", "lineage": "┃", "none": " "}, True: {"cursor": ">", "lineage": "|", "none": " "}}
 CACHE_SIZE = 1024
+
+
+def legend_text(ascii: bool = False) -> Text:
+    """The legend, glyphs styled as the graph draws them (put it in a ``Static``)."""
+    g = G.glyphs(ascii)
+    out = Text()
+    for key, words in G.LEGEND:
+        out.append(g.states[key], STATE_STYLES.get(key, LABEL_STYLE))
+        out.append(f" {words}\n")
+    for key, words in G.MARKER_LEGEND:
+        out.append(g.markers[key], MARKER_STYLE)
+        out.append(f" {words}\n")
+    gut = GUTTER[ascii]
+    out.append(f"{gut['cursor']} cursor   {gut['lineage']} lineage of the selected node", LABEL_STYLE)
+    return out
 
 
 class SessionGraph(ScrollView, can_focus=True):
@@ -368,4 +385,4 @@ class SessionGraph(ScrollView, can_focus=True):
         return strip.extend_cell_length(width, CURSOR_STYLE if cursor else None)
 
 
-__all__ = ["SessionGraph", "STATE_STYLES"]
+__all__ = ["SessionGraph", "STATE_STYLES", "legend_text"]
