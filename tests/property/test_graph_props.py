@@ -123,3 +123,71 @@ def test_layout_invariants(nodes, opts, max_lanes):
             assert edge in rows[upper].below and edge in rows[lower].above, edge
             for k in range(upper + 1, lower):
                 assert edge in rows[k].above and edge in rows[k].below, (edge, k)
+
+
+# --------------------------------------------------------------------------- real sessions
+
+
+import json  # noqa: E402
+import tempfile  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from memory_tui.core.config import MemoryConfig  # noqa: E402
+from memory_tui.core.tokens import CharCounter  # noqa: E402
+from memory_tui.sessions.reasons import WriterContext, explain_session  # noqa: E402
+from memory_tui.sessions.store import load_sessions  # noqa: E402
+
+WS = "w-0000aaaa"
+OWNER = {"speaker_kind": "owner", "speaker_id": "owner/local", "speaker_display": "Owner",
+         "principal_id": "owner/install/0123456789abcdef", "authority_tier": "owner", "interaction": "interactive"}
+
+
+@st.composite
+def session_files(draw):
+    n = draw(st.integers(1, 25))
+    ids = ["ROOT"] + [f"n{i}" for i in range(1, n)]
+    nodes = [{"id": "ROOT", "seq": 0, "role": "user", "output": "", "caller": "", "predecessor": None,
+              "metadata": {"display": "root"}}]
+    for i in range(1, n):
+        role = draw(st.sampled_from(["user", "llm", "llm", "code"]))
+        pred = draw(st.one_of(st.none(), st.sampled_from(ids[:i] + ["ghost"]), st.sampled_from(ids)))
+        caller = draw(st.sampled_from(["", "ROOT", "elsewhere_reply", *ids[:i]]))
+        meta = dict(OWNER) if draw(st.booleans()) else {}
+        for key, value in (("rewound", True), ("spawn_branch_root", True), ("covers_ids", ids[:2]),
+                           ("display", "runtime"), ("function", "attach"), ("source", "merge_turn"),
+                           ("memory_written_scriptorium", WS), ("memory_written_scriptorium", "w-ffffffff")):
+            if draw(st.integers(0, 7)) == 0:
+                meta[key] = value
+        nodes.append({"id": ids[i], "seq": i + draw(st.integers(0, 2)), "role": role,
+                      "output": draw(st.sampled_from(["text", "", None, {"k": 1}, "line one\nline two"])),
+                      "caller": caller, "predecessor": pred, "metadata": meta})
+    head = draw(st.sampled_from(ids + [None]))
+    merged = draw(st.lists(st.sampled_from(ids), max_size=2))
+    archived = draw(st.lists(st.sampled_from(ids), max_size=2))
+    meta = {"id": "s", "head_id": head, "updated_at": 1.0, "merged_heads": merged,
+            "branches": {a: {"archived": True} for a in archived}}
+    return nodes, meta
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(session_files(), st.booleans(), st.booleans())
+def test_any_session_lays_out_and_draws(files, reverse, ascii_):
+    nodes, meta = files
+    with tempfile.TemporaryDirectory() as tmp:
+        sdir = Path(tmp) / "sessions" / "s"
+        (sdir / "history").mkdir(parents=True)
+        (sdir / ".git").mkdir()
+        for node in nodes:
+            full = {"created_at": 1.0, "name": "", "input": None, "reads": [], **node}
+            (sdir / "history" / f"{node['seq']:04d}-{node['role'][0]}-{node['id']}.json").write_text(json.dumps(full))
+        (sdir / "meta.json").write_text(json.dumps(meta))
+        session = load_sessions(Path(tmp)).sessions["s"]
+        ctx = WriterContext(workspace_id=WS, config=MemoryConfig(trigger_tokens=50), now=10.0, session_end={})
+        se = explain_session(session, ctx, CharCounter())
+        lay = G.layout_session(se, G.LayoutOptions(reverse=reverse))
+        assert sorted(m for r in lay.rows for m in r.members) == sorted(session.nodes)
+        lines = G.draw(lay, ascii=ascii_, max_lanes=4)
+        assert len(lines) == len(lay.rows) and all(line.isascii() for line in lines) == ascii_
+        for nid in session.nodes:
+            lin = G.lineage(lay, nid)
+            assert nid not in lin.ancestors and nid not in lin.descendants
