@@ -186,3 +186,27 @@ def test_legend_names_every_glyph_the_graph_draws():
         for key, words in G.MARKER_LEGEND:
             assert f"{g.markers[key]} {words}" in text
         assert text.isascii() == ascii_
+
+
+@pytest.mark.anyio
+async def test_click_moves_the_cursor_and_reload_keeps_the_selection(state):
+    from functools import partial
+
+    from memory_tui.tui.sessions_model import SessionsModel
+    from session_widgets_app import COUNTER, LATER
+
+    app = SessionWidgetsApp(state, F6, plan=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        graph = app.query_one(SessionGraph)
+        await pilot.click(SessionGraph, offset=(4, 3))
+        await pilot.pause()
+        assert graph.cursor_row == 3 and app.selected[-1].node.id == graph.layout_data.rows[3].node.id
+        chosen = graph.selected_node.id
+        fresh = SessionsModel.load(state, now=LATER, counter=COUNTER)  # what a WorkspaceChanged reload builds
+        graph.show(F6, partial(fresh.layout, F6))
+        await pilot.pause()
+        assert graph.selected_node.id == chosen and graph.layout_data is fresh.layout(F6)
+        graph.show(A1, partial(fresh.layout, A1))  # another session starts at its top
+        await pilot.pause()
+        assert graph.cursor_row == 0 and graph.selected_node.id == "ROOT"
