@@ -26,7 +26,6 @@ from typing import Iterable, Mapping, Sequence
 
 from memory_tui.core.text import sanitize
 
-from .dag import list_branches
 from .reasons import NEVER, PENDING, WRITTEN, SessionExplanation
 from .records import message_text
 from .store import Session
@@ -212,8 +211,7 @@ def first_line(value: object, limit: int = 200) -> str:
 def nodes_from_session(se: SessionExplanation) -> tuple[LayoutNode, ...]:
     """Layout input for a session: edges from the files, states from the reasons engine."""
     session: Session = se.session
-    rows = se.analysis.rows if se.analysis.rows else list_branches(session)
-    listed = {r.head_msg_id for r in rows}
+    listed = {r.head_msg_id for r in se.analysis.rows}
     merge_sources = _merge_sources(session)
     out: list[LayoutNode] = []
     for nid in session.order:
@@ -620,28 +618,33 @@ def _flip(r: Row) -> Row:
 # --------------------------------------------------------------------------- caching
 
 
-_CACHE: "OrderedDict[tuple, Layout]" = OrderedDict()
+_CACHE: "OrderedDict[tuple, tuple[tuple[LayoutNode, ...], Layout]]" = OrderedDict()
 _CACHE_SIZE = 32
 
 
 def session_fingerprint(session_id: str, nodes: Sequence[LayoutNode]) -> tuple:
-    """Everything the layout depends on: node ids, edges, states, markers and texts."""
+    """Everything the layout depends on (node ids, edges, states, markers, texts), hashed. A hit
+    is confirmed against the stored nodes, so two session states never share a layout."""
     return (session_id, hash(tuple(nodes)), len(nodes))
+
+
+def _cached(key: tuple, nodes: tuple[LayoutNode, ...], opts: LayoutOptions) -> Layout:
+    hit = _CACHE.get(key)
+    if hit is not None and (hit[0] is nodes or hit[0] == nodes):
+        _CACHE.move_to_end(key)
+        return hit[1]
+    result = layout(nodes, opts)
+    _CACHE[key] = (nodes, result)
+    if len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return result
 
 
 def cached_layout(session_id: str, nodes: Sequence[LayoutNode], options: LayoutOptions | None = None) -> Layout:
     """:func:`layout`, computed once per (session fingerprint, options)."""
     opts = options or LayoutOptions()
-    key = (session_fingerprint(session_id, nodes), opts)
-    hit = _CACHE.get(key)
-    if hit is not None:
-        _CACHE.move_to_end(key)
-        return hit
-    result = layout(nodes, opts)
-    _CACHE[key] = result
-    if len(_CACHE) > _CACHE_SIZE:
-        _CACHE.popitem(last=False)
-    return result
+    frozen = tuple(nodes)
+    return _cached((session_fingerprint(session_id, frozen), opts), frozen, opts)
 
 
 _NODES: "OrderedDict[int, tuple[weakref.ref, tuple[LayoutNode, ...], tuple]]" = OrderedDict()
@@ -666,16 +669,7 @@ def layout_session(se: SessionExplanation, options: LayoutOptions | None = None)
     """The session's layout, computed once per (session fingerprint, options)."""
     nodes, fp = _session_nodes(se)
     opts = options or LayoutOptions()
-    key = (fp, opts)
-    hit = _CACHE.get(key)
-    if hit is not None:
-        _CACHE.move_to_end(key)
-        return hit
-    result = layout(nodes, opts)
-    _CACHE[key] = result
-    if len(_CACHE) > _CACHE_SIZE:
-        _CACHE.popitem(last=False)
-    return result
+    return _cached((fp, opts), nodes, opts)
 
 
 # --------------------------------------------------------------------------- lineage
