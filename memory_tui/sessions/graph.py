@@ -201,10 +201,14 @@ def first_line(value: object, limit: int = 200) -> str:
     text = message_text(value) if not isinstance(value, str) else value
     if text is None:
         text = "" if value is None else str(type(value).__name__)
-    for line in sanitize(text).splitlines():
-        line = line.strip()
-        if line:
-            return line[:limit]
+    # Look at the head of a long text first (a spilled tool output runs to megabytes); only a
+    # text that opens with that much blank space is scanned whole.
+    head = limit * 8 + 512
+    for chunk in (text[:head], text[head:]) if len(text) > head else (text,):
+        for line in sanitize(chunk).splitlines():
+            line = line.strip()
+            if line:
+                return line[:limit]
     return ""
 
 

@@ -516,3 +516,10 @@ def test_width_cut_marks_the_cut():
     lay = G.layout([N("a", text="x" * 50)])
     assert G.draw(lay, width=20) == ["○ a  " + "x" * 14 + "…"]
     assert G.draw(lay, width=20, ascii=True) == ["o a  " + "x" * 12 + "..."]
+
+
+def test_first_line_is_sanitised_and_found_past_leading_blank_space():
+    assert G.first_line("\x1b[31m\n  red alert\x07 now\nsecond") == "red alert now"
+    assert G.first_line(" \n" * 3000 + "late text") == "late text"
+    assert G.first_line([{"type": "text", "text": "block text"}]) == "block text"
+    assert G.first_line(None) == "" and G.first_line("x" * 500, 10) == "x" * 10
