@@ -186,6 +186,7 @@ def main() -> None:
         ("session nodes", f"{n}"),
         ("layout rows (folded / unfolded)", f"{len(lay.rows)} / {len(G.layout(nodes, G.LayoutOptions(collapse=False)).rows)}"),
         ("widest row (lanes)", f"{lay.lanes}"),
+        ("tips explained (engine)", f"{len(se.tips)}"),
         ("read sessions (engine)", f"{t_load * 1000:.0f} ms"),
         ("explain session (engine)", f"{t_explain * 1000:.0f} ms"),
         ("nodes_from_session", f"{t_nodes * 1000:.1f} ms"),
