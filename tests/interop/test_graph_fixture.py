@@ -146,3 +146,11 @@ def test_citations_reach_the_node_and_back(fixture_state_ro):
     assert model.locate("openprogram/local_a1b2c3d4e5/a00000000001") == ("local_a1b2c3d4e5", "a00000000001")
     assert model.locate("openprogram/local_a1b2c3d4e5/nope") is None
     assert model.locate("elsewhere/x/y") is None
+
+
+def test_off_branch_turns_name_the_merged_head_above_them(model):
+    for nid in ("b00000000004", "b00000000004_reply"):
+        reason = model.node_detail("local_f6e5d4c3b2", nid).reasons[0]
+        assert reason.code == "not_on_live_branch"
+        assert reason.message.endswith("it lies only under merged head b00000000004_reply")
+        assert reason.evidence[0].field == "merged_heads"
