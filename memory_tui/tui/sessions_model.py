@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -112,7 +112,8 @@ class PlannedBatchVM:
 
 @dataclass(frozen=True)
 class DryRunVM:
-    """The pipeline's dry run of writing one branch now (``write --branch TIP --force --dry-run``)."""
+    """The pipeline's dry run of writing one branch now (``write --branch TIP --force --dry-run``),
+    as ``pipeline.preview.preview_write`` reports it for the confirm dialog."""
 
     session_id: str
     tip: str
@@ -121,6 +122,8 @@ class DryRunVM:
     reason_code: str | None
     message: str
     warnings: tuple[str, ...]
+    files: tuple[str, ...] = ()  # likely to change, relative to the state dir
+    preview: Any = field(default=None, compare=False, repr=False)  # the pipeline.preview.JobPreview itself
 
     @property
     def turns(self) -> int:
@@ -378,25 +381,27 @@ def dry_run(
     clock: Callable[[], float] = time.time,
     counter: TokenCounter | None = None,
 ) -> DryRunVM:
-    """What writing this one branch now would do: the pipeline's forced dry run on it.
-
-    Reads only (the dry run plans batches and never calls the writer or takes the lock).
-    """
-    from memory_tui.pipeline.write import Context, write
+    """What writing this one branch now would do: the same ``pipeline.preview`` job preview the
+    confirm dialog shows (the forced dry run of ``write SESSION --branch TIP``), so the panel and
+    the dialog cannot disagree. Reads only: the dry run plans batches and never calls the writer."""
+    from memory_tui.pipeline.preview import preview_write
+    from memory_tui.pipeline.write import Context
 
     kwargs: dict[str, Any] = {"clock": clock}
     if counter is not None:
         kwargs["counter"] = counter
-    ctx = Context(Path(state_dir), **kwargs)
-    report = write(ctx, sid, branch=tip, force=True, dry_run=True)
+    preview = preview_write(Context(Path(state_dir), **kwargs), sid, branch=tip, force=True)
+    raw = preview.raw or {}
     return DryRunVM(
         session_id=sid,
         tip=tip,
-        batches=tuple(PlannedBatchVM(b.tip, tuple(b.ids), b.tokens) for b in report.batches if b.result == "planned"),
-        outcome=report.outcome,
-        reason_code=report.reason_code,
-        message=sanitize(report.message),
-        warnings=tuple(sanitize(w) for w in report.warnings),
+        batches=tuple(PlannedBatchVM(b.tip or tip, tuple(b.ids), b.tokens) for b in preview.batches if b.result == "planned"),
+        outcome=str(raw.get("outcome", "none")),
+        reason_code=raw.get("reason_code"),
+        message=sanitize(str(raw.get("message") or "")),
+        warnings=tuple(sanitize(n) for n in preview.notes),
+        files=tuple(sanitize(f) for f in preview.files),
+        preview=preview,
     )
 
 

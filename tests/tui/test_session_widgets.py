@@ -148,6 +148,13 @@ async def test_verdict_shows_reasons_evidence_and_dry_run(state):
         assert "archived_branch" in text and "branches.b00000000002_reply.archived = true" in text
         assert vm.plan is not None and vm.plan.turns == 2 and vm.plan.tokens == 20
         assert "2 turns, 20 tokens, 1 batch" in text
+        from memory_tui.pipeline.preview import preview_write
+        from memory_tui.pipeline.write import Context
+        from session_widgets_app import COUNTER, LATER
+
+        dialog = preview_write(Context(state, clock=lambda: LATER, counter=COUNTER), F6, branch=vm.tip, force=True)
+        assert (vm.plan.turns, vm.plan.tokens, vm.plan.files) == (dialog.count, dialog.tokens, dialog.files)
+        assert "sessions/local_f6e5d4c3b2/history/0003-u-b00000000002.json" in vm.plan.files
         panel.action_write()
         await pilot.pause()
         assert app.write_requests == [vm]

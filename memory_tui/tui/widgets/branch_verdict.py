@@ -60,6 +60,8 @@ def verdict_text(vm: BranchVerdictVM, *, ascii: bool = False) -> Text:
             out.append(f"    batch {i}: {len(b.ids)} turns, {b.tokens} tokens ({b.ids[0]} {'..' if ascii else '…'} {b.ids[-1]})\n", "dim")
     for w in plan.warnings if plan is not None else ():
         out.append(f"  ! {w}\n")
+    if plan is not None and plan.batches and plan.files:
+        out.append(f"  files it would change: {len(plan.files)} (confirm shows them)\n", "dim")
     return out
 
 
