@@ -115,6 +115,11 @@ def _cmd_edit(args: argparse.Namespace) -> int:
         raise CliError("--delete and --from are exclusive", EXIT_USAGE)
     if args.delete:
         result = tx.staged_edit(state, rel, None, git_commit=args.git_commit, validate_only=args.check)
+    elif args.source is not None and not args.create and not (tx.memory_root(state) / rel).is_file():
+        # OpenProgram's own CLI edit refuses a missing file: a mistyped path must not quietly
+        # start a new topic. --create says it on purpose (the web PUT allows new files).
+        result = tx.TxResult(ok=False, code="MEMORY_NOT_FOUND", message=f"No memory file at '{rel}'.", path=rel,
+                             validate_only=args.check)
     elif args.source is not None:
         result = tx.staged_edit(
             state, rel, _read_source(args.source), git_commit=args.git_commit, validate_only=args.check
@@ -219,6 +224,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("topic", help="topic path, e.g. people/ada.md or topics/people/ada.md")
     p.add_argument("--from", dest="source", metavar="FILE|-", default=None, help="new text from a file or stdin")
     p.add_argument("--delete", action="store_true", help="delete the topic (never topics/core.md)")
+    p.add_argument("--create", action="store_true", help="with --from: allow a topic that does not exist yet")
     p.add_argument("--check", action="store_true", help="validate only; install nothing")
     p.add_argument("--git-commit", choices=tx.GIT_MODES, default="auto")
     p.set_defaults(func=_cmd_edit)
