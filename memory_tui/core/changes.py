@@ -433,7 +433,10 @@ def _validate_refs(op: Mapping[str, Any], index: int) -> tuple[SourceRef, ...]:
                 raise _bad(f"{where}: source and label must be non-blank strings", op_index=index, field=key, item_index=j)
             source, label = item["source"].strip(), item["label"]
             if "]" in label or "\n" in label or "\r" in label:
-                raise _bad(f"{where}.label must not contain ']' or line breaks", op_index=index, field=key, item_index=j)
+                # OpenProgram renders the label and fails the strict parse of the result, so the
+                # code is the topic-format one (corpus cases 245, 246); the message says why.
+                raise _bad(f"{where}.label must not contain ']' or line breaks", "INVALID_TOPIC_FORMAT",
+                           op_index=index, field=key, item_index=j)
         if any(ch in source for ch in "\r\n") or not source.isprintable():
             raise _bad(f"{where}: source must be a printable single-line id", op_index=index, field=key, item_index=j)
         if source in seen:
@@ -1141,17 +1144,16 @@ class _Work:
         return out
 
     def render_definition(self, label: str, time: str, refs: Sequence[SourceRef], path: str) -> str:
-        from_dir = _topic_dir(path)
-        parts = []
-        for ref in refs:
-            target = None
-            if self.link_for is not None:
-                try:
-                    target = self.link_for(ref.source, from_dir)
-                except (MemoryError, ValueError, KeyError, OSError):
-                    target = None
-            parts.append(f"[{ref.display}]({target or ref.source})")
-        return f"[^{label}]: Time: `{time}`; Sources: " + ", ".join(parts)
+        """The definition as OpenProgram first writes it: the source handles as given (the bare
+        handle for ``source_refs``, ``[label](handle)`` for ``sources``). The normaliser then
+        allocates the ``e-`` id from this form (§3.8 step 2: SEED = the handles) and only
+        afterwards expands each handle into its relative link (step 6). Rendering the link first
+        would seed a different id (spec §6.1, checked against OpenProgram's corpus)."""
+        if all(ref.label is None for ref in refs):
+            sources = ", ".join(ref.source for ref in refs)
+        else:
+            sources = ", ".join(f"[{ref.display}]({ref.source})" for ref in refs)
+        return f"[^{label}]: Time: `{time}`; Sources: " + sources
 
     def remove_unused_definitions(self, path: str, candidates: Sequence[str], keep: Sequence[str] = ()) -> _Scan:
         scan = self.scans[path]

@@ -68,13 +68,14 @@ _SEP = "\x1f"  # U+001F, the field separator of §5.3 step 4
 class Provenance:
     """Who supplies ``update(..., sources=...)`` (§5.3 step 4): the persisted authority of the
     caller. ``origin_id`` names where the request came from (OpenProgram: ``<session>/<turn>``
-    for the tool, ``owner-rest/memory-changes`` for the web route; ``memory-tui/apply`` here)."""
+    for the tool, ``owner-rest/memory-changes`` for the web route; which ``memory-tui apply`` uses too)."""
 
     principal_id: str
     speaker_kind: str
     speaker_id: str
     authority_tier: str
     origin_id: str
+    speaker_display: str | None = None  # the label in the record line; not part of the id seed
 
     @property
     def complete(self) -> bool:
@@ -88,6 +89,7 @@ class Provenance:
 
 OWNER_FILE = "owner.json"
 OWNER_SPEAKER_ID = "owner/local"
+OWNER_DISPLAY = "Owner"  # OpenProgram labels the owner's own records "Owner (owner/local)" (§4.3, §4.8)
 
 
 def read_owner_principal(state_dir: Any) -> str:
@@ -125,7 +127,7 @@ def read_owner_principal(state_dir: Any) -> str:
 
 def owner_provenance(state_dir: Any, origin_id: str) -> Provenance:
     """The local owner as the speaker of sources supplied by ``origin_id``."""
-    return Provenance(read_owner_principal(state_dir), "owner", OWNER_SPEAKER_ID, "owner", origin_id)
+    return Provenance(read_owner_principal(state_dir), "owner", OWNER_SPEAKER_ID, "owner", origin_id, OWNER_DISPLAY)
 
 
 def _hex16(text: str) -> str:
@@ -153,6 +155,7 @@ def transaction_source_records(sources: Iterable[Any], provenance: Provenance) -
             content=s.content,
             timestamp=observed,
             speaker_id=provenance.speaker_id,
+            speaker_display=provenance.speaker_display,
             speaker_kind=provenance.speaker_kind,
             principal_id=provenance.principal_id,
             authority_tier=provenance.authority_tier,

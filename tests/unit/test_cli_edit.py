@@ -87,11 +87,21 @@ def test_edit_from_stdin(ws, capsys, monkeypatch):
     assert "Ada reads at night." in (ws / "memory/topics/people/ada.md").read_text()
 
 
+def test_edit_of_a_missing_topic_needs_create(ws, tmp_path, capsys):
+    src = tmp_path / "new.md"
+    src.write_text("# Bob\n")
+    code, out, _ = _run(capsys, ["--state", str(ws), "edit", "people/nobody.md", "--from", str(src), "--json"])
+    data = json.loads(out)
+    assert code == 1 and data["code"] == "MEMORY_NOT_FOUND"
+    assert data["message"] == "No memory file at 'topics/people/nobody.md'."
+    assert not (ws / "memory/topics/people/nobody.md").exists()
+
+
 def test_edit_rejection_json_non_zero_and_unchanged(ws, tmp_path, capsys):
     src = tmp_path / "bad.md"
     src.write_text("# Bob\n\nBob has no citation at all.\n")
     before = workspace_revision(ws / "memory")
-    code, out, _ = _run(capsys, ["--state", str(ws), "edit", "people/bob.md", "--from", str(src), "--json"])
+    code, out, _ = _run(capsys, ["--state", str(ws), "edit", "people/bob.md", "--from", str(src), "--create", "--json"])
     data = json.loads(out)
     assert code == 1
     assert list(data) == EDIT_KEYS
