@@ -920,7 +920,14 @@ def _apply_hunks(path: str, old_lines: list[str], hunks: list[_Hunk]) -> list[st
 
 
 def _file_lines(text: str) -> list[str]:
-    return split_lines(text) if text else []
+    """A unified diff numbers LF-terminated lines, so a patch applies to the text split on LF
+    only; the normaliser splits the result as OpenProgram does afterwards (§3.1)."""
+    if not text:
+        return []
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines.pop()
+    return lines
 
 
 def apply_patch(texts: Mapping[str, str], patch: str) -> ChangeOutcome:
@@ -1051,12 +1058,12 @@ def _insert_block(lines: list[str], at: int, block: list[str]) -> tuple[int, int
 
 
 def _remove_lines(lines: list[str], start: int, end: int) -> None:
-    """Remove lines[start:end] without leaving a doubled blank line at the seam."""
+    """Remove lines[start:end] and nothing else. The blank lines around them stay, so a
+    delete, move or update can leave two to four consecutive blank lines: that is what
+    OpenProgram writes (corpus cases 174, 286, 299), and collapsing them would make every
+    such file differ from OpenProgram's bytes. Trailing blank lines go when the file is
+    rendered (§3.8 step 6)."""
     del lines[start:end]
-    if start < len(lines) and _is_blank(lines[start]) and (start == 0 or _is_blank(lines[start - 1])):
-        del lines[start]
-    while lines and _is_blank(lines[-1]):
-        lines.pop()
 
 
 def _rel_link(target: str, old_dir: str, new_dir: str) -> str:
@@ -1203,14 +1210,9 @@ def _placement(work: _Work, op: RecordOp, dest: Destination) -> tuple[int, list[
             )
         if dest.position == "before":
             return para.start - 1, []
-        at = para.end  # 0-based index of the line after the paragraph
-        own = set(ascan.shapes[loc.para].cited)
-        k = at
-        while k < len(lines) and (_is_blank(lines[k]) or _def_id(lines[k]) in own):
-            if not _is_blank(lines[k]):
-                at = k + 1
-            k += 1
-        return at, []
+        # Right after the anchor paragraph, before its own definitions: OpenProgram's
+        # placement (corpus cases 185, 186, 190).
+        return para.end, []
 
     def back_off(at: int, floor: int) -> int:
         while at > floor and _is_blank(lines[at - 1]):
@@ -1457,9 +1459,11 @@ def _do_move(work: _Work, op: RecordOp) -> None:
     # evidence definitions: reuse an identical one in the destination, refuse a conflicting one
     dscan = work.scan(dest.topic_path)
     have: dict[str, str] = {fid: work.lines[dest.topic_path][lns[0]].strip() for fid, lns in dscan.defs.items()}
-    block: list[str] = []
+    # All moved paragraphs first, then all their definitions, each separated by one blank
+    # line: the order OpenProgram writes (corpus cases 305, 306).
+    paragraphs: list[str] = []
+    definitions: list[str] = []
     for para_lines, defs in pieces:
-        needed = []
         for d in defs:
             fid = _def_id(d)
             assert fid is not None
@@ -1473,11 +1477,9 @@ def _do_move(work: _Work, op: RecordOp) -> None:
                     )
                 continue
             have[fid] = d.strip()
-            needed.append(d)
-        if block:
-            block.append("")
-        block += para_lines + ([""] + needed if needed else [])
-    _insert_records(work, op, dest, block)
+            definitions += ([""] if definitions else []) + [d]
+        paragraphs += ([""] if paragraphs else []) + para_lines
+    _insert_records(work, op, dest, paragraphs + ([""] + definitions if definitions else []))
 
 
 def apply_memory_changes(

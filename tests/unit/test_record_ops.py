@@ -111,7 +111,7 @@ def test_spec_example_update_against_spec_example_topic():
     assert out.texts["people/dave.md"] == (
         "# Dave\n\n## Preferences\n\n"
         "Dave now prefers coffee.[^new-evidence-record-1] ^97de5549\n\n"
-        "[^new-evidence-record-1]: Time: `2026-09`; Sources: [switched](openprogram/sess-7f2a/msg_2fa0)\n\n"
+        "[^new-evidence-record-1]: Time: `2026-09`; Sources: [switched](openprogram/sess-7f2a/msg_2fa0)\n\n\n"
         "Dave links to [his tea](dave.md#^97de5549) and drinks it daily.[^e-48bac47c87] ^ae99a3a8\n\n"
         f"[^e-48bac47c87]: Time: `2026-08`; Sources: [daily tea]({SRC}#source-3980e4aaa25977a6)\n"
     )
@@ -172,10 +172,11 @@ def test_create_in_preamble():
 def test_create_before_and_after_anchor():
     before = run(TREE, create(position="before", anchor="ae99a3a8")).texts["people/dave.md"]
     assert list(units("people/dave.md", before)) == ["97de5549", "new1", "ae99a3a8"]
-    # after = after the anchor paragraph and its own definitions
+    # after = right after the anchor paragraph, before its own definitions (OpenProgram's
+    # placement, corpus cases 185, 186, 190)
     after = run(TREE, create(position="after", anchor="97de5549")).texts["people/dave.md"]
     assert list(units("people/dave.md", after)) == ["97de5549", "new1", "ae99a3a8"]
-    assert after.index("[^e-5bf6e713a0]: ") < after.index("Dave likes green tea.")
+    assert after.index("Dave likes green tea.") < after.index("[^e-5bf6e713a0]: ")
     assert "\n\n\n" not in after
 
 
@@ -316,8 +317,10 @@ def test_delete_removes_paragraph_and_unused_definitions():
     out = run(TREE, delete("97de5549"))
     text = out.texts["people/dave.md"]
     assert "97de5549\n" not in text and "[^e-5bf6e713a0]" not in text
+    # only the paragraph and definition lines go; the blank lines around them stay, as
+    # OpenProgram leaves them (corpus case 286)
     assert text == (
-        "# Dave\n\n## Preferences\n\n"
+        "# Dave\n\n## Preferences\n\n\n\n"
         "Dave links to [his tea](dave.md#^97de5549) and drinks it daily.[^e-48bac47c87] ^ae99a3a8\n\n"
         f"[^e-48bac47c87]: Time: `2026-08`; Sources: [daily tea]({SRC}#source-3980e4aaa25977a6)\n"
     )
