@@ -452,13 +452,15 @@ def _validate_time(op: Mapping[str, Any], index: int) -> str:
     value = op["time"]
     if value is None:
         return "undated"
-    if not isinstance(value, str) or not is_valid_time(value.strip()):
+    # Taken as given, not trimmed: OpenProgram refuses " 2026-11 " (corpus case 217), and so
+    # does its message, word for word.
+    if not isinstance(value, str) or not is_valid_time(value):
         raise _bad(
-            f"{_op_where(index, 'time')} must be null, \"undated\" or an ASCII YYYY, YYYY-MM or YYYY-MM-DD date",
+            f"{_op_where(index, 'time')} must be null or YYYY, YYYY-MM, or YYYY-MM-DD",
             op_index=index,
             field="time",
         )
-    return value.strip()
+    return value
 
 
 def _validate_headings(raw: Any, index: int, field_name: str) -> tuple[str, ...]:

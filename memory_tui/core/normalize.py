@@ -727,7 +727,10 @@ def rewrite_block_links(
 
         def fix(m: re.Match) -> str:
             label, target_path, bid = m.group(1), m.group(2), m.group(3)
-            if not _is_relative_link(target_path) or bid not in where:
+            # An absolute path (``/core.md#^id``) is re-pointed too: OpenProgram rewrites every
+            # block link by its id (corpus cases 010, 094, 139), so keeping it would leave a file
+            # that OpenProgram's next no-op edit rewrites. Only links with a scheme stay.
+            if _SCHEME_RE.match(target_path) or bid not in where:
                 return m.group(0)
             dest = where[bid]
             rel = posixpath.basename(dest) if dest == path else posixpath.relpath(dest, here)
