@@ -638,6 +638,10 @@ def normalize_tree(
                 out.append(_canonical_text_line(line.text, labels))
             elif line.kind == "definition":
                 out.append(_render_definition(path, line.text, line.number, labels, citing, resolve, link_for, recovery))
+            elif line.kind == "heading" and "[^" in line.text:
+                # OpenProgram also closes the gap before a citation in a heading: `# Ideas[^e1]`
+                # (corpus cases 057, 098).
+                out.append(_WS_BEFORE_REF_RE.sub("", line.text))
             else:
                 out.append(line.text)
         canonical = "\n".join(out).rstrip() + "\n"

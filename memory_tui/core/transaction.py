@@ -42,7 +42,7 @@ from .install import InstallPlan, install, needs_recovery, plan_install, recover
 from .lock import TIMEOUT_DEFAULT, TIMEOUT_EDIT, write_lock
 from .paths import Layout, check_writable
 from .sources import SourceIndex, SourceRecord
-from .topics import TopicTree, is_error, iter_blocks, parse_topic, read_topic_texts, topic_sort_key
+from .topics import CITATION_RE, DEFINITION_RE, TopicTree, is_error, iter_blocks, parse_topic, read_topic_texts, topic_sort_key
 from .txcache import WorkspaceCache, cache_for, is_racy
 from .workspace import RuntimeState, dump_runtime_json, load_runtime_state, workspace_revision
 
@@ -599,21 +599,31 @@ class _Context:
 
 
 def _precheck(rel: str, text: str) -> list[Problem]:
-    """A citation in a heading is silently dropped by OpenProgram (pitfall 13); refuse it."""
+    """A heading citing a footnote that this file defines: OpenProgram drops the definition
+    (and, in a new topic, the heading) while answering ok (pitfall 13); refuse it. A heading
+    citation with no definition, or whose definition a record cites too, is kept verbatim by
+    OpenProgram (``# Ideas[^e1]``) and loses nothing, so it is accepted (cases 057, 098, 102)."""
     path = "topics/" + rel
     problems: list[Problem] = []
     _, lines, _ = iter_blocks(text)
+    defined = {m.group(1) for line in lines if line.kind == "definition" and (m := DEFINITION_RE.match(line.text))}
+    by_records = {fid for line in lines if line.kind == "text" for fid in CITATION_RE.findall(line.text)}
     for line in lines:
-        if line.kind == "heading" and "[^" in line.text:
-            problems.append(
-                Problem(
-                    "INVALID_TOPIC_FORMAT",
-                    f"citation in a heading is not a record and would be dropped: {path}",
-                    path,
-                    line.number,
-                    line.text.index("[^") + 1,
+        if line.kind != "heading" or "[^" not in line.text:
+            continue
+        for m in CITATION_RE.finditer(line.text):
+            if m.group(1) in defined and m.group(1) not in by_records:
+                problems.append(
+                    Problem(
+                        "INVALID_TOPIC_FORMAT",
+                        f"citation [^{m.group(1)}] in a heading is not a record: its definition would be "
+                        f"dropped: {path}",
+                        path,
+                        line.number,
+                        m.start() + 1,
+                    )
                 )
-            )
+                break
     return problems
 
 
