@@ -596,6 +596,7 @@ class _Context:
     reported_changed: tuple[str, ...] = ()
     source_ids: Mapping[str, str] = field(default_factory=dict)
     structured: bool = False
+    refuse_drops: bool = False  # the owner's own texts: nothing may be pruned away (pitfall 13)
 
 
 def _precheck(rel: str, text: str) -> list[Problem]:
@@ -650,7 +651,7 @@ def _missing_sources(texts: Mapping[str, str], changed: frozenset[str], index: S
     return problems
 
 
-def _normalize(texts: Mapping[str, str], stage: Stage) -> Any:
+def _normalize(texts: Mapping[str, str], stage: Stage, refuse_drops: bool = False) -> Any:
     """§3.8 normalisation + §3.9 pruning (helper module ``normalize``).
 
     A committed file passes through unchanged only when the cache holds a proof that
@@ -668,6 +669,7 @@ def _normalize(texts: Mapping[str, str], stage: Stage) -> Any:
         assume_committed_normal=True,
         proven_canonical=lambda rel, text: cache.is_proven(rel, text, index, token),
         memo=cache.memo,
+        refuse_drops=refuse_drops,
     )
 
 
@@ -908,7 +910,9 @@ def _prepare(stage: Stage, ctx: _Context) -> _Prepared:
 
     from .normalize import check_cross_topic_links, rewrite_block_links
 
-    result = _normalize(texts, stage)
+    # The owner's own texts (hand edit, whole-file change, patch) must land whole; record ops,
+    # writers and organize legitimately leave empty sections for pruning.
+    result = _normalize(texts, stage, refuse_drops=ctx.refuse_drops)
     _raise_first(result.errors)
     noted = {p.path for p in (*result.problems, *result.dropped)}
     for rel, out in result.texts.items():
@@ -1132,6 +1136,7 @@ def staged_edit(
                 allowed_refs=None,
                 validate_only=validate_only,
                 git_commit=mode,
+                refuse_drops=True,
                 commit_message=message or gitlog.edit_message(rel, deleted=deleting),
                 git_env=git_env,
                 counter=_counter(counter),
@@ -1316,6 +1321,7 @@ def update(
                 reported_changed=outcome.changed_files,
                 source_ids=source_ids,
                 structured=True,
+                refuse_drops=req.form != "memory_changes",
             )
 
         result = _transact(root, make, timeout=timeout, validate_only=validate_only,
