@@ -259,8 +259,27 @@ class TxResult:
             out["warnings"] = list(self.warnings)
         return out
 
+    def all_errors(self) -> tuple[Problem, ...]:
+        """Every error of a refusal: first the one reported (OpenProgram's), then the others
+        in file order (path, line, column), each once. Empty when ok."""
+        if self.ok:
+            return ()
+        first = Problem(self.code or "TRANSACTION_FAILURE_UNKNOWN", self.message, self.path, self.line, self.column,
+                        dict(self.details))
+        rest = [p for p in self.problems if is_error(p)]
+        rest.sort(key=lambda p: (topic_sort_key(p.path or ""), p.line or 0, p.column or 0))
+        out = [first]
+        seen = {(first.path, first.line, first.column, first.message)}
+        for p in rest:
+            key = (p.path, p.line, p.column, p.message)
+            if key not in seen:
+                seen.add(key)
+                out.append(p)
+        return tuple(out)
+
     def edit_json(self) -> dict[str, Any]:
-        """The CLI ``edit --json`` shape."""
+        """The CLI ``edit --json`` shape: the first error in the top-level fields, as before,
+        and every error in ``errors``."""
         return {
             "ok": self.ok,
             "code": self.code,
@@ -270,6 +289,10 @@ class TxResult:
             "column": self.column,
             "revision": self.revision,
             "changed_files": list(self.changed_files),
+            "errors": [
+                {"code": p.code, "message": p.message, "path": p.path, "line": p.line, "column": p.column}
+                for p in self.all_errors()
+            ],
         }
 
 
@@ -1151,6 +1174,14 @@ def staged_edit(
 def validate_edit(state: Any, path: str, text: str | None, **kw: Any) -> TxResult:
     """The editor's check: the full transaction path, nothing installed."""
     return staged_edit(state, path, text, validate_only=True, **kw)
+
+
+def edit_errors(state: Any, path: str, text: str | None, **kw: Any) -> tuple[Problem, ...]:
+    """Validate-only API for an editor checking as the owner types: every error the hand edit
+    of ``path`` with ``text`` (``None`` = delete) would be refused with, the one OpenProgram
+    reports first, the others in file order. Empty when the edit would be accepted. Installs
+    nothing, takes no lock; the same checks as ``staged_edit``."""
+    return validate_edit(state, path, text, **kw).all_errors()
 
 
 def commit_edits(
