@@ -42,7 +42,7 @@ from .install import (InstallPlan, check_write_confinement, install, make_stage_
 from .lock import TIMEOUT_DEFAULT, TIMEOUT_EDIT, write_lock
 from .paths import Layout, check_writable
 from .sources import SourceIndex, SourceRecord
-from .topics import TopicTree, is_error, iter_blocks, parse_topic, read_topic_texts, topic_sort_key
+from .topics import CITATION_RE, DEFINITION_RE, TopicTree, is_error, iter_blocks, parse_topic, read_topic_texts, topic_sort_key
 from .txcache import WorkspaceCache, cache_for, is_racy
 from .workspace import RuntimeState, dump_runtime_json, load_runtime_state, workspace_revision
 
@@ -68,13 +68,14 @@ _SEP = "\x1f"  # U+001F, the field separator of §5.3 step 4
 class Provenance:
     """Who supplies ``update(..., sources=...)`` (§5.3 step 4): the persisted authority of the
     caller. ``origin_id`` names where the request came from (OpenProgram: ``<session>/<turn>``
-    for the tool, ``owner-rest/memory-changes`` for the web route; ``memory-tui/apply`` here)."""
+    for the tool, ``owner-rest/memory-changes`` for the web route; which ``memory-tui apply`` uses too)."""
 
     principal_id: str
     speaker_kind: str
     speaker_id: str
     authority_tier: str
     origin_id: str
+    speaker_display: str | None = None  # the label in the record line; not part of the id seed
 
     @property
     def complete(self) -> bool:
@@ -88,6 +89,7 @@ class Provenance:
 
 OWNER_FILE = "owner.json"
 OWNER_SPEAKER_ID = "owner/local"
+OWNER_DISPLAY = "Owner"  # OpenProgram labels the owner's own records "Owner (owner/local)" (§4.3, §4.8)
 
 
 def read_owner_principal(state_dir: Any) -> str:
@@ -125,7 +127,7 @@ def read_owner_principal(state_dir: Any) -> str:
 
 def owner_provenance(state_dir: Any, origin_id: str) -> Provenance:
     """The local owner as the speaker of sources supplied by ``origin_id``."""
-    return Provenance(read_owner_principal(state_dir), "owner", OWNER_SPEAKER_ID, "owner", origin_id)
+    return Provenance(read_owner_principal(state_dir), "owner", OWNER_SPEAKER_ID, "owner", origin_id, OWNER_DISPLAY)
 
 
 def _hex16(text: str) -> str:
@@ -153,6 +155,7 @@ def transaction_source_records(sources: Iterable[Any], provenance: Provenance) -
             content=s.content,
             timestamp=observed,
             speaker_id=provenance.speaker_id,
+            speaker_display=provenance.speaker_display,
             speaker_kind=provenance.speaker_kind,
             principal_id=provenance.principal_id,
             authority_tier=provenance.authority_tier,
@@ -256,8 +259,27 @@ class TxResult:
             out["warnings"] = list(self.warnings)
         return out
 
+    def all_errors(self) -> tuple[Problem, ...]:
+        """Every error of a refusal: first the one reported (OpenProgram's), then the others
+        in file order (path, line, column), each once. Empty when ok."""
+        if self.ok:
+            return ()
+        first = Problem(self.code or "TRANSACTION_FAILURE_UNKNOWN", self.message, self.path, self.line, self.column,
+                        dict(self.details))
+        rest = [p for p in self.problems if is_error(p)]
+        rest.sort(key=lambda p: (topic_sort_key(p.path or ""), p.line or 0, p.column or 0))
+        out = [first]
+        seen = {(first.path, first.line, first.column, first.message)}
+        for p in rest:
+            key = (p.path, p.line, p.column, p.message)
+            if key not in seen:
+                seen.add(key)
+                out.append(p)
+        return tuple(out)
+
     def edit_json(self) -> dict[str, Any]:
-        """The CLI ``edit --json`` shape."""
+        """The CLI ``edit --json`` shape: the first error in the top-level fields, as before,
+        and every error in ``errors``."""
         return {
             "ok": self.ok,
             "code": self.code,
@@ -267,6 +289,10 @@ class TxResult:
             "column": self.column,
             "revision": self.revision,
             "changed_files": list(self.changed_files),
+            "errors": [
+                {"code": p.code, "message": p.message, "path": p.path, "line": p.line, "column": p.column}
+                for p in self.all_errors()
+            ],
         }
 
 
@@ -608,24 +634,35 @@ class _Context:
     reported_changed: tuple[str, ...] = ()
     source_ids: Mapping[str, str] = field(default_factory=dict)
     structured: bool = False
+    refuse_drops: bool = False  # the owner's own texts: nothing may be pruned away (pitfall 13)
 
 
 def _precheck(rel: str, text: str) -> list[Problem]:
-    """A citation in a heading is silently dropped by OpenProgram (pitfall 13); refuse it."""
+    """A heading citing a footnote that this file defines: OpenProgram drops the definition
+    (and, in a new topic, the heading) while answering ok (pitfall 13); refuse it. A heading
+    citation with no definition, or whose definition a record cites too, is kept verbatim by
+    OpenProgram (``# Ideas[^e1]``) and loses nothing, so it is accepted (cases 057, 098, 102)."""
     path = "topics/" + rel
     problems: list[Problem] = []
     _, lines, _ = iter_blocks(text)
+    defined = {m.group(1) for line in lines if line.kind == "definition" and (m := DEFINITION_RE.match(line.text))}
+    by_records = {fid for line in lines if line.kind == "text" for fid in CITATION_RE.findall(line.text)}
     for line in lines:
-        if line.kind == "heading" and "[^" in line.text:
-            problems.append(
-                Problem(
-                    "INVALID_TOPIC_FORMAT",
-                    f"citation in a heading is not a record and would be dropped: {path}",
-                    path,
-                    line.number,
-                    line.text.index("[^") + 1,
+        if line.kind != "heading" or "[^" not in line.text:
+            continue
+        for m in CITATION_RE.finditer(line.text):
+            if m.group(1) in defined and m.group(1) not in by_records:
+                problems.append(
+                    Problem(
+                        "INVALID_TOPIC_FORMAT",
+                        f"citation [^{m.group(1)}] in a heading is not a record: its definition would be "
+                        f"dropped: {path}",
+                        path,
+                        line.number,
+                        m.start() + 1,
+                    )
                 )
-            )
+                break
     return problems
 
 
@@ -652,7 +689,7 @@ def _missing_sources(texts: Mapping[str, str], changed: frozenset[str], index: S
     return problems
 
 
-def _normalize(texts: Mapping[str, str], stage: Stage) -> Any:
+def _normalize(texts: Mapping[str, str], stage: Stage, refuse_drops: bool = False) -> Any:
     """§3.8 normalisation + §3.9 pruning (helper module ``normalize``).
 
     A committed file passes through unchanged only when the cache holds a proof that
@@ -670,6 +707,7 @@ def _normalize(texts: Mapping[str, str], stage: Stage) -> Any:
         assume_committed_normal=True,
         proven_canonical=lambda rel, text: cache.is_proven(rel, text, index, token),
         memo=cache.memo,
+        refuse_drops=refuse_drops,
     )
 
 
@@ -910,7 +948,9 @@ def _prepare(stage: Stage, ctx: _Context) -> _Prepared:
 
     from .normalize import check_cross_topic_links, rewrite_block_links
 
-    result = _normalize(texts, stage)
+    # The owner's own texts (hand edit, whole-file change, patch) must land whole; record ops,
+    # writers and organize legitimately leave empty sections for pruning.
+    result = _normalize(texts, stage, refuse_drops=ctx.refuse_drops)
     _raise_first(result.errors)
     noted = {p.path for p in (*result.problems, *result.dropped)}
     for rel, out in result.texts.items():
@@ -1151,6 +1191,7 @@ def staged_edit(
                 allowed_refs=None,
                 validate_only=validate_only,
                 git_commit=mode,
+                refuse_drops=True,
                 commit_message=message or gitlog.edit_message(rel, deleted=deleting),
                 git_env=git_env,
                 counter=_counter(counter),
@@ -1165,6 +1206,14 @@ def staged_edit(
 def validate_edit(state: Any, path: str, text: str | None, **kw: Any) -> TxResult:
     """The editor's check: the full transaction path, nothing installed."""
     return staged_edit(state, path, text, validate_only=True, **kw)
+
+
+def edit_errors(state: Any, path: str, text: str | None, **kw: Any) -> tuple[Problem, ...]:
+    """Validate-only API for an editor checking as the owner types: every error the hand edit
+    of ``path`` with ``text`` (``None`` = delete) would be refused with, the one OpenProgram
+    reports first, the others in file order. Empty when the edit would be accepted. Installs
+    nothing, takes no lock; the same checks as ``staged_edit``."""
+    return validate_edit(state, path, text, **kw).all_errors()
 
 
 def commit_edits(
@@ -1335,6 +1384,7 @@ def update(
                 reported_changed=outcome.changed_files,
                 source_ids=source_ids,
                 structured=True,
+                refuse_drops=req.form != "memory_changes",
             )
 
         result = _transact(root, make, timeout=timeout, validate_only=validate_only,

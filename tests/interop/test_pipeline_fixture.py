@@ -288,4 +288,22 @@ def test_cli_verbs_exit_codes_and_json(fixture_state, capsys, monkeypatch, tmp_p
     assert json.loads(capsys.readouterr().out)["cursors_removed"] is False
     code = main(["--state", str(fixture_state), "backfill", "--dry-run", "--json"])
     out = json.loads(capsys.readouterr().out)
-    assert code == (0 if out["remaining"] == 0 else 1)
+    assert code == 0 and out["status"] == "ok"  # a plan never fails (issue 13: was exit 1 "incomplete")
+
+
+def test_backfill_dry_run_and_unfailed_run_are_not_incomplete(fixture_state, capsys):
+    """``incomplete`` (and exit 1) only when a batch failed; a plan or a run whose writer left
+    some sources uncited is ``ok`` with the count in ``remaining`` (issue 13, class 11)."""
+    import json as _json
+
+    from memory_tui.cli import main as cli_main
+    from memory_tui.pipeline.backfill import backfill
+
+    write(ctx_for(fixture_state, writer=DoesNothing()), "local_9f1e2d3c4b", force=True)
+    dry = backfill(ctx_for(fixture_state), dry_run=True)
+    assert dry["status"] == "ok" and dry["remaining"] == dry["candidates"] > 0
+    capsys.readouterr()
+    assert cli_main(["--state", str(fixture_state), "--json", "backfill", "--dry-run"]) == 0
+    assert _json.loads(capsys.readouterr().out)["status"] == "ok"
+    out = backfill(ctx_for(fixture_state, writer=DoesNothing()))
+    assert out["status"] == "ok" and "error" not in out and out["remaining"] == out["candidates"]
