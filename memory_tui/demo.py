@@ -307,7 +307,8 @@ def build_demo(path: Path | str, *, now: float | datetime | None = None, clock: 
     """Build the demo state dir at ``path`` (created; must be empty or absent). Returns it."""
     from memory_tui.core.gitlog import fixed_env
     from memory_tui.pipeline.settings import WriterSettings
-    from memory_tui.pipeline.write import Context, write
+    from memory_tui.pipeline.context import Context
+    from memory_tui.pipeline.write import write
 
     state = Path(path)
     if state.exists() and any(state.iterdir()):
@@ -395,6 +396,9 @@ def build_demo(path: Path | str, *, now: float | datetime | None = None, clock: 
     registry[k.sid].update({"updated_at": k.t, "preview": k.preview()})
     registry = dict(sorted(registry.items(), key=lambda kv: -kv[1]["updated_at"]))
     _write(sroot / "index.json", json.dumps(registry, indent=2, ensure_ascii=False))
+    from memory_tui.core import parsecache
+
+    parsecache.drop(state / "memory")  # its entries name inodes and mtimes: not a function of ``now``
     return state
 
 

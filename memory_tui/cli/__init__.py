@@ -23,7 +23,7 @@ from memory_tui.cli.common import (
     emit_json,
 )
 from memory_tui.core.errors import MemoryError
-from memory_tui.core.text import sanitize
+from memory_tui.core.text import SanitizingStream, sanitize
 
 __all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_RETRYABLE", "EXIT_USAGE", "CliError", "add_common", "build_parser", "emit_json", "main"]
 
@@ -57,6 +57,21 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help()
             return EXIT_USAGE
         func = default
+    if func is not getattr(parser, "_memory_tui_default", None) and getattr(args, "verb", None) != "demo":
+        # Text output of every verb goes through the one sanitiser (the app draws its own
+        # screen); --json output is escaped by emit_json instead. stderr stays unwrapped: its
+        # messages are sanitised where written, and the progress spinner needs its escapes.
+        if not getattr(args, "json", False):
+            saved = sys.stdout
+            sys.stdout = SanitizingStream(sys.stdout)
+            try:
+                return _run(func, args)
+            finally:
+                sys.stdout = saved
+    return _run(func, args)
+
+
+def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     try:
         return int(func(args) or 0)
     except CliError as exc:

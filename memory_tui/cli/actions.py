@@ -52,7 +52,7 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
 def _cmd_preview(args: argparse.Namespace) -> int:
     from memory_tui.pipeline.preview import preview_job
     from memory_tui.pipeline.settings import load_settings
-    from memory_tui.pipeline.write import Context
+    from memory_tui.pipeline.context import Context
 
     state = discover_state_dir(getattr(args, "state", None))
     if not state.is_dir():

@@ -11,6 +11,8 @@ import json
 import sys
 from typing import Any
 
+from memory_tui.core.text import json_safe
+
 EXIT_OK = 0
 EXIT_FAILURE = 1  # non-retryable failure or rejection
 EXIT_USAGE = 2
@@ -30,4 +32,5 @@ def add_common(parser: argparse.ArgumentParser) -> None:
 
 
 def emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
+    # Content from disk is untrusted: DEL, C1, bidi and line separators leave as \u escapes.
+    sys.stdout.write(json_safe(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False)) + "\n")

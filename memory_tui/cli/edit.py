@@ -24,11 +24,16 @@ def _state(args: argparse.Namespace) -> Path:
 
 
 CURRENT = "current"
-APPLY_ORIGIN = "memory-tui/apply"  # origin_id of sources supplied to `apply`
+# origin_id of sources supplied to `apply`: the owner sending a memory_changes request is what
+# OpenProgram's web route does, and the origin is hashed into the source ids (§5.3 step 4), so
+# the same request must archive the same ids here as there (checked by tests/interop).
+APPLY_ORIGIN = "owner-rest/memory-changes"
 
 
 def _topic_rel(topic: str) -> str:
     rel = topic.replace("\\", "/")
+    if rel.startswith("/") or (len(rel) > 1 and rel[1] == ":"):
+        return rel  # absolute: left as given, so the path rule refuses it (never topics/<abs>)
     if not rel.startswith("topics/"):
         rel = "topics/" + rel
     if not rel.endswith(".md") and "." not in rel.rsplit("/", 1)[-1]:
@@ -107,6 +112,13 @@ def _editor_loop(state: Path, rel: str, git_commit: str) -> tx.TxResult:
         os.unlink(tmp)
 
 
+def _missing_topic(state: Path, rel: str) -> bool:
+    """No such topic in a readable workspace (anything stranger is left to the transaction,
+    which names what is wrong, e.g. ``topics`` being a file)."""
+    root = tx.memory_root(state)
+    return (root / "topics").is_dir() and not os.path.lexists(root / rel)
+
+
 def _cmd_edit(args: argparse.Namespace) -> int:
     state = _state(args)
     rel = _topic_rel(args.topic)
@@ -115,6 +127,11 @@ def _cmd_edit(args: argparse.Namespace) -> int:
         raise CliError("--delete and --from are exclusive", EXIT_USAGE)
     if args.delete:
         result = tx.staged_edit(state, rel, None, git_commit=args.git_commit, validate_only=args.check)
+    elif args.source is not None and not args.create and _missing_topic(state, rel):
+        # OpenProgram's own CLI edit refuses a missing file: a mistyped path must not quietly
+        # start a new topic. --create says it on purpose (the web PUT allows new files).
+        result = tx.TxResult(ok=False, code="MEMORY_NOT_FOUND", message=f"No memory file at '{rel}'.", path=rel,
+                             validate_only=args.check)
     elif args.source is not None:
         result = tx.staged_edit(
             state, rel, _read_source(args.source), git_commit=args.git_commit, validate_only=args.check
@@ -141,6 +158,8 @@ def _cmd_apply(args: argparse.Namespace) -> int:
         payload = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise CliError(f"{args.changes}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}", EXIT_USAGE) from None
+    except RecursionError:
+        raise CliError(f"{args.changes}:1:1: invalid JSON: nested too deeply", EXIT_USAGE) from None
     if isinstance(payload, list):
         payload = {"memory_changes": payload}
     if not isinstance(payload, dict):
@@ -219,6 +238,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("topic", help="topic path, e.g. people/ada.md or topics/people/ada.md")
     p.add_argument("--from", dest="source", metavar="FILE|-", default=None, help="new text from a file or stdin")
     p.add_argument("--delete", action="store_true", help="delete the topic (never topics/core.md)")
+    p.add_argument("--create", action="store_true", help="with --from: allow a topic that does not exist yet")
     p.add_argument("--check", action="store_true", help="validate only; install nothing")
     p.add_argument("--git-commit", choices=tx.GIT_MODES, default="auto")
     p.set_defaults(func=_cmd_edit)

@@ -165,7 +165,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
             _print_error(result["error"])
     if result.get("error") and result["error"].get("retryable"):
         return EXIT_RETRYABLE
-    return EXIT_OK if result["remaining"] == 0 else EXIT_FAILURE
+    return EXIT_FAILURE if result["status"] == "incomplete" else EXIT_OK
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:

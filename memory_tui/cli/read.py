@@ -27,6 +27,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_common(p)
     p.add_argument("session", nargs="?", metavar="SESSION", help="one session id (default: every session)")
     p.add_argument("--tip", metavar="NODE", default=None, help="only this tip (branch head node id)")
+    p.add_argument("--graph", action="store_true", help="draw the session's branch graph (the Sessions view's layout)")
+    p.add_argument("--ascii", action="store_true", help="ASCII glyphs for --graph")
+    p.add_argument("--newest-first", action="store_true", help="--graph: newest turn at the top")
+    p.add_argument("--no-collapse", action="store_true", help="--graph: do not fold tool runs and long linear runs")
+    p.add_argument("--width", type=int, default=None, help="--graph: cut lines at this width (default: the terminal's)")
     p.add_argument("--now", type=float, default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_why)
 
@@ -214,24 +219,78 @@ def cmd_why(args: argparse.Namespace) -> int:
             "sessions": out_sessions,
         })
         return 0
+    if getattr(args, "graph", False):
+        return _print_graphs(args, selected)
+    from memory_tui.sessions.summary import tip_summary
+
     for r in ex.reasons:
         print(f"! {r.code}: {sanitize(r.message)}")
+        _print_evidence(r.to_json(), "    ")
     for sid, js in out_sessions.items():
+        session = selected[sid].session
         print(f"session {sanitize(sid)}  head {sanitize(str(js['head_id']))}"
               f"{'' if js['in_registry'] else '  [not in registry]'}")
-        for p in selected[sid].session.problems:
+        for p in session.problems:
             print(f"  problem  {_problem_line(p.to_json())}")
         for r in js["reasons"]:
             print(f"  ! {r['code']}: {sanitize(r['message'])}")
+            _print_evidence(r, "      ")
         for tip, t in js["tips"].items():
             tags = [x for x, on in (("head", t["is_head"]), ("archived", t["archived"]), ("unlisted", not t["listed"])) if on]
-            print(f"  tip {sanitize(tip)}{' [' + ', '.join(tags) + ']' if tags else ''}: {len(t['record_ids'])} records, "
-                  f"{len(t['marked_record_ids'])} written, {len(t['pending_ids'])} pending "
-                  f"({t['pending_tokens']}/{ctx.config.trigger_tokens} tokens)")
+            summary = tip_summary(selected[sid].tips[tip], ctx.config.trigger_tokens)
+            print(f"  tip {sanitize(tip)}{' [' + ', '.join(tags) + ']' if tags else ''}: {summary}")
             for r in t["reasons"]:
                 print(f"    ! {r['code']}: {sanitize(r['message'])}")
+                _print_evidence(r, "        ")
             for turn in t["turns"]:
-                first = turn["reasons"][0] if turn["reasons"] else None
-                why = f"{first['code']}: {sanitize(first['message'])}" if first else ""
-                print(f"    {_GLYPH[turn['verdict']]} {turn['verdict']:<7} {sanitize(turn['id'])}  {why}")
+                node = session.get(turn["id"])
+                text = _turn_text(node)
+                print(f"    {_GLYPH[turn['verdict']]} {turn['verdict']:<7} {sanitize(turn['id'])}  {text}")
+                for r in turn["reasons"]:
+                    print(f"        {r['code']}: {sanitize(r['message'])}")
+                    _print_evidence(r, "          ")
+    return 0
+
+
+def _turn_text(node) -> str:
+    from memory_tui.sessions.graph import first_line
+
+    if node is None:
+        return ""
+    if node.role == "code":
+        return f"[tool {sanitize(node.name)}]"
+    line = first_line(node.output, 100)
+    return f"\"{line}\"" if line else "(no text)"
+
+
+def _value(value: Any) -> str:
+    import json
+
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return sanitize(text if len(text) <= 100 else text[:97] + "...")
+
+
+def _print_evidence(reason: dict[str, Any], indent: str) -> None:
+    for ev in reason.get("evidence", ()):
+        where = sanitize(ev["file"]) or "(no file)"
+        field_ = f" {sanitize(ev['field'])}" if ev.get("field") else ""
+        print(f"{indent}evidence {where}{field_} = {_value(ev['value'])}")
+
+
+def _print_graphs(args: argparse.Namespace, selected: dict[str, Any]) -> int:
+    import shutil
+
+    from memory_tui.sessions.graph import LayoutOptions, draw, layout_session, legend_lines
+
+    width = args.width if args.width is not None else shutil.get_terminal_size((120, 40)).columns
+    opts = LayoutOptions(reverse=args.newest_first, collapse=not args.no_collapse)
+    for sid, se in selected.items():
+        lay = layout_session(se, opts)
+        print(f"session {sanitize(sid)}  head {sanitize(str(se.session.head_id))}  {len(se.session.nodes)} nodes")
+        for line in draw(lay, ascii=args.ascii, max_lanes=max(2, min(16, width // 4)), width=width):
+            print(line)
+        print()
+    print("legend")
+    for line in legend_lines(args.ascii):
+        print(f"  {line}")
     return 0

@@ -433,7 +433,10 @@ def _validate_refs(op: Mapping[str, Any], index: int) -> tuple[SourceRef, ...]:
                 raise _bad(f"{where}: source and label must be non-blank strings", op_index=index, field=key, item_index=j)
             source, label = item["source"].strip(), item["label"]
             if "]" in label or "\n" in label or "\r" in label:
-                raise _bad(f"{where}.label must not contain ']' or line breaks", op_index=index, field=key, item_index=j)
+                # OpenProgram renders the label and fails the strict parse of the result, so the
+                # code is the topic-format one (corpus cases 245, 246); the message says why.
+                raise _bad(f"{where}.label must not contain ']' or line breaks", "INVALID_TOPIC_FORMAT",
+                           op_index=index, field=key, item_index=j)
         if any(ch in source for ch in "\r\n") or not source.isprintable():
             raise _bad(f"{where}: source must be a printable single-line id", op_index=index, field=key, item_index=j)
         if source in seen:
@@ -449,13 +452,15 @@ def _validate_time(op: Mapping[str, Any], index: int) -> str:
     value = op["time"]
     if value is None:
         return "undated"
-    if not isinstance(value, str) or not is_valid_time(value.strip()):
+    # Taken as given, not trimmed: OpenProgram refuses " 2026-11 " (corpus case 217), and so
+    # does its message, word for word.
+    if not isinstance(value, str) or not is_valid_time(value):
         raise _bad(
-            f"{_op_where(index, 'time')} must be null, \"undated\" or an ASCII YYYY, YYYY-MM or YYYY-MM-DD date",
+            f"{_op_where(index, 'time')} must be null or YYYY, YYYY-MM, or YYYY-MM-DD",
             op_index=index,
             field="time",
         )
-    return value.strip()
+    return value
 
 
 def _validate_headings(raw: Any, index: int, field_name: str) -> tuple[str, ...]:
@@ -917,7 +922,14 @@ def _apply_hunks(path: str, old_lines: list[str], hunks: list[_Hunk]) -> list[st
 
 
 def _file_lines(text: str) -> list[str]:
-    return split_lines(text) if text else []
+    """A unified diff numbers LF-terminated lines, so a patch applies to the text split on LF
+    only; the normaliser splits the result as OpenProgram does afterwards (§3.1)."""
+    if not text:
+        return []
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines.pop()
+    return lines
 
 
 def apply_patch(texts: Mapping[str, str], patch: str) -> ChangeOutcome:
@@ -1048,12 +1060,12 @@ def _insert_block(lines: list[str], at: int, block: list[str]) -> tuple[int, int
 
 
 def _remove_lines(lines: list[str], start: int, end: int) -> None:
-    """Remove lines[start:end] without leaving a doubled blank line at the seam."""
+    """Remove lines[start:end] and nothing else. The blank lines around them stay, so a
+    delete, move or update can leave two to four consecutive blank lines: that is what
+    OpenProgram writes (corpus cases 174, 286, 299), and collapsing them would make every
+    such file differ from OpenProgram's bytes. Trailing blank lines go when the file is
+    rendered (§3.8 step 6)."""
     del lines[start:end]
-    if start < len(lines) and _is_blank(lines[start]) and (start == 0 or _is_blank(lines[start - 1])):
-        del lines[start]
-    while lines and _is_blank(lines[-1]):
-        lines.pop()
 
 
 def _rel_link(target: str, old_dir: str, new_dir: str) -> str:
@@ -1141,17 +1153,16 @@ class _Work:
         return out
 
     def render_definition(self, label: str, time: str, refs: Sequence[SourceRef], path: str) -> str:
-        from_dir = _topic_dir(path)
-        parts = []
-        for ref in refs:
-            target = None
-            if self.link_for is not None:
-                try:
-                    target = self.link_for(ref.source, from_dir)
-                except (MemoryError, ValueError, KeyError, OSError):
-                    target = None
-            parts.append(f"[{ref.display}]({target or ref.source})")
-        return f"[^{label}]: Time: `{time}`; Sources: " + ", ".join(parts)
+        """The definition as OpenProgram first writes it: the source handles as given (the bare
+        handle for ``source_refs``, ``[label](handle)`` for ``sources``). The normaliser then
+        allocates the ``e-`` id from this form (§3.8 step 2: SEED = the handles) and only
+        afterwards expands each handle into its relative link (step 6). Rendering the link first
+        would seed a different id (spec §6.1, checked against OpenProgram's corpus)."""
+        if all(ref.label is None for ref in refs):
+            sources = ", ".join(ref.source for ref in refs)
+        else:
+            sources = ", ".join(f"[{ref.display}]({ref.source})" for ref in refs)
+        return f"[^{label}]: Time: `{time}`; Sources: " + sources
 
     def remove_unused_definitions(self, path: str, candidates: Sequence[str], keep: Sequence[str] = ()) -> _Scan:
         scan = self.scans[path]
@@ -1201,14 +1212,9 @@ def _placement(work: _Work, op: RecordOp, dest: Destination) -> tuple[int, list[
             )
         if dest.position == "before":
             return para.start - 1, []
-        at = para.end  # 0-based index of the line after the paragraph
-        own = set(ascan.shapes[loc.para].cited)
-        k = at
-        while k < len(lines) and (_is_blank(lines[k]) or _def_id(lines[k]) in own):
-            if not _is_blank(lines[k]):
-                at = k + 1
-            k += 1
-        return at, []
+        # Right after the anchor paragraph, before its own definitions: OpenProgram's
+        # placement (corpus cases 185, 186, 190).
+        return para.end, []
 
     def back_off(at: int, floor: int) -> int:
         while at > floor and _is_blank(lines[at - 1]):
@@ -1455,9 +1461,11 @@ def _do_move(work: _Work, op: RecordOp) -> None:
     # evidence definitions: reuse an identical one in the destination, refuse a conflicting one
     dscan = work.scan(dest.topic_path)
     have: dict[str, str] = {fid: work.lines[dest.topic_path][lns[0]].strip() for fid, lns in dscan.defs.items()}
-    block: list[str] = []
+    # All moved paragraphs first, then all their definitions, each separated by one blank
+    # line: the order OpenProgram writes (corpus cases 305, 306).
+    paragraphs: list[str] = []
+    definitions: list[str] = []
     for para_lines, defs in pieces:
-        needed = []
         for d in defs:
             fid = _def_id(d)
             assert fid is not None
@@ -1471,11 +1479,9 @@ def _do_move(work: _Work, op: RecordOp) -> None:
                     )
                 continue
             have[fid] = d.strip()
-            needed.append(d)
-        if block:
-            block.append("")
-        block += para_lines + ([""] + needed if needed else [])
-    _insert_records(work, op, dest, block)
+            definitions += ([""] if definitions else []) + [d]
+        paragraphs += ([""] if paragraphs else []) + para_lines
+    _insert_records(work, op, dest, paragraphs + ([""] + definitions if definitions else []))
 
 
 def apply_memory_changes(

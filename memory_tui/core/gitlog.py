@@ -14,13 +14,14 @@ Environment (dates, identity) is injectable through ``env`` so tests are determi
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
 from .errors import MemoryError
-from .paths import GIT_TRACKED
+from .paths import GIT_TRACKED, Layout
 
 IDENTITY_NAME = "OpenProgram Memory"
 IDENTITY_EMAIL = "memory@openprogram.local"
@@ -33,6 +34,12 @@ MSG_REORGANIZE = "memory: reorganize topics"
 MSG_EDIT_DEFAULT = "memory: edit topics"
 
 NOTHING_TO_COMMIT = "nothing to commit"
+MSG_RECOVER = "memory: finish interrupted transaction"
+
+# ``<M>/<rt>/git-pending``: written before a change that will be committed, removed once git
+# holds it. Present at the next open means a kill (or a git refusal) came in between.
+PENDING_NAME = "git-pending"
+INDEX_LOCK = "index.lock"
 
 
 @dataclass(frozen=True)
@@ -170,16 +177,74 @@ def commit(memory_root: Path, message: str, *, env: Mapping[str, str] | None = N
             return GitOutcome(False, error=_reason(out, err, "git add failed"))
     status, out, err = _git(root, ["diff", "--cached", "--quiet"], env)
     if status == 0:
+        clear_pending(root)
         return GitOutcome(False, error=NOTHING_TO_COMMIT, nothing_to_commit=True)
     if status != 1:
         return GitOutcome(False, error=_reason(out, err, "git diff failed"))
     status, out, err = _git(root, ["commit", "-q", "-m", message], env)
     if status != 0:
         return GitOutcome(False, error=_reason(out, err, "git commit failed"))
+    clear_pending(root)
     status, out, err = _git(root, ["rev-parse", "HEAD"], env)
     if status != 0:
         return GitOutcome(True, error=_reason(out, err, "git rev-parse failed"))
     return GitOutcome(True, commit=out.strip())
+
+
+def _pending_file(root: Path) -> Path:
+    return Layout(root).runtime_dir / PENDING_NAME
+
+
+def mark_pending(memory_root: Path) -> None:
+    """Say that tracked files are about to change and a commit will follow (call under the
+    write lock, before the change). Only where the workspace has its own repository."""
+    root = Path(memory_root)
+    if not (root / ".git").exists():
+        return
+    path = _pending_file(root)
+    if path.exists() or not path.parent.is_dir() or path.parent.is_symlink():
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def clear_pending(memory_root: Path) -> None:
+    path = _pending_file(Path(memory_root))
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+
+
+def git_problems(memory_root: Path) -> list[str]:
+    """Read-only: what a kill or a git refusal left in the repository (for ``status``)."""
+    root = Path(memory_root)
+    out = []
+    if (root / ".git" / INDEX_LOCK).exists():
+        out.append(f".git/{INDEX_LOCK} is present: an interrupted git command; the next write removes it and commits")
+    if _pending_file(root).exists():
+        out.append("memory changes are installed but not yet committed to git; the next write commits them")
+    return out
+
+
+def finish_pending(memory_root: Path, *, env: Mapping[str, str] | None = None) -> GitOutcome | None:
+    """Finish the git step of an interrupted transaction (call under the write lock).
+
+    A ``.git/index.lock`` left by a killed git is stale here: every git command memory-tui (and
+    OpenProgram) runs in this repository runs under the workspace write lock, which we hold.
+    Returns None when there was nothing to finish."""
+    root = Path(memory_root)
+    lock = root / ".git" / INDEX_LOCK
+    had_lock = lock.is_file() and not lock.is_symlink()
+    pending = _pending_file(root).exists()
+    if not had_lock and not pending:
+        return None
+    if had_lock:
+        lock.unlink(missing_ok=True)
+    return commit(root, MSG_RECOVER, env=env)
 
 
 def head(memory_root: Path, *, env: Mapping[str, str] | None = None) -> str | None:

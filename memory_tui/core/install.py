@@ -38,17 +38,23 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import fcntl
 import hashlib
 import json
 import os
 import shutil
+import tempfile
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
 from .errors import Problem
+from . import gitlog
+from .confine import STAGE_DIR_SUFFIX, refuse_symlink
 from .fsutil import fsync_dir
+from .lock import hold_depth
 from .paths import Layout
 
 JOURNAL_NAME = "install-journal.json"
@@ -86,7 +92,17 @@ def file_hash(path: Path) -> str | None:
         return "dir"
 
 
-def _tree_files(root: Path) -> dict[str, Path]:
+def topic_owned(rel: str) -> bool:
+    """Files under ``topics/`` that memory-tui owns: ``**/*.md``. Anything else there (a ``notes.txt``, an
+    ``attachments/plan.pdf``, a symlink) belongs to the user and is carried over untouched."""
+    return rel.endswith(".md")  # what the topic reader reads (topics.read_topic_texts)
+
+
+def _owned_filter(target: str):
+    return topic_owned if target == "topics" else None
+
+
+def _tree_files(root: Path, owned=None) -> dict[str, Path]:
     out: dict[str, Path] = {}
     if not root.is_dir() or root.is_symlink():
         return out
@@ -96,8 +112,46 @@ def _tree_files(root: Path) -> dict[str, Path]:
             full = Path(dirpath) / name
             if full.is_symlink() or not full.is_file():
                 continue
-            out[full.relative_to(root).as_posix()] = full
+            rel = full.relative_to(root).as_posix()
+            if owned is not None and not owned(rel):
+                continue
+            out[rel] = full
     return out
+
+
+def _carry_unowned(committed: Path, dst: Path, owned) -> None:
+    """Put every entry of ``committed`` that memory-tui does not own into the new tree ``dst``
+    as itself: regular files as hard links (same inode, bytes and mode), symlinks as the same
+    link. The directory exchange then leaves them exactly as they were."""
+    if not committed.is_dir() or committed.is_symlink():
+        return
+    for dirpath, dirnames, filenames in os.walk(committed):
+        base = Path(dirpath)
+        keep_dirs = []
+        for name in dirnames:
+            full = base / name
+            if full.is_symlink():
+                filenames.append(name)  # a linked folder is one entry, never descended
+            else:
+                keep_dirs.append(name)
+        dirnames[:] = keep_dirs
+        for name in filenames:
+            full = base / name
+            rel = full.relative_to(committed).as_posix()
+            is_link = full.is_symlink()
+            if not is_link and owned(rel):
+                continue
+            target = dst / rel
+            if target.exists() or target.is_symlink():
+                continue  # never happens for owned-only stages; keep the staged entry if it does
+            _makedirs(target.parent)
+            if is_link:
+                os.symlink(os.readlink(full), target)
+            elif full.is_file():
+                try:
+                    os.link(full, target)
+                except OSError:
+                    shutil.copy2(full, target)
 
 
 _HASHES: dict[tuple[int, int, int, int, int], str] = {}  # (dev, ino, size, mtime_ns, ctime_ns) -> sha256
@@ -133,11 +187,12 @@ def _stat_hash(path: Path) -> str | None:
     return value
 
 
-def tree_digest(root: Path) -> tuple[str | None, dict[str, str]]:
-    """(tree hash, {relative path: file sha256}); tree hash is None when ``root`` is absent."""
+def tree_digest(root: Path, owned=None) -> tuple[str | None, dict[str, str]]:
+    """(tree hash, {relative path: file sha256}); tree hash is None when ``root`` is absent.
+    ``owned`` limits both to the files memory-tui owns."""
     if not root.is_dir():
         return None, {}
-    files = _tree_files(root)
+    files = _tree_files(root, owned)
     hashes = {rel: _stat_hash(p) or "" for rel, p in files.items()}
     h = hashlib.sha256()
     for rel in sorted(hashes, key=lambda r: r.split("/")):
@@ -145,9 +200,9 @@ def tree_digest(root: Path) -> tuple[str | None, dict[str, str]]:
     return h.hexdigest(), hashes
 
 
-def _target_hash(path: Path, kind: str) -> str | None:
+def _target_hash(path: Path, kind: str, target: str = "") -> str | None:
     if kind == "tree":
-        return tree_digest(path)[0]
+        return tree_digest(path, _owned_filter(target))[0]
     if not path.exists():
         return None
     return file_hash(path)
@@ -184,13 +239,14 @@ def _copy_file(src: Path, dst: Path) -> None:
     os.chmod(dst, 0o600)
 
 
-def _copy_tree(src: Path, dst: Path, reuse: Path | None = None) -> None:
+def _copy_tree(src: Path, dst: Path, reuse: Path | None = None, owned=None) -> None:
     """Copy ``src`` to ``dst`` durably. Files whose bytes equal the committed file under
     ``reuse`` are hard-linked instead (already durable; no copy, no fsync): an install of a
-    one-topic edit writes one file, not the whole tree (pitfall 4)."""
+    one-topic edit writes one file, not the whole tree (pitfall 4). With ``owned``, only owned
+    files come from ``src``; everything else comes unchanged from ``reuse``."""
     _makedirs(dst)
     dirs = {dst}
-    for rel, full in _tree_files(src).items():
+    for rel, full in _tree_files(src, owned).items():
         target = dst / rel
         if target.parent not in dirs:
             _makedirs(target.parent)
@@ -203,6 +259,11 @@ def _copy_tree(src: Path, dst: Path, reuse: Path | None = None) -> None:
             except OSError:
                 pass
         _copy_file(full, target)
+    if owned is not None and reuse is not None:
+        # after the staged files, so a carried symlinked folder is never written through
+        _carry_unowned(reuse, dst, owned)
+        for dirpath, _dirnames, _files in os.walk(dst):
+            dirs.add(Path(dirpath))  # the carried links must survive a crash after the exchange
     for d in dirs:
         fsync_dir(d)
 
@@ -257,6 +318,133 @@ def _exchange(a: Path, b: Path) -> bool:
     if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
         return False
     raise OSError(err, os.strerror(err), str(a))
+
+
+# ------------------------------------------------------------------------------- stages
+
+
+
+def stage_area(layout: Layout) -> Path:
+    return layout.root / f"{layout.runtime_name}{STAGE_DIR_SUFFIX}"
+
+
+@dataclass
+class StageDir:
+    """A private stage directory and the flock that says its owner is alive.
+
+    The lock file ``<token>.lock`` is created and locked *before* the directory exists, so a
+    recovering process that can take the lock knows the owner died (``kill -9`` releases a
+    flock) and removes both; a live stage is never touched.
+    """
+
+    path: Path
+    lock_fd: int | None = None
+    lock_file: Path | None = None
+
+    def release(self) -> None:
+        if self.lock_file is not None:
+            self.lock_file.unlink(missing_ok=True)
+            self.lock_file = None
+        if self.lock_fd is not None:
+            os.close(self.lock_fd)
+            self.lock_fd = None
+
+
+def make_stage_dir(layout: Layout, prefix: str = "stage-") -> StageDir:
+    """A new 0700 stage directory in the workspace's own scratch area (same filesystem as the
+    workspace, so hard links and renames work; never in a shared temp folder). Falls back to
+    the system temp dir only when the workspace cannot be written (a read-only ``--check``)."""
+    area = stage_area(layout)
+    try:
+        if not layout.root.is_dir():
+            raise FileNotFoundError(str(layout.root))
+        while True:
+            refuse_symlink(area)
+            try:
+                os.mkdir(area, 0o700)
+            except FileExistsError:
+                pass
+            refuse_symlink(area)
+            token = prefix + uuid.uuid4().hex[:16]
+            lock_file = area / f"{token}.lock"
+            try:
+                fd = os.open(lock_file, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+            except FileNotFoundError:
+                continue  # another process removed the empty area just now
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                same = os.path.samestat(os.fstat(fd), os.lstat(lock_file))
+            except FileNotFoundError:
+                same = False  # a recovering process removed it between our create and lock
+            if same:
+                break
+            os.close(fd)
+        path = area / token
+        try:
+            os.mkdir(path, 0o700)
+        except BaseException:
+            lock_file.unlink(missing_ok=True)
+            os.close(fd)
+            raise
+        return StageDir(path, fd, lock_file)
+    except (PermissionError, FileNotFoundError):
+        return StageDir(Path(tempfile.mkdtemp(prefix="memory-tui-stage-")))
+
+
+def remove_stage_dir(stage: StageDir) -> None:
+    if stage.path.exists():
+        _remove(stage.path)
+    owned = stage.lock_file is not None
+    stage.release()
+    if owned:
+        _drop_empty_area(stage.path.parent)
+
+
+def _drop_empty_area(area: Path) -> None:
+    try:
+        os.rmdir(area)  # the workspace looks as it did when no stage is open
+    except OSError:
+        pass
+
+
+def clean_stale_stages(layout: Layout) -> tuple[str, ...]:
+    """Remove every stage whose owner is gone (call under the write lock)."""
+    area = stage_area(layout)
+    if area.is_symlink() or not area.is_dir():
+        return ()
+    removed: list[str] = []
+    try:
+        names = os.listdir(area)
+    except OSError:
+        return ()
+    locks = {n[: -len(".lock")] for n in names if n.endswith(".lock")}
+    for name in sorted(locks):
+        lock_file = area / f"{name}.lock"
+        try:
+            fd = os.open(lock_file, os.O_RDWR | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    continue  # its owner is alive
+                raise
+            target = area / name
+            if target.exists() or target.is_symlink():
+                _remove(target)
+            lock_file.unlink(missing_ok=True)
+            removed.append(name)
+        finally:
+            os.close(fd)
+    for name in names:
+        if name.endswith(".lock") or name in locks:
+            continue
+        _remove(area / name)  # no lock file at all: left by a crash during removal
+        removed.append(name)
+    _drop_empty_area(area)
+    return tuple(removed)
 
 
 # -------------------------------------------------------------------------------- the plan
@@ -317,8 +505,9 @@ def plan_install(memory_root: Path, stage_root: Path, *, compare_sources: bool =
                 targets.append(Target("file", f"sources/{rel}", old, new))
                 changed.append(f"sources/{rel}")
     for name in TREE_TARGETS:
-        old_hash, old_files = tree_digest(root / name)
-        new_hash, new_files = tree_digest(stage / name)
+        owned = _owned_filter(name)
+        old_hash, old_files = tree_digest(root / name, owned)
+        new_hash, new_files = tree_digest(stage / name, owned)
         if old_hash == new_hash:
             continue
         targets.append(Target("tree", name, old_hash, new_hash))
@@ -368,7 +557,7 @@ def install(memory_root: Path, stage_root: Path, plan: InstallPlan) -> None:
             if t.new is None:
                 continue
             if t.kind == "tree":
-                _copy_tree(stage / t.path, scratch / "new" / t.path, reuse=root / t.path)
+                _copy_tree(stage / t.path, scratch / "new" / t.path, reuse=root / t.path, owned=_owned_filter(t.path))
             else:
                 _copy_file(stage / t.path, scratch / "new" / t.path)
         fsync_dir(scratch / "new")
@@ -419,17 +608,17 @@ def _finish(layout: Layout) -> None:
 def _state_of(layout: Layout, t: Target) -> str:
     """'new' (done), 'old' (new copy is waiting), or 'stale'."""
     root = layout.root
-    cur = _target_hash(root / t.path, t.kind)
+    cur = _target_hash(root / t.path, t.kind, t.path)
     if cur == t.new:
         return "new"
     staged = _scratch(layout) / "new" / t.path
-    if t.new is not None and _target_hash(staged, t.kind) != t.new:
+    if t.new is not None and _target_hash(staged, t.kind, t.path) != t.new:
         return "stale"
     if cur == t.old:
         return "old"
     if cur is None and t.kind == "tree" and t.old is not None:
         # between the two renames of the fallback path: the old tree sits in scratch/old
-        if _target_hash(_scratch(layout) / "old" / t.path, "tree") == t.old:
+        if _target_hash(_scratch(layout) / "old" / t.path, "tree", t.path) == t.old:
             return "old"
     return "stale"
 
@@ -504,11 +693,14 @@ def recover(memory_root: Path) -> RecoveryReport:
     scratch = _scratch(layout)
     problems: list[Problem] = []
     problems.extend(_openprogram_backup(layout))
+    clean_stale_stages(layout)
     if not journal.exists():
         tmp = journal.with_name(JOURNAL_NAME + ".tmp")
         if scratch.exists() or tmp.exists():
             _discard_intent(layout)
+            _finish_git(layout)
             return RecoveryReport("discarded", problems=tuple(problems))
+        _finish_git(layout)
         return RecoveryReport("none", problems=tuple(problems))
     try:
         body = json.loads(journal.read_text(encoding="utf-8"))
@@ -543,7 +735,30 @@ def recover(memory_root: Path) -> RecoveryReport:
         return RecoveryReport("stale-journal", tuple(stale), tuple(problems))
     _roll_forward(layout, targets)
     _finish(layout)
+    _finish_git(layout)
     return RecoveryReport("rolled-forward", tuple(t.path for t in targets), tuple(problems))
+
+
+def _finish_git(layout: Layout) -> None:
+    """The git step of a transaction that was killed (or refused) after its install: commit
+    what is installed, so git matches the revision again (a no-op when nothing is pending)."""
+    if hold_depth(layout.root) > 1:
+        return  # a nested open inside a running transaction: the pending commit is its own
+    gitlog.finish_pending(layout.root)
+
+
+def health_problems(memory_root: Path) -> list[Problem]:
+    """Read-only findings for the read verbs: a half-finished install, leftovers of a kill, and
+    git trouble. Nothing is repaired here (the next locked open does that)."""
+    layout = Layout(Path(memory_root))
+    out: list[Problem] = []
+    rel_journal = f"{layout.runtime_name}/{JOURNAL_NAME}"
+    if _journal(layout).exists():
+        out.append(Problem("TRANSACTION_FAILURE_UNKNOWN", "an install was interrupted and is half-finished; what you see "
+                           "may mix old and new files until the next write finishes it", path=rel_journal))
+    for message in gitlog.git_problems(layout.root):
+        out.append(Problem("GIT_COMMIT_FAILED", message, path=".git"))
+    return out
 
 
 def _openprogram_backup(layout: Layout) -> list[Problem]:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .errors import MemoryError
+from .confine import check_write_confinement
 from .paths import Layout
 
 TIMEOUT_DEFAULT = 10.0  # stage refresh, workspace_id(), views --rebuild
@@ -56,6 +57,12 @@ def held_by_this_thread(memory_root: Path) -> bool:
     return str(lock_path(memory_root)) in _holds()
 
 
+def hold_depth(memory_root: Path) -> int:
+    """How many nested holds this thread has on the workspace lock (0 = none)."""
+    entry = _holds().get(str(lock_path(memory_root)))
+    return entry[1] if entry is not None else 0
+
+
 def _open_lock_file(path: Path) -> int:
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
@@ -86,6 +93,9 @@ def write_lock(
         finally:
             entry[1] -= 1
         return
+    # Every write takes this lock first: refuse here when a folder memory-tui writes into is a
+    # symlink, so no write (lock file included) ever lands outside the workspace.
+    check_write_confinement(Path(memory_root))
     fd = _open_lock_file(path)
     deadline = clock() + max(0.0, timeout)
     try:

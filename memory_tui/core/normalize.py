@@ -232,13 +232,14 @@ def _strip_invented(topic_path: str, lines: list[str], committed: frozenset[str]
             line = lines[index]
             number = index + 1
             if _LONE_IDS_RE.match(line) and index > para.start - 1:
+                # Committed or not: OpenProgram makes the paragraph a new block and keeps the
+                # id only as an alias (pitfall 14, corpus cases 048, 409), so it is refused.
                 for m in re.finditer(r"\^([A-Za-z0-9-]+)", line):
-                    if m.group(1) not in committed:
-                        problems.append(_problem(
-                            topic_path, f"malformed id placement: ^{m.group(1)} stands alone on its own line "
-                            "(put the id at the end of the paragraph's last line, or leave it out)",
-                            number, m.start() + 1, kind="malformed_id_placement", memory_id=m.group(1),
-                        ))
+                    problems.append(_problem(
+                        topic_path, f"malformed id placement: ^{m.group(1)} stands alone on its own line "
+                        "(put the id at the end of the paragraph's last line, or leave it out)",
+                        number, m.start() + 1, kind="malformed_id_placement", memory_id=m.group(1),
+                    ))
                 continue
             reported: set[str] = set()
             while True:
@@ -305,7 +306,11 @@ class _Recovery:
         self.committed = committed
         self.resolve = resolve
 
-    def lookup(self, block_ids: Iterable[str], eid: str, target: str, position: int) -> str | None:
+    def lookup(self, block_ids: Iterable[str], eid: str, target: str, position: int, here: str) -> str | None:
+        """Only for evidence that came from another file (``here`` = the topic it is in now):
+        a definition whose link was changed in place is the owner's edit, and OpenProgram
+        refuses a broken one ("invalid source target", corpus cases 044, 083, 153) rather than
+        restoring the committed link."""
         if self.committed is None:
             return None
         candidates = []
@@ -316,6 +321,7 @@ class _Recovery:
         if not candidates:
             for unit in self.committed.units:
                 candidates.extend((unit, ev) for ev in unit.evidence if ev.id == eid)
+        candidates = [(unit, ev) for unit, ev in candidates if unit.topic_path != here]
         for by_position in (False, True):
             for unit, ev in candidates:
                 for i, link in enumerate(ev.links):
@@ -358,7 +364,7 @@ def _render_definition(
         recovered = False
         if sid is None and resolve is not None:
             # Step 1: the link is broken here (the paragraph moved); recover by block/evidence id.
-            sid = recovery.lookup(citing_blocks.get(raw.id, ()), raw.id, target, position)
+            sid = recovery.lookup(citing_blocks.get(raw.id, ()), raw.id, target, position, topic_path)
             recovered = sid is not None
         new_target = target
         if sid is not None:
@@ -366,8 +372,9 @@ def _render_definition(
                 new_target = _safe_link(link_for, sid, from_dir) or target
             elif plain is not None or recovered:
                 new_target = _safe_link(default_link_for, sid, from_dir) or target
-        if not label.strip():
-            label = target
+        # A bare handle is its own label (pairs above); a link with a blank label stays blank,
+        # so the strict parse refuses it ("memory source labels required", cases 066, 162)
+        # instead of the edit being quietly repaired.
         rendered.append(f"[{label}]({new_target})")
     return f"[^{new_id}]: Time: `{when}`; Sources: " + ", ".join(rendered)
 
@@ -391,7 +398,7 @@ def _describe(kinds: set[str]) -> str:
 
 
 def prune_topic(
-    topic_path: str, text: str, *, committed_text: str | None = None
+    topic_path: str, text: str, *, committed_text: str | None = None, refuse_drops: bool = False
 ) -> tuple[str | None, list[Problem]]:
     """§3.9: drop sections with no record; delete a file with no record paragraph.
 
@@ -476,8 +483,10 @@ def prune_topic(
         else:
             message = f"{where} holds no cited record and would be dropped ({_describe({l.kind for l in run})})"
             first = run[0]
+        # A committed heading the owner kept, whose section no longer holds a record, would be
+        # dropped while the edit is answered ok (pitfall 13, corpus case 059).
         problems.append(_problem(
-            topic_path, message, first.number, 1, warning=not (new or bool(prose)), kind="dropped",
+            topic_path, message, first.number, 1, warning=not (new or bool(prose) or refuse_drops), kind="dropped",
             reason="section without record", lines=[run[0].number, run[-1].number], new=new,
         ))
     return "\n".join(out).rstrip() + "\n", problems
@@ -498,8 +507,12 @@ def normalize_tree(
     assume_committed_normal: bool = False,
     proven_canonical: Callable[[str, str], bool] | None = None,
     memo: Callable[[str, str, Callable[[str], object]], object] | None = None,
+    refuse_drops: bool = False,
 ) -> NormalizeResult:
     """Run §3.8 steps 1-7 over a staged topics tree.
+
+    ``refuse_drops``: the texts are the owner's own (a hand edit, a whole-file change), so
+    anything pruning would remove is an error, committed headings included (pitfall 13).
 
     ``staged``: topics-relative path (a leading ``topics/`` is accepted) -> text, ``None`` for a
     deleted file. ``committed_ids``: every block id of the committed tree (added to the ids of
@@ -638,11 +651,16 @@ def normalize_tree(
                 out.append(_canonical_text_line(line.text, labels))
             elif line.kind == "definition":
                 out.append(_render_definition(path, line.text, line.number, labels, citing, resolve, link_for, recovery))
+            elif line.kind == "heading" and "[^" in line.text:
+                # OpenProgram also closes the gap before a citation in a heading: `# Ideas[^e1]`
+                # (corpus cases 057, 098).
+                out.append(_WS_BEFORE_REF_RE.sub("", line.text))
             else:
                 out.append(line.text)
         canonical = "\n".join(out).rstrip() + "\n"
         # Step 7.
-        pruned, notes = prune_topic(path, canonical, committed_text=committed_texts.get(path))
+        pruned, notes = prune_topic(path, canonical, committed_text=committed_texts.get(path),
+                                    refuse_drops=refuse_drops)
         texts[path] = pruned
         dropped.extend(notes)
     for path in passthrough:
@@ -675,6 +693,11 @@ def _pct_block_path(path: str) -> str:
         else:
             out.extend(f"%{b:02X}" for b in ch.encode("utf-8"))
     return "".join(out)
+
+
+def has_local_label(text: str) -> bool:
+    """Whether ``text`` still cites a file-local footnote label (``[^e1]``, ``[^new-evidence-…]``)."""
+    return _LOCAL_REF_RE.search(text) is not None
 
 
 def file_block_ids(text: str) -> tuple[str, ...]:
@@ -727,7 +750,10 @@ def rewrite_block_links(
 
         def fix(m: re.Match) -> str:
             label, target_path, bid = m.group(1), m.group(2), m.group(3)
-            if not _is_relative_link(target_path) or bid not in where:
+            # An absolute path (``/core.md#^id``) is re-pointed too: OpenProgram rewrites every
+            # block link by its id (corpus cases 010, 094, 139), so keeping it would leave a file
+            # that OpenProgram's next no-op edit rewrites. Only links with a scheme stay.
+            if _SCHEME_RE.match(target_path) or bid not in where:
                 return m.group(0)
             dest = where[bid]
             rel = posixpath.basename(dest) if dest == path else posixpath.relpath(dest, here)
@@ -804,5 +830,5 @@ def _links_with_positions(lines: list[str], unit: Unit):
 
 __all__ = [
     "LinkFor", "NormalizeResult", "allocate_evidence_ids", "definition_ids", "check_cross_topic_links", "default_link_for",
-    "definition_seed", "file_block_ids", "normalize_tree", "prune_topic", "rewrite_block_links",
+    "definition_seed", "file_block_ids", "has_local_label", "normalize_tree", "prune_topic", "rewrite_block_links",
 ]

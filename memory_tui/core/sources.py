@@ -848,6 +848,11 @@ def _walk_sources(root: Path) -> Iterator[tuple[str, Path, os.stat_result]]:
                 yield child_rel, Path(entry.path), st
 
 
+def walk_sources(root: Path) -> Iterator[tuple[str, Path, os.stat_result]]:
+    """The files ``SourceIndex.load`` indexes, with their stats (for the parse cache)."""
+    return _walk_sources(root)
+
+
 def _ref_problem(message: str, ref: str, rule: str) -> Problem:
     return Problem(REF_PROBLEM, message, None, None, None, {"ref": ref, "rule": rule})
 
@@ -1236,6 +1241,9 @@ def append_records(
 
     if plans:
         rt.mkdir(mode=0o700, parents=True, exist_ok=True)
+        from .gitlog import mark_pending
+
+        mark_pending(root)  # appended frames reach git with the next commit or the next locked open
     for rel, out in plans:
         _mkdirs(root, posixpath.dirname(rel))
         atomic_write(root / rel, out, tmp_dir=rt, tmp_prefix="source-archive-")

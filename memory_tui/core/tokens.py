@@ -78,12 +78,109 @@ def o200k_encoding():
     )
 
 
+class CountMemo:
+    """Counts already made, by digest of the text, kept across processes.
+
+    Building the encoder (200 000 ranks) costs more than everything else a fresh ``edit``
+    does; a process whose texts were all counted before never builds it. The file lives in
+    the user's cache dir (never in a state dir: reading a state writes nothing there), is
+    tagged with the ranks' official digest and tiktoken's version, and anything unreadable
+    is ignored. Losing it only costs time."""
+
+    MAX = 400_000
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.counts: dict[str, int] | None = None
+        self.dirty = False
+
+    @staticmethod
+    def path():
+        import os
+        from pathlib import Path
+
+        base = os.environ.get("MEMORY_TUI_CACHE_DIR") or os.path.join(
+            os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "memory-tui")
+        return Path(base) / "o200k-counts.json"
+
+    @staticmethod
+    def tag() -> str:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            tk = version("tiktoken")
+        except PackageNotFoundError:  # pragma: no cover - install problem
+            tk = "?"
+        return f"{O200K_SHA256[:16]}/tiktoken-{tk}"
+
+    def _load(self) -> dict[str, int]:
+        import json
+
+        counts: dict[str, int] = {}
+        try:
+            body = json.loads(self.path().read_text(encoding="utf-8"))
+            if isinstance(body, dict) and body.get("tag") == self.tag() and isinstance(body.get("counts"), dict):
+                counts = {k: v for k, v in body["counts"].items()
+                          if isinstance(k, str) and type(v) is int and v >= 0}
+        except (OSError, ValueError):
+            pass
+        return counts
+
+    def get(self, key: str) -> int | None:
+        with self.lock:
+            if self.counts is None:
+                self.counts = self._load()
+                import atexit
+
+                atexit.register(self.save)
+            return self.counts.get(key)
+
+    def put(self, key: str, value: int) -> None:
+        with self.lock:
+            if self.counts is not None and len(self.counts) < self.MAX:
+                self.counts[key] = value
+                self.dirty = True
+
+    def save(self) -> None:
+        import json
+        import os
+
+        with self.lock:
+            if not self.dirty or self.counts is None:
+                return
+            path = self.path()
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                try:
+                    os.write(fd, json.dumps({"tag": self.tag(), "counts": self.counts}, separators=(",", ":")).encode())
+                finally:
+                    os.close(fd)
+                os.replace(tmp, path)
+                self.dirty = False
+            except OSError:
+                try:
+                    tmp.unlink()
+                except OSError:
+                    pass
+
+
+COUNT_MEMO = CountMemo()
+
+
 @dataclass(frozen=True)
 class O200kCounter:
     """The production counter. Special-token text counts as ordinary text."""
 
     def count(self, text: str) -> int:
-        return len(o200k_encoding().encode(text, disallowed_special=()))
+        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+        hit = COUNT_MEMO.get(key)
+        if hit is not None:
+            return hit
+        n = len(o200k_encoding().encode(text, disallowed_special=()))
+        COUNT_MEMO.put(key, n)
+        return n
 
     def special_tokens_in(self, text: str) -> list[str]:
         """Special-token strings present in ``text`` (those OpenProgram's counter chokes on)."""

@@ -359,11 +359,12 @@ class Line(NamedTuple):
 
 
 def split_lines(text: str) -> list[str]:
-    """Lines split on LF only (CR stays content, as in OpenProgram's readers)."""
-    lines = text.split("\n")
-    if lines and lines[-1] == "" and text.endswith("\n"):
-        lines.pop()
-    return lines
+    """Lines as Python's ``str.splitlines`` yields them (§3.1): besides LF, CRLF and CR, each of
+    U+000B, U+000C, U+001C-U+001E, U+0085, U+2028 and U+2029 ends a line. OpenProgram's
+    topic reader and normaliser split this way (the spec said LF only; differential testing
+    against OpenProgram's corpus, cases 031, 357, 404, showed otherwise), and the normaliser
+    re-joins with LF, so such a character becomes a line break in the written file."""
+    return text.splitlines()
 
 
 def _classify_line(raw: str, fenced: bool) -> str:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -38,12 +37,15 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from . import gitlog
 from .errors import CORRUPT_FILE, MemoryError, Problem
-from .install import InstallPlan, install, needs_recovery, plan_install, recover
+from .confine import check_write_confinement
+from .install import (InstallPlan, install, make_stage_dir, needs_recovery, plan_install, recover,
+                      remove_stage_dir)
 from .lock import TIMEOUT_DEFAULT, TIMEOUT_EDIT, write_lock
 from .paths import Layout, check_writable
 from .sources import SourceIndex, SourceRecord
-from .topics import TopicTree, is_error, iter_blocks, parse_topic, read_topic_texts, topic_sort_key
-from .txcache import WorkspaceCache, cache_for, is_racy
+from .topics import CITATION_RE, DEFINITION_RE, TopicTree, is_error, iter_blocks, parse_topic, read_topic_texts, topic_sort_key
+from .parsecache import is_racy, store_for
+from .txcache import WorkspaceCache, cache_for
 from .workspace import RuntimeState, dump_runtime_json, load_runtime_state, workspace_revision
 
 GIT_MODES = ("auto", "on", "off")
@@ -68,13 +70,14 @@ _SEP = "\x1f"  # U+001F, the field separator of §5.3 step 4
 class Provenance:
     """Who supplies ``update(..., sources=...)`` (§5.3 step 4): the persisted authority of the
     caller. ``origin_id`` names where the request came from (OpenProgram: ``<session>/<turn>``
-    for the tool, ``owner-rest/memory-changes`` for the web route; ``memory-tui/apply`` here)."""
+    for the tool, ``owner-rest/memory-changes`` for the web route; which ``memory-tui apply`` uses too)."""
 
     principal_id: str
     speaker_kind: str
     speaker_id: str
     authority_tier: str
     origin_id: str
+    speaker_display: str | None = None  # the label in the record line; not part of the id seed
 
     @property
     def complete(self) -> bool:
@@ -88,6 +91,7 @@ class Provenance:
 
 OWNER_FILE = "owner.json"
 OWNER_SPEAKER_ID = "owner/local"
+OWNER_DISPLAY = "Owner"  # OpenProgram labels the owner's own records "Owner (owner/local)" (§4.3, §4.8)
 
 
 def read_owner_principal(state_dir: Any) -> str:
@@ -125,7 +129,7 @@ def read_owner_principal(state_dir: Any) -> str:
 
 def owner_provenance(state_dir: Any, origin_id: str) -> Provenance:
     """The local owner as the speaker of sources supplied by ``origin_id``."""
-    return Provenance(read_owner_principal(state_dir), "owner", OWNER_SPEAKER_ID, "owner", origin_id)
+    return Provenance(read_owner_principal(state_dir), "owner", OWNER_SPEAKER_ID, "owner", origin_id, OWNER_DISPLAY)
 
 
 def _hex16(text: str) -> str:
@@ -153,6 +157,7 @@ def transaction_source_records(sources: Iterable[Any], provenance: Provenance) -
             content=s.content,
             timestamp=observed,
             speaker_id=provenance.speaker_id,
+            speaker_display=provenance.speaker_display,
             speaker_kind=provenance.speaker_kind,
             principal_id=provenance.principal_id,
             authority_tier=provenance.authority_tier,
@@ -256,8 +261,27 @@ class TxResult:
             out["warnings"] = list(self.warnings)
         return out
 
+    def all_errors(self) -> tuple[Problem, ...]:
+        """Every error of a refusal: first the one reported (OpenProgram's), then the others
+        in file order (path, line, column), each once. Empty when ok."""
+        if self.ok:
+            return ()
+        first = Problem(self.code or "TRANSACTION_FAILURE_UNKNOWN", self.message, self.path, self.line, self.column,
+                        dict(self.details))
+        rest = [p for p in self.problems if is_error(p)]
+        rest.sort(key=lambda p: (topic_sort_key(p.path or ""), p.line or 0, p.column or 0))
+        out = [first]
+        seen = {(first.path, first.line, first.column, first.message)}
+        for p in rest:
+            key = (p.path, p.line, p.column, p.message)
+            if key not in seen:
+                seen.add(key)
+                out.append(p)
+        return tuple(out)
+
     def edit_json(self) -> dict[str, Any]:
-        """The CLI ``edit --json`` shape."""
+        """The CLI ``edit --json`` shape: the first error in the top-level fields, as before,
+        and every error in ``errors``."""
         return {
             "ok": self.ok,
             "code": self.code,
@@ -267,6 +291,10 @@ class TxResult:
             "column": self.column,
             "revision": self.revision,
             "changed_files": list(self.changed_files),
+            "errors": [
+                {"code": p.code, "message": p.message, "path": p.path, "line": p.line, "column": p.column}
+                for p in self.all_errors()
+            ],
         }
 
 
@@ -298,8 +326,9 @@ _INDEX_CACHE: dict[str, SourceIndex] = {}
 
 def source_index(root: Path) -> SourceIndex:
     """The committed archives, scanned once and refreshed by (mtime, size, inode)."""
+
     key = str(Path(root).resolve())
-    index = SourceIndex.load(root, previous=_INDEX_CACHE.get(key))
+    index = store_for(root).source_index(previous=_INDEX_CACHE.get(key))
     _INDEX_CACHE[key] = index
     return index
 
@@ -369,7 +398,9 @@ class Stage:
         self.baseline_problems = tuple(read_problems) + tuple(self.baseline.problems)
         if not link_topics:  # a copied stage would follow the link and install its target's bytes
             _raise_first([p for p in read_problems if p.details.get("kind") == "symlink"])
-        self.path = Path(tempfile.mkdtemp(prefix="scriptorium-topics-"))
+        check_write_confinement(self.memory_root)
+        self._stage_dir = make_stage_dir(self.layout)
+        self.path = self._stage_dir.path
         self.sources_copied = False
         self.sources_staged = False  # stage/sources holds archives appended by this transaction
         self.discarded = False
@@ -477,8 +508,19 @@ class Stage:
             return dict(self._texts), [p for problems in self._unread.values() for p in problems]
         return read_topic_texts(self.topics)
 
+    def _refuse_linked(self, rel: str) -> None:
+        """A committed symlink on the way to ``rel`` (the topic or a folder above it) is
+        refused: replacing it would destroy the link, writing into it would leave the workspace."""
+        p = self.memory_root
+        for part in rel.split("/"):
+            p = p / part
+            if p.is_symlink():
+                raise MemoryError("PATH_OUTSIDE_WORKSPACE", f"{p.relative_to(self.memory_root).as_posix()} is a symbolic "
+                                  "link; memory-tui never replaces or writes through one", path=rel)
+
     def write_topic(self, rel: str, text: str) -> None:
         rel = check_writable(rel)
+        self._refuse_linked(rel)
         self._put(rel[len("topics/"):], text)
 
     def _put(self, topic_rel: str, text: str) -> None:
@@ -498,6 +540,7 @@ class Stage:
 
     def delete_topic(self, rel: str) -> bool:
         rel = check_writable(rel)
+        self._refuse_linked(rel)
         target = self.path / rel
         if target.is_file():
             self._drop(rel[len("topics/"):])
@@ -522,6 +565,7 @@ class Stage:
                     except OSError:
                         pass
             shutil.rmtree(self.path, ignore_errors=True)
+        remove_stage_dir(self._stage_dir)
 
     def __enter__(self) -> "Stage":
         return self
@@ -591,24 +635,35 @@ class _Context:
     reported_changed: tuple[str, ...] = ()
     source_ids: Mapping[str, str] = field(default_factory=dict)
     structured: bool = False
+    refuse_drops: bool = False  # the owner's own texts: nothing may be pruned away (pitfall 13)
 
 
 def _precheck(rel: str, text: str) -> list[Problem]:
-    """A citation in a heading is silently dropped by OpenProgram (pitfall 13); refuse it."""
+    """A heading citing a footnote that this file defines: OpenProgram drops the definition
+    (and, in a new topic, the heading) while answering ok (pitfall 13); refuse it. A heading
+    citation with no definition, or whose definition a record cites too, is kept verbatim by
+    OpenProgram (``# Ideas[^e1]``) and loses nothing, so it is accepted (cases 057, 098, 102)."""
     path = "topics/" + rel
     problems: list[Problem] = []
     _, lines, _ = iter_blocks(text)
+    defined = {m.group(1) for line in lines if line.kind == "definition" and (m := DEFINITION_RE.match(line.text))}
+    by_records = {fid for line in lines if line.kind == "text" for fid in CITATION_RE.findall(line.text)}
     for line in lines:
-        if line.kind == "heading" and "[^" in line.text:
-            problems.append(
-                Problem(
-                    "INVALID_TOPIC_FORMAT",
-                    f"citation in a heading is not a record and would be dropped: {path}",
-                    path,
-                    line.number,
-                    line.text.index("[^") + 1,
+        if line.kind != "heading" or "[^" not in line.text:
+            continue
+        for m in CITATION_RE.finditer(line.text):
+            if m.group(1) in defined and m.group(1) not in by_records:
+                problems.append(
+                    Problem(
+                        "INVALID_TOPIC_FORMAT",
+                        f"citation [^{m.group(1)}] in a heading is not a record: its definition would be "
+                        f"dropped: {path}",
+                        path,
+                        line.number,
+                        m.start() + 1,
+                    )
                 )
-            )
+                break
     return problems
 
 
@@ -635,7 +690,7 @@ def _missing_sources(texts: Mapping[str, str], changed: frozenset[str], index: S
     return problems
 
 
-def _normalize(texts: Mapping[str, str], stage: Stage) -> Any:
+def _normalize(texts: Mapping[str, str], stage: Stage, refuse_drops: bool = False) -> Any:
     """§3.8 normalisation + §3.9 pruning (helper module ``normalize``).
 
     A committed file passes through unchanged only when the cache holds a proof that
@@ -653,6 +708,7 @@ def _normalize(texts: Mapping[str, str], stage: Stage) -> Any:
         assume_committed_normal=True,
         proven_canonical=lambda rel, text: cache.is_proven(rel, text, index, token),
         memo=cache.memo,
+        refuse_drops=refuse_drops,
     )
 
 
@@ -893,7 +949,9 @@ def _prepare(stage: Stage, ctx: _Context) -> _Prepared:
 
     from .normalize import check_cross_topic_links, rewrite_block_links
 
-    result = _normalize(texts, stage)
+    # The owner's own texts (hand edit, whole-file change, patch) must land whole; record ops,
+    # writers and organize legitimately leave empty sections for pruning.
+    result = _normalize(texts, stage, refuse_drops=ctx.refuse_drops)
     _raise_first(result.errors)
     noted = {p.path for p in (*result.problems, *result.dropped)}
     for rel, out in result.texts.items():
@@ -948,6 +1006,8 @@ def _finish(stage: Stage, ctx: _Context, prep: _Prepared) -> TxResult:
             memory_committed=True, git_error=gitlog.NOTHING_TO_COMMIT if ctx.git_commit != "off" else None,
             warnings=prep.warnings, **prep.base,
         )
+    if ctx.git_commit != "off" and ctx.commit_message is not None:
+        gitlog.mark_pending(root)  # a kill before the commit below is finished on the next open
     install(root, stage.path, prep.plan)
     stage.cache.retain(prep.new_texts)
     stage.cache.save_disk(stage.layout)
@@ -979,7 +1039,22 @@ def _synchronize(stage: Stage, ctx: _Context) -> TxResult:
     return _finish(stage, ctx, _prepare(stage, ctx))
 
 
-def _transact(
+def _transact(root: Path, make: Callable[[], tuple[Stage, _Context]], **kw: Any) -> TxResult:
+    """A file under the workspace that appears or vanishes while a transaction reads it (an
+    editor saving, another tool) is a race, not an internal error: the transaction runs once
+    more, and if the race persists it is refused as CONCURRENT_UPDATE (retryable)."""
+    try:
+        return _transact_once(root, make, **kw)
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    try:
+        return _transact_once(root, make, **kw)
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        raise MemoryError("CONCURRENT_UPDATE", f"a file appeared or vanished during the transaction; retry "
+                          f"({exc.strerror}: {os.path.basename(exc.filename or '')})") from None
+
+
+def _transact_once(
     root: Path,
     make: Callable[[], tuple[Stage, _Context]],
     *,
@@ -1117,6 +1192,7 @@ def staged_edit(
                 allowed_refs=None,
                 validate_only=validate_only,
                 git_commit=mode,
+                refuse_drops=True,
                 commit_message=message or gitlog.edit_message(rel, deleted=deleting),
                 git_env=git_env,
                 counter=_counter(counter),
@@ -1131,6 +1207,14 @@ def staged_edit(
 def validate_edit(state: Any, path: str, text: str | None, **kw: Any) -> TxResult:
     """The editor's check: the full transaction path, nothing installed."""
     return staged_edit(state, path, text, validate_only=True, **kw)
+
+
+def edit_errors(state: Any, path: str, text: str | None, **kw: Any) -> tuple[Problem, ...]:
+    """Validate-only API for an editor checking as the owner types: every error the hand edit
+    of ``path`` with ``text`` (``None`` = delete) would be refused with, the one OpenProgram
+    reports first, the others in file order. Empty when the edit would be accepted. Installs
+    nothing, takes no lock; the same checks as ``staged_edit``."""
+    return validate_edit(state, path, text, **kw).all_errors()
 
 
 def commit_edits(
@@ -1301,6 +1385,7 @@ def update(
                 reported_changed=outcome.changed_files,
                 source_ids=source_ids,
                 structured=True,
+                refuse_drops=req.form != "memory_changes",
             )
 
         result = _transact(root, make, timeout=timeout, validate_only=validate_only,

@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import posixpath
 import stat as stat_mod
 import threading
 import time
@@ -38,7 +37,9 @@ from typing import Iterable, Mapping
 
 from .errors import Problem
 from .paths import Layout
-from .sources import SourceIndex, archive_path, d_archive_path, parse_d_ref
+from .sources import SourceIndex
+from .normalize import file_block_ids, has_local_label
+from .parsecache import deps_signature, forget_in_process, is_racy, store_for, topic_deps
 from .topics import INVALID_TOPIC_FORMAT, Topic, TopicTree, assemble_tree, parse_topic, read_topic_file, topic_sort_key
 
 CACHE_NAME = "memory-tui-canonical.json"
@@ -66,45 +67,6 @@ def sha(text: str) -> str:
 # ---------------------------------------------------------------------------- dependencies
 
 
-def topic_deps(topic: Topic) -> tuple[str, ...]:
-    """Every ``sources/`` file whose content can change how ``topic`` parses or normalises."""
-    deps: set[str] = set()
-    topic_dir = posixpath.dirname("topics/" + topic.path)
-    for ev in topic.evidence:
-        for link in ev.links:
-            rel_part = link.target.strip().partition("#")[0]
-            if rel_part and not rel_part.startswith("/") and "\\" not in rel_part:
-                joined = posixpath.normpath(posixpath.join(topic_dir, rel_part))
-                if joined.startswith("sources/"):
-                    deps.add(joined)
-            sid = link.source_id
-            if not sid:
-                continue
-            if parse_d_ref(sid) is not None:
-                deps.add(d_archive_path(sid))
-                continue
-            for legacy in (False, True):
-                try:
-                    deps.add(archive_path(sid, legacy=legacy))
-                except (ValueError, UnicodeEncodeError):
-                    pass
-    return tuple(sorted(deps))
-
-
-def deps_signature(index: SourceIndex, deps: Iterable[str]) -> str:
-    h = hashlib.sha256()
-    for rel in deps:
-        entry = index.files.get(rel)
-        if entry is None:
-            token = "-"
-        elif entry.kind == "v2" and entry.digest:
-            token = entry.digest
-        else:
-            token = f"{entry.kind}:{entry.key}"
-        h.update(f"{rel}\x00{token}\n".encode("utf-8", "surrogatepass"))
-    return h.hexdigest()[:32]
-
-
 # -------------------------------------------------------------------------------- the cache
 
 
@@ -120,14 +82,6 @@ class ParsedEntry:
 # File times tick with the kernel's coarse clock (a few ms): a file changed twice within one
 # tick keeps its stamps. Like git's "racily clean" rule, stamps younger than this are not
 # trusted to prove a file unchanged.
-RACY_NS = 100_000_000
-
-
-def is_racy(mtime_ns: int, ctime_ns: int | None = None, now_ns: int | None = None) -> bool:
-    now = time.time_ns() if now_ns is None else now_ns
-    return now - max(mtime_ns, ctime_ns or 0) < RACY_NS
-
-
 def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
     if is_racy(st.st_mtime_ns, st.st_ctime_ns):
         return (-1, -1, -1, -1)  # never equal to a later stat: read again next time
@@ -257,11 +211,21 @@ class WorkspaceCache:
             if deps_signature(index, hit.deps) == hit.sig:
                 hit.checked = token
                 return hit
+
+        store = store_for(self.root)
+        stored = store.topic_for_sha(rel, digest, index)
+        if stored is not None and stored[0].text == text:  # the last process's parse of these bytes
+            made = ParsedEntry(stored[0], stored[1], stored[2], token)
+            self.parsed[key] = made
+            return made
         topic = parse_topic(rel, text, resolve=index.resolve_target, strict=True)
         deps = topic_deps(topic)
         made = ParsedEntry(topic, deps, deps_signature(index, deps), token)
         if topic.ok:  # a topic with errors is parsed again each time (its problems may depend on more)
             self.parsed[key] = made
+            hit_file = self.files.get(rel)
+            known = hit_file is not None and hit_file[2] == digest and hit_file[0][0] != -1
+            store.put_topic(rel, hit_file[0][:3] if known else None, digest, topic, deps, made.sig)
         return made
 
     def tree(self, texts: Mapping[str, str], index: SourceIndex, token: object,
@@ -292,7 +256,6 @@ class WorkspaceCache:
 
     def file_ids(self, rel: str, text: str) -> tuple[str, ...]:
         """``normalize.file_block_ids`` of ``text``, remembered per path."""
-        from .normalize import file_block_ids
 
         hit = self._ids.get(rel)
         if hit is not None and hit[0] == text:
@@ -311,7 +274,7 @@ class WorkspaceCache:
 
     def prove(self, rel: str, text: str, index: SourceIndex, token: object) -> None:
         """Record that normalising ``text`` at ``rel`` was the identity."""
-        if _has_local_label(text):
+        if has_local_label(text):
             return
         entry = self.entry(rel, text, index, token)
         if not entry.topic.ok:
@@ -356,7 +319,10 @@ class WorkspaceCache:
         self._disk_snapshot = dict(self.proofs)
 
     def save_disk(self, layout: Layout) -> None:
-        """Write the proofs if they changed (atomic replace, 0600). Best effort."""
+        """Write the proofs if they changed (atomic replace, 0600), and the parse cache
+        (``parsecache``: what this process parsed). Best effort; only after an install."""
+
+        store_for(self.root).flush()
         if self.proofs == self._disk_snapshot or len(self.proofs) > MAX_DISK_PROOFS:
             return
         out: dict[str, dict[str, str]] = {}
@@ -366,8 +332,8 @@ class WorkspaceCache:
         path = self._path(layout)
         tmp = path.with_name(f"{CACHE_NAME}.{os.getpid()}.tmp")
         try:
-            if not layout.runtime_dir.is_dir():
-                return
+            if not layout.runtime_dir.is_dir() or layout.runtime_dir.is_symlink():
+                return  # never write through a symlinked runtime dir
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             try:
                 os.write(fd, body.encode("utf-8"))
@@ -380,12 +346,6 @@ class WorkspaceCache:
                 tmp.unlink()
             except OSError:
                 pass
-
-
-def _has_local_label(text: str) -> bool:
-    from .normalize import _LOCAL_REF_RE
-
-    return _LOCAL_REF_RE.search(text) is not None
 
 
 
@@ -404,9 +364,11 @@ def cache_for(root: Path) -> WorkspaceCache:
 
 
 def clear_caches() -> None:
-    """Forget every in-process cache (tests; the on-disk proofs stay)."""
+    """Forget every in-process cache (tests; the on-disk proofs and parse cache stay)."""
+
     with _CACHES_LOCK:
         _CACHES.clear()
+    forget_in_process()
 
 
 __all__ = ["CACHE_NAME", "WorkspaceCache", "assemble_tree", "cache_for", "clear_caches", "code_tag",

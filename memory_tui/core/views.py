@@ -278,7 +278,10 @@ def effective_creation_order(tree_or_units: Any, creation_order: Mapping[str, in
 
 def recent_event(unit: Any, created_order: int) -> dict[str, Any]:
     whens: list[str] = []
-    for _ann, ev in _annotation_evidence(unit):
+    # A legacy mem_ unit lists no evidence times in OpenProgram's recent_events.jsonl, only its
+    # `when` (corpus cases 284, 412; the spec's "distinct evidence times" is silent on mem_ units).
+    legacy = bool(getattr(unit, "legacy", False))
+    for _ann, ev in () if legacy else _annotation_evidence(unit):
         w = getattr(ev, "when", None)
         if w is not None and w not in whens:
             whens.append(w)

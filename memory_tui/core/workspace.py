@@ -28,6 +28,7 @@ from .errors import CORRUPT_FILE, STATE_NOT_FOUND, WRITE_FAILURE_CODES, MemoryEr
 from .paths import RUNTIME_NAMES, Layout, is_internal_top
 from .tokens import TokenCounter
 from .views import ViewMismatch, build_views, compare_views, core_injection
+from .parsecache import deps_signature, stat_key, store_for, topic_deps
 
 EMPTY_REVISION = hashlib.sha256(b"").hexdigest()[:32]
 WORKSPACE_ID_RE = re.compile(r"w-[0-9a-f]{8}")
@@ -579,9 +580,9 @@ def _state_file_paths(state_dir: Path, layout: Layout) -> dict[str, Path]:
     }
 
 
-def _topic_files(topics_dir: Path) -> dict[str, FileStamp]:
+def _topic_files(topics_dir: Path) -> dict[str, tuple[FileStamp, os.stat_result]]:
     """Same file set as ``topics.read_topic_texts``: ``rglob("*.md")`` that are files."""
-    out: dict[str, FileStamp] = {}
+    out: dict[str, tuple[FileStamp, os.stat_result]] = {}
     if not topics_dir.is_dir():
         return out
     for file in sorted(topics_dir.rglob("*.md")):
@@ -590,7 +591,7 @@ def _topic_files(topics_dir: Path) -> dict[str, FileStamp]:
         except OSError:
             continue
         if stat_mod.S_ISREG(st.st_mode):
-            out[file.relative_to(topics_dir).as_posix()] = FileStamp.of(st)
+            out[file.relative_to(topics_dir).as_posix()] = (FileStamp.of(st), st)
     return out
 
 
@@ -610,23 +611,38 @@ def _assemble_tree(entries: Mapping[str, _TopicEntry]) -> Any:
 
 
 def _parse_topics(
-    topics_dir: Path, previous: Mapping[str, _TopicEntry], resolve: Callable[[str, str], str | None], reuse: bool
+    topics_dir: Path, previous: Mapping[str, _TopicEntry], index: Any, reuse: bool
 ) -> tuple[dict[str, _TopicEntry], list[str]]:
+    import hashlib
+
     from .topics import parse_topic, read_topic_file
 
+    store = store_for(topics_dir.parent)
     entries: dict[str, _TopicEntry] = {}
     reparsed: list[str] = []
-    for rel, stamp in _topic_files(topics_dir).items():
+    files = _topic_files(topics_dir)
+    for rel, (stamp, st) in files.items():
         prior = previous.get(rel) if reuse else None
         if prior is not None and prior.stamp == stamp:
             entries[rel] = prior
             continue
         reparsed.append(rel)
-        text, _data, problem = read_topic_file(topics_dir, rel)
+        cached = store.topic_for_stat(rel, stat_key(st), index)
+        if cached is not None:  # a fresh process: the last one's parse of these very bytes
+            entries[rel] = _TopicEntry(stamp, cached)
+            continue
+        text, data, problem = read_topic_file(topics_dir, rel)
         if problem is not None:
             entries[rel] = _TopicEntry(stamp, None, problem)
             continue
-        entries[rel] = _TopicEntry(stamp, parse_topic(rel, text, resolve=resolve, strict=True))
+        topic = parse_topic(rel, text, resolve=index.resolve_target, strict=True)
+        deps = topic_deps(topic)
+        key = stat_key(st) if len(data) == st.st_size else None
+        store.put_topic(rel, key, hashlib.sha256(data).hexdigest(), topic, deps, deps_signature(index, deps))
+        entries[rel] = _TopicEntry(stamp, topic)
+    # Reading never writes to the state dir: what was parsed here is written by the next
+    # transaction of this process (txcache flushes the store), never by a reader.
+    store.retain_topics(files)
     return entries, reparsed
 
 
@@ -643,7 +659,6 @@ def refresh(previous: StateView) -> StateView:
 
 def _build(state_dir: Path, prev: StateView | None, counter: Any) -> StateView:
     from .config import load_memory_config
-    from .sources import SourceIndex
     from .tokens import DEFAULT_COUNTER
 
     if not state_dir.is_dir():
@@ -677,6 +692,9 @@ def _build(state_dir: Path, prev: StateView | None, counter: Any) -> StateView:
         problems.extend(found)
         return value
 
+    from .install import health_problems
+
+    problems.extend(health_problems(memory_root))  # a half-finished install, git trouble: said, not hidden
     runtime = state_file("runtime", load_runtime_state)
     writer_status = state_file("writer_status", load_writer_status)
     history = state_file("agent_history", load_agent_history)
@@ -684,14 +702,14 @@ def _build(state_dir: Path, prev: StateView | None, counter: Any) -> StateView:
 
     # Sources first: topic citations resolve through the index.
     prev_sources = prev.sources if prev is not None else None
-    sources = SourceIndex.load(memory_root, previous=prev_sources)
+    sources = store_for(memory_root).source_index(previous=prev_sources)
     sources_same = prev_sources is not None and {k: v.key for k, v in sources.files.items()} == {
         k: v.key for k, v in prev_sources.files.items()
     }
     problems.extend(sources.problems)
 
     prev_entries = prev.topic_entries if prev is not None else {}
-    entries, reparsed = _parse_topics(layout.topics, prev_entries, sources.resolve_target, reuse=sources_same)
+    entries, reparsed = _parse_topics(layout.topics, prev_entries, sources, reuse=sources_same)
     if prev is not None and sources_same and not reparsed and set(entries) == set(prev_entries):
         tree = prev.tree
     else:

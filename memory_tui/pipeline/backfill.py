@@ -176,8 +176,9 @@ def backfill(ctx: Context, *, dry_run: bool = False) -> dict[str, Any]:
     text_of = lambda fr: fr.text  # noqa: E731
     if dry_run:
         batches = budget_batches(first, ctx.counter, budget, text_of=text_of)
+        # A plan is not a failure: "incomplete" is kept for a run in which a batch failed.
         return {
-            "status": "ok" if not first else "incomplete",
+            "status": "ok",
             "dry_run": True,
             "candidates": len(first),
             "processed": 0,
@@ -217,8 +218,10 @@ def backfill(ctx: Context, *, dry_run: bool = False) -> dict[str, Any]:
         code, retry = classify_write_failure(exc)
         error = {"code": code, "message": str(exc), "retryable": retry}
         remaining = candidates(root)
+    # "incomplete" only when a batch failed (``error`` says which code and why); sources the
+    # writer chose not to cite stay in ``remaining`` without failing the run.
     out = {
-        "status": "ok" if not remaining else "incomplete",
+        "status": "incomplete" if error else "ok",
         "candidates": len(first),
         "processed": len(processed),
         "remaining": len(remaining),

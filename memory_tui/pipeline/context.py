@@ -144,10 +144,13 @@ def workspace_id_or_none(ctx: Context) -> str | None:
 
 
 def git_commit(ctx: Context, message: str) -> None:
-    try:
-        gitlog.commit(ctx.memory_root, message, env=ctx.git_env)
-    except Exception as exc:  # git trouble never fails a write (OpenProgram ignores it with auto)
-        ctx.emit("warning", message=f"git commit skipped: {exc}")
+    """Commit, and refuse to call the write a success when git holds nothing of it: the memory
+    stays installed (and marked), ``git-pending`` stays, and the next locked open commits it."""
+    outcome = gitlog.commit(ctx.memory_root, message, env=ctx.git_env)
+    if outcome.committed or outcome.nothing_to_commit or outcome.not_a_repo:
+        return
+    raise MemoryError("GIT_COMMIT_FAILED", f"memory installed and turns marked, but git refused the commit: {outcome.error}",
+                      details={"memory_committed": True, "git_committed": False})
 
 
 def load_snapshot(ctx: Context, previous: SessionSnapshot | None = None) -> SessionSnapshot:

@@ -109,7 +109,8 @@ def _node_files(ctx: Any, session: Any, ids: tuple[str, ...]) -> list[str]:
 def preview_write(ctx: Any, session_id: str | None = None, *, branch: str | None = None, force: bool = False) -> JobPreview:
     """``write`` (one session or all; per-turn or forced) as ``write --dry-run`` plans it."""
     from memory_tui.core.sources import archive_path
-    from memory_tui.pipeline.write import load_snapshot, write
+    from memory_tui.pipeline.context import load_snapshot
+    from memory_tui.pipeline.write import write
 
     report = write(ctx, session_id, branch=branch, force=force, dry_run=True)
     snap = load_snapshot(ctx)
@@ -153,7 +154,7 @@ def preview_reorganize(ctx: Any) -> JobPreview:
     from memory_tui.core.sources import SourceIndex
     from memory_tui.core.topics import parse_tree
     from memory_tui.pipeline.reorganize import reorganize
-    from memory_tui.pipeline.write import revision
+    from memory_tui.pipeline.context import revision
 
     result = reorganize(ctx, dry_run=True)
     ops = list(result.get("planned_ops", []))
@@ -170,9 +171,15 @@ def preview_reorganize(ctx: Any) -> JobPreview:
         files.append("memory/.git")
     notes = []
     status = result.get("status")
-    if status == "busy":
-        notes.append("another writer holds the write lock; the plan could not be read")
-    elif status in ("disabled", "empty"):
+    # the dry run reads without the lock (it never waits for a writer); say if the job would
+    busy = status == "busy"
+    if not busy and ctx.memory_root.is_dir():
+        from memory_tui.core.lockprobe import probe_write_lock
+
+        busy = probe_write_lock(ctx.memory_root).held
+    if busy:
+        notes.append("another writer holds the write lock; the job will wait for it")
+    if status in ("disabled", "empty"):
         notes.append({"disabled": "memory is disabled (memory.backend: none)", "empty": "there are no topics"}[status])
     if result.get("error"):
         notes.append(f"{result['error']['code']}: {result['error']['message']}")
@@ -182,7 +189,7 @@ def preview_reorganize(ctx: Any) -> JobPreview:
     batches = tuple(PreviewBatch((o["memory_id"],), 0, note=o["op"]) for o in ops)
     rev = revision(ctx.memory_root) if ctx.memory_root.is_dir() else None
     return JobPreview("reorganize", "reorganize topics", "deterministic organizer", "record ops", len(ops), 0,
-                      batches, _uniq(files), rev, tuple(notes), busy=status == "busy", raw=result)
+                      batches, _uniq(files), rev, tuple(notes), busy=busy, raw=result)
 
 
 def preview_backfill(ctx: Any) -> JobPreview:
@@ -215,7 +222,7 @@ def preview_backfill(ctx: Any) -> JobPreview:
 
 
 def _session_titles(ctx: Any) -> dict[str, str]:
-    from memory_tui.pipeline.write import load_snapshot
+    from memory_tui.pipeline.context import load_snapshot
 
     return {sid: s.title for sid, s in load_snapshot(ctx).sessions.items()}
 
@@ -224,7 +231,7 @@ def preview_migrate(ctx: Any) -> JobPreview:
     """The one-time cursor migration: which turns would get marks (nothing is marked)."""
     from memory_tui.core.workspace import load_runtime_state
     from memory_tui.pipeline.migrate import candidates, prefix_to_mark
-    from memory_tui.pipeline.write import load_snapshot, revision
+    from memory_tui.pipeline.context import load_snapshot, revision
 
     root = ctx.memory_root
     rev = revision(root) if root.is_dir() else None

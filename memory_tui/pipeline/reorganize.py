@@ -169,6 +169,8 @@ def reorganize(ctx: Context, *, dry_run: bool = False) -> dict[str, Any]:
         return {"status": "empty", "topics": 0, "changed_files": []}
     try:
         ctx.checkpoint("organize")
+        if dry_run:  # reads only: a plan never waits for (or blocks) a writer
+            return organize_locked(ctx, reason="manual", dry_run=True)
         with locked(ctx, TIMEOUT_EDIT):
             return organize_locked(ctx, reason="manual", dry_run=dry_run, commit=not dry_run)
     except MemoryError as exc:

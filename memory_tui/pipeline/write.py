@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from typing import Any
 
+from memory_tui.core import gitlog
 from memory_tui.core.errors import MemoryError, classify_write_failure
+from memory_tui.core.install import recover
 from memory_tui.core.sources import SourceRecord, append_records
 from memory_tui.core.workspace import load_runtime_state
 from memory_tui.pipeline import status as st
@@ -230,6 +232,8 @@ def after_commit(ctx: Context, tokens: int, now: float, report: WriteReport | No
 def write_batch(ctx: Context, bs: BranchState, batch: Batch, workspace_id: str, report: WriteReport) -> BatchReport:
     """Archive → writer → marks → counters for one batch. The caller holds the lock."""
     session = bs.session
+    marks.check_markable(session.dir)  # before anything is archived or written
+    gitlog.mark_pending(ctx.memory_root)  # archive frames appended below reach git even if this batch fails
     ids = [r.id for r in batch.records]
     br = BatchReport(session.id, bs.tip, ids, batch.tokens, "nothing")
     srecs = [source_record(session, r, bs.ordinals.get(r.id, 0), ctx.tz) for r in batch.records]
@@ -247,7 +251,9 @@ def write_batch(ctx: Context, bs: BranchState, batch: Batch, workspace_id: str, 
     else:
         br.message = outcome.summary or "the writer changed no topic file"
         return br
+    marks.write_intent(ctx.layout.runtime_dir, session.id, ids, workspace_id)
     res = marks.mark_nodes(session.dir, ids, workspace_id)
+    marks.clear_intent(ctx.layout.runtime_dir)
     br.marked = list(res.marked) + list(res.already)
     if res.problems:
         raise MemoryError("SESSION_NODES_UNAVAILABLE", "; ".join(str(p) for p in res.problems))
@@ -262,6 +268,8 @@ def _attempt(ctx: Context, report: WriteReport, bs: BranchState, batch: Batch, w
     ctx.checkpoint("batch", len(report.written), report)  # before the transaction, never inside it
     try:
         with locked(ctx):
+            recover(ctx.memory_root)  # a killed run's journal, stages and git step, before anything new
+            marks.finish_intent(ctx.layout.runtime_dir, ctx.state_dir / "sessions")  # then a killed run's marks
             wid = ensure_workspace(ctx)
             br = write_batch(ctx, bs, batch, wid, report)
     except Exception as exc:  # classified: the closed code set and a retry verdict
@@ -393,6 +401,8 @@ def write(
             report.fail(code, retry, f"legacy cursor migration: {exc.message}")
             _finish(ctx, report)
             return report
+    if not dry_run:
+        _finish_interrupted(ctx)
     snap = load_snapshot(ctx)
     ids = [session_id] if session_id is not None else list(snap.sessions)
     try:
@@ -405,6 +415,20 @@ def write(
         raise
     _finish(ctx, report)
     return report
+
+
+def _finish_interrupted(ctx: Context) -> None:
+    """Before the sessions are read: finish the marks of a batch a killed run installed, so its
+    unmarked tail is never offered to the writer as a batch of its own."""
+    if not (ctx.layout.runtime_dir / marks.INTENT_NAME).exists():
+        return
+    try:
+        with locked(ctx):
+            marks.finish_intent(ctx.layout.runtime_dir, ctx.state_dir / "sessions")
+    except MemoryError as exc:
+        if exc.code != "CONCURRENT_UPDATE":
+            raise
+        # busy: the holder (or the next run) finishes it; this run's batches wait for the lock anyway
 
 
 def _finish(ctx: Context, report: WriteReport) -> None:

@@ -18,6 +18,7 @@ from memory_tui.core.errors import CORRUPT_FILE, Problem
 from memory_tui.core.fsutil import atomic_write
 
 MARK_KEY = "memory_written_scriptorium"
+INTENT_NAME = "marks-pending.json"  # in <M>/<rt>/: a batch installed whose marks may be incomplete
 NODE_KEYS = ("id", "created_at", "seq", "role", "name", "input", "output", "caller", "predecessor", "reads", "metadata")
 _DEFAULTS: dict[str, Any] = {"name": "", "input": None, "output": None, "caller": "", "predecessor": None, "reads": []}
 
@@ -63,6 +64,33 @@ def find_node_files(session_dir: Path, node_id: str) -> list[Path]:
     return [hist / n for n in names]
 
 
+def check_markable(session_dir: str | os.PathLike[str], rel_base: str | os.PathLike[str] | None = None) -> None:
+    """Raise ``PATH_OUTSIDE_WORKSPACE`` when marking this session would write through a symlink
+    (checked before a batch is archived or written, so a refusal costs nothing)."""
+    from memory_tui.core.errors import MemoryError
+
+    sdir = Path(session_dir)
+    base = Path(rel_base) if rel_base is not None else sdir.parent.parent
+    escape = _escapes(sdir, base)
+    if escape is not None:
+        raise MemoryError("PATH_OUTSIDE_WORKSPACE", f"{escape.name} of session {sdir.name} is a symbolic link or lies "
+                          "outside the state directory; its nodes are never marked", path=str(escape))
+
+
+def _escapes(session_dir: Path, base: Path) -> Path | None:
+    """The first of ``<base>/sessions``, the session folder and its ``history/`` that is a
+    symlink (or the session folder when it is not inside ``<base>/sessions`` at all)."""
+    hist = session_dir / "history"
+    for p in (session_dir.parent, session_dir, hist):
+        if p.is_symlink():
+            return p
+    try:
+        hist.resolve().relative_to(Path(base).resolve())
+    except (ValueError, OSError):
+        return hist
+    return None
+
+
 def mark_nodes(
     session_dir: str | os.PathLike[str],
     node_ids: Iterable[str],
@@ -85,12 +113,22 @@ def mark_nodes(
     already: list[str] = []
     missing: list[str] = []
     problems: list[Problem] = []
+    escape = _escapes(sdir, base)
+    if escape is not None:
+        # A symlinked sessions/, session or history/ folder would make every mark a write
+        # outside the state directory: nothing is marked.
+        problems.append(Problem("PATH_OUTSIDE_WORKSPACE", f"{escape} is a symbolic link; nodes there are not marked",
+                                rel(escape)))
+        return MarkResult((), (), (), tuple(problems))
     for node_id in node_ids:
         if not isinstance(node_id, str) or not node_id or "/" in node_id or "\\" in node_id:
             problems.append(Problem("INVALID_ARGUMENT", f"not a node id: {node_id!r}", None))
             continue
         hits = []
         for path in find_node_files(sdir, node_id):
+            if path.is_symlink():
+                problems.append(Problem("PATH_OUTSIDE_WORKSPACE", "node file is a symbolic link; not marked", rel(path)))
+                continue
             try:
                 data = json.loads(path.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError) as exc:
@@ -126,3 +164,52 @@ def mark_nodes(
                 continue
             marked.append(node_id)
     return MarkResult(tuple(marked), tuple(already), tuple(missing), tuple(problems))
+
+
+# --------------------------------------------------------------------------- the marks intent
+#
+# A batch's marks are one file per node. A kill between two of them leaves the batch half
+# marked; its unmarked tail would then be offered to the writer as a batch of its own, which
+# the topics need not cite, and every later write stalls on WRITER_NO_PROGRESS. So, once a
+# batch is installed and before its first mark, the intent names the batch; the next write
+# (under the lock) finishes those marks before doing anything else.
+
+
+def write_intent(runtime_dir: Path, session_id: str, node_ids: Iterable[str], workspace_id: str) -> None:
+    body = {"version": 1, "session": session_id, "ids": list(node_ids), "workspace_id": workspace_id}
+    atomic_write(Path(runtime_dir) / INTENT_NAME, json.dumps(body) + "\n")
+
+
+def clear_intent(runtime_dir: Path) -> None:
+    try:
+        os.unlink(Path(runtime_dir) / INTENT_NAME)
+    except FileNotFoundError:
+        pass
+
+
+def finish_intent(runtime_dir: Path, sessions_dir: Path) -> MarkResult | None:
+    """Finish the marks of an installed batch whose marking was killed (call under the lock).
+    None when there was nothing to finish. An intent that does not parse is dropped: the
+    worst case is the pre-intent behaviour (the batch is offered again and recovered)."""
+    path = Path(runtime_dir) / INTENT_NAME
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError):
+        clear_intent(runtime_dir)
+        return None
+    try:
+        body = json.loads(raw)
+        session, ids, wid = body["session"], body["ids"], body["workspace_id"]
+        ok = (isinstance(session, str) and session not in ("", ".", "..") and "/" not in session and "\\" not in session
+              and isinstance(wid, str) and wid and isinstance(ids, list) and all(isinstance(i, str) for i in ids))
+    except (ValueError, KeyError, TypeError, RecursionError):
+        ok = False
+    if not ok:
+        clear_intent(runtime_dir)
+        return None
+    sdir = Path(sessions_dir) / session
+    result = mark_nodes(sdir, ids, wid) if sdir.is_dir() else MarkResult((), (), tuple(ids))
+    clear_intent(runtime_dir)
+    return result

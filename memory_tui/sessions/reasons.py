@@ -491,8 +491,9 @@ def _turns_for_tip(sa: SessionAnalysis, ta: TipAnalysis, tip_reasons: list[Reaso
     return tuple(turns)
 
 
-def _offline_verdict(session: Session, node: Node) -> TurnVerdict:
-    """A node on no live tip's branch."""
+def _offline_verdict(session: Session, node: Node, under_merged: Mapping[str, str] | None = None) -> TurnVerdict:
+    """A node on no live tip's branch. ``under_merged``: node id -> the first merged head whose
+    chain holds it (see :func:`_merged_chains`); computed here when not given."""
     if node.covers_ids is not None or node.id.startswith("summary_") or node.name == "context/summary":
         return TurnVerdict(node.id, node.role, NEVER, (
             _r("compaction_summary", "a compaction summary is never on a branch; the turns it covers are written raw",
@@ -512,21 +513,25 @@ def _offline_verdict(session: Session, node: Node) -> TurnVerdict:
         why, ev = "it is an attach pointer", Evidence(node.file, "metadata.function", "attach")
     else:
         # Find the hidden tip it leads to (merged head or similar).
-        hidden = [h for h in session.merged_heads if _on_chain(session, node.id, h)]
-        if hidden:
-            why, ev = f"it lies only under merged head {hidden[0]}", Evidence(session.meta_file, "merged_heads", list(session.merged_heads))
+        under_merged = _merged_chains(session) if under_merged is None else under_merged
+        hidden = under_merged.get(node.id)
+        if hidden is not None:
+            why, ev = f"it lies only under merged head {hidden}", Evidence(session.meta_file, "merged_heads", list(session.merged_heads))
     return TurnVerdict(node.id, node.role, NEVER, (_r("not_on_live_branch", f"not written: {why}", ev),))
 
 
-def _on_chain(session: Session, node_id: str, tip: str) -> bool:
-    seen: set[str] = set()
-    cur = session.get(tip)
-    while cur is not None and cur.id not in seen:
-        if cur.id == node_id:
-            return True
-        seen.add(cur.id)
-        cur = session.get(cur.predecessor)
-    return False
+def _merged_chains(session: Session) -> dict[str, str]:
+    """Node id -> the first merged head (in ``merged_heads`` order) whose predecessor chain holds
+    it. One walk per merged head, instead of one per (node, merged head) pair."""
+    out: dict[str, str] = {}
+    for head in session.merged_heads:
+        seen: set[str] = set()
+        cur = session.get(head)
+        while cur is not None and cur.id not in seen:
+            seen.add(cur.id)
+            out.setdefault(cur.id, head)
+            cur = session.get(cur.predecessor)
+    return out
 
 
 def explain_session(session: Session, ctx: WriterContext, counter: TokenCounter | CachedCounter | None = None,
@@ -548,11 +553,12 @@ def explain_session(session: Session, ctx: WriterContext, counter: TokenCounter 
             ):
                 best[tv.id] = tv
     nodes: dict[str, TurnVerdict] = {}
+    under_merged = _merged_chains(session) if session.merged_heads else {}
     for nid in session.order:
         node = session.nodes[nid]
         if node.is_root:
             continue
-        nodes[nid] = best.get(nid) or _offline_verdict(session, node)
+        nodes[nid] = best.get(nid) or _offline_verdict(session, node, under_merged)
     runtime_only = tuple(t for t, ta in sa.tips.items() if ta.runtime_only)
     return SessionExplanation(sa, tuple(sreasons), tips, nodes, runtime_only)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -43,8 +44,20 @@ def _freeze(value: Any) -> Any:
     return value
 
 
+_LEAVES = (str, int, float, bool, type(None))
+
+
 def thaw(value: Any) -> Any:
     """The plain-JSON twin of :func:`_freeze` (for projection and JSON output)."""
+    # Exact type checks first: ``isinstance(x, typing.Mapping)`` on every leaf of every node,
+    # once per tip, was a third of the pending computation.
+    kind = type(value)
+    if kind in _LEAVES:
+        return value
+    if kind is MappingProxyType or kind is dict:
+        return {k: thaw(v) for k, v in value.items()}
+    if kind is tuple:
+        return [thaw(v) for v in value]
     if isinstance(value, Mapping):
         return {k: thaw(v) for k, v in value.items()}
     if isinstance(value, tuple):
@@ -160,6 +173,18 @@ class _CachedFile:
 
 
 @dataclass(frozen=True)
+class _SessionStamp:
+    """What must be unchanged for a whole session to be reused without looking inside."""
+
+    dir: str
+    history: tuple[int, int]  # (mtime_ns, inode) of history/: a node file added, removed or replaced
+    meta: Fingerprint | None
+    commits: tuple[int, int] | None  # context/commits/
+    registry_ok: bool
+    entry: str  # the session's registry entry, as canonical JSON
+
+
+@dataclass(frozen=True)
 class SessionSnapshot:
     state_dir: Path
     root: Path | None  # <state>/sessions (or legacy sessions-git); None when absent
@@ -167,7 +192,9 @@ class SessionSnapshot:
     registry: Mapping[str, Any]
     registry_ok: bool
     problems: tuple[Problem, ...] = ()
-    _cache: Mapping[str, _CachedFile] = field(default_factory=dict, repr=False, compare=False)
+    # per session id: the parsed files of that session, and the stamp that lets it be reused
+    _cache: Mapping[str, Mapping[str, _CachedFile]] = field(default_factory=dict, repr=False, compare=False)
+    _stamps: Mapping[str, _SessionStamp] = field(default_factory=dict, repr=False, compare=False)
 
     def get(self, session_id: str) -> Session | None:
         return self.sessions.get(session_id)
@@ -556,15 +583,68 @@ def load_session_dir(
     )
 
 
-def load_sessions(state_dir: str | os.PathLike[str], previous: SessionSnapshot | None = None) -> SessionSnapshot:
-    """Every readable session under ``state_dir`` (discovery §1.1-§1.2, parsing §1.5, §2)."""
+# File times tick with the kernel's coarse clock: a stamp younger than this may not show a
+# change made within the same tick (the rule core.txcache applies to topic files).
+_RACY_NS = 100_000_000
+
+
+def _dir_key(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_ino)
+
+
+def session_stamp(sid: str, sdir: Path, registry: Mapping[str, Any], registry_ok: bool) -> _SessionStamp | None:
+    """The session's stamp, or ``None`` when it cannot vouch for anything (racy or unreadable).
+
+    Node files are written by replacing them (OpenProgram and ``marks`` alike), which changes
+    the directory's mtime; a stamp younger than the clock tick is never trusted."""
+    hist = _dir_key(sdir / "history")
+    if hist is None:
+        return None
+    meta = _fingerprint(sdir / "meta.json")
+    commits = _dir_key(sdir / "context" / "commits")
+    now = time.time_ns()
+    if any(k is not None and now - k[0] < _RACY_NS for k in (hist, meta, commits)):
+        return None
+    entry = registry.get(sid) if isinstance(registry, Mapping) else None
+    try:
+        entry_json = json.dumps(entry, sort_keys=True, default=repr)
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return _SessionStamp(str(sdir), hist, meta, commits, registry_ok, entry_json)
+
+
+def load_sessions(
+    state_dir: str | os.PathLike[str], previous: SessionSnapshot | None = None, *, trust_dir_stamps: bool = False
+) -> SessionSnapshot:
+    """Every readable session under ``state_dir`` (discovery §1.1-§1.2, parsing §1.5, §2).
+
+    With ``previous``, only files whose ``(mtime_ns, size, inode)`` changed are parsed again.
+    With ``trust_dir_stamps`` too, a session whose stamp (:func:`session_stamp`) is unchanged
+    is the very same :class:`Session` object and none of its files is looked at: OpenProgram's
+    own cross-process freshness rule (session spec §1.8), exact for every writer that replaces
+    node files, blind to a node file rewritten in place (which the default still catches)."""
     state = Path(state_dir)
     found, registry, registry_ok, problems = discover(state)
     prev_cache = previous._cache if previous is not None else {}
-    cache: dict[str, _CachedFile] = {}
+    prev_stamps = previous._stamps if previous is not None else {}
+    cache: dict[str, Mapping[str, _CachedFile]] = {}
+    stamps: dict[str, _SessionStamp] = {}
     sessions: dict[str, Session] = {}
     for sid, sdir in found:
-        sessions[sid] = load_session_dir(sid, sdir, state, registry, registry_ok, prev_cache, cache)
+        stamp = session_stamp(sid, sdir, registry, registry_ok)
+        old = previous.sessions.get(sid) if previous is not None else None
+        if trust_dir_stamps and stamp is not None and old is not None and prev_stamps.get(sid) == stamp:
+            sessions[sid], cache[sid], stamps[sid] = old, prev_cache.get(sid, {}), stamp
+            continue
+        files: dict[str, _CachedFile] = {}
+        sessions[sid] = load_session_dir(sid, sdir, state, registry, registry_ok, prev_cache.get(sid, {}), files)
+        cache[sid] = files
+        if stamp is not None and session_stamp(sid, sdir, registry, registry_ok) == stamp:
+            stamps[sid] = stamp  # nothing moved while it was read
     ordered = dict(sorted(sessions.items(), key=lambda kv: (-(kv[1].updated_at or 0.0), kv[0])))
     return SessionSnapshot(
         state_dir=state,
@@ -574,4 +654,5 @@ def load_sessions(state_dir: str | os.PathLike[str], previous: SessionSnapshot |
         registry_ok=registry_ok,
         problems=tuple(problems),
         _cache=MappingProxyType(cache),
+        _stamps=MappingProxyType(stamps),
     )

@@ -416,7 +416,7 @@ def _topics(
         if wpath not in listed and wpath != CORE_TOPIC and wpath.endswith(".md"):
             errs = tuple(_clean(p) for p in found if _is_error(p))
             if errs:
-                out.append(TopicVM(wpath, PurePosixPath(wpath).stem, (), errs))
+                out.append(TopicVM(sanitize(wpath), sanitize(PurePosixPath(wpath).stem), (), errs))
     cache.topics = seen
     out.sort(key=lambda t: tuple(t.path.split("/")))
     return tuple(out), core_vm
@@ -432,7 +432,7 @@ def _topic_vm(
 ) -> TopicVM:
     title = next((h.title for h in topic.headings if h.level == 1), None) or PurePosixPath(topic.path).stem
     lines = topic.text.split("\n")
-    wpath = topic.workspace_path
+    wpath = sanitize(topic.workspace_path)  # file names reach tree labels and the detail title
     records = []
     for unit in topic.units:
         if unit.is_alias:

@@ -177,11 +177,11 @@ def test_cli_apply_archives_sources_as_the_owner(fixture_state, tmp_path, capsys
     code = main(["--state", str(fixture_state), "apply", str(req), "--base-revision", workspace_revision(root), "--json"])
     data = json.loads(capsys.readouterr().out)
     assert code == 0, data
-    owner = tx.Provenance(principal, "owner", "owner/local", "owner", "memory-tui/apply")
+    owner = tx.Provenance(principal, "owner", "owner/local", "owner", "owner-rest/memory-changes")
     (sid,) = _expected_ids(owner, [TEA])
     assert data["source_ids"] == {"new-source-tea": sid}
     frame = SourceIndex.load(root).v2_frame(sid)
-    assert frame.trusted and frame.meta.principal_id == principal and frame.speaker_label == "owner/local"
+    assert frame.trusted and frame.meta.principal_id == principal and frame.speaker_label == "Owner (owner/local)"
     assert "Ada drinks genmaicha." in (root / "topics/people/ada.md").read_text()
 
 

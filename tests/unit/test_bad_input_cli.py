@@ -257,14 +257,14 @@ def test_topic_symlinks_block_writes_and_survive(ws, capsys, tmp_path):
         assert code == 1
         assert "topics/ext: PATH_OUTSIDE_WORKSPACE" in err and "topics/people/linked.md: PATH_OUTSIDE_WORKSPACE" in err
         assert tree_bytes(ws) == before and tree_bytes(outside) == outside_before
-    # replacing the link on purpose writes a regular file in the workspace, never the target
+    # editing the link itself is refused too (issue 14): the link is the owner's, never replaced
     (ws / "memory/topics/ext").unlink()
     src = tmp_path / "linked.md"
     src.write_text(BOB.replace("Bob walks daily", "Bob walks at dawn"))
     code, out, err = run(capsys, "--state", str(ws), "edit", "people/linked.md", "--from", str(src), "--git-commit", "off")
-    assert code == 0, err
+    assert code == 1 and "PATH_OUTSIDE_WORKSPACE" in err, err
     linked = ws / "memory/topics/people/linked.md"
-    assert not linked.is_symlink() and "at dawn" in linked.read_text()
+    assert linked.is_symlink() and "at dawn" not in linked.read_text()
     assert tree_bytes(outside) == outside_before
 
 

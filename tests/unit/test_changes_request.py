@@ -207,13 +207,18 @@ def test_exactly_one_of_source_refs_or_sources():
         {"source_refs": None, "sources": [{"source": "p/t/m"}]},
         {"source_refs": None, "sources": [{"source": "p/t/m", "label": "x", "extra": 1}]},
         {"source_refs": None, "sources": [{"source": "p/t/m", "label": " "}]},
-        {"source_refs": None, "sources": [{"source": "p/t/m", "label": "a]b"}]},
         {"source_refs": None, "sources": [{"source": "p/t/m", "label": "a"}, {"source": "p/t/m", "label": "b"}]},
     ],
 )
 def test_bad_refs(refs):
     e = err(req(create(**refs)))
     assert e.code == "INVALID_ARGUMENT" and e.details["op_index"] == 0
+
+
+def test_label_that_breaks_the_link_is_a_topic_format_error():
+    # OpenProgram renders such a label and its strict parse fails (corpus cases 245, 246)
+    e = err(req(create(source_refs=None, sources=[{"source": "p/t/m", "label": "a]b"}])))
+    assert e.code == "INVALID_TOPIC_FORMAT" and e.details["op_index"] == 0 and "label" in e.message
 
 
 def test_sources_label_kept_verbatim():

@@ -17,7 +17,7 @@ from memory_tui.core import transaction as tx
 from memory_tui.core.sources import SourceRecord, append_records
 from memory_tui.core.workspace import workspace_revision
 
-EDIT_KEYS = ["ok", "code", "message", "path", "line", "column", "revision", "changed_files"]
+EDIT_KEYS = ["ok", "code", "message", "path", "line", "column", "revision", "changed_files", "errors"]
 
 
 def _records() -> list[SourceRecord]:
@@ -87,11 +87,42 @@ def test_edit_from_stdin(ws, capsys, monkeypatch):
     assert "Ada reads at night." in (ws / "memory/topics/people/ada.md").read_text()
 
 
+def test_check_json_lists_every_error_first_in_the_top_level_fields(ws, tmp_path, capsys):
+    src = tmp_path / "bad.md"
+    ada = (ws / "memory/topics/people/ada.md").read_text()
+    # two uncited paragraphs after the records: both are errors, in file order
+    src.write_text(ada + "\nFirst uncited line.\n\nSecond uncited line.\n")
+    first = len(ada.splitlines()) + 2
+    code, out, _ = _run(capsys, ["--state", str(ws), "edit", "people/ada.md", "--from", str(src),
+                                 "--check", "--json"])
+    data = json.loads(out)
+    assert code == 1 and data["ok"] is False
+    errors = data["errors"]
+    assert [e["line"] for e in errors] == [first, first + 2]
+    assert errors[0] == {k: data[k] for k in ("code", "message", "path", "line", "column")}
+    assert all(set(e) == {"code", "message", "path", "line", "column"} for e in errors)
+    # the core API the editor calls gives the same list, nothing installed
+    problems = tx.edit_errors(ws, "topics/people/ada.md", src.read_text())
+    assert [(p.line, p.message) for p in problems] == [(e["line"], e["message"]) for e in errors]
+    assert (ws / "memory/topics/people/ada.md").read_text() == ada
+    assert tx.edit_errors(ws, "topics/people/ada.md", (ws / "memory/topics/people/ada.md").read_text()) == ()
+
+
+def test_edit_of_a_missing_topic_needs_create(ws, tmp_path, capsys):
+    src = tmp_path / "new.md"
+    src.write_text("# Bob\n")
+    code, out, _ = _run(capsys, ["--state", str(ws), "edit", "people/nobody.md", "--from", str(src), "--json"])
+    data = json.loads(out)
+    assert code == 1 and data["code"] == "MEMORY_NOT_FOUND"
+    assert data["message"] == "No memory file at 'topics/people/nobody.md'."
+    assert not (ws / "memory/topics/people/nobody.md").exists()
+
+
 def test_edit_rejection_json_non_zero_and_unchanged(ws, tmp_path, capsys):
     src = tmp_path / "bad.md"
     src.write_text("# Bob\n\nBob has no citation at all.\n")
     before = workspace_revision(ws / "memory")
-    code, out, _ = _run(capsys, ["--state", str(ws), "edit", "people/bob.md", "--from", str(src), "--json"])
+    code, out, _ = _run(capsys, ["--state", str(ws), "edit", "people/bob.md", "--from", str(src), "--create", "--json"])
     data = json.loads(out)
     assert code == 1
     assert list(data) == EDIT_KEYS

@@ -131,7 +131,7 @@ def test_canonical_rewrite_whitespace_and_suffix():
     [
         ("Fact.[^e1]\n^bbbb2222", 2, 1),
         ("Fact.[^e-0000000001] ^aaaa1111\n^bbbb2222", 2, 1),
-        ("Fact.[^e1]\u2029^bbbb2222", 1, 12),
+        ("Fact.[^e1]\u2029^bbbb2222", 2, 1),  # U+2029 ends a line (§3.1)
         ("Fact.[^e1] ^alias-1 ^aaaa1111", 1, 12),
     ],
 )

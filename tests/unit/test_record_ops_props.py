@@ -71,7 +71,13 @@ ops = st.one_of(
 )
 
 
+def _expand_handles(m: re.Match) -> str:
+    return m.group(1) + ", ".join(f"[{v.strip()}]({v.strip()})" for v in m.group(2).split(","))
+
+
 def settle(text: str) -> str:
+    """Normalisation stand-in: bare handles become links (§3.8 step 6), new paragraphs get ids."""
+    text = re.sub(r"^(\[\^[^\]]+\]: Time: `[^`]*`; Sources: )([^\[\n]+)$", _expand_handles, text, flags=re.M)
     return re.sub(r"(\[\^new-evidence-record-(\d+)\])$", r"\1 ^new\2", text, flags=re.M)
 
 

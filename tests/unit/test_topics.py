@@ -293,7 +293,7 @@ def test_non_ascii_digits_read_but_flagged():
     [
         ("Fact.[^e-1] ^aaaa1111\n^bbbb2222\n", 2, 1),
         ("Fact.[^e-1]\n^bbbb2222\n", 2, 1),
-        ("Fact.[^e-1]\u2029^bbbb2222\n", 1, 13),
+        ("Fact.[^e-1]\u2029^bbbb2222\n", 2, 1),  # U+2029 ends a line (str.splitlines, §3.1)
         ("Fact.[^e-1]\u00a0^bbbb2222\n", 1, 13),
     ],
 )

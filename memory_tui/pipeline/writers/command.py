@@ -68,6 +68,19 @@ def build_prompt(task: WriteTask, rejection: str | None = None) -> str:
     return "\n".join(parts) + "\n"
 
 
+def _kill_group(proc: subprocess.Popen) -> None:
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.communicate(timeout=5)
+    except (subprocess.TimeoutExpired, ValueError):
+        pass
+
+
 @dataclass
 class CommandWriter:
     argv: tuple[str, ...]
@@ -82,20 +95,25 @@ class CommandWriter:
         env["MEMORY_TUI_STAGE_KIND"] = task.stage
         env["MEMORY_TUI_ALLOWED_REFS"] = "\n".join(task.allowed_refs)
         try:
-            proc = subprocess.run(
-                list(self.argv),
-                input=prompt.encode("utf-8"),
-                cwd=cwd,
-                env=env,
-                capture_output=True,
-                timeout=self.timeout,
-            )
+            # its own session: on timeout (and after it exits) the whole process group is
+            # killed, so no grandchild keeps writing into the stage or holds our pipes open
+            proc = subprocess.Popen(list(self.argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, cwd=cwd, env=env, start_new_session=True)
         except FileNotFoundError:
             raise WriterFailure("MEMORY_PROVIDER_RESOLUTION_FAILED", f"writer command not found: {self.argv[0]}") from None
         except PermissionError:
             raise WriterFailure("MEMORY_PROVIDER_RESOLUTION_FAILED", f"writer command not executable: {self.argv[0]}") from None
+        try:
+            stdout, stderr = proc.communicate(prompt.encode("utf-8"), timeout=self.timeout)
         except subprocess.TimeoutExpired:
+            _kill_group(proc)
             raise WriterFailure("MODEL_TIMEOUT", f"writer command ran longer than {self.timeout:g} s", retryable=True) from None
+        except BaseException:
+            _kill_group(proc)
+            raise
+        _kill_group(proc)
+        proc.stdout, proc.stderr = None, None
+        proc = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
         out = proc.stdout.decode("utf-8", "replace")
         if proc.returncode != 0:
             tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]

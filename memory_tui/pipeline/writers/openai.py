@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
@@ -137,6 +138,29 @@ def parse_changes(content: str, allowed: set[str]) -> list[dict[str, Any]]:
     return ops
 
 
+MAX_RESPONSE_BYTES = 8 * 1024 * 1024  # far above any completion; an endless body is refused, not buffered
+
+
+def _read_bounded(resp: Any, timeout: float) -> bytes:
+    """The body, refused past ``MAX_RESPONSE_BYTES`` and past an overall deadline: the socket
+    timeout alone lets a server that trickles a byte at a time hold the writer forever."""
+    deadline = time.monotonic() + max(1.0, timeout) * 2
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = resp.read(64 * 1024)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > MAX_RESPONSE_BYTES:
+            raise WriterFailure("MODEL_FAILURE_UNKNOWN", f"the model endpoint sent more than {MAX_RESPONSE_BYTES} bytes",
+                                retryable=True)
+        if time.monotonic() > deadline:
+            raise WriterFailure("MODEL_TIMEOUT", f"the answer did not finish within {2 * max(1.0, timeout):g} s",
+                                retryable=True)
+        chunks.append(chunk)
+
+
 @dataclass
 class OpenAIWriter:
     base_url: str
@@ -175,14 +199,16 @@ class OpenAIWriter:
         )
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                raw = resp.read()
+                raw = _read_bounded(resp, self.timeout)
         except urllib.error.HTTPError as exc:
             try:
-                detail = exc.read().decode("utf-8", "replace")
+                detail = exc.read(64 * 1024).decode("utf-8", "replace")
             except Exception:  # pragma: no cover - broken socket while reading the error
                 detail = ""
             code, retry = classify_http(exc.code, detail)
-            raise WriterFailure(code, f"HTTP {exc.code} from the model endpoint: {detail[:300]}", retryable=retry) from None
+            after = (exc.headers.get("Retry-After") or "").strip() if exc.headers is not None else ""
+            wait = f" (Retry-After: {after[:40]})" if after else ""
+            raise WriterFailure(code, f"HTTP {exc.code} from the model endpoint{wait}: {detail[:300]}", retryable=retry) from None
         except (socket.timeout, TimeoutError):
             raise WriterFailure("MODEL_TIMEOUT", f"no answer within {self.timeout:g} s", retryable=True) from None
         except urllib.error.URLError as exc:
@@ -194,6 +220,9 @@ class OpenAIWriter:
         try:
             data = json.loads(raw.decode("utf-8"))
             message = data["choices"][0]["message"]["content"]
+            refusal = data["choices"][0]["message"].get("refusal")
+            if message is None and isinstance(refusal, str) and refusal:
+                raise WriterFailure("MODEL_CONTENT_POLICY", f"the model refused: {refusal[:300]}", retryable=False)
             if not isinstance(message, str):
                 raise TypeError("content is not a string")
         except (ValueError, KeyError, IndexError, TypeError) as exc:

@@ -1,0 +1,434 @@
+"""The issue-12 benchmark: one table over generated workspaces (never part of the tests).
+
+Usage: python benchmarks/run.py [--scale 1,2,4] [--runs 5] [--json] [--rows a,b] [--states DIR]
+
+For each scale it builds (once, then reuses) ``<states>/scale-<N>`` with ``make_state.py``
+and times every row ``--runs`` times (default 5), printing median and min-max per row; with
+two or more scales it prints the growth ratio of each row (largest / smallest scale). With
+``--json`` it prints one object ``{row: {scale: {median, min, max, runs, unit}}}`` instead.
+
+"fresh process" rows time a new ``python`` process end to end (interpreter, imports, work),
+as the owner waits for it; other rows time the call inside one process. Rows that change
+the workspace alternate between two equally valid texts, so the state stays the same shape.
+Times are wall-clock seconds; RSS is MiB. Asserts nothing about time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+HERE = Path(__file__).resolve().parent
+PY = sys.executable
+TARGETS = {
+    "parse_cold": "<= 0.6 s",
+    "parse_cached": "<= 0.1 s",
+    "pending_cold": "<= 2.0 s",
+    "pending_warm": "<= 0.2 s",
+    "why_session_fresh": "<= 1 s",
+    "edit_noop_fresh": "<= 0.5 s",
+    "edit_reword_inproc": "<= 0.3 s",
+    "apply_update_fresh": "<= 0.5 s",
+    "app_first_paint": "<= 1 s",
+    "app_reload_one_file": "<= 0.15 s",
+    "app_peak_rss": "<= 400 MiB",
+}
+ROWS = (
+    ("parse_cold", "strict parse of the topic tree, cold (no cache)"),
+    ("parse_cached", "strict parse, from the persistent cache"),
+    ("revision", "workspace revision"),
+    ("pending_cold", "pending, all sessions, cold"),
+    ("pending_warm", "pending, all sessions, warm (unchanged)"),
+    ("why_session_fresh", "`why SESSION`, fresh process"),
+    ("edit_noop_fresh", "`edit` no-op, fresh process"),
+    ("edit_reword_fresh", "`edit` one-record reword, fresh process"),
+    ("edit_noop_inproc", "staged_edit no-op, in process, repeated"),
+    ("edit_reword_inproc", "staged_edit one-record reword, in process"),
+    ("apply_update_fresh", "`apply` update_record, fresh process"),
+    ("app_first_paint", "app start to first full paint of Topics"),
+    ("app_reload_one_file", "app reload after a one-file change"),
+    ("app_peak_rss", "peak RSS of the app (MiB)"),
+    ("sessions_open_10k", "open a 10 000-node session in Sessions"),
+)
+NOT_YET = {"sessions_open_10k": "n/a until the Sessions view lands"}
+
+
+# ----------------------------------------------------------------------------- children
+# Each child prints one JSON list of measurements on its last stdout line.
+
+CHILD_PARSE = r"""
+import json, sys, time
+from pathlib import Path
+mem = Path(sys.argv[1]) / "memory"
+cold = sys.argv[2] == "cold"
+n = int(sys.argv[3])
+try:
+    from memory_tui.core import parsecache
+except ImportError:  # before the persistent cache existed: what open_state did
+    parsecache = None
+    from memory_tui.core.sources import SourceIndex
+    from memory_tui.core.topics import parse_tree
+out = []
+for _ in range(n):
+    if parsecache is not None:
+        if cold:
+            parsecache.drop(mem)
+        parsecache.forget_in_process()
+    t0 = _T()
+    if parsecache is None:
+        index = SourceIndex.load(mem)
+        tree = parse_tree(mem / "topics", resolve=index.resolve_target, strict=True)
+    else:
+        index, tree = parsecache.load_tree(mem, persist=True)
+    out.append(_T() - t0)
+    assert not tree.problems and len(tree.units) > 0, tree.problems[:3]
+print(json.dumps(out))
+"""
+
+CHILD_REVISION = r"""
+import json, sys, time
+from pathlib import Path
+from memory_tui.core.workspace import workspace_revision
+mem = Path(sys.argv[1]) / "memory"
+out = []
+for _ in range(int(sys.argv[2])):
+    t0 = _T(); workspace_revision(mem); out.append(_T() - t0)
+print(json.dumps(out))
+"""
+
+# cold: the first load of a new process; warm: the same, then a reload with nothing changed.
+CHILD_PENDING = r"""
+import json, sys, time
+from pathlib import Path
+from memory_tui.core.config import load_memory_config
+from memory_tui.core.tokens import O200kCounter
+from memory_tui.core.workspace import read_workspace_id
+from memory_tui.sessions.records import analyze_session, status_pending_count
+from memory_tui.sessions.store import load_sessions
+state = Path(sys.argv[1]); mode = sys.argv[2]; n = int(sys.argv[3])
+import inspect
+TRUST = {"trust_dir_stamps": True} if "trust_dir_stamps" in inspect.signature(load_sessions).parameters else {}
+counter = O200kCounter(); counter.count("warm the tokenizer up")
+wid = read_workspace_id(state / "memory"); threshold = load_memory_config(state).trigger_tokens
+
+def pending(prev, prev_an):
+    snap = load_sessions(state, previous=prev, **TRUST)
+    an = {}
+    for sid, s in snap.sessions.items():
+        p = prev_an.get(sid)
+        an[sid] = p[1] if p is not None and p[0] is s else analyze_session(s, wid, threshold, counter)
+    total = status_pending_count(snap, wid, an)
+    return snap, {sid: (snap.sessions[sid], a) for sid, a in an.items()}, total.value
+
+out = []
+t0 = _T(); snap, an, value = pending(None, {}); first = _T() - t0
+assert value and value > 0, value
+if mode == "cold":
+    out.append(first)
+else:
+    for _ in range(n):
+        t0 = _T(); snap, an, v2 = pending(snap, an); out.append(_T() - t0)
+        assert v2 == value
+print(json.dumps(out))
+"""
+
+CHILD_EDIT_INPROC = r"""
+import json, sys, time
+from pathlib import Path
+from memory_tui.core import transaction as tx
+state = Path(sys.argv[1]); rel = sys.argv[2]; mode = sys.argv[3]; n = int(sys.argv[4])
+path = state / "memory" / rel
+base = path.read_text()
+a, b = base, base.replace("(fact ", "(Fact ", 1)
+assert a != b
+r = tx.staged_edit(state, rel, a, git_commit="off"); assert r.ok, (r.code, r.message)  # warm-up
+out = []
+for i in range(n):
+    text = a if mode == "noop" else (b if i % 2 == 0 else a)
+    t0 = _T()
+    r = tx.staged_edit(state, rel, text, git_commit="off")
+    out.append(_T() - t0)
+    assert r.ok, (r.code, r.message, r.path, r.line)
+if path.read_text() != a:
+    r = tx.staged_edit(state, rel, a, git_commit="off"); assert r.ok
+print(json.dumps(out))
+"""
+
+CHILD_APP = r"""
+import asyncio, json, os, resource, sys, time
+t_start = _T()
+os.environ["TEXTUAL_ANIMATIONS"] = "none"
+from pathlib import Path
+state = Path(sys.argv[1]); rel = sys.argv[2]; reloads = int(sys.argv[3])
+from memory_tui.tui.app import create_app
+
+def topic_rows(app):
+    try:
+        tree = app.query_one("#topics-list")
+    except Exception:
+        return 0
+    root = getattr(tree, "root", None)
+    return len(root.children) if root is not None else 0
+
+async def main():
+    app = create_app(state, watch=False)
+    out = {"paint": None, "reload": []}
+    async with app.run_test(size=(160, 50)) as pilot:
+        while topic_rows(app) == 0:
+            await pilot.pause(0.005)
+        out["paint"] = _T() - t_start
+        path = state / "memory" / rel
+        base = path.read_text()
+        texts = (base.replace("(fact ", "(Fact ", 1), base)
+        for i in range(reloads):
+            before = app.reloads
+            path.write_text(texts[i % 2])
+            t0 = _T()
+            app.load_in_background({"memory/" + rel})
+            while app.reloads == before:
+                await pilot.pause(0.002)
+            out["reload"].append(_T() - t0)
+        if path.read_text() != base:
+            path.write_text(base)
+    out["rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
+
+print(json.dumps(asyncio.run(main())))
+"""
+
+
+# Every child times with _T: ``_T() - t0`` is ``[wall seconds, CPU seconds of this process]``.
+# The machine is shared: CPU time shows the work, wall time what the owner would wait.
+PRELUDE = r"""
+import time as _time
+class _T:
+    def __init__(self):
+        self.w, self.c = _time.perf_counter(), _time.process_time()
+    def __sub__(self, other):
+        return [self.w - other.w, self.c - other.c]
+"""
+
+
+def _child(code: str, *args: object, timeout: float = 900) -> object:
+    env = dict(os.environ, TEXTUAL_ANIMATIONS="none")
+    done = subprocess.run([PY, "-c", PRELUDE + code, *map(str, args)], capture_output=True, text=True, env=env, timeout=timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"child failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _children_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _wall(argv: list[str], stdin: str | None = None) -> list[float]:
+    """``[wall, CPU]`` seconds of one fresh process, end to end."""
+    env = dict(os.environ, TEXTUAL_ANIMATIONS="none")
+    c0 = _children_cpu()
+    t0 = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, input=stdin, timeout=900)
+    took = [time.perf_counter() - t0, _children_cpu() - c0]
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv[:4])}… failed ({done.returncode}): {(done.stdout + done.stderr).strip()[-2000:]}")
+    return took
+
+
+# ------------------------------------------------------------------------------- rows
+
+
+def _cli(state: Path, *args: str) -> list[str]:
+    return [PY, "-m", "memory_tui", "--state", str(state), *args]
+
+
+def _revision(state: Path) -> str:
+    out = subprocess.run(_cli(state, "--json", "status"), capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)["revision"]
+
+
+def _first_session(state: Path) -> str:
+    index = json.loads((state / "sessions" / "index.json").read_text())
+    return sorted(index)[len(index) // 2]
+
+
+def _topic(state: Path) -> str:
+    """The middle topic file (every generated topic holds about the same number of records)."""
+    files = sorted(p.relative_to(state / "memory").as_posix() for p in (state / "memory" / "topics").rglob("t*.md"))
+    return files[len(files) // 2]
+
+
+def measure(row: str, state: Path, runs: int, app_cache: dict) -> tuple[list[float], str]:
+    TOPIC = _topic(state)
+    if row == "parse_cold":
+        return _child(CHILD_PARSE, state, "cold", runs), "s"
+    if row == "parse_cached":
+        _child(CHILD_PARSE, state, "warm", 1)  # make sure the cache exists
+        return _child(CHILD_PARSE, state, "warm", runs), "s"
+    if row == "revision":
+        return _child(CHILD_REVISION, state, runs), "s"
+    if row == "pending_cold":
+        return [_child(CHILD_PENDING, state, "cold", 1)[0] for _ in range(runs)], "s"
+    if row == "pending_warm":
+        return _child(CHILD_PENDING, state, "warm", runs), "s"
+    if row == "why_session_fresh":
+        sid = _first_session(state)
+        return [_wall(_cli(state, "why", sid)) for _ in range(runs)], "s"
+    if row in ("edit_noop_fresh", "edit_reword_fresh"):
+        path = state / "memory" / TOPIC
+        base = path.read_text()
+        other = base.replace("(fact ", "(Fact ", 1)
+        out = []
+        try:
+            for i in range(runs):
+                text = base if row == "edit_noop_fresh" or i % 2 else other
+                out.append(_wall(_cli(state, "edit", "--git-commit", "off", "--from", "-", TOPIC), stdin=text))
+        finally:  # leave the workspace as it was, even when a run failed
+            if path.read_text() != base:
+                _wall(_cli(state, "edit", "--git-commit", "off", "--from", "-", TOPIC), stdin=base)
+        return out, "s"
+    if row in ("edit_noop_inproc", "edit_reword_inproc"):
+        return _child(CHILD_EDIT_INPROC, state, TOPIC, "noop" if row == "edit_noop_inproc" else "reword", runs), "s"
+    if row == "apply_update_fresh":
+        return _apply_update(state, TOPIC, runs), "s"
+    if row in ("app_first_paint", "app_reload_one_file", "app_peak_rss"):
+        if "results" not in app_cache:
+            app_cache["results"] = [_child(CHILD_APP, state, TOPIC, runs) for _ in range(runs)]
+        results = app_cache["results"]
+        if row == "app_first_paint":
+            return [r["paint"] for r in results], "s"
+        if row == "app_peak_rss":
+            return [r["rss_mib"] for r in results], "MiB"
+        return [t for r in results for t in r["reload"]], "s"
+    raise KeyError(row)
+
+
+def _apply_update(state: Path, TOPIC: str, runs: int) -> list[float]:
+    from memory_tui.core.sources import SourceIndex
+    from memory_tui.core.topics import parse_tree
+
+    index = SourceIndex.load(state / "memory")
+    tree = parse_tree(state / "memory" / "topics", resolve=index.resolve_target)
+    topic = tree.topic(TOPIC[len("topics/"):])
+    assert topic is not None and topic.units
+    unit = topic.units[1]
+    mid = unit.memory_id
+    out = []
+
+    def request(content: str, where: Path) -> Path:
+        req = {"memory_changes": [{"op": "update_record", "memory_id": mid, "content": content, "time": unit.when,
+                                    "source_refs": list(unit.source_refs)}], "git_commit": "off"}
+        where.write_text(json.dumps(req))
+        return where
+
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            for i in range(runs):  # every run is a real change: never the text already there
+                f = request(f"Reworded by the benchmark, round {i % 2}.", Path(tmp) / "req.json")
+                rev = _revision(state)
+                out.append(_wall(_cli(state, "apply", "--base-revision", rev, str(f))))
+        finally:
+            f = request(unit.content, Path(tmp) / "undo.json")
+            _wall(_cli(state, "apply", "--base-revision", "current", str(f)))
+    return out
+
+
+# ------------------------------------------------------------------------------ output
+
+
+def ensure_state(states: Path, scale: float) -> Path:
+    out = states / f"scale-{scale:g}"
+    if (out / "memory").is_dir() and (out / "sessions" / "index.json").is_file():
+        return out
+    if out.exists():
+        raise SystemExit(f"{out} exists but is not a finished state; remove it")
+    print(f"building scale {scale:g} workspace in {out} …", file=sys.stderr)
+    subprocess.run([PY, str(HERE / "make_state.py"), "--scale", f"{scale:g}", "--out", str(out)], check=True)
+    return out
+
+
+def summary(values: list, unit: str) -> dict:
+    """Wall-clock median/min/max (``[wall, cpu]`` pairs also give the CPU median)."""
+    walls = [v[0] if isinstance(v, list) else v for v in values]
+    out = {"median": statistics.median(walls), "min": min(walls), "max": max(walls), "runs": len(walls), "unit": unit}
+    cpus = [v[1] for v in values if isinstance(v, list)]
+    if cpus:
+        out["cpu_median"] = statistics.median(cpus)
+    return out
+
+
+def fmt(s: dict | None) -> str:
+    if s is None:
+        return "n/a"
+    if s["unit"] == "MiB":
+        return f"{s['median']:.0f} ({s['min']:.0f}–{s['max']:.0f})"
+    cpu = f" [{s['cpu_median']:.2f}]" if "cpu_median" in s else ""
+    return f"{s['median']:.3f} ({s['min']:.3f}–{s['max']:.3f}){cpu}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--scale", default="1", help="comma-separated scales, e.g. 1,2,4 (default 1)")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--rows", default="", help="comma-separated row names (default: all)")
+    ap.add_argument("--states", type=Path, default=Path(tempfile.gettempdir()) / "memory-tui-bench")
+    args = ap.parse_args(argv)
+    if args.runs < 1:
+        ap.error("--runs must be >= 1")
+    scales = [float(s) for s in args.scale.split(",") if s.strip()]
+    wanted = [r for r, _ in ROWS if not args.rows or r in args.rows.split(",")]
+    args.states.mkdir(parents=True, exist_ok=True)
+    results: dict[str, dict[str, dict | None]] = {r: {} for r in wanted}
+    for scale in scales:
+        state = ensure_state(args.states, scale)
+        app_cache: dict = {}
+        for row in wanted:
+            key = f"{scale:g}"
+            if row in NOT_YET:
+                results[row][key] = None
+                continue
+            values, unit = measure(row, state, args.runs, app_cache)
+            results[row][key] = summary(values, unit)
+            if not args.json:
+                print(f"  scale {key}: {row} {fmt(results[row][key])}", file=sys.stderr)
+    if args.json:
+        obj = {}
+        for row in wanted:
+            obj[row] = {"scales": results[row], "target": TARGETS.get(row)}
+            if row in NOT_YET:
+                obj[row]["note"] = NOT_YET[row]
+            lo, hi = f"{min(scales):g}", f"{max(scales):g}"
+            a, b = results[row].get(lo), results[row].get(hi)
+            obj[row]["growth"] = (b["median"] / a["median"]) if a and b and len(scales) > 1 and a["median"] else None
+        print(json.dumps(obj, indent=2))
+        return 0
+    names = dict(ROWS)
+    heads = [f"scale {s:g}" for s in scales]
+    growth = len(scales) > 1
+    print(f"\n{'row':45} " + " ".join(f"{h:>34}" for h in heads) + (f" {'growth':>7}" if growth else "") + f"  {'target':>11}")
+    for row in wanted:
+        cells = [fmt(results[row].get(f"{s:g}")) for s in scales]
+        line = f"{names[row]:45} " + " ".join(f"{c:>34}" for c in cells)
+        if growth:
+            a, b = results[row].get(f"{min(scales):g}"), results[row].get(f"{max(scales):g}")
+            line += f" {(b['median'] / a['median']) if a and b and a['median'] else float('nan'):>6.2f}x"
+        line += f"  {TARGETS.get(row, ''):>11}"
+        if row in NOT_YET:
+            line += f"  ({NOT_YET[row]})"
+        print(line)
+    print("\nwall-clock median (min–max) of --runs runs [CPU median]; seconds unless noted; on a shared machine"
+          " read the spread and the CPU column")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

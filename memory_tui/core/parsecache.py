@@ -1,0 +1,446 @@
+"""A persistent parse cache: a fresh process starts from the last one's parses (issue 12).
+
+Two kinds of entry, one file each, under ``<M>/<runtime-dir>/memory-tui-cache/<code tag>/``:
+
+* **archives/** — the scanned :class:`~memory_tui.core.sources.ArchiveFile` of one
+  ``sources/**/*.md`` file, keyed by its path and ``(mtime_ns, size, inode)``;
+* **topics/** — the strict parse of one ``topics/**/*.md`` file, keyed by its path, the same
+  stat key and the sha256 of its bytes, plus the archive dependencies of that parse
+  (``topic_deps``) and their signature (``deps_signature``).
+
+Exactness: an entry is used only when the file's stat key (for topics: or its digest) is
+the one it was made from *and*, for a topic, the signature of every archive its links
+point into is unchanged; anything else is parsed again. Stamps younger than the kernel's
+clock tick (``is_racy``) are never stored, so a file rewritten within one tick
+cannot hide behind an old entry. Topics whose parse has problems are never stored: a file
+that needs reporting is always parsed for real. The directory name is a digest of the
+parser code and the cache format, so other code's entries are never read.
+
+The cache lives in the runtime dir: an internal name (memory spec §2.1) outside the revision
+and outside git, never copied into a stage; OpenProgram ignores it. Entries are pickles read
+with an unpickler that only builds this project's parse dataclasses, behind a sha256 of the
+payload: a corrupt, truncated, foreign or unreadable entry is ignored (and overwritten when
+its file is parsed again), never an error. Losing the cache only costs time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import os
+import pickle
+import posixpath
+import shutil
+import stat as stat_mod
+import threading
+import time
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from .paths import Layout
+from .sources import SourceIndex, archive_path, d_archive_path, parse_d_ref, walk_sources
+from .topics import Topic, assemble_tree, parse_topic, read_topic_file, topic_sort_key
+
+
+RACY_NS = 100_000_000
+
+
+def is_racy(mtime_ns: int, ctime_ns: int | None = None, now_ns: int | None = None) -> bool:
+    now = time.time_ns() if now_ns is None else now_ns
+    return now - max(mtime_ns, ctime_ns or 0) < RACY_NS
+
+
+def topic_deps(topic: Topic) -> tuple[str, ...]:
+    """Every ``sources/`` file whose content can change how ``topic`` parses or normalises."""
+    deps: set[str] = set()
+    topic_dir = posixpath.dirname("topics/" + topic.path)
+    for ev in topic.evidence:
+        for link in ev.links:
+            rel_part = link.target.strip().partition("#")[0]
+            if rel_part and not rel_part.startswith("/") and "\\" not in rel_part:
+                joined = posixpath.normpath(posixpath.join(topic_dir, rel_part))
+                if joined.startswith("sources/"):
+                    deps.add(joined)
+            sid = link.source_id
+            if not sid:
+                continue
+            if parse_d_ref(sid) is not None:
+                deps.add(d_archive_path(sid))
+                continue
+            for legacy in (False, True):
+                try:
+                    deps.add(archive_path(sid, legacy=legacy))
+                except (ValueError, UnicodeEncodeError):
+                    pass
+    return tuple(sorted(deps))
+
+
+def deps_signature(index: SourceIndex, deps: Iterable[str]) -> str:
+    h = hashlib.sha256()
+    for rel in deps:
+        entry = index.files.get(rel)
+        if entry is None:
+            token = "-"
+        elif entry.kind == "v2" and entry.digest:
+            token = entry.digest
+        else:
+            token = f"{entry.kind}:{entry.key}"
+        h.update(f"{rel}\x00{token}\n".encode("utf-8", "surrogatepass"))
+    return h.hexdigest()[:32]
+
+
+DIR_NAME = "memory-tui-cache"
+FORMAT = 1
+MAGIC = b"memory-tui-parse-cache\n"
+
+# (mtime_ns, size, inode). Not ctime: every transaction hard-links the topic files into its
+# stage, which bumps their ctime without touching a byte.
+StatKey = tuple[int, int, int]
+
+
+@lru_cache(maxsize=1)
+def code_tag() -> str:
+    """A digest of the code whose output an entry holds (and of this format)."""
+    here = Path(__file__).resolve().parent
+    h = hashlib.sha256(f"format {FORMAT}".encode())
+    for name in ("topics.py", "sources.py", "errors.py", "txcache.py", "parsecache.py"):
+        try:
+            h.update((here / name).read_bytes())
+        except OSError:
+            h.update(b"?")
+    return h.hexdigest()[:16]
+
+
+def stat_key(st: os.stat_result) -> StatKey:
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _racy(key: StatKey) -> bool:
+
+    return is_racy(key[0])
+
+
+# ------------------------------------------------------------------------------ encoding
+
+_SAFE_BUILTINS = {("builtins", n) for n in ("frozenset", "set", "tuple", "list", "dict", "str", "bytes", "int", "float",
+                                            "bool", "complex", "object")}
+_SAFE_MODULES = ("memory_tui.core.topics", "memory_tui.core.sources", "memory_tui.core.errors")
+
+
+class _Unpickler(pickle.Unpickler):
+    """Builds only plain data and this project's parse dataclasses / named tuples (no callables)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _SAFE_BUILTINS or (module, name) == ("copyreg", "_reconstructor"):
+            return super().find_class(module, name)
+        if module in _SAFE_MODULES:
+            obj = super().find_class(module, name)
+            if isinstance(obj, type) and (dataclasses.is_dataclass(obj) or (issubclass(obj, tuple) and hasattr(obj, "_fields"))):
+                return obj  # data classes and named tuples: building one runs no code of the file's choosing
+        raise pickle.UnpicklingError(f"not allowed in the parse cache: {module}.{name}")
+
+
+def encode(value: Any) -> bytes:
+    payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    return MAGIC + hashlib.sha256(payload).hexdigest().encode("ascii") + b"\n" + payload
+
+
+def decode(data: bytes) -> Any:
+    """The stored value, or ``None`` for anything that is not an intact entry."""
+    head = len(MAGIC) + 65
+    if len(data) < head or not data.startswith(MAGIC) or data[head - 1:head] != b"\n":
+        return None
+    digest, payload = data[len(MAGIC):head - 1], data[head:]
+    if hashlib.sha256(payload).hexdigest().encode("ascii") != digest:
+        return None
+    try:
+        return _Unpickler(io.BytesIO(payload)).load()
+    except Exception:  # a foreign or damaged pickle is only a cache miss
+        return None
+
+
+def _name(rel: str) -> str:
+    return hashlib.sha256(rel.encode("utf-8", "surrogatepass")).hexdigest()[:32] + ".pkl"
+
+
+# --------------------------------------------------------------------------------- store
+
+
+@dataclasses.dataclass
+class _TopicEntry:
+    key: StatKey
+    sha: str
+    topic: Any  # memory_tui.core.topics.Topic
+    deps: tuple[str, ...]
+    sig: str
+
+
+class ParseStore:
+    """The cache of one memory root. Use through :func:`store_for`; thread-safe.
+
+    Readers only read it; :meth:`flush` (called by transactions, which write anyway) writes
+    what readers and writers of this process parsed since."""
+
+    def __init__(self, memory_root: Path) -> None:
+        self.memory_root = Path(memory_root)
+        self.dir = Layout(self.memory_root).runtime_dir / DIR_NAME / code_tag()
+        self.lock = threading.RLock()
+        self._archives: dict[str, tuple[StatKey, Any]] | None = None
+        self._topics: dict[str, _TopicEntry] | None = None
+        self._dirty_archives: set[str] = set()
+        self._dirty_topics: set[str] = set()
+
+    # -- reading ------------------------------------------------------------------------
+    def _load_kind(self, kind: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        folder = self.dir / kind
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            return out
+        for name in names:
+            if not name.endswith(".pkl"):
+                continue
+            try:
+                with open(folder / name, "rb") as fh:
+                    value = decode(fh.read())
+            except OSError:
+                continue
+            if not (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str)):
+                continue
+            rel, body = value
+            if _name(rel) == name:
+                out[rel] = body
+        return out
+
+    def _archive_map(self) -> dict[str, tuple[StatKey, Any]]:
+        if self._archives is None:
+            from .sources import ArchiveFile
+
+            loaded = self._load_kind("archives")
+            self._archives = {
+                rel: body for rel, body in loaded.items()
+                if isinstance(body, tuple) and len(body) == 2 and isinstance(body[1], ArchiveFile) and body[1].path == rel
+            }
+        return self._archives
+
+    def _topic_map(self) -> dict[str, _TopicEntry]:
+        if self._topics is None:
+            from .topics import Topic
+
+            loaded = self._load_kind("topics")
+            self._topics = {}
+            for rel, body in loaded.items():
+                if (isinstance(body, tuple) and len(body) == 5 and isinstance(body[2], Topic) and body[2].path == rel
+                        and isinstance(body[1], str) and isinstance(body[4], str)):
+                    self._topics[rel] = _TopicEntry(tuple(body[0]), body[1], body[2], tuple(body[3]), body[4])
+        return self._topics
+
+    # -- archives -----------------------------------------------------------------------
+    def source_index(self, previous: Any = None) -> Any:
+        """``SourceIndex.load`` that starts from cached scans of unchanged archives."""
+
+        with self.lock:
+            if previous is not None and Path(previous.root) == self.memory_root:
+                prior_files = dict(previous.files)
+            else:
+                prior_files = {}
+            keys: dict[str, StatKey] = {}
+            for rel, _path, st in walk_sources(self.memory_root):
+                keys[rel] = stat_key(st)
+            if prior_files and keys.keys() == prior_files.keys() and all(
+                    prior_files[rel].key == key for rel, key in keys.items()):
+                return previous  # what SourceIndex.load would rebuild from the very same entries
+            cached = self._archive_map()
+            for rel, key in keys.items():
+                if rel in prior_files:
+                    continue
+                hit = cached.get(rel)
+                if hit is not None and hit[0] == key and not _racy(key):
+                    prior_files[rel] = hit[1]
+            index = SourceIndex.load(self.memory_root, previous=_Prior(self.memory_root, prior_files))
+            for rel, entry in index.files.items():
+                key = keys.get(rel)
+                if key is None or _racy(key) or entry.key != key or entry.problem is not None:
+                    continue
+                hit = cached.get(rel)
+                if hit is None or hit[0] != key or hit[1] is not entry:
+                    cached[rel] = (key, entry)
+                    self._dirty_archives.add(rel)
+            for rel in [r for r in cached if r not in index.files]:
+                del cached[rel]
+                self._dirty_archives.add(rel)
+            return index
+
+    # -- topics -------------------------------------------------------------------------
+    def topic_for_stat(self, rel: str, key: StatKey, index: Any) -> Any:
+        """The cached strict parse of ``topics/<rel>`` if its stat key and deps are unchanged."""
+
+        with self.lock:
+            hit = self._topic_map().get(rel)
+            if hit is None or hit.key != key or _racy(key):
+                return None
+            if deps_signature(index, hit.deps) != hit.sig:
+                return None
+            return hit.topic
+
+    def topic_for_sha(self, rel: str, sha: str, index: Any) -> tuple[Any, tuple[str, ...], str] | None:
+        """``(topic, deps, sig)`` cached for this exact text (by digest), deps unchanged."""
+
+        with self.lock:
+            hit = self._topic_map().get(rel)
+            if hit is None or hit.sha != sha:
+                return None
+            if deps_signature(index, hit.deps) != hit.sig:
+                return None
+            return hit.topic, hit.deps, hit.sig
+
+    def put_topic(self, rel: str, key: StatKey | None, sha: str, topic: Any, deps: tuple[str, ...], sig: str) -> None:
+        """Remember a problem-free strict parse (``key`` None: known by digest only)."""
+        if not topic.ok or topic.path != rel:
+            return
+        with self.lock:
+            topics = self._topic_map()
+            old = topics.get(rel)
+            stored_key: StatKey = key if key is not None and not _racy(key) else (-1, -1, -1)
+            if old is not None and old.sha == sha and old.sig == sig and (old.key == stored_key or stored_key[0] == -1):
+                return
+            topics[rel] = _TopicEntry(stored_key, sha, topic, deps, sig)
+            self._dirty_topics.add(rel)
+
+    def retain_topics(self, live: Iterable[str]) -> None:
+        live = set(live)
+        with self.lock:
+            topics = self._topic_map()
+            for rel in [r for r in topics if r not in live]:
+                del topics[rel]
+                self._dirty_topics.add(rel)
+
+    # -- writing ------------------------------------------------------------------------
+    def flush(self) -> None:
+        """Write changed entries (atomic replace, 0600) and drop other code's caches. Best effort."""
+        with self.lock:
+            if not (self._dirty_archives or self._dirty_topics):
+                return
+            runtime = self.dir.parent.parent
+            if not runtime.is_dir():  # no workspace skeleton: never create one for a cache
+                return
+            try:
+                self._prune_other_tags()
+                for kind, dirty, table in (("archives", self._dirty_archives, self._archives or {}),
+                                           ("topics", self._dirty_topics, self._topics or {})):
+                    folder = self.dir / kind
+                    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+                    for rel in sorted(dirty):
+                        path = folder / _name(rel)
+                        entry = table.get(rel)
+                        if entry is None:
+                            try:
+                                path.unlink()
+                            except FileNotFoundError:
+                                pass
+                            continue
+                        body = entry if kind == "archives" else (entry.key, entry.sha, entry.topic, entry.deps, entry.sig)
+                        _atomic(path, encode((rel, body)))
+                    dirty.clear()
+            except OSError:
+                return
+
+    def _prune_other_tags(self) -> None:
+        parent = self.dir.parent
+        try:
+            names = os.listdir(parent)
+        except OSError:
+            return
+        for name in names:
+            if name != self.dir.name:
+                shutil.rmtree(parent / name, ignore_errors=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Prior:
+    """What ``SourceIndex.load`` reads of a previous index: its root and its files."""
+
+    root: Path
+    files: Mapping[str, Any]
+
+
+def _atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+_STORES: dict[str, ParseStore] = {}
+_STORES_LOCK = threading.Lock()
+
+
+def store_for(memory_root: Path | str) -> ParseStore:
+    key = str(Path(memory_root).resolve())
+    with _STORES_LOCK:
+        store = _STORES.get(key)
+        if store is None:
+            store = _STORES[key] = ParseStore(Path(memory_root))
+        return store
+
+
+def forget_in_process() -> None:
+    """Forget the in-memory copies (the next use re-reads the files; tests, benchmarks)."""
+    with _STORES_LOCK:
+        _STORES.clear()
+
+
+def drop(memory_root: Path | str) -> None:
+    """Delete the on-disk cache of ``memory_root`` (benchmarks' cold runs)."""
+    shutil.rmtree(Layout(Path(memory_root)).runtime_dir / DIR_NAME, ignore_errors=True)
+    forget_in_process()
+
+
+def load_tree(memory_root: Path | str, *, persist: bool = False) -> tuple[Any, Any]:
+    """``(SourceIndex, strict TopicTree)`` of the committed workspace, through the cache.
+
+    Equal to ``SourceIndex.load(M)`` and ``parse_tree(M/topics, resolve=..., strict=True)``.
+    Reading never writes into the state dir, so new parses are written only with ``persist``
+    (writers; the benchmarks) or by the next transaction of this process.
+    """
+
+    root = Path(memory_root)
+    store = store_for(root)
+    index = store.source_index()
+    topics_dir = root / "topics"
+    problems = []
+    parsed = []
+    rels: dict[str, StatKey] = {}
+    if topics_dir.is_dir():
+        for file in sorted(topics_dir.rglob("*.md")):
+            try:
+                st = file.stat()
+            except OSError:
+                continue
+            if stat_mod.S_ISREG(st.st_mode):
+                rels[file.relative_to(topics_dir).as_posix()] = stat_key(st)
+    for rel in sorted(rels, key=topic_sort_key):
+        topic = store.topic_for_stat(rel, rels[rel], index)
+        if topic is None:
+            text, data, problem = read_topic_file(topics_dir, rel)
+            if problem is not None:
+                problems.append(problem)
+                continue
+            topic = parse_topic(rel, text, resolve=index.resolve_target, strict=True)
+            deps = topic_deps(topic)
+            key = rels[rel] if len(data) == rels[rel][1] else None
+            store.put_topic(rel, key, hashlib.sha256(data).hexdigest(), topic, deps, deps_signature(index, deps))
+        parsed.append(topic)
+    store.retain_topics(rels)
+    if persist:
+        store.flush()
+    return index, assemble_tree(parsed, problems)
+
+
+__all__ = ["DIR_NAME", "MAGIC", "decode", "encode", "ParseStore", "code_tag", "drop", "forget_in_process", "load_tree", "stat_key", "store_for"]

@@ -1,0 +1,411 @@
+"""The Sessions view's adapter to the engine: frozen, sanitised view models.
+
+No Textual here: the graph widget, node detail and branch verdict take these objects and
+only draw them. Everything shown comes from the engine (``sessions.reasons`` verdicts,
+``sessions.graph`` layout, ``pipeline.write`` dry run); nothing is re-derived.
+
+Public API::
+
+    model = SessionsModel.load(state_dir, now=..., records=workspace_model.records.values())
+    model.session_ids                       -> tuple[str, ...]
+    model.layout(sid, LayoutOptions())      -> sessions.graph.Layout (cached per fingerprint)
+    model.node_detail(sid, node_id)         -> NodeDetailVM
+    model.branch_verdict(sid, tip, plan=None) -> BranchVerdictVM
+    model.tip_for(sid, node_id)             -> the tip whose verdict explains that node
+    model.locate(source_id)                 -> (sid, node_id) | None   (a citation's "openprogram/<sid>/<node>")
+    dry_run(state_dir, sid, tip, clock=...) -> DryRunVM  (what writing this branch now would do)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from memory_tui.core.text import sanitize
+from memory_tui.core.tokens import TokenCounter
+from memory_tui.sessions.graph import Layout, LayoutOptions, first_line, layout_session
+from memory_tui.sessions.reasons import Explanation, Reason, SessionExplanation, explain, load_context
+from memory_tui.sessions.records import MARK_KEY, message_text
+from memory_tui.sessions.store import Session, SessionSnapshot, load_sessions, thaw
+from memory_tui.sessions.summary import held_ids, tip_summary
+
+PROVIDER = "openprogram"
+WRITTEN_V, PARTLY_V, UNWRITTEN_V, NOTHING_V = "written", "partly written", "unwritten", "nothing to write"
+
+
+# --------------------------------------------------------------------------- view models
+
+
+@dataclass(frozen=True)
+class EvidenceVM:
+    file: str
+    field: str
+    value: str  # JSON text of the value, sanitised and cut
+
+    @property
+    def line(self) -> str:
+        where = self.file or "(no file)"
+        return f"{where} {self.field} = {self.value}" if self.field else f"{where} = {self.value}"
+
+
+@dataclass(frozen=True)
+class ReasonVM:
+    code: str
+    message: str
+    evidence: tuple[EvidenceVM, ...]
+
+
+@dataclass(frozen=True)
+class CitationVM:
+    """A topic record citing a node: what the node detail lists and jumps to."""
+
+    memory_id: str
+    topic_path: str
+    headings: tuple[str, ...]
+    label: str
+    source_id: str
+
+
+@dataclass(frozen=True)
+class NodeDetailVM:
+    session_id: str
+    node_id: str
+    role: str  # user | assistant | tool | system | root (as memory sees it)
+    stored_role: str
+    time: str  # UTC, "YYYY-MM-DD HH:MM:SS UTC"
+    text: str  # sanitised full text
+    first_line: str
+    file: str  # state-relative node file
+    state: str  # the graph state (one glyph each)
+    verdict: str | None  # written | pending | never (None for the graph root)
+    tip: str | None  # the tip whose view gave the verdict
+    reasons: tuple[ReasonVM, ...]
+    forked_from: str | None = None
+    edit_of: str | None = None
+    rewound: bool = False
+    spawn_branch_root: bool = False
+    spawn_caller: str | None = None
+    covers_ids: tuple[str, ...] = ()
+    display: str | None = None
+    source: str | None = None
+    mark: str | None = None  # the mark value on disk
+    mark_by: str | None = None  # "this workspace" | "another workspace" | None
+    citations: tuple[CitationVM, ...] = ()
+
+    def preview(self, limit: int = 600) -> tuple[str, bool]:
+        """The text cut for display, and whether it was cut ("show more")."""
+        if len(self.text) <= limit:
+            return self.text, False
+        return self.text[:limit].rstrip() + "…", True
+
+
+@dataclass(frozen=True)
+class PlannedBatchVM:
+    tip: str
+    ids: tuple[str, ...]
+    tokens: int
+
+
+@dataclass(frozen=True)
+class DryRunVM:
+    """The pipeline's dry run of writing one branch now (``write --branch TIP --force --dry-run``),
+    as ``pipeline.preview.preview_write`` reports it for the confirm dialog."""
+
+    session_id: str
+    tip: str
+    batches: tuple[PlannedBatchVM, ...]
+    outcome: str
+    reason_code: str | None
+    message: str
+    warnings: tuple[str, ...]
+    files: tuple[str, ...] = ()  # likely to change, relative to the state dir
+    preview: Any = field(default=None, compare=False, repr=False)  # the pipeline.preview.JobPreview itself
+
+    @property
+    def turns(self) -> int:
+        return sum(len(b.ids) for b in self.batches)
+
+    @property
+    def tokens(self) -> int:
+        return sum(b.tokens for b in self.batches)
+
+
+@dataclass(frozen=True)
+class BranchVerdictVM:
+    session_id: str
+    tip: str
+    is_head: bool
+    listed: bool
+    archived: bool
+    verdict: str  # written | partly written | unwritten | nothing to write
+    records: int
+    written: int
+    pending_ids: tuple[str, ...]  # OpenProgram's pending set for this tip
+    held_ids: tuple[str, ...]  # the part of it no pass writes (archived branch)
+    stranded_ids: tuple[str, ...]
+    foreign_ids: tuple[str, ...]
+    pending_tokens: int
+    threshold: int
+    reasons: tuple[ReasonVM, ...]  # tip and session reasons, in the engine's order
+    plan: DryRunVM | None = None
+    summary: str = ""  # sessions.summary.tip_summary: the same story as the turns
+
+
+# --------------------------------------------------------------------------- conversion
+
+
+def _value(value: Any, limit: int = 120) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    text = sanitize(text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def reason_vm(reason: Reason) -> ReasonVM:
+    return ReasonVM(
+        sanitize(reason.code),
+        sanitize(reason.message),
+        tuple(EvidenceVM(sanitize(e.file), sanitize(e.field), _value(e.value)) for e in reason.evidence),
+    )
+
+
+def _utc(ts: float | None) -> str:
+    if not ts:
+        return ""
+    try:
+        return datetime.fromtimestamp(float(ts), timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, OSError, ValueError):
+        return str(ts)
+
+
+def _str_or_none(value: Any) -> str | None:
+    return sanitize(value) if isinstance(value, str) and value else None
+
+
+def _memory_role(session: Session, nid: str) -> str:
+    node = session.nodes[nid]
+    if node.is_root:
+        return "root"
+    if node.role == "code":
+        return "tool"
+    if node.role == "llm":
+        role = node.metadata.get("role")
+        return role if isinstance(role, str) and role else "assistant"
+    return node.role or "?"
+
+
+def _full_text(node: Any) -> str:
+    text = message_text(thaw(node.output)) if not isinstance(node.output, str) else node.output
+    if text is None:
+        text = json.dumps(thaw(node.output), ensure_ascii=False, default=str, indent=1)
+    return sanitize(text)
+
+
+def citation_index(records: Iterable[Any]) -> dict[str, tuple[CitationVM, ...]]:
+    """Source id -> the records citing it, from record view models (``memory_id``,
+    ``topic_path``, ``headings``, ``source_links`` with ``label`` and ``source_id``)."""
+    out: dict[str, list[CitationVM]] = {}
+    for rec in records:
+        for link in getattr(rec, "source_links", ()):
+            sid = getattr(link, "source_id", None)
+            if not sid:
+                continue
+            cite = CitationVM(rec.memory_id, rec.topic_path, tuple(rec.headings), sanitize(link.label or ""), sid)
+            bucket = out.setdefault(sid, [])
+            if all(c.memory_id != cite.memory_id for c in bucket):
+                bucket.append(cite)
+    return {k: tuple(v) for k, v in out.items()}
+
+
+# --------------------------------------------------------------------------- the model
+
+
+class SessionsModel:
+    """Explanations for every session plus the lookups the Sessions view needs."""
+
+    def __init__(self, explanation: Explanation, *, citations: Mapping[str, tuple[CitationVM, ...]] | None = None) -> None:
+        self.explanation = explanation
+        self.citations = dict(citations or {})
+
+    @classmethod
+    def load(
+        cls,
+        state_dir: str | Path,
+        *,
+        now: float | None = None,
+        counter: TokenCounter | None = None,
+        records: Iterable[Any] = (),
+        snapshot: SessionSnapshot | None = None,
+    ) -> "SessionsModel":
+        state = Path(state_dir)
+        snap = snapshot if snapshot is not None else load_sessions(state)
+        ctx = load_context(state, now=time.time() if now is None else now)
+        return cls(explain(snap, ctx, counter), citations=citation_index(records))
+
+    # ---- lookups
+    @property
+    def session_ids(self) -> tuple[str, ...]:
+        return tuple(self.explanation.sessions)
+
+    @property
+    def workspace_id(self) -> str:
+        return self.explanation.context.workspace_id
+
+    @property
+    def threshold(self) -> int:
+        return int(self.explanation.context.config.trigger_tokens)
+
+    def session(self, sid: str) -> SessionExplanation:
+        se = self.explanation.sessions.get(sid)
+        if se is None:
+            raise KeyError(f"no such session: {sid}")
+        return se
+
+    def layout(self, sid: str, options: LayoutOptions | None = None) -> Layout:
+        return layout_session(self.session(sid), options)
+
+    def locate(self, source_id: str) -> tuple[str, str] | None:
+        """A citation's source id -> (session, node) when that node exists here."""
+        provider, _, rest = source_id.partition("/")
+        sid, _, nid = rest.partition("/")
+        if provider != PROVIDER or not sid or not nid:
+            return None
+        se = self.explanation.sessions.get(sid)
+        if se is None or nid not in se.session.nodes:
+            return None
+        return sid, nid
+
+    def tip_for(self, sid: str, node_id: str) -> str | None:
+        """The tip whose verdict explains ``node_id``: the one the engine's best verdict came
+        from, else the head if the node is on its branch, else the first tip that holds it."""
+        se = self.session(sid)
+        verdict = se.nodes.get(node_id)
+        if verdict is not None and verdict.tip in se.tips:
+            return verdict.tip
+        if node_id in se.tips:
+            return node_id
+        order = [se.session.head_id, *se.tips] if se.session.head_id in se.tips else list(se.tips)
+        for tip in order:
+            if any(n.id == node_id for n in se.tips[tip].analysis.chain):
+                return tip
+        return None
+
+    def node_detail(self, sid: str, node_id: str) -> NodeDetailVM:
+        se = self.session(sid)
+        session = se.session
+        node = session.nodes.get(node_id)
+        if node is None:
+            raise KeyError(f"no node {node_id} in session {sid}")
+        verdict = se.nodes.get(node_id)
+        state = self.layout(sid).nodes[node_id].state
+        mark = node.metadata.get(MARK_KEY)
+        mark_by = None
+        if isinstance(mark, str) and mark:
+            mark_by = "this workspace" if mark == self.workspace_id else "another workspace"
+        covers = node.covers_ids or ()
+        caller = node.caller if node.is_spawn_root and not node.predecessor and node.caller not in ("", "ROOT") else None
+        return NodeDetailVM(
+            session_id=sid,
+            node_id=node_id,
+            role=_memory_role(session, node_id),
+            stored_role=sanitize(node.role),
+            time=_utc(node.created_at),
+            text=_full_text(node),
+            first_line=first_line(node.output) if node.role != "code" else f"tool {sanitize(node.name)}",
+            file=node.file,
+            state=state,
+            verdict=verdict.verdict if verdict is not None else None,
+            tip=verdict.tip if verdict is not None else None,
+            reasons=tuple(reason_vm(r) for r in (verdict.reasons if verdict is not None else ())),
+            forked_from=_str_or_none(node.metadata.get("forked_from")),
+            edit_of=_str_or_none(node.metadata.get("edit_of")),
+            rewound=node.rewound,
+            spawn_branch_root=bool(node.metadata.get("spawn_branch_root")),
+            spawn_caller=sanitize(caller) if caller else None,
+            covers_ids=tuple(sanitize(c) for c in covers if isinstance(c, str)),
+            display=_str_or_none(node.display),
+            source=_str_or_none(node.source),
+            mark=sanitize(mark) if isinstance(mark, str) else None,
+            mark_by=mark_by,
+            citations=self.citations.get(f"{PROVIDER}/{sid}/{node_id}", ()),
+        )
+
+    def branch_verdict(self, sid: str, tip: str, *, plan: DryRunVM | None = None) -> BranchVerdictVM:
+        se = self.session(sid)
+        te = se.tips.get(tip)
+        if te is None:
+            raise KeyError(f"{tip} is not a tip of {sid}")
+        ta = te.analysis
+        pending = tuple(r.id for r in ta.pending)
+        held = held_ids(te)
+        records = len(ta.recordset.records)
+        written = len(ta.marked_record_ids)
+        unwritten = records - written
+        if records == 0:
+            verdict = NOTHING_V
+        elif unwritten == 0:
+            verdict = WRITTEN_V
+        elif written == 0:
+            verdict = UNWRITTEN_V
+        else:
+            verdict = PARTLY_V
+        return BranchVerdictVM(
+            session_id=sid,
+            tip=tip,
+            is_head=ta.is_head,
+            listed=ta.listed,
+            archived=ta.archived,
+            verdict=verdict,
+            records=records,
+            written=written,
+            pending_ids=pending,
+            held_ids=held,
+            stranded_ids=tuple(r.id for r in ta.stranded),
+            foreign_ids=tuple(r.id for r in ta.foreign),
+            pending_tokens=ta.pending_tokens,
+            threshold=self.threshold,
+            reasons=tuple(reason_vm(r) for r in te.reasons),
+            plan=plan,
+            summary=tip_summary(te, self.threshold),
+        )
+
+
+def dry_run(
+    state_dir: str | Path,
+    sid: str,
+    tip: str,
+    *,
+    clock: Callable[[], float] = time.time,
+    counter: TokenCounter | None = None,
+) -> DryRunVM:
+    """What writing this one branch now would do: the same ``pipeline.preview`` job preview the
+    confirm dialog shows (the forced dry run of ``write SESSION --branch TIP``), so the panel and
+    the dialog cannot disagree. Reads only: the dry run plans batches and never calls the writer."""
+    from memory_tui.pipeline.preview import preview_write
+    from memory_tui.pipeline.context import Context
+
+    kwargs: dict[str, Any] = {"clock": clock}
+    if counter is not None:
+        kwargs["counter"] = counter
+    preview = preview_write(Context(Path(state_dir), **kwargs), sid, branch=tip, force=True)
+    raw = preview.raw or {}
+    return DryRunVM(
+        session_id=sid,
+        tip=tip,
+        batches=tuple(PlannedBatchVM(b.tip or tip, tuple(b.ids), b.tokens) for b in preview.batches if b.result == "planned"),
+        outcome=str(raw.get("outcome", "none")),
+        reason_code=raw.get("reason_code"),
+        message=sanitize(str(raw.get("message") or "")),
+        warnings=tuple(sanitize(n) for n in preview.notes),
+        files=tuple(sanitize(f) for f in preview.files),
+        preview=preview,
+    )
+
+
+__all__ = [
+    "BranchVerdictVM", "CitationVM", "DryRunVM", "EvidenceVM", "NodeDetailVM", "PlannedBatchVM", "ReasonVM",
+    "SessionsModel", "citation_index", "dry_run", "reason_vm",
+]

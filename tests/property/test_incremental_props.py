@@ -1,0 +1,105 @@
+"""Incremental = full: a random sequence of edits through every cache (in-process parses and
+proofs, the persistent parse cache) gives exactly the results and bytes of the same sequence
+run with every cache dropped before each step (the full-rebuild check mode)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memory_tui.core import parsecache, txcache
+from memory_tui.core import transaction as tx
+from memory_tui.core.sources import SourceIndex
+from memory_tui.core.topics import parse_tree
+
+_MAKE = Path(__file__).resolve().parents[2] / "benchmarks" / "make_state.py"
+
+
+@pytest.fixture(scope="module")
+def master(tmp_path_factory) -> Path:
+    spec = importlib.util.spec_from_file_location("bench_make_state", _MAKE)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path_factory.mktemp("incr") / "state"
+    mod.build(out, 0.01)
+    shutil.rmtree(out / "sessions")  # the edit path never reads them
+    return out
+
+
+def _bytes(mem: Path) -> dict[str, bytes]:
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(mem):
+        dirnames[:] = [d for d in dirnames if d not in (".git", parsecache.DIR_NAME)]
+        for name in filenames:
+            p = Path(dirpath, name)
+            rel = p.relative_to(mem).as_posix()
+            if name == txcache.CACHE_NAME:
+                continue
+            out[rel] = p.read_bytes()
+    return out
+
+
+OPS = st.lists(
+    st.tuples(st.sampled_from(["reword", "add", "noop", "drop_record", "broken", "move_text"]),
+              st.integers(min_value=0, max_value=10_000)),
+    min_size=1, max_size=5,
+)
+
+
+def _apply(state: Path, op: str, n: int, sources: list[str]):
+    mem = state / "memory"
+    topics = sorted(p.relative_to(mem).as_posix() for p in (mem / "topics").rglob("*.md"))
+    rel = topics[n % len(topics)]
+    text = (mem / rel).read_text()
+    if op == "reword":
+        new = text.replace("(fact ", "(Fact ", 1) if "(fact " in text else text.replace("(Fact ", "(fact ", 1)
+    elif op == "add":
+        ref = sources[n % len(sources)]
+        new = text.rstrip("\n") + f"\n\nAdded fact number {n}.[^e{n}]\n\n[^e{n}]: Time: `2026-10`; Sources: [x]({ref})\n"
+    elif op == "noop":
+        new = text
+    elif op == "drop_record":  # removing a committed id: refused
+        paras = text.split("\n\n")
+        new = "\n\n".join(paras[:2] + paras[4:]) if len(paras) > 4 else text
+    elif op == "broken":
+        new = text + f"\nA claim without a source {n}.[^zz{n}]\n"
+    else:  # move a record's text within the file: same ids, new order
+        paras = text.split("\n\n")
+        new = "\n\n".join(paras[:2] + paras[4:6] + paras[2:4] + paras[6:]) if len(paras) > 6 else text
+    r = tx.staged_edit(state, rel, new, git_commit="off")
+    return (r.ok, r.code, tuple(r.changed_files), r.revision if r.ok else None)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=OPS)
+def test_cached_edit_sequence_equals_full_rebuild(master, tmp_path_factory, ops):
+    base = tmp_path_factory.mktemp("seq")
+    incr, full = base / "incr", base / "full"
+    shutil.copytree(master, incr, symlinks=True)
+    shutil.copytree(master, full, symlinks=True)
+    index = SourceIndex.load(master / "memory")
+    sources = sorted(index.trusted_ids())
+    txcache.clear_caches()
+    got_incr = []
+    for op, n in ops:
+        got_incr.append(_apply(incr, op, n, sources))
+    got_full = []
+    for op, n in ops:
+        txcache.clear_caches()
+        parsecache.drop(full / "memory")
+        got_full.append(_apply(full, op, n, sources))
+    assert got_incr == got_full
+    assert _bytes(incr / "memory") == _bytes(full / "memory")
+    # and what the cache now answers is what a fresh parse says
+    parsecache.forget_in_process()
+    c_index, c_tree = parsecache.load_tree(incr / "memory")
+    p_index = SourceIndex.load(incr / "memory")
+    p_tree = parse_tree(incr / "memory" / "topics", resolve=p_index.resolve_target, strict=True)
+    assert c_tree.topics == p_tree.topics and c_tree.problems == p_tree.problems

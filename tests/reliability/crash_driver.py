@@ -1,0 +1,254 @@
+"""Kill a child at random instants during each operation, then check what the next open sees.
+
+After every kill the driver does what the next locked open does (``recover`` + the marks
+intent, under the write lock) and checks:
+
+* the workspace is valid: every topic parses, no archive has a partial frame;
+* every record committed before the operation is still there (by memory id);
+* no node got a mark unless its turn is archived and the revision moved (its batch installed);
+* no stage, install scratch, journal, marks intent or ``index.lock`` is left;
+* git holds the installed revision (no uncommitted change of a tracked path, no pending marker).
+
+``run(op, trials, seed)`` returns a :class:`Figures`; ``run_slow.py`` prints them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+OPS = ("edit", "append", "write", "migrate", "views", "reorganize", "backfill")
+FIXTURE_OPS = ("write", "migrate", "reorganize", "backfill")  # need OpenProgram's sessions
+MARK = "memory_written_scriptorium"
+
+
+@dataclass
+class Figures:
+    op: str
+    trials: int = 0
+    killed: int = 0  # trials where the kill landed before the child finished
+    failures: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        return f"{self.op:<11} trials {self.trials:>5}  killed mid-run {self.killed:>5}  failures {len(self.failures)}"
+
+
+# ------------------------------------------------------------------------------- workspaces
+
+
+def _small_state(dest: Path) -> Path:
+    sys.path.insert(0, str(HERE))
+    from rel_support import make_state
+
+    return make_state(dest, git="auto")
+
+
+def fixture_master(shared: Path, dest: Path) -> Path | None:
+    tgz = shared / "fixtures" / "openprogram-state.tgz"
+    if not tgz.is_file():
+        return None
+    with tarfile.open(tgz) as tar:
+        tar.extractall(dest, filter="tar")
+    state = dest / ".openprogram"
+    # give the fixture its git history first, so every trial starts committed
+    subprocess.run([sys.executable, str(HERE / "crash_child.py"), "views", str(state)], cwd=REPO,
+                   capture_output=True, env=_env(), check=False)
+    return state
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update({"GIT_AUTHOR_DATE": "2026-01-01T00:00:00+00:00", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+00:00"})
+    return env
+
+
+# ------------------------------------------------------------------------------- observing
+
+
+def _memory_ids(mem: Path) -> set[str]:
+    from memory_tui.core.workspace import open_state
+
+    view = open_state(mem.parent)
+    if view.tree is None:
+        return set()
+    out = set()
+    for u in view.tree.units:
+        out.add(u.memory_id)
+        out.update(getattr(u, "aliases", ()) or ())
+    return out
+
+
+def _marks(state: Path) -> dict[tuple[str, str], object]:
+    out = {}
+    for f in sorted((state / "sessions").glob("*/history/*.json")):
+        try:
+            node = json.loads(f.read_text(encoding="utf-8"))
+        except ValueError:
+            continue
+        out[(f.parts[-3], node.get("id"))] = (node.get("metadata") or {}).get(MARK)
+    return out
+
+
+def _leftovers(mem: Path) -> list[str]:
+    out = []
+    for rt in (".scriptorium", ".nativemem"):
+        for name in (f"{rt}-txn", f"{rt}-stage"):
+            if (mem / name).exists():
+                out.append(name)
+        for name in ("install-journal.json", "install-journal.json.tmp", "marks-pending.json", "git-pending"):
+            if (mem / rt / name).exists():
+                out.append(f"{rt}/{name}")
+    if (mem / ".git" / "index.lock").exists():
+        out.append(".git/index.lock")
+    return out
+
+
+def _git_dirty(mem: Path) -> str:
+    if not (mem / ".git").is_dir():
+        return ""
+    from memory_tui.core.paths import GIT_TRACKED
+
+    paths = [p for p in GIT_TRACKED if (mem / p).exists()]
+    proc = subprocess.run(["git", "status", "--porcelain", "--", *paths], cwd=mem, capture_output=True, text=True)
+    return proc.stdout.strip()
+
+
+def recover_open(state: Path) -> None:
+    """What the next locked open does before anything else."""
+    from memory_tui.core.install import recover
+    from memory_tui.core.lock import write_lock
+    from memory_tui.core.paths import Layout
+    from memory_tui.sessions.marks import finish_intent
+
+    mem = state / "memory"
+    with write_lock(mem, 10.0):
+        recover(mem)
+        finish_intent(Layout(mem).runtime_dir, state / "sessions")
+
+
+def check(state: Path, before_ids: set[str], before_marks: dict, before_rev: str) -> list[str]:
+    from memory_tui.core.sources import SourceIndex
+    from memory_tui.core.workspace import open_state, workspace_revision
+
+    mem = state / "memory"
+    bad: list[str] = []
+    view = open_state(state)
+    errors = [p for p in view.problems if p.code in ("INVALID_TOPIC_FORMAT",) and p.details.get("severity") != "warning"]
+    index = SourceIndex.load(mem)
+    for rel, f in index.files.items():
+        if not f.complete:
+            bad.append(f"partial archive frame in {rel}")
+    lost = before_ids - _memory_ids(mem)
+    if lost:
+        bad.append(f"lost committed records: {sorted(lost)[:5]}")
+    rev = workspace_revision(mem)
+    if (state / "sessions").is_dir():
+        archived = index.all_ids()
+        from memory_tui.pipeline.write import source_record  # noqa: F401 - same id rule as the writer
+
+        for key, wid in _marks(state).items():
+            if wid and before_marks.get(key) != wid:
+                sid = f"openprogram/{key[0]}/{key[1]}"
+                if rev == before_rev or sid not in archived:
+                    bad.append(f"mark without an installed batch: {key}")
+    left = _leftovers(mem)
+    if left:
+        bad.append(f"left behind: {left}")
+    dirty = _git_dirty(mem)
+    if dirty:
+        bad.append(f"git differs from the installed revision: {dirty.splitlines()[:3]}")
+    del errors
+    return bad
+
+
+# ------------------------------------------------------------------------------- running
+
+
+def _child_argv(op: str, state: Path, n: int, scratch: Path) -> list[str]:
+    extra: list[str] = []
+    if op == "edit":
+        sys.path.insert(0, str(HERE))
+        from rel_support import ids, topic
+
+        src = scratch / f"edit-{n}.md"
+        src.write_text(topic(f"Crash {n}", [(f"Fact {n} one.", ids()[n % 6]), (f"Fact {n} two.", ids()[(n + 1) % 6])]))
+        extra = [f"topics/crash/t{n % 4}.md", "--from", str(src)]
+    elif op == "append":
+        extra = [str(n)]
+    return [sys.executable, str(HERE / "crash_child.py"), op, str(state), *extra]
+
+
+def _run_child(argv: list[str], delay: float | None) -> tuple[bool, float]:
+    """(killed before it finished, seconds from go to exit)."""
+    proc = subprocess.Popen(argv, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    t0 = time.monotonic()
+    if line.strip() != b"go":
+        proc.wait()
+        raise RuntimeError(f"child did not start: {line!r} {proc.stderr.read()[-2000:]!r}")
+    killed = False
+    if delay is not None:
+        try:
+            proc.wait(timeout=delay)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # the child and any git it started
+            killed = True
+    proc.wait()
+    proc.stdout.close()
+    proc.stderr.close()
+    return killed, time.monotonic() - t0
+
+
+def run(op: str, trials: int, *, seed: int = 0, work: Path, shared: Path | None = None) -> Figures:
+    rng = random.Random(f"{op}-{seed}")
+    figures = Figures(op)
+    work.mkdir(parents=True, exist_ok=True)
+    master: Path | None
+    if op in FIXTURE_OPS:
+        if shared is None:
+            raise RuntimeError("fixture ops need the shared fixtures")
+        master = fixture_master(shared, work / "master")
+        if master is None:
+            raise RuntimeError("fixture not found")
+    else:
+        master = _small_state(work / "master-small")
+    # calibrate: how long the operation runs once started
+    calib = work / "calib"
+    shutil.copytree(master, calib, symlinks=True)
+    _, duration = _run_child(_child_argv(op, calib, 0, work), None)
+    shutil.rmtree(calib)
+    state = work / "trial"
+    for n in range(trials):
+        if state.exists():
+            shutil.rmtree(state)
+        shutil.copytree(master, state, symlinks=True)
+        mem = state / "memory"
+        before_ids = _memory_ids(mem)
+        before_marks = _marks(state) if (state / "sessions").is_dir() else {}
+        from memory_tui.core.workspace import workspace_revision
+
+        before_rev = workspace_revision(mem)
+        killed, _ = _run_child(_child_argv(op, state, n + 1, work), rng.uniform(0.0, duration * 1.05))
+        figures.trials += 1
+        figures.killed += killed
+        try:
+            recover_open(state)
+            bad = check(state, before_ids, before_marks, before_rev)
+        except Exception as exc:  # noqa: BLE001 - a crash of the check is a finding, reported with its trial
+            bad = [f"recovery raised {type(exc).__name__}: {exc}"]
+        figures.failures += [f"trial {n}: {b}" for b in bad]
+    return figures

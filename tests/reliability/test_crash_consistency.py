@@ -1,0 +1,26 @@
+"""Kill -9 at random instants of every operation (issue 14), reduced profile for CI.
+
+The slow profile (``python tests/reliability/run_slow.py``) runs the same driver with 500
+trials per operation and prints the figures; here each operation gets a few trials so the
+suite stays within its budget while every invariant is still exercised end to end."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import crash_driver as cd
+
+CI_TRIALS = int(os.environ.get("MEMORY_TUI_CRASH_TRIALS", "8"))
+SHARED = Path(os.environ.get("MEMORY_TUI_SHARED", cd.REPO.parent / "shared"))
+
+
+@pytest.mark.parametrize("op", cd.OPS)
+def test_kill_at_random_points_recovers_cleanly(op, tmp_path):
+    if op in cd.FIXTURE_OPS and not (SHARED / "fixtures" / "openprogram-state.tgz").is_file():
+        pytest.skip("OpenProgram's fixture state is not present")
+    figures = cd.run(op, CI_TRIALS, seed=1, work=tmp_path, shared=SHARED)
+    assert figures.trials == CI_TRIALS
+    assert figures.failures == [], "\n".join(figures.failures[:20])

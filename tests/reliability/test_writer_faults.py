@@ -1,0 +1,120 @@
+"""Writer faults (issue 14): each a MODEL_* code with its retry verdict, no marks, no hang; the
+command writer's child is killed with its whole process group. 127.0.0.1 only."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from memory_tui.core.gitlog import fixed_env
+from memory_tui.pipeline.write import Context, write
+from memory_tui.pipeline.writers.base import WriterFailure
+from memory_tui.pipeline.writers.openai import MAX_RESPONSE_BYTES, OpenAIWriter
+
+from rel_support import node_marks
+
+SID = "local_9f1e2d3c4b"
+
+
+class Faulty(BaseHTTPRequestHandler):
+    mode = "429"
+
+    def log_message(self, *a):
+        pass
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        if Faulty.mode == "429":
+            self.send_response(429)
+            self.send_header("Retry-After", "17")
+            self.end_headers()
+            self.wfile.write(b'{"error": {"message": "slow down"}}')
+        elif Faulty.mode == "oversized":
+            self.send_response(200)
+            self.end_headers()
+            chunk = b" " * (1024 * 1024)
+            try:
+                for _ in range(MAX_RESPONSE_BYTES // len(chunk) + 4):
+                    self.wfile.write(chunk)
+            except OSError:
+                pass
+        elif Faulty.mode == "refusal":
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b'{"choices": [{"message": {"content": null, "refusal": "I cannot help with that."}}]}')
+
+
+class Quiet(ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        pass
+
+
+@pytest.fixture
+def url():
+    srv = Quiet(("127.0.0.1", 0), Faulty)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}/v1"
+    srv.shutdown()
+    srv.server_close()
+
+
+@pytest.mark.parametrize("mode,code,retry", [("429", "MODEL_RATE_LIMIT", True), ("oversized", "MODEL_FAILURE_UNKNOWN", True),
+                                             ("refusal", "MODEL_CONTENT_POLICY", False)])
+def test_openai_faults_map_to_codes_and_mark_nothing(url, fixture_state, mode, code, retry):
+    Faulty.mode = mode
+    w = OpenAIWriter(url, "m", "K", timeout=5.0, env={"K": "sk"})
+    with pytest.raises(WriterFailure) as exc:
+        w.complete("s", "u")
+    assert (exc.value.code, exc.value.retryable) == (code, retry)
+    if mode == "429":
+        assert "Retry-After: 17" in str(exc.value)
+    before = node_marks(fixture_state)
+    report = write(Context(fixture_state, writer=w, git_env=fixed_env(), clock=lambda: 1796100000.0), SID, force=True)
+    assert report.outcome != "success" and report.reason_code == code, report.to_json()
+    assert node_marks(fixture_state) == before
+
+
+def test_command_writer_hanging_child_is_killed_with_its_group(fixture_state, tmp_path):
+    from memory_tui.pipeline.writers.command import CommandWriter
+
+    pidfile = tmp_path / "grandchild.pid"
+    agent = tmp_path / "hang.py"
+    agent.write_text(
+        "import subprocess, sys, time\n"
+        f"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+        f"open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
+        "time.sleep(120)\n")
+    before = node_marks(fixture_state)
+    report = write(Context(fixture_state, writer=CommandWriter((sys.executable, str(agent)), timeout=1.5),
+                           git_env=fixed_env(), clock=lambda: 1796100000.0), SID, force=True)
+    assert report.reason_code == "MODEL_TIMEOUT" and report.outcome == "retryable", report.to_json()
+    assert node_marks(fixture_state) == before
+    gpid = int(pidfile.read_text())
+    for _ in range(100):  # reaped by init once killed; give the kernel a moment
+        try:
+            os.kill(gpid, 0)
+        except ProcessLookupError:
+            break
+        if open(f"/proc/{gpid}/stat").read().split()[2] == "Z":
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the grandchild survived its writer's timeout")
+
+
+def test_command_writer_nonzero_exit_marks_nothing(fixture_state, tmp_path):
+    from memory_tui.pipeline.writers.command import CommandWriter
+
+    bad = tmp_path / "bad.py"
+    bad.write_text("import os\nopen('topics/x.md', 'w').write('# X\\n')\nraise SystemExit(5)\n")
+    before = node_marks(fixture_state)
+    report = write(Context(fixture_state, writer=CommandWriter((sys.executable, str(bad))), git_env=fixed_env(),
+                           clock=lambda: 1796100000.0), SID, force=True)
+    assert report.reason_code == "MODEL_FAILURE_UNKNOWN" and node_marks(fixture_state) == before
+    assert not (fixture_state / "memory/topics/x.md").exists()
