@@ -15,7 +15,7 @@ from typing import Any
 from memory_tui.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE, CliError, add_common, emit_json
 from memory_tui.core import transaction as tx
 from memory_tui.core.errors import RETRYABLE_TRANSACTION_CODES, MemoryError
-from memory_tui.core.paths import discover_state_dir
+from memory_tui.core.paths import check_writable, discover_state_dir
 from memory_tui.core.text import sanitize
 
 
@@ -115,6 +115,10 @@ def _editor_loop(state: Path, rel: str, git_commit: str) -> tx.TxResult:
 def _missing_topic(state: Path, rel: str) -> bool:
     """No such topic in a readable workspace (anything stranger is left to the transaction,
     which names what is wrong, e.g. ``topics`` being a file)."""
+    try:
+        check_writable(rel)
+    except MemoryError:
+        return False  # not a topic path at all: the transaction's path rule names what is wrong
     root = tx.memory_root(state)
     return (root / "topics").is_dir() and not os.path.lexists(root / rel)
 

@@ -68,6 +68,7 @@ _TRAILING_ID_RE = re.compile(r"(\s+)\^([A-Za-z0-9-]+)\s*$")
 _LONE_IDS_RE = re.compile(r"^\s*(?:\^[A-Za-z0-9-]+\s*)+$")
 _SUFFIX_TOKENS_RE = re.compile(r"(?:\s+\^[A-Za-z0-9-]+)+\s*$")
 _WS_BEFORE_REF_RE = re.compile(r"(?<=\S)\s+(?=\[\^)")
+_HEADING_MARK_RE = re.compile(r"#{1,6}\s+")
 _D_HANDLE_RE = re.compile(r"D([0-9]+):([0-9]+)\Z")
 _LOCAL_REF_RE = re.compile(r"\[\^(?:e[0-9]+|new-evidence-[A-Za-z0-9-]+)\]")
 _SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
@@ -654,7 +655,10 @@ def normalize_tree(
             elif line.kind == "heading" and "[^" in line.text:
                 # OpenProgram also closes the gap before a citation in a heading: `# Ideas[^e1]`
                 # (corpus cases 057, 098).
-                out.append(_WS_BEFORE_REF_RE.sub("", line.text))
+                # Only inside the title: the gap after the `#` marker is what makes it a heading.
+                m = _HEADING_MARK_RE.match(line.text)
+                mark, title = (m.group(0), line.text[m.end():]) if m else ("", line.text)
+                out.append(mark + _WS_BEFORE_REF_RE.sub("", title))
             else:
                 out.append(line.text)
         canonical = "\n".join(out).rstrip() + "\n"

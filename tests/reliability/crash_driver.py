@@ -184,7 +184,7 @@ def _child_argv(op: str, state: Path, n: int, scratch: Path) -> list[str]:
 
         src = scratch / f"edit-{n}.md"
         src.write_text(topic(f"Crash {n}", [(f"Fact {n} one.", ids()[n % 6]), (f"Fact {n} two.", ids()[(n + 1) % 6])]))
-        extra = [f"topics/crash/t{n % 4}.md", "--from", str(src)]
+        extra = [f"topics/crash/t{n % 4}.md", "--from", str(src), "--create"]
     elif op == "append":
         extra = [str(n)]
     return [sys.executable, str(HERE / "crash_child.py"), op, str(state), *extra]

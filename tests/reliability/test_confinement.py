@@ -98,7 +98,7 @@ def test_non_md_files_under_topics_survive_every_install(tmp_path, capsys, verb)
         text = topic("Extra", [("x.", ids()[3])])
         src = tmp_path / "extra.md"
         src.write_text(text)
-        code = main(["--state", str(state), "edit", "topics/extra.md", "--from", str(src), "--json"])
+        code = main(["--state", str(state), "edit", "topics/extra.md", "--from", str(src), "--create", "--json"])
     else:
         code = main(["--state", str(state), "views", "--rebuild", "--json"])
     out = json.loads(capsys.readouterr().out)

@@ -6,7 +6,7 @@ import importlib.util
 import json
 from pathlib import Path
 
-from memory_tui.core.views import check_views
+from memory_tui.core.workspace import check_views
 from memory_tui.core.workspace import open_state
 from memory_tui.sessions.store import load_sessions
 
