@@ -29,7 +29,7 @@ def _lint(cwd: Path, config: Path, env_path: Path | None = None) -> subprocess.C
 def test_import_contracts_hold():
     result = _lint(ROOT, ROOT / "pyproject.toml")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "3 kept, 0 broken" in result.stdout
+    assert "4 kept, 0 broken" in result.stdout
 
 
 def _fake_tree(root: Path, files: dict[str, str]) -> None:
@@ -47,6 +47,7 @@ def _fake_tree(root: Path, files: dict[str, str]) -> None:
         ({"fake_mt/sessions/bad.py": "from fake_mt.tui import app\n"}, "The engine"),
         ({"fake_mt/tui/bad.py": "from fake_mt.cli import common\n"}, "independent"),
         ({"fake_mt/cli/bad.py": "import fake_mt.tui.screens\n"}, "independent"),
+        ({"fake_mt/insights/bad.py": "import fake_mt.cli.common\n"}, "insights"),
     ],
 )
 def test_the_contracts_fail_on_a_forbidden_import(tmp_path, bad, broken):
@@ -58,7 +59,7 @@ def test_the_contracts_fail_on_a_forbidden_import(tmp_path, bad, broken):
     (tmp_path / "pyproject.toml").write_text(section.replace("memory_tui", "fake_mt"))
     assert config["root_packages"] == ["memory_tui"]
     good = {
-        f"fake_mt/{pkg}/__init__.py": "" for pkg in ("core", "sessions", "pipeline", "tui", "cli")
+        f"fake_mt/{pkg}/__init__.py": "" for pkg in ("core", "sessions", "pipeline", "insights", "tui", "cli")
     } | {
         "fake_mt/__init__.py": "",
         "fake_mt/demo.py": "import fake_mt.pipeline\n",
