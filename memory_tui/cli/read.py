@@ -194,12 +194,34 @@ def _problem_line(p: dict[str, Any]) -> str:
     return f"{sanitize(where)}: {p.get('code')}: {sanitize(str(p.get('message')))}"
 
 
+def _explain_one(args: argparse.Namespace, sid: str):
+    """``(context, global reasons, {sid: explanation})`` reading just that session: a session's
+    explanation depends on its own files, its registry entry and the writer context only. The
+    global pending count (which needs every session) is not computed: the text output of
+    ``why SESSION`` does not show it; ``--json`` takes the full path."""
+    from memory_tui.sessions.reasons import explain_session, global_reasons, load_context
+    from memory_tui.sessions.store import load_sessions
+
+    state = _state_dir(args)
+    now = args.now if getattr(args, "now", None) is not None else time.time()
+    try:
+        snap = load_sessions(state, only=(sid,))
+        ctx = load_context(state, now=now)
+        return ctx, global_reasons(ctx), {s: explain_session(sess, ctx) for s, sess in snap.sessions.items()}
+    except OSError as exc:
+        raise CliError(f"cannot read {state}: {exc.strerror or exc}") from exc
+
+
 def cmd_why(args: argparse.Namespace) -> int:
-    _state, _snap, ctx, ex = _explain(args)
     wanted = args.session
-    if wanted is not None and wanted not in ex.sessions:
+    if wanted is not None and not getattr(args, "json", False):
+        ctx, reasons, sessions = _explain_one(args, wanted)
+    else:
+        _state, _snap, ctx, ex = _explain(args)
+        reasons, sessions = ex.reasons, ex.sessions
+    if wanted is not None and wanted not in sessions:
         raise CliError(f"no such session: {wanted}")
-    selected = {sid: se for sid, se in ex.sessions.items() if wanted is None or sid == wanted}
+    selected = {sid: se for sid, se in sessions.items() if wanted is None or sid == wanted}
     if args.tip is not None and not any(args.tip in se.tips for se in selected.values()):
         raise CliError(f"no such tip: {args.tip}")
     out_sessions: dict[str, Any] = {}
@@ -223,7 +245,7 @@ def cmd_why(args: argparse.Namespace) -> int:
         return _print_graphs(args, selected)
     from memory_tui.sessions.summary import tip_summary
 
-    for r in ex.reasons:
+    for r in reasons:
         print(f"! {r.code}: {sanitize(r.message)}")
         _print_evidence(r.to_json(), "    ")
     for sid, js in out_sessions.items():

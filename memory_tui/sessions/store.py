@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from memory_tui.core.errors import CORRUPT_FILE, Problem
 
@@ -618,7 +618,8 @@ def session_stamp(sid: str, sdir: Path, registry: Mapping[str, Any], registry_ok
 
 
 def load_sessions(
-    state_dir: str | os.PathLike[str], previous: SessionSnapshot | None = None, *, trust_dir_stamps: bool = False
+    state_dir: str | os.PathLike[str], previous: SessionSnapshot | None = None, *, trust_dir_stamps: bool = False,
+    only: Iterable[str] | None = None,
 ) -> SessionSnapshot:
     """Every readable session under ``state_dir`` (discovery §1.1-§1.2, parsing §1.5, §2).
 
@@ -626,9 +627,16 @@ def load_sessions(
     With ``trust_dir_stamps`` too, a session whose stamp (:func:`session_stamp`) is unchanged
     is the very same :class:`Session` object and none of its files is looked at: OpenProgram's
     own cross-process freshness rule (session spec §1.8), exact for every writer that replaces
-    node files, blind to a node file rewritten in place (which the default still catches)."""
+    node files, blind to a node file rewritten in place (which the default still catches).
+
+    With ``only``, just those session ids are read (discovery, the registry and its problems
+    stay whole): each session's parse depends on its own directory and registry entry alone,
+    so every one of them equals its counterpart in a full load."""
     state = Path(state_dir)
     found, registry, registry_ok, problems = discover(state)
+    if only is not None:
+        wanted = set(only)
+        found = [(sid, sdir) for sid, sdir in found if sid in wanted]
     prev_cache = previous._cache if previous is not None else {}
     prev_stamps = previous._stamps if previous is not None else {}
     cache: dict[str, Mapping[str, _CachedFile]] = {}

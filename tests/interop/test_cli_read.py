@@ -105,3 +105,35 @@ def test_malformed_files_do_not_crash(fixture_state, capsys):
     assert "watcher_state_unreadable" in [r["code"] for r in data["reasons"]]
     rc, out, err = run(capsys, "--state", str(fixture_state), "why")
     assert rc == 0, err
+
+
+def _session_blocks(text):
+    """The global lines and ``{sid: lines}`` of ``why``'s text output."""
+    head, blocks, current = [], {}, None
+    for line in text.splitlines():
+        if line.startswith("session "):
+            current = line.split()[1]
+            blocks[current] = []
+        (blocks[current] if current is not None else head).append(line)
+    return head, blocks
+
+
+def test_why_one_session_reads_only_it_and_says_the_same(fixture_state_ro, capsys, monkeypatch):
+    """``why SESSION`` loads that session alone, yet prints exactly its part of ``why``."""
+    from memory_tui.sessions import store
+
+    rc, full, _ = run(capsys, "--state", str(fixture_state_ro), "why", "--now", "1796100000")
+    assert rc == 0
+    head, blocks = _session_blocks(full)
+    assert len(blocks) > 1
+    read_dirs = []
+    real = store.load_session_dir
+    monkeypatch.setattr(store, "load_session_dir", lambda sid, *a, **k: read_dirs.append(sid) or real(sid, *a, **k))
+    for sid, lines in blocks.items():
+        read_dirs.clear()
+        rc, out, _ = run(capsys, "--state", str(fixture_state_ro), "why", sid, "--now", "1796100000")
+        assert rc == 0
+        assert out.splitlines() == head + lines, sid
+        assert read_dirs == [sid]
+    rc, _, err = run(capsys, "--state", str(fixture_state_ro), "why", "local_ffffffffff", "--now", "1796100000")
+    assert rc != 0 and "no such session" in err
