@@ -92,7 +92,10 @@ def deps_signature(index: SourceIndex, deps: Iterable[str]) -> str:
 
 
 DIR_NAME = "memory-tui-cache"
-FORMAT = 1
+FORMAT = 2
+# Per-topic values derived from one parse, keyed by what they are a function of:
+# "views" (sha256, deps signature) -> viewcache.TopicPart; "ids" (sha256,) -> file_block_ids.
+DERIVED = ("views", "ids")
 MAGIC = b"memory-tui-parse-cache\n"
 
 # (mtime_ns, size, inode). Not ctime: every transaction hard-links the topic files into its
@@ -105,7 +108,8 @@ def code_tag() -> str:
     """A digest of the code whose output an entry holds (and of this format)."""
     here = Path(__file__).resolve().parent
     h = hashlib.sha256(f"format {FORMAT}".encode())
-    for name in ("topics.py", "sources.py", "errors.py", "txcache.py", "parsecache.py"):
+    for name in ("topics.py", "sources.py", "errors.py", "txcache.py", "parsecache.py", "views.py", "viewcache.py",
+                 "normalize.py"):
         try:
             h.update((here / name).read_bytes())
         except OSError:
@@ -126,7 +130,8 @@ def _racy(key: StatKey) -> bool:
 
 _SAFE_BUILTINS = {("builtins", n) for n in ("frozenset", "set", "tuple", "list", "dict", "str", "bytes", "int", "float",
                                             "bool", "complex", "object")}
-_SAFE_MODULES = ("memory_tui.core.topics", "memory_tui.core.sources", "memory_tui.core.errors")
+_SAFE_MODULES = ("memory_tui.core.topics", "memory_tui.core.sources", "memory_tui.core.errors", "memory_tui.core.views",
+                 "memory_tui.core.viewcache")
 
 
 class _Unpickler(pickle.Unpickler):
@@ -191,6 +196,9 @@ class ParseStore:
         self._topics: dict[str, _TopicEntry] | None = None
         self._dirty_archives: set[str] = set()
         self._dirty_topics: set[str] = set()
+        # derived per-file values (kinds in DERIVED): rel -> (*key, value); see derived()
+        self._derived: dict[str, dict[str, tuple]] = {}
+        self._dirty_derived: dict[str, set[str]] = {kind: set() for kind in DERIVED}
 
     # -- reading ------------------------------------------------------------------------
     def _load_kind(self, kind: str) -> dict[str, Any]:
@@ -317,20 +325,62 @@ class ParseStore:
             for rel in [r for r in topics if r not in live]:
                 del topics[rel]
                 self._dirty_topics.add(rel)
+        self.retain_derived(live)
+
+    # -- derived per-file values -----------------------------------------------------------
+    def _derived_map(self, kind: str) -> dict[str, tuple]:
+        table = self._derived.get(kind)
+        if table is None:
+            table = self._derived[kind] = {
+                rel: body for rel, body in self._load_kind(kind).items() if isinstance(body, tuple) and len(body) >= 2
+            }
+        return table
+
+    def derived(self, kind: str, rel: str, key: tuple) -> Any:
+        """The value stored for ``topics/<rel>`` under exactly ``key`` (e.g. its sha256 and
+        deps signature), else ``None``."""
+        with self.lock:
+            body = self._derived_map(kind).get(rel)
+            if body is None or body[:-1] != key:
+                return None
+            return body[-1]
+
+    def put_derived(self, kind: str, rel: str, key: tuple, value: Any) -> None:
+        with self.lock:
+            table = self._derived_map(kind)
+            body = (*key, value)
+            old = table.get(rel)
+            if old is not None and old[:-1] == key:
+                return
+            table[rel] = body
+            self._dirty_derived[kind].add(rel)
+
+    def retain_derived(self, live: Iterable[str]) -> None:
+        live = set(live)
+        with self.lock:
+            for kind in DERIVED:
+                table = self._derived.get(kind)
+                if table is None:  # never loaded: nothing to prune in memory, entries stay valid by key
+                    continue
+                for rel in [r for r in table if r not in live]:
+                    del table[rel]
+                    self._dirty_derived[kind].add(rel)
 
     # -- writing ------------------------------------------------------------------------
     def flush(self) -> None:
         """Write changed entries (atomic replace, 0600) and drop other code's caches. Best effort."""
         with self.lock:
-            if not (self._dirty_archives or self._dirty_topics):
+            if not (self._dirty_archives or self._dirty_topics or any(self._dirty_derived.values())):
                 return
             runtime = self.dir.parent.parent
             if not runtime.is_dir():  # no workspace skeleton: never create one for a cache
                 return
             try:
                 self._prune_other_tags()
-                for kind, dirty, table in (("archives", self._dirty_archives, self._archives or {}),
-                                           ("topics", self._dirty_topics, self._topics or {})):
+                kinds = [("archives", self._dirty_archives, self._archives or {}),
+                         ("topics", self._dirty_topics, self._topics or {})]
+                kinds += [(kind, self._dirty_derived[kind], self._derived.get(kind, {})) for kind in DERIVED]
+                for kind, dirty, table in kinds:
                     folder = self.dir / kind
                     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
                     for rel in sorted(dirty):
@@ -342,7 +392,7 @@ class ParseStore:
                             except FileNotFoundError:
                                 pass
                             continue
-                        body = entry if kind == "archives" else (entry.key, entry.sha, entry.topic, entry.deps, entry.sig)
+                        body = entry if kind != "topics" else (entry.key, entry.sha, entry.topic, entry.deps, entry.sig)
                         _atomic(path, encode((rel, body)))
                     dirty.clear()
             except OSError:

@@ -744,9 +744,11 @@ def _raise_first(problems: Iterable[Problem]) -> None:
 def _check_units(tree: TopicTree, baseline: TopicTree, index: SourceIndex, ctx: _Context,
                  stage: Stage | None = None) -> list[Problem]:
     problems: list[Problem] = []
-    base_refs: dict[str, set[str]] = {}
-    for unit in baseline.units:
-        base_refs.setdefault(unit.memory_id, set()).update(unit.source_refs)
+    # refs each committed block already had (ids are unique in an assembled tree), looked up
+    # only for the units checked below, not built for the whole baseline
+    def known_refs(memory_id: str) -> frozenset[str]:
+        unit = baseline.by_id(memory_id)
+        return frozenset(unit.source_refs) if unit is not None else frozenset()
     # A topic that is the very committed one (same bytes, same archives) has no ref new to its
     # blocks; if every ref it cites exists (cached per deps signature) it needs no check.
     skip: set[str] = set()
@@ -757,7 +759,7 @@ def _check_units(tree: TopicTree, baseline: TopicTree, index: SourceIndex, ctx: 
     for unit in tree.units:
         if unit.topic_path in skip:
             continue
-        known = base_refs.get(unit.memory_id, set())
+        known = known_refs(unit.memory_id)
         for ref in unit.source_refs:
             new = ref not in known
             found = index.validate_ref(ref, new=new, allowed=ctx.allowed_refs, rule=ctx.rule)
@@ -812,11 +814,11 @@ def _write_stage_texts(stage: Stage, texts: Mapping[str, str], existing: Mapping
 
 def _write_views(stage: Stage, tree: TopicTree, index: SourceIndex, runtime: RuntimeState, ctx: _Context) -> CoreInfo | None:
     from .config import load_memory_config
-    from .views import TIMELINE_DIR, build_views
+    from .views import TIMELINE_DIR
 
     config = load_memory_config(_state_dir(stage.memory_root))
     master = tree.topic("core.md")
-    views = build_views(
+    views = stage.cache.build_views(
         tree,
         master_text=master.text if master is not None else None,
         trusted_ids=index.trusted_ids(),
@@ -825,7 +827,6 @@ def _write_views(stage: Stage, tree: TopicTree, index: SourceIndex, runtime: Run
         counter=ctx.counter,
         budget=config.core_budget_tokens,
         link_for=index.link_for,
-        row_cache=stage.cache.row_cache,
     )
     timeline = stage.path / TIMELINE_DIR
     if timeline.exists():

@@ -41,6 +41,8 @@ from .sources import SourceIndex
 from .normalize import file_block_ids, has_local_label
 from .parsecache import deps_signature, forget_in_process, is_racy, store_for, topic_deps
 from .topics import INVALID_TOPIC_FORMAT, Topic, TopicTree, assemble_tree, parse_topic, read_topic_file, topic_sort_key
+from .viewcache import TopicPart, view_cache_for
+from .viewcache import forget_in_process as forget_views
 
 CACHE_NAME = "memory-tui-canonical.json"
 CACHE_VERSION = 1
@@ -108,11 +110,11 @@ class WorkspaceCache:
         self.files: dict[str, tuple[tuple[int, int, int, int], str, str]] = {}  # rel -> (stat, text, sha)
         self.parsed: dict[tuple[str, str], ParsedEntry] = {}
         self.proofs: dict[tuple[str, str], str] = {}  # (rel, sha) -> deps signature
-        self.row_cache: dict = {}
         self._ids: dict[str, tuple[str, tuple[str, ...]]] = {}
         self._memo: dict[tuple[str, str], tuple[str, object]] = {}
         self._token: object = object()
         self._revision: tuple[dict, str] | None = None
+        self._topic_keys: dict[str, tuple[Topic, str, str]] = {}  # path -> (topic, sha256, deps sig) last handed out
         self._index_files: Mapping | None = None
         self._disk_loaded = False
         self._disk_snapshot: dict[tuple[str, str], str] = {}
@@ -202,7 +204,15 @@ class WorkspaceCache:
 
     # -- parsing --------------------------------------------------------------------------
     def entry(self, rel: str, text: str, index: SourceIndex, token: object, digest: str | None = None) -> ParsedEntry:
-        digest = digest or sha(text)
+        made = self._entry(rel, text, index, token, digest or sha(text))
+        return made
+
+    def _entry(self, rel: str, text: str, index: SourceIndex, token: object, digest: str) -> ParsedEntry:
+        made = self._parse_entry(rel, text, index, token, digest)
+        self._topic_keys[rel] = (made.topic, digest, made.sig)
+        return made
+
+    def _parse_entry(self, rel: str, text: str, index: SourceIndex, token: object, digest: str) -> ParsedEntry:
         key = (rel, digest)
         hit = self.parsed.get(key)
         if hit is not None:
@@ -255,14 +265,44 @@ class WorkspaceCache:
         return value
 
     def file_ids(self, rel: str, text: str) -> tuple[str, ...]:
-        """``normalize.file_block_ids`` of ``text``, remembered per path."""
+        """``normalize.file_block_ids`` of ``text``, remembered per path (and across
+        processes in the parse cache, by the text's sha256)."""
 
         hit = self._ids.get(rel)
         if hit is not None and hit[0] == text:
             return hit[1]
-        ids = file_block_ids(text)
+        store = store_for(self.root)
+        digest = self._sha_of(rel, text)
+        ids = store.derived("ids", rel, (digest,))
+        if not (isinstance(ids, tuple) and all(isinstance(i, str) for i in ids)):
+            ids = file_block_ids(text)
+            store.put_derived("ids", rel, (digest,), ids)
         self._ids[rel] = (text, ids)
         return ids
+
+    # -- derived views ----------------------------------------------------------------------
+    def build_views(self, tree: TopicTree, **kwargs):
+        """``views.build_views(tree, **kwargs)`` from per-topic parts (``viewcache``): parts of
+        topics parsed before come from memory or the parse cache, keyed by bytes + deps."""
+        store = store_for(self.root)
+
+        def key_of(topic: Topic) -> tuple[str, str] | None:
+            known = self._topic_keys.get(topic.path)
+            if known is None or known[0] is not topic:
+                return None
+            return known[1], known[2]
+
+        def lookup(topic: Topic) -> TopicPart | None:
+            key = key_of(topic)
+            part = store.derived("views", topic.path, key) if key is not None else None
+            return part if isinstance(part, TopicPart) else None
+
+        def remember(topic: Topic, part: TopicPart) -> None:
+            key = key_of(topic)
+            if key is not None and topic.ok:
+                store.put_derived("views", topic.path, key, part)
+
+        return view_cache_for(self.root).build(tree, lookup=lookup, store=remember, **kwargs)
 
     # -- canonical proofs -----------------------------------------------------------------
     def is_proven(self, rel: str, text: str, index: SourceIndex, token: object) -> bool:
@@ -292,9 +332,8 @@ class WorkspaceCache:
         keep = {(rel, self._sha_of(rel, text)) for rel, text in live.items()} | set(extra)
         self.parsed = {k: v for k, v in self.parsed.items() if k in keep}
         self.proofs = {k: v for k, v in self.proofs.items() if k in keep}
-        units = {id(u) for k in keep if k in self.parsed for u in self.parsed[k].topic.units}
-        self.row_cache = {k: v for k, v in self.row_cache.items() if k in units}
         self._ids = {k: v for k, v in self._ids.items() if k in live}
+        self._topic_keys = {k: v for k, v in self._topic_keys.items() if k in live}
         self._memo = {k: v for k, v in self._memo.items() if k[0] in live}
 
     # -- persistence ----------------------------------------------------------------------
@@ -369,6 +408,7 @@ def clear_caches() -> None:
     with _CACHES_LOCK:
         _CACHES.clear()
     forget_in_process()
+    forget_views()
 
 
 __all__ = ["CACHE_NAME", "WorkspaceCache", "assemble_tree", "cache_for", "clear_caches", "code_tag",

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import posixpath
+import re
 import shutil
 from pathlib import Path
 
@@ -13,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core import parsecache, txcache
+from memory_tui.core import parsecache, txcache, viewcache
 from memory_tui.core import transaction as tx
 from memory_tui.core.sources import SourceIndex
 from memory_tui.core.topics import parse_tree
@@ -47,7 +49,7 @@ def _bytes(mem: Path) -> dict[str, bytes]:
 
 
 OPS = st.lists(
-    st.tuples(st.sampled_from(["reword", "add", "noop", "drop_record", "broken", "move_text"]),
+    st.tuples(st.sampled_from(["reword", "add", "noop", "drop_record", "broken", "move_text", "link", "unlink"]),
               st.integers(min_value=0, max_value=10_000)),
     min_size=1, max_size=5,
 )
@@ -70,6 +72,15 @@ def _apply(state: Path, op: str, n: int, sources: list[str]):
         new = "\n\n".join(paras[:2] + paras[4:]) if len(paras) > 4 else text
     elif op == "broken":
         new = text + f"\nA claim without a source {n}.[^zz{n}]\n"
+    elif op == "link":  # a new record linking to a block of another topic: relations.json changes
+        other = topics[(n + 1) % len(topics)]
+        ids = re.findall(r"\^([A-Za-z0-9-]+)\s*$", (mem / other).read_text(), flags=re.M)
+        target = posixpath.relpath(other, posixpath.dirname(rel))
+        ref = sources[n % len(sources)]
+        new = text.rstrip("\n") + (f"\n\nLinked fact {n}, see [that]({target}#^{ids[n % len(ids)]}).[^e{n}]\n\n"
+                                   f"[^e{n}]: Time: `2026-0{1 + n % 9}-1{n % 10}`; Sources: [x]({ref})\n")
+    elif op == "unlink":  # drop the link text of a linking record (its id stays)
+        new = re.sub(r", see \[(?:that|next)\]\([^)]*\)", "", text, count=1)
     else:  # move a record's text within the file: same ids, new order
         paras = text.split("\n\n")
         new = "\n\n".join(paras[:2] + paras[4:6] + paras[2:4] + paras[6:]) if len(paras) > 6 else text
@@ -79,7 +90,7 @@ def _apply(state: Path, op: str, n: int, sources: list[str]):
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=OPS)
-def test_cached_edit_sequence_equals_full_rebuild(master, tmp_path_factory, ops):
+def test_cached_edit_sequence_equals_full_rebuild(master, tmp_path_factory, ops, monkeypatch):
     base = tmp_path_factory.mktemp("seq")
     incr, full = base / "incr", base / "full"
     shutil.copytree(master, incr, symlinks=True)
@@ -91,10 +102,12 @@ def test_cached_edit_sequence_equals_full_rebuild(master, tmp_path_factory, ops)
     for op, n in ops:
         got_incr.append(_apply(incr, op, n, sources))
     got_full = []
+    monkeypatch.setenv(viewcache.MODE_ENV, "full")  # every view derived from every unit, as build_views does
     for op, n in ops:
         txcache.clear_caches()
         parsecache.drop(full / "memory")
         got_full.append(_apply(full, op, n, sources))
+    monkeypatch.delenv(viewcache.MODE_ENV)
     assert got_incr == got_full
     assert _bytes(incr / "memory") == _bytes(full / "memory")
     # and what the cache now answers is what a fresh parse says
