@@ -1,0 +1,117 @@
+"""Views from per-topic parts (``core.viewcache``) = ``views.build_views`` of the whole tree,
+byte for byte, along random sequences of in-memory edits that reuse the parses of unchanged
+files (as the transaction caches do), and ``check`` mode catches a difference."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memory_tui.core import viewcache
+from memory_tui.core.sources import SourceIndex
+from memory_tui.core.topics import assemble_tree, parse_topic, topic_sort_key
+from memory_tui.core.views import build_views
+
+_MAKE = Path(__file__).resolve().parents[2] / "benchmarks" / "make_state.py"
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    spec = importlib.util.spec_from_file_location("bench_make_state_vc", _MAKE)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path_factory.mktemp("vc") / "state"
+    mod.build(out, 0.01)
+    mem = out / "memory"
+    index = SourceIndex.load(mem)
+    texts = {p.relative_to(mem / "topics").as_posix(): p.read_text() for p in (mem / "topics").rglob("*.md")}
+    return index, texts
+
+
+EDITS = st.lists(st.tuples(st.sampled_from(["reword", "redate", "drop", "link", "unlink", "dup", "swap", "none"]),
+                           st.integers(0, 10_000)), min_size=1, max_size=8)
+
+
+def _edit(texts: dict[str, str], op: str, n: int) -> None:
+    rels = sorted(texts)
+    rel = rels[n % len(rels)]
+    text = texts[rel]
+    paras = text.split("\n\n")
+    if op == "reword":
+        texts[rel] = text.replace("(fact ", f"(fact {n} ", 1)
+    elif op == "redate":
+        texts[rel] = re.sub(r"Time: `\d{4}-\d{2}-\d{2}`", f"Time: `2027-0{1 + n % 9}-1{n % 10}`", text, count=1)
+    elif op == "drop" and len(paras) > 4:
+        texts[rel] = "\n\n".join(paras[:2] + paras[4:])
+    elif op == "link":
+        other = rels[(n + 1) % len(rels)]
+        ids = re.findall(r"\^([A-Za-z0-9-]+)\s*$", texts[other], flags=re.M)
+        if ids:
+            texts[rel] = re.sub(r"\.\[\^", f", see [that](/{other}#^{ids[n % len(ids)]}).[^", text, count=1)
+    elif op == "unlink":
+        texts[rel] = re.sub(r", see \[(?:that|next)\]\([^)]*\)", "", text, count=1)
+    elif op == "dup":  # a block id in two files: the tree drops one, so the views take the full path
+        other = rels[(n + 1) % len(rels)]
+        if other != rel and len(paras) > 2:
+            texts[other] = texts[other].rstrip("\n") + "\n\n" + "\n\n".join(paras[1:3]) + "\n"
+    elif op == "swap" and len(paras) > 6:
+        texts[rel] = "\n\n".join(paras[:2] + paras[4:6] + paras[2:4] + paras[6:])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(edits=EDITS, limit=st.sampled_from([0, 3, 50]))
+def test_parts_equal_full_build(world, edits, limit):
+    index, base = world
+    texts = dict(base)
+    parsed: dict[tuple[str, str], object] = {}
+    cache = viewcache.ViewCache()
+    stored: dict[str, viewcache.TopicPart] = {}
+
+    def tree_of():
+        topics = []
+        for rel in sorted(texts, key=topic_sort_key):
+            key = (rel, texts[rel])
+            if key not in parsed:  # unchanged files keep their parse object, as txcache does
+                parsed[key] = parse_topic(rel, texts[rel], resolve=index.resolve_target, strict=True)
+            topics.append(parsed[key])
+        return assemble_tree(topics)
+
+    for step, (op, n) in enumerate(edits):
+        _edit(texts, op, n)
+        tree = tree_of()
+        master = tree.topic("core.md")
+        kwargs = dict(master_text=master.text if master is not None else None, trusted_ids=index.trusted_ids(),
+                      creation_order={u.memory_id: i for i, u in enumerate(reversed(tree.units)) if i % 3},
+                      recent_limit=limit, link_for=index.link_for)
+        # every other step starts from a fresh in-process cache fed by the persisted parts
+        if step % 2:
+            cache = viewcache.ViewCache()
+        got = cache.build(tree, lookup=lambda t: stored.get((t.path, t.text)),
+                          store=lambda t, p: stored.__setitem__((t.path, t.text), p), **kwargs)
+        want = build_views(tree, **kwargs)
+        assert got.files == want.files
+        assert got.core == want.core
+
+
+def test_check_mode_raises_on_a_difference(world, monkeypatch):
+    index, base = world
+    topics = [parse_topic(rel, base[rel], resolve=index.resolve_target, strict=True) for rel in sorted(base, key=topic_sort_key)]
+    tree = assemble_tree(topics)
+    kwargs = dict(trusted_ids=index.trusted_ids(), link_for=index.link_for)
+    monkeypatch.setenv(viewcache.MODE_ENV, "check")
+    cache = viewcache.ViewCache()
+    assert cache.build(tree, **kwargs).files == build_views(tree, **kwargs).files  # equal: no raise
+    # a stale persisted part (say, from a buggy key) is what check mode exists to catch
+    stale = viewcache.topic_part(topics[0], None)
+    stale = viewcache.TopicPart(stale.rows, stale.outbound + (("zzz", '"zzz": []'),), stale.backlinks)
+    with pytest.raises(viewcache.ViewsMismatch, match="relations.json"):
+        viewcache.ViewCache().build(tree, lookup=lambda t: stale if t is topics[0] else None, **kwargs)
+    monkeypatch.setenv(viewcache.MODE_ENV, "sideways")
+    with pytest.raises(ValueError, match=viewcache.MODE_ENV):
+        viewcache.ViewCache().build(tree, **kwargs)
