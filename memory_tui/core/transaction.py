@@ -387,7 +387,7 @@ class Stage:
         now = time.time_ns()
         self.stamps_racy = any(is_racy(st[0], st[3], now) for st in self.stamps.values())
         self.cache: WorkspaceCache = cache_for(self.memory_root)
-        self.revision = self.cache.revision(self.stamps, lambda: workspace_revision(self.memory_root))
+        self.revision = self.cache.revision(self.stamps)
         # baseline next, from the committed tree, before anything is copied; unchanged files
         # are neither read nor parsed again (txcache)
         self.index = source_index(self.memory_root)
@@ -589,7 +589,7 @@ def _unchanged(stage: Stage) -> bool:
     root = stage.memory_root
     if not stage.stamps_racy and revision_stamps(root) == stage.stamps:
         return True
-    return workspace_revision(root) == stage.revision
+    return stage.cache.revision(revision_stamps(root)) == stage.revision
 
 
 def _open_locked(root: Path) -> None:
@@ -1013,7 +1013,7 @@ def _finish(stage: Stage, ctx: _Context, prep: _Prepared) -> TxResult:
     stage.cache.retain(prep.new_texts)
     stage.cache.save_disk(stage.layout)
     stamps = revision_stamps(root)
-    revision = stage.cache.revision(stamps, lambda: workspace_revision(root))
+    revision = stage.cache.revision(stamps)
     changed_files = _changed(prep.plan, ctx)
     git_committed, git_commit, git_error, warnings = False, None, None, prep.warnings
     if ctx.git_commit != "off" and ctx.commit_message is not None:

@@ -114,24 +114,52 @@ class WorkspaceCache:
         self._memo: dict[tuple[str, str], tuple[str, object]] = {}
         self._token: object = object()
         self._revision: tuple[dict, str] | None = None
+        self._chain: list[tuple[str, tuple, object]] = []  # (rel, stamp, sha256 state after it)
         self._topic_keys: dict[str, tuple[Topic, str, str]] = {}  # path -> (topic, sha256, deps sig) last handed out
         self._index_files: Mapping | None = None
         self._disk_loaded = False
         self._disk_snapshot: dict[tuple[str, str], str] = {}
 
     # -- the revision -------------------------------------------------------------------
-    def revision(self, stamps: Mapping[str, tuple], compute) -> str:
-        """The workspace revision for these file stamps (ctime included), computed once."""
+    def revision(self, stamps: Mapping[str, tuple]) -> str:
+        """The workspace revision (memory spec §2.6) of the files named by ``stamps`` (as
+        ``transaction.revision_stamps`` lists them: sorted, ``rel -> (mtime_ns, size, inode,
+        ctime_ns)``).
+
+        The revision is one SHA-256 stream over every file in order, so per-file digests cannot
+        be combined into it; what can be reused is the hash *state* after a prefix of files.
+        The state after each file is kept (``hashlib`` copies) while every stamp up to it is
+        older than the clock tick; the next call resumes from the last file whose stamp and
+        every predecessor's are unchanged and hashes the rest. The bytes fed are exactly
+        ``workspace.workspace_revision``'s (a property test compares the two)."""
         with self.lock:
             last = self._revision
-        if last is not None and last[0] == stamps:
-            return last[1]
-        value = compute()
-        now = time.time_ns()
-        if not any(is_racy(st[0], st[3], now) for st in stamps.values()):
-            with self.lock:
+            if last is not None and last[0] == stamps:
+                return last[1]
+            chain = self._chain
+            items = list(stamps.items())
+            i = 0
+            while i < len(items) and i < len(chain) and chain[i][0] == items[i][0] and chain[i][1] == items[i][1]:
+                i += 1
+            digest = chain[i - 1][2].copy() if i else hashlib.sha256()
+            kept = chain[:i]
+            trusted = True
+            now = time.time_ns()
+            for rel, st in items[i:]:
+                data = (self.root / rel).read_bytes()
+                digest.update(rel.encode("utf-8"))
+                digest.update(b"\x00")
+                digest.update(data)
+                digest.update(b"\x00")
+                if trusted and len(data) == st[1] and not is_racy(st[0], st[3], now):
+                    kept.append((rel, st, digest.copy()))
+                else:
+                    trusted = False  # a state after an untrusted file vouches for nothing later
+            self._chain = kept
+            value = digest.hexdigest()[:32]
+            if not any(is_racy(st[0], st[3], now) for st in stamps.values()):
                 self._revision = (dict(stamps), value)
-        return value
+            return value
 
     # -- the source index generation ------------------------------------------------------
     def observe_index(self, index: SourceIndex) -> object:

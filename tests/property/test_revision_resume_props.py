@@ -1,0 +1,53 @@
+"""The transaction cache's revision, which resumes the SHA-256 stream after the longest
+unchanged prefix of files, equals ``workspace_revision`` (memory spec §2.6) after every step
+of random file changes, including changes inside the clock tick."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from memory_tui.core.transaction import revision_stamps
+from memory_tui.core.parsecache import RACY_NS
+from memory_tui.core.txcache import WorkspaceCache
+from memory_tui.core.workspace import workspace_revision
+
+NAMES = ["core.md", "recent_events.jsonl", "sources/a/_v2/x.md", "timeline/2026/01.md", "topics/a.md",
+         "topics/a/b.md", "topics/a-b.md", "topics.md", ".scriptorium/runtime.json", ".scriptorium/write.lock"]
+
+STEPS = st.lists(st.tuples(st.sampled_from(["write", "replace", "append", "delete", "age"]),
+                           st.sampled_from(NAMES), st.binary(max_size=40)), min_size=1, max_size=12)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=STEPS)
+@example(steps=[("write", "core.md", b"a"), ("write", "topics/a.md", b"b"), ("age", "core.md", b""),
+                ("write", "topics/a.md", b"c"), ("age", "core.md", b""), ("replace", "core.md", b"d")])
+def test_resumed_revision_equals_the_full_stream(tmp_path_factory, steps):
+    root = tmp_path_factory.mktemp("rev") / "memory"
+    root.mkdir()
+    cache = WorkspaceCache(root)
+    assert cache.revision(revision_stamps(root)) == workspace_revision(root)
+    for step, (op, name, data) in enumerate(steps):
+        data = data + f" {step}".encode()  # every write changes the bytes
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if op == "write":  # in place: same inode, maybe the same size, maybe within one tick
+            with open(path, "wb") as fh:
+                fh.write(data)
+        elif op == "replace":
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+        elif op == "append":
+            with open(path, "ab") as fh:
+                fh.write(data)
+        elif op == "delete" and path.exists():
+            path.unlink()
+        elif op == "age":  # let every stamp grow older than the clock tick: prefixes become reusable
+            time.sleep(RACY_NS / 1e9 + 0.01)
+        assert cache.revision(revision_stamps(root)) == workspace_revision(root), (op, name)
