@@ -25,7 +25,7 @@ from typing import Any
 from memory_tui.core.errors import MemoryError, classify_write_failure
 from memory_tui.core.lock import TIMEOUT_EDIT
 from memory_tui.pipeline.batching import budget_batches
-from memory_tui.pipeline.context import Context, load_snapshot, locked, revision, run_writer, topic_tree
+from memory_tui.pipeline.context import Context, git_commit, load_snapshot, locked, revision, run_writer, topic_tree
 from memory_tui.pipeline.writers.base import Turn, WriteTask
 
 MAX_PASSES = 50
@@ -33,6 +33,8 @@ LEGACY_CORE_PROVIDER = "openprogram-migration"
 LEGACY_CORE_THREAD = "legacy-core"
 LEGACY_CORE_SPEAKER = "runtime:legacy-core"
 LEGACY_CORE_DISPLAY = "Legacy core migration"
+
+BACKFILL_MESSAGE = "memory: backfill topics"
 
 
 def _legacy_core_text(memory_root) -> str | None:
@@ -210,6 +212,10 @@ def backfill(ctx: Context, *, dry_run: bool = False) -> dict[str, Any]:
                     remaining = new_remaining
                     break
                 remaining = new_remaining
+            if processed:
+                # OpenProgram leaves backfill's installs for its next `git add -A` (spec §7.6); we
+                # commit them at once, so the history says what backfill wrote (issue 13, class 11).
+                git_commit(ctx, BACKFILL_MESSAGE)
     except MemoryError as exc:
         code, retry = classify_write_failure(exc)
         error = {"code": code, "message": exc.message, "retryable": retry}

@@ -9,9 +9,10 @@ import json
 from pathlib import Path
 
 from memory_tui.core import transaction as tx
+from memory_tui.core import gitlog
 from memory_tui.core.gitlog import fixed_env
 from memory_tui.core.sources import SourceIndex, SourceRecord, append_records, decode_meta
-from memory_tui.pipeline.backfill import backfill, candidates, migrate_legacy_core
+from memory_tui.pipeline.backfill import BACKFILL_MESSAGE, backfill, candidates, migrate_legacy_core
 from memory_tui.core.lock import TIMEOUT_EDIT
 from memory_tui.pipeline.context import Context, locked
 
@@ -70,10 +71,17 @@ def test_unparseable_root_core_is_archived_as_a_trusted_candidate(tmp_path):
 
 def test_backfill_reports_and_processes_the_archived_core(tmp_path):
     state = _state(tmp_path, UNPARSEABLE)
+    assert gitlog.ensure_history(state / "memory", env=fixed_env()) is None
     out = backfill(_ctx(state))
     assert out["legacy_core"] == "archived"
     assert out["candidates"] == 3  # two uncited turns + the legacy core
     assert out["processed"] == 3
+    # what backfill installed is committed at once, not left for the next writer's `git add -A`
+    import subprocess
+
+    log = subprocess.run(["git", "-C", str(state / "memory"), "log", "-1", "--format=%s"], capture_output=True, text=True).stdout
+    dirty = subprocess.run(["git", "-C", str(state / "memory"), "status", "--porcelain"], capture_output=True, text=True).stdout
+    assert log.strip() == BACKFILL_MESSAGE and dirty == "", (log, dirty)
     assert "legacy_core" not in backfill(_ctx(state))
 
 
