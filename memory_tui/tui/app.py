@@ -33,9 +33,15 @@ from .messages import JobFinished, JobProgress, WorkspaceChanged
 from memory_tui.pipeline.context import JobEvent
 from .render import Glyphs, glyphs_for
 from .screens import SCREENS, HelpScreen, ProblemsScreen, ViewScreen
-from .settings import Settings, load_settings
 from .views import VIEWS
 from .watcher import watch_changes
+
+# settings (issue 8): the one loader is the engine's; the app adds the binding ids it knows.
+from memory_tui.pipeline.settings import Settings, load_config
+
+
+def load_app_settings(path: Path | None = None) -> Settings:
+    return load_config(path, binding_ids=frozenset(cmd.id for cmd in registry.COMMANDS))
 
 Clock = Callable[[], datetime]
 Arrival = Callable[[ViewScreen], None]
@@ -67,7 +73,7 @@ class MemoryApp(JobRunner, App[None]):
         self.watch_enabled = watch
         self.ascii_mode = ascii
         self.home = home
-        self.settings = settings if settings is not None else load_settings()
+        self.settings = settings if settings is not None else load_app_settings()
         self.keymap: dict[str, str] = dict(self.settings.keymap)
         self.filter_text = ""
         self.reloads = 0  # how many times a new model was applied (tests read it)
@@ -108,8 +114,7 @@ class MemoryApp(JobRunner, App[None]):
     def all_problems(self) -> list[Problem]:
         """Every problem: settings, config.json, topics and sources, sessions, writer status."""
         out: list[Problem] = []
-        if self.settings.problem:
-            out.append(Problem("INVALID_SETTINGS", self.settings.problem, str(self.settings.path) if self.settings.path else None))
+        out.extend(self.settings.problems)
         m = self.model
         if m is None:
             return out
