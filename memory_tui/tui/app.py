@@ -11,6 +11,7 @@ back as messages (harlequin's rule).
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
@@ -42,6 +43,12 @@ from memory_tui.pipeline.settings import Settings, load_config
 
 def load_app_settings(path: Path | None = None) -> Settings:
     return load_config(path, binding_ids=frozenset(cmd.id for cmd in registry.COMMANDS))
+
+
+# layout (issue 8): ASCII mode filters every drawn line; Screenshot saves under the cwd.
+from .ascii import AsciiFilter
+
+_ASCII_FILTER = AsciiFilter()
 
 Clock = Callable[[], datetime]
 Arrival = Callable[[ViewScreen], None]
@@ -167,6 +174,15 @@ class MemoryApp(JobRunner, App[None]):
 
     def take_arrival(self, view: str) -> Arrival | None:
         return self._arrivals.pop(view, None)
+
+    def get_line_filters(self):
+        filters = list(super().get_line_filters())
+        return [*filters, _ASCII_FILTER] if self.ascii_mode else filters
+
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
+        # Textual's default saves to ~/Downloads (or serves it); the owner expects the cwd.
+        saved = self.save_screenshot(filename, path or os.getcwd())
+        self.notify(f"Screenshot saved to {saved}", title="Screenshot")
 
     def get_system_commands(self, screen):
         for cmd in super().get_system_commands(screen):
