@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
+import signal
 import sys
+import threading
 from typing import Any, Callable, Iterator
 
 from rich.console import Console
@@ -19,7 +22,50 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from memory_tui.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_RETRYABLE, CliError, add_common, emit_json
 from memory_tui.core.text import sanitize
-from memory_tui.pipeline.context import Context, JobEvent
+from memory_tui.pipeline.context import Context, JobCancelled, JobEvent
+
+EXIT_CANCELLED = 130  # the shell's code for "stopped by SIGINT"
+
+# Set by the first Ctrl-C of a job verb; the job's Context polls it at its safe points.
+_cancel = threading.Event()
+
+
+def _cancellable(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Ctrl-C asks the job to stop at its next safe point instead of killing it mid-step.
+
+    The first SIGINT only sets ``_cancel`` (and restores the previous handler, so a second
+    Ctrl-C interrupts at once). The job raises ``JobCancelled`` at its next checkpoint —
+    between batches, before a transaction — so what it already did is whole and nothing
+    is half-written; the verb says where it stopped and exits 130.
+    """
+
+    @functools.wraps(func)
+    def run(args: argparse.Namespace) -> int:
+        _cancel.clear()
+        previous = None
+        main_thread = threading.current_thread() is threading.main_thread()
+        if main_thread:
+            def on_sigint(_signum: int, _frame: Any) -> None:
+                _cancel.set()
+                signal.signal(signal.SIGINT, previous)
+                print("memory-tui: stopping at the next safe point (Ctrl-C again to interrupt now)",
+                      file=sys.stderr, flush=True)
+
+            previous = signal.signal(signal.SIGINT, on_sigint)
+        try:
+            return func(args)
+        except JobCancelled as exc:
+            print(f"memory-tui: cancelled during {exc.phase} after {exc.done} step(s); stopped at a safe point, "
+                  "nothing half-written", file=sys.stderr)
+            if getattr(args, "json", False) and exc.result is not None and hasattr(exc.result, "to_json"):
+                emit_json({"cancelled": True, "report": exc.result.to_json()})
+            return EXIT_CANCELLED
+        finally:
+            if main_thread:
+                signal.signal(signal.SIGINT, previous)
+            _cancel.clear()
+
+    return run
 
 
 def _context(args: argparse.Namespace, *, progress: Callable[[JobEvent], None] | None = None) -> Context:
@@ -37,7 +83,7 @@ def _context(args: argparse.Namespace, *, progress: Callable[[JobEvent], None] |
         overrides["topic"] = args.topic
     if overrides:
         settings = settings.with_overrides(**overrides)
-    return Context(state, settings=settings, progress=progress)
+    return Context(state, settings=settings, progress=progress, cancelled=_cancel.is_set)
 
 
 def progress_line(title: str, event: JobEvent) -> str:
@@ -94,6 +140,7 @@ def _add_writer_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic", default=None, help="extractive writer: put records in this topics/…md file")
 
 
+@_cancellable
 def cmd_write(args: argparse.Namespace) -> int:
     from memory_tui.pipeline.write import write
 
@@ -125,6 +172,7 @@ def cmd_write(args: argparse.Namespace) -> int:
     return _exit_for(report.outcome)
 
 
+@_cancellable
 def cmd_reorganize(args: argparse.Namespace) -> int:
     from memory_tui.pipeline.reorganize import reorganize
 
@@ -148,6 +196,7 @@ def cmd_reorganize(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+@_cancellable
 def cmd_backfill(args: argparse.Namespace) -> int:
     from memory_tui.pipeline.backfill import backfill
 
@@ -168,6 +217,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     return EXIT_FAILURE if result["status"] == "incomplete" else EXIT_OK
 
 
+@_cancellable
 def cmd_migrate(args: argparse.Namespace) -> int:
     from memory_tui.core.errors import MemoryError
     from memory_tui.pipeline.migrate import migrate_if_needed

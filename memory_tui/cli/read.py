@@ -146,7 +146,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         "pending_turns_lenient": ex.pending.lenient,
         "reasons": [r.to_json() for r in ex.reasons],
         "sessions": sessions,
-        "problems": [p.to_json() for p in (*snap.problems, *ctx.problems)] + mem["problems"],
+        "problems": [p.to_json() for p in (*snap.problems, *ctx.problems, *_settings_problems())] + mem["problems"],
         "insights": mem["insights"],
     }
     if getattr(args, "json", False):
@@ -182,6 +182,17 @@ def cmd_status(args: argparse.Namespace) -> int:
     for line in dict.fromkeys(_problem_line(p) for p in data["problems"]):  # same finding, two readers
         print(f"problem  {line}")
     return 0
+
+
+def _settings_problems():
+    """memory-tui's own config.toml, read by the one loader the app uses too.
+
+    The CLI does not know the app's binding ids, so an unknown ``[keymap]`` id is reported
+    by the app only; every other bad value (file, key, line) is reported here too.
+    """
+    from memory_tui.pipeline.settings import load_config
+
+    return load_config().problems
 
 
 _GLYPH = {"written": "+", "pending": "~", "never": "-"}

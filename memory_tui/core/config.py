@@ -72,26 +72,89 @@ def _int_in(value: Any, lo: int, hi: int, default: int) -> int:
     return value if lo <= value <= hi else default
 
 
-def parse_memory_config(data: Any, problems: tuple[Problem, ...] = ()) -> MemoryConfig:
+def json_key_line(text: str, keys: tuple[str, ...]) -> int | None:
+    """The 1-based line of the last key of ``keys`` in JSON ``text``, found by scanning.
+
+    json gives no positions for values it parsed fine. Each key is searched after the
+    previous one, which finds nested keys in ordinary files; None when a key is not there.
+    """
+    pos = 0
+    for key in keys:
+        hit = text.find(json.dumps(key), pos)
+        if hit < 0:
+            return None
+        pos = hit + 1
+    return text.count("\n", 0, pos) + 1
+
+
+def parse_memory_config(data: Any, problems: tuple[Problem, ...] = (), *, text: str = "") -> MemoryConfig:
+    """OpenProgram's reading of ``memory.*``: a value it treats as invalid means the default.
+
+    We use the same default (the owner must see what OpenProgram does) and add a problem
+    naming ``config.json``, the key and its line, so the fallback is never silent.
+    """
+    found: list[Problem] = list(problems)
+
+    def invalid(keys: tuple[str, ...], value: Any, default: Any, allowed: str) -> None:
+        dotted = ".".join(keys)
+        found.append(Problem(
+            "INVALID_CONFIG",
+            f"{dotted} = {json.dumps(value)[:60]} is not {allowed}; OpenProgram uses the default {json.dumps(default)}",
+            "config.json", json_key_line(text, keys), None, {"key": dotted, "value_default": default},
+        ))
+
+    def present(*keys: str) -> bool:
+        obj = data
+        for key in keys:
+            if not isinstance(obj, dict) or key not in obj:
+                return False
+            obj = obj[key]
+        return True
+
     backend = _get(data, "memory", "backend")
+    if present("memory", "backend") and not (isinstance(backend, str) and backend):
+        invalid(("memory", "backend"), backend, "local", "a backend name")
     trigger = _get(data, "memory", "writer", "trigger_tokens")
+    trigger_raw = trigger
     if isinstance(trigger, str) and trigger.strip().isdigit():
         trigger = int(trigger.strip())
     if isinstance(trigger, bool) or trigger not in TRIGGER_CHOICES:
+        if present("memory", "writer", "trigger_tokens"):
+            invalid(("memory", "writer", "trigger_tokens"), trigger_raw, 16000,
+                    "one of " + ", ".join(str(c) for c in TRIGGER_CHOICES))
         trigger = 16000
     model = _get(data, "memory", "writer", "model")
+    if present("memory", "writer", "model") and not isinstance(model, str):
+        invalid(("memory", "writer", "model"), model, "", "a model name (a string)")
     method = _get(data, "memory", "retrieval", "method")
+    methods = ("agent", "bm25", "embedding", "hybrid")
+    if present("memory", "retrieval", "method") and method not in methods:
+        invalid(("memory", "retrieval", "method"), method, "bm25", "one of " + ", ".join(methods))
+
+    def flag(*keys: str, default: bool) -> bool:
+        value = _get(data, *keys)
+        if present(*keys) and not isinstance(value, bool):
+            invalid(keys, value, default, "true or false")
+        return _bool(value, default)
+
+    def bounded(*keys: str, lo: int, hi: int, default: int) -> int:
+        value = _get(data, *keys)
+        out = _int_in(value, lo, hi, default)
+        if present(*keys) and (isinstance(value, bool) or out != value):
+            invalid(keys, value, default, f"a whole number from {lo} to {hi}")
+        return out
+
     return MemoryConfig(
         backend=backend if isinstance(backend, str) and backend else "local",
-        writer_enabled=_bool(_get(data, "memory", "writer", "enabled"), True),
+        writer_enabled=flag("memory", "writer", "enabled", default=True),
         writer_model=model if isinstance(model, str) else "",
         trigger_tokens=int(trigger),
-        retrieval_method=method if method in ("agent", "bm25", "embedding", "hybrid") else "bm25",
-        retrieval_top_k=_int_in(_get(data, "memory", "retrieval", "top_k"), 1, 10, 5),
-        retrieval_include_sources=_bool(_get(data, "memory", "retrieval", "include_sources"), True),
-        core_inject=_bool(_get(data, "memory", "core", "inject"), True),
-        recent_limit=_int_in(_get(data, "memory", "recent", "limit"), 1, 500, 50),
-        problems=problems,
+        retrieval_method=method if method in methods else "bm25",
+        retrieval_top_k=bounded("memory", "retrieval", "top_k", lo=1, hi=10, default=5),
+        retrieval_include_sources=flag("memory", "retrieval", "include_sources", default=True),
+        core_inject=flag("memory", "core", "inject", default=True),
+        recent_limit=bounded("memory", "recent", "limit", lo=1, hi=500, default=50),
+        problems=tuple(found),
     )
 
 
@@ -118,4 +181,4 @@ def load_memory_config(state_dir: Path) -> MemoryConfig:
         )
     except RecursionError:
         return MemoryConfig(problems=(Problem("CORRUPT_FILE", "invalid JSON: nested too deeply", "config.json", 1),))
-    return parse_memory_config(data)
+    return parse_memory_config(data, text=raw)

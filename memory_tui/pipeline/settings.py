@@ -1,4 +1,11 @@
-"""memory-tui's own writer settings: ``~/.config/memory-tui/config.toml``, section ``[writer]``.
+"""memory-tui's own settings file ``~/.config/memory-tui/config.toml``: the one loader.
+
+The app and the CLI both read the file here (``load_config``): ``theme``, ``[keymap]``
+(binding id = key(s)) and ``[writer]``. A bad value is a ``Problem`` naming the file, key
+and line; the value falls back to its default and the problem is shown (app banner and
+Problems screen, ``memory-tui status``), never silently. Jobs in the CLI are stricter:
+``load_settings`` raises on a bad ``[writer]`` because running the wrong writer is worse
+than not running.
 
 OpenProgram's ``config.json`` says *when* to write (``memory.writer.trigger_tokens``);
 this file says *who* writes. CLI flags override the file; the file overrides defaults.
@@ -25,6 +32,7 @@ The location is ``$XDG_CONFIG_HOME/memory-tui/config.toml`` (default ``~/.config
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -33,7 +41,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from memory_tui.core.errors import MemoryError
+from memory_tui.core.errors import MemoryError, Problem
 
 WRITER_NAMES = ("extractive", "command", "openai")
 DEFAULT_BACKFILL_BUDGET = 16_000
@@ -85,33 +93,65 @@ def config_path(env: Mapping[str, str] | None = None) -> Path:
     return root / "memory-tui" / "config.toml"
 
 
-def _argv(value: Any, key: str) -> tuple[str, ...]:
+def _argv(value: Any, key: str, where: str | None = None, text: str = "") -> tuple[str, ...]:
+    line = _key_line(text, "writer", key)
     if isinstance(value, str):
         try:
             return tuple(shlex.split(value))
         except ValueError as exc:
-            raise MemoryError("INVALID_ARGUMENT", f"[writer] {key}: {exc}") from None
+            raise MemoryError("INVALID_ARGUMENT", f"[writer] {key}: {exc}", path=where, line=line,
+                              details={"key": f"writer.{key}"}) from None
     if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
         return tuple(value)
-    raise MemoryError("INVALID_ARGUMENT", f"[writer] {key} must be a string or a list of strings")
+    raise MemoryError("INVALID_ARGUMENT", f"[writer] {key} must be a string or a list of strings", path=where,
+                      line=line, details={"key": f"writer.{key}"})
 
 
-def _check(s: WriterSettings, where: str | None) -> None:
-    def bad(msg: str) -> MemoryError:
-        return MemoryError("INVALID_ARGUMENT", f"[writer] {msg}", path=where)
+def _key_line(text: str, table: str | None, key: str) -> int | None:
+    """The 1-based line where ``key`` is set inside ``[table]`` (None: top level).
+
+    tomllib reports no positions for values it parsed fine, so the line of a bad value is
+    found by scanning the text: a header line opens a table, a ``key =`` line (bare or
+    quoted key) inside it is the hit. Dotted keys and inline tables are not followed; the
+    table's header line is the fallback, then None.
+    """
+    if not text:
+        return None
+    current: str | None = None
+    header_line: int | None = None
+    key_re = re.compile(r"""^\s*(?:"([^"]*)"|'([^']*)'|([A-Za-z0-9_.-]+))\s*=""")
+    for n, line in enumerate(text.splitlines(), 1):
+        header = re.match(r"^\s*\[+\s*([^\]]+?)\s*\]", line)
+        if header:
+            current = header.group(1).strip('"\'')
+            if current == table:
+                header_line = n
+            continue
+        if current != table:
+            continue
+        m = key_re.match(line)
+        if m and next(g for g in m.groups() if g is not None) == key:
+            return n
+    return header_line
+
+
+def _check(s: WriterSettings, where: str | None, text: str = "") -> None:
+    def bad(key: str, msg: str) -> MemoryError:
+        return MemoryError("INVALID_ARGUMENT", f"[writer] {key} {msg}", path=where,
+                           line=_key_line(text, "writer", key), details={"key": f"writer.{key}"})
 
     if s.name not in WRITER_NAMES:
-        raise bad(f"name must be one of {', '.join(WRITER_NAMES)}, not {s.name!r}")
+        raise bad("name", f"must be one of {', '.join(WRITER_NAMES)}, not {s.name!r}")
     if s.topic:
         t = s.topic
         if not (t.startswith("topics/") and t.endswith(".md")) or ".." in t.split("/"):
-            raise bad("topic must be a path like topics/inbox.md")
+            raise bad("topic", "must be a path like topics/inbox.md")
     if not (isinstance(s.timeout, (int, float)) and not isinstance(s.timeout, bool) and s.timeout > 0):
-        raise bad("timeout must be a positive number of seconds")
+        raise bad("timeout", "must be a positive number of seconds")
     if not (isinstance(s.max_tokens, int) and s.max_tokens > 0):
-        raise bad("max_tokens must be a positive integer")
+        raise bad("max_tokens", "must be a positive integer")
     if not (isinstance(s.backfill_budget, int) and s.backfill_budget > 0):
-        raise bad("backfill_budget must be a positive integer")
+        raise bad("backfill_budget", "must be a positive integer")
 
 
 _KEYS = {
@@ -126,43 +166,169 @@ _KEYS = {
 }
 
 
-def parse_settings(data: Mapping[str, Any], *, source: str | None = None) -> WriterSettings:
+def parse_settings(data: Mapping[str, Any], *, source: str | None = None, text: str = "") -> WriterSettings:
+    """The ``[writer]`` table of ``data``; ``text`` (the file's text) lets errors name a line."""
     section = data.get("writer", {})
     if not isinstance(section, Mapping):
-        raise MemoryError("INVALID_ARGUMENT", "[writer] must be a table", path=source)
+        raise MemoryError("INVALID_ARGUMENT", "[writer] must be a table", path=source,
+                          line=_key_line(text, None, "writer"), details={"key": "writer"})
     values: dict[str, Any] = {}
     for key, value in section.items():
         if key == "command":
-            values["command"] = _argv(value, key)
+            values["command"] = _argv(value, key, source, text)
             continue
         kind = _KEYS.get(key)
+        line = _key_line(text, "writer", key)
         if kind is None:
-            raise MemoryError("INVALID_ARGUMENT", f"[writer] unknown key {key!r}", path=source)
+            raise MemoryError("INVALID_ARGUMENT", f"[writer] unknown key {key!r}", path=source, line=line,
+                              details={"key": f"writer.{key}"})
         if isinstance(value, bool) or not isinstance(value, kind):
-            raise MemoryError("INVALID_ARGUMENT", f"[writer] {key} has the wrong type", path=source)
+            raise MemoryError("INVALID_ARGUMENT", f"[writer] {key} has the wrong type", path=source, line=line,
+                              details={"key": f"writer.{key}"})
         values[key] = value
     out = WriterSettings(source=source, **values)
-    _check(out, source)
+    _check(out, source, text)
     return out
 
 
+def _read_file(path: Path) -> tuple[dict[str, Any], str, Path] | None:
+    """(table, text, file read) of the settings file; None when there is none.
+
+    A ``config.json`` next to a missing ``config.toml`` is read instead (same keys), for
+    owners who keep their settings as JSON. Raises MemoryError naming the file and line
+    when the file cannot be read or parsed.
+    """
+    candidates = [path]
+    if path.suffix == ".toml":
+        candidates.append(path.with_suffix(".json"))
+    for candidate in candidates:
+        try:
+            raw = candidate.read_bytes()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise MemoryError("INVALID_ARGUMENT", f"cannot read {candidate}: {exc.strerror}", path=str(candidate)) from None
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = raw[: exc.start].count(b"\n") + 1
+            raise MemoryError("INVALID_ARGUMENT", "config is not UTF-8", path=str(candidate), line=line) from None
+        if candidate.suffix == ".json":
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise MemoryError("INVALID_ARGUMENT", f"invalid JSON: {exc.msg}", path=str(candidate),
+                                  line=exc.lineno, column=exc.colno) from None
+            except RecursionError:
+                raise MemoryError("INVALID_ARGUMENT", "invalid JSON: nested too deeply", path=str(candidate), line=1) from None
+            if not isinstance(data, dict):
+                raise MemoryError("INVALID_ARGUMENT", "expected a JSON object", path=str(candidate), line=1)
+            return data, "", candidate
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            line = getattr(exc, "lineno", None)
+            col = getattr(exc, "colno", None)
+            m = re.search(r"at line (\d+), column (\d+)", str(exc))
+            if line is None and m:
+                line, col = int(m.group(1)), int(m.group(2))
+            raise MemoryError("INVALID_ARGUMENT", f"invalid TOML: {exc}", path=str(candidate), line=line, column=col) from None
+        return data, text, candidate
+    return None
+
+
 def load_settings(path: Path | None = None, *, env: Mapping[str, str] | None = None) -> WriterSettings:
+    """The ``[writer]`` settings for a CLI job; a bad file raises (file, key, line)."""
     path = path or config_path(env)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+    read = _read_file(path)
+    if read is None:
         return WriterSettings()
-    except OSError as exc:
-        raise MemoryError("INVALID_ARGUMENT", f"cannot read {path}: {exc.strerror}", path=str(path)) from None
+    data, text, actual = read
+    return parse_settings(data, source=str(actual), text=text)
+
+
+SETTINGS_CODE = "INVALID_SETTINGS"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The whole settings file as the app uses it; ``problems`` say what fell back to a default."""
+
+    keymap: dict[str, str] = field(default_factory=dict)
+    theme: str | None = None
+    writer: WriterSettings = field(default_factory=WriterSettings)
+    path: Path | None = None
+    problems: tuple[Problem, ...] = ()
+
+    @property
+    def problem(self) -> str | None:
+        """All problems as one line (the banner), or None."""
+        if not self.problems:
+            return None
+        return "; ".join(str(p) for p in self.problems)
+
+
+def load_config(
+    path: Path | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    binding_ids: frozenset[str] | set[str] | None = None,
+) -> Settings:
+    """Read the settings file, never raising for its content.
+
+    ``binding_ids`` are the ids a ``[keymap]`` entry may name (the app passes its command
+    registry; the engine does not know the app's bindings). None skips that check.
+    """
+    path = path or config_path(env)
+
+    def problem(message: str, key: str | None, line: int | None, column: int | None = None) -> Problem:
+        return Problem(SETTINGS_CODE, message, where, line, column, {"key": key} if key else {})
+
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise MemoryError("INVALID_ARGUMENT", "config is not UTF-8", path=str(path)) from None
-    except tomllib.TOMLDecodeError as exc:
-        line = getattr(exc, "lineno", None)
-        col = getattr(exc, "colno", None)
-        m = re.search(r"at line (\d+), column (\d+)", str(exc))
-        if line is None and m:
-            line, col = int(m.group(1)), int(m.group(2))
-        raise MemoryError("INVALID_ARGUMENT", f"invalid TOML: {exc}", path=str(path), line=line, column=col) from None
-    return parse_settings(data, source=str(path))
+        read = _read_file(path)
+    except MemoryError as exc:
+        where = exc.path or str(path)
+        return Settings(path=Path(where), problems=(problem(exc.message, None, exc.line, exc.column),))
+    if read is None:
+        return Settings(path=path)
+    data, text, path = read
+    where = str(path)
+    problems: list[Problem] = []
+
+    theme_raw = data.get("theme")
+    theme = theme_raw if isinstance(theme_raw, str) and theme_raw.strip() else None
+    if theme_raw is not None and theme is None:
+        problems.append(problem("theme must be a theme name (a string); using the default theme", "theme",
+                                _key_line(text, None, "theme")))
+
+    keymap: dict[str, str] = {}
+    keymap_raw = data.get("keymap", {})
+    if not isinstance(keymap_raw, dict):
+        problems.append(problem("[keymap] must be a table of binding id = key(s); using the default keys", "keymap",
+                                _key_line(text, None, "keymap")))
+        keymap_raw = {}
+    for key, value in keymap_raw.items():
+        line = _key_line(text, "keymap", key)
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            value = ",".join(value)
+        if isinstance(value, dict):
+            problems.append(problem(f"[keymap] {key}...: a binding id with dots must be quoted, e.g. \"{key}.x\" = \"f4\"",
+                                    f"keymap.{key}", line))
+            continue
+        if not isinstance(value, str) or not value.strip():
+            problems.append(problem(f"[keymap] {key!r} must be a key or a list of keys; keeping its default key",
+                                    f"keymap.{key}", line))
+            continue
+        if binding_ids is not None and key not in binding_ids:
+            problems.append(problem(f"[keymap] unknown binding id {key!r} (press ? for the ids)", f"keymap.{key}", line))
+            continue
+        keymap[key] = value.strip()
+
+    writer = WriterSettings(source=where)
+    try:
+        writer = parse_settings(data, source=where, text=text)
+    except MemoryError as exc:
+        key = exc.details.get("key") if isinstance(exc.details, dict) else None
+        problems.append(problem(f"{exc.message}; using the default writer settings", key, exc.line))
+
+    return Settings(keymap=keymap, theme=theme, writer=writer, path=path, problems=tuple(problems))

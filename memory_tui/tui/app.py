@@ -11,6 +11,7 @@ back as messages (harlequin's rule).
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,9 +34,21 @@ from .messages import JobFinished, JobProgress, WorkspaceChanged
 from memory_tui.pipeline.context import JobEvent
 from .render import Glyphs, glyphs_for
 from .screens import SCREENS, HelpScreen, ProblemsScreen, ViewScreen
-from .settings import Settings, load_settings
 from .views import VIEWS
 from .watcher import watch_changes
+
+# settings (issue 8): the one loader is the engine's; the app adds the binding ids it knows.
+from memory_tui.pipeline.settings import Settings, load_config
+
+
+def load_app_settings(path: Path | None = None) -> Settings:
+    return load_config(path, binding_ids=frozenset(cmd.id for cmd in registry.COMMANDS))
+
+
+# layout (issue 8): ASCII mode filters every drawn line; Screenshot saves under the cwd.
+from .ascii import AsciiFilter
+
+_ASCII_FILTER = AsciiFilter()
 
 Clock = Callable[[], datetime]
 Arrival = Callable[[ViewScreen], None]
@@ -67,7 +80,7 @@ class MemoryApp(JobRunner, App[None]):
         self.watch_enabled = watch
         self.ascii_mode = ascii
         self.home = home
-        self.settings = settings if settings is not None else load_settings()
+        self.settings = settings if settings is not None else load_app_settings()
         self.keymap: dict[str, str] = dict(self.settings.keymap)
         self.filter_text = ""
         self.reloads = 0  # how many times a new model was applied (tests read it)
@@ -108,8 +121,7 @@ class MemoryApp(JobRunner, App[None]):
     def all_problems(self) -> list[Problem]:
         """Every problem: settings, config.json, topics and sources, sessions, writer status."""
         out: list[Problem] = []
-        if self.settings.problem:
-            out.append(Problem("INVALID_SETTINGS", self.settings.problem, str(self.settings.path) if self.settings.path else None))
+        out.extend(self.settings.problems)
         m = self.model
         if m is None:
             return out
@@ -162,6 +174,15 @@ class MemoryApp(JobRunner, App[None]):
 
     def take_arrival(self, view: str) -> Arrival | None:
         return self._arrivals.pop(view, None)
+
+    def get_line_filters(self):
+        filters = list(super().get_line_filters())
+        return [*filters, _ASCII_FILTER] if self.ascii_mode else filters
+
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
+        # Textual's default saves to ~/Downloads (or serves it); the owner expects the cwd.
+        saved = self.save_screenshot(filename, path or os.getcwd())
+        self.notify(f"Screenshot saved to {saved}", title="Screenshot")
 
     def get_system_commands(self, screen):
         for cmd in super().get_system_commands(screen):

@@ -10,7 +10,7 @@ from textual.widgets import OptionList, Static, Tree
 
 from memory_tui.tui.screens import SCREENS, CoreScreen, HelpScreen
 from memory_tui.tui.screens.topics import TopicNode
-from memory_tui.tui.settings import load_settings
+from memory_tui.tui.app import load_app_settings as load_settings
 from memory_tui.tui.widgets import RecordList
 
 import pytest

@@ -8,7 +8,7 @@ from tui_helpers import make_app, write_minimal_state
 from memory_tui.tui.screens import ProblemsScreen, TopicsScreen
 from memory_tui.tui.screens.problems import ProblemOption
 from memory_tui.tui.screens.topics import TopicNode
-from memory_tui.tui.settings import load_settings
+from memory_tui.tui.app import load_app_settings as load_settings
 
 pytestmark = pytest.mark.anyio
 
@@ -78,5 +78,20 @@ async def test_a_bad_config_toml_key_is_a_problem_naming_file_and_key(tmp_path):
     async with app.run_test(size=(120, 40)) as pilot:
         assert "Settings:" in str(app.screen.query_one("#banner").render())
         await pilot.press("p")
-        (row,) = [r for r in _rows(app) if r.problem.code == "INVALID_SETTINGS"]
-        assert "view.nope" in row.problem.message
+        rows = {r.problem.details["key"]: r.problem for r in _rows(app) if r.problem.code == "INVALID_SETTINGS"}
+        assert set(rows) == {"keymap.view.nope", "writer.name"}
+        # file, key and line of each bad value (tomllib gives no lines: the loader finds them)
+        assert (rows["keymap.view.nope"].path, rows["keymap.view.nope"].line) == (str(cfg), 2)
+        assert (rows["writer.name"].path, rows["writer.name"].line) == (str(cfg), 6)
+        assert "view.nope" in rows["keymap.view.nope"].message
+
+
+async def test_an_invalid_config_json_value_is_shown_not_silently_defaulted(tmp_path):
+    state = write_minimal_state(tmp_path / "s", {"topics/a-good.md": GOOD})
+    (state / "config.json").write_text('{"memory": {"writer": {\n  "trigger_tokens": "lots"}}}\n')
+    app = make_app(state)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("p")
+        (row,) = [r for r in _rows(app) if r.problem.code == "INVALID_CONFIG"]
+        assert (row.problem.path, row.problem.line) == ("config.json", 2)
+        assert "memory.writer.trigger_tokens" in row.problem.message

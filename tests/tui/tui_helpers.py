@@ -10,7 +10,7 @@ os.environ["TEXTUAL_ANIMATIONS"] = "none"
 
 from memory_tui.core.tokens import O200kCounter  # noqa: E402
 from memory_tui.tui.app import create_app  # noqa: E402
-from memory_tui.tui.settings import Settings  # noqa: E402
+from memory_tui.pipeline.settings import Settings  # noqa: E402
 
 FROZEN = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
 COUNTER = O200kCounter()

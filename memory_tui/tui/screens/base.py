@@ -18,7 +18,9 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.events import Resize, ScreenResume
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
+
+from memory_tui.tui.widgets.footer import FittedFooter
 
 from .. import commands as registry
 from ..data import RecordVM, WorkspaceModel
@@ -114,7 +116,7 @@ class ViewScreen(Screen[None]):
                 yield from self.compose_detail()
                 with VerticalScroll(id="notice-detail", classes="view-detail"):
                     yield Static(id="notice-text")
-        yield Footer()
+        yield FittedFooter()
 
     def compose_list(self) -> ComposeResult:
         raise NotImplementedError
