@@ -81,6 +81,7 @@ class MemoryApp(JobRunner, App[None]):
         self._reload_timer = None
         self._pending_paths: set[str] = set()
         self._load_seq = 0
+        self._queued_loads: list[set[str] | None] = []  # asked for while the first load streams in
         self._applied_seq = 0
         self._watch_stop = threading.Event()
         # perf-ui (issue 12): with ``background`` the app paints at once with no model and a
@@ -257,6 +258,11 @@ class MemoryApp(JobRunner, App[None]):
     def load_in_background(self, touched: set[str] | None) -> None:
         """Reload from the engine. ``touched`` (paths a watcher saw) lets untouched parts be
         reused; ``None`` is an explicit reload, which checks everything and redraws every view."""
+        if self.loading is not None and self.model is not None:
+            # perf-ui: the first load is still reading sessions; a second reader of the same
+            # sessions would only double the work and the memory. Run once it is in.
+            self._queued_loads.append(None if touched is None else set(touched))
+            return
         self._load_seq += 1
         self._load_worker(self._load_seq, touched)
 
@@ -279,6 +285,10 @@ class MemoryApp(JobRunner, App[None]):
             return  # an older load finished after a newer one: keep the newer
         self._applied_seq = seq
         self.loading = loading
+        if loading is None and self._queued_loads:
+            queued, self._queued_loads = self._queued_loads, []
+            merged = None if any(q is None for q in queued) else set().union(*queued)
+            self.call_later(self.load_in_background, merged)
         old = self.model
         if explicit:
             self.apply_model(model)
