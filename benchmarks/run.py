@@ -186,6 +186,11 @@ async def main():
         while topic_rows(app) == 0:
             await pilot.pause(0.005)
         out["paint"] = _T() - t_start
+        # The app streams sessions in after the first paint: time reloads (and read the peak
+        # RSS) only once everything is loaded, as an owner's later edits would meet it.
+        while getattr(app, "loading", None):
+            await pilot.pause(0.01)
+        out["loaded"] = _T() - t_start
         path = state / "memory" / rel
         base = path.read_text()
         texts = (base.replace("(fact ", "(Fact ", 1), base)

@@ -54,7 +54,8 @@ def _state(tmp: Path, explicit: str | None) -> Path:
 
 async def _shoot(state: Path, name: str, size: tuple[int, int], keys: tuple[str, ...]) -> Path:
     app = create_app(
-        state, clock=lambda: FROZEN, tokens=O200kCounter(), watch=False, home=state.parent, settings=Settings()
+        state, clock=lambda: FROZEN, tokens=O200kCounter(), watch=False, home=state.parent, settings=Settings(),
+        background=False,  # the whole model before the first frame: screenshots never show "loading"
     )
     async with app.run_test(size=size) as pilot:
         await pilot.pause()

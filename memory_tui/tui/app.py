@@ -29,7 +29,7 @@ from memory_tui.core.tokens import O200kCounter, TokenCounter
 from . import commands as registry
 from .commands import MemoryCommands
 from .jobs import JobRunner, JobSpec, backfill_job, reorganize_job, write_job
-from .data import CORE_TOPIC, RecordVM, WorkspaceModel, changed_views, header_changed, load_model
+from .data import CORE_TOPIC, RecordVM, WorkspaceModel, changed_views, header_changed, load_model, with_sessions
 from .messages import JobFinished, JobProgress, WorkspaceChanged
 from memory_tui.pipeline.context import JobEvent
 from .render import Glyphs, glyphs_for
@@ -72,6 +72,8 @@ class MemoryApp(JobRunner, App[None]):
         ascii: bool = False,
         home: Path | None = None,
         settings: Settings | None = None,
+        background: bool = True,
+        session_loader: Callable[..., object] | None = None,
     ) -> None:
         super().__init__()
         self.state_dir = Path(state_dir)
@@ -92,10 +94,18 @@ class MemoryApp(JobRunner, App[None]):
         self._reload_timer = None
         self._pending_paths: set[str] = set()
         self._load_seq = 0
+        self._queued_loads: list[set[str] | None] = []  # asked for while the first load streams in
         self._applied_seq = 0
         self._watch_stop = threading.Event()
-        # Loaded before the first screen mounts, so every screen draws real data at once.
-        self.model: WorkspaceModel | None = load_model(self.state_dir, counter=self.counter, home=self.home)
+        # perf-ui (issue 12): with ``background`` the app paints at once with no model and a
+        # worker streams it in (topics first, then sessions); without it (tests, snapshots)
+        # the whole model is loaded before the first screen mounts.
+        self.background = background
+        self.session_loader = session_loader
+        self.loading: str | None = None  # "workspace" / "sessions" while a stage is loading
+        self.model: WorkspaceModel | None = None
+        if not background:
+            self.model = load_model(self.state_dir, counter=self.counter, home=self.home, session_loader=session_loader)
         if self.settings.theme:
             self.theme = self.settings.theme
 
@@ -103,6 +113,9 @@ class MemoryApp(JobRunner, App[None]):
         self.set_class(self.ascii_mode, "-ascii")
         if self.keymap:
             self.set_keymap(self.keymap)
+        if self.model is None:
+            self.loading = "workspace"
+            self.load_in_background(None)
         if self.watch_enabled:
             self._watch_worker()
 
@@ -145,7 +158,7 @@ class MemoryApp(JobRunner, App[None]):
 
     def job_label(self) -> str:
         if not self.jobs:
-            return ""
+            return f"loading {self.loading}…" if self.loading else ""
         job, event = next(iter(self.jobs.items()))
         return f"{job} {event.done}/{event.total}" if event.total is not None else f"{job} {event.phase} {event.done}"
 
@@ -266,18 +279,37 @@ class MemoryApp(JobRunner, App[None]):
     def load_in_background(self, touched: set[str] | None) -> None:
         """Reload from the engine. ``touched`` (paths a watcher saw) lets untouched parts be
         reused; ``None`` is an explicit reload, which checks everything and redraws every view."""
+        if self.loading is not None and self.model is not None:
+            # perf-ui: the first load is still reading sessions; a second reader of the same
+            # sessions would only double the work and the memory. Run once it is in.
+            self._queued_loads.append(None if touched is None else set(touched))
+            return
         self._load_seq += 1
         self._load_worker(self._load_seq, touched)
 
     @work(thread=True, exclusive=True, group="load", exit_on_error=False)
     def _load_worker(self, seq: int, touched: set[str] | None) -> None:
-        model = load_model(self.state_dir, counter=self.counter, home=self.home, previous=self.model, touched=touched)
-        self.call_from_thread(self._loaded, seq, model, touched is None)
+        # perf-ui (issue 12): topics first, sessions second. A reload that touched no
+        # session carries the previous sessions over and needs no second stage.
+        previous = self.model
+        kw = dict(counter=self.counter, previous=previous, touched=touched, session_loader=self.session_loader)
+        model = load_model(self.state_dir, home=self.home, sessions=False, **kw)
+        if not model.sessions_loaded:
+            if previous is None or not previous.sessions_loaded:
+                # Nothing shows sessions yet: paint the workspace now, sessions follow.
+                self.call_from_thread(self._loaded, seq, model, True, "sessions")
+            model = with_sessions(model, **kw)
+        self.call_from_thread(self._loaded, seq, model, touched is None, None)
 
-    def _loaded(self, seq: int, model: WorkspaceModel, explicit: bool) -> None:
+    def _loaded(self, seq: int, model: WorkspaceModel, explicit: bool, loading: str | None = None) -> None:
         if seq < self._applied_seq:
             return  # an older load finished after a newer one: keep the newer
         self._applied_seq = seq
+        self.loading = loading
+        if loading is None and self._queued_loads:
+            queued, self._queued_loads = self._queued_loads, []
+            merged = None if any(q is None for q in queued) else set().union(*queued)
+            self.call_later(self.load_in_background, merged)
         old = self.model
         if explicit:
             self.apply_model(model)
@@ -382,12 +414,17 @@ def create_app(
     ascii: bool = False,
     home: Path | None = None,
     settings: Settings | None = None,
+    background: bool = True,
+    session_loader: Callable[..., object] | None = None,
 ) -> MemoryApp:
     """The one factory (CLI, tests, screenshots).
 
     ``home`` is the folder shown as ``~`` (tests inject one so no absolute path is on screen);
-    ``settings`` defaults to the user's config file (tests pass ``Settings()``).
+    ``settings`` defaults to the user's config file (tests pass ``Settings()``);
+    ``background=False`` loads the whole model before the first paint (deterministic tests);
+    ``session_loader`` stands in for ``sessions.store.load_sessions``.
     """
     return MemoryApp(
-        Path(state_dir), clock=clock, tokens=tokens, watch=watch, ascii=ascii, home=home, settings=settings
+        Path(state_dir), clock=clock, tokens=tokens, watch=watch, ascii=ascii, home=home, settings=settings,
+        background=background, session_loader=session_loader,
     )

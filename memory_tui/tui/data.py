@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from memory_tui.core.config import MemoryConfig
 from memory_tui.core.errors import MemoryError, Problem
@@ -183,6 +183,9 @@ class WorkspaceModel:
     status: StatusVM = StatusVM()
     sessions: tuple[SessionVM, ...] = ()
     sessions_available: bool = False
+    # perf-ui (issue 12): False while the app's loader has not read sessions yet; then
+    # ``sessions`` is empty and ``status.pending_turns`` is None until ``with_sessions`` runs.
+    sessions_loaded: bool = True
     problems: tuple[Problem, ...] = ()  # errors only (warnings stay on their topic)
     engine_errors: tuple[str, ...] = ()  # an engine part that raised (should stay empty)
     # Engine snapshots and caches carried to the next reload (never compared).
@@ -258,12 +261,20 @@ def load_model(
     home: Path | None = None,
     previous: WorkspaceModel | None = None,
     touched: Iterable[str] | None = None,
+    sessions: bool = True,
+    session_loader: Callable[..., Any] | None = None,
 ) -> WorkspaceModel:
     """The whole state directory as a ``WorkspaceModel``. Never raises for bad data.
 
     ``previous`` makes this an incremental refresh (only changed files are re-parsed).
     ``touched`` (state-relative paths a watcher saw change) lets a part nobody touched be
     reused as is; ``None`` means "check everything".
+
+    ``sessions=False`` (the app's first stage) skips reading sessions unless ``previous``
+    already has them and nothing under ``sessions/`` (nor config.json) was touched, in which
+    case they are carried over as is; otherwise the model comes back with
+    ``sessions_loaded=False`` and ``with_sessions`` fills them in. ``session_loader`` replaces
+    ``sessions.store.load_sessions`` (tests slow it down or count its calls).
     """
     counter = counter or O200kCounter()
     state_dir = Path(state_dir)
@@ -287,14 +298,22 @@ def load_model(
     workspace_id = sanitize(state.workspace_id or "")
     config = state.config
 
-    sessions_snap, sessions, status_counts = _sessions(state, prev_sessions, prev_state, paths, cache, counter, errors)
+    sessions_loaded = True
+    if sessions:
+        sessions_snap, sessions_vms, status_counts = _sessions(state, prev_sessions, paths, cache, counter, errors, session_loader)
+    elif previous is not None and previous.sessions_loaded and prev_sessions is not None and not _touches(paths, "sessions/", "sessions-git/"):
+        # A reload that touched no session: the previous sessions and counts stand as they are.
+        sessions_snap, sessions_vms = prev_sessions, previous.sessions
+        status_counts = (previous.status.pending_turns, previous.status.pending_lenient)
+    else:
+        sessions_snap, sessions_vms, status_counts, sessions_loaded = None, (), (None, None), False
     status = _status(state, status_counts)
 
     if state.memory_missing:
         model = WorkspaceModel(
             state_dir, shown, True, False, config, workspace_id, "",
-            status=status, sessions=sessions, sessions_available=sessions_snap is not None,
-            problems=problems, engine_errors=tuple(errors), state=state, session_snapshot=sessions_snap, _cache=cache,
+            status=status, sessions=sessions_vms, sessions_available=sessions_snap is not None,
+            sessions_loaded=sessions_loaded, problems=problems, engine_errors=tuple(errors), state=state, session_snapshot=sessions_snap, _cache=cache,
         )
         return replace(model, fingerprints=_fingerprints(model))
 
@@ -321,8 +340,9 @@ def load_model(
         recent=recent,
         core=core,
         status=status,
-        sessions=sessions,
+        sessions=sessions_vms,
         sessions_available=sessions_snap is not None,
+        sessions_loaded=sessions_loaded,
         problems=problems,
         engine_errors=tuple(errors),
         state=state,
@@ -331,6 +351,36 @@ def load_model(
         _cache=cache,
     )
     return replace(model, fingerprints=_fingerprints(model))
+
+
+def with_sessions(
+    model: WorkspaceModel,
+    *,
+    counter: TokenCounter | None = None,
+    previous: WorkspaceModel | None = None,
+    touched: Iterable[str] | None = None,
+    session_loader: Callable[..., Any] | None = None,
+) -> WorkspaceModel:
+    """``model`` (from ``load_model(..., sessions=False)``) with its sessions and pending
+    counts filled in; the same model when they already are (perf-ui, issue 12)."""
+    if model.sessions_loaded or model.state is None:
+        return model
+    counter = counter or O200kCounter()
+    paths = None if touched is None else set(touched)
+    prev_snap = previous.session_snapshot if previous is not None else None
+    cache = model._cache if model._cache is not None else _Cache()
+    errors = list(model.engine_errors)
+    snap, sessions_vms, counts = _sessions(model.state, prev_snap, paths, cache, counter, errors, session_loader)
+    filled = replace(
+        model,
+        status=_status(model.state, counts),
+        sessions=sessions_vms,
+        sessions_available=snap is not None,
+        sessions_loaded=True,
+        engine_errors=tuple(errors),
+        session_snapshot=snap,
+    )
+    return replace(filled, fingerprints=_fingerprints(filled))
 
 
 def _touches(paths: set[str] | None, *prefixes: str) -> bool:
@@ -610,11 +660,11 @@ def _status(state: Any, counts: tuple[int | None, int | None]) -> StatusVM:
 def _sessions(
     state: Any,
     prev_snap: Any,
-    prev_state: Any,
     paths: set[str] | None,
     cache: _Cache,
     counter: TokenCounter,
     errors: list[str],
+    loader: Callable[..., Any] | None = None,
 ) -> tuple[Any, tuple[SessionVM, ...], tuple[int | None, int | None]]:
     """Pending turns per session exactly as ``memory-tui status`` counts them."""
     try:
@@ -623,6 +673,12 @@ def _sessions(
 
         if prev_snap is not None and not _touches(paths, "sessions/", "sessions-git/"):
             snap = prev_snap
+        elif loader is not None:
+            snap = loader(state.state_dir, previous=prev_snap)
+        elif prev_snap is not None and paths is not None and not any(p.startswith(("sessions/", "sessions-git/")) for p in paths):
+            # Only config.json moved: no session file was touched, so OpenProgram's own
+            # directory-stamp freshness rule is enough to reuse every unchanged session.
+            snap = load_sessions(state.state_dir, previous=prev_snap, trust_dir_stamps=True)
         else:
             snap = load_sessions(state.state_dir, previous=prev_snap)
         wid = state.workspace_id or ""

@@ -16,8 +16,13 @@ FROZEN = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
 COUNTER = O200kCounter()
 
 
-def make_app(state_dir: Path, *, watch: bool = False, ascii: bool = False, settings: Settings | None = None):
-    """The app as a user would see it, with the state dir shown as ``~/<name>``."""
+def make_app(
+    state_dir: Path, *, watch: bool = False, ascii: bool = False, settings: Settings | None = None, **kw
+):
+    """The app as a user would see it, with the state dir shown as ``~/<name>``; the model
+    is loaded before the first paint unless ``background=True`` is passed (snapshots stay
+    deterministic)."""
+    kw.setdefault("background", False)
     return create_app(
         state_dir,
         clock=lambda: FROZEN,
@@ -26,6 +31,7 @@ def make_app(state_dir: Path, *, watch: bool = False, ascii: bool = False, setti
         ascii=ascii,
         home=Path(state_dir).parent,
         settings=settings or Settings(),
+        **kw,
     )
 
 

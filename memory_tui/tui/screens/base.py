@@ -74,6 +74,7 @@ def topic_name(path: str) -> str:
 
 class ViewScreen(Screen[None]):
     VIEW: ClassVar[str] = ""
+    NEEDS_SESSIONS: ClassVar[bool] = False  # perf-ui: shows "loading" until sessions are in
     BINDINGS: ClassVar[list[BindingType]] = registry.screen_bindings(None)
 
     def __init__(self) -> None:
@@ -213,9 +214,12 @@ class ViewScreen(Screen[None]):
     def blocking_notice(self) -> Text | None:
         """A full-pane message when there is nothing to show (no state dir, no memory)."""
         m = self.model
-        if m is None:
-            return None
         g = self.glyphs
+        # perf-ui (issue 12): the app paints before its model is loaded.
+        if m is None:
+            return Text.assemble((f"{g.pending} Loading the workspace…\n\n", "bold"), "Topics appear as soon as they are read.")
+        if self.NEEDS_SESSIONS and not m.sessions_loaded and m.state_exists:
+            return Text.assemble((f"{g.pending} Loading sessions…\n\n", "bold"), "The other views are ready; sessions follow.")
         if not m.state_exists:
             return Text.assemble(
                 (f"{g.bad} No OpenProgram state directory\n\n", "bold"),

@@ -42,6 +42,7 @@ class SessionOption(Option):
 
 class SessionsScreen(ViewScreen):
     VIEW = "sessions"
+    NEEDS_SESSIONS = True
     BINDINGS: ClassVar[list[BindingType]] = registry.screen_bindings("sessions")
 
     def __init__(self) -> None:

@@ -1,0 +1,100 @@
+"""perf-ui (issue 12): the app paints before sessions are read, and a one-file reload
+re-reads only that file."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from textual.widgets import Static
+
+from memory_tui.sessions.store import load_sessions
+from memory_tui.tui.data import load_model
+from tui_helpers import COUNTER, make_app, settle
+
+pytestmark = pytest.mark.anyio
+
+
+def _topic_rows(app) -> int:
+    try:
+        return len(app.screen.query_one("#topics-list").root.children)
+    except Exception:  # the screen is not composed yet
+        return 0
+
+
+async def test_first_paint_shows_topics_while_sessions_load(fixture_state_ro):
+    release = threading.Event()
+    calls: list[bool] = []
+
+    def slow_loader(state_dir, previous=None, **kw):
+        calls.append(True)
+        assert release.wait(60), "the test never released the session loader"
+        return load_sessions(state_dir, previous=previous, **kw)
+
+    app = make_app(fixture_state_ro, background=True, session_loader=slow_loader)
+    assert app.model is None  # nothing is loaded before the first paint
+    async with app.run_test(size=(120, 40)) as pilot:
+        for _ in range(400):
+            if _topic_rows(app) and app.loading == "sessions":
+                break
+            await pilot.pause(0.05)
+        try:
+            assert _topic_rows(app) > 0
+            assert app.model is not None and not app.model.sessions_loaded
+            assert app.model.sessions == () and app.model.status.pending_turns is None
+            assert "loading sessions" in str(app.screen.query_one("#header").render())
+            await pilot.press("5")
+            assert "Loading sessions" in str(app.screen.query_one("#notice-text", Static).render())
+        finally:
+            release.set()
+        await settle(pilot, app)
+        assert app.loading is None
+        assert calls == [True]
+        assert app.model.sessions_loaded
+        full = load_model(fixture_state_ro, counter=COUNTER, home=fixture_state_ro.parent)
+        assert app.model == full
+        assert {s.session_id for s in app.model.sessions} == {s.session_id for s in full.sessions} != set()
+        assert not app.screen.query_one("#notice-detail").display
+        assert app.screen.query_one("#sessions-list").option_count == len(full.sessions)
+
+
+async def test_one_file_reload_reads_only_that_file(fixture_state, monkeypatch):
+    loads: list[object] = []
+
+    def counting_loader(state_dir, previous=None, **kw):
+        loads.append(previous)
+        return load_sessions(state_dir, previous=previous, **kw)
+
+    app = make_app(fixture_state, session_loader=counting_loader)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        assert len(loads) == 1
+        rel = "topics/people/ada.md"
+        path = fixture_state / "memory" / rel
+        text = path.read_text(encoding="utf-8")
+        assert "Ada" in text
+        path.write_text(text.replace("Ada", "Adah", 1), encoding="utf-8")
+
+        # Count what the engine reads as topic files (its one topic reader). The workspace
+        # revision, a hash of every file's bytes, is not counted: it is the engine's.
+        from memory_tui.core import topics as topics_mod
+
+        read: list[str] = []
+        real = topics_mod.read_topic_file
+
+        def counting_read(topics_dir, rel_path):
+            read.append("topics/" + rel_path)
+            return real(topics_dir, rel_path)
+
+        monkeypatch.setattr(topics_mod, "read_topic_file", counting_read)
+        before = app.reloads
+        app.load_in_background({"memory/" + rel})
+        await settle(pilot, app)
+        monkeypatch.undo()
+        assert app.reloads == before + 1
+        assert read == [rel], read
+        assert len(loads) == 1  # no session was touched: sessions are not read again
+        assert "Adah" in app.model.topic(rel).title + "".join(r.content for r in app.model.topic(rel).records)
+        full = load_model(fixture_state, counter=COUNTER, home=fixture_state.parent)
+        assert app.model == full
+        assert app.model.topic(rel) == full.topic(rel)
