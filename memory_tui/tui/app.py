@@ -23,6 +23,7 @@ from textual.binding import BindingType
 from textual.worker import Worker, WorkerState
 
 from memory_tui.core.errors import Problem
+from memory_tui.core.lockprobe import LockProbe, probe_write_lock
 from memory_tui.core.tokens import O200kCounter, TokenCounter
 
 from . import commands as registry
@@ -87,6 +88,7 @@ class MemoryApp(JobRunner, App[None]):
         self._job_request: JobRequest | None = None
         self._job_revision_before: str | None = None
         self._job_pending = False  # a preview/confirm is open: a second request waits for it
+        self.lock_probe = probe_write_lock(self.state_dir / "memory")  # refreshed with every load
         # Loaded before the first screen mounts, so every screen draws real data at once.
         self.model: WorkspaceModel | None = load_model(self.state_dir, counter=self.counter, home=self.home)
         if self.settings.theme:
@@ -142,6 +144,14 @@ class MemoryApp(JobRunner, App[None]):
             return ""
         job, event = next(iter(self.jobs.items()))
         return f"{job} {event.done}/{event.total}" if event.total is not None else f"{job} {event.phase} {event.done}"
+
+    def lock_label(self) -> str:
+        """The header's lock item: who else holds ``write.lock`` ("" when free or ours)."""
+        probe = self.lock_probe
+        if probe is None or not probe.held or (probe.holder is not None and probe.holder.this_process):
+            return ""
+        who = probe.holder.describe() if probe.holder else "another program"
+        return f"{self.glyphs.bad} locked: {who}"
 
     def banner_lines(self) -> list[Text]:
         m = self.model
@@ -257,12 +267,18 @@ class MemoryApp(JobRunner, App[None]):
     @work(thread=True, exclusive=True, group="load", exit_on_error=False)
     def _load_worker(self, seq: int, touched: set[str] | None) -> None:
         model = load_model(self.state_dir, counter=self.counter, home=self.home, previous=self.model, touched=touched)
-        self.call_from_thread(self._loaded, seq, model, touched is None)
+        probe = probe_write_lock(self.state_dir / "memory")
+        self.call_from_thread(self._loaded, seq, model, touched is None, probe)
 
-    def _loaded(self, seq: int, model: WorkspaceModel, explicit: bool) -> None:
+    def _loaded(self, seq: int, model: WorkspaceModel, explicit: bool, probe: LockProbe | None = None) -> None:
         if seq < self._applied_seq:
             return  # an older load finished after a newer one: keep the newer
         self._applied_seq = seq
+        if probe is not None and probe.held != (self.lock_probe.held if self.lock_probe else False):
+            self.lock_probe = probe
+            self._redraw_header()
+        elif probe is not None:
+            self.lock_probe = probe
         old = self.model
         if explicit:
             self.apply_model(model)
@@ -314,7 +330,6 @@ class MemoryApp(JobRunner, App[None]):
             running = next(iter(self.jobs), None) or "another job"
             self.notify(f"{running} is still running (x cancels it); {request.kind} was not started.", severity="warning")
             return
-        from memory_tui.core.lockprobe import probe_write_lock
         from memory_tui.pipeline.context import Context
         from memory_tui.pipeline.preview import preview_job
         from .dialogs.confirm_job import ConfirmJobDialog

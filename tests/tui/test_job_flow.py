@@ -69,12 +69,12 @@ async def test_reorganize_end_to_end_from_the_key(fixture_state):
     app = _app(fixture_state)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("R")  # job.reorganize
-        await _until(pilot, lambda: isinstance(app.screen, ConfirmJobDialog))
+        await _until(pilot, lambda: isinstance(app.screen, ConfirmJobDialog) and bool(app.screen.query("#run")))
         dialog = app.screen
         assert dialog.preview.job == "reorganize" and not dialog.preview.nothing_to_do
         assert "memory/topics/people/ada-copy.md" in dialog.preview.files or any("ada-copy" in f for f in dialog.preview.files)
         await pilot.press("y")
-        await _until(pilot, lambda: isinstance(app.screen, JobResultDialog))
+        await _until(pilot, lambda: isinstance(app.screen, JobResultDialog) and bool(app.screen.query("#close")))
         (summary,) = app.job_results
         assert summary.ok and "topics/people/ada-copy.md" in summary.changed_files
         assert summary.revision_before == rev and summary.revision != rev
@@ -103,10 +103,10 @@ async def test_backfill_end_to_end_from_the_key(fixture_state):
     app = _app(fixture_state)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("B")  # job.backfill
-        await _until(pilot, lambda: isinstance(app.screen, ConfirmJobDialog))
+        await _until(pilot, lambda: isinstance(app.screen, ConfirmJobDialog) and bool(app.screen.query("#run")))
         assert app.screen.preview.count > 0
         await pilot.press("y")
-        await _until(pilot, lambda: isinstance(app.screen, JobResultDialog))
+        await _until(pilot, lambda: isinstance(app.screen, JobResultDialog) and bool(app.screen.query("#close")))
         (summary,) = app.job_results
         assert summary.ok, summary.to_json()
         assert summary.revision != rev
@@ -148,7 +148,7 @@ async def test_a_cancelled_job_leaves_the_workspace_byte_identical(fixture_state
     app = _app(fixture_state)
     async with app.run_test(size=(120, 40)) as pilot:
         await app.run_action("run_job('write-all-forced')")  # the palette's job.write_all_forced
-        await _until(pilot, lambda: isinstance(app.screen, ConfirmJobDialog))
+        await _until(pilot, lambda: isinstance(app.screen, ConfirmJobDialog) and bool(app.screen.query("#run")))
         await pilot.press("y")
         await _until(pilot, lambda: app.jobs.get("write-all-forced") is not None and app.jobs["write-all-forced"].phase == "batch")
         assert "write-all-forced" in str(app.screen.query_one("#header").render())
@@ -165,7 +165,7 @@ async def test_a_second_job_while_one_runs_starts_nothing(fixture_state):
     app = _app(fixture_state)
     async with app.run_test(size=(120, 40)) as pilot:
         app.start_job(JobRequest("write-all-forced"))
-        await _until(pilot, lambda: isinstance(app.screen, ConfirmJobDialog))
+        await _until(pilot, lambda: isinstance(app.screen, ConfirmJobDialog) and bool(app.screen.query("#run")))
         first = app.screen
         app.start_job(JobRequest("reorganize"))
         await pilot.pause()
@@ -179,3 +179,57 @@ async def test_a_second_job_while_one_runs_starts_nothing(fixture_state):
 def test_job_request_names_a_known_kind():
     with pytest.raises(ValueError, match="unknown job"):
         JobRequest("explode")
+
+
+HOLDER = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+async def test_a_lock_held_elsewhere_shows_in_the_header_and_a_write_offers_retry(fixture_state):
+    import sys
+
+    from memory_tui.core.lock import lock_path
+
+    root = fixture_state / "memory"
+    before = _disk(fixture_state)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock_path(root))], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        before = {k: v for k, v in _disk(fixture_state).items() if not k.endswith("write.lock")}
+        app = _app(fixture_state)
+        app.job_context_options["lock_seconds"] = 0.2  # give up quickly: the holder never lets go
+        async with app.run_test(size=(140, 40)) as pilot:
+            header = str(app.screen.query_one("#header").render())
+            assert f"locked: another program (pid {holder.pid})" in header or f"(pid {holder.pid})" in header, header
+            await app.run_action("run_job('write-all-forced')")
+            await _until(pilot, lambda: isinstance(app.screen, ConfirmJobDialog) and bool(app.screen.query("#run")))
+            assert app.screen.query("#lock-warning")  # the confirm says the job would wait
+            await pilot.press("y")
+            await _until(pilot, lambda: isinstance(app.screen, JobResultDialog) and bool(app.screen.query("#close")))
+            (summary,) = app.job_results
+            assert summary.outcome.code == "CONCURRENT_UPDATE" and summary.retryable
+            assert app.screen.can_retry and app.screen.query("#retry")
+            assert "WRITER" not in summary.outcome.code
+            await pilot.press("escape")
+            await settle_jobs(pilot, app)
+            assert "locked" in str(app.screen.query_one("#header").render())
+    finally:
+        holder.stdin.close()
+        holder.wait()
+    after = {k: v for k, v in _disk(fixture_state).items() if not k.endswith("write.lock")}
+    archive = {k for k in before if "/sources/" in k}
+    assert archive and all(after.get(k) == before[k] for k in archive)
+    assert set(after) >= archive
+
+
+async def settle_jobs(pilot, app) -> None:
+    loads = [w for w in app.workers if w.group == "load"]
+    if loads:
+        await app.workers.wait_for_complete(loads)
+    await pilot.pause()
