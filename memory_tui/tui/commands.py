@@ -80,6 +80,8 @@ COMMANDS: tuple[Command, ...] = (
             "Preview, then write every session's pending turns now, below the token threshold too"),
     Command("job.reorganize", "R", "run_job('reorganize')", "Reorganize topics", "Preview, then run `memory-tui reorganize`", footer=False),
     Command("job.backfill", "B", "run_job('backfill')", "Backfill sources", "Preview, then run `memory-tui backfill`", footer=False),
+    Command("topic.edit", "e", "edit_topic", "Edit topic", "Edit the selected topic's Markdown, checked as you type",
+            views=("topics", "core"), scope="screen", footer=False),
     Command("job.migrate", "", "run_job('migrate')", "Migrate legacy cursors", "Preview, then run `memory-tui migrate`"),
     Command("app.quit", "q", "quit", "Quit", "Quit memory-tui"),
 )
