@@ -306,6 +306,11 @@ class MemoryApp(JobRunner, App[None]):
         self._watch_stop.set()
 
     def on_workspace_changed(self, message: WorkspaceChanged) -> None:
+        # actions-ui: an open editor checks its file against the buffer (conflict handling)
+        for screen in self.screen_stack:
+            hook = getattr(screen, "workspace_changed", None)
+            if hook is not None:
+                hook(message.paths)
         self._pending_paths.update(message.paths)
         if self._reload_timer is not None:
             self._reload_timer.stop()

@@ -108,3 +108,46 @@ async def test_a_refused_save_keeps_the_buffer_and_leaving_unsaved_asks(fixture_
         app.screen.dismiss(__import__("memory_tui.tui.dialogs.unsaved", fromlist=["UnsavedChoice"]).UnsavedChoice("discard"))
         await _until(pilot, lambda: not isinstance(app.screen, (EditorScreen, UnsavedDialog)))
     assert (root / ADA).read_text() == committed
+
+
+@pytest.mark.parametrize("choice", ["take_theirs", "keep_mine", "see_diff"])
+async def test_a_change_on_disk_under_unsaved_edits_offers_the_conflict_dialog(fixture_state, choice):
+    from memory_tui.core import transaction as tx
+    from memory_tui.tui.dialogs.conflict import ConflictDialog
+    from memory_tui.tui.messages import WorkspaceChanged
+
+    app = make_app(fixture_state)
+    root = fixture_state / "memory"
+    committed = (root / ADA).read_text()
+    async with app.run_test(size=(160, 45)) as pilot:
+        screen = await _open_ada(pilot, app)
+        mine = committed.replace("wants short answers", "wants brief answers")
+        screen.editor.text = mine
+        theirs = committed.replace("wants short answers", "wants quick answers")
+        assert tx.staged_edit(fixture_state, ADA, theirs, git_commit="off").ok  # OpenProgram, say
+        app.post_message(WorkspaceChanged(frozenset({f"memory/{ADA}"})))  # what the watcher posts
+        await _until(pilot, lambda: isinstance(app.screen, ConflictDialog) and bool(app.screen.query("#mine")))
+        dialog = app.screen
+        if choice == "take_theirs":
+            await pilot.press("t")
+            await _until(pilot, lambda: app.screen is screen)
+            assert screen.editor.text == theirs and not screen.editor.is_dirty
+        elif choice == "keep_mine":
+            await pilot.press("m")
+            await _until(pilot, lambda: app.screen is screen)
+            assert screen.editor.text == mine and screen.editor.base_text == theirs and screen.editor.is_dirty
+            await pilot.press("ctrl+s")
+            await _until(pilot, lambda: screen.last_save is not None)
+            assert screen.last_save.ok and (root / ADA).read_text() == mine
+        else:
+            await pilot.press("d")  # conflict.diff shows both sides inside the dialog
+            await pilot.pause()
+            diff = dialog.query_one("#diff")
+            assert diff.display and diff.old == theirs and diff.new == mine
+            body = str(diff.query_one("#diff-body").render())
+            assert "quick answers" in body and "brief answers" in body
+            await pilot.press("escape")  # decide later: the buffer is kept
+            await _until(pilot, lambda: app.screen is screen)
+            assert screen.editor.text == mine and screen.conflicts == [None]
+        if choice != "keep_mine":
+            assert (root / ADA).read_text() == theirs

@@ -45,6 +45,8 @@ class EditorScreen(Screen[None]):
         self.ascii = ascii
         self.git_env = git_env
         self.last_save: Validation | None = None
+        self.conflict_open = False
+        self.conflicts: list = []  # every ConflictResolution (or None) chosen here
         self._text, self._revision = read_topic_text(self.state_dir, path)
 
     def compose(self) -> ComposeResult:
@@ -119,6 +121,37 @@ class EditorScreen(Screen[None]):
         self.diagnostics_list.set_diagnostics(answer.diagnostics)
         self.notify(f"not saved: {len(answer.diagnostics)} problem(s)", severity="error")
         return False
+
+    # ------------------------------------------------------------------ conflicts
+    def workspace_changed(self, paths: frozenset[str]) -> None:
+        """The watcher saw ``paths`` change (relative to the state dir)."""
+        if f"memory/{self.path}" not in paths or self.conflict_open:
+            return
+        theirs, revision = read_topic_text(self.state_dir, self.path)
+        editor = self.editor
+        if theirs == editor.base_text:
+            return  # our own save, or a touch that changed nothing
+        if not editor.is_dirty:
+            editor.load_text(theirs)  # nothing of ours to lose: follow the file
+            editor.mark_saved(theirs, revision)
+            return
+        from ..dialogs.conflict import ConflictDialog
+
+        self.conflict_open = True
+
+        def resolved(answer) -> None:
+            self.conflict_open = False
+            self.conflicts.append(answer)
+            if answer is None:
+                return  # decide later: the buffer stays, still based on what it opened from
+            if answer.choice == "take_theirs":
+                editor.load_text(theirs)
+            # both choices now build on what is on disk, so a save goes against the new revision
+            editor.mark_saved(theirs, revision)
+            if answer.choice == "keep_mine" and editor.text != answer.text:
+                editor.load_text(answer.text)
+
+        self.app.push_screen(ConflictDialog(self.path, editor.text, theirs), resolved)
 
     def action_leave(self) -> None:
         if not self.editor.is_dirty:
