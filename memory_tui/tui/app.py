@@ -24,11 +24,12 @@ from textual.binding import BindingType
 from textual.worker import Worker, WorkerState
 
 from memory_tui.core.errors import Problem
+from memory_tui.core.lockprobe import LockProbe, probe_write_lock
 from memory_tui.core.tokens import O200kCounter, TokenCounter
 
 from . import commands as registry
 from .commands import MemoryCommands
-from .jobs import JobRunner, JobSpec, backfill_job, reorganize_job, write_job
+from .jobs import JobRequest, JobRunner, JobSpec, spec_for, summarize
 from .data import CORE_TOPIC, RecordVM, WorkspaceModel, changed_views, header_changed, load_model, with_sessions
 from .messages import JobFinished, JobProgress, WorkspaceChanged
 from memory_tui.pipeline.context import JobEvent
@@ -97,6 +98,13 @@ class MemoryApp(JobRunner, App[None]):
         self._queued_loads: list[set[str] | None] = []  # asked for while the first load streams in
         self._applied_seq = 0
         self._watch_stop = threading.Event()
+        # actions-ui: the job flow's state (the request running, what it started from)
+        self.job_context_options: dict = {}  # extra Context fields for jobs (tests: git_env, clock)
+        self.job_results: list = []  # every JobSummary shown this session (tests read it)
+        self._job_request: JobRequest | None = None
+        self._job_revision_before: str | None = None
+        self._job_pending = False  # a preview/confirm is open: a second request waits for it
+        self.lock_probe = probe_write_lock(self.state_dir / "memory")  # refreshed with every load
         # perf-ui (issue 12): with ``background`` the app paints at once with no model and a
         # worker streams it in (topics first, then sessions); without it (tests, snapshots)
         # the whole model is loaded before the first screen mounts.
@@ -161,6 +169,14 @@ class MemoryApp(JobRunner, App[None]):
             return f"loading {self.loading}…" if self.loading else ""
         job, event = next(iter(self.jobs.items()))
         return f"{job} {event.done}/{event.total}" if event.total is not None else f"{job} {event.phase} {event.done}"
+
+    def lock_label(self) -> str:
+        """The header's lock item: who else holds ``write.lock`` ("" when free or ours)."""
+        probe = self.lock_probe
+        if probe is None or not probe.held or (probe.holder is not None and probe.holder.this_process):
+            return ""
+        who = probe.holder.describe() if probe.holder else "another program"
+        return f"{self.glyphs.bad} locked: {who}"
 
     def banner_lines(self) -> list[Text]:
         m = self.model
@@ -299,9 +315,11 @@ class MemoryApp(JobRunner, App[None]):
                 # Nothing shows sessions yet: paint the workspace now, sessions follow.
                 self.call_from_thread(self._loaded, seq, model, True, "sessions")
             model = with_sessions(model, **kw)
-        self.call_from_thread(self._loaded, seq, model, touched is None, None)
+        probe = probe_write_lock(self.state_dir / "memory")
+        self.call_from_thread(self._loaded, seq, model, touched is None, None, probe)
 
-    def _loaded(self, seq: int, model: WorkspaceModel, explicit: bool, loading: str | None = None) -> None:
+    def _loaded(self, seq: int, model: WorkspaceModel, explicit: bool, loading: str | None = None,
+                probe: LockProbe | None = None) -> None:
         if seq < self._applied_seq:
             return  # an older load finished after a newer one: keep the newer
         self._applied_seq = seq
@@ -310,6 +328,11 @@ class MemoryApp(JobRunner, App[None]):
             queued, self._queued_loads = self._queued_loads, []
             merged = None if any(q is None for q in queued) else set().union(*queued)
             self.call_later(self.load_in_background, merged)
+        if probe is not None and probe.held != (self.lock_probe.held if self.lock_probe else False):
+            self.lock_probe = probe
+            self._redraw_header()
+        elif probe is not None:
+            self.lock_probe = probe
         old = self.model
         if explicit:
             self.apply_model(model)
@@ -337,6 +360,11 @@ class MemoryApp(JobRunner, App[None]):
         self._watch_stop.set()
 
     def on_workspace_changed(self, message: WorkspaceChanged) -> None:
+        # actions-ui: an open editor checks its file against the buffer (conflict handling)
+        for screen in self.screen_stack:
+            hook = getattr(screen, "workspace_changed", None)
+            if hook is not None:
+                hook(message.paths)
         self._pending_paths.update(message.paths)
         if self._reload_timer is not None:
             self._reload_timer.stop()
@@ -348,24 +376,57 @@ class MemoryApp(JobRunner, App[None]):
         if paths or not (self.model and self.model.state_exists):
             self.load_in_background(paths if self.model and self.model.state_exists else None)
 
-    # ------------------------------------------------------------------ jobs
-    JOBS: ClassVar[dict[str, Callable[..., JobSpec]]] = {
-        "write": write_job,
-        "reorganize": reorganize_job,
-        "backfill": backfill_job,
-    }
+    # ------------------------------------------------------------------ jobs (actions-ui)
+    def action_run_job(self, kind: str) -> None:
+        self.start_job(JobRequest(kind))
 
-    def action_run_job(self, name: str) -> None:
-        if self.jobs:
-            self.notify(f"{next(iter(self.jobs))} is still running (x cancels it).", severity="warning")
+    def start_job(self, request: JobRequest) -> None:
+        """Preview ``request``, ask, run it with progress in the header, report, reload.
+
+        One job at a time: while one runs (or waits for its confirmation) this says so and
+        starts nothing."""
+        if self.jobs or self._job_pending:
+            running = next(iter(self.jobs), None) or "another job"
+            self.notify(f"{running} is still running (x cancels it); {request.kind} was not started.", severity="warning")
             return
-        self.launch_job(self.JOBS[name](self.settings.writer))
+        from memory_tui.pipeline.context import Context
+        from memory_tui.pipeline.preview import preview_job
+        from .dialogs.confirm_job import ConfirmJobDialog
+
+        ctx = Context(self.state_dir, settings=self.settings.writer, **self.job_context_options)
+        preview = preview_job(ctx, request.kind, session_id=request.session_id, branch=request.branch, force=request.force)
+        lock = probe_write_lock(self.state_dir / "memory")
+        self._job_pending = True
+
+        def confirmed(answer) -> None:
+            self._job_pending = False
+            if answer is not None and answer.run:
+                self._job_request = request
+                self._job_revision_before = preview.revision
+                self.launch_job(spec_for(request, self.settings.writer, self.job_context_options))
+
+        self.push_screen(ConfirmJobDialog(preview, lock=lock), confirmed)
 
     def launch_job(self, spec: JobSpec) -> None:
         """Start ``spec`` in the job worker (one job at a time); the app keeps its progress."""
         self.jobs[spec.name] = JobEvent("starting")
-        self.start_job(spec)
+        self.run_spec(spec)
         self._redraw_header()
+
+    def _show_job_result(self, message: JobFinished) -> None:
+        request, self._job_request = self._job_request, None
+        if request is None or request.kind != message.job:
+            return  # a job started without the flow (tests' launch_job): notifications only
+        from .dialogs.job_result import JobResultDialog
+
+        summary = summarize(request, message, memory_root=self.state_dir / "memory", revision_before=self._job_revision_before)
+        self.job_results.append(summary)
+
+        def chosen(choice) -> None:
+            if choice is not None and choice.retry:
+                self.start_job(request)
+
+        self.push_screen(JobResultDialog(summary), chosen)
 
     def action_cancel_job(self) -> None:
         if self.cancel_job():
@@ -397,7 +458,10 @@ class MemoryApp(JobRunner, App[None]):
         self.finished_jobs.append(message)
         self._redraw_header()
         if message.cancelled:
-            self.notify(f"{message.job} cancelled: nothing was written")
+            self._job_request = None
+            self.notify(f"{message.job} cancelled: nothing was written after its last whole step")
+        elif self._job_request is not None:
+            self._show_job_result(message)
         elif message.ok:
             self.notify(f"{message.job} finished")
         else:

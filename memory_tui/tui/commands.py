@@ -74,9 +74,15 @@ COMMANDS: tuple[Command, ...] = (
     Command("app.problems", "p", "problems", "Problems", "List every problem with its file and line"),
     Command("app.help", "question_mark,f1", "help", "Help", "Show the keys of every view", key_display="?"),
     Command("job.cancel", "x", "cancel_job", "Cancel job", "Stop the running job at its next safe point", footer=False),
-    Command("job.write", "", "run_job('write')", "Write pending turns", "Run `memory-tui write` (per-turn rule)"),
-    Command("job.reorganize", "", "run_job('reorganize')", "Reorganize topics", "Run `memory-tui reorganize`"),
-    Command("job.backfill", "", "run_job('backfill')", "Backfill sources", "Run `memory-tui backfill`"),
+    # actions-ui: owner jobs, each previewed and confirmed (MemoryApp.start_job)
+    Command("job.write", "", "run_job('write')", "Write pending turns", "Preview, then run `memory-tui write` (per-turn rule)"),
+    Command("job.write_all_forced", "", "run_job('write-all-forced')", "Write all sessions (forced)",
+            "Preview, then write every session's pending turns now, below the token threshold too"),
+    Command("job.reorganize", "R", "run_job('reorganize')", "Reorganize topics", "Preview, then run `memory-tui reorganize`", footer=False),
+    Command("job.backfill", "B", "run_job('backfill')", "Backfill sources", "Preview, then run `memory-tui backfill`", footer=False),
+    Command("topic.edit", "e", "edit_topic", "Edit topic", "Edit the selected topic's Markdown, checked as you type",
+            views=("topics", "core"), scope="screen", footer=False),
+    Command("job.migrate", "", "run_job('migrate')", "Migrate legacy cursors", "Preview, then run `memory-tui migrate`"),
     Command("app.quit", "q", "quit", "Quit", "Quit memory-tui"),
 )
 

@@ -76,7 +76,8 @@ def diagnostics_from_problems(problems: Iterable[Any], path: str, *, line_count:
 def diagnostics_from_result(result: Any, path: str, *, line_count: int | None = None) -> tuple[Diagnostic, ...]:
     if result.ok:
         return ()
-    problems = tuple(result.problems) or (result.error().as_problem(),)
+    # the core's full ordered list (OpenProgram's first error, then the rest in file order)
+    problems = tuple(result.all_errors()) or (result.error().as_problem(),)
     return diagnostics_from_problems(problems, path, line_count=line_count)
 
 
@@ -96,3 +97,13 @@ def save_topic_text(state_dir: Path | str, path: str, text: str, **kw: Any) -> V
     result = tx.staged_edit(state_dir, path, text, **kw)
     lines = text.count("\n") + 1
     return Validation(-1, bool(result.ok), diagnostics_from_result(result, path, line_count=lines), result)
+
+
+def read_topic_text(state_dir: Path | str, path: str) -> tuple[str, str | None]:
+    """The committed text of topic ``path`` ("" for a new one) and the workspace revision."""
+    from memory_tui.core.workspace import workspace_revision
+
+    root = Path(state_dir) / "memory"
+    file = root / path
+    text = file.read_text(encoding="utf-8") if file.is_file() else ""
+    return text, workspace_revision(root) if root.is_dir() else None

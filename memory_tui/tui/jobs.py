@@ -49,13 +49,75 @@ def backfill_job(settings: WriterSettings) -> JobSpec:
     return JobSpec("backfill", lambda ctx: backfill(ctx), settings)
 
 
+# --- actions-ui: the owner's job flow (MemoryApp.start_job takes a JobRequest) ---------------
+JOB_KINDS = ("write", "write-all-forced", "reorganize", "backfill", "migrate")
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """What the owner asked for; the app previews it, confirms it, runs it, reports it."""
+
+    kind: str  # one of JOB_KINDS
+    session_id: str | None = None
+    branch: str | None = None
+    force: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in JOB_KINDS:
+            raise ValueError(f"unknown job {self.kind!r}; expected one of {', '.join(JOB_KINDS)}")
+
+
+def spec_for(request: JobRequest, settings: WriterSettings, context_options: dict[str, Any] | None = None) -> JobSpec:
+    """The runnable job for ``request`` (the name is the request's kind)."""
+    opts = dict(context_options or {})
+    kind = request.kind
+    if kind == "write":
+        run: Job = lambda ctx: write(ctx, request.session_id, branch=request.branch, force=request.force)
+    elif kind == "write-all-forced":
+        run = lambda ctx: write(ctx, None, force=True)
+    elif kind == "reorganize":
+        run = lambda ctx: reorganize(ctx)
+    elif kind == "backfill":
+        run = lambda ctx: backfill(ctx)
+    else:
+        run = _migrate
+    return JobSpec(kind, run, settings, opts)
+
+
+def _migrate(ctx: Context) -> Any:
+    # The CLI's ``migrate`` verb: the one-time cursor migration, under the lock.
+    from memory_tui.pipeline.migrate import migrate_if_needed
+
+    return {"migrate": migrate_if_needed(ctx)}
+
+
+def summarize(request: JobRequest, finished: JobFinished, *, memory_root: Path, revision_before: str | None) -> Any:
+    """The ``JobSummary`` the result dialog shows for one finished job."""
+    from memory_tui.core.outcomes import describe_outcome
+    from memory_tui.pipeline import jobresult
+
+    title = {"write-all-forced": "write all sessions (forced)"}.get(request.kind, request.kind)
+    err = finished.error
+    if isinstance(err, MemoryError):
+        return jobresult.JobSummary(request.kind, title, describe_outcome(err.code, err.retryable), (), 0,
+                                    revision_before, revision_before, None, err.message)
+    result = finished.result
+    if request.kind in ("write", "write-all-forced"):
+        return jobresult.summarize_write(result, memory_root=memory_root, title=title)
+    if request.kind == "reorganize":
+        return jobresult.summarize_reorganize(result, revision_before=revision_before, memory_root=memory_root)
+    if request.kind == "backfill":
+        return jobresult.summarize_backfill(result, revision_before=revision_before, memory_root=memory_root)
+    return jobresult.summarize_migrate((result or {}).get("migrate"), revision_before=revision_before)
+
+
 class JobRunner:
-    """Mixed into the app: ``start_job`` runs a ``JobSpec``, ``cancel_job`` asks it to stop."""
+    """Mixed into the app: ``run_spec`` runs a ``JobSpec``, ``cancel_job`` asks it to stop."""
 
     state_dir: Path
     _job_cancel: threading.Event | None = None
 
-    def start_job(self, spec: JobSpec) -> None:
+    def run_spec(self, spec: JobSpec) -> None:
         self._job_cancel = threading.Event()
         self._job_worker(spec, self._job_cancel)
 

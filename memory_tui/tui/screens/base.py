@@ -192,7 +192,8 @@ class ViewScreen(Screen[None]):
         width = self.size.width or self.app.size.width or 120
         shell = self.shell
         self.query_one(HeaderBar).update(
-            header_text(self.model, width, shell.now(), shell.glyphs, problems=shell.problem_count(), job=shell.job_label())
+            header_text(self.model, width, shell.now(), shell.glyphs, problems=shell.problem_count(), job=shell.job_label(),
+                        lock=shell.lock_label())
         )
 
     def render_banner(self) -> None:

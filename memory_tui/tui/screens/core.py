@@ -14,7 +14,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from .. import commands as registry
-from ..data import CoreVM, RecordVM, core_chunks
+from ..data import CORE_TOPIC, CoreVM, RecordVM, core_chunks
 from ..render import render_markdown
 from ..widgets import RecordList, SourcePane
 from ..widgets.records import highlighted_key, restore_highlight
@@ -227,3 +227,9 @@ class CoreScreen(CitationScreen):
         if not self.show_sources:
             self.action_toggle_core_sources()
         self.query_one("#core-records", RecordList).select_record(record)
+
+    # actions-ui: ``e`` edits topics/core.md (the source records shown here)
+    def action_edit_topic(self) -> None:
+        from .editor import open_editor
+
+        open_editor(self.app, CORE_TOPIC)

@@ -263,3 +263,12 @@ class TopicsScreen(CitationScreen):
         self.records.select_record(record)
         self.open_detail(self.records)
 
+    # actions-ui: ``e`` edits the topic under the cursor
+    def action_edit_topic(self) -> None:
+        from .editor import open_editor
+
+        topic = self.current_topic()
+        if topic is None:
+            self.notify("Select a topic to edit.", severity="warning")
+            return
+        open_editor(self.app, topic.path)

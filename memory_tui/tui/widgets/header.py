@@ -39,6 +39,7 @@ def header_text(
     *,
     problems: int | None = None,
     job: str = "",
+    lock: str = "",
 ) -> Text:
     """One line: state dir, workspace id, short revision, writer health. Shrinks with width.
 
@@ -76,6 +77,8 @@ def header_text(
         parts.append((f"{n} problem" + ("s" if n != 1 else ""), "bold yellow", "app.problems"))
     if job:
         parts.append((job, "bold cyan", None))
+    if lock:  # actions-ui: someone else holds the write lock; a job would wait, then stop
+        parts.append((lock, "bold magenta", None))
     sep = " │ " if glyphs is UNICODE else " | "
     for i, (label, style, action) in enumerate(parts):
         text.append(" " if i == 0 else sep, "dim")

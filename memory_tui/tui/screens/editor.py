@@ -1,0 +1,176 @@
+"""The topic editor screen (actions-ui): edit a topic's Markdown with the core checking it.
+
+Every buffer change is validated in a worker against the core's full-list validate API
+(``editor_model`` → ``transaction.edit_errors`` semantics), so all errors show, each on its
+line; an answer for an older buffer version is dropped by ``TopicEditor.apply_validation``.
+``ctrl+s`` saves through ``staged_edit`` (one transaction); a refused save keeps the buffer
+and shows why. Leaving with unsaved changes asks first.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import Footer, Label, TextArea
+
+from ..dialogs.unsaved import UnsavedDialog
+from ..editor_model import Validation, read_topic_text, save_topic_text, validate_topic_text
+from ..widgets.diagnostics_list import DiagnosticsList
+from ..widgets.topic_editor import TopicEditor
+
+
+class EditorScreen(Screen[None]):
+    BINDINGS = [
+        Binding("escape", "leave", "Back", id="editor.back"),
+        # ``[``/``]`` type text inside the editor (footnotes ``[^e1]``); outside it they jump.
+        Binding("right_square_bracket", "next_error", "Next error", id="editor.next_error_outside", show=False),
+        Binding("left_square_bracket", "previous_error", "Previous error", id="editor.previous_error_outside", show=False),
+    ]
+    DEFAULT_CSS = """
+    EditorScreen #editor-title { height: 1; text-style: bold; padding: 0 1; }
+    EditorScreen Horizontal { height: 1fr; }
+    EditorScreen TopicEditor { width: 2fr; }
+    EditorScreen DiagnosticsList { width: 1fr; max-height: 100%; height: 1fr; }
+    """
+
+    def __init__(self, state_dir: Path, path: str, *, ascii: bool = False, git_env=None) -> None:
+        super().__init__()
+        self.state_dir = Path(state_dir)
+        self.path = path
+        self.ascii = ascii
+        self.git_env = git_env
+        self.last_save: Validation | None = None
+        self.conflict_open = False
+        self.conflicts: list = []  # every ConflictResolution (or None) chosen here
+        self._text, self._revision = read_topic_text(self.state_dir, path)
+
+    def compose(self) -> ComposeResult:
+        yield Label(f"Edit {self.path}  (ctrl+s save · f8/shift+f8 errors · esc back)", id="editor-title")
+        with Horizontal():
+            yield TopicEditor(self._text, path=self.path, ascii=self.ascii, id="topic-editor")
+            yield DiagnosticsList(id="diagnostics")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.editor.mark_saved(self._text, self._revision)
+        self.editor.focus()
+
+    @property
+    def editor(self) -> TopicEditor:
+        return self.query_one(TopicEditor)
+
+    @property
+    def diagnostics_list(self) -> DiagnosticsList:
+        return self.query_one(DiagnosticsList)
+
+    # ------------------------------------------------------------------ validation
+    def on_topic_editor_validate_requested(self, message: TopicEditor.ValidateRequested) -> None:
+        message.stop()
+        self._validate(message.text, message.seq)
+
+    @work(thread=True, group="validate", exit_on_error=False)
+    def _validate(self, text: str, seq: int) -> None:
+        answer = validate_topic_text(self.state_dir, self.path, text, seq)
+        self.app.call_from_thread(self._validated, answer)
+
+    def _validated(self, answer: Validation) -> None:
+        if self.editor.apply_validation(answer.seq, answer.diagnostics):
+            self.diagnostics_list.set_diagnostics(answer.diagnostics)
+
+    def on_diagnostics_list_jump(self, message: DiagnosticsList.Jump) -> None:
+        message.stop()
+        self.editor.goto_diagnostic(message.diagnostic)
+        self.editor.focus()
+
+    def _outside_editor(self) -> bool:
+        return not isinstance(self.focused, TextArea)
+
+    def action_next_error(self) -> None:
+        if self._outside_editor():
+            self.editor.next_diagnostic()
+
+    def action_previous_error(self) -> None:
+        if self._outside_editor():
+            self.editor.previous_diagnostic()
+
+    # ------------------------------------------------------------------ save / leave
+    def on_topic_editor_save_requested(self, message: TopicEditor.SaveRequested) -> None:
+        message.stop()
+        self.save(message.text)
+
+    def save(self, text: str) -> bool:
+        kw = {"git_env": self.git_env} if self.git_env else {}
+        answer = save_topic_text(self.state_dir, self.path, text, **kw)
+        self.last_save = answer
+        if answer.ok:
+            self.editor.mark_saved(text, answer.result.revision)
+            self.editor.set_diagnostics(())
+            self.diagnostics_list.set_diagnostics(())
+            self.notify(f"saved {self.path} (revision {(answer.result.revision or '')[:8]})")
+            reload = getattr(self.app, "load_in_background", None)
+            if reload is not None:
+                reload(None)
+            return True
+        # refused: the buffer stays as typed, the reasons show beside it
+        self.editor.set_diagnostics(answer.diagnostics)
+        self.diagnostics_list.set_diagnostics(answer.diagnostics)
+        self.notify(f"not saved: {len(answer.diagnostics)} problem(s)", severity="error")
+        return False
+
+    # ------------------------------------------------------------------ conflicts
+    def workspace_changed(self, paths: frozenset[str]) -> None:
+        """The watcher saw ``paths`` change (relative to the state dir)."""
+        if f"memory/{self.path}" not in paths or self.conflict_open:
+            return
+        theirs, revision = read_topic_text(self.state_dir, self.path)
+        editor = self.editor
+        if theirs == editor.base_text:
+            return  # our own save, or a touch that changed nothing
+        if not editor.is_dirty:
+            editor.load_text(theirs)  # nothing of ours to lose: follow the file
+            editor.mark_saved(theirs, revision)
+            return
+        from ..dialogs.conflict import ConflictDialog
+
+        self.conflict_open = True
+
+        def resolved(answer) -> None:
+            self.conflict_open = False
+            self.conflicts.append(answer)
+            if answer is None:
+                return  # decide later: the buffer stays, still based on what it opened from
+            if answer.choice == "take_theirs":
+                editor.load_text(theirs)
+            # both choices now build on what is on disk, so a save goes against the new revision
+            editor.mark_saved(theirs, revision)
+            if answer.choice == "keep_mine" and editor.text != answer.text:
+                editor.load_text(answer.text)
+
+        self.app.push_screen(ConflictDialog(self.path, editor.text, theirs), resolved)
+
+    def action_leave(self) -> None:
+        if not self.editor.is_dirty:
+            self.dismiss(None)
+            return
+
+        def chosen(choice) -> None:
+            if choice is None or choice.action == "cancel":
+                return
+            if choice.action == "save" and not self.save(self.editor.text):
+                return  # refused: stay, with the errors shown
+            self.dismiss(None)
+
+        self.app.push_screen(UnsavedDialog(self.path), chosen)
+
+
+def open_editor(app, path: str) -> EditorScreen:
+    """Push the editor on ``path`` (the view screens' ``e``)."""
+    opts = getattr(app, "job_context_options", {}) or {}
+    screen = EditorScreen(app.state_dir, path, ascii=getattr(app, "ascii_mode", False), git_env=opts.get("git_env"))
+    app.push_screen(screen)
+    return screen

@@ -1,0 +1,235 @@
+"""The owner's job flow in the app: preview → confirm → run (progress, cancel) → result → reload.
+
+Runs on a private copy of OpenProgram's fixture with the embedded (extractive) writer and
+checks what landed on disk: topics, derived views, the revision and the git log.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+from tui_helpers import make_app
+
+from memory_tui.core import gitlog, transaction
+from memory_tui.core.gitlog import fixed_env
+from memory_tui.pipeline.context import Context, revision, topic_tree
+from memory_tui.pipeline.write import write
+from memory_tui.pipeline.writers.base import WriterOutcome
+from memory_tui.tui.dialogs.confirm_job import ConfirmJobDialog
+from memory_tui.tui.dialogs.job_result import JobResultDialog
+from memory_tui.tui.jobs import JobRequest
+
+pytestmark = pytest.mark.anyio
+NOW = 1796100000.0
+
+
+def _disk(state: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(state)): p.read_bytes() for p in sorted(state.rglob("*")) if p.is_file()}
+
+
+def _git_log(root: Path) -> list[str]:
+    out = subprocess.run(["git", "-C", str(root), "log", "--format=%s"], capture_output=True, text=True, check=True)
+    return out.stdout.splitlines()
+
+
+def _app(state: Path):
+    app = make_app(state)
+    app.job_context_options = {"git_env": fixed_env(), "clock": lambda: NOW}
+    return app
+
+
+async def _until(pilot, cond, steps: int = 500) -> None:
+    for _ in range(steps):  # bounded waits, never a timed assertion
+        if cond():
+            return
+        await pilot.pause(0.02)
+    raise AssertionError("condition never became true")
+
+
+def _duplicate_ada(state: Path) -> None:
+    root = state / "memory"
+    unit = next(u for u in topic_tree(root).units if u.topic_path == "people/ada.md")
+    res = transaction.update(root, revision(root), memory_changes=[{
+        "op": "create_record", "content": unit.content, "time": unit.when, "source_refs": [unit.source_refs[0]],
+        "destination": {"topic_path": "topics/people/ada-copy.md", "headings": ["Ada"], "position": "end"},
+    }], git_commit="off")
+    assert res.ok, res.to_json()
+    # committed, so the fold is a change git can record
+    assert gitlog.commit(root, "test: duplicate a record", env=fixed_env()).committed
+
+
+async def test_reorganize_end_to_end_from_the_key(fixture_state):
+    _duplicate_ada(fixture_state)
+    root = fixture_state / "memory"
+    n_units = len(topic_tree(root).units)
+    rev = revision(root)
+    app = _app(fixture_state)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("R")  # job.reorganize
+        await _until(pilot, lambda: isinstance(app.screen, ConfirmJobDialog) and bool(app.screen.query("#run")))
+        dialog = app.screen
+        assert dialog.preview.job == "reorganize" and not dialog.preview.nothing_to_do
+        assert "memory/topics/people/ada-copy.md" in dialog.preview.files or any("ada-copy" in f for f in dialog.preview.files)
+        await pilot.press("y")
+        await _until(pilot, lambda: isinstance(app.screen, JobResultDialog) and bool(app.screen.query("#close")))
+        (summary,) = app.job_results
+        assert summary.ok and "topics/people/ada-copy.md" in summary.changed_files
+        assert summary.revision_before == rev and summary.revision != rev
+        await pilot.press("escape")
+        await _until(pilot, lambda: app.model.revision != rev)
+    assert not (root / "topics/people/ada-copy.md").exists()
+    assert len(topic_tree(root).units) == n_units - 1
+    assert _git_log(root)[0] == "memory: reorganize topics"
+    assert revision(root) == summary.revision
+
+
+class _Idle:
+    name = "idle"
+    history: list = []
+
+    def write(self, task, tx):
+        return WriterOutcome()
+
+
+async def test_backfill_end_to_end_from_the_key(fixture_state):
+    # A writer that records nothing leaves its batch archived but uncited: backfill's job.
+    write(Context(fixture_state, git_env=fixed_env(), clock=lambda: NOW, writer=_Idle()), "local_9f1e2d3c4b", force=True)
+    root = fixture_state / "memory"
+    rev = revision(root)
+    timeline_before = {p: p.read_bytes() for p in (root / "timeline").rglob("*.md")} if (root / "timeline").is_dir() else {}
+    app = _app(fixture_state)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("B")  # job.backfill
+        await _until(pilot, lambda: isinstance(app.screen, ConfirmJobDialog) and bool(app.screen.query("#run")))
+        assert app.screen.preview.count > 0
+        await pilot.press("y")
+        await _until(pilot, lambda: isinstance(app.screen, JobResultDialog) and bool(app.screen.query("#close")))
+        (summary,) = app.job_results
+        assert summary.ok, summary.to_json()
+        assert summary.revision != rev
+        await pilot.press("escape")
+        await _until(pilot, lambda: app.model.revision == summary.revision)
+    assert revision(root) == summary.revision
+    conv = (root / "topics/conversations/help-me-plan-backups-for-my-home-nas.md")
+    assert conv.is_file() and "[^" in conv.read_text()  # records cite their sources now
+    timeline_after = {p: p.read_bytes() for p in (root / "timeline").rglob("*.md")}
+    assert timeline_after and timeline_after != timeline_before  # derived views rebuilt
+
+
+async def test_a_cancelled_job_leaves_the_workspace_byte_identical(fixture_state, monkeypatch):
+    import memory_tui.tui.app as app_mod
+    from memory_tui.tui import jobs as jobs_mod
+
+    before = _disk(fixture_state)
+    gate = threading.Event()  # holds the job at its first batch so the cancel lands before any transaction
+
+    def gated(request, settings, opts=None):
+        spec = jobs_mod.spec_for(request, settings, opts)
+        inner = spec.run
+
+        def run(ctx):
+            report = ctx.progress
+
+            def progress(event):
+                report(event)
+                if event.phase == "batch":
+                    gate.wait()
+
+            ctx.progress = progress
+            return inner(ctx)
+
+        spec.run = run
+        return spec
+
+    monkeypatch.setattr(app_mod, "spec_for", gated)
+    app = _app(fixture_state)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.run_action("run_job('write-all-forced')")  # the palette's job.write_all_forced
+        await _until(pilot, lambda: isinstance(app.screen, ConfirmJobDialog) and bool(app.screen.query("#run")))
+        await pilot.press("y")
+        await _until(pilot, lambda: app.jobs.get("write-all-forced") is not None and app.jobs["write-all-forced"].phase == "batch")
+        assert "write-all-forced" in str(app.screen.query_one("#header").render())
+        await pilot.press("x")  # job.cancel
+        gate.set()
+        await _until(pilot, lambda: not app.jobs and bool(app.finished_jobs))
+        (finished,) = app.finished_jobs
+        assert finished.cancelled and app.job_results == []
+        assert not isinstance(app.screen, JobResultDialog)
+    assert _disk(fixture_state) == before
+
+
+async def test_a_second_job_while_one_runs_starts_nothing(fixture_state):
+    app = _app(fixture_state)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.start_job(JobRequest("write-all-forced"))
+        await _until(pilot, lambda: isinstance(app.screen, ConfirmJobDialog) and bool(app.screen.query("#run")))
+        first = app.screen
+        app.start_job(JobRequest("reorganize"))
+        await pilot.pause()
+        assert app.screen is first  # no second dialog
+        assert any("was not started" in n.message for n in app._notifications)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.finished_jobs == [] and app.jobs == {}
+
+
+def test_job_request_names_a_known_kind():
+    with pytest.raises(ValueError, match="unknown job"):
+        JobRequest("explode")
+
+
+HOLDER = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+async def test_a_lock_held_elsewhere_shows_in_the_header_and_a_write_offers_retry(fixture_state):
+    import sys
+
+    from memory_tui.core.lock import lock_path
+
+    root = fixture_state / "memory"
+    before = _disk(fixture_state)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock_path(root))], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        before = {k: v for k, v in _disk(fixture_state).items() if not k.endswith("write.lock")}
+        app = _app(fixture_state)
+        app.job_context_options["lock_seconds"] = 0.2  # give up quickly: the holder never lets go
+        async with app.run_test(size=(140, 40)) as pilot:
+            header = str(app.screen.query_one("#header").render())
+            assert f"locked: another program (pid {holder.pid})" in header or f"(pid {holder.pid})" in header, header
+            await app.run_action("run_job('write-all-forced')")
+            await _until(pilot, lambda: isinstance(app.screen, ConfirmJobDialog) and bool(app.screen.query("#run")))
+            assert app.screen.query("#lock-warning")  # the confirm says the job would wait
+            await pilot.press("y")
+            await _until(pilot, lambda: isinstance(app.screen, JobResultDialog) and bool(app.screen.query("#close")))
+            (summary,) = app.job_results
+            assert summary.outcome.code == "CONCURRENT_UPDATE" and summary.retryable
+            assert app.screen.can_retry and app.screen.query("#retry")
+            assert "WRITER" not in summary.outcome.code
+            await pilot.press("escape")
+            await settle_jobs(pilot, app)
+            assert "locked" in str(app.screen.query_one("#header").render())
+    finally:
+        holder.stdin.close()
+        holder.wait()
+    after = {k: v for k, v in _disk(fixture_state).items() if not k.endswith("write.lock")}
+    archive = {k for k in before if "/sources/" in k}
+    assert archive and all(after.get(k) == before[k] for k in archive)
+    assert set(after) >= archive
+
+
+async def settle_jobs(pilot, app) -> None:
+    loads = [w for w in app.workers if w.group == "load"]
+    if loads:
+        await app.workers.wait_for_complete(loads)
+    await pilot.pause()
