@@ -16,8 +16,12 @@ FROZEN = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
 COUNTER = O200kCounter()
 
 
-def make_app(state_dir: Path, *, watch: bool = False, ascii: bool = False, settings: Settings | None = None):
-    """The app as a user would see it, with the state dir shown as ``~/<name>``."""
+def make_app(state_dir: Path, *, watch: bool = False, ascii: bool = False, settings: Settings | None = None,
+             insights: bool = False):
+    """The app as a user would see it, with the state dir shown as ``~/<name>``.
+
+    ``insights`` is off by default so the older snapshots do not depend on when the insights
+    worker finishes; tests/tui/test_insights_view.py turns it on."""
     return create_app(
         state_dir,
         clock=lambda: FROZEN,
@@ -26,6 +30,7 @@ def make_app(state_dir: Path, *, watch: bool = False, ascii: bool = False, setti
         ascii=ascii,
         home=Path(state_dir).parent,
         settings=settings or Settings(),
+        insights=insights,
     )
 
 
