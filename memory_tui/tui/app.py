@@ -328,6 +328,8 @@ class MemoryApp(JobRunner, App[None]):
         self.insights = message.insights
         for screen in self.view_screens.values():
             screen.insights_changed(now=screen is self.current_view_screen)
+        if self.screen not in self.view_screens.values() and hasattr(self.screen, "insights_changed"):
+            self.screen.insights_changed(now=True)  # the Evidence screen over a view
 
     def action_open_evidence(self, which: str = "") -> None:
         from .screens.evidence import EvidenceScreen
