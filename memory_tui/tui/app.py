@@ -32,6 +32,8 @@ from .commands import MemoryCommands
 from .jobs import JobRequest, JobRunner, JobSpec, spec_for, summarize
 from .data import CORE_TOPIC, RecordVM, WorkspaceModel, changed_views, header_changed, load_model, with_sessions
 from .messages import JobFinished, JobProgress, WorkspaceChanged
+from .data import InsightsVM, load_insights  # insights (issue 11)
+from .messages import InsightsReady  # insights (issue 11)
 from memory_tui.pipeline.context import JobEvent
 from .render import Glyphs, glyphs_for
 from .screens import SCREENS, HelpScreen, ProblemsScreen, ViewScreen
@@ -75,6 +77,7 @@ class MemoryApp(JobRunner, App[None]):
         settings: Settings | None = None,
         background: bool = True,
         session_loader: Callable[..., object] | None = None,
+        insights: bool = True,
     ) -> None:
         super().__init__()
         self.state_dir = Path(state_dir)
@@ -98,6 +101,9 @@ class MemoryApp(JobRunner, App[None]):
         self._queued_loads: list[set[str] | None] = []  # asked for while the first load streams in
         self._applied_seq = 0
         self._watch_stop = threading.Event()
+        # insights (issue 11): figures of the current model, computed in a worker after it lands.
+        self.insights_enabled = insights
+        self.insights: InsightsVM | None = None
         # actions-ui: the job flow's state (the request running, what it started from)
         self.job_context_options: dict = {}  # extra Context fields for jobs (tests: git_env, clock)
         self.job_results: list = []  # every JobSummary shown this session (tests read it)
@@ -126,6 +132,7 @@ class MemoryApp(JobRunner, App[None]):
             self.load_in_background(None)
         if self.watch_enabled:
             self._watch_worker()
+        self.compute_insights()  # insights (issue 11): after the first paint, never before
 
     # ------------------------------------------------------------------ what screens read
     @property
@@ -336,6 +343,7 @@ class MemoryApp(JobRunner, App[None]):
         old = self.model
         if explicit:
             self.apply_model(model)
+            self.compute_insights()
             return
         changed = changed_views(old, model)
         if not changed and not header_changed(old, model):
@@ -344,8 +352,10 @@ class MemoryApp(JobRunner, App[None]):
             self.model = model
             for screen in self.view_screens.values():
                 screen.model_changed(model, redraw=False, now=False)
+            self.compute_insights()
             return
         self.apply_model(model, changed)
+        self.compute_insights()
 
     @work(exclusive=True, group="watch", exit_on_error=False)
     async def _watch_worker(self) -> None:
@@ -375,6 +385,40 @@ class MemoryApp(JobRunner, App[None]):
         self._reload_timer = None
         if paths or not (self.model and self.model.state_exists):
             self.load_in_background(paths if self.model and self.model.state_exists else None)
+
+    # ------------------------------------------------------------------ insights (issue 11)
+    def compute_insights(self) -> None:
+        """Compute the insight figures of the current model in a worker (an older run is
+        cancelled); the header and badges draw them when ``InsightsReady`` arrives."""
+        m = self.model
+        if not self.insights_enabled or m is None or not m.memory_exists:
+            return
+        if self.insights is not None and self.insights.revision == m.revision and m.revision:
+            return  # the same memory commit: the figures stand
+        self._insights_worker(m)
+
+    @work(thread=True, exclusive=True, group="insights", exit_on_error=False)
+    def _insights_worker(self, model: WorkspaceModel) -> None:
+        found = load_insights(model)
+        if found is not None:
+            self.post_message(InsightsReady(model.revision, found))
+
+    def on_insights_ready(self, message: InsightsReady) -> None:
+        if self.model is None or message.revision != self.model.revision:
+            return  # figures of a model that has since been replaced
+        self.insights = message.insights
+        for screen in self.view_screens.values():
+            screen.insights_changed(now=screen is self.current_view_screen)
+        if self.screen not in self.view_screens.values() and hasattr(self.screen, "insights_changed"):
+            self.screen.insights_changed(now=True)  # the Evidence screen over a view
+
+    def action_open_evidence(self, which: str = "") -> None:
+        from .screens.evidence import EvidenceScreen
+
+        if isinstance(self.screen, EvidenceScreen):
+            self.screen.show_list(which or None)
+            return
+        self.push_screen(EvidenceScreen(which or None))
 
     # ------------------------------------------------------------------ jobs (actions-ui)
     def action_run_job(self, kind: str) -> None:
@@ -480,6 +524,7 @@ def create_app(
     settings: Settings | None = None,
     background: bool = True,
     session_loader: Callable[..., object] | None = None,
+    insights: bool = True,
 ) -> MemoryApp:
     """The one factory (CLI, tests, screenshots).
 
@@ -491,4 +536,5 @@ def create_app(
     return MemoryApp(
         Path(state_dir), clock=clock, tokens=tokens, watch=watch, ascii=ascii, home=home, settings=settings,
         background=background, session_loader=session_loader,
+        insights=insights,
     )

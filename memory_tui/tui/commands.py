@@ -69,6 +69,18 @@ COMMANDS: tuple[Command, ...] = (
         "Show the selected record in its topic", views=("timeline", "recent", "core"), scope="screen",
     ),
     Command("core.sources", "s", "toggle_core_sources", "Source records", "Toggle the topics/core.md records", views=("core",), scope="screen"),
+    # insights (issue 11)
+    Command("view.evidence", "e", "open_evidence", "Evidence", "Every record's evidence strength, sortable", footer=False),
+    Command(
+        "record.history", "h", "history", "History",
+        "Commits of the selected record (or topic in the tree), with diffs and revert", views=("topics", "recent", "core"), scope="screen",
+        footer=False,  # in the palette and help; the footers of the views stay as they were
+    ),
+    Command(
+        "record.alternatives", "b", "alternatives", "Alternatives",
+        "Records on sibling branches of the selected record's session", views=("topics", "recent", "core"), scope="screen",
+        footer=False,
+    ),
     Command("app.reload", "ctrl+r", "reload", "Reload", "Re-read the state directory now"),
     Command("app.ascii", "a", "toggle_ascii", "ASCII", "Toggle ASCII glyphs", footer=False),
     Command("app.problems", "p", "problems", "Problems", "List every problem with its file and line"),

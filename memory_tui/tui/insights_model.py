@@ -6,7 +6,6 @@ draw lines.
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -73,22 +72,15 @@ class DiffLine:
 
 
 def diff_lines(old: str | None, new: str | None, *, context: int = 3) -> tuple[DiffLine, ...]:
-    """A unified diff of two texts as typed lines (no file headers). ``None`` = absent."""
-    a = sanitize(old).split("\n") if old is not None else []
-    b = sanitize(new).split("\n") if new is not None else []
-    out: list[DiffLine] = []
-    for line in difflib.unified_diff(a, b, n=context, lineterm=""):
-        if line.startswith(("---", "+++")):
-            continue
-        if line.startswith("@@"):
-            out.append(DiffLine("hunk", line))
-        elif line.startswith("+"):
-            out.append(DiffLine("add", line[1:]))
-        elif line.startswith("-"):
-            out.append(DiffLine("remove", line[1:]))
-        else:
-            out.append(DiffLine("context", line[1:]))
-    return tuple(out)
+    """A unified diff of two texts as typed lines (no file headers). ``None`` = absent.
+
+    Built on ``widgets.diff_view.unified_rows``: the app has one diff computation."""
+    from .widgets.diff_view import unified_rows
+
+    kinds = {"@": "hunk", "+": "add", "-": "remove", " ": "context"}
+    a = sanitize(old) if old is not None else ""
+    b = sanitize(new) if new is not None else ""
+    return tuple(DiffLine(kinds[r.kind], r.text) for r in unified_rows(a, b, context=context) if r.kind != "=")
 
 
 @dataclass(frozen=True)
@@ -124,6 +116,12 @@ class HistoryVM:
     def of(cls, h: History) -> "HistoryVM":
         return cls(h.kind, sanitize(h.target), tuple(VersionVM.of(v) for v in h.versions),
                    tuple(one_line(p) for p in h.problems))
+
+    def texts(self, index: int) -> tuple[str | None, str | None]:
+        """(the next older version's text, version ``index``'s text); ``None`` = absent."""
+        new = self.versions[index]
+        old = self.versions[index + 1] if index + 1 < len(self.versions) else None
+        return (old.text if old is not None else None), new.text
 
     def diff(self, index: int) -> tuple[DiffLine, ...]:
         """What version ``index`` changed against the one before it (the next older)."""

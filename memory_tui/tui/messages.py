@@ -37,3 +37,12 @@ class JobFinished(Message):
         self.result = result
         self.error = error
         self.cancelled = cancelled
+
+
+class InsightsReady(Message):
+    """The insight figures (``data.InsightsVM``) of the model at ``revision`` are computed."""
+
+    def __init__(self, revision: str, insights: Any) -> None:
+        super().__init__()
+        self.revision = revision
+        self.insights = insights

@@ -23,6 +23,9 @@ def make_app(
     is loaded before the first paint unless ``background=True`` is passed (snapshots stay
     deterministic)."""
     kw.setdefault("background", False)
+    # insights off by default so older snapshots do not depend on when its worker finishes;
+    # tests/tui/test_insights_view.py turns it on.
+    kw.setdefault("insights", False)
     return create_app(
         state_dir,
         clock=lambda: FROZEN,

@@ -151,6 +151,22 @@ class ViewScreen(Screen[None]):
         if now:
             self.refresh_view()
 
+    def insights_changed(self, *, now: bool) -> None:
+        """insights (issue 11): new evidence figures; the badges and header redraw."""
+        self.rendered = None
+        if now:
+            self.refresh_view()
+
+    def evidence_badge(self, record: RecordVM) -> Text | None:
+        """insights (issue 11): the compact evidence badge of ``record`` once figures exist."""
+        insights = getattr(self.shell, "insights", None)
+        row = insights.row(record.memory_id) if insights is not None else None
+        if row is None:
+            return None
+        from ..widgets.evidence_badge import badge_text
+
+        return badge_text(row, ascii=self.shell.ascii_mode, compact=True)
+
     # ------------------------------------------------------------------ drawing
     def refresh_view(self, force: bool = False) -> None:
         """Draw from the app's model if it (or the filter, or the glyphs) changed since the
@@ -193,7 +209,8 @@ class ViewScreen(Screen[None]):
         shell = self.shell
         self.query_one(HeaderBar).update(
             header_text(self.model, width, shell.now(), shell.glyphs, problems=shell.problem_count(), job=shell.job_label(),
-                        lock=shell.lock_label())
+                        lock=shell.lock_label(),
+                        insights=getattr(shell, "insights", None))
         )
 
     def render_banner(self) -> None:

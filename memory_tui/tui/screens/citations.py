@@ -78,10 +78,52 @@ class CitationScreen(ViewScreen):
             return
         await self.shell.open_session(frame.session_id, frame.node_id)
 
+    # insights (issue 11): h history, b alternatives (the logic lives in screens/history.py, alternatives.py)
+    def action_history(self) -> None:
+        open_record_history(self)
+
+    def action_alternatives(self) -> None:
+        open_record_alternatives(self)
+
     @on(OptionList.OptionSelected, "RecordList")
     async def _chip_selected(self, event: OptionList.OptionSelected) -> None:
         if isinstance(event.option, CitationOption):
             await self.action_goto_session()
+
+
+# insights (issue 11): history and alternatives of the selected record (or topic in the tree).
+def _selected_record(screen: CitationScreen) -> RecordVM | None:
+    focused = screen.focused
+    if isinstance(focused, RecordList) and focused.selected_record is not None:
+        return focused.selected_record
+    own = getattr(screen, "selected_record", None)
+    if callable(own) and own() is not None:
+        return own()
+    return next((lst.selected_record for lst in screen.query(RecordList) if lst.selected_record is not None), None)
+
+
+def open_record_history(self: CitationScreen) -> None:
+    from .history import open_history
+
+    current_topic = getattr(self, "current_topic", None)
+    if current_topic is not None and not isinstance(self.focused, RecordList) and current_topic() is not None:
+        open_history(self.app, current_topic().path)
+        return
+    rec = _selected_record(self)
+    if rec is None:
+        self.notify("Select a record first.", severity="warning")
+        return
+    open_history(self.app, rec.memory_id)
+
+
+def open_record_alternatives(self: CitationScreen) -> None:
+    from .alternatives import open_alternatives
+
+    rec = _selected_record(self)
+    if rec is None:
+        self.notify("Select a record first.", severity="warning")
+        return
+    open_alternatives(self.app, rec.memory_id)
 
 
 def _topic_of(m: WorkspaceModel, mid: str) -> str:

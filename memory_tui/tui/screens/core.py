@@ -95,7 +95,8 @@ class CoreScreen(CitationScreen):
             records.clear_options()
             return
         if self.show_sources:
-            records.show_records(self.core_records(), self.glyphs, self.model, headings=False, core_status=lambda r: core.status_of(r.memory_id))
+            records.show_records(self.core_records(), self.glyphs, self.model, headings=False, core_status=lambda r: core.status_of(r.memory_id),
+                                 badge=self.evidence_badge)
             selected = self.selected_record()
             if selected is not None:
                 records.select_record(selected)

@@ -59,9 +59,13 @@ class RecentScreen(CitationScreen):
         for rec in self.recent():
             # Two columns (date, topic) over the text; each line is cut where the list ends.
             text = Text.assemble(
-                (rec.when or "undated", "dim"), "  ", (topic_name(rec.topic_path), "bold"), "\n", flat(rec.content),
-                no_wrap=True, overflow="ellipsis",
+                (rec.when or "undated", "dim"), "  ", (topic_name(rec.topic_path), "bold"), no_wrap=True, overflow="ellipsis",
             )
+            badge = self.evidence_badge(rec)  # insights (issue 11)
+            if badge is not None:
+                text.append("  ")
+                text.append_text(badge)
+            text.append("\n" + flat(rec.content))
             options.append(RecordRow(text, rec, "recent"))
         lst.set_options(options)
         lst.highlighted = None
@@ -80,7 +84,7 @@ class RecentScreen(CitationScreen):
             view.clear_options()
             pane.update("")
         else:
-            view.show_records([rec], self.glyphs, self.model, headings=False, topic_line=True)
+            view.show_records([rec], self.glyphs, self.model, headings=False, topic_line=True, badge=self.evidence_badge)
             self.show_source(view, pane)
         self.render_titles()
 

@@ -186,10 +186,10 @@ class TopicsScreen(CitationScreen):
                 summary.append(one_line(p.message, 70) + "\n")
             if len(topic.problems) > 4:
                 summary.append(f"… and {len(topic.problems) - 4} more\n", "dim")
-            records.show_records(self.filtered_records(topic), self.glyphs, m, lead=[summary])
+            records.show_records(self.filtered_records(topic), self.glyphs, m, lead=[summary], badge=self.evidence_badge)
             self.show_source(records, pane)
         else:
-            records.show_records(self.filtered_records(topic), self.glyphs, m)
+            records.show_records(self.filtered_records(topic), self.glyphs, m, badge=self.evidence_badge)
             self.show_source(records, pane)
         self.render_titles()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import Any
 
 from rich.text import Text
 from textual.widgets import Static
@@ -40,6 +41,7 @@ def header_text(
     problems: int | None = None,
     job: str = "",
     lock: str = "",
+    insights: Any = None,
 ) -> Text:
     """One line: state dir, workspace id, short revision, writer health. Shrinks with width.
 
@@ -79,12 +81,21 @@ def header_text(
         parts.append((job, "bold cyan", None))
     if lock:  # actions-ui: someone else holds the write lock; a job would wait, then stop
         parts.append((lock, "bold magenta", None))
+    # insights (issue 11): the three counts, each opening its list in the Evidence screen.
+    if insights is not None and model.memory_exists:
+        # The adapter's full phrases do not fit one line beside the rest: same counts, short words.
+        wide = {"single": "single-episode", "alternatives": "with alternatives", "pending": "citing pending"}
+        short = {"single": "1ep", "alternatives": "alt", "pending": "pend-src"}
+        for phrase, target in insights.counts.phrases():
+            count = phrase.split(" ", 1)[0]
+            label = f"{count} {short[target]}" if narrow else f"{count} {wide[target]}"
+            parts.append((label, "yellow" if count != "0" else "dim", f"app.open_evidence('{target}')"))
     sep = " │ " if glyphs is UNICODE else " | "
     for i, (label, style, action) in enumerate(parts):
         text.append(" " if i == 0 else sep, "dim")
         piece = Text(label, style)
         if action:
-            piece.apply_meta({"@click": action + "()"})
+            piece.apply_meta({"@click": action if action.endswith(")") else action + "()"})
         text.append_text(piece)
     if text.cell_len > width:
         text.truncate(width, overflow="ellipsis")

@@ -1,5 +1,6 @@
 """A record's (or topic's) history: the commits on the left, on the right what the selected
-commit changed in the record's text, as a diff computed with difflib and drawn here.
+commit changed in the record's text, as a diff drawn by ``diff_view``'s
+row builders and renderer (the app's one diff).
 
 Choosing a commit posts :class:`HistoryView.VersionChosen`; ``v`` on a commit posts
 :class:`HistoryView.RevertRequested` — the screen confirms and calls
@@ -16,24 +17,21 @@ from textual.message import Message
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from ..insights_model import DiffLine, HistoryVM, VersionVM
+from ..insights_model import HistoryVM, VersionVM
+from .diff_view import render_unified, unified_rows
 
-DIFF_STYLE = {"add": "green", "remove": "red", "hunk": "cyan", "context": ""}
-DIFF_MARK = {"add": "+ ", "remove": "- ", "hunk": "", "context": "  "}
-
-
-def render_diff(lines: tuple[DiffLine, ...], *, removed: bool = False, first: bool = False) -> Text:
-    """Diff lines with their ``+``/``-`` marks (the mark carries the meaning, colour helps)."""
+def render_diff(old: str | None, new: str | None, *, removed: bool = False, first: bool = False,
+                old_label: str = "before", new_label: str = "this commit") -> Text:
+    """What a commit changed, drawn by the app's one diff renderer (``diff_view``)."""
     text = Text()
     if removed:
         text.append("the record was removed in this commit\n\n", "bold red")
     elif first:
         text.append("first version\n\n", "bold")
-    for i, line in enumerate(lines):
-        if i:
-            text.append("\n")
-        text.append(DIFF_MARK[line.kind] + line.text, DIFF_STYLE[line.kind])
-    if not lines and not removed:
+    rows = unified_rows(old or "", new or "", old_label=old_label, new_label=new_label)
+    if rows:
+        text.append_text(render_unified(rows))
+    elif not removed:
         text.append("(no change to the text)", "dim")
     return text
 
@@ -107,7 +105,11 @@ class HistoryView(Horizontal):
         title.append("\n")
         self.query_one("#history-title", Static).update(title)
         first = index == len(self.history.versions) - 1
-        self.query_one("#history-diff", Static).update(render_diff(self.history.diff(index), removed=v.removed, first=first))
+        old, new = self.history.texts(index)
+        older = self.history.versions[index + 1].short if not first else "(none)"
+        self.query_one("#history-diff", Static).update(
+            render_diff(old, new, removed=v.removed, first=first, old_label=older, new_label=v.short)
+        )
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         event.stop()

@@ -39,9 +39,13 @@ class CitationOption(Option):
         return self.record.source_links[self.index]
 
 
-def record_meta(rec: RecordVM, glyphs: Glyphs, *, core_status: str | None = None, topic: bool = False) -> Text:
+def record_meta(rec: RecordVM, glyphs: Glyphs, *, core_status: str | None = None, topic: bool = False,
+                badge: Text | None = None) -> Text:
     meta = Text()
     meta.append(rec.when or "undated", "bold")
+    if badge is not None:  # insights (issue 11): evidence strength
+        meta.append(" ")
+        meta.append_text(badge)
     meta.append(f" {glyphs.dot} {rec.tokens} tok {glyphs.dot} ", "dim")
     meta.append(f"^{rec.memory_id}", "dim")
     if rec.aliases:
@@ -124,6 +128,7 @@ class RecordList(OptionList):
         topic_line: bool = False,
         chips: bool = True,
         lead: Iterable[RenderableType] = (),
+        badge: Callable[[RecordVM], Text | None] | None = None,
     ) -> None:
         """Show ``records``; ``lead`` are disabled rows put first (e.g. a problem summary)."""
         keep = highlighted_key(self)
@@ -142,7 +147,8 @@ class RecordList(OptionList):
                 options.append(Option(Text(" › ".join(rec.headings[1:]), "bold underline"), disabled=True))
             elif headings:
                 chain = rec.headings
-            prompt = render_record(rec, glyphs, core_status=core_status(rec) if core_status else None, topic=topic_line)
+            prompt = render_record(rec, glyphs, core_status=core_status(rec) if core_status else None, topic=topic_line,
+                                   badge=badge(rec) if badge else None)
             options.append(RecordOption(prompt, rec))
             if chips:
                 for n, _link in enumerate(rec.source_links):

@@ -1,0 +1,85 @@
+"""Alternatives (issue 11): records that cite turns from sibling branches of one session,
+side by side with the fork point and which branch the head is on.
+
+``b`` on a record (or a click on the header count, then ``b`` in Evidence) pushes
+:class:`AlternativesScreen`; ``n``/``p`` step through the pairs, ``g`` shows the fork node in
+the Sessions view (``MemoryApp.open_session``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from .. import data
+from ..widgets import HeaderBar, header_text
+from ..widgets.alternatives_pair import AlternativesPair
+
+
+def open_alternatives(app: Any, memory_id: str | None) -> None:
+    model = app.model
+    if model is None or not model.memory_exists:
+        app.notify("No memory workspace.", severity="warning")
+        return
+    pairs = data.record_alternatives(model, memory_id)
+    if not pairs:
+        who = f"^{memory_id}" if memory_id else "No record"
+        app.notify(f"{who} has no alternative on a sibling branch.", severity="information")
+        return
+    app.push_screen(AlternativesScreen(pairs, memory_id))
+
+
+class AlternativesScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "close", "Back", key_display="esc", id="alternatives.close"),
+        Binding("n", "step(1)", "Next pair", id="alternatives.next"),
+        Binding("p", "step(-1)", "Previous pair", id="alternatives.previous"),
+        Binding("g", "goto_fork", "Fork in Sessions", id="alternatives.fork"),
+    ]
+    DEFAULT_CSS = "AlternativesScreen #alternatives-title { height: auto; padding: 0 1; }"
+
+    def __init__(self, pairs: tuple[Any, ...], memory_id: str | None = None) -> None:
+        super().__init__()
+        self.pairs = pairs
+        self.memory_id = memory_id
+        self.index = 0
+
+    def compose(self) -> ComposeResult:
+        yield HeaderBar(id="header")
+        yield Static(id="alternatives-title")
+        yield AlternativesPair(self.pairs[0], ascii=bool(getattr(self.app, "ascii_mode", False)), id="alternatives-pair")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        app = self.app
+        width = self.size.width or app.size.width or 120
+        self.query_one(HeaderBar).update(header_text(
+            app.model, width, app.now(), app.glyphs, problems=app.problem_count(), job=app.job_label(),
+            insights=getattr(app, "insights", None),
+        ))
+        self.draw_title()
+
+    def draw_title(self) -> None:
+        who = f" of ^{self.memory_id}" if self.memory_id else ""
+        self.query_one("#alternatives-title", Static).update(Text.assemble(
+            (f"Alternatives{who}", "bold"), f"  pair {self.index + 1} of {len(self.pairs)}",
+            ("   n/p next/previous · g fork node in Sessions · esc back", "dim"),
+        ))
+
+    def action_step(self, delta: int) -> None:
+        self.index = (self.index + delta) % len(self.pairs)
+        self.query_one(AlternativesPair).set_pair(self.pairs[self.index])
+        self.draw_title()
+
+    def action_close(self) -> None:
+        self.dismiss()
+
+    async def action_goto_fork(self) -> None:
+        pair = self.pairs[self.index]
+        self.dismiss()
+        await self.app.open_session(pair.session_id, pair.fork_point)

@@ -1,0 +1,193 @@
+"""History (issue 11): a record's or topic's commits with what each changed, and revert.
+
+``h`` on a record (or on a topic in the Topics tree) pushes :class:`HistoryScreen`. ``v``
+on a commit plans the revert (``plan_revert``), shows its diff and any blockers in
+:class:`ConfirmRevert`; on yes the revert runs in a worker through the transactional core,
+a refusal shows its reason, and the app reloads the model after a revert that happened.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Button, Footer, Static
+
+from memory_tui.core.errors import MemoryError
+
+from .. import data
+from ..widgets import HeaderBar, header_text
+from ..widgets.diff_view import DiffView
+from ..widgets.history_view import HistoryView
+
+
+def open_history(app: Any, target: str) -> None:
+    """Push the history of ``target`` (a block id or a topic path), or say why there is none."""
+    model = app.model
+    if model is None or not model.memory_exists:
+        app.notify("No memory workspace.", severity="warning")
+        return
+    try:
+        vm = data.target_history(model, target)
+    except MemoryError as exc:
+        app.notify(f"{exc.code}: {exc.message}", severity="error")
+        return
+    app.push_screen(HistoryScreen(vm))
+
+
+def plan_text(plan: Any) -> Text:
+    text = Text()
+    text.append(f"Revert {plan.kind} {plan.target} to {plan.to_commit[:10]}", "bold")
+    text.append(f"\n{plan.topic_path} changes; the revert is a new commit, history is kept.")
+    if plan.new_text is None:
+        text.append("\nThe file did not exist then: it is deleted.", "bold red")
+    if plan.dropped_ids:
+        text.append("\nBlock ids that go away: " + ", ".join("^" + i for i in plan.dropped_ids), "yellow")
+    for b in plan.blockers:
+        text.append(f"\nrefused: ^{b.dropped_id} is linked from ^{b.linker_id} ({b.linker_path}:{b.linker_line})", "bold red")
+    if plan.noop:
+        text.append("\nThe text is already the same: nothing to revert.", "dim")
+    return text
+
+
+class ConfirmRevert(ModalScreen[bool]):
+    """The plan's diff and blockers; yes only when there is something to install."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "answer(True)", "Revert", id="history.confirm"),
+        Binding("n,escape", "answer(False)", "Cancel", id="history.cancel"),
+    ]
+    DEFAULT_CSS = """
+    ConfirmRevert { align: center middle; }
+    ConfirmRevert > Vertical { width: 90%; height: 80%; border: thick $warning; background: $surface; padding: 0 1; }
+    ConfirmRevert #revert-plan { height: auto; }
+    ConfirmRevert Horizontal { height: auto; }
+    """
+
+    def __init__(self, plan: Any) -> None:
+        super().__init__()
+        self.plan = plan
+
+    @property
+    def allowed(self) -> bool:
+        return not self.plan.blockers and not self.plan.noop
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(plan_text(self.plan), id="revert-plan")
+            yield DiffView(self.plan.old_text or "", self.plan.new_text or "", old_label="now",
+                           new_label=f"at {self.plan.to_commit[:10]}", id="revert-diff")
+            with Horizontal():
+                yield Button("Revert (y)", id="revert-yes", variant="warning", disabled=not self.allowed)
+                yield Button("Cancel (n)", id="revert-no")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(bool(yes) and self.allowed)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "revert-yes" and self.allowed)
+
+
+class RevertDone(Message):
+    def __init__(self, result: Any, history: Any = None) -> None:
+        super().__init__()
+        self.result = result
+        self.history = history  # the target's history after the revert (None when refused)
+
+
+def result_text(result: Any) -> Text:
+    if result.ok:
+        return Text(f"Reverted {result.target} to {(result.to_commit or '')[:10]}: commit {(result.git_commit or '')[:10]}", "green")
+    text = Text(f"Revert refused: {result.code}: {result.message}", "bold red")
+    if result.path:
+        text.append(f"  ({result.path}{':' + str(result.line) if result.line else ''})", "dim")
+    for b in result.blockers:
+        text.append(f"\n^{b.dropped_id} is linked from ^{b.linker_id} ({b.linker_path}:{b.linker_line})")
+    return text
+
+
+class HistoryScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "close", "Back", key_display="esc", id="history.close"),
+    ]
+    DEFAULT_CSS = """
+    HistoryScreen #history-outcome { height: auto; padding: 0 1; }
+    """
+
+    def __init__(self, history: Any) -> None:
+        super().__init__()
+        self.history = history
+        self.outcome: Any = None  # the last RevertResult (tests read it)
+
+    def compose(self) -> ComposeResult:
+        yield HeaderBar(id="header")
+        yield Static(id="history-outcome")
+        yield HistoryView(self.history, id="history")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        app = self.app
+        width = self.size.width or app.size.width or 120
+        self.query_one(HeaderBar).update(header_text(
+            app.model, width, app.now(), app.glyphs, problems=app.problem_count(), job=app.job_label(),
+            insights=getattr(app, "insights", None),
+        ))
+        self.query_one("#history-outcome", Static).update(Text(
+            f"History of {self.history.kind} {self.history.target}: {len(self.history.versions)} versions · v revert to the highlighted one",
+            "dim",
+        ))
+        self.query_one("#history-commits").focus()
+
+    def action_close(self) -> None:
+        self.dismiss()
+
+    def on_history_view_revert_requested(self, event: HistoryView.RevertRequested) -> None:
+        model = self.app.model
+        try:
+            plan = data.plan_target_revert(model, event.history.target, event.version.commit)
+        except MemoryError as exc:
+            self.show_outcome(Text(f"Cannot revert: {exc.code}: {exc.message}", "bold red"))
+            return
+        revision = model.revision
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.run_revert(event.history.target, event.version.commit, plan.base_revision or revision)
+
+        self.app.push_screen(ConfirmRevert(plan), answered)
+
+    @work(thread=True, exclusive=True, group="revert", exit_on_error=False)
+    def run_revert(self, target: str, commit: str, base_revision: str | None) -> None:
+        model = self.app.model
+        result = data.revert_target(model, target, commit, base_revision)
+        fresh = None
+        if result.ok:  # the new commit belongs in the list at once (read here, off the UI thread)
+            try:
+                fresh = data.target_history(data.load_model(model.state_dir, counter=self.app.counter, previous=model), target)
+            except MemoryError:
+                fresh = None
+        self.post_message(RevertDone(result, fresh))
+
+    async def on_revert_done(self, message: RevertDone) -> None:
+        result = message.result
+        self.outcome = result
+        self.show_outcome(result_text(result))
+        if not result.ok:
+            self.notify(result_text(result).plain, severity="error", timeout=15)
+            return
+        self.notify(result_text(result).plain)
+        self.app.action_reload()
+        if message.history is not None:
+            self.history = message.history
+            await self.query_one(HistoryView).remove()
+            await self.mount(HistoryView(self.history, id="history"), after=self.query_one("#history-outcome"))
+            self.query_one("#history-commits").focus()
+
+    def show_outcome(self, text: Text) -> None:
+        self.query_one("#history-outcome", Static).update(text)

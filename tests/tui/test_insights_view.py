@@ -1,0 +1,253 @@
+"""The insights wired into the app (issue 11): header counts from a worker, evidence badges,
+the Evidence, History (with revert) and Alternatives screens; Pilot tests and snapshots on a
+crafted workspace (tests/unit/insights_world.py) and on the fixture copy."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))  # the crafted-world builders
+
+from insights_world import forked_world  # noqa: E402
+from tui_helpers import make_app, settle  # noqa: E402
+
+from memory_tui.core import gitlog  # noqa: E402
+from memory_tui.core import transaction as tx  # noqa: E402
+from memory_tui.tui.screens.alternatives import AlternativesScreen  # noqa: E402
+from memory_tui.tui.screens.evidence import EvidenceScreen  # noqa: E402
+from memory_tui.tui.screens.history import ConfirmRevert, HistoryScreen  # noqa: E402
+from memory_tui.tui.widgets.evidence_list import EvidenceList  # noqa: E402
+from memory_tui.tui.widgets.records import RecordList  # noqa: E402
+
+pytestmark = pytest.mark.anyio
+WEB = "topics/projects/web.md"
+
+
+def env(day: int) -> dict[str, str]:
+    return gitlog.fixed_env(f"2026-11-{day:02d}T00:00:00+00:00")
+
+
+@pytest.fixture(scope="module")
+def master(tmp_path_factory) -> Path:
+    """The forked world under git, then three edits of ^flask001."""
+    state = forked_world(tmp_path_factory.mktemp("insights-view") / "state", lost=False)
+    root = state / "memory"
+    assert gitlog.ensure_history(root, env=env(1)) is None
+    olds = ["The app uses Flask.", "The app uses Flask 3.", "The app uses Flask 3 with Jinja."]
+    for i, new in enumerate(("The app uses Flask 3.", "The app uses Flask 3 with Jinja.", "The app used Flask.")):
+        text = (root / WEB).read_text()
+        assert tx.staged_edit(state, WEB, text.replace(olds[i], new), git_env=env(i + 2)).ok
+    return state
+
+
+@pytest.fixture
+def world(master, tmp_path) -> Path:
+    dest = tmp_path / "state"
+    shutil.copytree(master, dest, symlinks=True)
+    return dest
+
+
+async def ready(pilot, app) -> None:
+    """Wait for the model and the insights worker, then for the redraw."""
+    await settle(pilot, app)
+    workers = [w for w in app.workers if w.group == "insights"]
+    if workers:
+        await app.workers.wait_for_complete(workers)
+    await pilot.pause()
+    await pilot.pause()
+
+
+def header(app) -> str:
+    return str(app.screen.query_one("#header").render())
+
+
+async def pick_record(pilot, app, memory_id: str) -> None:
+    screen = app.screen
+    rec = app.model.records[memory_id]
+    screen.reveal(rec)
+    await pilot.pause()
+    assert screen.records.selected_record.memory_id == memory_id
+
+
+async def test_header_counts_come_from_the_worker_and_open_their_lists(world):
+    app = make_app(world, insights=True)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await ready(pilot, app)
+        c = app.insights.counts
+        assert (c.single_episode, c.alternatives, c.pending_sources) == (
+            len(app.insights.lists["single"]), len(app.insights.lists["alternatives"]), len(app.insights.lists["pending"]))
+        assert "flask001" in app.insights.lists["alternatives"] and "fast0001" in app.insights.lists["alternatives"]
+        assert "pend0001" in app.insights.lists["pending"]
+        assert f"{c.single_episode} single-episode" in header(app)
+        assert f"{c.pending_sources} citing pending" in header(app)
+        app.action_open_evidence("pending")
+        await pilot.pause()
+        assert isinstance(app.screen, EvidenceScreen)
+        shown = [r.memory_id for r in app.screen.query_one(EvidenceList).shown]
+        assert shown == sorted(app.insights.lists["pending"], key=shown.index) and set(shown) == app.insights.lists["pending"]
+        await pilot.press("f")  # pending -> alternatives
+        shown = {r.memory_id for r in app.screen.query_one(EvidenceList).shown}
+        assert shown == app.insights.lists["alternatives"]
+
+
+async def test_without_the_worker_nothing_is_shown_yet(world):
+    app = make_app(world, insights=False)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await settle(pilot, app)
+        assert app.insights is None and "single-episode" not in header(app)
+
+
+async def test_badges_on_topic_records(world):
+    app = make_app(world, insights=True)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await ready(pilot, app)
+        await pick_record(pilot, app, "rep00001")
+        prompt = app.screen.records.highlighted_option.prompt
+        first = prompt.renderables[0].plain
+        row = app.insights.row("rep00001")
+        assert row.single_episode and "\u25cb1s\u00b71d\u00b71b" in first
+        app.action_toggle_ascii()
+        await pilot.pause()
+        await pick_record(pilot, app, "rep00001")
+        assert "o1s 1d 1b" in app.screen.records.highlighted_option.prompt.renderables[0].plain
+
+
+async def test_evidence_screen_enter_opens_the_record_in_topics(world):
+    app = make_app(world, insights=True)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await ready(pilot, app)
+        await pilot.press("e")
+        assert isinstance(app.screen, EvidenceScreen)
+        lst = app.screen.query_one(EvidenceList)
+        target = lst.shown[2].memory_id
+        lst.move_cursor(row=2)
+        await pilot.press("enter")
+        await pilot.pause()
+        await pilot.pause()
+        assert app.view == "topics" and not isinstance(app.screen, EvidenceScreen)
+        assert app.screen.query_one("#topic-records", RecordList).selected_record.memory_id == target
+
+
+async def test_history_of_a_record_and_a_revert(world):
+    app = make_app(world, insights=True)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await ready(pilot, app)
+        await pick_record(pilot, app, "flask001")
+        before = app.reloads
+        await pilot.press("h")
+        assert isinstance(app.screen, HistoryScreen)
+        versions = app.screen.history.versions
+        assert len(versions) == 4 and versions[-1].text.startswith("The app uses Flask.")
+        diff = str(app.screen.query_one("#history-diff").render())
+        assert "- The app uses Flask 3 with Jinja." in diff and "+ The app used Flask." in diff
+        await pilot.press("end", "v")  # the first version
+        assert isinstance(app.screen, ConfirmRevert) and app.screen.allowed
+        assert "Revert record flask001" in str(app.screen.query_one("#revert-plan").render())
+        await pilot.press("y")
+        history_screen = app.screen
+        await app.workers.wait_for_complete([w for w in history_screen.workers if w.group == "revert"] or None)
+        await pilot.pause()
+        await settle(pilot, app)
+        assert history_screen.outcome.ok, history_screen.outcome
+        assert "The app uses Flask.[^" in (world / "memory" / WEB).read_text()
+        assert app.reloads > before
+        assert len(history_screen.history.versions) == 5  # the revert is a new commit on top
+
+
+async def test_a_refused_revert_shows_its_reason(world):
+    app = make_app(world, insights=True)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await ready(pilot, app)
+        await pick_record(pilot, app, "flask001")
+        await pilot.press("h", "end", "v")
+        assert isinstance(app.screen, ConfirmRevert)
+        # Someone else writes between the preview and the yes: the revert must refuse.
+        text = (world / "memory" / WEB).read_text()
+        assert tx.staged_edit(world, WEB, text.replace("Both frameworks", "Two frameworks"), git_env=env(9)).ok
+        await pilot.press("y")
+        history_screen = app.screen
+        await app.workers.wait_for_complete([w for w in history_screen.workers if w.group == "revert"] or None)
+        await pilot.pause()
+        assert not history_screen.outcome.ok and history_screen.outcome.code == "CONCURRENT_UPDATE"
+        assert "Revert refused: CONCURRENT_UPDATE" in str(history_screen.query_one("#history-outcome").render())
+        assert "The app used Flask." in (world / "memory" / WEB).read_text()
+
+
+async def test_topic_history_from_the_tree(world):
+    app = make_app(world, insights=True)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await ready(pilot, app)
+        app.screen.tree.focus()
+        await pilot.press("h")
+        assert isinstance(app.screen, HistoryScreen)
+        assert app.screen.history.kind == "topic" and len(app.screen.history.versions) >= 4
+
+
+async def test_alternatives_pair_and_the_fork_jump(world):
+    app = make_app(world, insights=True)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await ready(pilot, app)
+        await pick_record(pilot, app, "flask001")
+        await pilot.press("b")
+        assert isinstance(app.screen, AlternativesScreen)
+        pair = app.screen.pairs[0]
+        assert {pair.a.memory_id, pair.b.memory_id} >= {"flask001"} and pair.fork_point == "u1_reply"
+        fast = pair.a if pair.a.memory_id == "fast0001" else pair.b
+        if fast.memory_id == "fast0001":
+            assert fast.on_head  # the head is on u3's reply, FastAPI's branch
+        assert "fork at u1_reply" in str(app.screen.query_one("#alt-fork").render())
+        await pilot.press("g")
+        await pilot.pause()
+        await pilot.pause()
+        assert app.view == "sessions" and app.screen.focus_node == ("s1", "u1_reply")
+
+
+async def test_a_record_without_an_alternative_says_so(world):
+    app = make_app(world, insights=True)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await ready(pilot, app)
+        await pick_record(pilot, app, "pend0001")
+        await pilot.press("b")
+        assert not isinstance(app.screen, AlternativesScreen)
+
+
+async def test_fixture_copy_every_record_has_figures(fixture_state):
+    app = make_app(fixture_state, insights=True)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await ready(pilot, app)
+        ids = {r.memory_id for t in app.model.topics for r in t.records}
+        assert ids and ids <= set(app.insights.by_id)
+        await pilot.press("e")
+        assert len(app.screen.query_one(EvidenceList).shown) == len(app.insights.rows)
+
+
+# ------------------------------------------------------------------ snapshots
+
+
+def _run(*keys: str, record: str | None = None):
+    async def run_before(pilot) -> None:
+        app = pilot.app
+        await ready(pilot, app)
+        if record is not None:
+            await pick_record(pilot, app, record)
+        await pilot.press(*keys)
+        await pilot.pause()
+        await pilot.pause()
+
+    return run_before
+
+
+def test_snapshot_evidence_list_in_the_app(snap_compare, world):
+    assert snap_compare(make_app(world, insights=True), terminal_size=(140, 20), run_before=_run("e"))
+
+
+def test_snapshot_record_history_with_a_diff(snap_compare, world):
+    assert snap_compare(make_app(world, insights=True), terminal_size=(140, 20), run_before=_run("h", "down", record="flask001"))
+
+
+def test_snapshot_alternatives_pair(snap_compare, world):
+    assert snap_compare(make_app(world, insights=True), terminal_size=(120, 18), run_before=_run("b", record="flask001"))
