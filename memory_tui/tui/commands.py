@@ -70,7 +70,7 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command("core.sources", "s", "toggle_core_sources", "Source records", "Toggle the topics/core.md records", views=("core",), scope="screen"),
     # insights (issue 11)
-    Command("view.evidence", "e", "open_evidence", "Evidence", "Every record's evidence strength, sortable", footer=False),
+    Command("view.evidence", "i", "open_evidence", "Evidence", "Every record's evidence strength, sortable", footer=False),
     Command(
         "record.history", "h", "history", "History",
         "Commits of the selected record (or topic in the tree), with diffs and revert", views=("topics", "recent", "core"), scope="screen",

@@ -120,7 +120,7 @@ async def test_evidence_screen_enter_opens_the_record_in_topics(world):
     app = make_app(world, insights=True)
     async with app.run_test(size=(160, 30)) as pilot:
         await ready(pilot, app)
-        await pilot.press("e")
+        await pilot.press("i")
         assert isinstance(app.screen, EvidenceScreen)
         lst = app.screen.query_one(EvidenceList)
         target = lst.shown[2].memory_id
@@ -221,7 +221,7 @@ async def test_fixture_copy_every_record_has_figures(fixture_state):
         await ready(pilot, app)
         ids = {r.memory_id for t in app.model.topics for r in t.records}
         assert ids and ids <= set(app.insights.by_id)
-        await pilot.press("e")
+        await pilot.press("i")
         assert len(app.screen.query_one(EvidenceList).shown) == len(app.insights.rows)
 
 
@@ -242,7 +242,7 @@ def _run(*keys: str, record: str | None = None):
 
 
 def test_snapshot_evidence_list_in_the_app(snap_compare, world):
-    assert snap_compare(make_app(world, insights=True), terminal_size=(140, 20), run_before=_run("e"))
+    assert snap_compare(make_app(world, insights=True), terminal_size=(140, 20), run_before=_run("i"))
 
 
 def test_snapshot_record_history_with_a_diff(snap_compare, world):
