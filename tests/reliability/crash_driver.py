@@ -213,7 +213,11 @@ def _run_child(argv: list[str], delay: float | None) -> tuple[bool, float]:
     return killed, time.monotonic() - t0
 
 
-def run(op: str, trials: int, *, seed: int = 0, work: Path, shared: Path | None = None) -> Figures:
+def run(op: str, trials: int, *, seed: int = 0, work: Path, shared: Path | None = None,
+        stop_at: float | None = None, progress=None) -> Figures:
+    """``trials`` kills of ``op``; stops early (fewer trials, reported) once ``time.monotonic()``
+    passes ``stop_at``, and calls ``progress(figures)`` after every trial so a caller can keep
+    partial figures that survive the run being stopped."""
     rng = random.Random(f"{op}-{seed}")
     figures = Figures(op)
     work.mkdir(parents=True, exist_ok=True)
@@ -233,6 +237,8 @@ def run(op: str, trials: int, *, seed: int = 0, work: Path, shared: Path | None 
     shutil.rmtree(calib)
     state = work / "trial"
     for n in range(trials):
+        if stop_at is not None and time.monotonic() >= stop_at:
+            break
         if state.exists():
             shutil.rmtree(state)
         shutil.copytree(master, state, symlinks=True)
@@ -251,4 +257,6 @@ def run(op: str, trials: int, *, seed: int = 0, work: Path, shared: Path | None 
         except Exception as exc:  # noqa: BLE001 - a crash of the check is a finding, reported with its trial
             bad = [f"recovery raised {type(exc).__name__}: {exc}"]
         figures.failures += [f"trial {n}: {b}" for b in bad]
+        if progress is not None:
+            progress(figures)
     return figures
