@@ -110,8 +110,9 @@ def _leftovers(mem: Path) -> list[str]:
         for name in ("install-journal.json", "install-journal.json.tmp", "marks-pending.json", "git-pending"):
             if (mem / rt / name).exists():
                 out.append(f"{rt}/{name}")
-    if (mem / ".git" / "index.lock").exists():
-        out.append(".git/index.lock")
+    from memory_tui.core.gitlog import stale_locks
+
+    out += [p.relative_to(mem).as_posix() for p in stale_locks(mem)]
     return out
 
 
