@@ -81,7 +81,7 @@ def main() -> int:
 
         def progress(fig: cd.Figures, op=op, t0=t0) -> None:
             if fig.trials % 25 == 0:
-                log(kind="progress", op=op, trials=fig.trials, killed=fig.killed, failures=len(fig.failures),
+                log(kind="progress", op=op, trials=fig.trials, killed=fig.killed, outcomes=fig.outcomes, failures=len(fig.failures),
                     seconds=round(time.monotonic() - t0))
 
         with tempfile.TemporaryDirectory(prefix=f"memory-tui-crash-{op}-") as work:
@@ -89,7 +89,8 @@ def main() -> int:
         failed += len(fig.failures)
         secs = time.monotonic() - t0
         short = fig.trials < args.trials
-        log(kind="op", op=op, trials=fig.trials, planned=args.trials, killed=fig.killed, failures=fig.failures[:50],
+        log(kind="op", op=op, trials=fig.trials, planned=args.trials, killed=fig.killed, outcomes=fig.outcomes,
+            changes=fig.changes, failures=fig.failures[:50],
             failure_count=len(fig.failures), seconds=round(secs), stopped_by_deadline=short)
         print(f"  {fig.line()}  ({secs:.0f} s){'  [stopped by --until]' if short else ''}", flush=True)
         for line in fig.failures[:10]:
