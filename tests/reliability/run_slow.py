@@ -64,6 +64,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, help="append JSON-lines figures here as the run goes")
     ap.add_argument("--until", help="HH:MM local time by which the whole run must have ended")
     ap.add_argument("--fuzz-minutes", type=float, default=10.0, help="share of --until reserved for the fuzzers")
+    ap.add_argument("--contention", type=int, default=0, metavar="N",
+                    help="also run the contention test with N accepted transactions per process (the issue's size: 200)")
     args = ap.parse_args()
     shared = Path(os.environ.get("MEMORY_TUI_SHARED", cd.REPO.parent / "shared"))
     log = Log(args.out)
@@ -113,6 +115,19 @@ def main() -> int:
             secs = time.monotonic() - t0
             log(kind="fuzz", reader=name, examples=args.fuzz, verdict=verdict, seconds=round(secs))
             print(f"  {name:<28} {verdict}  ({secs:.0f} s)", flush=True)
+    if args.contention:
+        report = Path(tempfile.mkdtemp(prefix="memory-tui-contention-")) / "figures.json"
+        env = dict(os.environ, MEMORY_TUI_CONTENTION_N=str(args.contention), MEMORY_TUI_CONTENTION_REPORT=str(report))
+        t0 = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(HERE / "test_contention.py")],
+                              cwd=cd.REPO, env=env, capture_output=True, text=True)
+        figs = json.loads(report.read_text()) if report.is_file() else {}
+        failed += proc.returncode != 0
+        verdict = "passed" if proc.returncode == 0 else "FAILED"
+        if proc.returncode:
+            print(proc.stdout[-3000:])
+        log(kind="contention", verdict=verdict, wall_seconds=round(time.monotonic() - t0), **figs)
+        print(f"contention: {args.contention} transactions per process: {verdict} {figs}", flush=True)
     print(f"failures remaining: {failed}")
     log(kind="end", failures=failed)
     return 1 if failed else 0
