@@ -62,3 +62,36 @@ def test_two_processes_and_a_flock_holder_lose_no_update(tmp_path):
     missing = [c for c in a["accepted"] + b["accepted"] if c not in text]
     assert missing == [], missing  # compare-and-set held: no accepted change was overwritten
     assert (state / "memory/topics/holder.md").read_text(encoding="utf-8") == h["last"]
+
+
+def test_revision_read_meeting_a_renamed_away_temp_file_walks_again(tmp_path, monkeypatch):
+    # Found by the 200-per-process run: a cooperating writer's ``holder.md.tmp`` was listed by
+    # the unlocked revision walk and renamed away before it was read (FileNotFoundError).
+    from memory_tui.core import workspace
+
+    state = make_state(tmp_path)
+    mem = state / "memory"
+    expected = workspace.workspace_revision(mem)
+    real = workspace.iter_revision_files
+    calls = []
+
+    def racy(root):
+        calls.append(1)
+        found = list(real(root))
+        if len(calls) == 1:
+            ghost = mem / "topics" / "holder.md.tmp"
+            found.insert(0, (("topics", "holder.md.tmp"), ghost, found[0][2]))
+        return iter(found)
+
+    monkeypatch.setattr(workspace, "iter_revision_files", racy)
+    assert workspace.workspace_revision(mem) == expected and len(calls) == 2
+
+    monkeypatch.setattr(workspace, "iter_revision_files", lambda root: iter([(("topics", "gone.md"), mem / "topics/gone.md", None)]))
+    from memory_tui.core.errors import MemoryError
+
+    try:
+        workspace.workspace_revision(mem)
+    except MemoryError as exc:
+        assert exc.code == "CONCURRENT_UPDATE"
+    else:
+        raise AssertionError("a workspace that never holds still must be refused, not hashed")
