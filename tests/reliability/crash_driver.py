@@ -273,9 +273,14 @@ def _run_child(argv: list[str], delay: float | None, trace: Path | None = None) 
             os.killpg(proc.pid, signal.SIGKILL)  # the child and any git it started
             killed = True
     proc.wait()
+    secs = time.monotonic() - t0
+    if delay is None and proc.returncode != 0:
+        # an uninterrupted run that fails would make "new" equal "old" and every trial pass
+        out, err = proc.stdout.read()[-1500:], proc.stderr.read()[-1500:]
+        raise RuntimeError(f"uninterrupted run failed (exit {proc.returncode}): {argv[2:]} {out!r} {err!r}")
     proc.stdout.close()
     proc.stderr.close()
-    return killed, time.monotonic() - t0
+    return killed, secs
 
 
 def run(op: str, trials: int, *, seed: int = 0, work: Path, shared: Path | None = None,

@@ -50,7 +50,7 @@ def test_running_app_shows_another_processes_change_live(tmp_path):
             await asyncio.sleep(0.5)  # the watcher is up
             proc = await asyncio.to_thread(
                 subprocess.run, [sys.executable, "-m", "memory_tui", "--state", str(state), "--json", "edit",
-                                 f"topics/{NAME}.md", "--from", str(src)], capture_output=True, text=True, env=env)
+                                 f"topics/{NAME}.md", "--from", str(src), "--create"], capture_output=True, text=True, env=env)
             assert proc.returncode == 0, proc.stdout[-1500:] + proc.stderr[-1500:]
             deadline = time.monotonic() + 60  # a bound for a loaded machine, not a timing assertion
             after = screen_text(app)

@@ -78,7 +78,7 @@ def test_kill_in_the_writer_before_its_install_marks_nothing_and_drops_the_inten
         raise Kill()
 
     before = node_marks(fixture_state)
-    monkeypatch.setattr(write_mod, "_run_writer", die)
+    monkeypatch.setattr(write_mod, "run_writer", die)
     with pytest.raises(Kill):
         write(_ctx(fixture_state), SID, force=True)
     monkeypatch.undo()
