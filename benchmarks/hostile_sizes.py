@@ -101,13 +101,14 @@ CASES = {
 }
 
 
-def build(root: Path, node_mb: int, lines: int) -> Path:
-    """A small real workspace, a session with one huge node, and one huge topic."""
+def build(root: Path, node_mb: int, lines: int) -> tuple[Path, Path]:
+    """Two small real workspaces: one with a session holding one huge node, one with one huge
+    topic (apart, so each row measures one of them)."""
     sys.path.insert(0, str(REPO))
     from memory_tui.core import transaction as tx
     from memory_tui.core.sources import SourceRecord, append_records
 
-    state = root / "state"
+    state = root / "node-state"
     mem = state / "memory"
     (mem / "topics").mkdir(parents=True)
     recs = [SourceRecord("openprogram", "sess-big", f"m{i:03d}", i + 1, "user", f"message {i}",
@@ -130,17 +131,27 @@ def build(root: Path, node_mb: int, lines: int) -> Path:
     from memory_tui.core.sources import anchor
     from memory_tui.core.topics import block_id
 
+    topic_state = root / "topic-state"
+    shutil.copytree(state, topic_state, symlinks=True)
+    shutil.rmtree(topic_state / "sessions")
+    mem = topic_state / "memory"
+
     # committed form (block ids, evidence ids, archive links), as the normaliser writes it
     out = ["# Huge", ""]
     n = 0
+    seen: set[str] = set()
     while len(out) + 4 <= lines:
         link = f"../sources/openprogram/_v2/sess-big.md#{anchor(ids[n % 6])}"
-        out += [f"Record {n} about item {n % 97}.[^e-{n:010x}] ^{block_id('huge.md', str(n), 0)}", "",
+        salt = 0
+        while (bid := block_id("huge.md", f"{n}/{salt}", 0)) in seen:  # 8 hex: 25 000 ids can collide
+            salt += 1
+        seen.add(bid)
+        out += [f"Record {n} about item {n % 97}.[^e-{n:010x}] ^{bid}", "",
                 f"[^e-{n:010x}]: Time: `2026-11-01`; Sources: [s]({link})", ""]
         n += 1
     out += [""] * (lines - len(out))
     (mem / "topics" / "huge.md").write_text("\n".join(out) + "\n", encoding="utf-8")
-    return state
+    return state, topic_state
 
 
 def run_case(name: str, body: str, state: Path) -> dict:
@@ -165,15 +176,15 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="memory-tui-hostile-"))
     try:
-        state = build(work, args.node_mb, args.lines)
-        node = state / "sessions/big/history/0002-a-n2.json"
+        node_state, topic_state = build(work, args.node_mb, args.lines)
+        node = node_state / "sessions/big/history/0002-a-n2.json"
         print(f"inputs: node {node.stat().st_size / 1e6:.1f} MB; topic {args.lines} lines "
-              f"({(state / 'memory/topics/huge.md').stat().st_size / 1e6:.1f} MB)")
+              f"({(topic_state / 'memory/topics/huge.md').stat().st_size / 1e6:.1f} MB)")
         print(f"{'case':<40} {'wall s':>8} {'cpu s':>7} {'peak MB':>8}  result")
         rows = []
         for name, body in CASES.items():
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            row = run_case(name, body, state)
+            row = run_case(name, body, node_state if name.startswith("huge node") else topic_state)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             row["cpu_s"] = round((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), 2)
             row["peak_mb"] = None
