@@ -223,8 +223,9 @@ def git_problems(memory_root: Path) -> list[str]:
     """Read-only: what a kill or a git refusal left in the repository (for ``status``)."""
     root = Path(memory_root)
     out = []
-    if (root / ".git" / INDEX_LOCK).exists():
-        out.append(f".git/{INDEX_LOCK} is present: an interrupted git command; the next write removes it and commits")
+    for lock in stale_locks(root):
+        rel = lock.relative_to(root).as_posix()
+        out.append(f"{rel} is present: an interrupted git command; the next write removes it and commits")
     if _pending_file(root).exists():
         out.append("memory changes are installed but not yet committed to git; the next write commits them")
     return out
@@ -237,14 +238,28 @@ def finish_pending(memory_root: Path, *, env: Mapping[str, str] | None = None) -
     OpenProgram) runs in this repository runs under the workspace write lock, which we hold.
     Returns None when there was nothing to finish."""
     root = Path(memory_root)
-    lock = root / ".git" / INDEX_LOCK
-    had_lock = lock.is_file() and not lock.is_symlink()
+    locks = stale_locks(root)
     pending = _pending_file(root).exists()
-    if not had_lock and not pending:
+    if not locks and not pending:
         return None
-    if had_lock:
+    for lock in locks:
         lock.unlink(missing_ok=True)
     return commit(root, MSG_RECOVER, env=env)
+
+
+def stale_locks(memory_root: Path) -> list[Path]:
+    """The lock files a git killed mid-commit can leave: the index's, and the ref locks
+    (``HEAD.lock``, ``refs/heads/<branch>.lock``, ``packed-refs.lock``) that ``git commit``
+    holds while it moves the branch. Any one of them left makes every later commit fail
+    ("cannot lock ref"), so the installed change would never reach git."""
+    git_dir = Path(memory_root) / ".git"
+    if not git_dir.is_dir() or git_dir.is_symlink():
+        return []
+    found = [git_dir / name for name in (INDEX_LOCK, "HEAD.lock", "packed-refs.lock")]
+    heads = git_dir / "refs" / "heads"
+    if heads.is_dir() and not heads.is_symlink():
+        found += sorted(heads.rglob("*.lock"))
+    return [p for p in found if p.is_file() and not p.is_symlink()]
 
 
 def head(memory_root: Path, *, env: Mapping[str, str] | None = None) -> str | None:

@@ -382,7 +382,10 @@ class ParseStore:
                 kinds += [(kind, self._dirty_derived[kind], self._derived.get(kind, {})) for kind in DERIVED]
                 for kind, dirty, table in kinds:
                     folder = self.dir / kind
-                    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+                    # level by level: ``parents=True`` would give the parents the default
+                    # mode, and every folder in the workspace is 0700 (memory spec §2.4)
+                    for level in (self.dir.parent, self.dir, folder):
+                        level.mkdir(exist_ok=True, mode=0o700)
                     for rel in sorted(dirty):
                         path = folder / _name(rel)
                         entry = table.get(rel)

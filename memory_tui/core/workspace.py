@@ -120,14 +120,23 @@ def workspace_revision(memory_root: Path) -> str:
     For each counted file: posix relative path, NUL, bytes, NUL. An empty or missing workspace
     gives ``e3b0c44298fc1c149afbf4c8996fb924``.
     """
-    digest = hashlib.sha256()
-    for parts, path, _st in iter_revision_files(memory_root):
-        data = path.read_bytes()
-        digest.update("/".join(parts).encode("utf-8"))
-        digest.update(b"\x00")
-        digest.update(data)
-        digest.update(b"\x00")
-    return digest.hexdigest()[:32]
+    # Read without the lock (status, the app, a caller's base revision), a walk can meet a
+    # file a writer renames away in between (its atomic-write temp file): walk again, and if
+    # the workspace will not hold still, say so with the retryable code, never a traceback.
+    for _attempt in range(5):
+        digest = hashlib.sha256()
+        try:
+            for parts, path, _st in iter_revision_files(memory_root):
+                data = path.read_bytes()
+                digest.update("/".join(parts).encode("utf-8"))
+                digest.update(b"\x00")
+                digest.update(data)
+                digest.update(b"\x00")
+        except FileNotFoundError:
+            continue
+        return digest.hexdigest()[:32]
+    raise MemoryError("CONCURRENT_UPDATE", "the workspace kept changing while its revision was read; try again",
+                      details={"retryable": True})
 
 
 def revision_stamps(memory_root: Path) -> dict[str, FileStamp]:

@@ -23,7 +23,7 @@ from memory_tui.core.config import MemoryConfig, load_memory_config
 from memory_tui.core.errors import MemoryError
 from memory_tui.core.lock import TIMEOUT_ONLINE, write_lock
 from memory_tui.core.paths import Layout
-from memory_tui.core.sources import SourceIndex, anchor
+from memory_tui.core.sources import SourceIndex
 from memory_tui.core.tokens import DEFAULT_COUNTER, TokenCounter
 from memory_tui.core.topics import parse_tree
 from memory_tui.core.workspace import read_workspace_id, workspace_revision
@@ -164,21 +164,9 @@ def topic_tree(memory_root: Path):
 
 
 def topics_cite_any(memory_root: Path, source_ids: Iterable[str]) -> bool:
-    needles = set()
-    for sid in source_ids:
-        needles.add(anchor(sid))
-        needles.add(f"({sid})")
-    root = memory_root / "topics"
-    if not root.is_dir():
-        return False
-    for p in root.rglob("*.md"):
-        try:
-            text = p.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
-        if any(n in text for n in needles):
-            return True
-    return False
+    from memory_tui.sessions.marks import batch_cited  # the same test the marks intent uses
+
+    return batch_cited(memory_root, source_ids)
 
 
 def run_writer(ctx: Context, task: WriteTask, *, restricted: bool = True) -> WriterOutcome:

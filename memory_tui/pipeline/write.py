@@ -240,6 +240,8 @@ def write_batch(ctx: Context, bs: BranchState, batch: Batch, workspace_id: str, 
     append_records(ctx.memory_root, srecs, runtime_dir=ctx.layout.runtime_dir)
     turns = tuple(turn_for(sr, session.title, ctx.counter.count(sr.content)) for sr in srecs)
     task = WriteTask("write", turns, session.id, session.title, ctx.settings.topic)
+    # Before the install, so a kill between the install and the marks is finished by the next open.
+    marks.write_intent(ctx.layout.runtime_dir, session.id, ids, workspace_id, source_ids=[sr.source_id for sr in srecs])
     ctx.emit("writer", len(report.batches), None, f"{session.id} {bs.tip}: writing {len(ids)} turns, {batch.tokens} tokens")
     outcome = run_writer(ctx, task)
     if outcome.changed:
@@ -249,9 +251,9 @@ def write_batch(ctx: Context, bs: BranchState, batch: Batch, workspace_id: str, 
         br.result = "recovered"
         br.message = "the topics already cite this batch (an earlier install landed before its marks)"
     else:
+        marks.clear_intent(ctx.layout.runtime_dir)
         br.message = outcome.summary or "the writer changed no topic file"
         return br
-    marks.write_intent(ctx.layout.runtime_dir, session.id, ids, workspace_id)
     res = marks.mark_nodes(session.dir, ids, workspace_id)
     marks.clear_intent(ctx.layout.runtime_dir)
     br.marked = list(res.marked) + list(res.already)

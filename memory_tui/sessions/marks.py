@@ -170,14 +170,40 @@ def mark_nodes(
 #
 # A batch's marks are one file per node. A kill between two of them leaves the batch half
 # marked; its unmarked tail would then be offered to the writer as a batch of its own, which
-# the topics need not cite, and every later write stalls on WRITER_NO_PROGRESS. So, once a
-# batch is installed and before its first mark, the intent names the batch; the next write
-# (under the lock) finishes those marks before doing anything else.
+# the topics need not cite, and every later write stalls on WRITER_NO_PROGRESS. A kill between
+# the install and the first mark leaves the batch installed and unmarked, a state that is
+# neither the old nor the new one. So the intent names the batch (its node ids and source ids)
+# before the writer runs; the next locked open marks the batch if and only if the topics cite
+# it (the install landed), and otherwise drops the intent (the batch stays pending, unmarked).
 
 
-def write_intent(runtime_dir: Path, session_id: str, node_ids: Iterable[str], workspace_id: str) -> None:
-    body = {"version": 1, "session": session_id, "ids": list(node_ids), "workspace_id": workspace_id}
+def write_intent(runtime_dir: Path, session_id: str, node_ids: Iterable[str], workspace_id: str,
+                 source_ids: Iterable[str] | None = None) -> None:
+    body: dict[str, Any] = {"version": 1, "session": session_id, "ids": list(node_ids), "workspace_id": workspace_id}
+    if source_ids is not None:
+        body["source_ids"] = list(source_ids)
     atomic_write(Path(runtime_dir) / INTENT_NAME, json.dumps(body) + "\n")
+
+
+def batch_cited(memory_root: Path, source_ids: Iterable[str]) -> bool:
+    """Whether any topic cites any of these archive records: the test that a batch installed."""
+    from memory_tui.core.sources import anchor
+
+    needles = set()
+    for sid in source_ids:
+        needles.add(anchor(sid))
+        needles.add(f"({sid})")
+    root = Path(memory_root) / "topics"
+    if not needles or not root.is_dir():
+        return False
+    for p in root.rglob("*.md"):
+        try:
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if any(n in text for n in needles):
+            return True
+    return False
 
 
 def clear_intent(runtime_dir: Path) -> None:
@@ -189,7 +215,7 @@ def clear_intent(runtime_dir: Path) -> None:
 
 def finish_intent(runtime_dir: Path, sessions_dir: Path) -> MarkResult | None:
     """Finish the marks of an installed batch whose marking was killed (call under the lock).
-    None when there was nothing to finish. An intent that does not parse is dropped: the
+    None when there was nothing to finish, or the named batch never installed. An intent that does not parse is dropped: the
     worst case is the pre-intent behaviour (the batch is offered again and recovered)."""
     path = Path(runtime_dir) / INTENT_NAME
     try:
@@ -209,6 +235,12 @@ def finish_intent(runtime_dir: Path, sessions_dir: Path) -> MarkResult | None:
     if not ok:
         clear_intent(runtime_dir)
         return None
+    sources = body.get("source_ids")
+    if sources is not None:  # written before the writer ran: mark only if its install landed
+        if not (isinstance(sources, list) and all(isinstance(x, str) for x in sources)
+                and batch_cited(Path(runtime_dir).parent, sources)):
+            clear_intent(runtime_dir)
+            return None
     sdir = Path(sessions_dir) / session
     result = mark_nodes(sdir, ids, wid) if sdir.is_dir() else MarkResult((), (), tuple(ids))
     clear_intent(runtime_dir)

@@ -86,9 +86,10 @@ def test_dry_run_changes_no_byte(fixture_state):
     assert snapshot() == before
 
 
-def test_crash_between_install_and_marking_reoffers_the_batch(fixture_state, monkeypatch, expected):
-    """Killed after the install, before the marks intent was written: the batch is offered
-    again and recovered (the topics already cite it)."""
+def test_crash_between_install_and_marking_is_marked_by_the_next_open(fixture_state, monkeypatch, expected):
+    """Killed after the install, before the first mark: the marks intent (written before the
+    writer ran) names the batch, and the next locked open marks it because the topics now cite
+    it, so the state is exactly the new one and the batch is never offered to the writer again."""
     import memory_tui.sessions.marks as marks_mod
 
     class Crash(BaseException):
@@ -97,17 +98,22 @@ def test_crash_between_install_and_marking_reoffers_the_batch(fixture_state, mon
     def boom(*a, **k):
         raise Crash()
 
-    monkeypatch.setattr(marks_mod, "write_intent", boom)
+    sid, wid = "local_9f1e2d3c4b", expected["workspace_id"]
+    first = expected["sessions"][sid]["tips"]["f00000000004_reply"]["first_batch_ids"]
+    real = marks_mod.mark_nodes
+    monkeypatch.setattr(marks_mod, "mark_nodes", lambda *a, **k: boom() if a[1] == first else real(*a, **k))
     before = marks(fixture_state)
     with pytest.raises(Crash):
-        write(ctx_for(fixture_state), "local_9f1e2d3c4b", force=True)
+        write(ctx_for(fixture_state), sid, force=True)
     assert marks(fixture_state) == before  # installed, not marked
+    assert (fixture_state / "memory/.scriptorium" / marks_mod.INTENT_NAME).exists()
     monkeypatch.undo()
-    report = write(ctx_for(fixture_state), "local_9f1e2d3c4b", force=True)
-    (batch,) = report.batches
-    assert batch.ids == expected["sessions"]["local_9f1e2d3c4b"]["tips"]["f00000000004_reply"]["first_batch_ids"]
-    assert batch.result == "recovered" and report.outcome == "success"
-    assert set(batch.marked) == set(batch.ids)
+    report = write(ctx_for(fixture_state), sid, force=True)
+    assert report.reason_code != "WRITER_NO_PROGRESS", report.to_json()
+    assert not any(b.ids == first for b in report.batches)  # finished by the open, not re-offered
+    after = marks(fixture_state)
+    assert all(after[(sid, i)] == wid for i in first)
+    assert not (fixture_state / "memory/.scriptorium" / marks_mod.INTENT_NAME).exists()
 
 
 def test_crash_after_the_marks_intent_is_finished_without_the_writer(fixture_state, monkeypatch, expected):

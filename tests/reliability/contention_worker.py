@@ -29,7 +29,16 @@ def worker(w: str, n: int, state: str) -> dict:
     while len(accepted) < n and i < n * 50:
         i += 1
         content = f"Worker {w} fact {len(accepted)}."
-        body = {"base_revision": workspace_revision(mem), "git_commit": "off", "memory_changes": [
+        from memory_tui.core.errors import MemoryError
+
+        try:
+            base = workspace_revision(mem)  # unlocked, as any client reads it
+        except MemoryError as exc:
+            if exc.code != "CONCURRENT_UPDATE":
+                raise
+            refusals += 1
+            continue
+        body = {"base_revision": base, "git_commit": "off", "memory_changes": [
             {"op": "create_record", "content": content, "time": "2026-11", "source_refs": [ids()[3 + len(accepted) % 3]],
              "destination": {"topic_path": "topics/people/ada.md", "headings": ["Ada"], "position": "end"}}]}
         with open(req, "w", encoding="utf-8") as fh:

@@ -4,12 +4,41 @@ after ``go`` (SIGKILL: no cleanup of any kind)."""
 
 from __future__ import annotations
 
+import json
+import os
 import sys
+
+
+def _trace_lock_releases(state: str, out: str) -> None:
+    """For the driver's uninterrupted runs: the state at every release of the workspace write
+    lock, in order. Every durable step ends with a release, so these are the states a kill
+    may legitimately leave once recovered; anything else is a half-done step."""
+    import fcntl
+    from pathlib import Path
+
+    from crash_driver import snapshot
+
+    real = fcntl.flock
+
+    def flock(fd, op):
+        if op == fcntl.LOCK_UN:
+            try:
+                held = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                held = ""
+            if held.endswith("/write.lock"):
+                with open(out, "a", encoding="utf-8") as f:
+                    f.write(json.dumps(snapshot(Path(state)).__dict__) + "\n")
+        return real(fd, op)
+
+    fcntl.flock = flock
 
 
 def main() -> int:
     op, state = sys.argv[1], sys.argv[2]
     extra = sys.argv[3:]
+    if os.environ.get("MEMORY_TUI_CRASH_TRACE"):
+        _trace_lock_releases(state, os.environ["MEMORY_TUI_CRASH_TRACE"])
     from memory_tui.cli import main as cli
     from memory_tui.core.sources import SourceRecord, append_records
     from memory_tui.core.transaction import memory_root

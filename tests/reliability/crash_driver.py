@@ -7,7 +7,15 @@ intent, under the write lock) and checks:
 * every record committed before the operation is still there (by memory id);
 * no node got a mark unless its turn is archived and the revision moved (its batch installed);
 * no stage, install scratch, journal, marks intent or ``index.lock`` is left;
-* git holds the installed revision (no uncommitted change of a tracked path, no pending marker).
+* git holds the installed revision (no uncommitted change of a tracked path, no pending marker);
+* the recovered state is exactly one of the operation's committed states: the tracked memory
+  (topics, views, archives) and every node's mark are compared byte for byte with the state
+  before the trial ("old"), the state an uninterrupted run of the same input leaves ("new"),
+  and, for operations made of several transactions (``write`` runs one per batch), the state
+  at each release of the write lock in between ("step"). ``write`` and ``backfill`` append
+  the archive first (spec §7.4), so "that step's archive appended, nothing else" is the one
+  further state they may stop in ("archive-only"). A trial the kill did not interrupt must
+  end in exactly the new state.
 
 ``run(op, trials, seed)`` returns a :class:`Figures`; ``run_slow.py`` prints them.
 """
@@ -33,15 +41,67 @@ FIXTURE_OPS = ("write", "migrate", "reorganize", "backfill")  # need OpenProgram
 MARK = "memory_written_scriptorium"
 
 
+ARCHIVE_FIRST = ("write", "backfill")  # the archive append is its own durable step before the install
+VARIANTS = 4  # distinct inputs for edit/append; the new state of each is computed once
+
+
 @dataclass
 class Figures:
     op: str
     trials: int = 0
     killed: int = 0  # trials where the kill landed before the child finished
     failures: list[str] = field(default_factory=list)
+    outcomes: dict[str, int] = field(default_factory=lambda: {"old": 0, "new": 0, "step": 0, "archive-only": 0})
+    changes: bool = True  # False when the operation's new state equals its old one (a no-op input)
 
     def line(self) -> str:
-        return f"{self.op:<11} trials {self.trials:>5}  killed mid-run {self.killed:>5}  failures {len(self.failures)}"
+        seen = " ".join(f"{k} {v}" for k, v in self.outcomes.items())
+        noop = "" if self.changes else "  (no-op on this input: old = new)"
+        return (f"{self.op:<11} trials {self.trials:>5}  killed mid-run {self.killed:>5}  recovered to: {seen}  "
+                f"failures {len(self.failures)}{noop}")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What a trial may end in, compared exactly: the git-tracked memory split into the archives
+    and everything else, and every node's mark."""
+
+    sources: str
+    rest: str
+    marks: str
+
+
+def snapshot(state: Path) -> Snapshot:
+    import hashlib
+
+    from memory_tui.core.paths import GIT_TRACKED
+
+    mem = state / "memory"
+    src, rest = hashlib.sha256(), hashlib.sha256()
+    for top in GIT_TRACKED:
+        base = mem / top
+        files = [base] if base.is_file() else sorted(p for p in base.rglob("*") if p.is_file()) if base.is_dir() else []
+        for f in files:
+            h = src if top == "sources" else rest
+            h.update(f.relative_to(mem).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    marks = json.dumps(sorted((list(k), v) for k, v in _marks(state).items()), default=str) if (state / "sessions").is_dir() else ""
+    return Snapshot(src.hexdigest()[:16], rest.hexdigest()[:16], hashlib.sha256(marks.encode()).hexdigest()[:16])
+
+
+def classify(op: str, got: Snapshot, old: Snapshot, steps: list[Snapshot]) -> str | None:
+    """``steps``: the states at each lock release of an uninterrupted run, the last one new."""
+    new = steps[-1]
+    if got == new:
+        return "new"
+    if got == old:
+        return "old"
+    if got in steps:
+        return "step"
+    if op in ARCHIVE_FIRST:
+        for before, after in zip([old, *steps], steps):
+            if got == Snapshot(after.sources, before.rest, before.marks):
+                return "archive-only"
+    return None
 
 
 # ------------------------------------------------------------------------------- workspaces
@@ -110,8 +170,9 @@ def _leftovers(mem: Path) -> list[str]:
         for name in ("install-journal.json", "install-journal.json.tmp", "marks-pending.json", "git-pending"):
             if (mem / rt / name).exists():
                 out.append(f"{rt}/{name}")
-    if (mem / ".git" / "index.lock").exists():
-        out.append(".git/index.lock")
+    from memory_tui.core.gitlog import stale_locks
+
+    out += [p.relative_to(mem).as_posix() for p in stale_locks(mem)]
     return out
 
 
@@ -182,17 +243,21 @@ def _child_argv(op: str, state: Path, n: int, scratch: Path) -> list[str]:
         sys.path.insert(0, str(HERE))
         from rel_support import ids, topic
 
-        src = scratch / f"edit-{n}.md"
-        src.write_text(topic(f"Crash {n}", [(f"Fact {n} one.", ids()[n % 6]), (f"Fact {n} two.", ids()[(n + 1) % 6])]))
-        extra = [f"topics/crash/t{n % 4}.md", "--from", str(src), "--create"]
+        v = n % VARIANTS
+        src = scratch / f"edit-{v}.md"
+        src.write_text(topic(f"Crash {v}", [(f"Fact {v} one.", ids()[v % 6]), (f"Fact {v} two.", ids()[(v + 1) % 6])]))
+        extra = [f"topics/crash/t{v}.md", "--from", str(src), "--create"]
     elif op == "append":
-        extra = [str(n)]
+        extra = [str(n % VARIANTS)]
     return [sys.executable, str(HERE / "crash_child.py"), op, str(state), *extra]
 
 
-def _run_child(argv: list[str], delay: float | None) -> tuple[bool, float]:
+def _run_child(argv: list[str], delay: float | None, trace: Path | None = None) -> tuple[bool, float]:
     """(killed before it finished, seconds from go to exit)."""
-    proc = subprocess.Popen(argv, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    env = _env()
+    if trace is not None:
+        env["MEMORY_TUI_CRASH_TRACE"] = str(trace)
+    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -208,12 +273,21 @@ def _run_child(argv: list[str], delay: float | None) -> tuple[bool, float]:
             os.killpg(proc.pid, signal.SIGKILL)  # the child and any git it started
             killed = True
     proc.wait()
+    secs = time.monotonic() - t0
+    if delay is None and proc.returncode != 0:
+        # an uninterrupted run that fails would make "new" equal "old" and every trial pass
+        out, err = proc.stdout.read()[-1500:], proc.stderr.read()[-1500:]
+        raise RuntimeError(f"uninterrupted run failed (exit {proc.returncode}): {argv[2:]} {out!r} {err!r}")
     proc.stdout.close()
     proc.stderr.close()
-    return killed, time.monotonic() - t0
+    return killed, secs
 
 
-def run(op: str, trials: int, *, seed: int = 0, work: Path, shared: Path | None = None) -> Figures:
+def run(op: str, trials: int, *, seed: int = 0, work: Path, shared: Path | None = None,
+        stop_at: float | None = None, progress=None) -> Figures:
+    """``trials`` kills of ``op``; stops early (fewer trials, reported) once ``time.monotonic()``
+    passes ``stop_at``, and calls ``progress(figures)`` after every trial so a caller can keep
+    partial figures that survive the run being stopped."""
     rng = random.Random(f"{op}-{seed}")
     figures = Figures(op)
     work.mkdir(parents=True, exist_ok=True)
@@ -226,13 +300,37 @@ def run(op: str, trials: int, *, seed: int = 0, work: Path, shared: Path | None 
             raise RuntimeError("fixture not found")
     else:
         master = _small_state(work / "master-small")
-    # calibrate: how long the operation runs once started
-    calib = work / "calib"
-    shutil.copytree(master, calib, symlinks=True)
-    _, duration = _run_child(_child_argv(op, calib, 0, work), None)
-    shutil.rmtree(calib)
+    # Calibrate: how long the operation runs once started, and the exact new state of every
+    # input variant (each run twice: an operation whose result is not a function of its input
+    # could not be checked exactly, and is reported as such instead of being waved through).
+    variants = VARIANTS if op in ("edit", "append") else 1
+    expected: dict[int, list[Snapshot]] = {}
+    duration = 0.0
+    for v in range(variants):
+        got = []
+        for k in range(2):
+            calib = work / "calib"
+            trace = work / f"trace-{v}-{k}.jsonl"
+            shutil.copytree(master, calib, symlinks=True)
+            _, secs = _run_child(_child_argv(op, calib, v, work), None, trace)
+            duration = max(duration, secs)
+            recover_open(calib)
+            lines = trace.read_text(encoding="utf-8").splitlines() if trace.exists() else []
+            steps = [Snapshot(**json.loads(line)) for line in lines]
+            final = snapshot(calib)
+            if not steps or steps[-1] != final:
+                steps.append(final)
+            got.append(steps)
+            shutil.rmtree(calib)
+        if got[0] != got[1]:
+            raise RuntimeError(f"{op}: two uninterrupted runs of the same input differ ({got[0]} / {got[1]})")
+        expected[v] = got[0]
+    old = snapshot(master)
+    figures.changes = any(e[-1] != old for e in expected.values())
     state = work / "trial"
     for n in range(trials):
+        if stop_at is not None and time.monotonic() >= stop_at:
+            break
         if state.exists():
             shutil.rmtree(state)
         shutil.copytree(master, state, symlinks=True)
@@ -242,13 +340,25 @@ def run(op: str, trials: int, *, seed: int = 0, work: Path, shared: Path | None 
         from memory_tui.core.workspace import workspace_revision
 
         before_rev = workspace_revision(mem)
-        killed, _ = _run_child(_child_argv(op, state, n + 1, work), rng.uniform(0.0, duration * 1.05))
+        killed, _ = _run_child(_child_argv(op, state, n, work), rng.uniform(0.0, duration * 1.05))
         figures.trials += 1
         figures.killed += killed
         try:
             recover_open(state)
             bad = check(state, before_ids, before_marks, before_rev)
+            steps = expected[n % variants]
+            got = snapshot(state)
+            kind = classify(op, got, old, steps)
+            if kind is None:
+                bad.append(f"recovered to none of the committed states: {got} (old {old}, new {steps[-1]}, "
+                           f"{len(steps) - 1} steps between)")
+            elif not killed and kind != "new":
+                bad.append(f"finished without a kill but the state is {kind}, not new")
+            else:
+                figures.outcomes[kind] += 1
         except Exception as exc:  # noqa: BLE001 - a crash of the check is a finding, reported with its trial
             bad = [f"recovery raised {type(exc).__name__}: {exc}"]
         figures.failures += [f"trial {n}: {b}" for b in bad]
+        if progress is not None:
+            progress(figures)
     return figures

@@ -59,8 +59,9 @@ def leftovers(mem: Path) -> list[str]:
             out.append(f"{rt}/install-journal.json")
         if (mem / rt / "install-journal.json.tmp").exists():
             out.append(f"{rt}/install-journal.json.tmp")
-    if (mem / ".git" / "index.lock").exists():
-        out.append(".git/index.lock")
+    from memory_tui.core.gitlog import stale_locks
+
+    out += [p.relative_to(mem).as_posix() for p in stale_locks(mem)]
     return out
 
 

@@ -49,6 +49,25 @@ def test_stale_index_lock_is_reported_then_removed_and_the_edit_committed(gstate
     assert not any("index.lock" in p["message"] for p in _status_problems(capsys, gstate))
 
 
+@pytest.mark.parametrize("lock", ["branch", "HEAD.lock", "packed-refs.lock"])
+def test_stale_ref_lock_of_a_git_killed_mid_commit_is_removed_and_the_install_committed(gstate, capsys, lock):
+    # Found by the slow crash run: a kill inside ``git commit`` can leave the branch's ref lock,
+    # after which every commit fails "cannot lock ref" and the install never reached git.
+    mem = gstate / "memory"
+    if lock == "branch":
+        lock = _git(mem, "symbolic-ref", "HEAD").strip() + ".lock"
+    (mem / ".git" / lock).write_text("")
+    gitlog.mark_pending(mem)
+    (mem / "topics/extra.md").write_text(topic("Extra", [("The user likes rain.", ids()[3])]))  # installed, uncommitted
+    assert any(lock in p["message"] for p in _status_problems(capsys, gstate))
+    r = tx.staged_edit(gstate, "topics/other.md", topic("Other", [("y.", ids()[4])]), git_env=ENV)  # any locked open
+    assert r.ok and r.git_committed, r
+    assert not (mem / ".git" / lock).exists() and _dirty(mem) == ""
+    assert leftovers(mem) == [] and gitlog.git_problems(mem) == []
+    assert _git(mem, "log", "-2", "--format=%s").splitlines() == ["memory: edit topics/other.md", gitlog.MSG_RECOVER]
+    assert "topics/extra.md" in _git(mem, "show", "--name-only", "--format=", "HEAD~1")
+
+
 def test_install_killed_before_its_commit_is_committed_by_the_next_open(gstate, capsys, monkeypatch):
     mem = gstate / "memory"
 

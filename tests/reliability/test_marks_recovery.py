@@ -64,3 +64,26 @@ def test_an_unreadable_intent_is_dropped_not_fatal(fixture_state):
     (rt / marks_mod.INTENT_NAME).write_text('{"session": "../../etc", "ids": ["x"], "workspace_id": "w-1"}')
     assert marks_mod.finish_intent(rt, fixture_state / "sessions") is None
     assert not (rt / marks_mod.INTENT_NAME).exists()
+
+
+def test_kill_in_the_writer_before_its_install_marks_nothing_and_drops_the_intent(fixture_state, monkeypatch):
+    # The intent is written before the writer runs; a batch whose install never landed must
+    # not be marked by the next open (the topics do not cite it), only stay pending.
+    import memory_tui.pipeline.write as write_mod
+
+    class Kill(BaseException):
+        pass
+
+    def die(*a, **k):
+        raise Kill()
+
+    before = node_marks(fixture_state)
+    monkeypatch.setattr(write_mod, "run_writer", die)
+    with pytest.raises(Kill):
+        write(_ctx(fixture_state), SID, force=True)
+    monkeypatch.undo()
+    rt = fixture_state / "memory/.scriptorium"
+    assert (rt / marks_mod.INTENT_NAME).exists()
+    assert marks_mod.finish_intent(rt, fixture_state / "sessions") is None
+    assert not (rt / marks_mod.INTENT_NAME).exists()
+    assert node_marks(fixture_state) == before

@@ -118,3 +118,39 @@ def test_command_writer_nonzero_exit_marks_nothing(fixture_state, tmp_path):
                            clock=lambda: 1796100000.0), SID, force=True)
     assert report.reason_code == "MODEL_FAILURE_UNKNOWN" and node_marks(fixture_state) == before
     assert not (fixture_state / "memory/topics/x.md").exists()
+
+
+ESCAPES = {
+    "none": "",  # the control: the same child, confined, is installed
+    "real-topics": "open(os.path.join(stage, '..', '..', 'topics', 'planted.md'), 'w').write('# Planted\\n')\n",
+    "stage-sibling": "open(os.path.join(stage, '..', 'escape.txt'), 'w').write('x')\n",
+    "git-config": "open(os.path.join(stage, '..', '..', '.git', 'config'), 'a').write('[core]\\n\\thooksPath = /tmp\\n')\n",
+    "archive": "open(glob.glob(os.path.join(stage, '..', '..', 'sources', 'openprogram', '_v2', '*.md'))[0], 'a').write('x')\n",
+}
+
+
+@pytest.mark.parametrize("escape", sorted(ESCAPES))
+def test_command_writer_writing_outside_its_stage_is_refused(fixture_state, tmp_path, escape):
+    from memory_tui.pipeline.writers.command import CommandWriter
+
+    agent = tmp_path / "agent.py"
+    agent.write_text(
+        "import glob, os\n"
+        "stage = os.environ['MEMORY_TUI_STAGE']\n"
+        "ref = os.environ['MEMORY_TUI_ALLOWED_REFS'].splitlines()[0]\n"
+        "open(os.path.join(stage, 'topics', 'confined.md'), 'w').write("
+        "'# Confined\\n\\nThe user asked about tea.[^e1]\\n\\n[^e1]: Time: `2026-11-30`; Sources: [s](' + ref + ')\\n')\n"
+        + ESCAPES[escape])
+    mem = fixture_state / "memory"
+    (mem / ".git" / "config").exists() or pytest.skip("fixture without git")
+    before = node_marks(fixture_state)
+    report = write(Context(fixture_state, writer=CommandWriter((sys.executable, str(agent))), git_env=fixed_env(),
+                           clock=lambda: 1796100000.0), SID, force=True)
+    if escape == "none":
+        assert report.outcome == "success", report.to_json()
+        assert (mem / "topics/confined.md").is_file() and node_marks(fixture_state) != before
+        return
+    assert report.reason_code == "PATH_OUTSIDE_WORKSPACE" and report.outcome != "success", report.to_json()
+    assert "outside its stage" in report.message, report.to_json()
+    assert not (mem / "topics/confined.md").exists()  # the stage was not installed
+    assert node_marks(fixture_state) == before

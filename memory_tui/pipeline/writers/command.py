@@ -11,6 +11,11 @@ Failures (closed codes, retry verdict):
 * command missing / not executable → ``MEMORY_PROVIDER_RESOLUTION_FAILED`` (not retryable)
 * runs longer than ``timeout`` → ``MODEL_TIMEOUT`` (retryable)
 * exits non-zero → ``MODEL_FAILURE_UNKNOWN`` (not retryable; stderr tail in the message)
+* changed anything in the memory workspace outside its stage (the real ``topics/``, the
+  archives, the views, ``.scriptorium/``, ``.git/``, a sibling of the stage) →
+  ``PATH_OUTSIDE_WORKSPACE`` (not retryable): nothing is installed, nothing marked, and the
+  message names what it touched. Under the write lock nobody else writes there, so any change
+  is the child's. (A write elsewhere on the machine is beyond what a writer can see.)
 
 Environment given to the command: ``MEMORY_TUI_STAGE`` (the stage path),
 ``MEMORY_TUI_STAGE_KIND`` (write/backfill/organize) and ``MEMORY_TUI_ALLOWED_REFS`` (the
@@ -21,10 +26,13 @@ from __future__ import annotations
 
 import json
 import os
+import stat as stat_mod
 import subprocess
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
 
+from memory_tui.core.lock import held_by_this_thread
 from memory_tui.pipeline.status import history_entry
 from memory_tui.pipeline.writers.base import (
     REPAIR_PREFIX,
@@ -66,6 +74,41 @@ def build_prompt(task: WriteTask, rejection: str | None = None) -> str:
             obj = {"ref": t.source_id, "time": t.timestamp or "undated", "speaker": t.speaker, "text": t.text}
             parts.append(json.dumps(obj, ensure_ascii=False).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
     return "\n".join(parts) + "\n"
+
+
+def fingerprint(root: Path, skip: Path) -> dict[str, tuple[int, int, int, int]]:
+    """Every entry under ``root`` except ``skip`` (the stage), by relative path: mode, size,
+    mtime and inode, without following symlinks. Two equal fingerprints mean nothing was
+    created, removed, replaced or rewritten there."""
+    out: dict[str, tuple[int, int, int, int]] = {}
+    skip_s = os.fspath(skip)
+
+    def walk(d: str, rel: str) -> None:
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            return
+        for e in entries:
+            if e.path == skip_s:
+                continue
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            key = f"{rel}{e.name}"
+            out[key] = (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ino)
+            if stat_mod.S_ISDIR(st.st_mode):
+                walk(e.path, key + "/")
+
+    walk(os.fspath(root), "")
+    return out
+
+
+def _touched(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+    # a directory's own stamp moves whenever an entry in it changes: name the entries
+    files = sorted(k for k in changed if not any(o.startswith(k + "/") for o in changed))
+    return files
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -132,8 +175,18 @@ class CommandWriter:
             stage_label = task.stage if rejection is None else f"{task.stage}-repair"
             prompt = build_prompt(task, rejection)
             stage = tx.open_stage(task.allowed_refs)
+            root = getattr(tx, "memory_root", None)
+            before = None
+            if root is not None and held_by_this_thread(Path(root)):  # unlocked, others may write there
+                before = fingerprint(Path(root), Path(stage.path))
             try:
                 reply = self._run(task, str(stage.path), prompt)
+                if before is not None:
+                    touched = _touched(before, fingerprint(Path(root), Path(stage.path)))
+                    if touched:
+                        shown = ", ".join(touched[:5]) + (f" and {len(touched) - 5} more" if len(touched) > 5 else "")
+                        raise WriterFailure("PATH_OUTSIDE_WORKSPACE",
+                                            f"writer command wrote outside its stage (refused, nothing installed): {shown}")
             except BaseException as exc:
                 tx.discard(stage)
                 self.history.append(history_entry(stage_label, "", prompt, error=f"{type(exc).__name__}: {exc}", turns=take_commit_audit(tx)))
