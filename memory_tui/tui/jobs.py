@@ -49,6 +49,18 @@ def backfill_job(settings: WriterSettings) -> JobSpec:
     return JobSpec("backfill", lambda ctx: backfill(ctx), settings)
 
 
+# sessions-ui: the Sessions view's `w` (one branch, forced, as `write SESSION --branch TIP --force`)
+def branch_write_job(settings: WriterSettings, session_id: str, tip: str) -> JobSpec:
+    return JobSpec("write", lambda ctx: write(ctx, session_id, branch=tip, force=True), settings)
+
+
+def write_summary(result: Any, memory_root: Path, title: str) -> Any:
+    """The ``JobResultDialog`` summary of a write report."""
+    from memory_tui.pipeline.jobresult import summarize_write
+
+    return summarize_write(result, memory_root=memory_root, title=title)
+
+
 class JobRunner:
     """Mixed into the app: ``start_job`` runs a ``JobSpec``, ``cancel_job`` asks it to stop."""
 
