@@ -68,6 +68,12 @@ COMMANDS: tuple[Command, ...] = (
         "record.open", "o", "open_record", "Open in Topics",
         "Show the selected record in its topic", views=("timeline", "recent", "core"), scope="screen",
     ),
+    # sessions-ui: the Sessions view
+    Command("sessions.sort", "s", "cycle_sort", "Sort", "Sort sessions by pending, recency or title", views=("sessions",), scope="screen"),
+    Command(
+        "sessions.write", "w", "write_branch", "Write branch",
+        "Write the selected branch now (asks first, shows the dry run)", views=("sessions",), scope="screen",
+    ),
     Command("core.sources", "s", "toggle_core_sources", "Source records", "Toggle the topics/core.md records", views=("core",), scope="screen"),
     # insights (issue 11)
     Command("view.evidence", "i", "open_evidence", "Evidence", "Every record's evidence strength, sortable", footer=False),

@@ -19,13 +19,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from memory_tui.core.config import MemoryConfig
 from memory_tui.core.errors import MemoryError, Problem
 from memory_tui.core.paths import display_path
 from memory_tui.core.text import sanitize
 from memory_tui.core.tokens import O200kCounter, TokenCounter
+
+if TYPE_CHECKING:  # pragma: no cover - sessions-ui
+    from .sessions_model import SessionsModel
 
 VIEW_NAMES = ("topics", "timeline", "recent", "core", "sessions")
 CORE_TOPIC = "topics/core.md"
@@ -195,6 +198,8 @@ class WorkspaceModel:
     _records: dict[str, RecordVM] = field(default_factory=dict, compare=False, repr=False)
     _frames: dict[str, FrameVM | Problem] = field(default_factory=dict, compare=False, repr=False)
     _cache: "_Cache | None" = field(default=None, compare=False, repr=False)
+    # sessions-ui: the Sessions view's explanations, built on first use from this snapshot.
+    _sessions_view: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     # -- flags -------------------------------------------------------------------------
     @property
@@ -230,6 +235,23 @@ class WorkspaceModel:
         out = _frame_vm(self.state, source_id)
         self._frames[source_id] = out  # a memo on an immutable snapshot
         return out
+
+    # -- sessions-ui: the Sessions view ---------------------------------------------------
+    def sessions_view(self, now: float, counter: TokenCounter | None = None) -> "SessionsModel | None":
+        """Every session's explanation (``tui.sessions_model``) for this snapshot, built once
+        (the reasons engine is the expensive part); ``None`` when sessions/ could not be read.
+        ``now`` is fixed by the first call: it decides "idle", and one snapshot tells one story."""
+        if self.session_snapshot is None or not self.state_exists:
+            return None
+        hit = self._sessions_view.get("model")
+        if hit is None:
+            from .sessions_model import SessionsModel
+
+            hit = SessionsModel.load(
+                self.state_dir, now=now, counter=counter, records=self._records.values(), snapshot=self.session_snapshot
+            )
+            self._sessions_view["model"] = hit
+        return hit
 
 
 # ---------------------------------------------------------------------------------------

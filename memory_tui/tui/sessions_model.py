@@ -155,6 +155,42 @@ class BranchVerdictVM:
     summary: str = ""  # sessions.summary.tip_summary: the same story as the turns
 
 
+@dataclass(frozen=True)
+class SessionRowVM:
+    """One row of the Sessions list: what memory did with a session, at a glance."""
+
+    session_id: str
+    title: str
+    updated_at: float | None
+    updated: str  # UTC text of updated_at ("" when unknown)
+    head: str | None
+    live_tips: int  # tips of branches that are not archived
+    tips: int
+    pending_turns: int  # unwritten turns on the branches a pass offers (as `status` counts them)
+    pending_tokens: int  # the largest pending total of one branch (what the threshold compares)
+    threshold: int
+    watcher_at: float | None  # session-end.json: the updated_at the idle watcher last handled
+    watcher: str  # UTC text of watcher_at ("never" when the watcher has no entry)
+    foreign: int  # turns marked by another workspace
+    stranded: int
+    in_registry: bool
+    runtime_only_tips: tuple[str, ...]  # grouped: "runtime turns only"
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        out: list[str] = []
+        if self.foreign:
+            out.append(f"{self.foreign} marked by another workspace")
+        if self.stranded:
+            out.append(f"{self.stranded} stranded")
+        if not self.in_registry:
+            out.append("not in registry")
+        if self.runtime_only_tips:
+            n = len(self.runtime_only_tips)
+            out.append(f"{n} tip{'s' if n != 1 else ''}: runtime turns only")
+        return tuple(out)
+
+
 # --------------------------------------------------------------------------- conversion
 
 
@@ -263,6 +299,48 @@ class SessionsModel:
         if se is None:
             raise KeyError(f"no such session: {sid}")
         return se
+
+    def row(self, sid: str) -> SessionRowVM:
+        se = self.session(sid)
+        session = se.session
+        pending: set[str] = set()
+        foreign: set[str] = set()
+        stranded: set[str] = set()
+        tokens = 0
+        live = 0
+        offered = set(se.analysis.forced_order)  # what `status` counts: an archived tip's turns are held, not pending
+        for tip, te in se.tips.items():
+            ta = te.analysis
+            foreign.update(r.id for r in ta.foreign)
+            stranded.update(r.id for r in ta.stranded)
+            live += not ta.archived
+            if tip in offered:
+                pending.update(r.id for r in ta.recordset.records if r.id not in ta.marked)
+                tokens = max(tokens, ta.pending_tokens)
+        ends = self.explanation.context.session_end or {}
+        handled = ends.get(sid) if isinstance(ends, Mapping) else None
+        handled = float(handled) if isinstance(handled, (int, float)) and not isinstance(handled, bool) else None
+        return SessionRowVM(
+            session_id=sanitize(sid),
+            title=sanitize(session.title),
+            updated_at=session.updated_at,
+            updated=_utc(session.updated_at),
+            head=sanitize(session.head_id) if session.head_id else None,
+            live_tips=live,
+            tips=len(se.tips),
+            pending_turns=len(pending),
+            pending_tokens=tokens,
+            threshold=self.threshold,
+            watcher_at=handled,
+            watcher=_utc(handled) if handled is not None else "never",
+            foreign=len(foreign),
+            stranded=len(stranded),
+            in_registry=session.in_registry,
+            runtime_only_tips=tuple(sanitize(t) for t in se.runtime_only_tips),
+        )
+
+    def rows(self) -> tuple[SessionRowVM, ...]:
+        return tuple(self.row(sid) for sid in self.explanation.sessions)
 
     def layout(self, sid: str, options: LayoutOptions | None = None) -> Layout:
         return layout_session(self.session(sid), options)
@@ -407,5 +485,5 @@ def dry_run(
 
 __all__ = [
     "BranchVerdictVM", "CitationVM", "DryRunVM", "EvidenceVM", "NodeDetailVM", "PlannedBatchVM", "ReasonVM",
-    "SessionsModel", "citation_index", "dry_run", "reason_vm",
+    "SessionRowVM", "SessionsModel", "citation_index", "dry_run", "reason_vm",
 ]

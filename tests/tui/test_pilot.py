@@ -65,7 +65,10 @@ async def test_citation_shows_source_frame_and_jumps_to_session(fixture_state_ro
         assert app.view == "sessions"
         sessions = app.screen.query_one("#sessions-list", OptionList)
         assert sessions.highlighted_option.id == "session:local_a1b2c3d4e5"
-        assert "Cited node: a00000000001" in _text(app, "#sessions-text")
+        await pilot.pause()
+        graph = app.screen.query_one("#sessions-graph")
+        assert graph.selected_node is not None and graph.selected_node.id == "a00000000001"
+        assert app.screen.query_one("#sessions-node").vm.node_id == "a00000000001"
 
 
 async def test_timeline_row_opens_record_in_topics(fixture_state_ro):

@@ -1,43 +1,75 @@
 """Sessions: every session found under ``sessions/`` and, for the chosen one, what memory
 did with it.
 
-The detail pane has three places, top to bottom, each composed by its own method so the
-branch-DAG work can fill them without touching the rest of the screen:
+The list shows per session what decides whether memory writes it (pending turns and tokens
+against the threshold, when the idle watcher last handled it, warnings). The detail shows
+the session's branch DAG (``SessionGraph``) with its legend, the selected node
+(``NodeDetail``) and the verdict of the branch that explains it (``BranchVerdict``); ``w``
+writes that branch after a confirmation showing the dry run.
 
-- ``compose_graph``: the session graph widget (branches and turns as a DAG);
-- ``compose_node_detail``: the highlighted node (role, text, its source frame);
-- ``compose_verdict``: written / pending / never, with the reasons and their evidence.
-
-Today only the summary text is drawn (``#sessions-text``): the title, node and pending
-counts, and the cited node when arriving from a citation (``g``).
+Everything comes from the app's model (``WorkspaceModel.sessions_view`` →
+``tui.sessions_model``); this screen never calls the engine.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import ClassVar
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.containers import VerticalScroll
+from textual.containers import Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option, OptionDoesNotExist
 
 from .. import commands as registry
-from ..data import SessionVM
-from ..widgets import frame_text
+from ..jobs import JobRequest
+from ..sessions_model import BranchVerdictVM, DryRunVM, SessionRowVM, SessionsModel, dry_run
+from ..widgets.branch_verdict import BranchVerdict
+from ..widgets.node_detail import NodeDetail
 from ..widgets.records import highlighted_key, restore_highlight
-from .base import ViewScreen, flat
+from ..widgets.session_graph import SessionGraph, legend_text
+from .base import ViewScreen, flat, plural
+
+SORTS = ("pending", "recency", "title")
 
 
 class SessionOption(Option):
     """One session row; ``session`` is what it shows."""
 
-    def __init__(self, prompt: Text, session: SessionVM) -> None:
+    def __init__(self, prompt: Text, session: SessionRowVM) -> None:
         super().__init__(prompt, id=f"session:{session.session_id}")
         self.session = session
+
+
+class ScreenGraph(SessionGraph):
+    """The graph inside the app: its ``a`` is the app's ASCII toggle, so every pane switches together."""
+
+    def action_toggle_ascii(self) -> None:
+        self.app.action_toggle_ascii()  # type: ignore[attr-defined]
+
+
+def sort_rows(rows: tuple[SessionRowVM, ...], key: str) -> list[SessionRowVM]:
+    if key == "recency":
+        return sorted(rows, key=lambda r: (-(r.updated_at or 0.0), r.session_id))
+    if key == "title":
+        return sorted(rows, key=lambda r: ((r.title or "\uffff").lower(), r.session_id))
+    return sorted(rows, key=lambda r: (-r.pending_turns, -r.pending_tokens, r.session_id))
+
+
+def row_text(r: SessionRowVM, dot: str, warn: str) -> Text:
+    text = Text.assemble((r.title and flat(r.title) or "(untitled)", "bold"), "\n")
+    text.append(f"{r.session_id}\n", "dim")
+    text.append(f"{r.pending_turns} pending {dot} {r.pending_tokens}/{r.threshold} tok\n")
+    text.append(f"updated {r.updated or '?'}\n", "dim")
+    text.append(f"head {r.head or 'none'} {dot} {plural(r.live_tips, 'live tip')}\n", "dim")
+    text.append(f"idle watcher: {r.watcher}", "dim")
+    for w in r.warnings:
+        text.append(f"\n{warn} {w}", "yellow")
+    return text
 
 
 class SessionsScreen(ViewScreen):
@@ -47,102 +79,159 @@ class SessionsScreen(ViewScreen):
 
     def __init__(self) -> None:
         super().__init__()
+        self.sort_key = SORTS[0]
         self.focus_node: tuple[str, str | None] | None = None  # (session, node) a citation named
+        self.shown: tuple[str, int] | None = None  # (session, id of the SessionsModel) the graph draws
+        self.verdict: BranchVerdictVM | None = None  # the verdict panel's branch (what `w` writes)
+        self._plans: dict[tuple[int, str, str], DryRunVM] = {}
 
+    # ------------------------------------------------------------------ composition
     def compose_list(self) -> ComposeResult:
         yield OptionList(id="sessions-list", classes="view-list")
 
     def compose_detail(self) -> ComposeResult:
-        with VerticalScroll(id="sessions-detail", classes="view-detail"):
+        with Vertical(id="sessions-detail", classes="view-detail"):
             yield Static(id="sessions-text")
-            yield from self.compose_graph()
-            yield from self.compose_node_detail()
-            yield from self.compose_verdict()
+            yield ScreenGraph(id="sessions-graph")
+            with VerticalScroll(id="sessions-side"):
+                yield BranchVerdict(id="sessions-verdict")
+                yield NodeDetail(id="sessions-node")
+                yield Static(id="sessions-legend")
 
-    def compose_graph(self) -> ComposeResult:
-        """The session graph widget goes here."""
-        yield from ()
-
-    def compose_node_detail(self) -> ComposeResult:
-        """The highlighted node's detail goes here."""
-        yield from ()
-
-    def compose_verdict(self) -> ComposeResult:
-        """The verdict panel (why a turn was or was not written) goes here."""
-        yield from ()
+    DEFAULT_CSS = """
+    #sessions-text { height: auto; padding: 0 1; }
+    #sessions-graph { height: 2fr; min-height: 6; }
+    #sessions-side { height: 3fr; border-top: solid $panel; max-width: 112; padding: 0 1; }
+    App.-ascii #sessions-side { border-top: ascii $panel; }
+    """
 
     def detail_focus(self) -> Widget:
-        return self.query_one("#sessions-detail")
+        return self.query_one(ScreenGraph)
 
-    def render_view(self) -> None:
+    # ------------------------------------------------------------------ data
+    @property
+    def sessions(self) -> SessionsModel | None:
         m = self.model
+        if m is None:
+            return None
+        return m.sessions_view(self.shell.now().timestamp(), getattr(self.app, "counter", None))
+
+    def matches(self, r: SessionRowVM) -> bool:
+        needle = self.filter_text.lower()
+        return not needle or needle in r.title.lower() or needle in r.session_id.lower() or any(
+            needle in w.lower() for w in r.warnings
+        )
+
+    # ------------------------------------------------------------------ drawing
+    def render_view(self) -> None:
+        sm = self.sessions
         lst = self.query_one("#sessions-list", OptionList)
         keep = highlighted_key(lst)
-        options = []
-        for s in m.sessions if m else ():
-            pending = "?" if s.pending is None else str(s.pending)
-            nodes = s.nodes if s.nodes is not None else "?"
-            text = Text.assemble(
-                (s.session_id, "bold"), (f"  {pending} pending {self.glyphs.dot} {nodes} nodes\n", "dim"), flat(s.title),
-            )
-            options.append(SessionOption(text, s))
-        lst.set_options(options)
+        g = self.glyphs
+        rows = sort_rows(sm.rows(), self.sort_key) if sm else []
+        lst.set_options([SessionOption(row_text(r, g.dot, g.bad), r) for r in rows if self.matches(r)])
         lst.highlighted = None
         restore_highlight(lst, keep)
+        if lst.highlighted is None and lst.option_count:
+            lst.highlighted = 0
+        ascii = self.shell.ascii_mode
+        for w in (self.query_one(ScreenGraph), self.query_one(NodeDetail), self.query_one(BranchVerdict)):
+            w.ascii_mode = ascii
+        self.query_one("#sessions-legend", Static).update(legend_text(ascii))
         self.show_session()
 
-    def selected_session(self) -> SessionVM | None:
+    def selected_session(self) -> SessionRowVM | None:
         opt = self.query_one("#sessions-list", OptionList).highlighted_option
         return opt.session if isinstance(opt, SessionOption) else None
 
     def show_session(self) -> None:
-        m = self.model
-        text = Text()
+        sm = self.sessions
         s = self.selected_session()
-        if s is None:
-            text.append("No sessions found under sessions/.", "dim")
-        else:
-            text.append(s.title or "(untitled)", "bold")
-            pending = "unknown" if s.pending is None else s.pending
-            text.append(f"\n{s.session_id} {self.glyphs.dot} {s.nodes} node files {self.glyphs.dot} pending turns: {pending}\n\n")
-            if self.focus_node and self.focus_node[0] == s.session_id and self.focus_node[1]:
-                node = self.focus_node[1]
-                text.append(f"Cited node: {node}\n", "bold")
-                frame = m.frame(f"openprogram/{s.session_id}/{node}") if m else None
-                text.append_text(frame_text(frame, self.glyphs))
-                text.append("\n\n")
-            text.append(
-                "The Sessions view (conversation DAG, written and pending turns, and why a turn was not "
-                "written) comes in a later issue. This placeholder lists the sessions found.",
-                "dim italic",
-            )
+        graph = self.query_one(ScreenGraph)
+        text = Text()
+        if s is None or sm is None:
+            text.append("No sessions found under sessions/." if not self.filter_text else "No session matches the filter.", "dim")
+            self.query_one("#sessions-text", Static).update(text)
+            self.shown = None
+            graph.display = False
+            self.query_one("#sessions-side").display = False
+            self.render_titles()
+            return
+        graph.display = True
+        self.query_one("#sessions-side").display = True
+        g = self.glyphs
+        text.append(s.title or "(untitled)", "bold")
+        text.append(f"  {s.session_id} {g.dot} {s.pending_turns} pending turns {g.dot} "
+                    f"{s.pending_tokens}/{s.threshold} tokens {g.dot} {plural(s.tips, 'tip')}", "dim")
         self.query_one("#sessions-text", Static).update(text)
+        select = None
+        if self.focus_node and self.focus_node[0] == s.session_id:
+            select = self.focus_node[1]
+            self.focus_node = None
+        key = (s.session_id, id(sm))
+        if self.shown != key or select is not None:
+            # The same session id again keeps the graph's selected node (a reload).
+            graph.show(s.session_id, partial(sm.layout, s.session_id), select=select)
+            self.shown = key
         self.render_titles()
 
     def detail_title(self) -> Text:
-        n = len(self.model.sessions) if self.model else 0
-        return Text.assemble(("Sessions", "bold"), (f"\n{n} session" + ("s" if n != 1 else "") + f" {self.glyphs.dot} placeholder", "dim"))
+        sm = self.sessions
+        n = len(sm.session_ids) if sm else 0
+        return Text.assemble(("Sessions", "bold"), (f"\n{plural(n, 'session')} {self.glyphs.dot} sorted by {self.sort_key}", "dim"))
 
     def list_title(self) -> Text:
-        n = len(self.model.sessions) if self.model else 0
-        return Text(f"{n} sessions", "dim")
+        n = self.query_one("#sessions-list", OptionList).option_count
+        return Text(f"{plural(n, 'session')} {self.glyphs.dot} by {self.sort_key} (s)", "dim")
 
+    # ------------------------------------------------------------------ graph → panels
+    def plan_for(self, sm: SessionsModel, sid: str, tip: str) -> DryRunVM:
+        key = (id(sm), sid, tip)
+        plan = self._plans.get(key)
+        if plan is None:
+            stamp = self.shell.now().timestamp()
+            plan = dry_run(self.model.state_dir, sid, tip, clock=lambda: stamp, counter=getattr(self.app, "counter", None))  # type: ignore[union-attr]
+            self._plans = {k: v for k, v in self._plans.items() if k[0] == id(sm)}
+            self._plans[key] = plan
+        return plan
+
+    @on(SessionGraph.NodeSelected, "#sessions-graph")
+    def _node_selected(self, message: SessionGraph.NodeSelected) -> None:
+        sm = self.sessions
+        if sm is None:
+            return
+        sid, nid = message.session_id, message.node.id
+        self.query_one(NodeDetail).show(sm.node_detail(sid, nid) if nid in sm.session(sid).session.nodes else None)
+        tip = sm.tip_for(sid, nid)
+        self.verdict = sm.branch_verdict(sid, tip, plan=self.plan_for(sm, sid, tip)) if tip else None
+        self.query_one(BranchVerdict).show(self.verdict)
+
+    @on(NodeDetail.RecordJump)
+    async def _record_jump(self, message: NodeDetail.RecordJump) -> None:
+        m = self.model
+        record = m.records.get(message.citation.memory_id) if m else None
+        if record is None:
+            self.notify(f"Record {message.citation.memory_id} is not in the topics.", severity="warning")
+            return
+        await self.shell.open_record(record)
+
+    # ------------------------------------------------------------------ the `g` arrival
     def focus_session(self, session_id: str, node_id: str | None) -> bool:
-        """Highlight ``session_id`` and show ``node_id`` in it; False if the session is not there."""
+        """Highlight ``session_id`` with its graph scrolled to ``node_id``; False if the session is not there."""
+        if self.filter_text:
+            self.clear_filter()
         self.refresh_view()
-        self.focus_node = (session_id, node_id)
         lst = self.query_one("#sessions-list", OptionList)
         try:
-            lst.highlighted = lst.get_option_index(f"session:{session_id}")
+            index = lst.get_option_index(f"session:{session_id}")
         except OptionDoesNotExist:
-            self.show_session()
             return False
+        self.focus_node = (session_id, node_id)
+        with lst.prevent(OptionList.OptionHighlighted):
+            lst.highlighted = index
         self.show_session()
-        self.open_detail()
+        self.open_detail(self.query_one(ScreenGraph))
         return True
-
-    def action_filter(self) -> None:
-        self.notify("Filter works in Topics, Timeline, Recent and Core.", severity="information")
 
     @on(OptionList.OptionHighlighted, "#sessions-list")
     def _session_highlighted(self) -> None:
@@ -150,4 +239,24 @@ class SessionsScreen(ViewScreen):
 
     @on(OptionList.OptionSelected, "#sessions-list")
     def _session_selected(self) -> None:
-        self.open_detail()
+        self.open_detail(self.query_one(ScreenGraph))
+
+    # ------------------------------------------------------------------ keys
+    def action_cycle_sort(self) -> None:
+        self.sort_key = SORTS[(SORTS.index(self.sort_key) + 1) % len(SORTS)]
+        self.refresh_view(force=True)
+
+    def action_write_branch(self) -> None:
+        vm = self.verdict
+        if vm is None:
+            self.notify("Select a node of a branch first.", severity="information")
+            return
+        self.post_message(BranchVerdict.WriteRequested(self.query_one(BranchVerdict), vm))
+
+    @on(BranchVerdict.WriteRequested)
+    def _write_requested(self, message: BranchVerdict.WriteRequested) -> None:
+        """`w`: write this branch as `write SESSION --branch TIP --force` does, through the app's
+        one job flow (preview, confirm, run with progress, result, reload)."""
+        message.stop()
+        vm = message.verdict
+        self.app.start_job(JobRequest("write", session_id=vm.session_id, branch=vm.tip, force=True))  # type: ignore[attr-defined]
