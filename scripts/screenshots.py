@@ -20,7 +20,7 @@ os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 
 from memory_tui.core.tokens import O200kCounter  # noqa: E402
 from memory_tui.tui.app import create_app  # noqa: E402
-from memory_tui.tui.settings import Settings  # noqa: E402
+from memory_tui.pipeline.settings import Settings  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "screenshots"

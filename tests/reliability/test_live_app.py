@@ -19,7 +19,7 @@ from pathlib import Path
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 
 from memory_tui.tui.app import create_app  # noqa: E402
-from memory_tui.tui.settings import Settings  # noqa: E402
+from memory_tui.pipeline.settings import Settings  # noqa: E402
 
 from rel_support import ids, make_state, topic  # noqa: E402
 
