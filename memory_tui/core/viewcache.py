@@ -23,23 +23,20 @@ re-render 20 000 rows for a one-file edit.
 
 from __future__ import annotations
 
-import heapq
-import json
 import os
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable
 
-from .config import CORE_BUDGET_TOKENS
-from .tokens import TokenCounter
 from .views import (
     DerivedViews,
     LinkFor,
     TimelineRow,
     build_views,
-    effective_creation_order,
-    recent_event,
-    render_core,
+    join_relations,
+    relation_parts,
+    rows_by_time,
+    timeline_file_text,
     timeline_path,
     timeline_rows,
 )
@@ -67,42 +64,9 @@ class TopicPart:
     backlinks: tuple[tuple[str, str], ...]  # (target id, memory_id linking to it)
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
-
-
 def topic_part(topic: Any, link_for: LinkFor | None) -> TopicPart:
-    rows = tuple(timeline_rows(topic.units, link_for=link_for))
-    outbound = []
-    backlinks = []
-    for unit in topic.units:
-        targets = sorted(set(unit.relation_targets or ()))
-        outbound.append((unit.memory_id, f"{_dumps(unit.memory_id)}: {_dumps(targets)}"))
-        backlinks.extend((t, unit.memory_id) for t in targets)
-    return TopicPart(rows, tuple(outbound), tuple(backlinks))
-
-
-def _render_relations(parts: Iterable[TopicPart]) -> str:
-    fragments: list[tuple[str, str]] = []
-    back: dict[str, set[str]] = {}
-    for part in parts:
-        fragments.extend(part.outbound)
-        for target, mid in part.backlinks:
-            back.setdefault(target, set()).add(mid)
-    fragments.sort(key=lambda kv: kv[0])
-    back_text = ", ".join(f"{_dumps(k)}: {_dumps(sorted(v))}" for k, v in sorted(back.items()))
-    out_text = ", ".join(frag for _k, frag in fragments)
-    return '{"backlinks": {' + back_text + '}, "outbound": {' + out_text + "}}\n"
-
-
-def _render_recent(units: tuple, creation_order: Mapping[str, int] | None, limit: int) -> str:
-    # == views.recent_events: the ``limit`` largest (order, position) keys, ascending
-    if limit <= 0:
-        return ""
-    order = effective_creation_order(units, creation_order)
-    chosen = heapq.nlargest(limit, range(len(units)), key=lambda i: (order[units[i].memory_id], i))
-    chosen.reverse()
-    return "".join(_dumps(recent_event(units[i], order[units[i].memory_id])) + "\n" for i in chosen)
+    outbound, backlinks = relation_parts(topic.units)
+    return TopicPart(tuple(timeline_rows(topic.units, link_for=link_for)), outbound, backlinks)
 
 
 class ViewCache:
@@ -127,10 +91,7 @@ class ViewCache:
         return made
 
     def timeline(self, parts: Iterable[TopicPart]) -> dict[str, str]:
-        by_when: dict[str, list[TimelineRow]] = {}
-        for part in parts:
-            for row in part.rows:
-                by_when.setdefault(row.when, []).append(row)
+        by_when = rows_by_time(row for part in parts for row in part.rows)
         out: dict[str, str] = {}
         files: dict[str, tuple[tuple[TimelineRow, ...], str]] = {}
         for when in sorted(by_when):
@@ -139,8 +100,7 @@ class ViewCache:
             if old is not None and len(old[0]) == len(rows) and all(a is b for a, b in zip(old[0], rows)):
                 text = old[1]
             else:
-                ordered = sorted(rows, key=lambda r: (r.sort_ref, r.memory_id))
-                text = f"# {when}\n" + "".join(f"\n{r.line}\n" for r in ordered)
+                text = timeline_file_text(when, rows)
             files[when] = (rows, text)
             out[timeline_path(when)] = text
         self._files = files
@@ -150,40 +110,24 @@ class ViewCache:
         self,
         tree: Any,
         *,
-        master_text: str | None = None,
-        trusted_ids: Iterable[str] | None = None,
-        creation_order: Mapping[str, int] | None = None,
-        recent_limit: int = 50,
-        counter: TokenCounter | None = None,
-        budget: int = CORE_BUDGET_TOKENS,
-        link_for: LinkFor | None = None,
         lookup: Callable[[Any], TopicPart | None] | None = None,
         store: Callable[[Any, TopicPart], None] | None = None,
+        **options: Any,
     ) -> DerivedViews:
-        """``views.build_views(tree, ...)``, byte for byte, from per-topic parts."""
-        kwargs = dict(master_text=master_text, trusted_ids=trusted_ids, creation_order=creation_order,
-                      recent_limit=recent_limit, counter=counter, budget=budget, link_for=link_for)
+        """``views.build_views(tree, **options)``, byte for byte, from per-topic parts."""
         how = mode()
         topics = tuple(tree.topics)
-        units = tuple(tree.units)
-        if how == "full" or sum(len(t.units) for t in topics) != len(units):
-            return build_views(tree, **kwargs)
+        if how == "full" or sum(len(t.units) for t in topics) != len(tree.units):
+            return build_views(tree, **options)
+        link_for = options.get("link_for")
         with self.lock:
             parts = [self.part(t, link_for, lookup, store) for t in topics]
             self._parts = {t.path: self._parts[t.path] for t in topics}  # bounded by the live tree
             timeline = self.timeline(parts)
-        core = None
-        if master_text is not None:
-            core = render_core(master_text, trusted_ids, counter, budget, units=units)
-        views = DerivedViews(
-            timeline=timeline,
-            recent=_render_recent(units, creation_order, recent_limit),
-            relations=_render_relations(parts),
-            core=core,
-            recent_limit=recent_limit,
-        )
+        relations = join_relations((o for p in parts for o in p.outbound), (b for p in parts for b in p.backlinks))
+        views = build_views(tree, timeline=timeline, relations=relations, **options)
         if how == "check":
-            full = build_views(tree, **kwargs)
+            full = build_views(tree, **options)
             got, want = views.files, full.files
             for rel in sorted(set(got) | set(want)):
                 if got.get(rel) != want.get(rel):

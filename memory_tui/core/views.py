@@ -12,6 +12,7 @@ Unlike OpenProgram, the core render keeps what it dropped (``CoreRender.omitted_
 
 from __future__ import annotations
 
+import heapq
 import json
 import posixpath
 import re
@@ -247,15 +248,24 @@ def _row(unit, when, text, topic_dir, frag, links, sort_ref, link_for) -> Timeli
     return TimelineRow(when, unit.memory_id, unit.topic_path, text, sort_ref, " ".join(parts))
 
 
+def rows_by_time(rows: Iterable[TimelineRow]) -> dict[str, list[TimelineRow]]:
+    """Rows grouped by the time (so the timeline file) they belong to, in arrival order."""
+    by_when: dict[str, list[TimelineRow]] = {}
+    for row in rows:
+        by_when.setdefault(row.when, []).append(row)
+    return by_when
+
+
+def timeline_file_text(when: str, rows: Iterable[TimelineRow]) -> str:
+    """The text of ``timeline_path(when)`` holding ``rows``."""
+    ordered = sorted(rows, key=lambda r: (r.sort_ref, r.memory_id))
+    return f"# {when}\n" + "".join(f"\n{r.line}\n" for r in ordered)
+
+
 def render_timeline(tree_or_units: Any, *, link_for: LinkFor | None = None, cache: RowCache | None = None) -> dict[str, str]:
     """``{"timeline/2026/11.md": text}`` for every time that has at least one row."""
-    by_file: dict[str, list[TimelineRow]] = {}
-    for row in timeline_rows(tree_or_units, link_for=link_for, cache=cache):
-        by_file.setdefault(row.when, []).append(row)
-    out: dict[str, str] = {}
-    for when in sorted(by_file):
-        rows = sorted(by_file[when], key=lambda r: (r.sort_ref, r.memory_id))
-        out[timeline_path(when)] = f"# {when}\n" + "".join(f"\n{r.line}\n" for r in rows)
+    by_when = rows_by_time(timeline_rows(tree_or_units, link_for=link_for, cache=cache))
+    out = {timeline_path(when): timeline_file_text(when, by_when[when]) for when in sorted(by_when)}
     return dict(sorted(out.items()))
 
 
@@ -300,11 +310,15 @@ def recent_event(unit: Any, created_order: int) -> dict[str, Any]:
 
 
 def recent_events(tree_or_units: Any, creation_order: Mapping[str, int] | None, limit: int = 50) -> list[dict[str, Any]]:
+    """The ``limit`` units last in (creation order, position), ascending."""
+    if limit <= 0:
+        return []
     units = _units(tree_or_units)
     order = effective_creation_order(units, creation_order)
-    indexed = sorted(enumerate(units), key=lambda iu: (order[iu[1].memory_id], iu[0]))
-    chosen = indexed[-limit:] if limit > 0 else []
-    return [recent_event(u, order[u.memory_id]) for _i, u in chosen]
+    # nlargest, not a full sort: a tree has ~20 000 units and the file keeps 50
+    chosen = heapq.nlargest(limit, range(len(units)), key=lambda i: (order[units[i].memory_id], i))
+    chosen.reverse()
+    return [recent_event(units[i], order[units[i].memory_id]) for i in chosen]
 
 
 def render_recent(tree_or_units: Any, creation_order: Mapping[str, int] | None, limit: int = 50) -> str:
@@ -317,22 +331,35 @@ def render_recent(tree_or_units: Any, creation_order: Mapping[str, int] | None, 
 # --------------------------------------------------------------------------------------------
 
 
-def relations(tree_or_units: Any) -> dict[str, dict[str, list[str]]]:
-    outbound: dict[str, set[str]] = {}
-    backlinks: dict[str, set[str]] = {}
-    for unit in _units(tree_or_units):
-        targets = set(getattr(unit, "relation_targets", ()) or ())
-        outbound.setdefault(unit.memory_id, set()).update(targets)
-        for t in targets:
-            backlinks.setdefault(t, set()).add(unit.memory_id)
-    return {
-        "backlinks": {k: sorted(v) for k, v in sorted(backlinks.items())},
-        "outbound": {k: sorted(v) for k, v in sorted(outbound.items())},
-    }
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def relation_parts(tree_or_units: Any) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
+    """What ``tree_or_units`` contributes to ``relations.json``: per memory id its rendered
+    ``"id": [targets]`` outbound entry, and the (target, memory id) backlinks it makes.
+
+    Outbound entries are rendered here, not when joined, so a cached part keeps its text."""
+    targets_of: dict[str, set[str]] = {}
+    for unit in _units(tree_or_units):  # a raw unit list may repeat an id: its targets merge
+        targets_of.setdefault(unit.memory_id, set()).update(getattr(unit, "relation_targets", ()) or ())
+    outbound = tuple((mid, f"{_dumps(mid)}: {_dumps(sorted(ts))}") for mid, ts in targets_of.items())
+    backlinks = tuple((t, mid) for mid, ts in targets_of.items() for t in sorted(ts))
+    return outbound, backlinks
+
+
+def join_relations(outbound: Iterable[tuple[str, str]], backlinks: Iterable[tuple[str, str]]) -> str:
+    """``relations.json`` from :func:`relation_parts` of disjoint sets of memory ids."""
+    back: dict[str, set[str]] = {}
+    for target, mid in backlinks:
+        back.setdefault(target, set()).add(mid)
+    back_text = ", ".join(f"{_dumps(k)}: {_dumps(sorted(v))}" for k, v in sorted(back.items()))
+    out_text = ", ".join(frag for _mid, frag in sorted(outbound, key=lambda kv: kv[0]))
+    return '{"backlinks": {' + back_text + '}, "outbound": {' + out_text + "}}\n"
 
 
 def render_relations(tree_or_units: Any) -> str:
-    return json.dumps(relations(tree_or_units), ensure_ascii=False) + "\n"
+    return join_relations(*relation_parts(tree_or_units))
 
 
 # --------------------------------------------------------------------------------------------
@@ -540,15 +567,19 @@ def build_views(
     budget: int = CORE_BUDGET_TOKENS,
     link_for: LinkFor | None = None,
     row_cache: RowCache | None = None,
+    timeline: Mapping[str, str] | None = None,
+    relations: str | None = None,
 ) -> DerivedViews:
+    """Every derived view of the units. ``timeline`` / ``relations``, when given, are those
+    files already derived from the same units (``viewcache`` joins them from per-topic parts)."""
     units = _units(tree_or_units)
     core = None
     if master_text is not None:
         core = render_core(master_text, trusted_ids, counter, budget, units=units)
     return DerivedViews(
-        timeline=render_timeline(units, link_for=link_for, cache=row_cache),
+        timeline=render_timeline(units, link_for=link_for, cache=row_cache) if timeline is None else timeline,
         recent=render_recent(units, creation_order, recent_limit),
-        relations=render_relations(units),
+        relations=render_relations(units) if relations is None else relations,
         core=core,
         recent_limit=recent_limit,
     )

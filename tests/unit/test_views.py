@@ -170,6 +170,19 @@ def test_relations_spec_example():
     assert render_relations([]) == '{"backlinks": {}, "outbound": {}}\n'
 
 
+def test_relations_are_json_dumps_of_the_merged_maps():
+    # a raw unit list may repeat an id (a tree never does): its targets merge, as a dict would
+    a1 = unit("aaaa0001", "A.", [], rel=("cccc0003", "bbbb0002"))
+    a2 = unit("aaaa0001", "A again.", [], rel=("dddd0004", "bbbb0002"))
+    b = unit("bbbb0002", "B \u00e9.", [], rel=("aaaa0001",))
+    want = {
+        "backlinks": {"aaaa0001": ["bbbb0002"], "bbbb0002": ["aaaa0001"], "cccc0003": ["aaaa0001"],
+                      "dddd0004": ["aaaa0001"]},
+        "outbound": {"aaaa0001": ["bbbb0002", "cccc0003", "dddd0004"], "bbbb0002": ["aaaa0001"]},
+    }
+    assert render_relations([b, a1, a2]) == json.dumps(want, ensure_ascii=False) + "\n"
+
+
 # ---------------------------------------------------------------- core
 
 
