@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from memory_tui.cli.common import EXIT_OK, EXIT_USAGE, CliError, add_common, emit_json
-from memory_tui.core.paths import discover_state_dir
+from memory_tui.cli.common import EXIT_OK, EXIT_USAGE, CliError, add_verb, add_writer_options, emit_json, job_context, state_dir
 from memory_tui.core.text import sanitize
 
 
@@ -22,10 +21,7 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
     from memory_tui.core.lockprobe import probe_write_lock
     from memory_tui.pipeline.history import read_job_history
 
-    state = discover_state_dir(getattr(args, "state", None))
-    if not state.is_dir():
-        raise CliError(f"state directory not found: {state}")
-    root = state / "memory"
+    root = state_dir(args) / "memory"
     history = read_job_history(root, limit=args.limit)
     lock = probe_write_lock(root)
     if getattr(args, "json", False):
@@ -51,18 +47,12 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
 
 def _cmd_preview(args: argparse.Namespace) -> int:
     from memory_tui.pipeline.preview import preview_job
-    from memory_tui.pipeline.settings import load_settings
-    from memory_tui.pipeline.context import Context
 
-    state = discover_state_dir(getattr(args, "state", None))
-    if not state.is_dir():
-        raise CliError(f"state directory not found: {state}")
-    settings = load_settings()  # the same settings the job verbs and the app use
-    if args.writer:
-        settings = settings.with_overrides(name=args.writer)
+    # the job verbs' own Context (settings file, --writer/--topic), so the preview is their dry run
+    ctx = job_context(args)
     if (args.session or args.branch or args.force) and args.job != "write":
         raise CliError("SESSION, --branch and --force apply to the write job only", EXIT_USAGE)
-    p = preview_job(Context(state, settings=settings), args.job, session_id=args.session, branch=args.branch, force=args.force)
+    p = preview_job(ctx, args.job, session_id=args.session, branch=args.branch, force=args.force)
     if getattr(args, "json", False):
         emit_json(p.to_json())
         return EXIT_OK
@@ -84,19 +74,15 @@ def _cmd_preview(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("jobs", help="the writers' job history and who holds the write lock now")
-    add_common(p)
+    p = add_verb(sub, "jobs", "the writers' job history and who holds the write lock now", _cmd_jobs)
     p.add_argument("--limit", type=int, default=50, metavar="N", help="newest N runs of agent-history.jsonl (default 50)")
-    p.set_defaults(func=_cmd_jobs)
 
     from memory_tui.pipeline.preview import JOBS
-    from memory_tui.pipeline.settings import WRITER_NAMES
 
-    p = sub.add_parser("preview", help="what a job would do (its dry run): items, tokens, batches, files likely to change")
-    add_common(p)
+    p = add_verb(sub, "preview", "what a job would do (its dry run): items, tokens, batches, files likely to change",
+                 _cmd_preview)
     p.add_argument("job", choices=JOBS)
     p.add_argument("session", nargs="?", default=None, help="write: one session (default: every session)")
     p.add_argument("--branch", metavar="TIP", default=None, help="write: this branch tip instead of the head")
     p.add_argument("--force", action="store_true", help="write: the session-boundary pass")
-    p.add_argument("--writer", choices=WRITER_NAMES, default=None, help="override [writer] name")
-    p.set_defaults(func=_cmd_preview)
+    add_writer_options(p)

@@ -11,41 +11,31 @@ import argparse
 import sys
 from pathlib import Path
 
-from memory_tui.cli.common import EXIT_FAILURE, EXIT_RETRYABLE, CliError, add_common, emit_json
+from memory_tui.cli.common import EXIT_FAILURE, EXIT_RETRYABLE, CliError, add_verb, emit_json, state_dir
 from memory_tui.core.errors import MemoryError
-from memory_tui.core.paths import discover_state_dir
 from memory_tui.core.text import sanitize
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from memory_tui.insights.evidence import SORT_KEYS
 
-    p = subparsers.add_parser("evidence", help="evidence strength of every record (sessions, days, branches, owner)")
-    add_common(p)
+    p = add_verb(subparsers, "evidence", "evidence strength of every record (sessions, days, branches, owner)",
+                 cmd_evidence)
     p.add_argument("--sort", choices=sorted(SORT_KEYS), default="weakest", help="row order of the text table")
     p.add_argument("--reverse", action="store_true", help="strongest / last first")
-    p.set_defaults(func=cmd_evidence)
 
-    p = subparsers.add_parser("history", help="the git history of one record (block id) or topic file")
-    add_common(p)
+    p = add_verb(subparsers, "history", "the git history of one record (block id) or topic file", cmd_history)
     p.add_argument("target", metavar="RECORD|TOPIC", help="a block id (^abc12345 or abc12345) or a topic path")
-    p.set_defaults(func=cmd_history)
 
-    p = subparsers.add_parser("revert", help="restore a record or topic to its text at an earlier commit")
-    add_common(p)
+    p = add_verb(subparsers, "revert", "restore a record or topic to its text at an earlier commit", cmd_revert)
     p.add_argument("target", metavar="RECORD|TOPIC", help="a block id or a topic path")
     p.add_argument("--to", metavar="COMMIT", required=True, help="the commit (hash or prefix) to restore from")
-    p.set_defaults(func=cmd_revert)
 
-    p = subparsers.add_parser("alternatives", help="records citing sibling branches of one session")
-    add_common(p)
-    p.set_defaults(func=cmd_alternatives)
+    add_verb(subparsers, "alternatives", "records citing sibling branches of one session", cmd_alternatives)
 
 
 def _state(args: argparse.Namespace) -> Path:
-    state = discover_state_dir(getattr(args, "state", None))
-    if not state.is_dir():
-        raise CliError(f"state directory not found: {state}")
+    state = state_dir(args)
     if not (state / "memory").is_dir():
         raise CliError(f"no memory workspace in {state} (expected {state / 'memory'})")
     return state

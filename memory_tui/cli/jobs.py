@@ -20,9 +20,9 @@ from rich.console import Console
 from rich.markup import escape as markup_escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from memory_tui.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_RETRYABLE, CliError, add_common, emit_json
+from memory_tui.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_RETRYABLE, add_verb, add_writer_options, emit_json, job_context
 from memory_tui.core.text import sanitize
-from memory_tui.pipeline.context import Context, JobCancelled, JobEvent
+from memory_tui.pipeline.context import JobCancelled, JobEvent
 
 EXIT_CANCELLED = 130  # the shell's code for "stopped by SIGINT"
 
@@ -68,24 +68,6 @@ def _cancellable(func: Callable[[argparse.Namespace], int]) -> Callable[[argpars
     return run
 
 
-def _context(args: argparse.Namespace, *, progress: Callable[[JobEvent], None] | None = None) -> Context:
-    from memory_tui.core.paths import discover_state_dir
-    from memory_tui.pipeline.settings import load_settings
-
-    state = discover_state_dir(getattr(args, "state", None))
-    if not state.is_dir():
-        raise CliError(f"state directory not found: {state}")
-    settings = load_settings()
-    overrides: dict[str, Any] = {}
-    if getattr(args, "writer", None):
-        overrides["name"] = args.writer
-    if getattr(args, "topic", None):
-        overrides["topic"] = args.topic
-    if overrides:
-        settings = settings.with_overrides(**overrides)
-    return Context(state, settings=settings, progress=progress, cancelled=_cancel.is_set)
-
-
 def progress_line(title: str, event: JobEvent) -> str:
     """One plain progress line (the display when stderr is not a terminal)."""
     count = f"{event.done}/{event.total}" if event.total is not None else f"{event.done}"
@@ -121,6 +103,12 @@ def _progress(args: argparse.Namespace, title: str) -> Iterator[Callable[[JobEve
         yield update
 
 
+def _run_job(args: argparse.Namespace, title: str, job: Callable[..., Any], *args_: Any, **kwargs: Any) -> Any:
+    """``job(ctx, *args_, **kwargs)`` in the verb's Context, its progress drawn on stderr."""
+    with _progress(args, title) as progress:
+        return job(job_context(args, progress=progress, cancelled=_cancel.is_set), *args_, **kwargs)
+
+
 def _exit_for(outcome: str) -> int:
     if outcome == "retryable":
         return EXIT_RETRYABLE
@@ -133,20 +121,12 @@ def _print_error(error: dict[str, Any]) -> None:
     print(f"memory-tui: {error['code']}: {sanitize(str(error['message']))}", file=sys.stderr)
 
 
-def _add_writer_options(p: argparse.ArgumentParser) -> None:
-    from memory_tui.pipeline.settings import WRITER_NAMES
-
-    p.add_argument("--writer", choices=WRITER_NAMES, default=None, help="override [writer] name")
-    p.add_argument("--topic", default=None, help="extractive writer: put records in this topics/…md file")
-
-
 @_cancellable
 def cmd_write(args: argparse.Namespace) -> int:
     from memory_tui.pipeline.write import write
 
-    with _progress(args, "writing memory") as progress:
-        ctx = _context(args, progress=progress)
-        report = write(ctx, args.session, branch=args.branch, force=args.force, dry_run=args.dry_run)
+    report = _run_job(args, "writing memory", write, args.session, branch=args.branch, force=args.force,
+                      dry_run=args.dry_run)
     if getattr(args, "json", False):
         emit_json(report.to_json())
         return _exit_for(report.outcome)
@@ -176,9 +156,7 @@ def cmd_write(args: argparse.Namespace) -> int:
 def cmd_reorganize(args: argparse.Namespace) -> int:
     from memory_tui.pipeline.reorganize import reorganize
 
-    with _progress(args, "reorganizing") as progress:
-        ctx = _context(args, progress=progress)
-        result = reorganize(ctx, dry_run=args.dry_run)
+    result = _run_job(args, "reorganizing", reorganize, dry_run=args.dry_run)
     if getattr(args, "json", False):
         emit_json(result)
     else:
@@ -200,9 +178,7 @@ def cmd_reorganize(args: argparse.Namespace) -> int:
 def cmd_backfill(args: argparse.Namespace) -> int:
     from memory_tui.pipeline.backfill import backfill
 
-    with _progress(args, "backfilling") as progress:
-        ctx = _context(args, progress=progress)
-        result = backfill(ctx, dry_run=args.dry_run)
+    result = _run_job(args, "backfilling", backfill, dry_run=args.dry_run)
     if getattr(args, "json", False):
         emit_json(result)
     else:
@@ -222,7 +198,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     from memory_tui.core.errors import MemoryError
     from memory_tui.pipeline.migrate import migrate_if_needed
 
-    ctx = _context(args)
+    ctx = job_context(args, cancelled=_cancel.is_set)
     try:
         result = migrate_if_needed(ctx)
     except MemoryError as exc:
@@ -240,26 +216,18 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("write", help="write pending turns into memory (per-turn rule, or --force for a full pass)")
-    add_common(p)
+    p = add_verb(sub, "write", "write pending turns into memory (per-turn rule, or --force for a full pass)", cmd_write)
     p.add_argument("session", nargs="?", default=None, help="session id (default: every session)")
     p.add_argument("--branch", metavar="TIP", default=None, help="write this branch tip instead of the head")
     p.add_argument("--force", action="store_true", help="session-boundary pass: head fully, other tips at threshold")
     p.add_argument("--dry-run", action="store_true", help="show turns, tokens and batches; change nothing")
-    _add_writer_options(p)
-    p.set_defaults(func=cmd_write)
+    add_writer_options(p)
 
-    p = sub.add_parser("reorganize", help="fold duplicate records and prune empty structure")
-    add_common(p)
+    p = add_verb(sub, "reorganize", "fold duplicate records and prune empty structure", cmd_reorganize)
     p.add_argument("--dry-run", action="store_true", help="list the record ops; change nothing")
-    p.set_defaults(func=cmd_reorganize)
 
-    p = sub.add_parser("backfill", help="distil archived trusted sources that no topic cites")
-    add_common(p)
+    p = add_verb(sub, "backfill", "distil archived trusted sources that no topic cites", cmd_backfill)
     p.add_argument("--dry-run", action="store_true", help="list candidates and batches; change nothing")
-    _add_writer_options(p)
-    p.set_defaults(func=cmd_backfill)
+    add_writer_options(p)
 
-    p = sub.add_parser("migrate", help="replace legacy runtime.json cursors by node marks (one time)")
-    add_common(p)
-    p.set_defaults(func=cmd_migrate)
+    add_verb(sub, "migrate", "replace legacy runtime.json cursors by node marks (one time)", cmd_migrate)

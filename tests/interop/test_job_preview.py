@@ -189,3 +189,29 @@ def test_preview_verb_prints_the_same_preview(fixture_state, capsys):
     assert p.files[0] in out
     assert main(["--state", str(fixture_state), "preview", "backfill", "--force"]) == 2
     assert snapshot(fixture_state) == before
+
+
+def test_preview_verb_runs_in_the_job_verbs_context(fixture_state, tmp_path, monkeypatch, capsys):
+    # One Context builder: the settings file and --writer/--topic reach `preview` as they reach `write`.
+    from memory_tui.cli import main
+
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('[writer]\ntopic = "topics/notes/from-settings.md"\n')
+    monkeypatch.setenv("MEMORY_TUI_CONFIG", str(cfg))
+    base = ["--state", str(fixture_state), "preview", "write-all-forced", "--json"]
+    assert main(base) == 0
+    files = json.loads(capsys.readouterr().out)["files"]
+    assert "memory/topics/notes/from-settings.md" in files
+    assert not any(f.startswith("memory/topics/conversations/") for f in files)
+    assert main(base + ["--topic", "topics/notes/picked.md"]) == 0
+    files = json.loads(capsys.readouterr().out)["files"]
+    assert "memory/topics/notes/picked.md" in files and "memory/topics/notes/from-settings.md" not in files
+    assert main(base + ["--writer", "command"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["writer"] == "command" and ANY_TOPIC in data["files"]
+    # a bad settings file stops the preview as it stops the job, naming file and line
+    cfg.write_text('[writer]\nname = "telepathy"\n')
+    assert main(["--state", str(fixture_state), "preview", "write-all-forced"]) == 1
+    assert f"{cfg}:2" in capsys.readouterr().err
+    assert main(["--state", str(fixture_state), "write", "--dry-run"]) == 1
+    assert f"{cfg}:2" in capsys.readouterr().err
