@@ -172,6 +172,7 @@ class MemoryError(Exception):
 CORRUPT_FILE = "CORRUPT_FILE"
 TRUNCATED_ARCHIVE = "TRUNCATED_ARCHIVE"
 STATE_NOT_FOUND = "STATE_NOT_FOUND"
+SPECIAL_TOKEN_TEXT = "SPECIAL_TOKEN_TEXT"  # a warning: text OpenProgram's token counter raises on (pitfall 15)
 
 
 def classify_write_failure(exc: BaseException) -> tuple[str, bool]:

@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from urllib.parse import quote
 
 from .config import CORE_BUDGET_TOKENS
+from .errors import SPECIAL_TOKEN_TEXT, Problem
 from .paths import relpath
 from .sources import anchor, archive_path, d_anchor, d_archive_path, parse_d_ref, split_source_id
 from .tokens import DEFAULT_COUNTER, TokenCounter
@@ -493,6 +494,42 @@ def render_core(
         master_tokens=master_tokens,
         special_tokens=tuple(counter.special_tokens_in(master_text)),
     )
+
+
+def special_token_problems(topics: Iterable[Any], counter: TokenCounter | None = None) -> tuple[Problem, ...]:
+    """A warning for every topic line holding special-token text such as ``<|endoftext|>``.
+
+    memory-tui counts it as ordinary text (pitfall 15), so nothing here fails on it; the
+    owner still has to hear that OpenProgram's own counter raises on it: in ``topics/core.md``
+    it is counted on every install, so each OpenProgram transaction (its writer's, its edits)
+    fails while the text is there. Elsewhere OpenProgram accepts it, but the same text
+    moved into the core would fail it.
+    """
+    counter = counter or DEFAULT_COUNTER
+    out: list[Problem] = []
+    for topic in topics:
+        tokens = counter.special_tokens_in(topic.text)
+        if not tokens:
+            continue
+        in_core = f"topics/{topic.path}" == CORE_MASTER
+        # numbered as the topic reader numbers lines (str.splitlines, memory spec §3.1)
+        for number, line in enumerate(topic.text.splitlines(), start=1):
+            found = sorted((line.find(tok), tok) for tok in tokens if tok in line)
+            if not found:
+                continue
+            names = [tok for _col, tok in found]
+            if in_core:
+                why = ("OpenProgram's token counter raises on it when it renders core.md, so every OpenProgram "
+                       "memory transaction (its writer's and its edits) fails until it is removed")
+            else:
+                why = ("OpenProgram accepts it in this topic, but its token counter raises on it in "
+                       "topics/core.md or in a turn")
+            out.append(Problem(
+                SPECIAL_TOKEN_TEXT, f"special-token text {', '.join(names)}: {why}", f"topics/{topic.path}", number,
+                found[0][0] + 1,
+                {"severity": "warning", "tokens": names, "blocks_openprogram": in_core},
+            ))
+    return tuple(out)
 
 
 def promote_legacy_core(root_text: str) -> str:

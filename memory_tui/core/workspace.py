@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 from .errors import CORRUPT_FILE, STATE_NOT_FOUND, WRITE_FAILURE_CODES, MemoryError, Problem
 from .paths import RUNTIME_NAMES, Layout, is_internal_top
 from .tokens import TokenCounter
-from .views import ViewMismatch, build_views, compare_views, core_injection
+from .views import ViewMismatch, build_views, compare_views, core_injection, special_token_problems
 from .parsecache import deps_signature, stat_key, store_for, topic_deps
 
 EMPTY_REVISION = hashlib.sha256(b"").hexdigest()[:32]
@@ -724,6 +724,7 @@ def _build(state_dir: Path, prev: StateView | None, counter: Any) -> StateView:
     else:
         tree = _assemble_tree(entries)
     problems.extend(tree.problems)
+    problems.extend(special_token_problems(tree.topics, counter))  # warnings: memory-tui itself counts it
 
     views_inputs_same = (
         prev is not None and tree is prev.tree and sources_same and runtime is prev.runtime and config is prev.config
