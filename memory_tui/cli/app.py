@@ -54,6 +54,14 @@ def _open(state_dir: Path, args: argparse.Namespace) -> int:
     return 0
 
 
+def app_settings_problems() -> tuple:
+    """The settings file's problems as the app finds them: its loader knows the binding ids a
+    ``[keymap]`` entry may name, so an unknown id is reported as the app reports it."""
+    from memory_tui.tui.app import load_app_settings
+
+    return load_app_settings().problems
+
+
 def run_app(args: argparse.Namespace) -> int:
     state_dir = discover_state_dir(getattr(args, "state", None))
     return _open(state_dir, args)

@@ -187,12 +187,18 @@ def cmd_status(args: argparse.Namespace) -> int:
 def _settings_problems():
     """memory-tui's own config.toml, read by the one loader the app uses too.
 
-    The CLI does not know the app's binding ids, so an unknown ``[keymap]`` id is reported
-    by the app only; every other bad value (file, key, line) is reported here too.
+    Only the app knows its binding ids, so when the file rebinds any key the app's own
+    loader is asked (it imports Textual, which no other status run needs): an unknown
+    ``[keymap]`` id is then reported here with the app's wording, file, key and line.
     """
     from memory_tui.pipeline.settings import load_config
 
-    return load_config().problems
+    settings = load_config()
+    if not settings.keymap:
+        return settings.problems
+    from memory_tui.cli.app import app_settings_problems
+
+    return app_settings_problems()
 
 
 _GLYPH = {"written": "+", "pending": "~", "never": "-"}

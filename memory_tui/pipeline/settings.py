@@ -107,32 +107,60 @@ def _argv(value: Any, key: str, where: str | None = None, text: str = "") -> tup
                       line=line, details={"key": f"writer.{key}"})
 
 
+# A TOML key: simple keys (bare, "basic" or 'literal') joined by dots, spaces allowed around them.
+_SIMPLE_KEY = r"""(?:"(?:[^"\\\n]|\\.)*"|'[^'\n]*'|[A-Za-z0-9_-]+)"""
+_DOTTED_KEY = rf"{_SIMPLE_KEY}(?:[ \t]*\.[ \t]*{_SIMPLE_KEY})*"
+_HEADER_RE = re.compile(rf"^[ \t]*\[\[?[ \t]*({_DOTTED_KEY})[ \t]*\]")
+_ASSIGN_RE = re.compile(rf"^[ \t]*({_DOTTED_KEY})[ \t]*=")
+_PART_RE = re.compile(_SIMPLE_KEY)
+
+
+def _key_parts(dotted: str) -> tuple[str, ...]:
+    parts = []
+    for raw in _PART_RE.findall(dotted):
+        if raw.startswith('"'):
+            try:
+                raw = json.loads(raw)  # TOML's basic-string escapes are JSON's, but for \U and \e
+            except ValueError:
+                raw = raw[1:-1]
+        elif raw.startswith("'"):
+            raw = raw[1:-1]
+        parts.append(raw)
+    return tuple(parts)
+
+
 def _key_line(text: str, table: str | None, key: str) -> int | None:
     """The 1-based line where ``key`` is set inside ``[table]`` (None: top level).
 
     tomllib reports no positions for values it parsed fine, so the line of a bad value is
-    found by scanning the text: a header line opens a table, a ``key =`` line (bare or
-    quoted key) inside it is the hit. Dotted keys and inline tables are not followed; the
-    table's header line is the fallback, then None.
+    found by scanning the text. Every header (``[a.b]``, ``[[a]]``) and ``k = `` line is read
+    as a full key path, dotted keys (``a.b = 1``, ``"a.b" = 1``) included, so the hit is the
+    first line that sets ``table.key`` or something inside it (``[keymap.app]`` or
+    ``app.filter = ...`` under ``[keymap]`` both set ``keymap.app``). Without a hit, the first
+    line that sets anything in the table (its header) is the fallback, then None. Lines
+    inside multi-line strings and arrays are not told apart from keys.
     """
     if not text:
         return None
-    current: str | None = None
-    header_line: int | None = None
-    key_re = re.compile(r"""^\s*(?:"([^"]*)"|'([^']*)'|([A-Za-z0-9_.-]+))\s*=""")
+    table_path = () if table is None else (table,)
+    want = table_path + (key,)
+    current: tuple[str, ...] = ()
+    fallback: int | None = None
     for n, line in enumerate(text.splitlines(), 1):
-        header = re.match(r"^\s*\[+\s*([^\]]+?)\s*\]", line)
+        header = _HEADER_RE.match(line)
         if header:
-            current = header.group(1).strip('"\'')
-            if current == table:
-                header_line = n
-            continue
-        if current != table:
-            continue
-        m = key_re.match(line)
-        if m and next(g for g in m.groups() if g is not None) == key:
+            current = _key_parts(header.group(1))
+            path = current
+        else:
+            assign = _ASSIGN_RE.match(line)
+            if not assign:
+                continue
+            path = current + _key_parts(assign.group(1))
+        if path[: len(want)] == want:
             return n
-    return header_line
+        if fallback is None and table_path and path[: len(table_path)] == table_path:
+            fallback = n
+    return fallback
 
 
 def _check(s: WriterSettings, where: str | None, text: str = "") -> None:

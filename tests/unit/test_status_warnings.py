@@ -9,6 +9,7 @@ import pytest
 
 from memory_tui.cli import main
 from memory_tui.demo import build_demo
+from memory_tui.pipeline.settings import load_config
 
 EOT = "<|endoftext|>"
 
@@ -59,3 +60,51 @@ def test_status_warns_of_special_token_text_in_topics(demo_state, capsys):
     out = capsys.readouterr().out
     assert f"topics/core.md:{core_line}: SPECIAL_TOKEN_TEXT: special-token text {EOT}" in out
     assert f"{rel_other}:{other_line}: SPECIAL_TOKEN_TEXT" in out
+
+
+def test_status_reports_unknown_keymap_ids_as_the_app_does(demo_state, tmp_path, monkeypatch, capsys):
+    from memory_tui.tui.app import load_app_settings
+
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('theme = "nord"\n\n[keymap]\n"view.core" = "c"\n"view.nope" = "f9"\n')
+    monkeypatch.setenv("MEMORY_TUI_CONFIG", str(cfg))
+    (app_problem,) = load_app_settings().problems
+    mine = [p for p in _status_json(demo_state, capsys)["problems"] if p["code"] == "INVALID_SETTINGS"]
+    assert mine == [app_problem.to_json()]
+    assert (mine[0]["path"], mine[0]["line"], mine[0]["details"]["key"]) == (str(cfg), 5, "keymap.view.nope")
+    assert "unknown binding id 'view.nope'" in mine[0]["message"]
+    assert main(["--state", str(demo_state), "status"]) == 0
+    assert f"{cfg}:5: INVALID_SETTINGS: [keymap] unknown binding id 'view.nope'" in capsys.readouterr().out
+    cfg.write_text('[keymap]\n"view.core" = "c"\n')  # every id known: nothing to say
+    assert [p for p in _status_json(demo_state, capsys)["problems"] if p["code"] == "INVALID_SETTINGS"] == []
+
+
+def test_key_lines_follow_dotted_keys_and_sub_tables(tmp_path):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(
+        'theme = "nord"\n'
+        'writer.max_tokens = -5\n'         # 2: dotted keys at the top level
+        'keymap."view.nope" = "f9"\n'      # 3
+        'keymap . "view.core" = "c"\n'
+    )
+    s = load_config(cfg, binding_ids={"view.core"})
+    assert {p.details.get("key"): p.line for p in s.problems} == {"writer.max_tokens": 2, "keymap.view.nope": 3}
+    assert s.keymap == {"view.core": "c"}
+    cfg.write_text(
+        '[keymap]\n'
+        '"view.core" = "c"\n'
+        'app.filter = "f"\n'                # 3: dots unquoted: a table "app", not the id "app.filter"
+        '\n'
+        '[keymap."app.quit"]\n'             # 5: a sub-table where a key was meant
+        'key = "q"\n'
+        '[ keymap . "view.gone" ]\n'        # 7
+        'x = 1\n'
+        '[writer]\n'
+        'name = "extractive"\n'
+        '[writer.extra]\n'                  # a sub-table of [writer]: its keys are not [writer]'s
+        'max_tokens = 1\n'
+    )
+    s = load_config(cfg, binding_ids={"view.core", "app.quit"})
+    assert {p.details.get("key"): p.line for p in s.problems} == {
+        "keymap.app": 3, "keymap.app.quit": 5, "keymap.view.gone": 7, "writer.extra": 11}
+    assert s.keymap == {"view.core": "c"}
