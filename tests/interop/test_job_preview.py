@@ -120,6 +120,7 @@ def test_reorganize_preview_when_the_lock_is_busy(fixture_state):
         t.join()
     # the plan is read without the lock (issue 14: a dry run never takes it); the lock is named
     assert p.busy and "write lock" in p.notes[0]
+    assert p.count == preview_job(ctx, "reorganize").count  # the same plan as with the lock free
 
 
 def test_backfill_preview_is_the_dry_run_plan(fixture_state):

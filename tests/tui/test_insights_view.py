@@ -208,6 +208,7 @@ async def test_alternatives_pair_and_the_fork_jump(world):
 
         graph = app.screen.query_one(SessionGraph)
         assert graph.selected_node is not None and graph.selected_node.id == "u1_reply"  # the fork node
+        assert app.screen.query_one("#sessions-list").highlighted_option.id == "session:s1"  # of its session
 
 
 async def test_a_record_without_an_alternative_says_so(world):

@@ -398,7 +398,9 @@ def test_golden(tmp_path, case):
 
 def test_every_construct_has_both_golden_forms():
     for name in CASES:
-        assert {c[3] for c in GOLDEN if c[0] == name} == {False, True}, name
+        # with the default options (long_linear needs linear_min to fold its run at all)
+        forms = {c[3] for c in GOLDEN if c[0] == name and not c[2] and (not c[1] or name == "long_linear")}
+        assert forms == {False, True}, name
 
 
 # --------------------------------------------------------------------------- pure layout rules
