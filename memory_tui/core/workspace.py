@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from .errors import CORRUPT_FILE, STATE_NOT_FOUND, WRITE_FAILURE_CODES, MemoryError, Problem
+from .errors import CORRUPT_FILE, SPECIAL_TOKEN_TEXT, STATE_NOT_FOUND, WRITE_FAILURE_CODES, MemoryError, Problem
 from .paths import RUNTIME_NAMES, Layout, is_internal_top
 from .tokens import TokenCounter
 from .views import ViewMismatch, build_views, compare_views, core_injection, special_token_problems
@@ -666,6 +666,26 @@ def refresh(previous: StateView) -> StateView:
     return _build(previous.state_dir, previous, previous.counter)
 
 
+def _special_token_problems(tree: Any, prev: StateView | None, counter: Any) -> list[Problem]:
+    """Warnings for special-token text (memory-tui itself counts it as text); a topic that is
+    the very parse of the previous snapshot keeps its warnings instead of a rescan of its text."""
+    before: dict[str, list[Problem]] = {}
+    same: set[str] = set()
+    if prev is not None and prev.tree is not None:
+        old = {t.path: t for t in prev.tree.topics}
+        same = {t.path for t in tree.topics if old.get(t.path) is t}
+        for p in prev.problems:
+            if p.code == SPECIAL_TOKEN_TEXT and p.path:
+                before.setdefault(p.path, []).append(p)
+    out: list[Problem] = []
+    for topic in tree.topics:
+        if topic.path in same:
+            out.extend(before.get(topic.workspace_path, ()))
+        else:
+            out.extend(special_token_problems((topic,), counter))
+    return out
+
+
 def _build(state_dir: Path, prev: StateView | None, counter: Any) -> StateView:
     from .config import load_memory_config
     from .tokens import DEFAULT_COUNTER
@@ -724,7 +744,7 @@ def _build(state_dir: Path, prev: StateView | None, counter: Any) -> StateView:
     else:
         tree = _assemble_tree(entries)
     problems.extend(tree.problems)
-    problems.extend(special_token_problems(tree.topics, counter))  # warnings: memory-tui itself counts it
+    problems.extend(_special_token_problems(tree, prev, counter))
 
     views_inputs_same = (
         prev is not None and tree is prev.tree and sources_same and runtime is prev.runtime and config is prev.config

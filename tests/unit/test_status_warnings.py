@@ -108,3 +108,25 @@ def test_key_lines_follow_dotted_keys_and_sub_tables(tmp_path):
     assert {p.details.get("key"): p.line for p in s.problems} == {
         "keymap.app": 3, "keymap.app.quit": 5, "keymap.view.gone": 7, "writer.extra": 11}
     assert s.keymap == {"view.core": "c"}
+
+
+def test_a_refresh_keeps_warnings_of_unchanged_topics_and_rescans_changed_ones(demo_state):
+    from memory_tui.core.workspace import open_state, refresh
+
+    def warned(view):
+        return sorted((p.path, p.line) for p in view.problems if p.code == "SPECIAL_TOKEN_TEXT")
+
+    topics = demo_state / "memory" / "topics"
+    core_line = _insert(topics / "core.md", "short first", EOT)
+    view = open_state(demo_state)
+    assert warned(view) == [("topics/core.md", core_line)]
+    other = sorted((topics / "conversations").glob("*.md"))[0]
+    other_line = _insert(other, " said: “", EOT)  # only this topic changes
+    before = view
+    view = refresh(view)
+    assert view.tree.topic("core.md") is before.tree.topic("core.md")  # so its warning is the kept one
+    assert warned(view) == sorted([("topics/core.md", core_line), (f"topics/conversations/{other.name}", other_line)])
+    core = topics / "core.md"
+    core.write_text(core.read_text(encoding="utf-8").replace(f" {EOT}", ""), encoding="utf-8")
+    view = refresh(view)
+    assert warned(view) == [(f"topics/conversations/{other.name}", other_line)]
