@@ -45,7 +45,9 @@ from memory_tui.pipeline.settings import Settings, load_config
 
 
 def load_app_settings(path: Path | None = None) -> Settings:
-    return load_config(path, binding_ids=frozenset(cmd.id for cmd in registry.COMMANDS))
+    from .binding_ids import known_binding_ids
+
+    return load_config(path, binding_ids=known_binding_ids())
 
 
 # layout (issue 8): ASCII mode filters every drawn line; Screenshot saves under the cwd.
