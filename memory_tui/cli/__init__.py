@@ -7,12 +7,13 @@ README). Every failure is a one-line message and a non-zero exit code, never a t
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
-from typing import Callable
+from types import ModuleType
+from typing import Callable, Sequence
 
 from memory_tui import __version__
-from memory_tui.cli import actions, app, edit, insights, jobs, read, records, topics
 from memory_tui.cli.common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -27,11 +28,52 @@ from memory_tui.core.text import SanitizingStream, sanitize
 
 __all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_RETRYABLE", "EXIT_USAGE", "CliError", "add_common", "build_parser", "emit_json", "main"]
 
-# Modules contributing verbs; each exposes ``register(subparsers)`` and sets ``func`` on its
-# parsers (``register_root``: options of the default, no-verb action).
-VERB_MODULES = (read, topics, edit, jobs, records, actions, insights, app)
+# Modules contributing verbs (in help order); each exposes ``register(subparsers)`` and sets
+# ``func`` on its parsers (``register_root``: options of the default, no-verb action).
+VERB_MODULE_NAMES = ("read", "topics", "edit", "jobs", "records", "actions", "insights", "app")
+ROOT_MODULE_NAME = "app"  # the one with ``register_root``: its options are always on the root
 
-def build_parser() -> argparse.ArgumentParser:
+# Which module registers each verb, so a command line naming one imports just that module:
+# importing every verb module (rich, the pipeline, the demo, ...) costs a fresh ``edit``
+# more than a tenth of a second. ``test_cli_lazy`` checks this table against the modules.
+VERB_MODULE = {
+    "status": "read", "why": "read",
+    "topics": "topics", "show": "topics",
+    "edit": "edit", "apply": "edit", "views": "edit",
+    "write": "jobs", "reorganize": "jobs", "backfill": "jobs", "migrate": "jobs",
+    "record": "records",
+    "jobs": "actions", "preview": "actions",
+    "evidence": "insights", "history": "insights", "revert": "insights", "alternatives": "insights",
+    "demo": "app",
+}
+# Root-level tokens the verb finder understands; anything else takes the full parser, so
+# argparse's own handling (abbreviations, errors, help) is never second-guessed.
+_ROOT_FLAGS = frozenset(("--json", "--no-watch", "--ascii"))
+
+
+def _module(name: str) -> ModuleType:
+    return importlib.import_module(f"memory_tui.cli.{name}")
+
+
+def _named_verb(argv: Sequence[str]) -> str | None:
+    """The verb ``argv`` names, when it is plain enough to know without the full parser."""
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if tok == "--state":
+            i += 2
+            continue
+        if tok.startswith("--state=") or tok in _ROOT_FLAGS:
+            i += 1
+            continue
+        return tok if tok in VERB_MODULE else None
+    return None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The command-line parser. With ``argv`` naming a verb, only that verb's module is
+    imported and registered (its sub-parser, and so its parsing, is the same either way);
+    otherwise every verb is (top-level help, errors, the default action)."""
     parser = argparse.ArgumentParser(
         prog="memory-tui",
         description="See, explain and safely edit an OpenProgram agent's memory.",
@@ -40,15 +82,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--state", metavar="DIR", default=None, help="OpenProgram state directory")
     parser.add_argument("--json", action="store_true", default=False, help="print JSON")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
-    for module in VERB_MODULES:
-        module.register(sub)
-        if hasattr(module, "register_root"):  # options of the default (no-verb) action
-            module.register_root(parser)
+    verb = _named_verb(argv) if argv is not None else None
+    names = (VERB_MODULE[verb],) if verb is not None else VERB_MODULE_NAMES
+    for name in names:
+        _module(name).register(sub)
+    # options of the default (no-verb) action, on the root parser whatever the verb
+    _module(ROOT_MODULE_NAME).register_root(parser)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     func: Callable[[argparse.Namespace], int] | None = getattr(args, "func", None)
     if func is None:

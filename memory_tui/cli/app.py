@@ -9,7 +9,6 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-from memory_tui import demo as demo_mod
 from memory_tui.cli.common import CliError
 from memory_tui.core.paths import discover_state_dir
 
@@ -17,6 +16,14 @@ from memory_tui.core.paths import discover_state_dir
 def _add_app_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-watch", action="store_true", default=False, help="do not watch files for changes")
     parser.add_argument("--ascii", action="store_true", default=False, help="ASCII glyphs only")
+
+
+def _demo():
+    # the demo builder pulls in the pipeline; every command line registers this module's
+    # root options, so it is imported only when a demo is built
+    from memory_tui import demo
+
+    return demo
 
 
 def register_root(root: argparse.ArgumentParser) -> None:
@@ -74,12 +81,12 @@ def run_demo(args: argparse.Namespace) -> int:
         target = Path(args.path).expanduser()
         if target.exists() and (not target.is_dir() or any(target.iterdir())):
             raise CliError(f"demo --path {target}: the folder is not empty; give a new or empty folder")
-        state_dir = demo_mod.build_demo(target, clock=lambda: datetime.now(timezone.utc))
+        state_dir = _demo().build_demo(target, clock=lambda: datetime.now(timezone.utc))
         return _print_or_open(Path(state_dir), args)
     target = Path(tempfile.mkdtemp(prefix="memory-tui-demo-"))
     keep = bool(args.no_open)  # the printed folder is what the user asked for
     try:
-        state_dir = demo_mod.build_demo(target, clock=lambda: datetime.now(timezone.utc))
+        state_dir = _demo().build_demo(target, clock=lambda: datetime.now(timezone.utc))
         return _print_or_open(Path(state_dir), args)
     finally:
         if not keep:

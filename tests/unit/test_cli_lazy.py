@@ -1,0 +1,78 @@
+"""The CLI imports only the verb module a command line names (issue 12: a fresh ``edit``
+must not pay for rich, the pipeline and the demo), and parses exactly as the full parser."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+
+import pytest
+
+from memory_tui import cli
+
+
+def _verbs(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def test_verb_table_matches_the_modules():
+    for name in cli.VERB_MODULE_NAMES:
+        sub = argparse.ArgumentParser().add_subparsers()
+        cli._module(name).register(sub)
+        registered = set(sub.choices)
+        assert registered, name
+        assert {v for v, m in cli.VERB_MODULE.items() if m == name} == registered, name
+    assert set(_verbs(cli.build_parser())) == set(cli.VERB_MODULE)
+
+
+@pytest.mark.parametrize("argv", [
+    ["edit", "--git-commit", "off", "--from", "-", "topics/a.md"],
+    ["--state", "/x", "--json", "edit", "topics/a.md"],
+    ["--state=/x", "apply", "--base-revision", "current", "req.json"],
+    ["--json", "status"],
+    ["--ascii", "why", "s1"],
+    ["record", "update", "abcd1234", "--text", "t"],
+    ["views", "--check"],
+    ["topics"],
+])
+def test_lazy_parse_equals_full_parse(argv):
+    full = cli.build_parser()
+    lazy = cli.build_parser(argv)
+    assert cli._named_verb(argv) is not None
+    assert len(_verbs(lazy)) < len(_verbs(full))  # really the lazy parser
+    try:
+        want = vars(full.parse_args(argv))
+    except SystemExit as exc:  # an argv the verb refuses: both refuse alike
+        with pytest.raises(SystemExit) as got:
+            lazy.parse_args(argv)
+        assert got.value.code == exc.code
+        return
+    assert vars(lazy.parse_args(argv)) == want
+
+
+@pytest.mark.parametrize("argv", [[], ["-h"], ["--st", "/x", "edit"], ["--state"], ["nosuchverb"], ["--", "edit"],
+                                  ["--jso", "edit"]])
+def test_anything_unusual_takes_the_full_parser(argv):
+    assert cli._named_verb(argv) is None
+    assert set(_verbs(cli.build_parser(argv))) == set(cli.VERB_MODULE)
+
+
+def test_edit_imports_no_other_verb_module(tmp_path):
+    code = (
+        "import sys, json\n"
+        "from memory_tui import cli\n"
+        "try:\n"
+        "    cli.main(['--state', sys.argv[1], 'edit', '--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('memory_tui.cli.') or m in "
+        "('rich.progress', 'memory_tui.demo', 'memory_tui.pipeline.context'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True)
+    loaded = json.loads(out.stdout.strip().splitlines()[-1])
+    assert loaded == ["memory_tui.cli.app", "memory_tui.cli.common", "memory_tui.cli.edit"], loaded
