@@ -734,11 +734,17 @@ def _is_relative_link(path: str) -> bool:
 
 
 def rewrite_block_links(
-    texts: Mapping[str, str | None], *, file_ids: Callable[[str, str], Iterable[str]] | None = None
+    texts: Mapping[str, str | None], *, file_ids: Callable[[str, str], Iterable[str]] | None = None,
+    rewritten: Callable[[str, str, tuple, Callable[[], str]], str] | None = None,
 ) -> dict[str, str | None]:
     """Point every ``[text](path#^id)`` at the current file holding ``id`` (relative to the
     linking topic, percent-encoding all but ``/._-``; same file -> ``<file>.md#^id``).
-    Links to unknown ids are left alone (``check_cross_topic_links`` reports them)."""
+    Links to unknown ids are left alone (``check_cross_topic_links`` reports them).
+
+    ``rewritten(path, text, locations, compute)``: a caller's memo of one file's result. The
+    result is a function of the path, the text and where each id it could link to lives:
+    ``locations`` is ``((id, path or None), ...)`` for every ``#^id)`` in the text (a superset
+    of the ids of its block links), so equal arguments always mean an equal result."""
     live = {(k[7:] if k.startswith("topics/") else k): v for k, v in texts.items() if v is not None}
     where = _id_locations(live, file_ids)
     out: dict[str, str | None] = {}
@@ -750,27 +756,41 @@ def rewrite_block_links(
         if "#^" not in value:
             out[key] = value
             continue
-        here = posixpath.dirname(path) or "."
-
-        def fix(m: re.Match) -> str:
-            label, target_path, bid = m.group(1), m.group(2), m.group(3)
-            # An absolute path (``/core.md#^id``) is re-pointed too: OpenProgram rewrites every
-            # block link by its id (corpus cases 010, 094, 139), so keeping it would leave a file
-            # that OpenProgram's next no-op edit rewrites. Only links with a scheme stay.
-            if _SCHEME_RE.match(target_path) or bid not in where:
-                return m.group(0)
-            dest = where[bid]
-            rel = posixpath.basename(dest) if dest == path else posixpath.relpath(dest, here)
-            return f"[{label}]({_pct_block_path(rel)}#^{bid})"
-
-        new_lines = []
-        for line in classify_lines(value):
-            new_lines.append(BLOCK_LINK_RE.sub(fix, line.text) if line.kind == "text" else line.text)
-        new = "\n".join(new_lines)
-        if value.endswith("\n"):
-            new += "\n"
-        out[key] = new
+        if rewritten is None:
+            out[key] = _rewrite_file(path, value, where)
+            continue
+        locations = tuple((bid, where.get(bid)) for bid in sorted(set(_LINKED_ID_RE.findall(value))))
+        out[key] = rewritten(path, value, locations,
+                             lambda path=path, value=value: _rewrite_file(path, value, where))
     return out
+
+
+# Every id a block link can end in: BLOCK_LINK_RE's last group is followed by ")" and preceded
+# by "#^", and no "#^id)" can overlap another (ids hold neither "#" nor ")").
+_LINKED_ID_RE = re.compile(r"#\^([A-Za-z0-9_-]+)\)")
+
+
+def _rewrite_file(path: str, value: str, where: Mapping[str, str]) -> str:
+    here = posixpath.dirname(path) or "."
+
+    def fix(m: re.Match) -> str:
+        label, target_path, bid = m.group(1), m.group(2), m.group(3)
+        # An absolute path (``/core.md#^id``) is re-pointed too: OpenProgram rewrites every
+        # block link by its id (corpus cases 010, 094, 139), so keeping it would leave a file
+        # that OpenProgram's next no-op edit rewrites. Only links with a scheme stay.
+        if _SCHEME_RE.match(target_path) or bid not in where:
+            return m.group(0)
+        dest = where[bid]
+        rel = posixpath.basename(dest) if dest == path else posixpath.relpath(dest, here)
+        return f"[{label}]({_pct_block_path(rel)}#^{bid})"
+
+    new_lines = []
+    for line in classify_lines(value):
+        new_lines.append(BLOCK_LINK_RE.sub(fix, line.text) if line.kind == "text" else line.text)
+    new = "\n".join(new_lines)
+    if value.endswith("\n"):
+        new += "\n"
+    return new
 
 
 def check_cross_topic_links(

@@ -94,8 +94,12 @@ def deps_signature(index: SourceIndex, deps: Iterable[str]) -> str:
 DIR_NAME = "memory-tui-cache"
 FORMAT = 2
 # Per-topic values derived from one parse, keyed by what they are a function of:
-# "views" (sha256, deps signature) -> viewcache.TopicPart; "ids" (sha256,) -> file_block_ids.
-DERIVED = ("views", "ids")
+# "views" (sha256, deps signature) -> viewcache.TopicPart; "ids" (sha256,) -> file_block_ids;
+# "refs" (sha256, deps signature) -> whether every source ref of the parse exists;
+# "lineids" / "defids" (sha256,) -> normalize's per-text id sets (``WorkspaceCache.memo``);
+# "links" (sha256, digest of the locations of the ids it links to) -> rewrite_block_links'
+# output for the file. Readers check the value's type: anything else is a miss.
+DERIVED = ("views", "ids", "refs", "lineids", "defids", "links")
 MAGIC = b"memory-tui-parse-cache\n"
 
 # (mtime_ns, size, inode). Not ctime: every transaction hard-links the topic files into its

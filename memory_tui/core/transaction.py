@@ -908,7 +908,7 @@ def _promote_legacy_core(stage: Stage, normalized: dict[str, str], ctx: _Context
         return normalized, None
     candidate = dict(normalized)
     candidate["core.md"] = promote_legacy_core(legacy)
-    candidate = {rel: text for rel, text in rewrite_block_links(candidate, file_ids=stage.cache.file_ids).items() if text is not None}
+    candidate = {rel: text for rel, text in rewrite_block_links(candidate, file_ids=stage.cache.file_ids, rewritten=stage.cache.link_rewrite).items() if text is not None}
     tree = stage.cache.tree(candidate, stage.index, stage.token)
     if tree.errors:
         return normalized, f"root core.md not promoted to topics/core.md: {tree.errors[0]}"
@@ -962,7 +962,7 @@ def _prepare(stage: Stage, ctx: _Context) -> _Prepared:
     normalized = {rel: text for rel, text in result.texts.items() if text is not None}
     _guard_core_master(stage, texts, normalized)
     normalized, promotion = _promote_legacy_core(stage, normalized, ctx)
-    new_texts = {rel: text for rel, text in rewrite_block_links(normalized, file_ids=cache.file_ids).items() if text is not None}
+    new_texts = {rel: text for rel, text in rewrite_block_links(normalized, file_ids=cache.file_ids, rewritten=cache.link_rewrite).items() if text is not None}
 
     tree = cache.tree(new_texts, index, token)
     missing = set(ctx.required_ids) - set(tree.ids)

@@ -44,6 +44,10 @@ from .topics import INVALID_TOPIC_FORMAT, Topic, TopicTree, assemble_tree, parse
 from .viewcache import TopicPart, view_cache_for
 from .viewcache import forget_in_process as forget_views
 
+# normalize's per-text memos that persist in the parse cache (module, function) -> kind
+PERSISTED_MEMOS = {("memory_tui.core.normalize", "_text_line_end_ids"): "lineids",
+                   ("memory_tui.core.normalize", "definition_ids"): "defids"}
+
 CACHE_NAME = "memory-tui-canonical.json"
 CACHE_VERSION = 1
 MAX_DISK_PROOFS = 200_000
@@ -112,6 +116,7 @@ class WorkspaceCache:
         self.proofs: dict[tuple[str, str], str] = {}  # (rel, sha) -> deps signature
         self._ids: dict[str, tuple[str, tuple[str, ...]]] = {}
         self._memo: dict[tuple[str, str], tuple[str, object]] = {}
+        self._links: dict[str, tuple[tuple[str, str], str]] = {}
         self._token: object = object()
         self._revision: tuple[dict, str] | None = None
         self._chain: list[tuple[str, tuple, object]] = []  # (rel, stamp, sha256 state after it)
@@ -279,17 +284,56 @@ class WorkspaceCache:
         if hit is None or hit.topic is not topic:
             return False
         if hit.refs_ok is None:
-            hit.refs_ok = all(index.validate_ref(ref) is None for unit in topic.units for ref in unit.source_refs)
+            # a function of the bytes and of the archives the refs live in (the deps), so it
+            # persists under the same key as the parse
+            store = store_for(self.root)
+            key = (self._sha_of(topic.path, topic.text), hit.sig)
+            stored = store.derived("refs", topic.path, key)
+            if type(stored) is bool:
+                hit.refs_ok = stored
+            else:
+                hit.refs_ok = all(index.validate_ref(ref) is None for unit in topic.units for ref in unit.source_refs)
+                if topic.ok:
+                    store.put_derived("refs", topic.path, key, hit.refs_ok)
         return hit.refs_ok
 
     def memo(self, rel: str, text: str, fn):
-        """``fn(text)``, remembered per (path, function) while the text stays the same."""
-        key = (rel, getattr(fn, "__qualname__", repr(fn)))
+        """``fn(text)``, remembered per (path, function) while the text stays the same; the
+        functions in ``PERSISTED_MEMOS`` (frozensets of str) also across processes."""
+        name = getattr(fn, "__qualname__", repr(fn))
+        key = (rel, name)
         hit = self._memo.get(key)
         if hit is not None and hit[0] == text:
             return hit[1]
-        value = fn(text)
+        kind = PERSISTED_MEMOS.get((getattr(fn, "__module__", None), name))
+        value = None
+        if kind is not None:
+            store = store_for(self.root)
+            digest = self._sha_of(rel, text)
+            value = store.derived(kind, rel, (digest,))
+            if not (type(value) is frozenset and all(type(v) is str for v in value)):
+                value = None
+        if value is None:
+            value = fn(text)
+            if kind is not None:
+                store.put_derived(kind, rel, (digest,), value)
         self._memo[key] = (text, value)
+        return value
+
+    def link_rewrite(self, rel: str, text: str, locations: tuple, compute) -> str:
+        """``normalize.rewrite_block_links``' memo of one file: its output is a function of
+        the path, the bytes and ``locations`` (the files holding the ids it may link to)."""
+        loc_key = hashlib.sha256(repr(locations).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        key = (self._sha_of(rel, text), loc_key)
+        hit = self._links.get(rel)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        store = store_for(self.root)
+        value = store.derived("links", rel, key)
+        if type(value) is not str:
+            value = compute()
+            store.put_derived("links", rel, key, value)
+        self._links[rel] = (key, value)
         return value
 
     def file_ids(self, rel: str, text: str) -> tuple[str, ...]:
@@ -363,6 +407,7 @@ class WorkspaceCache:
         self._ids = {k: v for k, v in self._ids.items() if k in live}
         self._topic_keys = {k: v for k, v in self._topic_keys.items() if k in live}
         self._memo = {k: v for k, v in self._memo.items() if k[0] in live}
+        self._links = {k: v for k, v in self._links.items() if k in live}
 
     # -- persistence ----------------------------------------------------------------------
     def _path(self, layout: Layout) -> Path:

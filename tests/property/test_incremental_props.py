@@ -1,6 +1,8 @@
 """Incremental = full: a random sequence of edits through every cache (in-process parses and
 proofs, the persistent parse cache) gives exactly the results and bytes of the same sequence
-run with every cache dropped before each step (the full-rebuild check mode)."""
+run with every cache dropped before each step (the full-rebuild check mode); and so does the
+sequence run as fresh processes would, from the persistent cache alone, with its entries
+randomly damaged, stale (an older snapshot of the cache) or from other code before a step."""
 
 from __future__ import annotations
 
@@ -88,9 +90,56 @@ def _apply(state: Path, op: str, n: int, sources: list[str]):
     return (r.ok, r.code, tuple(r.changed_files), r.revision if r.ok else None)
 
 
+DAMAGES = st.lists(st.sampled_from(["keep", "old", "garbage", "retype", "other_code"]), min_size=5, max_size=5)
+
+
+def _cache_dir(mem: Path) -> Path:
+    return mem / ".scriptorium" / parsecache.DIR_NAME
+
+
+def _damage(mem: Path, how: str, old: Path | None, n: int) -> None:
+    """Spoil the persistent cache the way a crash, an older copy or other code would."""
+    cache = _cache_dir(mem)
+    entries = sorted(cache.rglob("*.pkl"))
+    if how == "old" and old is not None:  # every entry from before the previous step: stale keys
+        shutil.rmtree(cache, ignore_errors=True)
+        shutil.copytree(old, cache)
+    elif how == "garbage":
+        for p in entries[n % 3::3]:
+            p.write_bytes(p.read_bytes()[: max(1, p.stat().st_size // 2)])
+    elif how == "retype":  # intact entries holding a value of the wrong type for their kind
+        for p in entries[n % 2::2]:
+            rel, body = parsecache.decode(p.read_bytes()) or (None, None)
+            if rel is not None and isinstance(body, tuple):
+                p.write_bytes(parsecache.encode((rel, (*body[:-1], 1.5))))
+    elif how == "other_code":  # a cache made by other code: its own tag, never read
+        for tag in [d for d in cache.iterdir() if d.is_dir()] if cache.is_dir() else []:
+            tag.rename(tag.with_name("0123456789abcdef"))
+
+
+def _fresh_matches(master: Path, base: Path, ops, sources, want, want_bytes, damages) -> None:
+    """Each step as a new process: nothing in memory, only the (damaged) persistent cache."""
+    fresh = base / "fresh"
+    shutil.copytree(master, fresh, symlinks=True)
+    mem = fresh / "memory"
+    got = []
+    old = None
+    for i, (op, n) in enumerate(ops):
+        txcache.clear_caches()
+        if i:
+            _damage(mem, damages[i % len(damages)], old, n)
+        snap = base / f"snap{i}"
+        if _cache_dir(mem).is_dir():
+            shutil.copytree(_cache_dir(mem), snap)
+            old = snap
+        got.append(_apply(fresh, op, n, sources))
+    assert got == want
+    assert _bytes(mem) == want_bytes
+
+
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ops=OPS)
-def test_cached_edit_sequence_equals_full_rebuild(master, tmp_path_factory, ops, monkeypatch):
+@given(ops=OPS, damages=DAMAGES)
+def test_cached_edit_sequence_equals_full_rebuild(master, tmp_path_factory, ops, damages, monkeypatch):
     base = tmp_path_factory.mktemp("seq")
     incr, full = base / "incr", base / "full"
     shutil.copytree(master, incr, symlinks=True)
@@ -110,6 +159,7 @@ def test_cached_edit_sequence_equals_full_rebuild(master, tmp_path_factory, ops,
     monkeypatch.delenv(viewcache.MODE_ENV)
     assert got_incr == got_full
     assert _bytes(incr / "memory") == _bytes(full / "memory")
+    _fresh_matches(master, base, ops, sources, got_full, _bytes(full / "memory"), damages)
     # and what the cache now answers is what a fresh parse says
     parsecache.forget_in_process()
     c_index, c_tree = parsecache.load_tree(incr / "memory")

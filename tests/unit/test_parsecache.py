@@ -133,3 +133,98 @@ def test_cache_is_outside_the_revision_and_open_state_agrees(mem):
     fresh = open_state(mem.parent)
     assert cached.tree.topics == fresh.tree.topics and cached.problems == fresh.problems
     assert cached.revision == fresh.revision
+
+
+# -- per-file values derived in a transaction persist (refs, normalize's memos, block links) --
+
+
+def _fresh_process() -> None:
+    from memory_tui.core import txcache
+
+    txcache.clear_caches()  # what a new process has: only the files on disk
+
+
+def _install_once(mem: Path) -> None:
+    ada = mem / "topics" / "people" / "ada.md"
+    r = tx.staged_edit(mem.parent, "topics/people/ada.md", ada.read_text().replace("short answers", "brief answers", 1),
+                       git_commit="off")
+    assert r.ok, r
+    _age(mem)
+
+
+def test_refs_answer_persists_under_bytes_and_archives(mem, monkeypatch):
+    from memory_tui.core import txcache
+    from memory_tui.core.sources import SourceIndex as Index
+
+    _install_once(mem)
+    _fresh_process()
+    stage = tx.Stage(mem, link_topics=True)
+    try:
+        topic = stage.baseline.topics[0]
+        calls = []
+        real = Index.validate_ref
+        monkeypatch.setattr(Index, "validate_ref", lambda self, ref, **kw: calls.append(ref) or real(self, ref, **kw))
+        assert stage.cache.refs_ok(topic, stage.index) is True
+        assert calls == []  # answered by the last process's entry, not checked again
+        # an entry under other bytes is never used: it is recomputed
+        store = parsecache.store_for(mem)
+        key = (txcache.sha(topic.text), stage.cache.parsed[(topic.path, txcache.sha(topic.text))].sig)
+        store.put_derived("refs", topic.path, ("0" * 64, key[1]), False)  # replaces the real entry
+        store.flush()
+        _fresh_process()
+    finally:
+        stage.discard()
+    stage = tx.Stage(mem, link_topics=True)
+    try:
+        topic = stage.baseline.topic(topic.path)
+        assert stage.cache.refs_ok(topic, stage.index) is True
+        assert calls  # the stale entry was a miss
+    finally:
+        stage.discard()
+
+
+def test_memos_persist_and_a_wrong_type_is_a_miss(mem):
+    from memory_tui.core import normalize, txcache
+
+    _install_once(mem)
+    _fresh_process()
+    cache = txcache.cache_for(mem)
+    text = (mem / "topics" / "projects" / "kyoto-trip.md").read_text()  # unchanged by the install
+    calls = []
+
+    def spy(t):
+        calls.append(t)
+        return normalize._text_line_end_ids(t)
+    spy.__module__, spy.__qualname__ = normalize._text_line_end_ids.__module__, normalize._text_line_end_ids.__qualname__
+    assert cache.memo("projects/kyoto-trip.md", text, spy) == normalize._text_line_end_ids(text)
+    assert calls == []  # the install stored it; this process read it
+    for p in _entries(mem):  # the same key, a value of the wrong type
+        value = parsecache.decode(p.read_bytes())
+        if "/lineids/" in p.as_posix() and value[0] == "projects/kyoto-trip.md":
+            assert value[1][:-1] == (txcache.sha(text),)
+            p.write_bytes(parsecache.encode((value[0], (*value[1][:-1], ("a", "tuple")))))
+    _fresh_process()
+    cache = txcache.cache_for(mem)
+    assert cache.memo("projects/kyoto-trip.md", text, spy) == normalize._text_line_end_ids(text)
+    assert calls == [text]
+
+
+def test_link_rewrite_is_keyed_by_where_the_ids_live(mem):
+    from memory_tui.core import normalize, txcache
+
+    texts = {
+        "a.md": "# A\n\nSee [b](b.md#^abcd1234) here.[^e-0000000001]\n",
+        "b.md": "# B\n\nFact.[^e-0000000002] ^abcd1234\n",
+        "sub/c.md": "# C\n\nOther.[^e-0000000003]\n",
+    }
+    moved = dict(texts, **{"b.md": "# B\n", "sub/c.md": "# C\n\nFact.[^e-0000000002] ^abcd1234\n"})
+    cache = txcache.cache_for(mem)
+    for case in (texts, moved, texts):
+        want = normalize.rewrite_block_links(case)
+        assert normalize.rewrite_block_links(case, file_ids=cache.file_ids, rewritten=cache.link_rewrite) == want
+    assert "sub/c.md#^abcd1234" in normalize.rewrite_block_links(moved, rewritten=cache.link_rewrite)["a.md"]
+    # across processes: an entry stored for one set of locations never answers for another
+    parsecache.store_for(mem).flush()
+    _fresh_process()
+    cache = txcache.cache_for(mem)
+    assert normalize.rewrite_block_links(moved, rewritten=cache.link_rewrite) == normalize.rewrite_block_links(moved)
