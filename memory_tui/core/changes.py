@@ -1104,22 +1104,94 @@ def _def_id(line: str) -> str | None:
     return m.group(1) if m else None
 
 
-class _Work:
-    """Mutable working copy of the staged texts with an id index kept current per file."""
+# What ``_Work`` needs of a file no op touches: its units' locations (in scan order) and every
+# footnote id it cites or defines. A pure function of (path, text); see ``scan_summary``.
+ScanSummary = tuple[tuple[tuple[str, int, bool, tuple[str, ...], "int | None"], ...], frozenset[str]]
 
-    def __init__(self, texts: Mapping[str, str], link_for: LinkFor | None) -> None:
+
+def scan_summary(path: str, text: str) -> ScanSummary:
+    """The summary of one file exactly as ``_Work`` would scan it (a caller may keep it by the
+    file's bytes and pass it back through ``apply_memory_changes(summaries=...)``)."""
+    scan = _scan(path, split_lines(text))
+    units = tuple((mid, loc.para, loc.legacy, loc.ids, loc.group) for mid, loc in scan.units.items())
+    notes: set[str] = set(scan.defs)
+    for shape in scan.shapes:
+        notes.update(shape.cited)
+    return units, frozenset(notes)
+
+
+def is_scan_summary(value: object) -> bool:
+    """A well-formed ``ScanSummary`` (a stored one of any other shape is a cache miss)."""
+    if not (type(value) is tuple and len(value) == 2 and type(value[1]) is frozenset and type(value[0]) is tuple):
+        return False
+    if not all(type(n) is str for n in value[1]):
+        return False
+    for u in value[0]:
+        if not (type(u) is tuple and len(u) == 5 and type(u[0]) is str and type(u[1]) is int and type(u[2]) is bool
+                and type(u[3]) is tuple and all(type(i) is str for i in u[3]) and (u[4] is None or type(u[4]) is int)):
+            return False
+    return True
+
+
+class _Scans(dict):
+    """``_Work.scans``: files known only by their summary are scanned on first access."""
+
+    def __init__(self, work: "_Work") -> None:
+        super().__init__()
+        self._work = work
+
+    def __missing__(self, path: str) -> _Scan:
+        if path in self._work.summarized:
+            return self._work.materialize(path)
+        raise KeyError(path)
+
+    def __contains__(self, path: object) -> bool:
+        return dict.__contains__(self, path) or path in self._work.summarized
+
+    def get(self, path: str, default: Any = None) -> Any:
+        return self[path] if path in self else default
+
+
+class _Work:
+    """Mutable working copy of the staged texts with an id index kept current per file.
+
+    With ``summaries(path, text) -> ScanSummary | None``, a file is first known by its summary
+    (the index and footnote ids are built from it) and fully scanned only when an op looks at
+    it; the index then holds that scan's locations, exactly as if every file had been scanned."""
+
+    def __init__(self, texts: Mapping[str, str], link_for: LinkFor | None,
+                 summaries: Callable[[str, str], ScanSummary | None] | None = None) -> None:
         self.original = dict(texts)
         self.lines: dict[str, list[str]] = {p: split_lines(t) for p, t in texts.items()}
-        self.scans: dict[str, _Scan] = {}
+        self.summarized: dict[str, dict[str, _Loc]] = {}
+        self.scans: dict[str, _Scan] = _Scans(self)
         self.index: dict[str, _Loc] = {}
         self.footnote_ids: set[str] = set()
         self.link_for = link_for
         self.touched: set[str] = set()
         for path in sorted(self.lines, key=lambda p: tuple(p.split("/"))):
+            summary = summaries(path, texts[path]) if summaries is not None else None
+            if summary is not None:
+                units = {mid: _Loc(path, para, legacy, ids, group) for mid, para, legacy, ids, group in summary[0]}
+                self.summarized[path] = units
+                for mid, loc in units.items():
+                    self.index.setdefault(mid, loc)
+                self.footnote_ids.update(summary[1])
+                continue
             scan = self._rescan(path)
             for shape in scan.shapes:
                 self.footnote_ids.update(shape.cited)
             self.footnote_ids.update(scan.defs)
+
+    def materialize(self, path: str) -> _Scan:
+        """Scan a file known by its summary: its locations in the index become the scan's."""
+        units = self.summarized.pop(path)
+        scan = _scan(path, self.lines[path])
+        for mid, loc in scan.units.items():
+            if self.index.get(mid) is units.get(mid):
+                self.index[mid] = loc
+        dict.__setitem__(self.scans, path, scan)
+        return scan
 
     def _rescan(self, path: str) -> _Scan:
         old = self.scans.get(path)
@@ -1490,8 +1562,12 @@ def apply_memory_changes(
     ops: Sequence[RecordOp] | Sequence[Mapping[str, Any]] = (),
     *,
     link_for: LinkFor | None = None,
+    summaries: Callable[[str, str], ScanSummary | None] | None = None,
 ) -> ChangeOutcome:
     """Apply record ops (§6.1) to the staged topic texts.
+
+    ``summaries(path, text)``: a caller's kept ``scan_summary`` of that text (or None), so the
+    files no op touches are not scanned; the outcome is the same either way.
 
     ``ops`` are validated ``RecordOp``s (raw dicts are validated here). Memory ids are looked up
     in ``texts`` (at this point of a transaction they equal the committed tree);
@@ -1503,7 +1579,7 @@ def apply_memory_changes(
         ops = validate_memory_changes(list(ops))
     if not ops:
         raise _bad(f"memory_changes must be a list of 1 to {MAX_CHANGES} changes", field="memory_changes")
-    work = _Work(texts, link_for)
+    work = _Work(texts, link_for, summaries)
     committed_ids = getattr(committed_tree, "ids", None) if committed_tree is not None else None
 
     def exists(mid: str) -> bool:

@@ -98,8 +98,9 @@ FORMAT = 2
 # "refs" (sha256, deps signature) -> whether every source ref of the parse exists;
 # "lineids" / "defids" (sha256,) -> normalize's per-text id sets (``WorkspaceCache.memo``);
 # "links" (sha256, digest of the locations of the ids it links to) -> rewrite_block_links'
-# output for the file. Readers check the value's type: anything else is a miss.
-DERIVED = ("views", "ids", "refs", "lineids", "defids", "links")
+# output for the file; "scan" (sha256,) -> changes.scan_summary (what a record op needs of a
+# file it does not touch). Readers check the value's type: anything else is a miss.
+DERIVED = ("views", "ids", "refs", "lineids", "defids", "links", "scan")
 MAGIC = b"memory-tui-parse-cache\n"
 
 # (mtime_ns, size, inode). Not ctime: every transaction hard-links the topic files into its
@@ -113,7 +114,7 @@ def code_tag() -> str:
     here = Path(__file__).resolve().parent
     h = hashlib.sha256(f"format {FORMAT}".encode())
     for name in ("topics.py", "sources.py", "errors.py", "txcache.py", "parsecache.py", "views.py", "viewcache.py",
-                 "normalize.py"):
+                 "normalize.py", "changes.py"):
         try:
             h.update((here / name).read_bytes())
         except OSError:

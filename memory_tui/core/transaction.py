@@ -1353,8 +1353,15 @@ def update(
                 req = forms.replace_new_source_labels(request, source_ids)
                 texts, _ = stage.topic_texts()
                 if req.form == "memory_changes":
+                    cache = stage.cache
+
+                    def summaries(path: str, text: str) -> Any:
+                        return cache.kept("scan", path, text, lambda: forms.scan_summary(path, text),
+                                          forms.is_scan_summary)
+
                     outcome = forms.apply_memory_changes(
-                        texts, stage.baseline, req.memory_changes, link_for=stage.index.link_for
+                        texts, stage.baseline, req.memory_changes, link_for=stage.index.link_for,
+                        summaries=summaries,
                     )
                     rule = RULE_RECORDS
                     allowed = frozenset(source_ids.values()) | outcome.allowed_refs

@@ -117,6 +117,7 @@ class WorkspaceCache:
         self._ids: dict[str, tuple[str, tuple[str, ...]]] = {}
         self._memo: dict[tuple[str, str], tuple[str, object]] = {}
         self._links: dict[str, tuple[tuple[str, str], str]] = {}
+        self._kept: dict[tuple[str, str], tuple[str, object]] = {}
         self._token: object = object()
         self._revision: tuple[dict, str] | None = None
         self._chain: list[tuple[str, tuple, object]] = []  # (rel, stamp, sha256 state after it)
@@ -320,6 +321,21 @@ class WorkspaceCache:
         self._memo[key] = (text, value)
         return value
 
+    def kept(self, kind: str, rel: str, text: str, compute, valid):
+        """``compute()``, a pure function of (``rel``, ``text``), remembered by the text in
+        memory and in the parse cache (kind ``kind``; a stored value ``valid`` rejects is a miss)."""
+        hit = self._kept.get((kind, rel))
+        if hit is not None and hit[0] == text:
+            return hit[1]
+        store = store_for(self.root)
+        digest = self._sha_of(rel, text)
+        value = store.derived(kind, rel, (digest,))
+        if value is None or not valid(value):
+            value = compute()
+            store.put_derived(kind, rel, (digest,), value)
+        self._kept[(kind, rel)] = (text, value)
+        return value
+
     def link_rewrite(self, rel: str, text: str, locations: tuple, compute) -> str:
         """``normalize.rewrite_block_links``' memo of one file: its output is a function of
         the path, the bytes and ``locations`` (the files holding the ids it may link to)."""
@@ -408,6 +424,7 @@ class WorkspaceCache:
         self._topic_keys = {k: v for k, v in self._topic_keys.items() if k in live}
         self._memo = {k: v for k, v in self._memo.items() if k[0] in live}
         self._links = {k: v for k, v in self._links.items() if k in live}
+        self._kept = {k: v for k, v in self._kept.items() if k[1] in live}
 
     # -- persistence ----------------------------------------------------------------------
     def _path(self, layout: Layout) -> Path:

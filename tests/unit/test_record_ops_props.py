@@ -109,3 +109,36 @@ def test_random_record_ops(raw):
             label = out.new_evidence_labels[o.index]
             unit = tree.by_id("new" + label.rsplit("-", 1)[1])
             assert unit.topic_path == o.destination.topic_path and unit.headings == o.destination.headings
+
+
+# The same ops from kept per-file summaries (what a fresh ``apply`` reads from the parse cache
+# instead of scanning every file): the same outcome or the same refusal, whichever files are
+# known only by their summary. ``dup.md`` repeats ids of other files (first one wins).
+DUP = "# Dup\n\nAgain tea.[^e-5bf6e713a0] ^97de5549\n\nLegacy again.[^mem_b]\n\n[^e-5bf6e713a0]: Time: `2026`; Sources: [a](p/t/a)\n[^mem_b]: 2026 · Sources: [b](p/t/b)\n"
+# z.md holds a label a create would otherwise take: the taken footnote ids come from summaries too
+TAKEN = "\nTaken.[^new-evidence-record-1]\n\n[^new-evidence-record-1]: Time: `2026`; Sources: [c](p/t/c)\n"
+SUMMARY_TEXTS = dict(TEXTS, **{"a/dup.md": DUP, "z.md": DUP + TAKEN})
+
+
+def _outcome(raw, summaries):
+    from memory_tui.core.changes import apply_memory_changes as apply
+
+    try:
+        return apply(SUMMARY_TEXTS, None, validate_memory_changes(raw), summaries=summaries)
+    except MemoryError as exc:
+        return ("refused", exc.code, exc.message, exc.path, exc.line, dict(exc.details))
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(ops, min_size=1, max_size=5), st.sets(st.sampled_from(sorted(SUMMARY_TEXTS))))
+def test_summaries_give_the_outcome_of_full_scans(raw, summarized):
+    from memory_tui.core.changes import is_scan_summary, scan_summary
+
+    def summaries(path, text):
+        if path not in summarized:
+            return None
+        value = scan_summary(path, text)
+        assert is_scan_summary(value)
+        return value
+
+    assert _outcome(raw, summaries) == _outcome(raw, None)
