@@ -101,6 +101,12 @@ FORMAT = 2
 # output for the file; "scan" (sha256,) -> changes.scan_summary (what a record op needs of a
 # file it does not touch). Readers check the value's type: anything else is a miss.
 DERIVED = ("views", "ids", "refs", "lineids", "defids", "links", "scan")
+# Kinds whose values are small: one file holds every entry of the kind (``<kind>.pack``), so
+# a fresh process opens, digests and unpickles one file instead of one per topic. A flush
+# rewrites the whole pack (a few hundred kB); two processes flushing at once can only lose
+# each other's entries, which costs a recomputation, never a wrong answer (entries are keyed).
+PACKED = frozenset(("ids", "refs", "lineids", "defids", "links", "scan"))
+PACK_SUFFIX = ".pack"
 MAGIC = b"memory-tui-parse-cache\n"
 
 # (mtime_ns, size, inode). Not ctime: every transaction hard-links the topic files into its
@@ -206,7 +212,19 @@ class ParseStore:
         self._dirty_derived: dict[str, set[str]] = {kind: set() for kind in DERIVED}
 
     # -- reading ------------------------------------------------------------------------
+    def _load_pack(self, kind: str) -> dict[str, Any]:
+        try:
+            with open(self.dir / (kind + PACK_SUFFIX), "rb") as fh:
+                value = decode(fh.read())
+        except OSError:
+            return {}
+        if not (isinstance(value, tuple) and len(value) == 2 and value[0] == kind and isinstance(value[1], dict)):
+            return {}
+        return {rel: body for rel, body in value[1].items() if isinstance(rel, str)}
+
     def _load_kind(self, kind: str) -> dict[str, Any]:
+        if kind in PACKED:
+            return self._load_pack(kind)
         out: dict[str, Any] = {}
         folder = self.dir / kind
         try:
@@ -386,6 +404,13 @@ class ParseStore:
                          ("topics", self._dirty_topics, self._topics or {})]
                 kinds += [(kind, self._dirty_derived[kind], self._derived.get(kind, {})) for kind in DERIVED]
                 for kind, dirty, table in kinds:
+                    if kind in PACKED:
+                        if dirty:
+                            for level in (self.dir.parent, self.dir):
+                                level.mkdir(exist_ok=True, mode=0o700)
+                            _atomic(self.dir / (kind + PACK_SUFFIX), encode((kind, dict(table))))
+                            dirty.clear()
+                        continue
                     folder = self.dir / kind
                     # level by level: ``parents=True`` would give the parents the default
                     # mode, and every folder in the workspace is 0700 (memory spec §2.4)

@@ -100,7 +100,7 @@ def _cache_dir(mem: Path) -> Path:
 def _damage(mem: Path, how: str, old: Path | None, n: int) -> None:
     """Spoil the persistent cache the way a crash, an older copy or other code would."""
     cache = _cache_dir(mem)
-    entries = sorted(cache.rglob("*.pkl"))
+    entries = sorted([*cache.rglob("*.pkl"), *cache.rglob("*" + parsecache.PACK_SUFFIX)])
     if how == "old" and old is not None:  # every entry from before the previous step: stale keys
         shutil.rmtree(cache, ignore_errors=True)
         shutil.copytree(old, cache)
@@ -112,6 +112,8 @@ def _damage(mem: Path, how: str, old: Path | None, n: int) -> None:
             rel, body = parsecache.decode(p.read_bytes()) or (None, None)
             if rel is not None and isinstance(body, tuple):
                 p.write_bytes(parsecache.encode((rel, (*body[:-1], 1.5))))
+            elif rel is not None and isinstance(body, dict):  # a pack: every entry of one kind
+                p.write_bytes(parsecache.encode((rel, {k: (*v[:-1], 1.5) for k, v in body.items()})))
     elif how == "other_code":  # a cache made by other code: its own tag, never read
         for tag in [d for d in cache.iterdir() if d.is_dir()] if cache.is_dir() else []:
             tag.rename(tag.with_name("0123456789abcdef"))

@@ -33,7 +33,8 @@ def _same(mem: Path) -> None:
 
 
 def _entries(mem: Path) -> list[Path]:
-    return sorted((mem / ".scriptorium" / parsecache.DIR_NAME).rglob("*.pkl"))
+    root = mem / ".scriptorium" / parsecache.DIR_NAME
+    return sorted([*root.rglob("*.pkl"), *root.rglob("*" + parsecache.PACK_SUFFIX)])
 
 
 def _age(root: Path) -> None:
@@ -198,11 +199,13 @@ def test_memos_persist_and_a_wrong_type_is_a_miss(mem):
     spy.__module__, spy.__qualname__ = normalize._text_line_end_ids.__module__, normalize._text_line_end_ids.__qualname__
     assert cache.memo("projects/kyoto-trip.md", text, spy) == normalize._text_line_end_ids(text)
     assert calls == []  # the install stored it; this process read it
-    for p in _entries(mem):  # the same key, a value of the wrong type
-        value = parsecache.decode(p.read_bytes())
-        if "/lineids/" in p.as_posix() and value[0] == "projects/kyoto-trip.md":
-            assert value[1][:-1] == (txcache.sha(text),)
-            p.write_bytes(parsecache.encode((value[0], (*value[1][:-1], ("a", "tuple")))))
+    pack = [p for p in _entries(mem) if p.name == "lineids" + parsecache.PACK_SUFFIX]
+    assert len(pack) == 1
+    kind, table = parsecache.decode(pack[0].read_bytes())
+    body = table["projects/kyoto-trip.md"]
+    assert kind == "lineids" and body[:-1] == (txcache.sha(text),)
+    table["projects/kyoto-trip.md"] = (*body[:-1], ("a", "tuple"))  # the same key, a value of the wrong type
+    pack[0].write_bytes(parsecache.encode((kind, table)))
     _fresh_process()
     cache = txcache.cache_for(mem)
     assert cache.memo("projects/kyoto-trip.md", text, spy) == normalize._text_line_end_ids(text)
