@@ -1186,6 +1186,10 @@ class _Work:
     def materialize(self, path: str) -> _Scan:
         """Scan a file known by its summary: its locations in the index become the scan's."""
         units = self.summarized.pop(path)
+        if self.lines[path] != split_lines(self.original[path]):
+            # Every op scans a file before it edits it; an edit before the first scan would
+            # leave the summary's locations in the index, so refuse loudly, never answer wrong.
+            raise RuntimeError(f"internal: topics/{path} changed before it was scanned")
         scan = _scan(path, self.lines[path])
         for mid, loc in scan.units.items():
             if self.index.get(mid) is units.get(mid):
