@@ -43,12 +43,13 @@ import hashlib
 import json
 import os
 import shutil
+import stat as stat_mod
 import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from .errors import Problem
 from . import gitlog
@@ -194,10 +195,7 @@ def tree_digest(root: Path, owned=None) -> tuple[str | None, dict[str, str]]:
         return None, {}
     files = _tree_files(root, owned)
     hashes = {rel: _stat_hash(p) or "" for rel, p in files.items()}
-    h = hashlib.sha256()
-    for rel in sorted(hashes, key=lambda r: r.split("/")):
-        h.update(rel.encode("utf-8") + b"\x00" + hashes[rel].encode() + b"\x00")
-    return h.hexdigest(), hashes
+    return _digest_of(hashes), hashes
 
 
 def _target_hash(path: Path, kind: str, target: str = "") -> str | None:
@@ -223,6 +221,18 @@ def _makedirs(path: Path) -> None:
         except FileExistsError:
             pass
         os.chmod(d, 0o700)
+
+
+def _secure_dirs(root: Path, folder: Path) -> None:
+    """0700 on every folder from ``root`` (exclusive) down to ``folder``: what a directory
+    exchange would have installed, for a one-file install into a tree."""
+    rel = folder.relative_to(root).parts
+    path = root
+    for part in rel:
+        path = path / part
+        st = os.lstat(path)
+        if stat_mod.S_ISDIR(st.st_mode) and stat_mod.S_IMODE(st.st_mode) != 0o700:
+            os.chmod(path, 0o700)
 
 
 def _copy_file(src: Path, dst: Path) -> None:
@@ -264,6 +274,39 @@ def _copy_tree(src: Path, dst: Path, reuse: Path | None = None, owned=None) -> N
         _carry_unowned(reuse, dst, owned)
         for dirpath, _dirnames, _files in os.walk(dst):
             dirs.add(Path(dirpath))  # the carried links must survive a crash after the exchange
+    for d in dirs:
+        fsync_dir(d)
+
+
+def _overlay_tree(committed: Path, staged: Path, dst: Path, drops: frozenset[str], owned) -> None:
+    """Build the full new tree of a sparse stage at ``dst``, durably: the committed tree's
+    files (hard links, already durable) except ``drops``, with the staged files (copied and
+    fsynced) in place of or beside them; unowned entries are carried as themselves."""
+    _makedirs(dst)
+    dirs = {dst}
+    staged_files = _tree_files(staged, owned)
+    for rel, full in _tree_files(committed, owned).items():
+        if rel in drops or rel in staged_files:
+            continue
+        target = dst / rel
+        if target.parent not in dirs:
+            _makedirs(target.parent)
+            dirs.add(target.parent)
+        try:
+            os.link(full, target)
+            os.chmod(target, 0o600)
+        except OSError:
+            _copy_file(full, target)
+    for rel, full in staged_files.items():
+        target = dst / rel
+        if target.parent not in dirs:
+            _makedirs(target.parent)
+            dirs.add(target.parent)
+        _copy_file(full, target)
+    if owned is not None:
+        _carry_unowned(committed, dst, owned)
+        for dirpath, _dirnames, _files in os.walk(dst):
+            dirs.add(Path(dirpath))
     for d in dirs:
         fsync_dir(d)
 
@@ -465,6 +508,10 @@ class Target:
 class InstallPlan:
     targets: tuple[Target, ...]
     changed_files: tuple[str, ...]  # workspace-relative files whose bytes change (all kinds)
+    # tree name -> files it drops, for trees the stage holds *sparsely* (only the files it
+    # adds or replaces; every other committed file stays): ``install`` builds the new tree
+    # from the committed one plus the stage's files
+    sparse: tuple[tuple[str, frozenset[str]], ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -479,13 +526,21 @@ def _journal(layout: Layout) -> Path:
     return layout.runtime_dir / JOURNAL_NAME
 
 
-def plan_install(memory_root: Path, stage_root: Path, *, compare_sources: bool = True) -> InstallPlan:
+def plan_install(memory_root: Path, stage_root: Path, *, compare_sources: bool = True,
+                 sparse: Mapping[str, Iterable[str]] | None = None) -> InstallPlan:
     """Compare the stage with the committed workspace; list what an install must change.
 
     ``stage_root`` mirrors ``<M>``: ``topics/``, ``timeline/``, ``sources/`` (absent for a
     restricted stage, then sources are left alone), the derived files and
     ``<rt>/runtime.json``. Sources are append-only: a staged source file replaces its
     committed copy; a missing staged file never deletes one.
+
+    ``sparse`` names trees the stage holds sparsely, each with the files it removes: the
+    stage's tree then holds only the files it adds or replaces, and the new tree is the
+    committed one with those applied. Only the staged files are compared (the cost grows with
+    the change, not the workspace). A change of exactly one file (added or replaced) becomes a
+    ``file`` target: one atomic rename is as atomic as the directory exchange and leaves
+    every other file's inode (and so its stat stamp) alone.
     """
     layout = Layout(Path(memory_root))
     root = layout.root
@@ -504,8 +559,19 @@ def plan_install(memory_root: Path, stage_root: Path, *, compare_sources: bool =
             if old != new:
                 targets.append(Target("file", f"sources/{rel}", old, new))
                 changed.append(f"sources/{rel}")
+    sparse_trees = {name: frozenset(drops) for name, drops in (sparse or {}).items()}
+    kept_sparse: list[tuple[str, frozenset[str]]] = []
     for name in TREE_TARGETS:
         owned = _owned_filter(name)
+        if name in sparse_trees:
+            planned = _plan_sparse(root, stage, name, sparse_trees[name], owned)
+            if planned is not None:
+                target, files, drops = planned
+                targets.append(target)
+                changed.extend(files)
+                if target.kind == "tree":
+                    kept_sparse.append((name, drops))
+            continue
         old_hash, old_files = tree_digest(root / name, owned)
         new_hash, new_files = tree_digest(stage / name, owned)
         if old_hash == new_hash:
@@ -525,7 +591,61 @@ def plan_install(memory_root: Path, stage_root: Path, *, compare_sources: bool =
         targets.append(Target("file", name, old, new))
         if not name.startswith(rt + "/"):
             changed.append(name)
-    return InstallPlan(tuple(targets), tuple(changed))
+    return InstallPlan(tuple(targets), tuple(changed), tuple(kept_sparse))
+
+
+def _plain_file(root: Path, rel: str) -> bool:
+    """``root/rel`` is a regular file or absent, reached through no symbolic link (so one
+    rename replaces exactly it)."""
+    path = root
+    for part in rel.split("/")[:-1]:
+        path = path / part
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return True  # created by the install, with 0700 folders
+        if not stat_mod.S_ISDIR(st.st_mode):
+            return False
+    try:
+        st = os.lstat(root / rel)
+    except FileNotFoundError:
+        return True
+    return stat_mod.S_ISREG(st.st_mode)
+
+
+def _plan_sparse(root: Path, stage: Path, name: str, drops: frozenset[str], owned) -> tuple[Target, list[str], frozenset[str]] | None:
+    """The target for a sparsely staged tree: ``None`` when nothing changes, a ``file``
+    target when exactly one file is added or replaced, else the ``tree`` target (with the
+    whole new tree's digest, computed from the committed files' remembered hashes)."""
+    committed_dir = root / name
+    puts: dict[str, tuple[str | None, str]] = {}
+    for rel, full in _tree_files(stage / name, owned).items():
+        if rel in drops:
+            raise ValueError(f"sparse stage both replaces and drops {name}/{rel}")
+        new = file_hash(full)
+        old = _stat_hash(committed_dir / rel)
+        if old != new and new is not None:
+            puts[rel] = (old, new)
+    gone = frozenset(rel for rel in drops if os.path.lexists(committed_dir / rel))
+    if not puts and not gone:
+        return None
+    if not gone and len(puts) == 1:
+        rel, (old, new) = next(iter(puts.items()))
+        if old != "dir" and _plain_file(root, f"{name}/{rel}"):
+            return Target("file", f"{name}/{rel}", old, new), [f"{name}/{rel}"], gone
+    old_hash, old_files = tree_digest(committed_dir, owned)
+    new_files = {rel: h for rel, h in old_files.items() if rel not in gone}
+    new_files.update({rel: new for rel, (_old, new) in puts.items()})
+    changed = [f"{name}/{rel}" for rel in sorted(set(old_files) | set(new_files), key=lambda r: r.split("/"))
+               if old_files.get(rel) != new_files.get(rel)]
+    return Target("tree", name, old_hash, _digest_of(new_files)), changed, gone
+
+
+def _digest_of(hashes: Mapping[str, str]) -> str:
+    h = hashlib.sha256()
+    for rel in sorted(hashes, key=lambda r: r.split("/")):
+        h.update(rel.encode("utf-8") + b"\x00" + hashes[rel].encode() + b"\x00")
+    return h.hexdigest()
 
 
 # ------------------------------------------------------------------------------- install
@@ -550,13 +670,17 @@ def install(memory_root: Path, stage_root: Path, plan: InstallPlan) -> None:
         _remove(scratch)
     _makedirs(scratch / "new")
     _makedirs(scratch / "old")
+    sparse = dict(plan.sparse)
 
     # 1. every new byte, durable, inside the workspace's filesystem
     try:
         for t in plan.targets:
             if t.new is None:
                 continue
-            if t.kind == "tree":
+            if t.kind == "tree" and t.path in sparse:
+                _overlay_tree(root / t.path, stage / t.path, scratch / "new" / t.path, sparse[t.path],
+                              _owned_filter(t.path))
+            elif t.kind == "tree":
                 _copy_tree(stage / t.path, scratch / "new" / t.path, reuse=root / t.path, owned=_owned_filter(t.path))
             else:
                 _copy_file(stage / t.path, scratch / "new" / t.path)
@@ -633,6 +757,8 @@ def _apply(layout: Layout, t: Target) -> None:
             dest.unlink(missing_ok=True)
         else:
             _makedirs(dest.parent)
+            if "/" in t.path and t.path.split("/", 1)[0] in TREE_TARGETS:
+                _secure_dirs(root, dest.parent)
             os.replace(staged, dest)
         fsync_dir(dest.parent)
         return

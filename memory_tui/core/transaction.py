@@ -45,7 +45,7 @@ from .paths import Layout, check_writable
 from .sources import SourceIndex, SourceRecord
 from .topics import CITATION_RE, DEFINITION_RE, TopicTree, is_error, iter_blocks, parse_topic, read_topic_texts, topic_sort_key
 from .parsecache import is_racy, store_for
-from .txcache import WorkspaceCache, cache_for
+from .txcache import WorkspaceCache, cache_for, revision_walk
 from .workspace import RuntimeState, dump_runtime_json, load_runtime_state, workspace_revision
 
 GIT_MODES = ("auto", "on", "off")
@@ -333,31 +333,24 @@ def source_index(root: Path) -> SourceIndex:
     return index
 
 
-def _link_tree(src: Path, dst: Path, texts: Mapping[str, str]) -> None:
-    """``dst`` mirrors the committed topic files in ``texts``: hard links where the file
-    system allows, else copies of the bytes already read."""
-    dst.mkdir()
-    made: set[Path] = {dst}
-    for rel, text in texts.items():
-        target = dst / rel
-        if target.parent not in made:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            made.add(target.parent)
-        try:
-            os.link(src / rel, target)
-            if (target.stat().st_size != len(text.encode("utf-8"))):  # changed since read
-                target.unlink()
-                raise OSError("changed")
-        except OSError:
-            target.write_text(text, encoding="utf-8", newline="")
-
-
 def _copy_entry(src: Path, dst: Path) -> None:
     if src.is_dir():
         shutil.copytree(src, dst, symlinks=False, ignore_dangling_symlinks=True)
     elif src.is_file():
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, dst)
+
+
+STAGE_MODE_ENV = "MEMORY_TUI_STAGE"  # "sparse" (default) or "full"
+
+
+def stage_mode() -> str:
+    """``full`` makes every stage a complete copy of topics/ and timeline/, planned and
+    installed by comparing whole trees (the check side of the sparse-stage equivalence test)."""
+    value = (os.environ.get(STAGE_MODE_ENV) or "sparse").strip().lower()
+    if value not in ("sparse", "full"):
+        raise ValueError(f"{STAGE_MODE_ENV} must be sparse or full, not {value!r}")
+    return value
 
 
 class Stage:
@@ -383,7 +376,7 @@ class Stage:
         # The revision first: a stage prepared outside the lock is installed only if the
         # workspace still has this revision when the lock is taken (so nothing read below
         # can come from a newer state than the one installed over).
-        self.stamps = revision_stamps(self.memory_root)
+        self.stamps, self.links = revision_walk(self.memory_root)
         now = time.time_ns()
         self.stamps_racy = any(is_racy(st[0], st[3], now) for st in self.stamps.values())
         self.cache: WorkspaceCache = cache_for(self.memory_root)
@@ -393,7 +386,8 @@ class Stage:
         self.index = source_index(self.memory_root)
         self.token = self.cache.observe_index(self.index)
         self.cache.load_disk(self.layout)
-        self.committed_texts, self.committed_shas, read_problems = self.cache.read_topics(self.layout.topics)
+        self.committed_texts, self.committed_shas, read_problems = self.cache.read_topics(
+            self.layout.topics, walk=(self.stamps, self.links))
         self.baseline: TopicTree = self.cache.tree(self.committed_texts, self.index, self.token, self.committed_shas)
         self.baseline_problems = tuple(read_problems) + tuple(self.baseline.problems)
         if not link_topics:  # a copied stage would follow the link and install its target's bytes
@@ -404,11 +398,16 @@ class Stage:
         self.sources_copied = False
         self.sources_staged = False  # stage/sources holds archives appended by this transaction
         self.discarded = False
-        # ``link_topics``: unchanged topic files are hard links to the committed ones (same
-        # bytes, no copy; plan and install see the same inode and skip them). Only for stages
-        # whose every write goes through this module, which replaces a file, never writes
-        # into it (never for a writer's stage, whose agent edits files in place).
+        # ``link_topics``: the stage's topics/ and timeline/ are *sparse*: they hold only the
+        # files this transaction adds or replaces (``_drops`` names the ones it removes), the
+        # rest is the committed tree, which nothing here links, copies or touches (a hard link
+        # would change every committed file's ctime, and so its stamp, on each edit). Only for
+        # stages whose every write goes through this module (never for a writer's stage,
+        # whose agent edits a full copy in place).
         self.linked = link_topics
+        self.sparse = link_topics and stage_mode() == "sparse"
+        self._drops: set[str] = set()
+        self._timeline_drops: set[str] = set()
         self._texts: dict[str, str] | None = None
         # Committed topic files that could not be read or decoded are not in ``_texts`` and
         # not linked into the stage; until the edit replaces or deletes them they fail the
@@ -419,15 +418,18 @@ class Stage:
                 self._unread.setdefault(problem.path, []).append(problem)
         try:
             topics = self.memory_root / "topics"
-            if topics.is_dir() and link_topics:
+            if link_topics:
                 self._texts = dict(self.committed_texts)
-                _link_tree(topics, self.path / "topics", self.committed_texts)
+                (self.path / "topics").mkdir()
+                if not self.sparse:  # the full-rebuild mode: every committed text, as read
+                    for rel, text in self.committed_texts.items():
+                        target = self.path / "topics" / rel
+                        target.parent.mkdir(parents=True, exist_ok=True)
+                        target.write_text(text, encoding="utf-8", newline="")
             elif topics.is_dir():
                 _copy_entry(topics, self.path / "topics")
             else:
                 (self.path / "topics").mkdir()
-                if link_topics:
-                    self._texts = {}
             # timeline/ is not copied: every transaction deletes and regenerates it (§8.1)
             for name in ("recent_events.jsonl", "commitments.jsonl", "relations.json", "core.md"):
                 _copy_entry(self.memory_root / name, self.path / name)
@@ -527,26 +529,52 @@ class Stage:
         target = self.topics / topic_rel
         target.parent.mkdir(parents=True, exist_ok=True)
         if target.is_file() or target.is_symlink():
-            target.unlink()  # a linked file is the committed one: replace it, never write into it
+            target.unlink()
         target.write_text(text, encoding="utf-8", newline="")
         self._unread.pop("topics/" + topic_rel, None)
+        self._drops.discard(topic_rel)
         if self._texts is not None:
             self._texts[topic_rel] = text
 
     def _drop(self, topic_rel: str) -> None:
-        (self.topics / topic_rel).unlink()
+        target = self.topics / topic_rel
+        if self.linked:
+            if target.is_file():
+                target.unlink()
+            self._drops.add(topic_rel)
+        else:
+            target.unlink()
         if self._texts is not None:
             self._texts.pop(topic_rel, None)
+
+    def committed_entries(self, top: str) -> list[str]:
+        """Workspace-relative paths of every committed file and symbolic link under ``top``
+        when the stage was read."""
+        prefix = top + "/"
+        return [rel for rel in (*self.stamps, *self.links) if rel.startswith(prefix)]
+
+    def sparse_trees(self) -> dict[str, frozenset[str]] | None:
+        """For ``plan_install``: the trees this stage holds sparsely, with what each drops."""
+        if not self.sparse:
+            return None
+        return {"topics": frozenset(self._drops), "timeline": frozenset(self._timeline_drops)}
 
     def delete_topic(self, rel: str) -> bool:
         rel = check_writable(rel)
         self._refuse_linked(rel)
         target = self.path / rel
+        if self.linked:
+            topic_rel = rel[len("topics/"):]
+            if self._texts is not None and topic_rel in self._texts:
+                self._drop(topic_rel)
+                return True
+            if self._unread.pop(rel, None) is not None:
+                self._drops.add(topic_rel)  # an unreadable committed file: the install removes it
+                return True
+            return False
         if target.is_file():
             self._drop(rel[len("topics/"):])
             return True
-        if self.linked and self._unread.pop(rel, None) is not None:
-            return True  # an unreadable committed file: not in the stage, so the install removes it
         return False
 
     def discard(self) -> None:
@@ -557,8 +585,6 @@ class Stage:
             for dirpath, dirnames, filenames in os.walk(self.path):
                 for name in dirnames:
                     os.chmod(os.path.join(dirpath, name), 0o700)
-                if self.linked and Path(dirpath).is_relative_to(self.topics):
-                    continue  # hard links share the committed files' modes: leave them alone
                 for name in filenames:
                     try:
                         os.chmod(os.path.join(dirpath, name), 0o644)
@@ -576,12 +602,7 @@ class Stage:
 
 def revision_stamps(root: Path) -> dict[str, tuple[int, int, int, int]]:
     """Stat stamps of every file that makes up the revision (ctime included: no tool can set it)."""
-    from .workspace import iter_revision_files
-
-    return {
-        "/".join(parts): (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
-        for parts, _path, st in iter_revision_files(root)
-    }
+    return revision_walk(root)[0]
 
 
 def _unchanged(stage: Stage) -> bool:
@@ -831,7 +852,14 @@ def _write_views(stage: Stage, tree: TopicTree, index: SourceIndex, runtime: Run
     timeline = stage.path / TIMELINE_DIR
     if timeline.exists():
         shutil.rmtree(timeline)
-    for rel, text in views.files.items():
+    files = views.files
+    if stage.sparse:
+        # a sparse timeline/: only the files whose text differs from the committed one
+        stage._timeline_drops = {rel[len(TIMELINE_DIR) + 1:] for rel in stage.committed_entries(TIMELINE_DIR)
+                                 if rel not in files}
+        files = {rel: text for rel, text in files.items()
+                 if not stage.cache.committed_equals(rel, stage.stamps.get(rel), text)}
+    for rel, text in files.items():
         target = stage.path / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8", newline="")
@@ -976,7 +1004,7 @@ def _prepare(stage: Stage, ctx: _Context) -> _Prepared:
     _write_stage_texts(stage, new_texts, existing=texts)
     runtime = _write_runtime(stage, tree)
     core = _write_views(stage, tree, index, runtime, ctx)
-    plan = plan_install(root, stage.path, compare_sources=stage.sources_staged)
+    plan = plan_install(root, stage.path, compare_sources=stage.sources_staged, sparse=stage.sparse_trees())
     base = dict(
         block_ids=dict(result.block_ids),
         evidence_ids=dict(result.evidence_ids),

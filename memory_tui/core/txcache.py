@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from .errors import Problem
-from .paths import Layout
+from .paths import RUNTIME_NAMES, Layout, is_internal_top
 from .sources import SourceIndex
 from .normalize import file_block_ids, has_local_label
 from .parsecache import deps_signature, forget_in_process, is_racy, store_for, topic_deps
@@ -70,6 +70,62 @@ def sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+# ------------------------------------------------------------------------- the revision walk
+
+Stamp = tuple[int, int, int, int]  # (mtime_ns, size, inode, ctime_ns)
+
+
+def revision_walk(root: Path) -> tuple[dict[str, Stamp], tuple[str, ...]]:
+    """``(stamps, links)``: the stat stamp of every file of the revision (exactly the files of
+    ``workspace.iter_revision_files``, in its order) and the workspace-relative paths of the
+    symbolic links met in the same places (never followed, never part of the revision).
+
+    One ``lstat`` per entry and plain strings (no ``Path`` per file): every transaction walks
+    the workspace once or twice, and with tens of thousands of files the objects cost more
+    than the system calls."""
+    found: list[tuple[tuple[str, ...], str, Stamp]] = []
+    links: list[str] = []
+    base = os.fspath(root)
+
+    def walk(dir_path: str, prefix: tuple[str, ...]) -> None:
+        try:
+            with os.scandir(dir_path) as it:
+                entries = list(it)
+        except OSError:
+            return
+        for entry in entries:
+            name = entry.name
+            parts = prefix + (name,)
+            if not prefix and is_internal_top(name) and name not in RUNTIME_NAMES:
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            mode = st.st_mode
+            if stat_mod.S_ISLNK(mode):
+                links.append("/".join(parts))
+                continue
+            if stat_mod.S_ISDIR(mode):
+                if not prefix and name in RUNTIME_NAMES:
+                    try:
+                        rst = os.lstat(os.path.join(entry.path, "runtime.json"))
+                    except OSError:
+                        continue
+                    if stat_mod.S_ISREG(rst.st_mode):
+                        found.append(((name, "runtime.json"), name + "/runtime.json",
+                                      (rst.st_mtime_ns, rst.st_size, rst.st_ino, rst.st_ctime_ns)))
+                    continue
+                walk(entry.path, parts)
+            elif stat_mod.S_ISREG(mode):
+                found.append((parts, "/".join(parts), (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)))
+
+    if os.path.isdir(base):
+        walk(base, ())
+    found.sort(key=lambda item: item[0])
+    return {rel: st for _parts, rel, st in found}, tuple(sorted(links, key=lambda r: r.split("/")))
+
+
 # ---------------------------------------------------------------------------- dependencies
 
 
@@ -83,15 +139,6 @@ class ParsedEntry:
     sig: str
     checked: object  # the index token the signature was last checked against
     refs_ok: bool | None = None  # every source ref of every unit exists (checked under ``sig``)
-
-
-# File times tick with the kernel's coarse clock (a few ms): a file changed twice within one
-# tick keeps its stamps. Like git's "racily clean" rule, stamps younger than this are not
-# trusted to prove a file unchanged.
-def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
-    if is_racy(st.st_mtime_ns, st.st_ctime_ns):
-        return (-1, -1, -1, -1)  # never equal to a later stat: read again next time
-    return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
 
 
 def _topic_symlinks(topics_dir: Path) -> list[str]:
@@ -120,52 +167,105 @@ class WorkspaceCache:
         self._kept: dict[tuple[str, str], tuple[str, object]] = {}
         self._token: object = object()
         self._revision: tuple[dict, str] | None = None
-        self._chain: list[tuple[str, tuple, object]] = []  # (rel, stamp, sha256 state after it)
+        self._chain: list[tuple[str, tuple, str | None, object]] = []  # (rel, stamp, sha256 of the bytes unless the stamp proves them, state after it)
         self._topic_keys: dict[str, tuple[Topic, str, str]] = {}  # path -> (topic, sha256, deps sig) last handed out
         self._index_files: Mapping | None = None
+        self._derived: dict[str, tuple[Stamp, str]] = {}  # committed derived file -> (stamp, text)
         self._disk_loaded = False
         self._disk_snapshot: dict[tuple[str, str], str] = {}
 
     # -- the revision -------------------------------------------------------------------
     def revision(self, stamps: Mapping[str, tuple]) -> str:
         """The workspace revision (memory spec §2.6) of the files named by ``stamps`` (as
-        ``transaction.revision_stamps`` lists them: sorted, ``rel -> (mtime_ns, size, inode,
-        ctime_ns)``).
+        ``revision_walk`` lists them: sorted, ``rel -> (mtime_ns, size, inode, ctime_ns)``).
 
         The revision is one SHA-256 stream over every file in order, so per-file digests cannot
         be combined into it; what can be reused is the hash *state* after a prefix of files.
-        The state after each file is kept (``hashlib`` copies) while every stamp up to it is
-        older than the clock tick; the next call resumes from the last file whose stamp and
-        every predecessor's are unchanged and hashes the rest. The bytes fed are exactly
-        ``workspace.workspace_revision``'s (a property test compares the two)."""
+        The state after each file is kept (``hashlib`` copies), with what proves the file
+        still holds the bytes fed: its stamp, when it was older than the clock tick, else the
+        SHA-256 of those bytes (the files an install just wrote are always that young). The
+        next call resumes after the last file of an unbroken run of proven files -- a young
+        one is read again and compared, not trusted -- and hashes only the rest. The bytes fed
+        are exactly ``workspace.workspace_revision``'s (a property test compares the two)."""
         with self.lock:
             last = self._revision
             if last is not None and last[0] == stamps:
                 return last[1]
             chain = self._chain
             items = list(stamps.items())
-            i = 0
-            while i < len(items) and i < len(chain) and chain[i][0] == items[i][0] and chain[i][1] == items[i][1]:
-                i += 1
-            digest = chain[i - 1][2].copy() if i else hashlib.sha256()
-            kept = chain[:i]
-            trusted = True
             now = time.time_ns()
+            i = 0
+            while i < len(items) and i < len(chain):
+                rel, st = items[i]
+                crel, cst, check, state = chain[i]
+                if crel != rel:
+                    break
+                if check is None:
+                    if cst != st:
+                        break
+                else:
+                    try:
+                        data = (self.root / rel).read_bytes()
+                    except OSError:
+                        break
+                    if hashlib.sha256(data).hexdigest() != check:
+                        break
+                    if len(data) == st[1] and not is_racy(st[0], st[3], now):
+                        chain[i] = (rel, st, None, state)  # old enough now: its stamp proves it
+                i += 1
+            digest = chain[i - 1][3].copy() if i else hashlib.sha256()
+            kept = chain[:i]
             for rel, st in items[i:]:
                 data = (self.root / rel).read_bytes()
                 digest.update(rel.encode("utf-8"))
                 digest.update(b"\x00")
                 digest.update(data)
                 digest.update(b"\x00")
-                if trusted and len(data) == st[1] and not is_racy(st[0], st[3], now):
-                    kept.append((rel, st, digest.copy()))
-                else:
-                    trusted = False  # a state after an untrusted file vouches for nothing later
+                proven = len(data) == st[1] and not is_racy(st[0], st[3], now)
+                kept.append((rel, st, None if proven else hashlib.sha256(data).hexdigest(), digest.copy()))
             self._chain = kept
             value = digest.hexdigest()[:32]
             if not any(is_racy(st[0], st[3], now) for st in stamps.values()):
                 self._revision = (dict(stamps), value)
             return value
+
+    # -- committed derived files ----------------------------------------------------------
+    def committed_equals(self, rel: str, stamp: Stamp | None, text: str) -> bool:
+        """The committed file ``rel``, as stamped ``stamp`` (when the stage was read), holds
+        exactly ``text``. Remembered per stamp, so an unchanged derived file is neither read
+        nor written again; a stamp younger than the clock tick proves nothing and the file is
+        read (only the files the last install wrote are that young)."""
+        if stamp is None:
+            return False
+        with self.lock:
+            hit = self._derived.get(rel)
+        if hit is not None and hit[0] == stamp and not is_racy(stamp[0], stamp[3]):
+            if hit[1] is text:
+                return True
+            if hit[1] == text:
+                with self.lock:
+                    self._derived[rel] = (stamp, text)  # the next compare is by identity
+                return True
+            return False
+        path = self.root / rel
+        try:
+            data = path.read_bytes()
+            st = os.lstat(path)
+        except OSError:
+            return False
+        if (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns) != tuple(stamp) or len(data) != stamp[1]:
+            return False  # changed since the stage was read: write it (the install re-checks)
+        try:
+            committed = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+        same = committed == text
+        if not is_racy(stamp[0], stamp[3]):
+            with self.lock:
+                if len(self._derived) > 100_000:
+                    self._derived.clear()
+                self._derived[rel] = (stamp, text if same else committed)
+        return same
 
     # -- the source index generation ------------------------------------------------------
     def observe_index(self, index: SourceIndex) -> object:
@@ -181,32 +281,30 @@ class WorkspaceCache:
             return self._token
 
     # -- committed texts ------------------------------------------------------------------
-    def read_topics(self, topics_dir: Path) -> tuple[dict[str, str], dict[str, str], list[Problem]]:
+    def read_topics(self, topics_dir: Path, walk: tuple[Mapping[str, Stamp], tuple[str, ...]] | None = None,
+                    ) -> tuple[dict[str, str], dict[str, str], list[Problem]]:
         """Like ``topics.read_topic_texts`` (same files, same problems), plus each text's
-        sha256; files whose stats did not change are not read again."""
+        sha256; files whose stats did not change are not read again. ``walk`` is
+        ``revision_walk`` of the workspace holding ``topics_dir``, taken just before: its
+        listing and stamps are used instead of walking and stat-ing the tree again."""
         texts: dict[str, str] = {}
         shas: dict[str, str] = {}
         problems: list[Problem] = []
         if not topics_dir.is_dir():
             self.files.clear()
             return texts, shas, problems
+        if walk is not None and "topics" not in walk[1]:
+            stamps = walk[0]
+            listing = [(rel[7:], stamps[rel]) for rel in stamps if rel.startswith("topics/") and rel.endswith(".md")]
+            links = [rel[7:] for rel in walk[1] if rel.startswith("topics/")]
+            return self._read_listed(topics_dir, listing, links)
         try:
             found = sorted(topics_dir.rglob("*.md"))
         except OSError as exc:
             problems.append(Problem(INVALID_TOPIC_FORMAT, f"cannot list topic files: {exc.strerror or exc}", "topics", None, None))
             return texts, shas, problems
-        seen: dict[str, tuple[tuple[int, int, int, int], str, str]] = {}
+        listing = []
         links = _topic_symlinks(topics_dir)
-        root = topics_dir.resolve().parent
-        for rel in links:
-            target = (topics_dir / rel).resolve()
-            outside = not target.is_relative_to(root)
-            problems.append(Problem(
-                "PATH_OUTSIDE_WORKSPACE" if outside else INVALID_TOPIC_FORMAT,
-                f"topic entry is a symbolic link{' to outside the workspace' if outside else ''}; a write "
-                "would replace or remove it, so none is made until it is a regular file or gone",
-                "topics/" + rel, None, None, {"kind": "symlink"},
-            ))
         for file in found:
             rel = file.relative_to(topics_dir).as_posix()
             if any(rel == link or rel.startswith(link + "/") for link in links):
@@ -217,7 +315,29 @@ class WorkspaceCache:
                 continue
             if not stat_mod.S_ISREG(st.st_mode):
                 continue
-            key = _stat_key(st)
+            listing.append((rel, (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)))
+        return self._read_listed(topics_dir, listing, links)
+
+    def _read_listed(self, topics_dir: Path, listing: list[tuple[str, Stamp]], links: list[str],
+                     ) -> tuple[dict[str, str], dict[str, str], list[Problem]]:
+        texts: dict[str, str] = {}
+        shas: dict[str, str] = {}
+        problems: list[Problem] = []
+        seen: dict[str, tuple[tuple[int, int, int, int], str, str]] = {}
+        root = topics_dir.resolve().parent
+        for rel in links:
+            target = (topics_dir / rel).resolve()
+            outside = not target.is_relative_to(root)
+            problems.append(Problem(
+                "PATH_OUTSIDE_WORKSPACE" if outside else INVALID_TOPIC_FORMAT,
+                f"topic entry is a symbolic link{' to outside the workspace' if outside else ''}; a write "
+                "would replace or remove it, so none is made until it is a regular file or gone",
+                "topics/" + rel, None, None, {"kind": "symlink"},
+            ))
+        for rel, stamp in listing:
+            # a file changed twice within one clock tick keeps its stamps (git's "racily clean"
+            # rule): a young stamp proves nothing, and the file is read again next time
+            key = (-1, -1, -1, -1) if is_racy(stamp[0], stamp[3]) else stamp
             hit = self.files.get(rel)
             if hit is not None and key[0] != -1 and hit[0] == key:
                 seen[rel] = hit
@@ -228,7 +348,7 @@ class WorkspaceCache:
                 problems.append(problem)
                 continue
             assert text is not None
-            if len(data) != st.st_size:
+            if len(data) != stamp[1]:
                 key = (-1, -1, -1, -1)  # changed while reading: read again next time
             digest = hashlib.sha256(data).hexdigest()
             seen[rel] = (key, text, digest)
@@ -501,5 +621,5 @@ def clear_caches() -> None:
     forget_views()
 
 
-__all__ = ["CACHE_NAME", "WorkspaceCache", "assemble_tree", "cache_for", "clear_caches", "code_tag",
+__all__ = ["CACHE_NAME", "WorkspaceCache", "assemble_tree", "cache_for", "clear_caches", "code_tag", "revision_walk",
            "deps_signature", "topic_deps"]

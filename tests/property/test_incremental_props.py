@@ -51,7 +51,8 @@ def _bytes(mem: Path) -> dict[str, bytes]:
 
 
 OPS = st.lists(
-    st.tuples(st.sampled_from(["reword", "add", "noop", "drop_record", "broken", "move_text", "link", "unlink"]),
+    st.tuples(st.sampled_from(["reword", "add", "noop", "drop_record", "broken", "move_text", "link", "unlink",
+                               "redate", "new_topic", "delete_topic"]),
               st.integers(min_value=0, max_value=10_000)),
     min_size=1, max_size=5,
 )
@@ -83,6 +84,15 @@ def _apply(state: Path, op: str, n: int, sources: list[str]):
                                    f"[^e{n}]: Time: `2026-0{1 + n % 9}-1{n % 10}`; Sources: [x]({ref})\n")
     elif op == "unlink":  # drop the link text of a linking record (its id stays)
         new = re.sub(r", see \[(?:that|next)\]\([^)]*\)", "", text, count=1)
+    elif op == "redate":  # a record moves to another day: two timeline files change (a tree install)
+        new = re.sub(r"Time: `\d{4}-\d{2}-\d{2}`", f"Time: `2025-0{1 + n % 9}-2{n % 10}`", text, count=1)
+    elif op == "new_topic":  # a new file in a new folder: one topics file added
+        rel = f"topics/new{n % 3}/fresh{n}.md"
+        ref = sources[n % len(sources)]
+        new = f"# Fresh {n}\n\nA brand new fact {n}.[^e{n}]\n\n[^e{n}]: Time: `2026-11-0{1 + n % 9}`; Sources: [x]({ref})\n"
+    elif op == "delete_topic":  # its ids go with it: refused when another topic links to one
+        r = tx.staged_edit(state, rel, None, git_commit="off")
+        return (r.ok, r.code, tuple(r.changed_files), r.revision if r.ok else None)
     else:  # move a record's text within the file: same ids, new order
         paras = text.split("\n\n")
         new = "\n\n".join(paras[:2] + paras[4:6] + paras[2:4] + paras[6:]) if len(paras) > 6 else text
@@ -154,11 +164,13 @@ def test_cached_edit_sequence_equals_full_rebuild(master, tmp_path_factory, ops,
         got_incr.append(_apply(incr, op, n, sources))
     got_full = []
     monkeypatch.setenv(viewcache.MODE_ENV, "full")  # every view derived from every unit, as build_views does
+    monkeypatch.setenv(tx.STAGE_MODE_ENV, "full")  # whole-tree stages, planned by comparing every file
     for op, n in ops:
         txcache.clear_caches()
         parsecache.drop(full / "memory")
         got_full.append(_apply(full, op, n, sources))
     monkeypatch.delenv(viewcache.MODE_ENV)
+    monkeypatch.delenv(tx.STAGE_MODE_ENV)
     assert got_incr == got_full
     assert _bytes(incr / "memory") == _bytes(full / "memory")
     _fresh_matches(master, base, ops, sources, got_full, _bytes(full / "memory"), damages)

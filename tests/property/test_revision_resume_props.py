@@ -13,17 +13,17 @@ from hypothesis import strategies as st
 
 from memory_tui.core.transaction import revision_stamps
 from memory_tui.core.parsecache import RACY_NS
-from memory_tui.core.txcache import WorkspaceCache
-from memory_tui.core.workspace import workspace_revision
+from memory_tui.core.txcache import WorkspaceCache, revision_walk
+from memory_tui.core.workspace import iter_revision_files, workspace_revision
 
 NAMES = ["core.md", "recent_events.jsonl", "sources/a/_v2/x.md", "timeline/2026/01.md", "topics/a.md",
          "topics/a/b.md", "topics/a-b.md", "topics.md", ".scriptorium/runtime.json", ".scriptorium/write.lock"]
 
-STEPS = st.lists(st.tuples(st.sampled_from(["write", "replace", "append", "delete", "age"]),
+STEPS = st.lists(st.tuples(st.sampled_from(["write", "replace", "append", "delete", "age", "symlink", "same_size"]),
                            st.sampled_from(NAMES), st.binary(max_size=40)), min_size=1, max_size=12)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=STEPS)
 @example(steps=[("write", "core.md", b"a"), ("write", "topics/a.md", b"b"), ("age", "core.md", b""),
                 ("write", "topics/a.md", b"c"), ("age", "core.md", b""), ("replace", "core.md", b"d")])
@@ -50,4 +50,16 @@ def test_resumed_revision_equals_the_full_stream(tmp_path_factory, steps):
             path.unlink()
         elif op == "age":  # let every stamp grow older than the clock tick: prefixes become reusable
             time.sleep(RACY_NS / 1e9 + 0.01)
+        elif op == "symlink" and not os.path.lexists(path):  # never followed, never part of the revision
+            outside = root.parent / "outside.txt"
+            outside.write_bytes(data)
+            os.symlink(outside, path)
+        elif op == "same_size" and path.is_file() and not path.is_symlink():  # new bytes, same length
+            old = path.read_bytes()
+            with open(path, "r+b") as fh:
+                fh.write(bytes(b ^ 1 for b in old[:1]))
+        stamps, links = revision_walk(root)
+        listed = [("/".join(parts), (s.st_mtime_ns, s.st_size, s.st_ino, s.st_ctime_ns)) for parts, _p, s in iter_revision_files(root)]
+        assert list(stamps.items()) == listed  # the same files, stamps and order as the revision's own walk
+        assert all(os.path.islink(root / rel) for rel in links)
         assert cache.revision(revision_stamps(root)) == workspace_revision(root), (op, name)
