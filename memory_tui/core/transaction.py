@@ -872,7 +872,7 @@ def _write_runtime(stage: Stage, tree: TopicTree) -> RuntimeState:
     """Grow ``creation_order``; keep every byte when nothing changed (pitfall 1)."""
     rt = stage.layout.runtime_name
     path = stage.path / rt / "runtime.json"
-    state, problems = load_runtime_state(stage.path, Layout(stage.path))
+    state, problems = stage.cache.by_bytes("runtime.json", path, lambda: load_runtime_state(stage.path, Layout(stage.path)))
     if state.corrupt:  # rewriting it from defaults would lose creation_order and legacy cursors
         first = problems[0]
         raise MemoryError(

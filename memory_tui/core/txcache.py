@@ -170,6 +170,8 @@ class WorkspaceCache:
         self._chain: list[tuple[str, tuple, str | None, object]] = []  # (rel, stamp, sha256 of the bytes unless the stamp proves them, state after it)
         self._topic_keys: dict[str, tuple[Topic, str, str]] = {}  # path -> (topic, sha256, deps sig) last handed out
         self._index_files: Mapping | None = None
+        self._trees: list[TopicTree] = []  # the last two assembled trees
+        self._by_bytes: dict[str, tuple[bytes, object]] = {}
         self._derived: dict[str, tuple[Stamp, str]] = {}  # committed derived file -> (stamp, text)
         self._disk_loaded = False
         self._disk_snapshot: dict[tuple[str, str], str] = {}
@@ -228,6 +230,27 @@ class WorkspaceCache:
             if not any(is_racy(st[0], st[3], now) for st in stamps.values()):
                 self._revision = (dict(stamps), value)
             return value
+
+    def by_bytes(self, key: str, path: Path, load):
+        """``load()`` (which reads ``path``), remembered per ``key`` while ``path`` holds the
+        same bytes: a 20 000-id ``runtime.json`` is parsed and checked once, not per edit."""
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return load()
+        with self.lock:
+            hit = self._by_bytes.get(key)
+        if hit is not None and hit[0] == data:
+            return hit[1]
+        value = load()
+        try:
+            same = path.read_bytes() == data  # what ``load`` read is what is remembered
+        except OSError:
+            same = False
+        if same:
+            with self.lock:
+                self._by_bytes[key] = (data, value)
+        return value
 
     # -- committed derived files ----------------------------------------------------------
     def committed_equals(self, rel: str, stamp: Stamp | None, text: str) -> bool:
@@ -397,7 +420,16 @@ class WorkspaceCache:
         """The strict parse of ``texts`` (== ``parse_tree(texts, resolve=..., strict=True)``)."""
         shas = shas or {}
         topics = [self.entry(rel, texts[rel], index, token, shas.get(rel)).topic for rel in sorted(texts, key=topic_sort_key)]
-        return assemble_tree(topics)
+        # The tree is a function of its topics alone: the baseline of an edit is the tree the
+        # previous edit installed (the same parses), so it is not assembled again.
+        with self.lock:
+            for known in self._trees:
+                if len(known.topics) == len(topics) and all(a is b for a, b in zip(known.topics, topics)):
+                    return known
+        tree = assemble_tree(topics)
+        with self.lock:
+            self._trees = [tree, *self._trees[:1]]
+        return tree
 
     def refs_ok(self, topic: Topic, index: SourceIndex) -> bool:
         """Every source ref of ``topic`` exists (a cached answer while its deps are unchanged)."""

@@ -607,16 +607,19 @@ def build_views(
     row_cache: RowCache | None = None,
     timeline: Mapping[str, str] | None = None,
     relations: str | None = None,
+    recent: str | None = None,
+    core_pending: Iterable[str] | None = None,
 ) -> DerivedViews:
-    """Every derived view of the units. ``timeline`` / ``relations``, when given, are those
-    files already derived from the same units (``viewcache`` joins them from per-topic parts)."""
+    """Every derived view of the units. ``timeline`` / ``relations`` / ``recent``, when given,
+    are those files already derived from the same units (``viewcache`` keeps them from
+    per-topic parts); ``core_pending`` the pending ids among the master's blocks."""
     units = _units(tree_or_units)
     core = None
     if master_text is not None:
-        core = render_core(master_text, trusted_ids, counter, budget, units=units)
+        core = render_core(master_text, trusted_ids, counter, budget, units=units, pending_ids=core_pending)
     return DerivedViews(
         timeline=render_timeline(units, link_for=link_for, cache=row_cache) if timeline is None else timeline,
-        recent=render_recent(units, creation_order, recent_limit),
+        recent=render_recent(units, creation_order, recent_limit) if recent is None else recent,
         relations=render_relations(units) if relations is None else relations,
         core=core,
         recent_limit=recent_limit,

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from memory_tui.core import viewcache
@@ -65,8 +65,12 @@ def _edit(texts: dict[str, str], op: str, n: int) -> None:
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(edits=EDITS, limit=st.sampled_from([0, 3, 50]))
-def test_parts_equal_full_build(world, edits, limit):
+@given(edits=EDITS, limit=st.sampled_from([0, 3, 50]), orders=st.sampled_from(["partial", "grown", "ties"]))
+@example(edits=[("none", 0), ("redate", 1), ("drop", 2), ("redate", 3), ("link", 4), ("unlink", 4), ("reword", 5)], limit=3,
+         orders="grown")
+@example(edits=[("redate", 1), ("redate", 5), ("link", 2), ("unlink", 2)], limit=3, orders="partial")
+@example(edits=[("none", 0), ("drop", 3), ("reword", 3)], limit=50, orders="grown")  # newest ids the tree lost  # a day that empties; a link that goes
+def test_parts_equal_full_build(world, edits, limit, orders):
     index, base = world
     texts = dict(base)
     parsed: dict[tuple[str, str], object] = {}
@@ -82,15 +86,31 @@ def test_parts_equal_full_build(world, edits, limit):
             topics.append(parsed[key])
         return assemble_tree(topics)
 
+    grown: dict[str, int] = {}
+
+    def creation_order(tree):
+        nonlocal grown
+        if orders == "partial":  # ids missing from the order: ranked among the new ones
+            return {u.memory_id: i for i, u in enumerate(reversed(tree.units)) if i % 3}
+        if orders == "ties":  # a hand-edited order with equal values: the position decides
+            return {u.memory_id: i % 4 for i, u in enumerate(tree.units)}
+        # as a transaction grows runtime.json: the same object while no id is new
+        missing = [u.memory_id for u in tree.units if u.memory_id not in grown]
+        if missing:
+            nxt = max(grown.values(), default=-1) + 1
+            grown = {**grown, **{mid: nxt + i for i, mid in enumerate(missing)}}
+        return grown
+
     for step, (op, n) in enumerate(edits):
         _edit(texts, op, n)
         tree = tree_of()
         master = tree.topic("core.md")
         kwargs = dict(master_text=master.text if master is not None else None, trusted_ids=index.trusted_ids(),
-                      creation_order={u.memory_id: i for i, u in enumerate(reversed(tree.units)) if i % 3},
+                      creation_order=creation_order(tree),
                       recent_limit=limit, link_for=index.link_for)
-        # every other step starts from a fresh in-process cache fed by the persisted parts
-        if step % 2:
+        # every third step starts from a fresh in-process cache fed by the persisted parts; the
+        # others combine incrementally from the last step's aggregates
+        if step % 3 == 2:
             cache = viewcache.ViewCache()
         got = cache.build(tree, lookup=lambda t: stored.get((t.path, t.text)),
                           store=lambda t, p: stored.__setitem__((t.path, t.text), p), **kwargs)
