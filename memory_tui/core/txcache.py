@@ -433,7 +433,9 @@ class WorkspaceCache:
 
     def refs_ok(self, topic: Topic, index: SourceIndex) -> bool:
         """Every source ref of ``topic`` exists (a cached answer while its deps are unchanged)."""
-        hit = self.parsed.get((topic.path, sha(topic.text)))
+        known = self._topic_keys.get(topic.path)  # the digest of a parse handed out, not re-hashed per edit
+        digest = known[1] if known is not None and known[0] is topic else sha(topic.text)
+        hit = self.parsed.get((topic.path, digest))
         if hit is None or hit.topic is not topic:
             return False
         if hit.refs_ok is None:
