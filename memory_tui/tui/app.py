@@ -31,6 +31,7 @@ from . import commands as registry
 from .commands import MemoryCommands
 from .jobs import JobRequest, JobRunner, JobSpec, spec_for, summarize
 from .data import CORE_TOPIC, RecordVM, WorkspaceModel, changed_views, header_changed, load_model, with_sessions
+from .data import outline_model  # perf-app (issue 12)
 from .messages import JobFinished, JobProgress, WorkspaceChanged
 from .data import InsightsVM, load_insights  # insights (issue 11)
 from .messages import InsightsReady  # insights (issue 11)
@@ -317,6 +318,14 @@ class MemoryApp(JobRunner, App[None]):
         # perf-ui (issue 12): topics first, sessions second. A reload that touched no
         # session carries the previous sessions over and needs no second stage.
         previous = self.model
+        if previous is None:
+            # perf-app (issue 12): the Topics list first, from the cheap outline, while the
+            # workspace is parsed; the outline is never handed to the engine as ``previous``.
+            outline = outline_model(self.state_dir, home=self.home)
+            if outline is not None:
+                self.call_from_thread(self._loaded, seq, outline, True, "workspace")
+        elif previous.outline:
+            previous = None
         kw = dict(counter=self.counter, previous=previous, touched=touched, session_loader=self.session_loader)
         model = load_model(self.state_dir, home=self.home, sessions=False, **kw)
         if not model.sessions_loaded:
@@ -393,7 +402,7 @@ class MemoryApp(JobRunner, App[None]):
         """Compute the insight figures of the current model in a worker (an older run is
         cancelled); the header and badges draw them when ``InsightsReady`` arrives."""
         m = self.model
-        if not self.insights_enabled or m is None or not m.memory_exists:
+        if not self.insights_enabled or m is None or not m.memory_exists or m.outline:
             return
         if self.insights is not None and self.insights.revision == m.revision and m.revision:
             return  # the same memory commit: the figures stand

@@ -88,6 +88,14 @@ class TopicVM:
     problems: tuple[Problem, ...] = ()  # errors: OpenProgram refuses writes until fixed
     raw: str = ""  # sanitised file text (only kept when there are errors, to show them)
     warnings: tuple[Problem, ...] = ()  # accepted by OpenProgram, refused by our normaliser
+    # perf-app (issue 12): set only on an outline model's topics (``records`` is empty there).
+    outline_records: int | None = None
+
+    @property
+    def record_count(self) -> int:
+        """How many records the Topics list shows for this file (the outline's preview count
+        until the real parse is in)."""
+        return len(self.records) if self.outline_records is None else self.outline_records
 
     @property
     def block_ids(self) -> tuple[str, ...]:
@@ -189,6 +197,9 @@ class WorkspaceModel:
     # perf-ui (issue 12): False while the app's loader has not read sessions yet; then
     # ``sessions`` is empty and ``status.pending_turns`` is None until ``with_sessions`` runs.
     sessions_loaded: bool = True
+    # perf-app (issue 12): True for the app's first frame, painted from ``outline_model``: the
+    # topic list (paths, titles, record counts) and nothing else; the real model follows.
+    outline: bool = False
     problems: tuple[Problem, ...] = ()  # errors only (warnings stay on their topic)
     engine_errors: tuple[str, ...] = ()  # an engine part that raised (should stay empty)
     # Engine snapshots and caches carried to the next reload (never compared).
@@ -212,7 +223,7 @@ class WorkspaceModel:
 
     @property
     def empty(self) -> bool:
-        return self.memory_exists and not any(t.records or t.problems for t in self.topics)
+        return self.memory_exists and not any(t.record_count or t.problems for t in self.topics)
 
     @property
     def records(self) -> dict[str, RecordVM]:
@@ -274,6 +285,34 @@ class _Cache:
         if n is None:
             n = self.tokens[text] = counter.count(text)
         return n
+
+
+def outline_model(state_dir: Path, *, home: Path | None = None) -> WorkspaceModel | None:
+    """The Topics list before the workspace is parsed (perf-app, issue 12): every topic file
+    with its title and record count from ``core.outline`` (~0.1 s where the strict parse,
+    archive scan and views take seconds). ``None`` when there is no memory to outline (the
+    full load then says why). Nothing in it is validated: it is painted, never acted on."""
+    from memory_tui.core.config import load_memory_config
+    from memory_tui.core.outline import topic_outline
+    from memory_tui.core.workspace import read_workspace_id
+
+    state_dir = Path(state_dir)
+    memory = state_dir / "memory"
+    if not memory.is_dir():
+        return None
+    shown = display_path(state_dir, home=home) if home is not None else display_path(state_dir)
+    config = load_memory_config(state_dir)  # never raises: problems ride on the config
+    topics = []
+    for t in topic_outline(memory):
+        wpath = "topics/" + t.path
+        if wpath == CORE_TOPIC:
+            continue
+        topics.append(TopicVM(sanitize(wpath), sanitize(t.title), (), outline_records=t.records))
+    topics.sort(key=lambda t: tuple(t.path.split("/")))
+    return WorkspaceModel(
+        state_dir, shown, True, True, config, sanitize(read_workspace_id(memory) or ""), "",
+        topics=tuple(topics), sessions_loaded=False, outline=True,
+    )
 
 
 def load_model(

@@ -98,3 +98,51 @@ async def test_one_file_reload_reads_only_that_file(fixture_state, monkeypatch):
         full = load_model(fixture_state, counter=COUNTER, home=fixture_state.parent)
         assert app.model == full
         assert app.model.topic(rel) == full.topic(rel)
+
+
+async def test_outline_paints_topics_before_the_workspace_is_parsed(fixture_state_ro, monkeypatch):
+    """perf-app (issue 12): the first frame lists every topic with its record count from the
+    cheap outline while the strict parse is still running; the real model then replaces it."""
+    import memory_tui.tui.app as app_mod
+
+    release = threading.Event()
+    real_load = app_mod.load_model
+    held: list[bool] = []
+
+    def held_load(*args, **kw):
+        held.append(True)
+        assert release.wait(60), "the test never released the workspace load"
+        return real_load(*args, **kw)
+
+    monkeypatch.setattr(app_mod, "load_model", held_load)
+    full = load_model(fixture_state_ro, counter=COUNTER, home=fixture_state_ro.parent)
+    app = make_app(fixture_state_ro, background=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        for _ in range(400):
+            if _topic_rows(app) and held:
+                break
+            await pilot.pause(0.05)
+        try:
+            m = app.model
+            assert m is not None and m.outline and app.loading == "workspace"
+            assert [t.path for t in m.topics] == [t.path for t in full.topics]
+            clean = [t for t in full.topics if not t.problems]
+            assert clean
+            assert {t.path: t.record_count for t in m.topics if t.path in {c.path for c in clean}} == {
+                t.path: len(t.records) for t in clean
+            }
+            assert all(t.records == () for t in m.topics)
+            assert "loading workspace" in str(app.screen.query_one("#header").render())
+            shown = app.screen.current_topic()
+            assert shown is not None and shown.outline_records is not None
+            title = str(app.screen.query_one("#detail-title", Static).render())
+            assert f"{shown.record_count} record" in title and "tok in records" not in title
+            await pilot.press("2")
+            assert "Loading the workspace" in str(app.screen.query_one("#notice-text", Static).render())
+        finally:
+            release.set()
+        await settle(pilot, app)
+        assert app.loading is None and not app.model.outline
+        assert app.model == full
+        await pilot.press("1")
+        assert _topic_rows(app) > 0
