@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,12 +38,27 @@ Fingerprint = tuple[int, int, int]  # (mtime_ns, size, inode)
 
 
 def _freeze(value: Any) -> Any:
-    """Read-only views of parsed JSON so frozen dataclasses stay effectively immutable."""
+    """Read-only views of parsed JSON so frozen dataclasses stay effectively immutable.
+
+    Keys and short string values are interned (perf-app, issue 12: peak RSS): each node file
+    is decoded on its own, so without this every one of 60 000 nodes holds its own copy of
+    the same metadata keys and of values such as speaker ids and sources."""
+    kind = type(value)
+    if kind is dict:
+        return MappingProxyType({(_intern(k) if type(k) is str else k): _freeze(v) for k, v in value.items()})
+    if kind is list:
+        return tuple(_freeze(v) for v in value)
+    if kind is str and len(value) <= _INTERN_MAX:
+        return _intern(value)
     if isinstance(value, dict):
         return MappingProxyType({k: _freeze(v) for k, v in value.items()})
     if isinstance(value, list):
         return tuple(_freeze(v) for v in value)
     return value
+
+
+_intern = sys.intern
+_INTERN_MAX = 64  # ids, roles, sources, speaker names: repeated across nodes; prose is not
 
 
 _LEAVES = (str, int, float, bool, type(None))
