@@ -191,10 +191,19 @@ async def main():
         while getattr(app, "loading", None):
             await pilot.pause(0.01)
         out["loaded"] = _T() - t_start
+
+        async def quiet():
+            # The insight figures are recomputed in a worker after every model; a reload
+            # timed while they run would time both (this is a process CPU clock).
+            busy = [w for w in app.workers if w.group == "insights" and not w.is_finished]
+            if busy:
+                await app.workers.wait_for_complete(busy)
+            await pilot.pause(0.05)
         path = state / "memory" / rel
         base = path.read_text()
         texts = (base.replace("(fact ", "(Fact ", 1), base)
         for i in range(reloads):
+            await quiet()
             before = app.reloads
             path.write_text(texts[i % 2])
             t0 = _T()

@@ -53,6 +53,11 @@ class SummaryResult:
 
 
 def cache_dir() -> Path:
+    """``$MEMORY_TUI_SESSION_CACHE_DIR`` (the test suite points it at a temporary folder), else
+    ``sessions/`` in the cache dir the token memo uses."""
+    own = os.environ.get("MEMORY_TUI_SESSION_CACHE_DIR")
+    if own:
+        return Path(own)
     base = os.environ.get("MEMORY_TUI_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "memory-tui")
     return Path(base) / "sessions"
@@ -154,8 +159,68 @@ def load_summaries(
             # Store only when nothing moved while the session was read.
             if key is not None and session_content_key(sid, dirs[sid], state, registry, registry_ok) == key:
                 _write(where, state, sid, _full_key(key, workspace_id, threshold, ctag), summary)
+    if misses:
+        _prune(where, state, (sid for sid, _ in found))
     ordered = _order(out)
     return SummaryResult(ordered, combine(ordered.values()), tuple(misses))
+
+
+def cached_summaries(
+    state_dir: str | os.PathLike[str], workspace_id: str, threshold: int, counter: Any = None, *,
+    directory: Path | None = None,
+) -> SummaryResult | None:
+    """Every session's summary from the cache alone, or ``None`` when any session would have
+    to be read (the app's quick "sessions list" stage: it never does the slow part twice)."""
+    state = Path(state_dir)
+    where = directory if directory is not None else cache_dir()
+    ctag = counter_tag(counter)
+    if ctag is None:
+        return None
+    found, registry, registry_ok, _problems = discover(state)
+    out: dict[str, SessionSummary] = {}
+    for sid, sdir in found:
+        key = session_content_key(sid, sdir, state, registry, registry_ok)
+        hit = _read(where, state, sid, _full_key(key, workspace_id, threshold, ctag)) if key is not None else None
+        if hit is None:
+            return None
+        out[sid] = hit
+    ordered = _order(out)
+    return SummaryResult(ordered, combine(ordered.values()), ())
+
+
+def content_keys(state_dir: str | os.PathLike[str]) -> dict[str, str | None]:
+    """Every session's :func:`store.session_content_key` now (take it before a load, hand it
+    to :func:`remember` after: an entry is written only for what did not move in between)."""
+    state = Path(state_dir)
+    found, registry, registry_ok, _problems = discover(state)
+    return {sid: session_content_key(sid, sdir, state, registry, registry_ok) for sid, sdir in found}
+
+
+def remember(
+    snapshot: SessionSnapshot, analyses: Mapping[str, SessionAnalysis], workspace_id: str, threshold: int,
+    counter: Any, keys_before: Mapping[str, str | None], *, directory: Path | None = None,
+) -> int:
+    """Write the entries of a load made elsewhere (the app's full session load); returns how
+    many were written. A session whose key moved since ``keys_before`` is skipped."""
+    ctag = counter_tag(counter)
+    if ctag is None:
+        return 0
+    where = directory if directory is not None else cache_dir()
+    state = Path(snapshot.state_dir)
+    now = content_keys(state)
+    written = 0
+    for sid, session in snapshot.sessions.items():
+        key = keys_before.get(sid)
+        if key is None or now.get(sid) != key or sid not in analyses:
+            continue
+        full = _full_key(key, workspace_id, threshold, ctag)
+        if _read(where, state, sid, full) is not None:
+            continue
+        _write(where, state, sid, full, summarize_session(session, analyses[sid], workspace_id))
+        written += 1
+    if written:
+        _prune(where, state, now)
+    return written
 
 
 def summaries_of(snapshot: SessionSnapshot, analyses: Mapping[str, SessionAnalysis], workspace_id: str) -> SummaryResult:
@@ -172,9 +237,29 @@ def _full_key(content: str, workspace_id: str, threshold: int, ctag: str | None)
     return hashlib.sha256(json.dumps([FORMAT, _code_tag(), content, workspace_id, threshold, ctag]).encode()).hexdigest()
 
 
+def _state_dir_of(where: Path, state: Path) -> Path:
+    return where / hashlib.sha256(str(state.absolute()).encode()).hexdigest()[:32]
+
+
 def _entry_path(where: Path, state: Path, sid: str) -> Path:
-    name = hashlib.sha256(json.dumps([str(state.absolute()), sid]).encode()).hexdigest()[:40]
-    return where / f"{name}.json"
+    name = hashlib.sha256(sid.encode()).hexdigest()[:40]
+    return _state_dir_of(where, state) / f"{name}.json"
+
+
+def _prune(where: Path, state: Path, sids: Iterable[str]) -> None:
+    """Drop the entries of sessions that no longer exist (a deleted session's entry would
+    otherwise stay forever)."""
+    keep = {_entry_path(where, state, sid).name for sid in sids}
+    try:
+        names = [e.name for e in os.scandir(_state_dir_of(where, state)) if e.name.endswith(".json")]
+    except OSError:
+        return
+    for name in names:
+        if name not in keep:
+            try:
+                os.unlink(_state_dir_of(where, state) / name)
+            except OSError:
+                pass
 
 
 def _problem_json(p: Problem) -> dict[str, Any]:
@@ -203,7 +288,7 @@ def _write(where: Path, state: Path, sid: str, key: str, s: SessionSummary) -> N
     path = _entry_path(where, state, sid)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        where.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             os.write(fd, json.dumps(body, separators=(",", ":")).encode())

@@ -444,6 +444,26 @@ def with_sessions(
     return replace(filled, fingerprints=_fingerprints(filled))
 
 
+def with_session_list(model: WorkspaceModel, *, counter: TokenCounter | None = None) -> WorkspaceModel | None:
+    """``model`` (sessions not loaded yet) with the sessions list and the pending counts from
+    the persistent per-session cache (``sessions.cache``), or ``None`` when any session is
+    not in it. The model still says ``sessions_loaded=False``: the per-session detail (the
+    snapshot the Sessions view and the insights read) follows in ``with_sessions``
+    (perf-app, issue 12: the sessions list before per-session detail)."""
+    if model.sessions_loaded or model.state is None or model.state.memory_missing:
+        return None
+    from memory_tui.sessions.cache import cached_summaries
+
+    state = model.state
+    found = cached_summaries(state.state_dir, state.workspace_id or "", state.config.trigger_tokens, counter or O200kCounter())
+    if found is None:
+        return None
+    vms = tuple(sorted((SessionVM(sanitize(s.session_id), sanitize(s.title), s.pending, s.nodes)
+                        for s in found.summaries.values()), key=lambda v: v.session_id))
+    listed = replace(model, sessions=vms, status=_status(state, (found.pending.value, found.pending.lenient)))
+    return replace(listed, fingerprints=_fingerprints(listed))
+
+
 def _touches(paths: set[str] | None, *prefixes: str) -> bool:
     if paths is None:
         return True
@@ -732,6 +752,7 @@ def _sessions(
         from memory_tui.sessions.records import analyze_session, status_pending_count
         from memory_tui.sessions.store import load_sessions
 
+        keys_before = None
         if prev_snap is not None and not _touches(paths, "sessions/", "sessions-git/"):
             snap = prev_snap
         elif loader is not None:
@@ -741,6 +762,10 @@ def _sessions(
             # directory-stamp freshness rule is enough to reuse every unchanged session.
             snap = load_sessions(state.state_dir, previous=prev_snap, trust_dir_stamps=True)
         else:
+            if prev_snap is None:  # perf-app: a first load fills the persistent summary cache
+                from memory_tui.sessions.cache import content_keys
+
+                keys_before = content_keys(state.state_dir)
             snap = load_sessions(state.state_dir, previous=prev_snap)
         wid = state.workspace_id or ""
         threshold = state.config.trigger_tokens
@@ -762,6 +787,10 @@ def _sessions(
                     ids.update(r.id for r in ta.recordset.records if r.id not in ta.marked)
             out.append(SessionVM(sanitize(sid), sanitize(session.title), len(ids), len(session.nodes)))
         cache.analyses = kept
+        if keys_before is not None:
+            from memory_tui.sessions.cache import remember
+
+            remember(snap, analyses, wid, threshold, counter, keys_before)
         total = status_pending_count(snap, wid, analyses)
         return snap, tuple(sorted(out, key=lambda s: s.session_id)), (total.value, total.lenient)
     except Exception as exc:  # pragma: no cover - the session reader is not supposed to raise

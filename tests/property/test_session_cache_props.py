@@ -123,7 +123,7 @@ def test_cached_summaries_equal_a_full_load(fixture_state_ro, ops):
                     touched.add(sdir.name)
                 clock.age(reg)
             elif op in ("garbage_entry", "forged_entry"):
-                entries = sorted(where.glob("*.json"))
+                entries = sorted(where.glob("*/*.json"))
                 if entries:
                     victim = entries[n % len(entries)]
                     if op == "garbage_entry":
@@ -156,7 +156,7 @@ def test_other_code_or_counter_is_a_miss_and_nothing_is_written_into_the_state(f
     where = tmp_path / "cache"
     before = sorted(p.relative_to(fixture_state) for p in fixture_state.rglob("*"))
     first = scache.load_summaries(fixture_state, WID, 2000, COUNTER, directory=where)
-    assert first.read and sorted(where.glob("*.json"))
+    assert first.read and sorted(where.glob("*/*.json"))
     assert sorted(p.relative_to(fixture_state) for p in fixture_state.rglob("*")) == before
     assert scache.load_summaries(fixture_state, WID, 2000, COUNTER, directory=where).read == ()
     assert scache.load_summaries(fixture_state, WID, 2000, CharCounter(3), directory=where).read == first.read

@@ -239,6 +239,15 @@ class ViewScreen(Screen[None]):
             return Text.assemble((f"{g.pending} Loading the workspace…\n\n", "bold"), "Topics appear as soon as they are read.")
         if m.outline and not self.SHOWS_OUTLINE:
             return Text.assemble((f"{g.pending} Loading the workspace…\n\n", "bold"), "The topic list is ready (1); this view follows.")
+        if self.NEEDS_SESSIONS and not m.sessions_loaded and m.state_exists and m.sessions:
+            # perf-app: the list came from the persistent cache; the branches are being read
+            pending = m.status.pending_turns
+            return Text.assemble(
+                (f"{g.pending} Loading session detail…\n\n", "bold"),
+                f"{plural(len(m.sessions), 'session')}"
+                + (f", {plural(pending, 'record')} pending" if pending is not None else "")
+                + ". Their branches and turns are being read; the other views are ready.",
+            )
         if self.NEEDS_SESSIONS and not m.sessions_loaded and m.state_exists:
             return Text.assemble((f"{g.pending} Loading sessions…\n\n", "bold"), "The other views are ready; sessions follow.")
         if not m.state_exists:
