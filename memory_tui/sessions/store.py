@@ -10,8 +10,10 @@ Re-reading is incremental: pass the previous :class:`SessionSnapshot` and only f
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,12 +38,27 @@ Fingerprint = tuple[int, int, int]  # (mtime_ns, size, inode)
 
 
 def _freeze(value: Any) -> Any:
-    """Read-only views of parsed JSON so frozen dataclasses stay effectively immutable."""
+    """Read-only views of parsed JSON so frozen dataclasses stay effectively immutable.
+
+    Keys and short string values are interned (perf-app, issue 12: peak RSS): each node file
+    is decoded on its own, so without this every one of 60 000 nodes holds its own copy of
+    the same metadata keys and of values such as speaker ids and sources."""
+    kind = type(value)
+    if kind is dict:
+        return MappingProxyType({(_intern(k) if type(k) is str else k): _freeze(v) for k, v in value.items()})
+    if kind is list:
+        return tuple(_freeze(v) for v in value)
+    if kind is str and len(value) <= _INTERN_MAX:
+        return _intern(value)
     if isinstance(value, dict):
         return MappingProxyType({k: _freeze(v) for k, v in value.items()})
     if isinstance(value, list):
         return tuple(_freeze(v) for v in value)
     return value
+
+
+_intern = sys.intern
+_INTERN_MAX = 64  # ids, roles, sources, speaker names: repeated across nodes; prose is not
 
 
 _LEAVES = (str, int, float, bool, type(None))
@@ -615,6 +632,47 @@ def session_stamp(sid: str, sdir: Path, registry: Mapping[str, Any], registry_ok
     except (TypeError, ValueError, RecursionError):
         return None
     return _SessionStamp(str(sdir), hist, meta, commits, registry_ok, entry_json)
+
+
+def session_content_key(
+    sid: str, sdir: Path, state_dir: Path, registry: Mapping[str, Any], registry_ok: bool
+) -> str | None:
+    """A digest of everything :func:`load_session_dir` reads for this session, or ``None``
+    when it cannot vouch for that (racy or unreadable): the session stamp (§1.8: ``history/``,
+    ``meta.json``, ``context/commits/``, the registry entry) plus ``(name, mtime_ns, size,
+    inode)`` of every node and commit file, so a node file rewritten in place is seen too.
+    Equal keys mean an equal :class:`Session` (perf-app, issue 12: the persistent per-session
+    result cache in ``sessions.cache``). It costs one ``stat`` per file, never a read."""
+    stamp = session_stamp(sid, sdir, registry, registry_ok)
+    if stamp is None:
+        return None
+    h = hashlib.sha256()
+    h.update(json.dumps([sid, str(sdir), rel_path(sdir, state_dir), registry_rel(state_dir), stamp.history,
+                         stamp.meta, stamp.commits, stamp.registry_ok, stamp.entry]).encode())
+    now = time.time_ns()
+    cdir = sdir / "context" / "commits"
+    for where in (sdir / "history", cdir if cdir.is_dir() else None):
+        if where is None:
+            h.update(b"\0no-commits")
+            continue
+        try:
+            entries = sorted((e for e in os.scandir(where) if e.name.endswith(".json")), key=lambda e: e.name)
+            rows = []
+            for e in entries:
+                try:
+                    st = e.stat()
+                except FileNotFoundError:
+                    rows.append((e.name, None))  # a dangling link: read as a problem, and stable
+                    continue
+                if now - st.st_mtime_ns < _RACY_NS:
+                    return None
+                rows.append((e.name, st.st_mtime_ns, st.st_size, st.st_ino))
+        except OSError:
+            return None
+        h.update(b"\0" + json.dumps(rows).encode())
+    if session_stamp(sid, sdir, registry, registry_ok) != stamp:
+        return None  # the directory moved while it was listed
+    return h.hexdigest()
 
 
 def load_sessions(

@@ -11,6 +11,7 @@ back as messages (harlequin's rule).
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import threading
 from datetime import datetime, timezone
@@ -31,6 +32,7 @@ from . import commands as registry
 from .commands import MemoryCommands
 from .jobs import JobRequest, JobRunner, JobSpec, spec_for, summarize
 from .data import CORE_TOPIC, RecordVM, WorkspaceModel, changed_views, header_changed, load_model, with_sessions
+from .data import outline_model, with_session_list  # perf-app (issue 12)
 from .messages import JobFinished, JobProgress, WorkspaceChanged
 from .data import InsightsVM, load_insights  # insights (issue 11)
 from .messages import InsightsReady  # insights (issue 11)
@@ -119,6 +121,7 @@ class MemoryApp(JobRunner, App[None]):
         self.background = background
         self.session_loader = session_loader
         self.loading: str | None = None  # "workspace" / "sessions" while a stage is loading
+        self._gc_frozen = False  # perf-app: see _load_worker
         self.model: WorkspaceModel | None = None
         if not background:
             self.model = load_model(self.state_dir, counter=self.counter, home=self.home, session_loader=session_loader)
@@ -317,14 +320,34 @@ class MemoryApp(JobRunner, App[None]):
         # perf-ui (issue 12): topics first, sessions second. A reload that touched no
         # session carries the previous sessions over and needs no second stage.
         previous = self.model
+        if previous is None:
+            # perf-app (issue 12): the Topics list first, from the cheap outline, while the
+            # workspace is parsed; the outline is never handed to the engine as ``previous``.
+            outline = outline_model(self.state_dir, home=self.home)
+            if outline is not None:
+                self.call_from_thread(self._loaded, seq, outline, True, "workspace")
+        elif previous.outline:
+            previous = None
         kw = dict(counter=self.counter, previous=previous, touched=touched, session_loader=self.session_loader)
         model = load_model(self.state_dir, home=self.home, sessions=False, **kw)
         if not model.sessions_loaded:
             if previous is None or not previous.sessions_loaded:
                 # Nothing shows sessions yet: paint the workspace now, sessions follow.
                 self.call_from_thread(self._loaded, seq, model, True, "sessions")
+                # perf-app: the sessions list and pending counts from the persistent cache
+                # (when every session is in it), then the per-session detail.
+                listed = with_session_list(model, counter=self.counter)
+                if listed is not None:
+                    self.call_from_thread(self._loaded, seq, listed, True, "sessions")
             model = with_sessions(model, **kw)
         probe = probe_write_lock(self.state_dir / "memory")
+        if not self._gc_frozen:
+            # perf-app (issue 12): the first whole model is millions of long-lived objects;
+            # left to the cyclic GC, every later collection walks all of them, which was most
+            # of a one-file reload. Frozen objects are still freed by reference counting when
+            # a reload drops them; only a cycle among them would outlive its last use.
+            gc.freeze()
+            self._gc_frozen = True
         self.call_from_thread(self._loaded, seq, model, touched is None, None, probe)
 
     def _loaded(self, seq: int, model: WorkspaceModel, explicit: bool, loading: str | None = None,
@@ -393,7 +416,7 @@ class MemoryApp(JobRunner, App[None]):
         """Compute the insight figures of the current model in a worker (an older run is
         cancelled); the header and badges draw them when ``InsightsReady`` arrives."""
         m = self.model
-        if not self.insights_enabled or m is None or not m.memory_exists:
+        if not self.insights_enabled or m is None or not m.memory_exists or m.outline:
             return
         if self.insights is not None and self.insights.revision == m.revision and m.revision:
             return  # the same memory commit: the figures stand

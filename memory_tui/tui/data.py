@@ -88,6 +88,14 @@ class TopicVM:
     problems: tuple[Problem, ...] = ()  # errors: OpenProgram refuses writes until fixed
     raw: str = ""  # sanitised file text (only kept when there are errors, to show them)
     warnings: tuple[Problem, ...] = ()  # accepted by OpenProgram, refused by our normaliser
+    # perf-app (issue 12): set only on an outline model's topics (``records`` is empty there).
+    outline_records: int | None = None
+
+    @property
+    def record_count(self) -> int:
+        """How many records the Topics list shows for this file (the outline's preview count
+        until the real parse is in)."""
+        return len(self.records) if self.outline_records is None else self.outline_records
 
     @property
     def block_ids(self) -> tuple[str, ...]:
@@ -189,6 +197,9 @@ class WorkspaceModel:
     # perf-ui (issue 12): False while the app's loader has not read sessions yet; then
     # ``sessions`` is empty and ``status.pending_turns`` is None until ``with_sessions`` runs.
     sessions_loaded: bool = True
+    # perf-app (issue 12): True for the app's first frame, painted from ``outline_model``: the
+    # topic list (paths, titles, record counts) and nothing else; the real model follows.
+    outline: bool = False
     problems: tuple[Problem, ...] = ()  # errors only (warnings stay on their topic)
     engine_errors: tuple[str, ...] = ()  # an engine part that raised (should stay empty)
     # Engine snapshots and caches carried to the next reload (never compared).
@@ -212,7 +223,7 @@ class WorkspaceModel:
 
     @property
     def empty(self) -> bool:
-        return self.memory_exists and not any(t.records or t.problems for t in self.topics)
+        return self.memory_exists and not any(t.record_count or t.problems for t in self.topics)
 
     @property
     def records(self) -> dict[str, RecordVM]:
@@ -274,6 +285,34 @@ class _Cache:
         if n is None:
             n = self.tokens[text] = counter.count(text)
         return n
+
+
+def outline_model(state_dir: Path, *, home: Path | None = None) -> WorkspaceModel | None:
+    """The Topics list before the workspace is parsed (perf-app, issue 12): every topic file
+    with its title and record count from ``core.outline`` (~0.1 s where the strict parse,
+    archive scan and views take seconds). ``None`` when there is no memory to outline (the
+    full load then says why). Nothing in it is validated: it is painted, never acted on."""
+    from memory_tui.core.config import load_memory_config
+    from memory_tui.core.outline import topic_outline
+    from memory_tui.core.workspace import read_workspace_id
+
+    state_dir = Path(state_dir)
+    memory = state_dir / "memory"
+    if not memory.is_dir():
+        return None
+    shown = display_path(state_dir, home=home) if home is not None else display_path(state_dir)
+    config = load_memory_config(state_dir)  # never raises: problems ride on the config
+    topics = []
+    for t in topic_outline(memory):
+        wpath = "topics/" + t.path
+        if wpath == CORE_TOPIC:
+            continue
+        topics.append(TopicVM(sanitize(wpath), sanitize(t.title), (), outline_records=t.records))
+    topics.sort(key=lambda t: tuple(t.path.split("/")))
+    return WorkspaceModel(
+        state_dir, shown, True, True, config, sanitize(read_workspace_id(memory) or ""), "",
+        topics=tuple(topics), sessions_loaded=False, outline=True,
+    )
 
 
 def load_model(
@@ -403,6 +442,26 @@ def with_sessions(
         session_snapshot=snap,
     )
     return replace(filled, fingerprints=_fingerprints(filled))
+
+
+def with_session_list(model: WorkspaceModel, *, counter: TokenCounter | None = None) -> WorkspaceModel | None:
+    """``model`` (sessions not loaded yet) with the sessions list and the pending counts from
+    the persistent per-session cache (``sessions.cache``), or ``None`` when any session is
+    not in it. The model still says ``sessions_loaded=False``: the per-session detail (the
+    snapshot the Sessions view and the insights read) follows in ``with_sessions``
+    (perf-app, issue 12: the sessions list before per-session detail)."""
+    if model.sessions_loaded or model.state is None or model.state.memory_missing:
+        return None
+    from memory_tui.sessions.cache import cached_summaries
+
+    state = model.state
+    found = cached_summaries(state.state_dir, state.workspace_id or "", state.config.trigger_tokens, counter or O200kCounter())
+    if found is None:
+        return None
+    vms = tuple(sorted((SessionVM(sanitize(s.session_id), sanitize(s.title), s.pending, s.nodes)
+                        for s in found.summaries.values()), key=lambda v: v.session_id))
+    listed = replace(model, sessions=vms, status=_status(state, (found.pending.value, found.pending.lenient)))
+    return replace(listed, fingerprints=_fingerprints(listed))
 
 
 def _touches(paths: set[str] | None, *prefixes: str) -> bool:
@@ -693,6 +752,7 @@ def _sessions(
         from memory_tui.sessions.records import analyze_session, status_pending_count
         from memory_tui.sessions.store import load_sessions
 
+        keys_before = None
         if prev_snap is not None and not _touches(paths, "sessions/", "sessions-git/"):
             snap = prev_snap
         elif loader is not None:
@@ -702,6 +762,10 @@ def _sessions(
             # directory-stamp freshness rule is enough to reuse every unchanged session.
             snap = load_sessions(state.state_dir, previous=prev_snap, trust_dir_stamps=True)
         else:
+            if prev_snap is None:  # perf-app: a first load fills the persistent summary cache
+                from memory_tui.sessions.cache import content_keys
+
+                keys_before = content_keys(state.state_dir)
             snap = load_sessions(state.state_dir, previous=prev_snap)
         wid = state.workspace_id or ""
         threshold = state.config.trigger_tokens
@@ -723,6 +787,10 @@ def _sessions(
                     ids.update(r.id for r in ta.recordset.records if r.id not in ta.marked)
             out.append(SessionVM(sanitize(sid), sanitize(session.title), len(ids), len(session.nodes)))
         cache.analyses = kept
+        if keys_before is not None:
+            from memory_tui.sessions.cache import remember
+
+            remember(snap, analyses, wid, threshold, counter, keys_before)
         total = status_pending_count(snap, wid, analyses)
         return snap, tuple(sorted(out, key=lambda s: s.session_id)), (total.value, total.lenient)
     except Exception as exc:  # pragma: no cover - the session reader is not supposed to raise

@@ -22,7 +22,8 @@ def _topic_rows(app) -> int:
         return 0
 
 
-async def test_first_paint_shows_topics_while_sessions_load(fixture_state_ro):
+async def test_first_paint_shows_topics_while_sessions_load(fixture_state_ro, tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMORY_TUI_SESSION_CACHE_DIR", str(tmp_path / "empty-cache"))  # no list stage
     release = threading.Event()
     calls: list[bool] = []
 
@@ -98,3 +99,82 @@ async def test_one_file_reload_reads_only_that_file(fixture_state, monkeypatch):
         full = load_model(fixture_state, counter=COUNTER, home=fixture_state.parent)
         assert app.model == full
         assert app.model.topic(rel) == full.topic(rel)
+
+
+async def test_outline_paints_topics_before_the_workspace_is_parsed(fixture_state_ro, monkeypatch):
+    """perf-app (issue 12): the first frame lists every topic with its record count from the
+    cheap outline while the strict parse is still running; the real model then replaces it."""
+    import memory_tui.tui.app as app_mod
+
+    release = threading.Event()
+    real_load = app_mod.load_model
+    held: list[bool] = []
+
+    def held_load(*args, **kw):
+        held.append(True)
+        assert release.wait(60), "the test never released the workspace load"
+        return real_load(*args, **kw)
+
+    monkeypatch.setattr(app_mod, "load_model", held_load)
+    full = load_model(fixture_state_ro, counter=COUNTER, home=fixture_state_ro.parent)
+    app = make_app(fixture_state_ro, background=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        for _ in range(400):
+            if _topic_rows(app) and held:
+                break
+            await pilot.pause(0.05)
+        try:
+            m = app.model
+            assert m is not None and m.outline and app.loading == "workspace"
+            assert [t.path for t in m.topics] == [t.path for t in full.topics]
+            clean = [t for t in full.topics if not t.problems]
+            assert clean
+            assert {t.path: t.record_count for t in m.topics if t.path in {c.path for c in clean}} == {
+                t.path: len(t.records) for t in clean
+            }
+            assert all(t.records == () for t in m.topics)
+            assert "loading workspace" in str(app.screen.query_one("#header").render())
+            shown = app.screen.current_topic()
+            assert shown is not None and shown.outline_records is not None
+            title = str(app.screen.query_one("#detail-title", Static).render())
+            assert f"{shown.record_count} record" in title and "tok in records" not in title
+            await pilot.press("2")
+            assert "Loading the workspace" in str(app.screen.query_one("#notice-text", Static).render())
+        finally:
+            release.set()
+        await settle(pilot, app)
+        assert app.loading is None and not app.model.outline
+        assert app.model == full
+        await pilot.press("1")
+        assert _topic_rows(app) > 0
+
+
+async def test_sessions_list_comes_from_the_cache_before_the_detail(fixture_state_ro, tmp_path, monkeypatch):
+    """perf-app (issue 12): once a load has filled the persistent session-summary cache, the
+    next app shows the sessions list and the pending count before any session is read."""
+    monkeypatch.setenv("MEMORY_TUI_SESSION_CACHE_DIR", str(tmp_path / "cache"))
+    full = load_model(fixture_state_ro, counter=COUNTER, home=fixture_state_ro.parent)  # fills the cache
+    assert full.sessions and full.status.pending_turns is not None
+    release = threading.Event()
+
+    def slow_loader(state_dir, previous=None, **kw):
+        assert release.wait(60), "the test never released the session loader"
+        return load_sessions(state_dir, previous=previous, **kw)
+
+    app = make_app(fixture_state_ro, background=True, session_loader=slow_loader)
+    async with app.run_test(size=(120, 40)) as pilot:
+        for _ in range(400):
+            if app.model is not None and app.model.sessions and app.loading == "sessions":
+                break
+            await pilot.pause(0.05)
+        try:
+            m = app.model
+            assert m is not None and not m.sessions_loaded and m.session_snapshot is None
+            assert m.sessions == full.sessions and m.status == full.status
+            await pilot.press("5")
+            notice = str(app.screen.query_one("#notice-text", Static).render())
+            assert "Loading session detail" in notice and f"{len(full.sessions)} session" in notice
+        finally:
+            release.set()
+        await settle(pilot, app)
+        assert app.model == full and app.model.sessions_loaded

@@ -75,6 +75,7 @@ def topic_name(path: str) -> str:
 class ViewScreen(Screen[None]):
     VIEW: ClassVar[str] = ""
     NEEDS_SESSIONS: ClassVar[bool] = False  # perf-ui: shows "loading" until sessions are in
+    SHOWS_OUTLINE: ClassVar[bool] = False  # perf-app: can draw the first frame's topic outline
     BINDINGS: ClassVar[list[BindingType]] = registry.screen_bindings(None)
 
     def __init__(self) -> None:
@@ -236,6 +237,17 @@ class ViewScreen(Screen[None]):
         # perf-ui (issue 12): the app paints before its model is loaded.
         if m is None:
             return Text.assemble((f"{g.pending} Loading the workspace…\n\n", "bold"), "Topics appear as soon as they are read.")
+        if m.outline and not self.SHOWS_OUTLINE:
+            return Text.assemble((f"{g.pending} Loading the workspace…\n\n", "bold"), "The topic list is ready (1); this view follows.")
+        if self.NEEDS_SESSIONS and not m.sessions_loaded and m.state_exists and m.sessions:
+            # perf-app: the list came from the persistent cache; the branches are being read
+            pending = m.status.pending_turns
+            return Text.assemble(
+                (f"{g.pending} Loading session detail…\n\n", "bold"),
+                f"{plural(len(m.sessions), 'session')}"
+                + (f", {plural(pending, 'record')} pending" if pending is not None else "")
+                + ". Their branches and turns are being read; the other views are ready.",
+            )
         if self.NEEDS_SESSIONS and not m.sessions_loaded and m.state_exists:
             return Text.assemble((f"{g.pending} Loading sessions…\n\n", "bold"), "The other views are ready; sessions follow.")
         if not m.state_exists:

@@ -66,6 +66,7 @@ def problem_view(topic: TopicVM) -> Text:
 class TopicsScreen(CitationScreen):
     VIEW = "topics"
     BINDINGS: ClassVar[list[BindingType]] = registry.screen_bindings("topics")
+    SHOWS_OUTLINE = True  # perf-app (issue 12): the first frame lists topics before they are parsed
 
     def compose_list(self) -> ComposeResult:
         tree = MemoryTree("Topics", id="topics-list", classes="view-list")
@@ -94,6 +95,10 @@ class TopicsScreen(CitationScreen):
         if not self.filter_text:
             return topic.records
         return tuple(r for r in topic.records if self.record_matches(r))
+
+    def shown_count(self, topic: TopicVM) -> int:
+        # perf-app: an outline topic has a count but no records yet
+        return len(self.filtered_records(topic)) if self.filter_text else topic.record_count
 
     def topic_matches(self, topic: TopicVM) -> bool:
         if not self.filter_text:
@@ -126,7 +131,7 @@ class TopicsScreen(CitationScreen):
                 key = f"{key}/{part}" if key else part
                 if key not in folders:
                     count = sum(
-                        len(self.filtered_records(t)) for t in m.topics if t.path.startswith(f"topics/{key}/") and self.topic_matches(t)
+                        self.shown_count(t) for t in m.topics if t.path.startswith(f"topics/{key}/") and self.topic_matches(t)
                     )
                     folders[key] = parent.add(Text.assemble((f"{part}/", "bold"), (f" {count}", "dim")), data=Folder(key), expand=True)
                 parent = folders[key]  # type: ignore[assignment]
@@ -135,9 +140,9 @@ class TopicsScreen(CitationScreen):
             if topic.problems:
                 label = Text.assemble((f"{g.bad} ", "bold red"), (name, "red"), (" error", "dim"))
             elif self.filter_text:
-                label = Text.assemble(name, (f" {len(recs)}/{len(topic.records)}", "dim"))
+                label = Text.assemble(name, (f" {len(recs)}/{topic.record_count}", "dim"))
             else:
-                label = Text.assemble(name, (f" {len(topic.records)}", "dim"))
+                label = Text.assemble(name, (f" {topic.record_count}", "dim"))
             leaf = parent.add_leaf(label, data=TopicNode(topic.path))
             first_leaf = first_leaf or leaf
             if cursor == leaf.data:
@@ -161,7 +166,15 @@ class TopicsScreen(CitationScreen):
         pane = self.query_one("#source-pane", SourcePane)
         pane.display = topic is not None and (not topic.problems or only_source_problems(topic))
         m = self.model
-        if topic is None:
+        if topic is not None and m is not None and m.outline:
+            # perf-app (issue 12): the list is painted from the outline; records follow.
+            records.show_message(Text.assemble(
+                (f"{self.glyphs.pending} Reading {topic.record_count} records…\n\n", "bold"),
+                "The topic list is ready; its records appear when the workspace is read.",
+            ))
+            pane.display = False
+            pane.update("")
+        elif topic is None:
             if m and m.empty:
                 records.show_message(Text.assemble(
                     ("No memories yet\n\n", "bold"),
@@ -198,15 +211,16 @@ class TopicsScreen(CitationScreen):
         topic = self.current_topic()
         if topic is None:
             return Text("Topics", "bold")
-        n = len(topic.records)
-        shown = len(self.filtered_records(topic))
+        n = topic.record_count
+        shown = self.shown_count(topic)
         whens = sorted({r.when for r in topic.records if r.when})
         out = Text.assemble((topic.title, "bold"), "  ", (topic.path, "dim"))
         count = f"{shown}/{n} records" if self.filter_text else f"{n} record" + ("s" if n != 1 else "")
         out.append(f"\n{count}")
         if whens:
             out.append(f" {g.dot} {whens[0]}" + (f" {g.arrow} {whens[-1]}" if whens[-1] != whens[0] else ""))
-        out.append(f" {g.dot} {sum(r.tokens for r in topic.records)} tok in records", "dim")
+        if topic.outline_records is None:
+            out.append(f" {g.dot} {sum(r.tokens for r in topic.records)} tok in records", "dim")
         if topic.problems:
             out.append(f" {g.dot} {g.bad} does not parse", "bold red")
         return out
@@ -216,7 +230,7 @@ class TopicsScreen(CitationScreen):
         if not m:
             return Text("")
         g = self.glyphs
-        n = sum(len(t.records) for t in m.topics)
+        n = sum(t.record_count for t in m.topics)
         text = f"{plural(len(m.topics), 'topic')} {g.dot} {plural(n, 'record')}"
         if self.filter_text:
             text += f" {g.dot} filter: {self.filter_text}"
@@ -270,5 +284,8 @@ class TopicsScreen(CitationScreen):
         topic = self.current_topic()
         if topic is None:
             self.notify("Select a topic to edit.", severity="warning")
+            return
+        if self.model is not None and self.model.outline:  # perf-app: not read yet
+            self.notify("Still reading the workspace; try again in a moment.", severity="warning")
             return
         open_editor(self.app, topic.path)

@@ -1,0 +1,331 @@
+"""Per-session pending results kept across processes (issue 12: cold pending).
+
+Counting what is pending means reading and analysing every session's node files (60 000 at
+the benchmark's scale 1), although between two runs almost every session is unchanged. This
+module keeps, per session, the few figures the pending count and the sessions list need
+(:class:`SessionSummary`) in the user's cache directory, keyed by
+:func:`store.session_content_key` — the session stamp of spec §1.8 plus every node and commit
+file's ``(mtime_ns, size, inode)`` — and by the workspace id, the trigger threshold, the token
+counter and a digest of this package's code. A session whose key is the one an entry was made
+from is not read at all; every other session is loaded and analysed for real and its entry
+rewritten.
+
+Where it lives: ``$MEMORY_TUI_CACHE_DIR`` (else ``$XDG_CACHE_HOME/memory-tui``, else
+``~/.cache/memory-tui``), next to the token-count memo: reading a state directory never
+writes into it (``tests/unit/test_readonly.py``). One small JSON file per (state dir,
+session). Anything unreadable, of another version, of another key or of the wrong shape is a
+miss; losing the directory only costs time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from memory_tui.core.errors import Problem
+
+from .records import PendingCount, SessionAnalysis, analyze_session, status_pending_count
+from .store import Session, SessionSnapshot, discover, load_sessions, session_content_key
+
+FORMAT = "memory-tui/session-summary/1"
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    session_id: str
+    title: str  # unsanitised, as Session.title
+    nodes: int
+    updated_at: float | None
+    pending: int  # distinct unmarked records over the session's forced-order tips (the list's figure)
+    status_ids: int  # this session's share of ``status_pending_count`` (distinct record ids)
+    status_problems: tuple[Problem, ...]  # what made OpenProgram's count raise for this session
+
+
+@dataclass(frozen=True)
+class SummaryResult:
+    summaries: Mapping[str, SessionSummary]  # in load_sessions' order (newest first)
+    pending: PendingCount  # equal to status_pending_count over a full load
+    read: tuple[str, ...]  # the sessions that were loaded for real (the others came from the cache)
+
+
+def cache_dir() -> Path:
+    """``$MEMORY_TUI_SESSION_CACHE_DIR`` (the test suite points it at a temporary folder), else
+    ``sessions/`` in the cache dir the token memo uses."""
+    own = os.environ.get("MEMORY_TUI_SESSION_CACHE_DIR")
+    if own:
+        return Path(own)
+    base = os.environ.get("MEMORY_TUI_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "memory-tui")
+    return Path(base) / "sessions"
+
+
+def _code_tag() -> str:
+    """A digest of the modules a summary is computed by: entries of other code are misses."""
+    global _CODE_TAG
+    if _CODE_TAG is None:
+        here = Path(__file__).resolve().parent
+        h = hashlib.sha256(FORMAT.encode())
+        for name in ("cache.py", "store.py", "records.py", "dag.py", "marks.py"):
+            h.update(name.encode() + b"\0" + (here / name).read_bytes())
+        h.update((here.parent / "core" / "errors.py").read_bytes())
+        _CODE_TAG = h.hexdigest()[:32]
+    return _CODE_TAG
+
+
+_CODE_TAG: str | None = None
+
+
+def counter_tag(counter: Any) -> str | None:
+    """What token counts the analysis used; ``None`` for a counter this cache cannot name
+    (then nothing is cached)."""
+    from memory_tui.core.tokens import COUNT_MEMO, CharCounter, O200kCounter
+
+    if counter is None or type(counter) is O200kCounter:
+        return "o200k/" + COUNT_MEMO.tag()
+    if type(counter) is CharCounter:
+        return repr(counter)
+    return None
+
+
+def summarize_session(session: Session, analysis: SessionAnalysis, workspace_id: str) -> SessionSummary:
+    ids: set[str] = set()
+    for tip in analysis.forced_order:
+        ta = analysis.tips.get(tip)
+        if ta is not None:
+            ids.update(r.id for r in ta.recordset.records if r.id not in ta.marked)
+    one = SessionSnapshot(state_dir=session.dir, root=None, sessions={session.id: session}, registry={}, registry_ok=True)
+    share = status_pending_count(one, workspace_id, {session.id: analysis})
+    return SessionSummary(
+        session.id, session.title, len(session.nodes), session.updated_at, len(ids), share.lenient, share.problems
+    )
+
+
+def combine(summaries: Iterable[SessionSummary]) -> PendingCount:
+    """``status_pending_count`` from per-session shares: ids are per session, so the distinct
+    total is the sum; problems keep the first-seen order of the full count."""
+    total = 0
+    problems: list[Problem] = []
+    for s in summaries:
+        total += s.status_ids
+        problems.extend(p for p in s.status_problems if p not in problems)
+    return PendingCount(None if problems else total, total, tuple(problems))
+
+
+def _order(summaries: Mapping[str, SessionSummary]) -> dict[str, SessionSummary]:
+    return dict(sorted(summaries.items(), key=lambda kv: (-(kv[1].updated_at or 0.0), kv[0])))
+
+
+def load_summaries(
+    state_dir: str | os.PathLike[str],
+    workspace_id: str,
+    threshold: int,
+    counter: Any = None,
+    *,
+    directory: Path | None = None,
+    analyzed: Callable[[Session, SessionAnalysis], None] | None = None,
+) -> SummaryResult:
+    """Every session's summary and the status pending count, reading only sessions that
+    changed since their entry was written. ``analyzed(session, analysis)`` sees each session
+    that was loaded for real."""
+    state = Path(state_dir)
+    where = directory if directory is not None else cache_dir()
+    ctag = counter_tag(counter)
+    found, registry, registry_ok, _problems = discover(state)
+    out: dict[str, SessionSummary] = {}
+    keys: dict[str, str | None] = {}
+    for sid, sdir in found:
+        key = session_content_key(sid, sdir, state, registry, registry_ok) if ctag is not None else None
+        keys[sid] = key
+        if key is None:
+            continue
+        hit = _read(where, state, sid, _full_key(key, workspace_id, threshold, ctag))
+        if hit is not None:
+            out[sid] = hit
+    misses = [sid for sid, _ in found if sid not in out]
+    if misses:
+        snap = load_sessions(state, only=misses)
+        dirs = dict(found)
+        for sid, session in snap.sessions.items():
+            analysis = analyze_session(session, workspace_id, threshold, counter)
+            if analyzed is not None:
+                analyzed(session, analysis)
+            summary = summarize_session(session, analysis, workspace_id)
+            out[sid] = summary
+            key = keys.get(sid)
+            # Store only when nothing moved while the session was read.
+            if key is not None and session_content_key(sid, dirs[sid], state, registry, registry_ok) == key:
+                _write(where, state, sid, _full_key(key, workspace_id, threshold, ctag), summary)
+    if misses:
+        _prune(where, state, (sid for sid, _ in found))
+    ordered = _order(out)
+    return SummaryResult(ordered, combine(ordered.values()), tuple(misses))
+
+
+def cached_summaries(
+    state_dir: str | os.PathLike[str], workspace_id: str, threshold: int, counter: Any = None, *,
+    directory: Path | None = None,
+) -> SummaryResult | None:
+    """Every session's summary from the cache alone, or ``None`` when any session would have
+    to be read (the app's quick "sessions list" stage: it never does the slow part twice)."""
+    state = Path(state_dir)
+    where = directory if directory is not None else cache_dir()
+    ctag = counter_tag(counter)
+    if ctag is None:
+        return None
+    found, registry, registry_ok, _problems = discover(state)
+    out: dict[str, SessionSummary] = {}
+    for sid, sdir in found:
+        key = session_content_key(sid, sdir, state, registry, registry_ok)
+        hit = _read(where, state, sid, _full_key(key, workspace_id, threshold, ctag)) if key is not None else None
+        if hit is None:
+            return None
+        out[sid] = hit
+    ordered = _order(out)
+    return SummaryResult(ordered, combine(ordered.values()), ())
+
+
+def content_keys(state_dir: str | os.PathLike[str]) -> dict[str, str | None]:
+    """Every session's :func:`store.session_content_key` now (take it before a load, hand it
+    to :func:`remember` after: an entry is written only for what did not move in between)."""
+    state = Path(state_dir)
+    found, registry, registry_ok, _problems = discover(state)
+    return {sid: session_content_key(sid, sdir, state, registry, registry_ok) for sid, sdir in found}
+
+
+def remember(
+    snapshot: SessionSnapshot, analyses: Mapping[str, SessionAnalysis], workspace_id: str, threshold: int,
+    counter: Any, keys_before: Mapping[str, str | None], *, directory: Path | None = None,
+) -> int:
+    """Write the entries of a load made elsewhere (the app's full session load); returns how
+    many were written. A session whose key moved since ``keys_before`` is skipped."""
+    ctag = counter_tag(counter)
+    if ctag is None:
+        return 0
+    where = directory if directory is not None else cache_dir()
+    state = Path(snapshot.state_dir)
+    now = content_keys(state)
+    written = 0
+    for sid, session in snapshot.sessions.items():
+        key = keys_before.get(sid)
+        if key is None or now.get(sid) != key or sid not in analyses:
+            continue
+        full = _full_key(key, workspace_id, threshold, ctag)
+        if _read(where, state, sid, full) is not None:
+            continue
+        _write(where, state, sid, full, summarize_session(session, analyses[sid], workspace_id))
+        written += 1
+    if written:
+        _prune(where, state, now)
+    return written
+
+
+def summaries_of(snapshot: SessionSnapshot, analyses: Mapping[str, SessionAnalysis], workspace_id: str) -> SummaryResult:
+    """The same result from a snapshot already loaded (no cache involved)."""
+    out = {sid: summarize_session(s, analyses[sid], workspace_id) for sid, s in snapshot.sessions.items()}
+    ordered = _order(out)
+    return SummaryResult(ordered, combine(ordered.values()), tuple(ordered))
+
+
+# ------------------------------------------------------------------------------ entries
+
+
+def _full_key(content: str, workspace_id: str, threshold: int, ctag: str | None) -> str:
+    return hashlib.sha256(json.dumps([FORMAT, _code_tag(), content, workspace_id, threshold, ctag]).encode()).hexdigest()
+
+
+def _state_dir_of(where: Path, state: Path) -> Path:
+    return where / hashlib.sha256(str(state.absolute()).encode()).hexdigest()[:32]
+
+
+def _entry_path(where: Path, state: Path, sid: str) -> Path:
+    name = hashlib.sha256(sid.encode()).hexdigest()[:40]
+    return _state_dir_of(where, state) / f"{name}.json"
+
+
+def _prune(where: Path, state: Path, sids: Iterable[str]) -> None:
+    """Drop the entries of sessions that no longer exist (a deleted session's entry would
+    otherwise stay forever)."""
+    keep = {_entry_path(where, state, sid).name for sid in sids}
+    try:
+        names = [e.name for e in os.scandir(_state_dir_of(where, state)) if e.name.endswith(".json")]
+    except OSError:
+        return
+    for name in names:
+        if name not in keep:
+            try:
+                os.unlink(_state_dir_of(where, state) / name)
+            except OSError:
+                pass
+
+
+def _problem_json(p: Problem) -> dict[str, Any]:
+    return {"code": p.code, "message": p.message, "path": p.path, "line": p.line, "column": p.column, "details": p.details}
+
+
+def _problem_of(data: Any) -> Problem | None:
+    if not isinstance(data, dict) or set(data) != {"code", "message", "path", "line", "column", "details"}:
+        return None
+    code, message, path, line, column, details = (data[k] for k in ("code", "message", "path", "line", "column", "details"))
+    if not (isinstance(code, str) and isinstance(message, str) and (path is None or isinstance(path, str))):
+        return None
+    if not all(v is None or type(v) is int for v in (line, column)) or not isinstance(details, dict):
+        return None
+    if not all(isinstance(k, str) and (v is None or type(v) in (str, int, bool)) for k, v in details.items()):
+        return None
+    return Problem(code, message, path, line, column, details)
+
+
+def _write(where: Path, state: Path, sid: str, key: str, s: SessionSummary) -> None:
+    problems = [_problem_json(p) for p in s.status_problems]
+    if [_problem_of(json.loads(json.dumps(p))) for p in problems] != list(s.status_problems):
+        return  # a problem that would not read back equal: never cached, always computed
+    body = {"format": FORMAT, "key": key, "session_id": sid, "title": s.title, "nodes": s.nodes,
+            "updated_at": s.updated_at, "pending": s.pending, "status_ids": s.status_ids, "status_problems": problems}
+    path = _entry_path(where, state, sid)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, json.dumps(body, separators=(",", ":")).encode())
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:  # a cache that cannot be written only costs time
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+
+
+def _read(where: Path, state: Path, sid: str, key: str) -> SessionSummary | None:
+    try:
+        raw = _entry_path(where, state, sid).read_bytes()
+    except OSError:
+        return None
+    if len(raw) > 1 << 22:
+        return None
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(body, dict) or body.get("format") != FORMAT or body.get("key") != key or body.get("session_id") != sid:
+        return None
+    title, nodes, updated, pending, status_ids, problems = (
+        body.get(k) for k in ("title", "nodes", "updated_at", "pending", "status_ids", "status_problems"))
+    if not isinstance(title, str) or not isinstance(problems, list):
+        return None
+    if not all(type(v) is int and v >= 0 for v in (nodes, pending, status_ids)):
+        return None
+    if updated is not None and type(updated) not in (int, float):
+        return None
+    parsed = [_problem_of(p) for p in problems]
+    if any(p is None for p in parsed):
+        return None
+    return SessionSummary(sid, title, nodes, None if updated is None else float(updated), pending, status_ids, tuple(parsed))
+
+
