@@ -220,6 +220,14 @@ class MemoryApp(JobRunner, App[None]):
         filters = list(super().get_line_filters())
         return [*filters, _ASCII_FILTER] if self.ascii_mode else filters
 
+    # sessions-done: ASCII footer. Textual shows some keys as symbols (enter as U+23CE) that
+    # the one-cell line filter cannot spell; in ASCII mode the footer names the key instead.
+    def get_key_display(self, binding):
+        shown = super().get_key_display(binding)
+        if self.ascii_mode and not shown.isascii():
+            return binding.key.split(",")[0].strip()
+        return shown
+
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
         # Textual's default saves to ~/Downloads (or serves it); the owner expects the cwd.
         saved = self.save_screenshot(filename, path or os.getcwd())
@@ -274,6 +282,7 @@ class MemoryApp(JobRunner, App[None]):
     def action_toggle_ascii(self) -> None:
         self.ascii_mode = not self.ascii_mode
         self.set_class(self.ascii_mode, "-ascii")
+        self.refresh_bindings()  # sessions-done: the footer's key names follow the mode
         screen = self.current_view_screen
         if screen is not None:
             screen.refresh_view()

@@ -60,16 +60,76 @@ def sort_rows(rows: tuple[SessionRowVM, ...], key: str) -> list[SessionRowVM]:
     return sorted(rows, key=lambda r: (-r.pending_turns, -r.pending_tokens, r.session_id))
 
 
-def row_text(r: SessionRowVM, dot: str, warn: str) -> Text:
-    text = Text.assemble((r.title and flat(r.title) or "(untitled)", "bold"), "\n")
-    text.append(f"{r.session_id}\n", "dim")
-    text.append(f"{r.pending_turns} pending {dot} {r.pending_tokens}/{r.threshold} tok\n")
-    text.append(f"updated {r.updated or '?'}\n", "dim")
-    text.append(f"head {r.head or 'none'} {dot} {plural(r.live_tips, 'live tip')}\n", "dim")
-    text.append(f"idle watcher: {r.watcher}", "dim")
+def _wrap_words(text: str, width: int) -> list[str]:
+    """``text`` broken at spaces into lines of at most ``width`` (a word longer than that
+    stays whole and the list cuts it)."""
+    lines: list[str] = []
+    for word in text.split(" "):
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines
+
+
+def row_text(r: SessionRowVM, dot: str, warn: str, width: int = 37) -> Text:
+    """One session row fitted to ``width`` columns: the title on its own line (cut where
+    the list ends), then the facts packed a few to a line, a fact never split across two
+    lines unless it is wider than the row on its own."""
+    facts = [
+        (r.session_id, "dim"),
+        (f"{r.pending_turns} pending {dot} {r.pending_tokens}/{r.threshold} tok", ""),
+        (f"updated {r.updated or '?'}", "dim"),
+        (f"head {r.head or 'none'}", "dim"),
+        (plural(r.live_tips, "live tip"), "dim"),
+        (f"idle watcher {r.watcher}", "dim"),
+    ]
+    width = max(width, 12)
+    sep = f" {dot} "
+    text = Text.assemble((r.title and flat(r.title) or "(untitled)", "bold"))
+    used = width  # the title fills its line: the first fact starts a new one
+    for fact, style in facts:
+        if used + len(sep) + len(fact) <= width:
+            text.append(sep, "dim")
+            text.append(fact, style)
+            used += len(sep) + len(fact)
+            continue
+        for piece in _wrap_words(fact, width) if len(fact) > width else [fact]:
+            text.append("\n")
+            text.append(piece, style)
+            used = len(piece)
     for w in r.warnings:
         text.append(f"\n{warn} {w}", "yellow")
     return text
+
+
+class SessionList(OptionList):
+    """The session rows, laid out for the list's own width (re-fitted when it changes)."""
+
+    DEFAULT_CSS = "SessionList { scrollbar-gutter: stable; }"
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self._rows: list[SessionRowVM] = []
+        self._glyphs: tuple[str, str] = ("-", "!")
+        self._fitted = 0
+
+    def row_width(self) -> int:
+        # Before the first layout the region is empty: the wide sidebar's width stands in.
+        return self.scrollable_content_region.width or 37
+
+    def show_rows(self, rows: list[SessionRowVM], dot: str, warn: str) -> None:
+        self._rows, self._glyphs = rows, (dot, warn)
+        self._fitted = width = self.row_width()
+        self.set_options([SessionOption(row_text(r, dot, warn, width), r) for r in rows])
+
+    def on_resize(self) -> None:
+        if self._rows and self.row_width() != self._fitted:
+            keep = highlighted_key(self)
+            with self.prevent(OptionList.OptionHighlighted):
+                self.show_rows(self._rows, *self._glyphs)
+                self.highlighted = None
+                restore_highlight(self, keep)
 
 
 class SessionsScreen(ViewScreen):
@@ -87,7 +147,7 @@ class SessionsScreen(ViewScreen):
 
     # ------------------------------------------------------------------ composition
     def compose_list(self) -> ComposeResult:
-        yield OptionList(id="sessions-list", classes="view-list")
+        yield SessionList(id="sessions-list", classes="view-list")
 
     def compose_detail(self) -> ComposeResult:
         with Vertical(id="sessions-detail", classes="view-detail"):
@@ -125,11 +185,11 @@ class SessionsScreen(ViewScreen):
     # ------------------------------------------------------------------ drawing
     def render_view(self) -> None:
         sm = self.sessions
-        lst = self.query_one("#sessions-list", OptionList)
+        lst = self.query_one("#sessions-list", SessionList)
         keep = highlighted_key(lst)
         g = self.glyphs
         rows = sort_rows(sm.rows(), self.sort_key) if sm else []
-        lst.set_options([SessionOption(row_text(r, g.dot, g.bad), r) for r in rows if self.matches(r)])
+        lst.show_rows([r for r in rows if self.matches(r)], g.dot, g.bad)
         lst.highlighted = None
         restore_highlight(lst, keep)
         if lst.highlighted is None and lst.option_count:
@@ -161,7 +221,7 @@ class SessionsScreen(ViewScreen):
         self.query_one("#sessions-side").display = True
         g = self.glyphs
         text.append(s.title or "(untitled)", "bold")
-        text.append(f"  {s.session_id} {g.dot} {s.pending_turns} pending turns {g.dot} "
+        text.append(f"\n{s.session_id} {g.dot} {s.pending_turns} pending turns {g.dot} "
                     f"{s.pending_tokens}/{s.threshold} tokens {g.dot} {plural(s.tips, 'tip')}", "dim")
         self.query_one("#sessions-text", Static).update(text)
         select = None

@@ -136,6 +136,7 @@ class SessionGraph(ScrollView, can_focus=True):
         self._generation = 0
         self._strips: OrderedDict[tuple, Strip] = OrderedDict()
         self.rendered_rows = 0  # rows built (cache misses): what a benchmark counts
+        self._center_pending = False
 
     # ------------------------------------------------------------------ data
 
@@ -261,14 +262,20 @@ class SessionGraph(ScrollView, can_focus=True):
     def _scroll_to_cursor(self, center: bool = False) -> None:
         height = self.scrollable_content_region.height or self.size.height
         if height <= 0:
+            # Hidden or not laid out yet (a `g` jump onto the narrow list pane): scroll once
+            # the widget has a size.
+            self._center_pending = self._center_pending or center
             return
+        self._center_pending = False
         top = int(self.scroll_y)
+        # force: right after a relayout the scrollbars are not updated yet, and a layout
+        # that grew past the window would refuse to scroll until the next layout.
         if center:
-            self.scroll_to(y=max(0, self.cursor_row - height // 2), animate=False)
+            self.scroll_to(y=max(0, self.cursor_row - height // 2), animate=False, force=True)
         elif self.cursor_row < top:
-            self.scroll_to(y=self.cursor_row, animate=False)
+            self.scroll_to(y=self.cursor_row, animate=False, force=True)
         elif self.cursor_row >= top + height:
-            self.scroll_to(y=self.cursor_row - height + 1, animate=False)
+            self.scroll_to(y=self.cursor_row - height + 1, animate=False, force=True)
 
     def action_cursor_up(self) -> None:
         self._move(self.cursor_row - 1, -1)
@@ -317,6 +324,8 @@ class SessionGraph(ScrollView, can_focus=True):
     def on_resize(self) -> None:
         if self.layout_data is not None:
             self.virtual_size = Size(self.size.width, len(self.layout_data.rows))
+            # A smaller or newly shown window keeps the cursor in view.
+            self._scroll_to_cursor(center=self._center_pending)
         self._strips.clear()
 
     def on_click(self, event) -> None:
