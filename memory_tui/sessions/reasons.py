@@ -25,7 +25,9 @@ from .records import (
     SessionAnalysis,
     TipAnalysis,
     _cached,
+    acyclic,
     analyze_session,
+    analyze_session_plain,
     status_pending_count,
 )
 from .store import Node, Session, SessionSnapshot, read_json, rel_path
@@ -429,9 +431,117 @@ def _short(value: Any) -> Any:
     return value if isinstance(value, (str, int, float, bool, type(None))) else type(value).__name__
 
 
-def _turns_for_tip(sa: SessionAnalysis, ta: TipAnalysis, tip_reasons: list[Reason], ctx: WriterContext,
+_SKIP = object()  # memo value of a node no tip shows a turn for (the graph root)
+_PER_TIP = object()  # memo value of an unmarked record: its verdict depends on the tip
+
+
+class TurnMemo:
+    """What :func:`turns_for_tip` shares between the tips of one session.
+
+    ``verdicts``: node id -> the one verdict of a turn that cannot depend on the tip
+    (rewound, not a record, written). ``prefix``: node id -> (turns, n) when every node from
+    the root to it has such a verdict: the first ``n`` turns of ``turns`` are then the turns
+    of every walk through that node, so a later tip copies them in one slice. ``shared``:
+    how many leading turns the last call copied that way (they were ranked already).
+    """
+
+    def __init__(self, share_walks: bool = False) -> None:
+        # Walks share their root side only without predecessor cycles (records.acyclic):
+        # with one, where a walk stops depends on where it started.
+        self.share_walks = share_walks
+        self.verdicts: dict[str, object] = {}
+        self.prefix: dict[str, tuple[tuple[TurnVerdict, ...], int]] = {}
+        self.shared = 0
+
+
+def turns_for_tip(sa: SessionAnalysis, ta: TipAnalysis, tip_reasons: list[Reason], ctx: WriterContext,
+                  memo: TurnMemo | None = None) -> tuple[TurnVerdict, ...]:
+    """Per-turn verdicts on one tip. Pass one ``memo`` for all tips of a session: a turn
+    whose verdict cannot depend on the tip is decided once per session and reused, and the
+    all-shared part of the walk is copied from an earlier tip; only the rest of the walk is
+    looked at node by node. Equal to :func:`turns_for_tip_plain`."""
+    memo = TurnMemo() if memo is None else memo
+    chain = ta.chain
+    prefix = memo.prefix
+    start, head = 0, ()
+    for i in range(len(chain) - 1 if memo.share_walks else -1, -1, -1):
+        known = prefix.get(chain[i].id)
+        if known is not None:
+            walked, count = known
+            head, start = walked[:count], i + 1
+            break
+    pending_ids = {r.id for r in ta.pending}
+    stranded_ids = {r.id for r in ta.stranded}
+    foreign_ids = {r.id for r in ta.foreign}
+    excluded = ta.recordset.excluded
+    marked = ta.marked
+    never_archived = ta.archived and not ta.is_head
+    turns: list[TurnVerdict] = list(head)
+    append = turns.append
+    verdicts = memo.verdicts
+    get = verdicts.get
+    others: list[Reason] | None = None
+    static_upto = start - 1  # chain index up to which every node has a shared verdict
+    counts: list[int] = []  # turns so far after each node of that all-shared run
+    for i in range(start, len(chain)):
+        node = chain[i]
+        nid = node.id
+        shared = get(nid)
+        if shared is None:
+            if node.is_root:
+                shared = verdicts[nid] = _SKIP
+            elif node.rewound:
+                shared = verdicts[nid] = TurnVerdict(nid, node.role, NEVER, (
+                    _r("rewound", "the turn was rewound; every branch and message view hides it",
+                       Evidence(node.file, "metadata.rewound", True)),), ta.tip)
+            elif (code := excluded.get(nid)) is not None:
+                shared = verdicts[nid] = TurnVerdict(nid, node.role, NEVER, (_not_record_reason(node, code, ta),), ta.tip)
+            elif nid in marked:
+                shared = verdicts[nid] = TurnVerdict(nid, node.role, WRITTEN, (
+                    _r("written", "handed to a writer run that changed memory (marked with this workspace id)",
+                       Evidence(node.file, f"metadata.{MARK_KEY}", ctx.workspace_id)),), ta.tip)
+            else:
+                verdicts[nid] = _PER_TIP
+        if shared is not None and shared is not _PER_TIP:
+            if shared is not _SKIP:
+                append(shared)
+            if static_upto == i - 1:
+                static_upto = i
+                counts.append(len(turns))
+            continue
+        local: list[Reason] = []
+        if nid in foreign_ids:
+            mark = node.metadata.get(MARK_KEY)
+            local.append(_r("marked_other_workspace",
+                            f"marked by workspace {mark}, not this one ({ctx.workspace_id}): it counts as unwritten and will be re-written",
+                            Evidence(node.file, f"metadata.{MARK_KEY}", mark)))
+        if nid in stranded_ids:
+            stranded = next(r for r in tip_reasons if r.code == "stranded_behind_mark")
+            append(TurnVerdict(nid, node.role, NEVER, (
+                _r("stranded_behind_mark", "unmarked, but older than a newer mark on this branch: never offered again",
+                   Evidence(node.file, f"metadata.{MARK_KEY}", node.metadata.get(MARK_KEY)), *stranded.evidence[-1:]),
+                *local), ta.tip))
+        elif nid in pending_ids:
+            toks = ta.special_tokens.get(nid)
+            if toks:
+                local.append(_r("special_token_blocks_writer",
+                                f"contains {', '.join(toks)}: OpenProgram's counter raises and the session write fails",
+                                Evidence(node.file, "output", list(toks))))
+            if others is None:
+                others = [r for r in tip_reasons if r.code not in ("stranded_behind_mark", "runtime_turns_only")]
+            append(TurnVerdict(nid, node.role, NEVER if never_archived else PENDING, tuple(local + others), ta.tip))
+    out = tuple(turns)
+    if memo.share_walks:
+        for j, n in enumerate(counts):
+            prefix[chain[start + j].id] = (out, n)
+    memo.shared = len(head)
+    return out
+
+
+def turns_for_tip_plain(sa: SessionAnalysis, ta: TipAnalysis, tip_reasons: list[Reason], ctx: WriterContext,
                    memo: dict | None = None) -> tuple[TurnVerdict, ...]:
-    """Per-turn verdicts on one tip. ``memo`` shares tip-independent verdicts between tips."""
+    """Per-turn verdicts on one tip, computed on their own: the reference the shared path
+    (:func:`turns_for_tip`) must equal. ``memo`` shares tip-independent verdicts between tips."""
     memo = {} if memo is None else memo
     pending_ids = {r.id for r in ta.pending}
     stranded_ids = {r.id for r in ta.stranded}
@@ -535,19 +645,26 @@ def _merged_chains(session: Session) -> dict[str, str]:
 
 
 def explain_session(session: Session, ctx: WriterContext, counter: TokenCounter | CachedCounter | None = None,
-                    analysis: SessionAnalysis | None = None) -> SessionExplanation:
+                    analysis: SessionAnalysis | None = None, *, plain: bool = False) -> SessionExplanation:
+    """Every tip's and turn's verdict. ``plain`` computes each tip on its own (the reference
+    the shared path must equal; tests and benchmarks compare them)."""
     cc = _cached(counter)
-    sa = analysis or analyze_session(session, ctx.workspace_id, ctx.config.trigger_tokens, cc)
+    analyze = analyze_session_plain if plain else analyze_session
+    turns_for = turns_for_tip_plain if plain else turns_for_tip
+    sa = analysis or analyze(session, ctx.workspace_id, ctx.config.trigger_tokens, cc)
     sreasons = _session_reasons(session, sa, ctx, cc)
     tips: dict[str, TipExplanation] = {}
     best: dict[str, TurnVerdict] = {}
-    memo: dict = {}
+    memo = {} if plain else TurnMemo(share_walks=acyclic(session))
     for tip, ta in sa.tips.items():
         treasons = _tip_reasons(sa, ta, ctx, sreasons)
-        turns = _turns_for_tip(sa, ta, treasons, ctx, memo)
+        turns = turns_for(sa, ta, treasons, ctx, memo)
         tips[tip] = TipExplanation(ta, tuple(treasons), turns)
-        for tv in turns:
+        # Turns copied from an earlier tip's walk are shared verdicts, ranked already.
+        for tv in turns[0 if plain else memo.shared:]:  # type: ignore[union-attr]
             old = best.get(tv.id)
+            if old is tv:  # a verdict shared between tips: ranking it again changes nothing
+                continue
             if old is None or _RANK[tv.verdict] > _RANK[old.verdict] or (
                 _RANK[tv.verdict] == _RANK[old.verdict] and tip == session.head_id
             ):

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from memory_tui.core.errors import Problem
 from memory_tui.core.tokens import TokenCounter
 
-from .dag import Branch, forced_pass_branch_order, get_branch, list_branches, tips_of, to_message, walk_chain
+from .dag import Branch, Chain, forced_pass_branch_order, get_branch, legal_terminus, list_branches, tips_of, to_message, walk_chain
 from .store import Node, Session, SessionSnapshot
 
 MARK_KEY = "memory_written_scriptorium"
@@ -112,52 +112,65 @@ def _classified(session: Session, node: Node, cache: dict | None) -> tuple[dict[
     return msg, code, text
 
 
-def records_for(session: Session, nodes: Sequence[Node], cache: dict | None = None) -> RecordSet:
-    """§4.2 over one branch (root→tip). ``cache`` memoizes projections across branches."""
+def _node_entry(session: Session, node: Node, cache: dict | None) -> tuple[Record | None, str | None, Problem | None]:
+    """What one branch node contributes to §4.2: its record, or why it is not one (and the
+    precondition problem that exclusion raises in OpenProgram's writer, if any)."""
+    msg, code, text = _classified(session, node, cache)
+    if code is None:
+        ts = msg.get("timestamp")
+        return (
+            Record(
+                id=msg["id"],
+                role=msg["role"],
+                content=text or "",
+                timestamp=float(ts) if isinstance(ts, (int, float)) and not isinstance(ts, bool) else None,
+                node=node,
+                legacy=bool(msg.get("__legacy__")),
+            ),
+            None,
+            None,
+        )
+    problem = None
+    if code == "missing_id":
+        problem = Problem(
+            PRECONDITION,
+            f"node {node.id!r} projects to a message without an id; OpenProgram's writer raises "
+            "'memory source message requires a stable id' and the whole session write fails",
+            node.file,
+            1,
+            1,
+            {"node_id": node.id, "reason": "missing_id"},
+        )
+    elif code == "authority_missing":
+        problem = Problem(
+            PRECONDITION,
+            f"node {node.id!r} has authority_schema but incomplete authority; OpenProgram's writer raises "
+            f"'memory source message requires authority: {node.id}' and the whole session write fails",
+            node.file,
+            1,
+            1,
+            {"node_id": node.id, "reason": "authority_missing"},
+        )
+    return None, code, problem
+
+
+def _recordset(entries: Iterable[tuple[Node, tuple[Record | None, str | None, Problem | None]]]) -> RecordSet:
     records: list[Record] = []
     excluded: dict[str, str] = {}
     problems: list[Problem] = []
-    for node in nodes:
-        msg, code, text = _classified(session, node, cache)
-        if code is None:
-            ts = msg.get("timestamp")
-            records.append(
-                Record(
-                    id=msg["id"],
-                    role=msg["role"],
-                    content=text or "",
-                    timestamp=float(ts) if isinstance(ts, (int, float)) and not isinstance(ts, bool) else None,
-                    node=node,
-                    legacy=bool(msg.get("__legacy__")),
-                )
-            )
+    for node, (rec, code, problem) in entries:
+        if rec is not None:
+            records.append(rec)
             continue
-        excluded[node.id] = code
-        if code == "missing_id":
-            problems.append(
-                Problem(
-                    PRECONDITION,
-                    f"node {node.id!r} projects to a message without an id; OpenProgram's writer raises "
-                    "'memory source message requires a stable id' and the whole session write fails",
-                    node.file,
-                    1,
-                    1,
-                    {"node_id": node.id, "reason": "missing_id"},
-                )
-            )
-        elif code == "authority_missing":
-            problems.append(
-                Problem(
-                    PRECONDITION,
-                    f"node {node.id!r} has authority_schema but incomplete authority; OpenProgram's writer raises "
-                    f"'memory source message requires authority: {node.id}' and the whole session write fails",
-                    node.file,
-                    1,
-                    1,
-                    {"node_id": node.id, "reason": "authority_missing"},
-                )
-            )
+        excluded[node.id] = code  # type: ignore[assignment]
+        if problem is not None:
+            problems.append(problem)
     return RecordSet(tuple(records), excluded, tuple(problems))
+
+
+def records_for(session: Session, nodes: Sequence[Node], cache: dict | None = None) -> RecordSet:
+    """§4.2 over one branch (root→tip). ``cache`` memoizes projections across branches."""
+    return _recordset((node, _node_entry(session, node, cache)) for node in nodes)
 
 
 def marked_ids(nodes: Iterable[Node], workspace_id: str, key: str = MARK_KEY) -> frozenset[str]:
@@ -289,6 +302,93 @@ class TipAnalysis:
         }
 
 
+class BranchFacts:
+    """What every tip of one session shares: per-node facts (projection, record, mark,
+    hidden) computed once, and root→node walks reused by every tip whose walk reaches a
+    node an earlier tip already walked (branches share their prefix with the trunk).
+
+    Used only when the predecessor links have no cycle: then the walk from any node is the
+    tail of the walk from every node below it, with the same end (``broken``/``dangling``).
+    With a cycle, where a walk stops depends on where it started, so each tip walks alone.
+    """
+
+    def __init__(self, session: Session, workspace_id: str, cache: dict | None = None) -> None:
+        self.session = session
+        self.workspace_id = workspace_id
+        self._cache = {} if cache is None else cache
+        nodes = session.nodes.values()
+        self.hidden = frozenset(n.id for n in nodes if n.is_root or n.rewound)
+        marks = [(n.id, n.metadata.get(MARK_KEY)) for n in nodes]
+        self.mine = frozenset(i for i, m in marks if m == workspace_id)
+        self.foreign = frozenset(i for i, m in marks if m not in (None, "") and m != workspace_id)
+        self._entries: dict[str, tuple[Node, tuple[Record | None, str | None, Problem | None]]] = {}
+        self._walked: dict[str, tuple[tuple[Node, ...], int, str | None, str | None]] = {}
+        self.acyclic = acyclic(session)
+
+    def entry(self, node: Node) -> tuple[Node, tuple[Record | None, str | None, Problem | None]]:
+        hit = self._entries.get(node.id)
+        if hit is None or hit[0] is not node:
+            hit = self._entries[node.id] = (node, _node_entry(self.session, node, self._cache))
+        return hit
+
+    def records(self, branch: Sequence[Node]) -> RecordSet:
+        return _recordset(map(self.entry, branch))
+
+    def chain(self, tip: str) -> Chain:
+        """``walk_chain(session, tip)``, reusing the walks of earlier tips."""
+        session = self.session
+        if not self.acyclic:
+            return walk_chain(session, tip)
+        start = session.get(tip)
+        if start is None:
+            return Chain(())
+        fresh: list[Node] = []
+        node = start
+        prefix: tuple[Node, ...] = ()
+        broken = dangling = None
+        while True:
+            known = self._walked.get(node.id)
+            if known is not None and known[0][known[1]] is node:
+                walked, at, broken, dangling = known
+                prefix = walked[: at + 1]
+                break
+            fresh.append(node)
+            pred = node.predecessor
+            if not pred:
+                if not legal_terminus(session, node):
+                    broken = node.id
+                break
+            nxt = session.get(pred)
+            if nxt is None:
+                dangling = node.id
+                break
+            node = nxt
+        fresh.reverse()
+        nodes = prefix + tuple(fresh)
+        for i in range(len(prefix), len(nodes)):
+            self._walked[nodes[i].id] = (nodes, i, broken, dangling)
+        return Chain(nodes, broken, dangling, None)
+
+
+def acyclic(session: Session) -> bool:
+    """No predecessor cycle anywhere in the session (each node has at most one predecessor)."""
+    state: dict[str, bool] = {}  # False: on the path being followed, True: known to end
+    for nid in session.nodes:
+        path: list[str] = []
+        cur: str | None = nid
+        while cur is not None and cur not in state:
+            state[cur] = False
+            path.append(cur)
+            node = session.get(cur)
+            nxt = node.predecessor if node is not None else None
+            cur = nxt if nxt and session.get(nxt) is not None else None
+        if cur is not None and state[cur] is False:
+            return False
+        for p in path:
+            state[p] = True
+    return True
+
+
 def analyze_tip(
     session: Session,
     tip: str,
@@ -297,19 +397,53 @@ def analyze_tip(
     counter: TokenCounter | CachedCounter | None = None,
     rows: tuple[Branch, ...] | None = None,
     cache: dict | None = None,
+    *,
+    facts: BranchFacts | None = None,
 ) -> TipAnalysis:
+    """One tip's analysis. Pass one ``facts`` for every tip of a session to share the work
+    of their common prefix; the result is the same as :func:`analyze_tip_plain`'s."""
     cc = _cached(counter)
     rows = list_branches(session) if rows is None else rows
+    facts = facts if facts is not None and facts.session is session else BranchFacts(session, workspace_id, cache)
+    chain = facts.chain(tip)
+    hidden = facts.hidden
+    branch = tuple(n for n in chain.nodes if n.id not in hidden)
+    rs = facts.records(branch)
+    marked = facts.mine.intersection(n.id for n in branch)
+    foreign = facts.foreign
+    return _tip_analysis(session, tip, threshold, cc, rows, chain, branch, rs, marked,
+                         tuple(r for r in rs.records if r.id in foreign))
+
+
+def analyze_tip_plain(
+    session: Session,
+    tip: str,
+    workspace_id: str,
+    threshold: int,
+    counter: TokenCounter | CachedCounter | None = None,
+    rows: tuple[Branch, ...] | None = None,
+    cache: dict | None = None,
+) -> TipAnalysis:
+    """The straightforward per-tip computation (§4.2-§4.4 over this tip's walk alone): the
+    specification :func:`analyze_tip`'s shared path must equal (the tests compare them)."""
+    cc = _cached(counter)
+    rows = list_branches(session) if rows is None else rows
+    chain = walk_chain(session, tip)
+    branch = tuple(n for n in chain.nodes if not n.is_root and not n.rewound)
+    rs = records_for(session, branch, cache)
+    marked = marked_ids(branch, workspace_id)
+    return _tip_analysis(session, tip, threshold, cc, rows, chain, branch, rs, marked,
+                         foreign_marked(rs.records, workspace_id))
+
+
+def _tip_analysis(session: Session, tip: str, threshold: int, cc: CachedCounter, rows: Sequence[Branch], chain: Chain,
+                  branch: tuple[Node, ...], rs: RecordSet, marked: frozenset[str], foreign: tuple[Record, ...]) -> TipAnalysis:
     row = next((r for r in rows if r.head_msg_id == tip), None)
     if row is not None:
         archived = row.archived
     else:
         entry = session.branches_meta.get(tip)
         archived = bool(entry.get("archived", False)) if isinstance(entry, Mapping) else False
-    chain = walk_chain(session, tip)
-    branch = tuple(n for n in chain.nodes if not n.is_root and not n.rewound)
-    rs = records_for(session, branch, cache)
-    marked = marked_ids(branch, workspace_id)
     pending = pending_records(rs.records, marked)
     pending_tokens = sum(cc.count(r.content) for r in pending)
     batch, batch_tokens = first_batch(pending, threshold, cc)
@@ -329,7 +463,7 @@ def analyze_tip(
         batch=batch,
         batch_tokens=batch_tokens,
         stranded=stranded_records(rs.records, marked),
-        foreign=foreign_marked(rs.records, workspace_id),
+        foreign=foreign,
         special_tokens={k: v for k, v in special.items() if v},
         broken_at=chain.broken,
     )
@@ -379,8 +513,22 @@ def analyze_session(
     rows = list_branches(session)
     order = forced_pass_branch_order(session, rows)
     tips = tips_of(session, rows)
-    cache: dict = {}
-    analyses = {t: analyze_tip(session, t, workspace_id, threshold, cc, rows, cache) for t in tips}
+    facts = BranchFacts(session, workspace_id)
+    analyses = {t: analyze_tip(session, t, workspace_id, threshold, cc, rows, facts=facts) for t in tips}
+    return SessionAnalysis(session, rows, order, analyses)
+
+
+def analyze_session_plain(
+    session: Session,
+    workspace_id: str,
+    threshold: int,
+    counter: TokenCounter | CachedCounter | None = None,
+) -> SessionAnalysis:
+    """:func:`analyze_session` with every tip computed on its own (the reference)."""
+    cc = _cached(counter)
+    rows = list_branches(session)
+    order = forced_pass_branch_order(session, rows)
+    analyses = {t: analyze_tip_plain(session, t, workspace_id, threshold, cc, rows) for t in tips_of(session, rows)}
     return SessionAnalysis(session, rows, order, analyses)
 
 
