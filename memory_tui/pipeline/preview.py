@@ -94,11 +94,12 @@ def _writer_topic(ctx: Any, session_id: str, title: str) -> str:
 
 
 def _node_files(ctx: Any, session: Any, ids: tuple[str, ...]) -> list[str]:
-    from memory_tui.sessions.marks import find_node_files
+    from memory_tui.sessions.marks import find_nodes_files
 
     out = []
+    files = find_nodes_files(session.dir, ids)  # one listing of history/ for the whole batch
     for node_id in ids:
-        for p in find_node_files(session.dir, node_id):
+        for p in files.get(node_id, []):
             try:
                 out.append(p.relative_to(ctx.state_dir).as_posix())
             except ValueError:  # a session under a locations.json root outside the state dir

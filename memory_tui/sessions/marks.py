@@ -55,13 +55,29 @@ def serialize_node(data: dict[str, Any]) -> str:
 
 def find_node_files(session_dir: Path, node_id: str) -> list[Path]:
     """Files ``history/*-<id>.json`` whose ``id`` field really is ``node_id``."""
+    return find_nodes_files(session_dir, (node_id,)).get(node_id, [])
+
+
+def find_nodes_files(session_dir: Path, node_ids: Iterable[str]) -> dict[str, list[Path]]:
+    """:func:`find_node_files` for many ids with one listing of ``history/`` (a batch of
+    thousands of turns would otherwise list the folder once per turn). Ids with no file are
+    left out."""
     hist = Path(session_dir) / "history"
-    suffix = f"-{node_id}.json"
+    wanted = set(node_ids)
     try:
-        names = sorted(e.name for e in os.scandir(hist) if e.name.endswith(suffix))
+        names = sorted(e.name for e in os.scandir(hist) if e.name.endswith(".json"))
     except OSError:
-        return []
-    return [hist / n for n in names]
+        return {}
+    out: dict[str, list[Path]] = {}
+    for name in names:
+        stem = name[:-5]
+        # Every "-" may start the id: the same match as endswith(f"-{id}.json") for each id.
+        at = stem.find("-")
+        while at != -1:
+            if stem[at + 1:] in wanted:
+                out.setdefault(stem[at + 1:], []).append(hist / name)
+            at = stem.find("-", at + 1)
+    return out
 
 
 def check_markable(session_dir: str | os.PathLike[str], rel_base: str | os.PathLike[str] | None = None) -> None:
@@ -120,12 +136,14 @@ def mark_nodes(
         problems.append(Problem("PATH_OUTSIDE_WORKSPACE", f"{escape} is a symbolic link; nodes there are not marked",
                                 rel(escape)))
         return MarkResult((), (), (), tuple(problems))
+    node_ids = list(node_ids)
+    files = find_nodes_files(sdir, [i for i in node_ids if isinstance(i, str)])
     for node_id in node_ids:
         if not isinstance(node_id, str) or not node_id or "/" in node_id or "\\" in node_id:
             problems.append(Problem("INVALID_ARGUMENT", f"not a node id: {node_id!r}", None))
             continue
         hits = []
-        for path in find_node_files(sdir, node_id):
+        for path in files.get(node_id, []):
             if path.is_symlink():
                 problems.append(Problem("PATH_OUTSIDE_WORKSPACE", "node file is a symbolic link; not marked", rel(path)))
                 continue
