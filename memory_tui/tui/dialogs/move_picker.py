@@ -44,7 +44,8 @@ def parse_chain(text: str) -> tuple[str, ...]:
 
 class _TopicOption(Option):
     def __init__(self, choice) -> None:
-        super().__init__(sanitize(choice.path))
+        # every choice is under topics/: without the prefix a path fits the column unwrapped
+        super().__init__(sanitize(choice.path.removeprefix("topics/")))
         self.choice = choice
 
 

@@ -19,6 +19,7 @@ from ..widgets import MemoryTree, RecordList, SourcePane
 from ..widgets.tree import walk
 from .base import one_line, plural
 from .citations import CitationScreen
+from .record_ops import RecordActions  # records-ui (issue 10)
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ def problem_view(topic: TopicVM) -> Text:
     return out
 
 
-class TopicsScreen(CitationScreen):
+class TopicsScreen(RecordActions, CitationScreen):
     VIEW = "topics"
     BINDINGS: ClassVar[list[BindingType]] = registry.screen_bindings("topics")
     SHOWS_OUTLINE = True  # perf-app (issue 12): the first frame lists topics before they are parsed
