@@ -401,3 +401,21 @@ def test_move_picker_in_the_app(snap_compare, fixture_state):
         await pilot.pause()
 
     assert snap_compare(_app(fixture_state), terminal_size=(120, 40), run_before=run_before)
+
+
+async def test_help_and_palette_list_the_record_commands(fixture_state):
+    from memory_tui.tui.commands import commands_for
+    from memory_tui.tui.screens import HelpScreen
+
+    ids = {"record.move": "m", "record.update": "u", "record.delete": "d", "topic.delete": "D", "topic.external_edit": "E"}
+    app = _app(fixture_state)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await pilot.press("question_mark")
+        await _until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        lines = "\n".join(str(s.render()) for s in app.screen.query(Static)).split("\n")
+        for cid, key in ids.items():
+            row = next((line for line in lines if f"[{cid}]" in line), "")
+            assert row.split()[:1] == [key], (cid, row)
+    palette = {c.id: c for c in commands_for("topics")}
+    assert all(palette[cid].palette and palette[cid].key == key for cid, key in ids.items() if cid in palette)
+    assert set(ids) <= set(palette)
