@@ -10,10 +10,12 @@ import json
 import stat
 import sys
 from contextlib import nullcontext
+from functools import partial
 from pathlib import Path
 
 import pytest
 from textual.widgets import Button, OptionList, RadioButton, Static, TextArea
+from action_harness import until as until_held
 from tui_helpers import make_app, settle
 
 from memory_tui.cli import main
@@ -26,18 +28,12 @@ from memory_tui.tui.screens.editor import EditorScreen
 from memory_tui.tui.widgets import RecordList
 
 pytestmark = pytest.mark.anyio
+# a change runs the whole transaction and a git commit in a worker: on a loaded machine that takes a while
+until = partial(until_held, tries=2000)
 
 ADA = "topics/people/ada.md"
 CLI = "topics/projects/cli-language.md"
 KYOTO = "topics/projects/kyoto-trip.md"
-
-
-async def _until(pilot, cond, steps: int = 500) -> None:
-    for _ in range(steps):  # bounded waits, never a timed assertion
-        if cond():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError("condition never became true")
 
 
 def _app(state: Path):
@@ -74,7 +70,7 @@ def _order(text: str, *ids: str) -> list[str]:
 
 
 async def _outcome(pilot, app) -> RecordOutcomeDialog:
-    await _until(pilot, lambda: isinstance(app.screen, RecordOutcomeDialog) and bool(app.screen.query("#outcome")))
+    await until(pilot, lambda: isinstance(app.screen, RecordOutcomeDialog) and bool(app.screen.query("#outcome")))
     return app.screen
 
 
@@ -93,7 +89,7 @@ async def test_move_within_its_heading_to_the_start(fixture_state, capsys, monke
         assert app.model.revision == rev
         await _select(pilot, app, "9c2b1a83")
         await pilot.press("m")  # record.move
-        await _until(pilot, lambda: isinstance(app.screen, MovePicker) and app.screen.topic_choice is not None)
+        await until(pilot, lambda: isinstance(app.screen, MovePicker) and app.screen.topic_choice is not None)
         picker = app.screen
         assert picker.topic_choice.path == CLI and picker.headings == ("CLI language choice",)  # preselected: where it is
         picker.query_one("#pos-start", RadioButton).value = True
@@ -126,7 +122,7 @@ async def test_move_to_another_topic_after_a_record(fixture_state, capsys, monke
     async with app.run_test(size=(160, 45)) as pilot:
         await _select(pilot, app, "302a9bb2")
         await pilot.press("m")
-        await _until(pilot, lambda: isinstance(app.screen, MovePicker) and app.screen.topic_choice is not None)
+        await until(pilot, lambda: isinstance(app.screen, MovePicker) and app.screen.topic_choice is not None)
         picker = app.screen
         topics = picker.query_one("#topics", OptionList)
         topics.highlighted = next(i for i, c in enumerate(picker.choices) if c.path == ADA)
@@ -161,13 +157,13 @@ async def test_update_text_keeps_sources_and_a_refusal_keeps_the_buffer(fixture_
         sources = [link.label for link in rec.source_links]
         await _select(pilot, app, "fc30e0e0")
         await pilot.press("u")  # record.update
-        await _until(pilot, lambda: isinstance(app.screen, RecordTextDialog) and bool(app.screen.query(TextArea)))
+        await until(pilot, lambda: isinstance(app.screen, RecordTextDialog) and bool(app.screen.query(TextArea)))
         dialog = app.screen
         assert dialog.text == rec.content  # prefilled
         bad = "Ada cites a footnote of her own.[^e-nowhere]"
         dialog.query_one(TextArea).text = bad
         await pilot.press("ctrl+s")
-        await _until(pilot, lambda: bool(dialog.refusals))
+        await until(pilot, lambda: bool(dialog.refusals))
         assert app.screen is dialog and dialog.text == bad  # refused: still open, buffer kept
         errors = str(dialog.query_one("#text-errors", Static).render())
         assert dialog.refusals[-1].code in errors and "refused" in errors
@@ -204,7 +200,7 @@ async def test_a_concurrent_change_is_refused_then_retried_on_the_new_revision(f
         moved_rev = workspace_revision(root)
         assert moved_rev != shown_rev
         await pilot.press("d")
-        await _until(pilot, lambda: isinstance(app.screen, ConfirmRecordDelete))
+        await until(pilot, lambda: isinstance(app.screen, ConfirmRecordDelete))
         await pilot.click("#delete")
         dialog = await _outcome(pilot, app)
         outcome = app.view_screens["topics"].record_outcomes[-1]
@@ -232,12 +228,12 @@ async def test_delete_a_record(fixture_state, capsys, monkeypatch, tmp_path):
                                and lst.get_option_at_index(i).record.memory_id == "024689fd")
         await pilot.pause()
         await pilot.press("d")  # record.delete
-        await _until(pilot, lambda: isinstance(app.screen, ConfirmRecordDelete))
+        await until(pilot, lambda: isinstance(app.screen, ConfirmRecordDelete))
         await pilot.press("escape")  # cancel changes nothing
         await pilot.pause()
         assert workspace_revision(root) == rev and not recent.record_outcomes
         await pilot.press("d")
-        await _until(pilot, lambda: isinstance(app.screen, ConfirmRecordDelete))
+        await until(pilot, lambda: isinstance(app.screen, ConfirmRecordDelete))
         await pilot.click("#delete")
         dialog = await _outcome(pilot, app)
         assert "Deleted 024689fd" in _shown(dialog)
@@ -259,7 +255,7 @@ async def test_a_refused_delete_shows_the_linking_records_and_changes_nothing(fi
     async with app.run_test(size=(160, 45)) as pilot:
         await _select(pilot, app, "fa3c8017")  # fc30e0e0 (ada) links to it
         await pilot.press("d")
-        await _until(pilot, lambda: isinstance(app.screen, ConfirmRecordDelete))
+        await until(pilot, lambda: isinstance(app.screen, ConfirmRecordDelete))
         await pilot.click("#delete")
         dialog = await _outcome(pilot, app)
         outcome = app.view_screens["topics"].record_outcomes[-1]
@@ -282,7 +278,7 @@ async def test_topic_delete_lists_dangling_links_deletes_and_core_is_refused(fix
         await pilot.pause()
         topics.tree.focus()
         await pilot.press("D")  # topic.delete
-        await _until(pilot, lambda: isinstance(app.screen, DeleteTopicDialog) and bool(app.screen.query("#links")))
+        await until(pilot, lambda: isinstance(app.screen, DeleteTopicDialog) and bool(app.screen.query("#links")))
         links = str(app.screen.query_one("#links", Static).render())
         assert "fc30e0e0" in links and ADA in links
         await pilot.click("#cancel")
@@ -292,7 +288,7 @@ async def test_topic_delete_lists_dangling_links_deletes_and_core_is_refused(fix
         await pilot.pause()
         topics.tree.focus()
         await pilot.press("D")
-        await _until(pilot, lambda: isinstance(app.screen, DeleteTopicDialog) and bool(app.screen.query("#links")))
+        await until(pilot, lambda: isinstance(app.screen, DeleteTopicDialog) and bool(app.screen.query("#links")))
         assert "No other record links to it" in str(app.screen.query_one("#links", Static).render())
         await pilot.click("#delete")
         dialog = await _outcome(pilot, app)
@@ -306,7 +302,7 @@ async def test_topic_delete_lists_dangling_links_deletes_and_core_is_refused(fix
         await pilot.press("4")  # Core: D explains why topics/core.md stays
         await pilot.pause()
         await pilot.press("D")
-        await _until(pilot, lambda: isinstance(app.screen, DeleteTopicDialog) and bool(app.screen.query("#reason")))
+        await until(pilot, lambda: isinstance(app.screen, DeleteTopicDialog) and bool(app.screen.query("#reason")))
         dialog = app.screen
         assert "cannot be deleted" in str(dialog.query_one("#reason").render())
         assert not dialog.query("#delete") and dialog.query_one("#cancel", Button).label.plain == "Close"
@@ -370,20 +366,20 @@ async def test_E_with_errors_opens_the_editor_with_the_text_and_without_EDITOR_s
         topics.reveal_topic(ADA)
         await pilot.pause()
         await pilot.press("E")
-        await _until(pilot, lambda: isinstance(app.screen, EditorScreen) and bool(app.screen.editor.diagnostics))
+        await until(pilot, lambda: isinstance(app.screen, EditorScreen) and bool(app.screen.editor.diagnostics))
         editor = app.screen.editor
         assert editor.text.endswith("Uncited prose.\n") and editor.is_dirty  # nothing typed is lost
         assert any(d.code == "INVALID_TOPIC_FORMAT" for d in editor.diagnostics)
         assert (root / ADA).read_bytes() == before
         editor.text = editor.base_text  # back out, leave the editor
         await pilot.press("escape")
-        await _until(pilot, lambda: app.screen is topics)
+        await until(pilot, lambda: app.screen is topics)
         monkeypatch.setenv("EDITOR", _fake_editor(tmp_path, "sys.exit(3)"))
         await pilot.press("E")
-        await _until(pilot, lambda: any("status 3" in n for n in notes))
+        await until(pilot, lambda: any("status 3" in n for n in notes))
         monkeypatch.delenv("EDITOR")
         await pilot.press("E")
-        await _until(pilot, lambda: any("$EDITOR is not set" in n for n in notes))
+        await until(pilot, lambda: any("$EDITOR is not set" in n for n in notes))
     assert (root / ADA).read_bytes() == before
 
 
@@ -397,7 +393,7 @@ def test_move_picker_in_the_app(snap_compare, fixture_state):
         await pilot.pause()
         app.view_screens["topics"].query_one("#topic-records").focus()
         await pilot.press("m")
-        await _until(pilot, lambda: isinstance(app.screen, MovePicker) and app.screen.topic_choice is not None)
+        await until(pilot, lambda: isinstance(app.screen, MovePicker) and app.screen.topic_choice is not None)
         await pilot.pause()
 
     assert snap_compare(_app(fixture_state), terminal_size=(120, 40), run_before=run_before)
@@ -411,7 +407,7 @@ async def test_help_and_palette_list_the_record_commands(fixture_state):
     app = _app(fixture_state)
     async with app.run_test(size=(160, 45)) as pilot:
         await pilot.press("question_mark")
-        await _until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
         lines = "\n".join(str(s.render()) for s in app.screen.query(Static)).split("\n")
         for cid, key in ids.items():
             row = next((line for line in lines if f"[{cid}]" in line), "")
