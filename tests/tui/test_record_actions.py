@@ -351,7 +351,7 @@ async def test_E_edits_in_EDITOR_saves_when_valid(fixture_state, tmp_path, monke
     assert data["revision"] == workspace_revision(root) and _count(data, ADA) == 1
 
 
-async def test_E_with_errors_opens_the_editor_with_the_text_and_without_EDITOR_says_so(fixture_state, tmp_path, monkeypatch):
+async def test_E_with_errors_opens_the_editor_E_there_edits_the_buffer_and_without_EDITOR_says_so(fixture_state, tmp_path, monkeypatch):
     root = fixture_state / "memory"
     before = (root / ADA).read_bytes()
     monkeypatch.delenv("VISUAL", raising=False)
@@ -371,7 +371,28 @@ async def test_E_with_errors_opens_the_editor_with_the_text_and_without_EDITOR_s
         assert editor.text.endswith("Uncited prose.\n") and editor.is_dirty  # nothing typed is lost
         assert any(d.code == "INVALID_TOPIC_FORMAT" for d in editor.diagnostics)
         assert (root / ADA).read_bytes() == before
-        editor.text = editor.base_text  # back out, leave the editor
+        # E in the editor screen: the buffer goes to $EDITOR (focus outside the text area;
+        # inside it E is a letter), and what comes back is validated as if typed
+        editor_screen = app.screen
+        editor.focus()
+        await pilot.press("E")
+        await pilot.pause()
+        typed = editor.text
+        # typed at the cursor, and no $EDITOR ran (it would have appended a second line)
+        assert typed.startswith("E# Ada") and typed.count("Uncited prose.") == 1
+        editor.text = typed[1:]
+        monkeypatch.setenv("EDITOR", _fake_editor(
+            tmp_path, "p.write_text(t.replace('\\nUncited prose.\\n', '').replace('short answers', 'brief answers'))"))
+        editor_screen.diagnostics_list.focus()
+        await pilot.press("E")  # editor.external_edit
+        await until(pilot, lambda: "Uncited prose." not in editor.text and not editor.diagnostics)
+        assert "brief answers" in editor.text and editor.is_dirty and (root / ADA).read_bytes() == before
+        editor.focus()
+        await pilot.press("ctrl+s")
+        await until(pilot, lambda: editor_screen.last_save is not None)
+        assert editor_screen.last_save.ok
+        saved = (root / ADA).read_bytes()
+        assert b"brief answers" in saved and b"Uncited" not in saved
         await pilot.press("escape")
         await until(pilot, lambda: app.screen is topics)
         monkeypatch.setenv("EDITOR", _fake_editor(tmp_path, "sys.exit(3)"))
@@ -380,7 +401,7 @@ async def test_E_with_errors_opens_the_editor_with_the_text_and_without_EDITOR_s
         monkeypatch.delenv("EDITOR")
         await pilot.press("E")
         await until(pilot, lambda: any("$EDITOR is not set" in n for n in notes))
-    assert (root / ADA).read_bytes() == before
+    assert (root / ADA).read_bytes() == saved  # neither the failing nor the missing editor changed it
 
 
 # ---------------------------------------------------------------------- snapshot

@@ -170,12 +170,6 @@ class RecordActions:
             return
         await self.edit_outside(path)
 
-    def editor_suspend(self) -> AbstractContextManager[None]:
-        """What hands the terminal to ``$EDITOR``: ``App.suspend``. A test without a terminal
-        sets ``app.editor_suspend`` (headless drivers cannot suspend)."""
-        hook = getattr(self.app, "editor_suspend", None)
-        return hook() if hook is not None else self.app.suspend()
-
     async def edit_outside(self, path: str) -> None:
         """``path`` in ``$EDITOR``; on return the text is validated: valid saves (one
         transaction, compare-and-set on the revision it was read at), invalid opens the
@@ -184,27 +178,9 @@ class RecordActions:
 
         state_dir, kw = self.app.state_dir, self._tx_options()
         text, revision = read_topic_text(state_dir, path)
-        try:
-            ra.editor_command()
-        except ra.EditorUnavailable as exc:
-            self.notify(str(exc), severity="error", timeout=15)
+        edited = hand_to_editor(self.app, text, path)
+        if edited is None:
             return
-        edited: str | None = None
-        failure: ra.EditorUnavailable | None = None
-        try:
-            with self.editor_suspend():
-                # Nothing may raise in here: App.suspend resumes the terminal only on a clean exit.
-                try:
-                    edited = ra.run_external_editor(text)
-                except ra.EditorUnavailable as exc:
-                    failure = exc
-        except SuspendNotSupported:
-            self.notify("This terminal cannot hand over to $EDITOR (suspend is not supported here).", severity="error")
-            return
-        if failure is not None:
-            self.notify(f"{failure}; {path} is unchanged.", severity="error", timeout=15)
-            return
-        assert edited is not None
         if edited == text:
             self.notify(f"{path}: no change.")
             return
@@ -238,6 +214,48 @@ class RecordActions:
         screen.editor.text = text  # as if typed: the editor validates it and marks each error
         self.notify(f"{path}: the edited text has errors; they are shown in the editor (nothing is saved yet).",
                     severity="warning", timeout=10)
+
+
+def editor_suspend(app: Any) -> AbstractContextManager[None]:
+    """What hands the terminal to ``$EDITOR``: ``App.suspend``. A test without a terminal
+    sets ``app.editor_suspend`` (headless drivers cannot suspend)."""
+    hook = getattr(app, "editor_suspend", None)
+    return hook() if hook is not None else app.suspend()
+
+
+def hand_to_editor(app: Any, text: str, what: str) -> str | None:
+    """``text`` through ``$EDITOR`` with the terminal handed over; ``None`` (and the reason
+    told) when there is no editor, it fails, or this terminal cannot hand over."""
+    try:
+        ra.editor_command()
+    except ra.EditorUnavailable as exc:
+        app.notify(str(exc), severity="error", timeout=15)
+        return None
+    edited: str | None = None
+    failure: ra.EditorUnavailable | None = None
+    try:
+        with editor_suspend(app):
+            # Nothing may raise in here: App.suspend resumes the terminal only on a clean exit.
+            try:
+                edited = ra.run_external_editor(text)
+            except ra.EditorUnavailable as exc:
+                failure = exc
+    except SuspendNotSupported:
+        app.notify("This terminal cannot hand over to $EDITOR (suspend is not supported here).", severity="error")
+        return None
+    if failure is not None:
+        app.notify(f"{failure}; {what} is unchanged.", severity="error", timeout=15)
+        return None
+    return edited
+
+
+async def edit_buffer_outside(screen: Any) -> None:
+    """The editor screen's ``E``: its buffer through ``$EDITOR``; what comes back replaces the
+    buffer (unsaved, validated as if typed). A failed editor leaves the buffer as it was."""
+    editor = screen.editor
+    edited = hand_to_editor(screen.app, editor.text, "the buffer")
+    if edited is not None and edited != editor.text:
+        editor.text = edited
 
 
 def selected_topic_path(screen: Any) -> str | None:
