@@ -436,3 +436,17 @@ async def test_help_and_palette_list_the_record_commands(fixture_state):
     palette = {c.id: c for c in commands_for("topics")}
     assert all(palette[cid].palette and palette[cid].key == key for cid, key in ids.items() if cid in palette)
     assert set(ids) <= set(palette)
+
+
+async def test_the_picker_opens_on_the_records_own_heading_chain():
+    from action_harness import DialogHarness, sample_choices
+
+    app = DialogHarness(lambda: MovePicker(sample_choices(), "845c11f8", topic="topics/people/ada.md", headings=("Ada", "Drinks")))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, MovePicker) and app.screen.section is not None)
+        await pilot.pause()
+        picker = app.screen
+        assert picker.topic_choice.path == "topics/people/ada.md" and picker.headings == ("Ada", "Drinks")
+        picker.query_one("#topics", OptionList).highlighted = 0  # another topic: its own sections
+        await pilot.pause()
+        assert picker.topic_choice.path != "topics/people/ada.md" and picker.headings == picker.topic_choice.sections[0].headings

@@ -81,6 +81,7 @@ class MovePicker(ModalScreen["MoveTarget | None"]):
         self.memory_id = memory_id
         self.start_topic = topic
         self.start_headings = tuple(headings)
+        self.filled_topic: str | None = None  # the topic whose sections are listed
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -139,6 +140,7 @@ class MovePicker(ModalScreen["MoveTarget | None"]):
         return section.headings if section is not None else ()
 
     def _fill_sections(self, choice, prefer: tuple[str, ...] = ()) -> None:
+        self.filled_topic = choice.path
         sections = self.query_one("#sections", OptionList)
         sections.clear_options()
         sections.add_options([_SectionOption(s) for s in choice.sections])
@@ -157,8 +159,13 @@ class MovePicker(ModalScreen["MoveTarget | None"]):
             anchors.highlighted = 0
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        if event.option is not event.option_list.highlighted_option:
+            return  # stale: the list's first highlight arrives after on_mount moved it on
         if event.option_list.id == "topics" and isinstance(event.option, _TopicOption):
-            self._fill_sections(event.option.choice)
+            # on_mount filled the sections with the record's own chain preselected: refilling
+            # them for the same topic would lose that choice
+            if event.option.choice.path != self.filled_topic:
+                self._fill_sections(event.option.choice)
         elif event.option_list.id == "sections":
             self._fill_anchors()
 
