@@ -450,3 +450,31 @@ async def test_the_picker_opens_on_the_records_own_heading_chain():
         picker.query_one("#topics", OptionList).highlighted = 0  # another topic: its own sections
         await pilot.pause()
         assert picker.topic_choice.path != "topics/people/ada.md" and picker.headings == picker.topic_choice.sections[0].headings
+
+
+def test_move_picker_fits_80x24(snap_compare, fixture_state):
+    """At 80x24 the picker's columns shrink so Cancel/Move stay on screen."""
+
+    async def run_before(pilot) -> None:
+        app = pilot.app
+        await app.open_record(app.model.records["302a9bb2"])
+        await pilot.pause()
+        await pilot.press("m")
+        await until(pilot, lambda: isinstance(app.screen, MovePicker) and app.screen.topic_choice is not None)
+        await pilot.pause()
+
+    assert snap_compare(_app(fixture_state), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_core_delete_refusal_in_the_app(snap_compare, fixture_state):
+    """D in Core: why topics/core.md cannot be deleted, wrapped inside the dialog."""
+
+    async def run_before(pilot) -> None:
+        app = pilot.app
+        await pilot.press("4")
+        await pilot.pause()
+        await pilot.press("D")
+        await until(pilot, lambda: isinstance(app.screen, DeleteTopicDialog) and bool(app.screen.query("#reason")))
+        await pilot.pause()
+
+    assert snap_compare(_app(fixture_state), terminal_size=(80, 24), run_before=run_before)

@@ -29,7 +29,8 @@ class TopicDeleteDecision:
 class DeleteTopicDialog(ModalScreen[TopicDeleteDecision]):
     """``DeleteTopicDialog(check)`` with ``check`` from ``core.recordops.topic_delete_check``."""
 
-    DEFAULT_CSS = dialog_css("DeleteTopicDialog")
+    # the reason is a long sentence: it wraps inside the dialog instead of running off its edge
+    DEFAULT_CSS = dialog_css("DeleteTopicDialog") + "\nDeleteTopicDialog #reason { width: 100%; }\n"
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel")]
 
     def __init__(self, check) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.events import Resize
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, RadioButton, RadioSet
 from textual.widgets.option_list import Option
@@ -105,6 +106,11 @@ class MovePicker(ModalScreen["MoveTarget | None"]):
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Cancel", id="cancel")
                 yield Button("Move", id="move", variant="primary")
+
+    def on_resize(self, event: Resize) -> None:
+        # The three columns take what the dialog's other rows (title, error line, buttons,
+        # borders: 9) leave, so the buttons stay on screen in an 80x24 terminal.
+        self.query_one(".columns").styles.height = max(8, min(16, int(event.size.height * 0.9) - 9))
 
     def on_mount(self) -> None:
         topics = self.query_one("#topics", OptionList)
