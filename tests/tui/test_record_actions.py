@@ -284,6 +284,15 @@ async def test_topic_delete_lists_dangling_links_deletes_and_core_is_refused(fix
         await pilot.click("#cancel")
         await pilot.pause()
         assert (root / KYOTO).is_file() and workspace_revision(root) == rev
+        await pilot.press("D")  # this time delete anyway: the transaction refuses, naming the linker
+        await until(pilot, lambda: isinstance(app.screen, DeleteTopicDialog) and bool(app.screen.query("#links")))
+        await pilot.click("#delete")
+        dialog = await _outcome(pilot, app)
+        shown = _shown(dialog)
+        assert "refused: INVALID_TOPIC_FORMAT" in shown and "dangling block link: fa3c8017" in shown and "^fc30e0e0" in shown
+        await pilot.press("escape")
+        await pilot.pause()
+        assert (root / KYOTO).is_file() and workspace_revision(root) == rev
         topics.reveal_topic(CLI)
         await pilot.pause()
         topics.tree.focus()
@@ -478,3 +487,49 @@ def test_core_delete_refusal_in_the_app(snap_compare, fixture_state):
         await pilot.pause()
 
     assert snap_compare(_app(fixture_state), terminal_size=(80, 24), run_before=run_before)
+
+
+async def test_core_view_updates_the_highlighted_block(fixture_state):
+    root = fixture_state / "memory"
+    app = _app(fixture_state)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await pilot.press("4")
+        await pilot.pause()
+        core = app.view_screens["core"]
+        lst = core.query_one("#core-list", OptionList)
+        lst.highlighted = 1
+        await pilot.pause()
+        rec = core.selected_record()
+        assert rec is not None and rec.topic_path == "topics/core.md"
+        await pilot.press("u")
+        await until(pilot, lambda: isinstance(app.screen, RecordTextDialog) and bool(app.screen.query(TextArea)))
+        assert app.screen.memory_id == rec.memory_id and app.screen.text == rec.content
+        app.screen.query_one(TextArea).text = "The owner drinks green tea, never coffee."
+        await pilot.press("ctrl+s")
+        dialog = await _outcome(pilot, app)
+        assert f"Updated {rec.memory_id}" in _shown(dialog) and "topics/core.md:" in _shown(dialog)
+        await pilot.press("escape")
+        await settle(pilot, app)
+        assert app.model.records[rec.memory_id].content == "The owner drinks green tea, never coffee."
+    text = (root / "topics/core.md").read_text()
+    assert f"The owner drinks green tea, never coffee.[^" in text and f"^{rec.memory_id}" in text
+
+
+async def test_an_unexpected_failure_in_a_change_is_reported_not_hidden(fixture_state, monkeypatch):
+    from memory_tui.tui import record_actions
+
+    def broken(*args, **kw):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(record_actions, "delete_record", broken)
+    notes: list[str] = []
+    app = _app(fixture_state)
+    async with app.run_test(size=(160, 45)) as pilot:
+        original_notify = app.notify
+        app.notify = lambda message, **kw: (notes.append(str(message)), original_notify(message, **kw))[1]
+        await _select(pilot, app, "c2a2c020")
+        await pilot.press("d")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmRecordDelete))
+        await pilot.click("#delete")
+        await until(pilot, lambda: any("record change crashed" in n and "disk on fire" in n for n in notes))
+        assert not isinstance(app.screen, RecordOutcomeDialog)
