@@ -206,7 +206,10 @@ def run_external_editor(text: str, *, suffix: str = ".md", runner: Runner | None
             raise EditorUnavailable(f"could not start {command[0]}: {exc.strerror or exc}") from exc
         if rc != 0:
             raise EditorUnavailable(f"{command[0]} exited with status {rc}; the text was not taken")
-        return Path(tmp).read_text(encoding="utf-8")
+        try:
+            return Path(tmp).read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise EditorUnavailable(f"{command[0]} left text that is not UTF-8 (byte {exc.start}); it was not taken") from exc
     finally:
         os.unlink(tmp)
 

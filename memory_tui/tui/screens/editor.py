@@ -102,7 +102,7 @@ class EditorScreen(Screen[None]):
 
     # records-ui (issue 10): the buffer through $EDITOR; what comes back is validated as if typed
     async def action_external_edit(self) -> None:
-        from .record_ops import edit_buffer_outside
+        from .external_editor import edit_buffer_outside
 
         await edit_buffer_outside(self)
 

@@ -12,11 +12,9 @@ cursor: ``m`` move (``MovePicker``), ``u`` update its text, ``d`` delete it; Top
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
 from typing import Any, Callable
 
 from textual import work
-from textual.app import SuspendNotSupported
 from textual.worker import Worker, WorkerState
 
 from .. import record_actions as ra
@@ -25,12 +23,17 @@ from ..dialogs.delete_topic import DeleteTopicDialog
 from ..dialogs.move_picker import MovePicker
 from ..dialogs.record_change import ConfirmRecordDelete, RecordOutcomeDialog, RecordTextDialog
 from .citations import selected_record_of
+from .external_editor import hand_to_editor
 
 Change = Callable[["str | None"], ra.ActionOutcome]  # base revision -> outcome
 
 
 class RecordActions:
     """Mixin for a ``CitationScreen``: the record-change actions and their flow."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.record_outcomes: list[ra.ActionOutcome] = []  # every outcome this screen showed (tests read it)
 
     # ------------------------------------------------------------------ plumbing
     def _tx_options(self) -> dict[str, Any]:
@@ -50,15 +53,6 @@ class RecordActions:
         if rec is None:
             self.notify("Select a record first.", severity="warning")
         return rec
-
-    @property
-    def record_outcomes(self) -> list[ra.ActionOutcome]:
-        """Every change's outcome shown by this screen (tests read it)."""
-        found = getattr(self, "_record_outcomes", None)
-        if found is None:
-            found = []
-            self._record_outcomes = found
-        return found
 
     @work(thread=True, group="record-op", exit_on_error=False)
     def off_thread(self, fn: Callable[[], Any], then: Callable[[Any], None]) -> None:
@@ -214,48 +208,6 @@ class RecordActions:
         screen.editor.text = text  # as if typed: the editor validates it and marks each error
         self.notify(f"{path}: the edited text has errors; they are shown in the editor (nothing is saved yet).",
                     severity="warning", timeout=10)
-
-
-def editor_suspend(app: Any) -> AbstractContextManager[None]:
-    """What hands the terminal to ``$EDITOR``: ``App.suspend``. A test without a terminal
-    sets ``app.editor_suspend`` (headless drivers cannot suspend)."""
-    hook = getattr(app, "editor_suspend", None)
-    return hook() if hook is not None else app.suspend()
-
-
-def hand_to_editor(app: Any, text: str, what: str) -> str | None:
-    """``text`` through ``$EDITOR`` with the terminal handed over; ``None`` (and the reason
-    told) when there is no editor, it fails, or this terminal cannot hand over."""
-    try:
-        ra.editor_command()
-    except ra.EditorUnavailable as exc:
-        app.notify(str(exc), severity="error", timeout=15)
-        return None
-    edited: str | None = None
-    failure: ra.EditorUnavailable | None = None
-    try:
-        with editor_suspend(app):
-            # Nothing may raise in here: App.suspend resumes the terminal only on a clean exit.
-            try:
-                edited = ra.run_external_editor(text)
-            except ra.EditorUnavailable as exc:
-                failure = exc
-    except SuspendNotSupported:
-        app.notify("This terminal cannot hand over to $EDITOR (suspend is not supported here).", severity="error")
-        return None
-    if failure is not None:
-        app.notify(f"{failure}; {what} is unchanged.", severity="error", timeout=15)
-        return None
-    return edited
-
-
-async def edit_buffer_outside(screen: Any) -> None:
-    """The editor screen's ``E``: its buffer through ``$EDITOR``; what comes back replaces the
-    buffer (unsaved, validated as if typed). A failed editor leaves the buffer as it was."""
-    editor = screen.editor
-    edited = hand_to_editor(screen.app, editor.text, "the buffer")
-    if edited is not None and edited != editor.text:
-        editor.text = edited
 
 
 def selected_topic_path(screen: Any) -> str | None:
