@@ -26,6 +26,7 @@ from memory_tui.core.text import sanitize
 
 from ..record_actions import ActionOutcome, short
 from .confirm_job import dialog_css
+from .delete_topic import delete_buttons
 
 
 def outcome_text(outcome: ActionOutcome) -> Text:
@@ -56,9 +57,7 @@ class ConfirmRecordDelete(ModalScreen[bool]):
             with VerticalScroll(classes="dialog-body"):
                 yield Static(Text.assemble(sanitize(self.content), ("\n\nIts sources stay in the archive; "
                              "the delete is refused while another record links to it.", "dim")), id="record-text")
-            with Horizontal(classes="dialog-buttons"):
-                yield Button("Cancel", id="cancel")
-                yield Button("Delete", id="delete", variant="error")
+            yield from delete_buttons()
 
     def on_mount(self) -> None:
         self.query_one("#cancel", Button).focus()
