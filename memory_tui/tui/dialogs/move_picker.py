@@ -107,12 +107,16 @@ class MovePicker(ModalScreen["MoveTarget | None"]):
                 yield Button("Cancel", id="cancel")
                 yield Button("Move", id="move", variant="primary")
 
-    def on_resize(self, event: Resize) -> None:
+    def fit_columns(self, height: int) -> None:
         # The three columns take what the dialog's other rows (title, error line, buttons,
         # borders: 9) leave, so the buttons stay on screen in an 80x24 terminal.
-        self.query_one(".columns").styles.height = max(8, min(16, int(event.size.height * 0.9) - 9))
+        self.query_one(".columns").styles.height = max(8, min(16, int(height * 0.9) - 9))
+
+    def on_resize(self, event: Resize) -> None:
+        self.fit_columns(event.size.height)
 
     def on_mount(self) -> None:
+        self.fit_columns(self.app.size.height)  # before the first layout, not only on a resize
         topics = self.query_one("#topics", OptionList)
         index = next((i for i, c in enumerate(self.choices) if c.path == self.start_topic), 0)
         if self.choices:

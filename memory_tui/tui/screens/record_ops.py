@@ -73,12 +73,24 @@ class RecordActions:
         self.record_outcomes.append(outcome)
         if outcome.ok:
             self.app.load_in_background(None)  # the new model (and new revision) for every view
+            if outcome.action == "move" and getattr(self, "VIEW", "") == "topics":
+                self.run_worker(self._follow(outcome.target), group="record-follow", exit_on_error=False)
 
         def chosen(retry: bool | None) -> None:
             if retry and change is not None:
                 self.run_change(change, fresh)
 
         self.app.push_screen(RecordOutcomeDialog(outcome), chosen)
+
+    async def _follow(self, memory_id: str) -> None:
+        """Topics: once the reload is in, show the moved record where it went (another topic too)."""
+        loads = [w for w in self.app.workers if w.group == "load"]
+        if loads:  # each load applies its model (call_from_thread) before it completes
+            await self.app.workers.wait_for_complete(loads)
+        m = self.model
+        rec = m.records.get(memory_id) if m is not None else None
+        if rec is not None:
+            self.reveal(rec)  # type: ignore[attr-defined]
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         # Something an adapter did not expect: say so, never hide it (nothing was shown yet).
