@@ -101,6 +101,22 @@ COMMANDS: tuple[Command, ...] = (
     Command("topic.edit", "e", "edit_topic", "Edit topic", "Edit the selected topic's Markdown, checked as you type",
             views=("topics", "core"), scope="screen", footer=False),
     Command("job.migrate", "", "run_job('migrate')", "Migrate legacy cursors", "Preview, then run `memory-tui migrate`"),
+    # records-ui (issue 10): record changes, topic delete, $EDITOR (palette and help; footers unchanged)
+    Command("record.move", "m", "move_record", "Move record",
+            "Move the selected record: topic, heading, start/end or before/after a record (one transaction)",
+            views=("topics", "recent", "core"), scope="screen", footer=False),
+    Command("record.update", "u", "update_record", "Edit record text",
+            "Rewrite the selected record's text; its sources and time are kept", views=("topics", "recent", "core"),
+            scope="screen", footer=False),
+    Command("record.delete", "d", "delete_record", "Delete record",
+            "Delete the selected record (asks first; refused while records link to it)", views=("topics", "recent", "core"),
+            scope="screen", footer=False),
+    Command("topic.delete", "D", "delete_topic", "Delete topic",
+            "Delete the selected topic (asks first, lists the links it would leave dangling); Core says why topics/core.md cannot go",
+            views=("topics", "core"), scope="screen", footer=False),
+    Command("topic.external_edit", "E", "external_edit", "Edit in $EDITOR",
+            "Open the selected topic (Core: topics/core.md) in $EDITOR; checked on return, saved when valid",
+            views=("topics", "core"), scope="screen", footer=False),
     Command("app.quit", "q", "quit", "Quit", "Quit memory-tui"),
 )
 

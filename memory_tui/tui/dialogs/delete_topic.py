@@ -26,10 +26,18 @@ class TopicDeleteDecision:
     path: str
 
 
+def delete_buttons() -> ComposeResult:
+    """Cancel and Delete, the row every delete confirmation ends with (Cancel takes focus)."""
+    with Horizontal(classes="dialog-buttons"):
+        yield Button("Cancel", id="cancel")
+        yield Button("Delete", id="delete", variant="error")
+
+
 class DeleteTopicDialog(ModalScreen[TopicDeleteDecision]):
     """``DeleteTopicDialog(check)`` with ``check`` from ``core.recordops.topic_delete_check``."""
 
-    DEFAULT_CSS = dialog_css("DeleteTopicDialog")
+    # the reason is a long sentence: it wraps inside the dialog instead of running off its edge
+    DEFAULT_CSS = dialog_css("DeleteTopicDialog") + "\nDeleteTopicDialog #reason { width: 100%; }\n"
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel")]
 
     def __init__(self, check) -> None:
@@ -58,9 +66,7 @@ class DeleteTopicDialog(ModalScreen[TopicDeleteDecision]):
                 body.append("No other record links to it.", style="dim")
             with VerticalScroll(classes="dialog-body"):
                 yield Static(body, id="links")
-            with Horizontal(classes="dialog-buttons"):
-                yield Button("Cancel", id="cancel")
-                yield Button("Delete", id="delete", variant="error")
+            yield from delete_buttons()
 
     def on_mount(self) -> None:
         self.query_one("#cancel", Button).focus()

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.events import Resize
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, RadioButton, RadioSet
 from textual.widgets.option_list import Option
@@ -44,7 +45,8 @@ def parse_chain(text: str) -> tuple[str, ...]:
 
 class _TopicOption(Option):
     def __init__(self, choice) -> None:
-        super().__init__(sanitize(choice.path))
+        # every choice is under topics/: without the prefix a path fits the column unwrapped
+        super().__init__(sanitize(choice.path.removeprefix("topics/")))
         self.choice = choice
 
 
@@ -80,6 +82,7 @@ class MovePicker(ModalScreen["MoveTarget | None"]):
         self.memory_id = memory_id
         self.start_topic = topic
         self.start_headings = tuple(headings)
+        self.filled_topic: str | None = None  # the topic whose sections are listed
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -104,7 +107,16 @@ class MovePicker(ModalScreen["MoveTarget | None"]):
                 yield Button("Cancel", id="cancel")
                 yield Button("Move", id="move", variant="primary")
 
+    def fit_columns(self, height: int) -> None:
+        # The three columns take what the dialog's other rows (title, error line, buttons,
+        # borders: 9) leave, so the buttons stay on screen in an 80x24 terminal.
+        self.query_one(".columns").styles.height = max(8, min(16, int(height * 0.9) - 9))
+
+    def on_resize(self, event: Resize) -> None:
+        self.fit_columns(event.size.height)
+
     def on_mount(self) -> None:
+        self.fit_columns(self.app.size.height)  # before the first layout, not only on a resize
         topics = self.query_one("#topics", OptionList)
         index = next((i for i, c in enumerate(self.choices) if c.path == self.start_topic), 0)
         if self.choices:
@@ -138,6 +150,7 @@ class MovePicker(ModalScreen["MoveTarget | None"]):
         return section.headings if section is not None else ()
 
     def _fill_sections(self, choice, prefer: tuple[str, ...] = ()) -> None:
+        self.filled_topic = choice.path
         sections = self.query_one("#sections", OptionList)
         sections.clear_options()
         sections.add_options([_SectionOption(s) for s in choice.sections])
@@ -156,8 +169,13 @@ class MovePicker(ModalScreen["MoveTarget | None"]):
             anchors.highlighted = 0
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        if event.option is not event.option_list.highlighted_option:
+            return  # stale: the list's first highlight arrives after on_mount moved it on
         if event.option_list.id == "topics" and isinstance(event.option, _TopicOption):
-            self._fill_sections(event.option.choice)
+            # on_mount filled the sections with the record's own chain preselected: refilling
+            # them for the same topic would lose that choice
+            if event.option.choice.path != self.filled_topic:
+                self._fill_sections(event.option.choice)
         elif event.option_list.id == "sections":
             self._fill_anchors()
 

@@ -92,7 +92,7 @@ class CitationScreen(ViewScreen):
 
 
 # insights (issue 11): history and alternatives of the selected record (or topic in the tree).
-def _selected_record(screen: CitationScreen) -> RecordVM | None:
+def selected_record_of(screen: CitationScreen) -> RecordVM | None:
     focused = screen.focused
     if isinstance(focused, RecordList) and focused.selected_record is not None:
         return focused.selected_record
@@ -109,7 +109,7 @@ def open_record_history(self: CitationScreen) -> None:
     if current_topic is not None and not isinstance(self.focused, RecordList) and current_topic() is not None:
         open_history(self.app, current_topic().path)
         return
-    rec = _selected_record(self)
+    rec = selected_record_of(self)
     if rec is None:
         self.notify("Select a record first.", severity="warning")
         return
@@ -119,7 +119,7 @@ def open_record_history(self: CitationScreen) -> None:
 def open_record_alternatives(self: CitationScreen) -> None:
     from .alternatives import open_alternatives
 
-    rec = _selected_record(self)
+    rec = selected_record_of(self)
     if rec is None:
         self.notify("Select a record first.", severity="warning")
         return

@@ -20,10 +20,11 @@ from ..widgets import RecordList, SourcePane
 from ..widgets.records import highlighted_key, restore_highlight
 from .base import flat, one_line
 from .citations import CitationScreen
+from .record_ops import RecordActions  # records-ui (issue 10)
 from .recent import RecordRow
 
 
-class CoreScreen(CitationScreen):
+class CoreScreen(RecordActions, CitationScreen):
     VIEW = "core"
     BINDINGS: ClassVar[list[BindingType]] = registry.screen_bindings("core")
 

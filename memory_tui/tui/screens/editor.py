@@ -30,6 +30,8 @@ class EditorScreen(Screen[None]):
         # ``[``/``]`` type text inside the editor (footnotes ``[^e1]``); outside it they jump.
         Binding("right_square_bracket", "next_error", "Next error", id="editor.next_error_outside", show=False),
         Binding("left_square_bracket", "previous_error", "Previous error", id="editor.previous_error_outside", show=False),
+        # records-ui (issue 10): E hands the buffer to $EDITOR (outside the text area, where E types)
+        Binding("E", "external_edit", "$EDITOR", id="editor.external_edit", show=False),
     ]
     DEFAULT_CSS = """
     EditorScreen #editor-title { height: 1; text-style: bold; padding: 0 1; }
@@ -97,6 +99,12 @@ class EditorScreen(Screen[None]):
     def action_previous_error(self) -> None:
         if self._outside_editor():
             self.editor.previous_diagnostic()
+
+    # records-ui (issue 10): the buffer through $EDITOR; what comes back is validated as if typed
+    async def action_external_edit(self) -> None:
+        from .external_editor import edit_buffer_outside
+
+        await edit_buffer_outside(self)
 
     # ------------------------------------------------------------------ save / leave
     def on_topic_editor_save_requested(self, message: TopicEditor.SaveRequested) -> None:

@@ -19,6 +19,7 @@ from ..widgets import RecordList, SourcePane
 from ..widgets.records import highlighted_key, restore_highlight
 from .base import flat, plural, topic_name
 from .citations import CitationScreen
+from .record_ops import RecordActions  # records-ui (issue 10)
 
 
 class RecordRow(Option):
@@ -29,7 +30,7 @@ class RecordRow(Option):
         self.record = record
 
 
-class RecentScreen(CitationScreen):
+class RecentScreen(RecordActions, CitationScreen):
     VIEW = "recent"
     BINDINGS: ClassVar[list[BindingType]] = registry.screen_bindings("recent")
 

@@ -16,10 +16,9 @@ from textual.widgets.option_list import Option
 from .. import commands as registry
 from ..data import TimelineRowVM
 from ..render import render_markdown
-from ..widgets import MemoryTree
 from ..widgets.records import highlighted_key, restore_highlight
-from ..widgets.tree import walk
 from .base import ViewScreen, topic_name
+from .tree_list import TreeList
 
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
@@ -32,15 +31,10 @@ class TimelineRowOption(Option):
         self.row = row
 
 
-class TimelineScreen(ViewScreen):
+class TimelineScreen(TreeList, ViewScreen):
     VIEW = "timeline"
+    TREE_TITLE = "Timeline"
     BINDINGS: ClassVar[list[BindingType]] = registry.screen_bindings("timeline")
-
-    def compose_list(self) -> ComposeResult:
-        tree = MemoryTree("Timeline", id="timeline-list", classes="view-list")
-        tree.show_root = False
-        tree.guide_depth = 2
-        yield tree
 
     def compose_detail(self) -> ComposeResult:
         with Vertical(id="timeline-detail", classes="view-detail"):
@@ -48,10 +42,6 @@ class TimelineScreen(ViewScreen):
 
     def detail_focus(self) -> Widget:
         return self.query_one("#timeline-rows")
-
-    @property
-    def tree(self) -> MemoryTree:
-        return self.query_one("#timeline-list", MemoryTree)
 
     def timeline_rows(self) -> tuple[TimelineRowVM, ...]:
         m = self.model
@@ -70,10 +60,7 @@ class TimelineScreen(ViewScreen):
 
     def render_view(self) -> None:
         tree = self.tree
-        tree.set_ascii(self.shell.ascii_mode)
-        cursor = self.selected_key()
-        expanded = {n.data for n in walk(tree.root) if n.is_expanded and n.data} if tree.root.children else None
-        tree.clear()
+        state = self.restart_tree()
         counts: dict[str, int] = {}
         for row in self.timeline_rows():
             parts = row.when.split("-")
@@ -92,14 +79,10 @@ class TimelineScreen(ViewScreen):
             else:
                 label = Text.assemble(parts[2], (f" {counts[key]}", "dim"))
             has_children = any(k.startswith(key + "-") for k in counts)
-            want_open = expanded is None or key in expanded
             nodes[key] = (
-                parent.add(label, data=key, expand=want_open) if has_children else parent.add_leaf(label, data=key)  # type: ignore[union-attr]
+                parent.add(label, data=key, expand=state.is_open(key)) if has_children else parent.add_leaf(label, data=key)  # type: ignore[union-attr]
             )
-        target = next((n for n in walk(tree.root) if n.data == cursor), None)
-        if target is None and tree.root.children:
-            target = tree.root.children[0]
-        tree.put_cursor(target)
+        self.land_cursor(state, tree.root.children[0] if tree.root.children else None)
         self.show_rows()
 
     def show_rows(self) -> None:

@@ -15,10 +15,12 @@ from textual.widgets import OptionList, Tree
 
 from .. import commands as registry
 from ..data import RecordVM, TopicVM
-from ..widgets import MemoryTree, RecordList, SourcePane
+from ..widgets import RecordList, SourcePane
 from ..widgets.tree import walk
 from .base import one_line, plural
 from .citations import CitationScreen
+from .record_ops import RecordActions  # records-ui (issue 10)
+from .tree_list import TreeList
 
 
 @dataclass(frozen=True)
@@ -63,16 +65,11 @@ def problem_view(topic: TopicVM) -> Text:
     return out
 
 
-class TopicsScreen(CitationScreen):
+class TopicsScreen(RecordActions, TreeList, CitationScreen):
     VIEW = "topics"
+    TREE_TITLE = "Topics"
     BINDINGS: ClassVar[list[BindingType]] = registry.screen_bindings("topics")
     SHOWS_OUTLINE = True  # perf-app (issue 12): the first frame lists topics before they are parsed
-
-    def compose_list(self) -> ComposeResult:
-        tree = MemoryTree("Topics", id="topics-list", classes="view-list")
-        tree.show_root = False
-        tree.guide_depth = 2
-        yield tree
 
     def compose_detail(self) -> ComposeResult:
         with Vertical(id="topics-detail", classes="view-detail"):
@@ -81,10 +78,6 @@ class TopicsScreen(CitationScreen):
 
     def detail_focus(self) -> Widget:
         return self.query_one("#topic-records")
-
-    @property
-    def tree(self) -> MemoryTree:
-        return self.query_one("#topics-list", MemoryTree)
 
     @property
     def records(self) -> RecordList:
@@ -109,17 +102,13 @@ class TopicsScreen(CitationScreen):
     # ------------------------------------------------------------------ drawing
     def render_view(self) -> None:
         tree = self.tree
-        tree.set_ascii(self.shell.ascii_mode)
+        state = self.restart_tree()
         m = self.model
-        cursor = tree.cursor_node.data if tree.cursor_node is not None else None
-        expanded = {n.data for n in walk(tree.root) if n.is_expanded and n.data} if tree.root.children else None
-        tree.clear()
         if not m or not m.memory_exists:
             self.show_topic()
             return
         g = self.glyphs
         folders: dict[str, object] = {}
-        target = None
         first_leaf = None
         for topic in m.topics:
             if not self.topic_matches(topic):
@@ -133,7 +122,7 @@ class TopicsScreen(CitationScreen):
                     count = sum(
                         self.shown_count(t) for t in m.topics if t.path.startswith(f"topics/{key}/") and self.topic_matches(t)
                     )
-                    folders[key] = parent.add(Text.assemble((f"{part}/", "bold"), (f" {count}", "dim")), data=Folder(key), expand=True)
+                    folders[key] = parent.add(Text.assemble((f"{part}/", "bold"), (f" {count}", "dim")), data=Folder(key), expand=state.is_open(Folder(key)))
                 parent = folders[key]  # type: ignore[assignment]
             recs = self.filtered_records(topic)
             name = parts[-1].removesuffix(".md")
@@ -145,13 +134,7 @@ class TopicsScreen(CitationScreen):
                 label = Text.assemble(name, (f" {topic.record_count}", "dim"))
             leaf = parent.add_leaf(label, data=TopicNode(topic.path))
             first_leaf = first_leaf or leaf
-            if cursor == leaf.data:
-                target = leaf
-        if expanded is not None:
-            for node in walk(tree.root):
-                if isinstance(node.data, Folder) and node.data not in expanded:
-                    node.collapse()
-        tree.put_cursor(target or first_leaf)
+        self.land_cursor(state, first_leaf)
         self.show_topic()
 
     def current_topic(self) -> TopicVM | None:

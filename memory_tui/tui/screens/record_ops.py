@@ -1,0 +1,231 @@
+"""records-ui (issue 10): record changes, topic delete and ``$EDITOR`` from the record views.
+
+``RecordActions`` is mixed into Topics, Recent and Core. It acts on the record under the
+cursor: ``m`` move (``MovePicker``), ``u`` update its text, ``d`` delete it; Topics adds
+``D`` (delete the topic) and Topics/Core ``E`` (the topic in ``$EDITOR``). Every change:
+
+1. takes the revision this screen shows (``model.revision``) as the compare-and-set base;
+2. runs in a worker through ``tui/record_actions.py`` (never the engine directly);
+3. reloads the model and shows the outcome (new ids and revision, or the code with its
+   meaning); ``CONCURRENT_UPDATE`` offers a retry of the same change on the new revision.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from textual import work
+from textual.worker import Worker, WorkerState
+
+from .. import record_actions as ra
+from ..data import CORE_TOPIC, RecordVM
+from ..dialogs.delete_topic import DeleteTopicDialog
+from ..dialogs.move_picker import MovePicker
+from ..dialogs.record_change import ConfirmRecordDelete, RecordOutcomeDialog, RecordTextDialog
+from .citations import selected_record_of
+from .external_editor import hand_to_editor
+
+Change = Callable[["str | None"], ra.ActionOutcome]  # base revision -> outcome
+
+
+class RecordActions:
+    """Mixin for a ``CitationScreen``: the record-change actions and their flow."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.record_outcomes: list[ra.ActionOutcome] = []  # every outcome this screen showed (tests read it)
+
+    # ------------------------------------------------------------------ plumbing
+    def _tx_options(self) -> dict[str, Any]:
+        # the same git settings as the app's jobs (tests pin git's identity and clock)
+        opts = getattr(self.app, "job_context_options", {}) or {}
+        return {"git_env": opts["git_env"]} if opts.get("git_env") else {}
+
+    def _base_revision(self) -> str | None:
+        m = self.model
+        return m.revision if m is not None and m.memory_exists else None
+
+    def _record_or_say(self) -> RecordVM | None:
+        if self._base_revision() is None:
+            self.notify("No memory workspace.", severity="warning")
+            return None
+        rec = selected_record_of(self)
+        if rec is None:
+            self.notify("Select a record first.", severity="warning")
+        return rec
+
+    @work(thread=True, group="record-op", exit_on_error=False)
+    def off_thread(self, fn: Callable[[], Any], then: Callable[[Any], None]) -> None:
+        """Run ``fn`` (an adapter call) in a worker, then ``then(result)`` on the UI thread."""
+        result = fn()
+        self.app.call_from_thread(then, result)
+
+    def run_change(self, change: Change, base: str | None) -> None:
+        state_dir = self.app.state_dir
+
+        def attempt() -> tuple[ra.ActionOutcome, str | None]:
+            outcome = change(base)
+            return outcome, ra.current_revision(state_dir) if outcome.concurrent else None
+
+        self.off_thread(attempt, lambda found: self.change_done(change, *found))
+
+    def change_done(self, change: Change | None, outcome: ra.ActionOutcome, fresh: str | None) -> None:
+        self.record_outcomes.append(outcome)
+        if outcome.ok:
+            self.app.load_in_background(None)  # the new model (and new revision) for every view
+            if outcome.action == "move" and getattr(self, "VIEW", "") == "topics":
+                self.run_worker(self._follow(outcome.target), group="record-follow", exit_on_error=False)
+
+        def chosen(retry: bool | None) -> None:
+            if retry and change is not None:
+                self.run_change(change, fresh)
+
+        self.app.push_screen(RecordOutcomeDialog(outcome), chosen)
+
+    async def _follow(self, memory_id: str) -> None:
+        """Topics: once the reload is in, show the moved record where it went (another topic too)."""
+        loads = [w for w in self.app.workers if w.group == "load"]
+        if loads:  # each load applies its model (call_from_thread) before it completes
+            await self.app.workers.wait_for_complete(loads)
+        m = self.model
+        rec = m.records.get(memory_id) if m is not None else None
+        if rec is not None:
+            self.reveal(rec)  # type: ignore[attr-defined]
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        # Something an adapter did not expect: say so, never hide it (nothing was shown yet).
+        if event.worker.group == "record-op" and event.state == WorkerState.ERROR:
+            self.notify(f"record change crashed: {event.worker.error!r}", severity="error", timeout=30)
+
+    # ------------------------------------------------------------------ move
+    def action_move_record(self) -> None:
+        rec = self._record_or_say()
+        if rec is None:
+            return
+        base = self._base_revision()
+        state_dir = self.app.state_dir
+        self.off_thread(lambda: ra.move_choices(state_dir), lambda choices: self._pick_move(rec, base, choices))
+
+    def _pick_move(self, rec: RecordVM, base: str | None, choices: Any) -> None:
+        state_dir, kw = self.app.state_dir, self._tx_options()
+
+        def picked(target: Any) -> None:
+            if target is None:
+                return
+            self.run_change(lambda b: ra.move_record(state_dir, rec.memory_id, target, b, **kw), base)
+
+        self.app.push_screen(MovePicker(choices, rec.memory_id, topic=rec.topic_path, headings=rec.headings), picked)
+
+    # ------------------------------------------------------------------ update text
+    def action_update_record(self) -> None:
+        rec = self._record_or_say()
+        if rec is None:
+            return
+        state_dir, kw = self.app.state_dir, self._tx_options()
+        dialog = RecordTextDialog(
+            rec.memory_id, rec.content,
+            save=lambda text, base: ra.update_record_text(state_dir, rec.memory_id, text, base, **kw),
+            base_revision=self._base_revision(),
+            fresh_revision=lambda: ra.current_revision(state_dir),
+        )
+
+        def saved(outcome: ra.ActionOutcome | None) -> None:
+            if outcome is not None:
+                self.change_done(None, outcome, None)  # a refusal stayed in the dialog
+
+        self.app.push_screen(dialog, saved)
+
+    # ------------------------------------------------------------------ delete
+    def action_delete_record(self) -> None:
+        rec = self._record_or_say()
+        if rec is None:
+            return
+        base = self._base_revision()
+        state_dir, kw = self.app.state_dir, self._tx_options()
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.run_change(lambda b: ra.delete_record(state_dir, rec.memory_id, b, **kw), base)
+
+        self.app.push_screen(ConfirmRecordDelete(rec.memory_id, rec.content), answered)
+
+    # ------------------------------------------------------------------ topic delete (Topics)
+    def delete_topic_at(self, path: str) -> None:
+        base = self._base_revision()
+        state_dir, kw = self.app.state_dir, self._tx_options()
+
+        def decided(decision: Any) -> None:
+            if decision is not None and decision.delete:
+                self.run_change(lambda b: ra.delete_topic(state_dir, decision.path, b, **kw), base)
+
+        self.off_thread(lambda: ra.topic_delete_check(state_dir, path),
+                        lambda check: self.app.push_screen(DeleteTopicDialog(check), decided))
+
+    def action_delete_topic(self) -> None:
+        path = selected_topic_path(self)
+        if path is None or self._base_revision() is None:
+            self.notify("Select a topic in the tree first.", severity="warning")
+            return
+        self.delete_topic_at(path)
+
+    # ------------------------------------------------------------------ $EDITOR
+    async def action_external_edit(self) -> None:
+        path = selected_topic_path(self)
+        if path is None or self._base_revision() is None:
+            self.notify("Select a topic first.", severity="warning")
+            return
+        await self.edit_outside(path)
+
+    async def edit_outside(self, path: str) -> None:
+        """``path`` in ``$EDITOR``; on return the text is validated: valid saves (one
+        transaction, compare-and-set on the revision it was read at), invalid opens the
+        in-app editor on that text with every error on its line. Nothing typed is lost."""
+        from ..editor_model import read_topic_text, save_topic_text, validate_topic_text
+
+        state_dir, kw = self.app.state_dir, self._tx_options()
+        text, revision = read_topic_text(state_dir, path)
+        edited = hand_to_editor(self.app, text, path)
+        if edited is None:
+            return
+        if edited == text:
+            self.notify(f"{path}: no change.")
+            return
+
+        def checked(answer: Any) -> None:
+            if answer.ok:
+                self.off_thread(lambda: save_topic_text(state_dir, path, edited, base_revision=revision, **kw),
+                                lambda saved: self._outside_saved(path, edited, revision, saved))
+            else:
+                self.app.call_later(self._open_in_editor, path, edited)
+
+        self.off_thread(lambda: validate_topic_text(state_dir, path, edited), checked)
+
+    def _outside_saved(self, path: str, edited: str, revision: str | None, saved: Any) -> None:
+        result = saved.result
+        if saved.ok:
+            outcome = ra.ActionOutcome("edit", path, True, revision_before=revision, revision=result.revision,
+                                       changed_files=tuple(result.changed_files))
+            self.change_done(None, outcome, None)
+            return
+        # refused at save time (e.g. the file changed meanwhile): keep the text in the editor
+        self.notify(f"not saved: {result.code}: {result.message}", severity="error", timeout=15)
+        self.app.call_later(self._open_in_editor, path, edited)
+
+    async def _open_in_editor(self, path: str, text: str) -> None:
+        from .editor import EditorScreen
+
+        screen = EditorScreen(self.app.state_dir, path, ascii=getattr(self.app, "ascii_mode", False),
+                              git_env=self._tx_options().get("git_env"))
+        await self.app.push_screen(screen)  # mounted: the editor widget exists now
+        screen.editor.text = text  # as if typed: the editor validates it and marks each error
+        self.notify(f"{path}: the edited text has errors; they are shown in the editor (nothing is saved yet).",
+                    severity="warning", timeout=10)
+
+
+def selected_topic_path(screen: Any) -> str | None:
+    """The topic ``E`` and ``D`` act on: the Topics tree's topic, or topics/core.md in Core."""
+    if getattr(screen, "VIEW", "") == "core":
+        return CORE_TOPIC
+    current = getattr(screen, "current_topic", None)
+    topic = current() if current is not None else None
+    return topic.path if topic is not None else None
