@@ -1,7 +1,8 @@
 """The topic editor screen (actions-ui): edit a topic's Markdown with the core checking it.
 
 Every buffer change is validated in a worker against the core's full-list validate API
-(``editor_model`` → ``transaction.edit_errors`` semantics), so all errors show, each on its
+(``editor_model`` → ``transaction.edit_errors`` semantics), so all errors of every validation
+stage show (a dropped block id no longer hides the others), each naming its rule, on its
 line; an answer for an older buffer version is dropped by ``TopicEditor.apply_validation``.
 ``ctrl+s`` saves through ``staged_edit`` (one transaction); a refused save keeps the buffer
 and shows why. Leaving with unsaved changes asks first.

@@ -31,6 +31,9 @@ class DiagnosticOption(Option):
         if diagnostic.path:
             text.append(sanitize(diagnostic.path) + ": ", style="italic")
         text.append(sanitize(diagnostic.message))
+        if diagnostic.rule and diagnostic.rule not in diagnostic.message:
+            # the rule on its own line: the owner reads what broke, then which rule says so
+            text.append("\n" + " " * 9 + "rule: " + sanitize(diagnostic.rule), style="dim")
         super().__init__(text)
         self.diagnostic = diagnostic
 
