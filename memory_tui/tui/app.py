@@ -30,7 +30,7 @@ from memory_tui.core.tokens import O200kCounter, TokenCounter
 
 from . import commands as registry
 from .commands import MemoryCommands
-from .jobs import JobRequest, JobRunner, JobSpec, spec_for, summarize
+from .jobs import JobPreviewReady, JobRequest, JobRunner, JobSpec, spec_for, summarize
 from .data import CORE_TOPIC, RecordVM, WorkspaceModel, changed_views, header_changed, load_model, with_sessions
 from .data import outline_model, with_session_list  # perf-app (issue 12)
 from .messages import JobFinished, JobProgress, WorkspaceChanged
@@ -114,6 +114,7 @@ class MemoryApp(JobRunner, App[None]):
         self._job_request: JobRequest | None = None
         self._job_revision_before: str | None = None
         self._job_pending = False  # a preview/confirm is open: a second request waits for it
+        self.preparing_job: JobRequest | None = None  # its preview is being built in a worker
         self.lock_probe = probe_write_lock(self.state_dir / "memory")  # refreshed with every load
         # perf-ui (issue 12): with ``background`` the app paints at once with no model and a
         # worker streams it in (topics first, then sessions); without it (tests, snapshots)
@@ -177,6 +178,8 @@ class MemoryApp(JobRunner, App[None]):
         return len(self.all_problems())
 
     def job_label(self) -> str:
+        if not self.jobs and self.preparing_job is not None:
+            return f"{self.preparing_job.kind}: preparing preview…"
         if not self.jobs:
             return f"loading {self.loading}…" if self.loading else ""
         job, event = next(iter(self.jobs.items()))
@@ -450,22 +453,31 @@ class MemoryApp(JobRunner, App[None]):
         self.start_job(JobRequest(kind))
 
     def start_job(self, request: JobRequest) -> None:
-        """Preview ``request``, ask, run it with progress in the header, report, reload.
+        """Preview ``request`` (in a worker: "preparing preview…" meanwhile), ask, run it with
+        progress in the header, report, reload.
 
-        One job at a time: while one runs (or waits for its confirmation) this says so and
-        starts nothing."""
+        One job at a time: while one runs (or its preview is prepared, or waits for its
+        confirmation) this says so and starts nothing."""
         if self.jobs or self._job_pending:
-            running = next(iter(self.jobs), None) or "another job"
+            running = next(iter(self.jobs), None) or (
+                f"{self.preparing_job.kind} (preparing its preview)" if self.preparing_job else "another job")
             self.notify(f"{running} is still running (x cancels it); {request.kind} was not started.", severity="warning")
             return
-        from memory_tui.pipeline.context import Context
-        from memory_tui.pipeline.preview import preview_job
+        self._job_pending = True
+        self.preparing_job = request
+        self._redraw_header()
+        self.prepare_preview(request, self.settings.writer, dict(self.job_context_options))
+
+    def on_job_preview_ready(self, message: JobPreviewReady) -> None:
         from .dialogs.confirm_job import ConfirmJobDialog
 
-        ctx = Context(self.state_dir, settings=self.settings.writer, **self.job_context_options)
-        preview = preview_job(ctx, request.kind, session_id=request.session_id, branch=request.branch, force=request.force)
-        lock = probe_write_lock(self.state_dir / "memory")
-        self._job_pending = True
+        request, preview = message.request, message.preview
+        self.preparing_job = None
+        self._redraw_header()
+        if message.error is not None:
+            self._job_pending = False
+            self.notify(f"{request.kind}: no preview: {message.error.code}: {message.error.message}", severity="error")
+            return
 
         def confirmed(answer) -> None:
             self._job_pending = False
@@ -474,7 +486,7 @@ class MemoryApp(JobRunner, App[None]):
                 self._job_revision_before = preview.revision
                 self.launch_job(spec_for(request, self.settings.writer, self.job_context_options))
 
-        self.push_screen(ConfirmJobDialog(preview, lock=lock), confirmed)
+        self.push_screen(ConfirmJobDialog(preview, lock=message.lock), confirmed)
 
     def launch_job(self, spec: JobSpec) -> None:
         """Start ``spec`` in the job worker (one job at a time); the app keeps its progress."""
@@ -517,6 +529,11 @@ class MemoryApp(JobRunner, App[None]):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         # A job that raised something no job handler expects: say so, never hide it.
+        if event.worker.group == "job-preview" and event.state == WorkerState.ERROR:
+            self._job_pending = False
+            self.preparing_job = None
+            self._redraw_header()
+            self.notify(f"job preview crashed: {event.worker.error!r}", severity="error", timeout=30)
         if event.worker.group == "job" and event.state == WorkerState.ERROR:
             self.jobs.clear()
             self._redraw_header()

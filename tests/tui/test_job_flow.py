@@ -233,3 +233,58 @@ async def settle_jobs(pilot, app) -> None:
     if loads:
         await app.workers.wait_for_complete(loads)
     await pilot.pause()
+
+
+async def test_the_preview_is_built_off_the_ui_thread_and_one_job_at_a_time_holds(fixture_state, monkeypatch):
+    """While the preview is prepared (held here on an Event) the UI answers: the header says
+    "preparing preview…", a second request starts nothing, and the confirm opens once the
+    worker is done."""
+    import memory_tui.pipeline.preview as preview_mod
+
+    gate = threading.Event()
+    threads: list[str] = []
+    real = preview_mod.preview_job
+
+    def held(*a, **kw):
+        threads.append(threading.current_thread().name)
+        gate.wait()
+        return real(*a, **kw)
+
+    monkeypatch.setattr(preview_mod, "preview_job", held)
+    app = _app(fixture_state)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.press("B")  # job.backfill
+        await _until(pilot, lambda: bool(threads))
+        assert threads[0] != threading.main_thread().name
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmJobDialog)
+        assert "backfill: preparing preview…" in str(app.screen.query_one("#header").render())
+        await pilot.press("R")  # a second job while the first is being prepared
+        await pilot.pause()
+        assert any("backfill (preparing its preview) is still running" in n.message and "reorganize was not started"
+                   in n.message for n in app._notifications)
+        assert len(threads) == 1
+        gate.set()
+        await _until(pilot, lambda: isinstance(app.screen, ConfirmJobDialog) and bool(app.screen.query("#run")))
+        assert app.screen.preview.job == "backfill" and app.preparing_job is None
+        assert "preparing" not in app.job_label()
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.finished_jobs == [] and not app._job_pending
+
+
+async def test_a_preview_that_fails_says_why_and_frees_the_flow(fixture_state, monkeypatch):
+    import memory_tui.pipeline.preview as preview_mod
+    from memory_tui.core.errors import MemoryError
+
+    def broken(*a, **kw):
+        raise MemoryError("SESSION_NODES_UNAVAILABLE", "sessions/x.json: unreadable")
+
+    monkeypatch.setattr(preview_mod, "preview_job", broken)
+    app = _app(fixture_state)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.press("R")
+        await _until(pilot, lambda: any("no preview" in n.message for n in app._notifications))
+        note = next(n.message for n in app._notifications if "no preview" in n.message)
+        assert note == "reorganize: no preview: SESSION_NODES_UNAVAILABLE: sessions/x.json: unreadable"
+        assert not isinstance(app.screen, ConfirmJobDialog) and not app._job_pending and app.preparing_job is None
