@@ -30,7 +30,7 @@ from memory_tui.core.tokens import O200kCounter, TokenCounter
 
 from . import commands as registry
 from .commands import MemoryCommands
-from .jobs import JobPreviewReady, JobRequest, JobRunner, JobSpec, spec_for, summarize
+from .jobs import JobPreviewReady, JobRequest, JobRunner, JobSpec, progress_bar, spec_for, summarize
 from .data import CORE_TOPIC, RecordVM, WorkspaceModel, changed_views, header_changed, load_model, with_sessions
 from .data import outline_model, with_session_list  # perf-app (issue 12)
 from .messages import JobFinished, JobProgress, WorkspaceChanged
@@ -183,7 +183,9 @@ class MemoryApp(JobRunner, App[None]):
         if not self.jobs:
             return f"loading {self.loading}…" if self.loading else ""
         job, event = next(iter(self.jobs.items()))
-        return f"{job} {event.done}/{event.total}" if event.total is not None else f"{job} {event.phase} {event.done}"
+        if event.total:
+            return f"{job} {progress_bar(event.done, event.total, ascii=self.ascii_mode)} {event.done}/{event.total} {event.phase}"
+        return f"{job} {event.phase} {event.done}"
 
     def lock_label(self) -> str:
         """The header's lock item: who else holds ``write.lock`` ("" when free or ours)."""
@@ -508,6 +510,11 @@ class MemoryApp(JobRunner, App[None]):
                 self.start_job(request)
 
         self.push_screen(JobResultDialog(summary), chosen)
+
+    def action_job_history(self) -> None:
+        from .dialogs.job_history import JobHistoryDialog
+
+        self.push_screen(JobHistoryDialog(reversed(self.job_results), self.state_dir / "memory", ascii=self.ascii_mode))
 
     def action_cancel_job(self) -> None:
         if self.cancel_job():

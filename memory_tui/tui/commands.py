@@ -101,6 +101,9 @@ COMMANDS: tuple[Command, ...] = (
     Command("topic.edit", "e", "edit_topic", "Edit topic", "Edit the selected topic's Markdown, checked as you type",
             views=("topics", "core"), scope="screen", footer=False),
     Command("job.migrate", "", "run_job('migrate')", "Migrate legacy cursors", "Preview, then run `memory-tui migrate`"),
+    # editor-jobs: the job-history panel (this run's jobs + writer-status / agent-history)
+    Command("job.history", "J", "job_history", "Job history", "This run's jobs, then the persisted writer history",
+            footer=False),
     Command("app.quit", "q", "quit", "Quit", "Quit memory-tui"),
 )
 

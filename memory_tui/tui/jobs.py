@@ -179,6 +179,14 @@ class JobRunner:
         node.post_message(JobFinished(spec.name, problem is None, result=result, error=problem))
 
 
+def progress_bar(done: int, total: int, *, width: int = 10, ascii: bool = False) -> str:
+    """``done`` of ``total`` as a bar of ``width`` cells for the header (text, so it shows on
+    every screen and in a snapshot exactly as drawn)."""
+    filled = 0 if total <= 0 else min(width, max(0, done) * width // total)
+    full, empty, left, right = ("#", "-", "[", "]") if ascii else ("█", "░", "▕", "▏")
+    return left + full * filled + empty * (width - filled) + right
+
+
 def failure_of(result: Any) -> str | None:
     """Why a job's report says it failed (``None``: it did not). Write reports carry an
     outcome; reorganize and backfill return dicts with a status and maybe an error."""

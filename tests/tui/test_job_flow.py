@@ -19,8 +19,10 @@ from memory_tui.pipeline.context import Context, revision, topic_tree
 from memory_tui.pipeline.write import write
 from memory_tui.pipeline.writers.base import WriterOutcome
 from memory_tui.tui.dialogs.confirm_job import ConfirmJobDialog
+from memory_tui.tui.dialogs.job_history import JobHistoryDialog
 from memory_tui.tui.dialogs.job_result import JobResultDialog
 from memory_tui.tui.jobs import JobRequest
+from memory_tui.tui.widgets.job_history import JobHistoryList
 
 pytestmark = pytest.mark.anyio
 NOW = 1796100000.0
@@ -110,8 +112,21 @@ async def test_backfill_end_to_end_from_the_key(fixture_state):
         (summary,) = app.job_results
         assert summary.ok, summary.to_json()
         assert summary.revision != rev
+        assert summary.git_commit and _git_log(root)[0].startswith("memory: backfill")  # the commit it made
         await pilot.press("escape")
         await _until(pilot, lambda: app.model.revision == summary.revision)
+        # the job-history panel: this run's job first, then what the state dir remembers
+        await pilot.press("J")  # job.history
+        await _until(pilot, lambda: isinstance(app.screen, JobHistoryDialog) and app.screen.history is not None)
+        panel = app.screen
+        lst = panel.query_one(JobHistoryList)
+        assert lst.option_count == 1 + len(panel.history.entries) and panel.history.entries
+        first = str(lst.get_option_at_index(0).prompt)
+        assert first == f"✓ this run  {summary.title}: {summary.outcome.code}"
+        assert any(e.stage == "backfill" or "backfill" in e.summary for e in panel.history.entries), panel.history
+        await pilot.press("enter")  # this run's job: its result again
+        await _until(pilot, lambda: isinstance(app.screen, JobResultDialog))
+        assert app.screen.summary is summary
     assert revision(root) == summary.revision
     conv = (root / "topics/conversations/help-me-plan-backups-for-my-home-nas.md")
     assert conv.is_file() and "[^" in conv.read_text()  # records cite their sources now
