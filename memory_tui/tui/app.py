@@ -166,7 +166,10 @@ class MemoryApp(JobRunner, App[None]):
         if st.last_outcome == "failure":
             out.append(Problem(
                 st.last_failure_code or "WRITER_FAILURE_UNKNOWN",
-                f"the last writer run failed{' at ' + st.last_failure_at if st.last_failure_at else ''}",
+                (f"the last writer run lost the write-lock race{' at ' + st.last_failure_at if st.last_failure_at else ''}"
+                 " (another writer held write.lock): nothing was written; retry"
+                 if st.last_failure_code == "CONCURRENT_UPDATE" else
+                 f"the last writer run failed{' at ' + st.last_failure_at if st.last_failure_at else ''}"),
                 "memory/.scriptorium/writer-status.json",
             ))
         return out

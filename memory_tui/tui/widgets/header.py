@@ -32,6 +32,9 @@ def relative_time(iso: str | None, now: datetime | None) -> str:
     return "just now"
 
 
+LOST_LOCK_RACE = "CONCURRENT_UPDATE"
+
+
 def header_text(
     model: WorkspaceModel | None,
     width: int,
@@ -64,6 +67,10 @@ def header_text(
             parts.append(("memory off", "bold red", None))
         elif not model.writer_enabled:
             parts.append(("writer off", "bold yellow", None))
+        elif st.last_outcome == "failure" and st.last_failure_code == LOST_LOCK_RACE:
+            # editor-jobs: losing the write-lock race is no writer failure: nothing was written
+            # and a retry can succeed (issue 10)
+            parts.append(("lock busy: retry" if narrow else "writer: lost the lock race, retry", "bold yellow", None))
         elif st.last_outcome == "failure":
             code = st.last_failure_code or "failure"
             parts.append(((f"{glyphs.bad} " if narrow else f"writer {glyphs.bad} ") + code, "bold red", None))
