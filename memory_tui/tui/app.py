@@ -115,6 +115,7 @@ class MemoryApp(JobRunner, App[None]):
         self._job_revision_before: str | None = None
         self._job_pending = False  # a preview/confirm is open: a second request waits for it
         self.preparing_job: JobRequest | None = None  # its preview is being built in a worker
+        self._job_planned: int | None = None  # batches the running job's preview planned
         self.lock_probe = probe_write_lock(self.state_dir / "memory")  # refreshed with every load
         # perf-ui (issue 12): with ``background`` the app paints at once with no model and a
         # worker streams it in (topics first, then sessions); without it (tests, snapshots)
@@ -187,7 +188,8 @@ class MemoryApp(JobRunner, App[None]):
             return f"loading {self.loading}…" if self.loading else ""
         job, event = next(iter(self.jobs.items()))
         if event.total:
-            return f"{job} {progress_bar(event.done, event.total, ascii=self.ascii_mode)} {event.done}/{event.total} {event.phase}"
+            phase = "" if event.phase in (job, "batch", "writer", "organize", "backfill") else f" {event.phase}"
+            return f"{job} {progress_bar(event.done, event.total, ascii=self.ascii_mode)} {event.done}/{event.total}{phase}"
         return f"{job} {event.phase} {event.done}"
 
     def lock_label(self) -> str:
@@ -489,6 +491,8 @@ class MemoryApp(JobRunner, App[None]):
             if answer is not None and answer.run:
                 self._job_request = request
                 self._job_revision_before = preview.revision
+                # a write reports batches without a total; the preview planned them
+                self._job_planned = sum(1 for b in preview.batches if b.result == "planned") or None
                 self.launch_job(spec_for(request, self.settings.writer, self.job_context_options))
 
         self.push_screen(ConfirmJobDialog(preview, lock=message.lock), confirmed)
@@ -534,7 +538,12 @@ class MemoryApp(JobRunner, App[None]):
         if message.event.phase == "warning":
             self.notify(f"{message.job}: {message.event.message}", severity="warning")
             return
-        self.jobs[message.job] = message.event
+        event = message.event
+        request = self._job_request
+        if (event.total is None and event.phase in ("batch", "writer") and self._job_planned
+                and request is not None and request.kind == message.job):
+            event = JobEvent(event.phase, event.done, max(self._job_planned, event.done), event.message)
+        self.jobs[message.job] = event
         self._redraw_header()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:

@@ -37,7 +37,12 @@ class EditorScreen(Screen[None]):
     EditorScreen Horizontal { height: 1fr; }
     EditorScreen TopicEditor { width: 2fr; }
     EditorScreen DiagnosticsList { width: 1fr; max-height: 100%; height: 1fr; }
+    /* narrow terminal: the list goes under the text, so neither wraps into a column of words */
+    EditorScreen.-narrow Horizontal { layout: vertical; }
+    EditorScreen.-narrow TopicEditor { width: 1fr; height: 1fr; }
+    EditorScreen.-narrow DiagnosticsList { width: 1fr; height: auto; max-height: 8; }
     """
+    NARROW = 100  # columns below which the diagnostics list goes under the editor
 
     def __init__(self, state_dir: Path, path: str, *, ascii: bool = False, git_env=None) -> None:
         super().__init__()
@@ -60,6 +65,9 @@ class EditorScreen(Screen[None]):
     def on_mount(self) -> None:
         self.editor.mark_saved(self._text, self._revision)
         self.editor.focus()
+
+    def on_resize(self, event) -> None:
+        self.set_class(event.size.width < self.NARROW, "-narrow")
 
     @property
     def editor(self) -> TopicEditor:

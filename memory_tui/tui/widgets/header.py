@@ -84,8 +84,8 @@ def header_text(
     n = len(model.problems) if problems is None else problems
     if n:
         parts.append((f"{n} problem" + ("s" if n != 1 else ""), "bold yellow", "app.problems"))
-    if job:
-        parts.append((job, "bold cyan", None))
+    if job:  # editor-jobs: a running job's progress goes first, so a narrow header keeps it
+        parts.insert(1, (job, "bold cyan", None))
     if lock:  # actions-ui: someone else holds the write lock; a job would wait, then stop
         parts.append((lock, "bold magenta", None))
     # insights (issue 11): the three counts, each opening its list in the Evidence screen.
