@@ -747,6 +747,24 @@ def _removed_error(missing: set[str], baseline: TopicTree) -> MemoryError:
     )
 
 
+class _Errors:
+    """The errors of one validation, gathered across its stages so the owner sees every one
+    at once (a dropped block id must not hide the uncited prose beside it). The first error
+    found stays the one reported (OpenProgram's, since the stages run in its order); a stage
+    whose input an earlier error made meaningless (an unreadable file, text pruning removed)
+    ends the gathering with ``stop``."""
+
+    def __init__(self) -> None:
+        self.found: list[Problem] = []
+
+    def add(self, problems: Iterable[Problem]) -> None:
+        self.found.extend(p for p in problems if is_error(p))
+
+    def stop(self, problems: Iterable[Problem] = ()) -> None:
+        self.add(problems)
+        _raise_first(self.found)
+
+
 def _raise_first(problems: Iterable[Problem]) -> None:
     errors = [p for p in problems if is_error(p)]
     if errors:
@@ -965,41 +983,47 @@ def _prepare(stage: Stage, ctx: _Context) -> _Prepared:
     root = stage.memory_root
     index = stage.index  # staged sources are byte-identical to these (read-only)
     cache, token = stage.cache, stage.token
+    errors = _Errors()
     texts, read_problems = stage.topic_texts()
-    _raise_first(read_problems)
+    errors.stop(read_problems)  # a file that cannot be read leaves nothing to check
     committed = stage.committed_texts
     changed = frozenset(rel for rel in set(texts) | set(committed) if texts.get(rel) != committed.get(rel))
     problems: list[Problem] = []
     for rel in sorted(changed, key=topic_sort_key):
         if rel in texts:
             problems.extend(_precheck(rel, texts[rel]))
-    _raise_first(problems)
-    _raise_first(_missing_sources(texts, changed, index, ctx.rule))
+    errors.add(problems)
+    errors.add(_missing_sources(texts, changed, index, ctx.rule))
 
     from .normalize import check_cross_topic_links, rewrite_block_links
 
     # The owner's own texts (hand edit, whole-file change, patch) must land whole; record ops,
     # writers and organize legitimately leave empty sections for pruning.
     result = _normalize(texts, stage, refuse_drops=ctx.refuse_drops)
-    _raise_first(result.errors)
+    # pruning moved lines: what later stages find would point at the wrong lines
+    errors.stop(result.errors)
     noted = {p.path for p in (*result.problems, *result.dropped)}
     for rel, out in result.texts.items():
         if out is not None and texts.get(rel) == out and "topics/" + rel not in noted:
             cache.prove(rel, out, index, token)
     dropped = tuple(p for p in result.dropped if not is_error(p))
     normalized = {rel: text for rel, text in result.texts.items() if text is not None}
-    _guard_core_master(stage, texts, normalized)
+    try:
+        _guard_core_master(stage, texts, normalized)
+    except MemoryError as exc:
+        errors.stop([exc.as_problem()])
+        raise
     normalized, promotion = _promote_legacy_core(stage, normalized, ctx)
     new_texts = {rel: text for rel, text in rewrite_block_links(normalized, file_ids=cache.file_ids, rewritten=cache.link_rewrite).items() if text is not None}
 
     tree = cache.tree(new_texts, index, token)
     missing = set(ctx.required_ids) - set(tree.ids)
     if missing:
-        raise _removed_error(missing, stage.baseline)
-    _raise_first(check_cross_topic_links(tree, committed=stage.baseline))
-    _raise_first(tree.problems)
-    problems = _non_ascii_times(tree, changed) + _check_units(tree, stage.baseline, index, ctx, stage)
-    _raise_first(problems)
+        errors.add([_removed_error(missing, stage.baseline).as_problem()])
+    errors.add(check_cross_topic_links(tree, committed=stage.baseline))
+    errors.add(tree.problems)
+    errors.add(_non_ascii_times(tree, changed) + _check_units(tree, stage.baseline, index, ctx, stage))
+    errors.stop()
 
     _write_stage_texts(stage, new_texts, existing=texts)
     runtime = _write_runtime(stage, tree)

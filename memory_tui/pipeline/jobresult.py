@@ -103,8 +103,9 @@ def summarize_backfill(result: Mapping[str, Any], *, revision_before: str | None
     msg = f"{result.get('processed', 0)} of {result.get('candidates', 0)} source(s) processed, {result.get('remaining', 0)} remaining"
     if result.get("legacy_core"):
         msg += f"; legacy core.md {result['legacy_core']}"
-    # backfill makes no git commit of its own (the next commit picks the files up)
-    return JobSummary("backfill", "backfill uncited sources", outcome, (), 0, revision_before, rev, None, msg)
+    # backfill commits what it installed (pipeline.backfill): HEAD when the revision moved
+    return JobSummary("backfill", "backfill uncited sources", outcome, (), 0, revision_before, rev,
+                      _head(memory_root, revision_before, rev), msg)
 
 
 def summarize_migrate(result: Mapping[str, Any] | None, *, error: Any = None, revision_before: str | None = None) -> JobSummary:

@@ -30,7 +30,7 @@ from memory_tui.core.tokens import O200kCounter, TokenCounter
 
 from . import commands as registry
 from .commands import MemoryCommands
-from .jobs import JobRequest, JobRunner, JobSpec, spec_for, summarize
+from .jobs import JobPreviewReady, JobRequest, JobRunner, JobSpec, progress_bar, spec_for, summarize
 from .data import CORE_TOPIC, RecordVM, WorkspaceModel, changed_views, header_changed, load_model, with_sessions
 from .data import outline_model, with_session_list  # perf-app (issue 12)
 from .messages import JobFinished, JobProgress, WorkspaceChanged
@@ -114,6 +114,8 @@ class MemoryApp(JobRunner, App[None]):
         self._job_request: JobRequest | None = None
         self._job_revision_before: str | None = None
         self._job_pending = False  # a preview/confirm is open: a second request waits for it
+        self.preparing_job: JobRequest | None = None  # its preview is being built in a worker
+        self._job_planned: int | None = None  # batches the running job's preview planned
         self.lock_probe = probe_write_lock(self.state_dir / "memory")  # refreshed with every load
         # perf-ui (issue 12): with ``background`` the app paints at once with no model and a
         # worker streams it in (topics first, then sessions); without it (tests, snapshots)
@@ -165,7 +167,10 @@ class MemoryApp(JobRunner, App[None]):
         if st.last_outcome == "failure":
             out.append(Problem(
                 st.last_failure_code or "WRITER_FAILURE_UNKNOWN",
-                f"the last writer run failed{' at ' + st.last_failure_at if st.last_failure_at else ''}",
+                (f"the last writer run lost the write-lock race{' at ' + st.last_failure_at if st.last_failure_at else ''}"
+                 " (another writer held write.lock): nothing was written; retry"
+                 if st.last_failure_code == "CONCURRENT_UPDATE" else
+                 f"the last writer run failed{' at ' + st.last_failure_at if st.last_failure_at else ''}"),
                 "memory/.scriptorium/writer-status.json",
             ))
         return out
@@ -177,10 +182,15 @@ class MemoryApp(JobRunner, App[None]):
         return len(self.all_problems())
 
     def job_label(self) -> str:
+        if not self.jobs and self.preparing_job is not None:
+            return f"{self.preparing_job.kind}: preparing preview…"
         if not self.jobs:
             return f"loading {self.loading}…" if self.loading else ""
         job, event = next(iter(self.jobs.items()))
-        return f"{job} {event.done}/{event.total}" if event.total is not None else f"{job} {event.phase} {event.done}"
+        if event.total:
+            phase = "" if event.phase in (job, "batch", "writer", "organize", "backfill") else f" {event.phase}"
+            return f"{job} {progress_bar(event.done, event.total, ascii=self.ascii_mode)} {event.done}/{event.total}{phase}"
+        return f"{job} {event.phase} {event.done}"
 
     def lock_label(self) -> str:
         """The header's lock item: who else holds ``write.lock`` ("" when free or ours)."""
@@ -459,31 +469,42 @@ class MemoryApp(JobRunner, App[None]):
         self.start_job(JobRequest(kind))
 
     def start_job(self, request: JobRequest) -> None:
-        """Preview ``request``, ask, run it with progress in the header, report, reload.
+        """Preview ``request`` (in a worker: "preparing preview…" meanwhile), ask, run it with
+        progress in the header, report, reload.
 
-        One job at a time: while one runs (or waits for its confirmation) this says so and
-        starts nothing."""
+        One job at a time: while one runs (or its preview is prepared, or waits for its
+        confirmation) this says so and starts nothing."""
         if self.jobs or self._job_pending:
-            running = next(iter(self.jobs), None) or "another job"
+            running = next(iter(self.jobs), None) or (
+                f"{self.preparing_job.kind} (preparing its preview)" if self.preparing_job else "another job")
             self.notify(f"{running} is still running (x cancels it); {request.kind} was not started.", severity="warning")
             return
-        from memory_tui.pipeline.context import Context
-        from memory_tui.pipeline.preview import preview_job
+        self._job_pending = True
+        self.preparing_job = request
+        self._redraw_header()
+        self.prepare_preview(request, self.settings.writer, dict(self.job_context_options))
+
+    def on_job_preview_ready(self, message: JobPreviewReady) -> None:
         from .dialogs.confirm_job import ConfirmJobDialog
 
-        ctx = Context(self.state_dir, settings=self.settings.writer, **self.job_context_options)
-        preview = preview_job(ctx, request.kind, session_id=request.session_id, branch=request.branch, force=request.force)
-        lock = probe_write_lock(self.state_dir / "memory")
-        self._job_pending = True
+        request, preview = message.request, message.preview
+        self.preparing_job = None
+        self._redraw_header()
+        if message.error is not None:
+            self._job_pending = False
+            self.notify(f"{request.kind}: no preview: {message.error.code}: {message.error.message}", severity="error")
+            return
 
         def confirmed(answer) -> None:
             self._job_pending = False
             if answer is not None and answer.run:
                 self._job_request = request
                 self._job_revision_before = preview.revision
+                # a write reports batches without a total; the preview planned them
+                self._job_planned = sum(1 for b in preview.batches if b.result == "planned") or None
                 self.launch_job(spec_for(request, self.settings.writer, self.job_context_options))
 
-        self.push_screen(ConfirmJobDialog(preview, lock=lock), confirmed)
+        self.push_screen(ConfirmJobDialog(preview, lock=message.lock), confirmed)
 
     def launch_job(self, spec: JobSpec) -> None:
         """Start ``spec`` in the job worker (one job at a time); the app keeps its progress."""
@@ -506,6 +527,11 @@ class MemoryApp(JobRunner, App[None]):
 
         self.push_screen(JobResultDialog(summary), chosen)
 
+    def action_job_history(self) -> None:
+        from .dialogs.job_history import JobHistoryDialog
+
+        self.push_screen(JobHistoryDialog(reversed(self.job_results), self.state_dir / "memory", ascii=self.ascii_mode))
+
     def action_cancel_job(self) -> None:
         if self.cancel_job():
             self.notify("Cancelling: the job stops before its next transaction.")
@@ -521,11 +547,21 @@ class MemoryApp(JobRunner, App[None]):
         if message.event.phase == "warning":
             self.notify(f"{message.job}: {message.event.message}", severity="warning")
             return
-        self.jobs[message.job] = message.event
+        event = message.event
+        request = self._job_request
+        if (event.total is None and event.phase in ("batch", "writer") and self._job_planned
+                and request is not None and request.kind == message.job):
+            event = JobEvent(event.phase, event.done, max(self._job_planned, event.done), event.message)
+        self.jobs[message.job] = event
         self._redraw_header()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         # A job that raised something no job handler expects: say so, never hide it.
+        if event.worker.group == "job-preview" and event.state == WorkerState.ERROR:
+            self._job_pending = False
+            self.preparing_job = None
+            self._redraw_header()
+            self.notify(f"job preview crashed: {event.worker.error!r}", severity="error", timeout=30)
         if event.worker.group == "job" and event.state == WorkerState.ERROR:
             self.jobs.clear()
             self._redraw_header()

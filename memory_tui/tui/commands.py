@@ -117,6 +117,9 @@ COMMANDS: tuple[Command, ...] = (
     Command("topic.external_edit", "E", "external_edit", "Edit in $EDITOR",
             "Open the selected topic (Core: topics/core.md) in $EDITOR; checked on return, saved when valid",
             views=("topics", "core"), scope="screen", footer=False),
+    # editor-jobs: the job-history panel (this run's jobs + writer-status / agent-history)
+    Command("job.history", "J", "job_history", "Job history", "This run's jobs, then the persisted writer history",
+            footer=False),
     Command("app.quit", "q", "quit", "Quit", "Quit memory-tui"),
 )
 

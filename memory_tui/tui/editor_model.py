@@ -5,9 +5,9 @@ only ever sees ``Diagnostic`` values; where they come from is this module's busi
 
 Validation runs the core's validate-only transaction (``transaction.validate_edit``, what
 ``memory-tui edit --check`` runs): the full stage → normalise → validate path, nothing
-installed. It reports every problem the core returns in ``TxResult.problems``, in file order.
-(The compat work makes the core return the FULL ordered list of an edit's errors; this
-adapter already passes on all of them, so it needs no change when that lands.)
+installed. It reports every error the core gathers across its validation stages
+(``TxResult.all_errors``: a dropped block id no longer hides the uncited prose beside it),
+each on its line and naming the rule it broke (``core.rules.rule_of``).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ class Diagnostic:
     code: str
     message: str
     path: str | None = None  # the file it was found in, when not the edited one
+    rule: str | None = None  # the rule of the format it broke, when the core's message names one
 
     @property
     def where(self) -> str:
@@ -33,7 +34,8 @@ class Diagnostic:
 
     def label(self) -> str:
         prefix = f"{self.path}: " if self.path else ""
-        return f"{prefix}{self.code}: {self.message}"
+        rule = f" [{self.rule}]" if self.rule and self.rule not in self.message else ""
+        return f"{prefix}{self.code}: {self.message}{rule}"
 
 
 @dataclass(frozen=True)
@@ -58,13 +60,15 @@ def diagnostics_from_problems(problems: Iterable[Any], path: str, *, line_count:
     A problem in another file (a link this edit left dangling elsewhere) or without a line
     is put on line 1, naming its file, so nothing the core said is lost. Duplicates go.
     """
+    from memory_tui.core.rules import rule_of
+
     out: list[Diagnostic] = []
     seen: set[tuple[Any, ...]] = set()
     for p in problems:
         own = p.path in (None, path)
         line = _clamp(p.line, 1, line_count) if own and p.line is not None else 1
         column = p.column if own and isinstance(p.column, int) and p.column >= 1 else None
-        d = Diagnostic(line, column, str(p.code), str(p.message), None if own else p.path)
+        d = Diagnostic(line, column, str(p.code), str(p.message), None if own else p.path, rule_of(str(p.message)))
         key = (d.line, d.column, d.code, d.message, d.path)
         if key not in seen:
             seen.add(key)

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from textual import work
 from textual.dom import DOMNode
+from textual.message import Message
 
 from memory_tui.core.errors import MemoryError
 from memory_tui.pipeline.backfill import backfill
@@ -111,11 +112,41 @@ def summarize(request: JobRequest, finished: JobFinished, *, memory_root: Path, 
     return jobresult.summarize_migrate((result or {}).get("migrate"), revision_before=revision_before)
 
 
+class JobPreviewReady(Message):
+    """The dry-run preview of ``request`` is built (``preview``, with the lock probe taken at
+    the same time), or could not be (``error``)."""
+
+    def __init__(self, request: JobRequest, preview: Any = None, lock: Any = None, error: MemoryError | None = None) -> None:
+        super().__init__()
+        self.request = request
+        self.preview = preview
+        self.lock = lock
+        self.error = error
+
+
 class JobRunner:
-    """Mixed into the app: ``run_spec`` runs a ``JobSpec``, ``cancel_job`` asks it to stop."""
+    """Mixed into the app: ``run_spec`` runs a ``JobSpec``, ``cancel_job`` asks it to stop,
+    ``prepare_preview`` builds a request's dry-run preview off the UI thread."""
 
     state_dir: Path
     _job_cancel: threading.Event | None = None
+
+    @work(thread=True, exclusive=True, group="job-preview", exit_on_error=False)
+    def prepare_preview(self, request: JobRequest, settings: WriterSettings, options: dict[str, Any]) -> None:
+        # A preview reads every pending session and counts tokens: seconds on a big state,
+        # so never on the UI thread. It answers with one JobPreviewReady.
+        from memory_tui.core.lockprobe import probe_write_lock
+        from memory_tui.pipeline.preview import preview_job
+
+        node: DOMNode = self  # type: ignore[assignment]
+        try:
+            ctx = Context(self.state_dir, settings=settings, **options)
+            preview = preview_job(ctx, request.kind, session_id=request.session_id, branch=request.branch,
+                                  force=request.force)
+        except MemoryError as exc:
+            node.post_message(JobPreviewReady(request, error=exc))
+            return
+        node.post_message(JobPreviewReady(request, preview, probe_write_lock(self.state_dir / "memory")))
 
     def run_spec(self, spec: JobSpec) -> None:
         self._job_cancel = threading.Event()
@@ -146,6 +177,14 @@ class JobRunner:
             return
         problem = failure_of(result)
         node.post_message(JobFinished(spec.name, problem is None, result=result, error=problem))
+
+
+def progress_bar(done: int, total: int, *, width: int = 10, ascii: bool = False) -> str:
+    """``done`` of ``total`` as a bar of ``width`` cells for the header (text, so it shows on
+    every screen and in a snapshot exactly as drawn)."""
+    filled = 0 if total <= 0 else min(width, max(0, done) * width // total)
+    full, empty, left, right = ("#", "-", "[", "]") if ascii else ("█", "░", "▕", "▏")
+    return left + full * filled + empty * (width - filled) + right
 
 
 def failure_of(result: Any) -> str | None:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
+from textual.geometry import Offset
 from tui_helpers import make_app
 
 from memory_tui.cli import main
@@ -34,6 +36,20 @@ async def _open_ada(pilot, app) -> EditorScreen:
     return app.screen
 
 
+def _gutter_marks(editor) -> set[int]:
+    """The 1-based lines whose rendered gutter carries the error mark."""
+    from memory_tui.tui.widgets.topic_editor import MARK
+
+    marks = set()
+    for y in range(editor.content_size.height):
+        strip = editor.render_line(y)
+        gutter = "".join(seg.text for seg in strip)[: editor.gutter_width]
+        if MARK in gutter:
+            row, _ = editor.wrapped_document.offset_to_location(Offset(0, y + editor.scroll_offset.y))
+            marks.add(row + 1)
+    return marks
+
+
 def _diag_text(screen) -> str:
     lst = screen.query_one(DiagnosticsList)
     return "\n".join(str(lst.get_option_at_index(i).prompt) for i in range(lst.option_count))
@@ -48,42 +64,70 @@ async def test_three_errors_show_then_a_fix_saves(fixture_state, capsys, monkeyp
     async with app.run_test(size=(160, 45)) as pilot:
         screen = await _open_ada(pilot, app)
         editor = screen.editor
-        # Three errors at once. (A dropped block id is not among them: the core's validate
-        # stops at that check, so it would be the only error reported.)
-        bad = committed.rstrip("\n") + "\n\nAda walks every day.\n\nAda swims daily. ^ab99cd00\n\nAda likes green tea.[^e-nowhere] ^ab12cd34\n"
+        # Three errors of three kinds, found by two validation stages: the dropped block id
+        # (the block-id contract, OpenProgram's first error) must not hide the uncited prose
+        # and the undefined footnote that the strict parse finds after it.
+        first = committed.split("\n")[2]
+        assert first.endswith(" ^fc30e0e0")
+        bad = (committed.replace(first, first[: -len(" ^fc30e0e0")]).rstrip("\n")
+               + "\n\nAda walks every day.\n\nAda likes green tea.[^e-nowhere] ^ab12cd34\n")
         editor.text = bad  # as if typed: the change posts a validation request
         await _until(pilot, lambda: len(editor.diagnostics) >= 3)
         await pilot.pause()
         shown = _diag_text(screen)
         bad_lines = bad.split("\n")
         want = {
-            bad_lines.index("Ada walks every day.") + 1: "memory block ID required",
-            bad_lines.index("Ada swims daily. ^ab99cd00") + 1: "memory block ID required",
-            bad_lines.index("Ada likes green tea.[^e-nowhere] ^ab12cd34") + 1: "undefined footnote: e-nowhere",
+            3: ("block ID must not be removed: fc30e0e0", "§5.4 contract"),
+            bad_lines.index("Ada walks every day.") + 1: ("memory block ID required: people/ada.md", "§3.3 uncited prose"),
+            bad_lines.index("Ada likes green tea.[^e-nowhere] ^ab12cd34") + 1: ("undefined footnote: e-nowhere", "§3.2 record"),
         }
         by_line = {d.line: d for d in editor.diagnostics}
         assert set(by_line) == set(want), editor.diagnostics
-        for line, message in want.items():
+        for line, (message, rule) in want.items():
             d = by_line[line]
-            assert d.code == "INVALID_TOPIC_FORMAT" and message in d.message
-            assert f"{d.where}" in shown and d.message in shown and d.code in shown, shown
+            assert d.code == "INVALID_TOPIC_FORMAT" and d.message == message and d.rule.startswith(rule)
+            assert editor.diagnostics_on_line(line) == (d,)
+            assert f"{d.where}" in shown and d.message in shown and d.code in shown and rule in shown, shown
+        # the gutter: a mark on each of the three lines (after the line number), none elsewhere
+        marked = _gutter_marks(editor)
+        assert marked == set(want), marked
         assert (root / ADA).read_text() == committed  # validation installs nothing
-        fixed = committed.replace("wants short answers", "wants brief answers")
-        editor.text = fixed
+        # fix them one at a time, as the owner would; each fix takes its error away
+        definition = committed.split("\n")[4]
+        assert definition.startswith("[^e-56cb8223de]: ")
+        fixes = [
+            (first[: -len(" ^fc30e0e0")], first),  # put the block id back
+            ("\n\nAda walks every day.\n", "\n"),  # drop the uncited prose
+            ("^ab12cd34\n", "^ab12cd34\n\n" + definition.replace("[^e-56cb8223de]", "[^e-nowhere]") + "\n"),
+        ]
+        text = bad
+        for n, (old, fix) in enumerate(fixes, 1):
+            assert text.count(old) == 1, old
+            text = text.replace(old, fix)
+            editor.text = text
+            await _until(pilot, lambda: len(editor.diagnostics) == 3 - n)
+        await pilot.pause()
+        assert screen.diagnostics_list.option_count == 0 and not editor.diagnostics
+        assert _gutter_marks(editor) == set()
         await pilot.press("ctrl+s")  # editor.save
         await _until(pilot, lambda: screen.last_save is not None)
         assert screen.last_save.ok, screen.last_save.diagnostics
         assert not editor.is_dirty
     new_rev = workspace_revision(root)
     assert new_rev != rev and screen.last_save.result.revision == new_rev
-    assert (root / ADA).read_text() == fixed
+    saved = (root / ADA).read_text()
+    assert first in saved and "Ada likes green tea.[^e-" in saved and "walks every day" not in saved
+    # the runtime allocates the new block's id (one the owner typed for a new block is not kept);
+    # a hand-written footnote id stays as typed
+    new_id = re.search(r"^Ada likes green tea\.\[\^e-nowhere\] \^([0-9a-f]{8})$", saved, re.M)
+    assert new_id and new_id.group(1) != "ab12cd34", saved
     monkeypatch.setenv("MEMORY_TUI_CONFIG", str(tmp_path / "none.toml"))
     capsys.readouterr()
-    assert main(["--state", str(fixture_state), "topics", "--json"]) == 0
-    out = capsys.readouterr().out
-    assert "brief answers" in out or new_rev in out
-    data = json.loads(out)
-    assert ADA in json.dumps(data)
+    assert main(["--state", str(fixture_state), "--json", "topics"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["revision"] == new_rev
+    ada = next(t for t in data["topics"] if t["path"] == ADA)
+    assert ada["records"] == 2 and ada["problems"] == []
 
 
 async def test_a_refused_save_keeps_the_buffer_and_leaving_unsaved_asks(fixture_state):

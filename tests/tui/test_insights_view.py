@@ -132,6 +132,17 @@ async def test_evidence_screen_enter_opens_the_record_in_topics(world):
         assert app.screen.query_one("#topic-records", RecordList).selected_record.memory_id == target
 
 
+async def loaded(pilot, app, group: str) -> None:
+    """Wait for the screen's loading worker (History / Alternatives compute off the UI thread)."""
+    screen = app.screen
+    busy = [w for w in screen.workers if w.group == group]
+    assert busy or getattr(screen, "history", None) is not None or getattr(screen, "pairs", None)
+    if busy:
+        await app.workers.wait_for_complete(busy)
+    await pilot.pause()
+    await pilot.pause()
+
+
 async def test_history_of_a_record_and_a_revert(world):
     app = make_app(world, insights=True)
     async with app.run_test(size=(160, 40)) as pilot:
@@ -140,6 +151,7 @@ async def test_history_of_a_record_and_a_revert(world):
         before = app.reloads
         await pilot.press("h")
         assert isinstance(app.screen, HistoryScreen)
+        await loaded(pilot, app, "history-load")
         versions = app.screen.history.versions
         assert len(versions) == 4 and versions[-1].text.startswith("The app uses Flask.")
         diff = str(app.screen.query_one("#history-diff").render())
@@ -163,7 +175,9 @@ async def test_a_refused_revert_shows_its_reason(world):
     async with app.run_test(size=(160, 40)) as pilot:
         await ready(pilot, app)
         await pick_record(pilot, app, "flask001")
-        await pilot.press("h", "end", "v")
+        await pilot.press("h")
+        await loaded(pilot, app, "history-load")
+        await pilot.press("end", "v")
         assert isinstance(app.screen, ConfirmRevert)
         # Someone else writes between the preview and the yes: the revert must refuse.
         text = (world / "memory" / WEB).read_text()
@@ -184,6 +198,7 @@ async def test_topic_history_from_the_tree(world):
         app.screen.tree.focus()
         await pilot.press("h")
         assert isinstance(app.screen, HistoryScreen)
+        await loaded(pilot, app, "history-load")
         assert app.screen.history.kind == "topic" and len(app.screen.history.versions) >= 4
 
 
@@ -194,6 +209,7 @@ async def test_alternatives_pair_and_the_fork_jump(world):
         await pick_record(pilot, app, "flask001")
         await pilot.press("b")
         assert isinstance(app.screen, AlternativesScreen)
+        await loaded(pilot, app, "alternatives-load")
         pair = app.screen.pairs[0]
         assert {pair.a.memory_id, pair.b.memory_id} >= {"flask001"} and pair.fork_point == "u1_reply"
         fast = pair.a if pair.a.memory_id == "fast0001" else pair.b
@@ -217,7 +233,43 @@ async def test_a_record_without_an_alternative_says_so(world):
         await ready(pilot, app)
         await pick_record(pilot, app, "pend0001")
         await pilot.press("b")
+        if isinstance(app.screen, AlternativesScreen):  # still looking, in a worker
+            await loaded(pilot, app, "alternatives-load")
         assert not isinstance(app.screen, AlternativesScreen)
+        assert any("^pend0001 has no alternative on a sibling branch." == n.message for n in app._notifications)
+
+
+async def test_history_and_alternatives_load_off_the_ui_thread(world, monkeypatch):
+    """Both screens open at once with a loading line while a worker computes; the UI answers."""
+    import threading
+
+    from memory_tui.tui import data as data_mod
+
+    gate = threading.Event()
+    real_history, real_alternatives = data_mod.target_history, data_mod.record_alternatives
+    monkeypatch.setattr(data_mod, "target_history", lambda *a: (gate.wait(), real_history(*a))[1])
+    monkeypatch.setattr(data_mod, "record_alternatives", lambda *a: (gate.wait(), real_alternatives(*a))[1])
+    app = make_app(world, insights=True)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await ready(pilot, app)
+        await pick_record(pilot, app, "flask001")
+        for key, cls, group, loading in (("h", HistoryScreen, "history-load", "loading the history of flask001…"),
+                                         ("b", AlternativesScreen, "alternatives-load",
+                                          "looking for alternatives of ^flask001…")):
+            gate.clear()
+            await pilot.press(key)
+            await pilot.pause()
+            screen = app.screen
+            assert isinstance(screen, cls)
+            title = "#history-outcome" if cls is HistoryScreen else "#alternatives-title"
+            assert str(screen.query_one(title).render()) == loading
+            assert [w for w in screen.workers if w.group == group and not w.is_finished]
+            gate.set()
+            await loaded(pilot, app, group)
+            assert (screen.history if cls is HistoryScreen else screen.pairs)  # filled in
+            assert loading not in str(screen.query_one(title).render())
+            await pilot.press("escape")
+            await pilot.pause()
 
 
 async def test_fixture_copy_every_record_has_figures(fixture_state):
@@ -239,8 +291,12 @@ def _run(*keys: str, record: str | None = None):
         await ready(pilot, app)
         if record is not None:
             await pick_record(pilot, app, record)
-        await pilot.press(*keys)
-        await pilot.pause()
+        for key in keys:  # History / Alternatives load in a worker: let it land before the next key
+            await pilot.press(key)
+            busy = [w for w in app.screen.workers if w.group in ("history-load", "alternatives-load")]
+            if busy:
+                await app.workers.wait_for_complete(busy)
+            await pilot.pause()
         await pilot.pause()
 
     return run_before

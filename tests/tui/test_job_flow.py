@@ -19,8 +19,10 @@ from memory_tui.pipeline.context import Context, revision, topic_tree
 from memory_tui.pipeline.write import write
 from memory_tui.pipeline.writers.base import WriterOutcome
 from memory_tui.tui.dialogs.confirm_job import ConfirmJobDialog
+from memory_tui.tui.dialogs.job_history import JobHistoryDialog
 from memory_tui.tui.dialogs.job_result import JobResultDialog
 from memory_tui.tui.jobs import JobRequest
+from memory_tui.tui.widgets.job_history import JobHistoryList
 
 pytestmark = pytest.mark.anyio
 NOW = 1796100000.0
@@ -110,8 +112,21 @@ async def test_backfill_end_to_end_from_the_key(fixture_state):
         (summary,) = app.job_results
         assert summary.ok, summary.to_json()
         assert summary.revision != rev
+        assert summary.git_commit and _git_log(root)[0].startswith("memory: backfill")  # the commit it made
         await pilot.press("escape")
         await _until(pilot, lambda: app.model.revision == summary.revision)
+        # the job-history panel: this run's job first, then what the state dir remembers
+        await pilot.press("J")  # job.history
+        await _until(pilot, lambda: isinstance(app.screen, JobHistoryDialog) and app.screen.history is not None)
+        panel = app.screen
+        lst = panel.query_one(JobHistoryList)
+        assert lst.option_count == 1 + len(panel.history.entries) and panel.history.entries
+        first = str(lst.get_option_at_index(0).prompt)
+        assert first == f"✓ this run  {summary.title}: {summary.outcome.code}"
+        assert any(e.stage == "backfill" or "backfill" in e.summary for e in panel.history.entries), panel.history
+        await pilot.press("enter")  # this run's job: its result again
+        await _until(pilot, lambda: isinstance(app.screen, JobResultDialog))
+        assert app.screen.summary is summary
     assert revision(root) == summary.revision
     conv = (root / "topics/conversations/help-me-plan-backups-for-my-home-nas.md")
     assert conv.is_file() and "[^" in conv.read_text()  # records cite their sources now
@@ -218,7 +233,12 @@ async def test_a_lock_held_elsewhere_shows_in_the_header_and_a_write_offers_retr
             assert "WRITER" not in summary.outcome.code
             await pilot.press("escape")
             await settle_jobs(pilot, app)
-            assert "locked" in str(app.screen.query_one("#header").render())
+            header = str(app.screen.query_one("#header").render())
+            assert "locked" in header
+            assert "writer ✗" not in header and "✗ CONCURRENT" not in header, header  # a lost race is no writer failure
+            assert "writer: lost the lock race, retry" in header
+            race = [p for p in app.all_problems() if p.code == "CONCURRENT_UPDATE"]
+            assert race and "lost the write-lock race" in race[0].message and "failed" not in race[0].message
     finally:
         holder.stdin.close()
         holder.wait()
@@ -233,3 +253,58 @@ async def settle_jobs(pilot, app) -> None:
     if loads:
         await app.workers.wait_for_complete(loads)
     await pilot.pause()
+
+
+async def test_the_preview_is_built_off_the_ui_thread_and_one_job_at_a_time_holds(fixture_state, monkeypatch):
+    """While the preview is prepared (held here on an Event) the UI answers: the header says
+    "preparing preview…", a second request starts nothing, and the confirm opens once the
+    worker is done."""
+    import memory_tui.pipeline.preview as preview_mod
+
+    gate = threading.Event()
+    threads: list[str] = []
+    real = preview_mod.preview_job
+
+    def held(*a, **kw):
+        threads.append(threading.current_thread().name)
+        gate.wait()
+        return real(*a, **kw)
+
+    monkeypatch.setattr(preview_mod, "preview_job", held)
+    app = _app(fixture_state)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.press("B")  # job.backfill
+        await _until(pilot, lambda: bool(threads))
+        assert threads[0] != threading.main_thread().name
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmJobDialog)
+        assert "backfill: preparing preview…" in str(app.screen.query_one("#header").render())
+        await pilot.press("R")  # a second job while the first is being prepared
+        await pilot.pause()
+        assert any("backfill (preparing its preview) is still running" in n.message and "reorganize was not started"
+                   in n.message for n in app._notifications)
+        assert len(threads) == 1
+        gate.set()
+        await _until(pilot, lambda: isinstance(app.screen, ConfirmJobDialog) and bool(app.screen.query("#run")))
+        assert app.screen.preview.job == "backfill" and app.preparing_job is None
+        assert "preparing" not in app.job_label()
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.finished_jobs == [] and not app._job_pending
+
+
+async def test_a_preview_that_fails_says_why_and_frees_the_flow(fixture_state, monkeypatch):
+    import memory_tui.pipeline.preview as preview_mod
+    from memory_tui.core.errors import MemoryError
+
+    def broken(*a, **kw):
+        raise MemoryError("SESSION_NODES_UNAVAILABLE", "sessions/x.json: unreadable")
+
+    monkeypatch.setattr(preview_mod, "preview_job", broken)
+    app = _app(fixture_state)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.press("R")
+        await _until(pilot, lambda: any("no preview" in n.message for n in app._notifications))
+        note = next(n.message for n in app._notifications if "no preview" in n.message)
+        assert note == "reorganize: no preview: SESSION_NODES_UNAVAILABLE: sessions/x.json: unreadable"
+        assert not isinstance(app.screen, ConfirmJobDialog) and not app._job_pending and app.preparing_job is None

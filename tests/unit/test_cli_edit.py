@@ -108,6 +108,34 @@ def test_check_json_lists_every_error_first_in_the_top_level_fields(ws, tmp_path
     assert tx.edit_errors(ws, "topics/people/ada.md", (ws / "memory/topics/people/ada.md").read_text()) == ()
 
 
+def test_a_dropped_block_id_does_not_hide_the_other_errors_of_the_edit(ws):
+    """Every validation stage still able to run reports its errors: the removed id (the one
+    OpenProgram reports, first) and, in file order, the uncited prose and the undefined
+    footnote that the strict parse finds after it. A refused save gives the same list."""
+    from memory_tui.core.rules import rule_of
+
+    ada = (ws / "memory/topics/people/ada.md").read_text()
+    first = ada.split("\n")[2]
+    assert first.startswith("Ada drinks tea.[^e-") and " ^" in first
+    dropped = first[: first.rindex(" ^")]
+    bad = ada.replace(first, dropped).rstrip("\n") + "\n\nUncited line.\n\nAda naps.[^e-nowhere]\n"
+    lines = bad.split("\n")
+    errors = tx.edit_errors(ws, "topics/people/ada.md", bad)
+    got = [(p.line, p.message.split(":")[0]) for p in errors]
+    assert got == [
+        (3, "block ID must not be removed"),
+        (lines.index("Uncited line.") + 1, "memory block ID required"),
+        (lines.index("Ada naps.[^e-nowhere]") + 1, "undefined footnote"),
+    ], errors
+    assert all(p.code == "INVALID_TOPIC_FORMAT" for p in errors)
+    result = tx.validate_edit(ws, "topics/people/ada.md", bad)
+    assert result.message == errors[0].message and result.line == 3  # the first error as before
+    assert [rule_of(p.message).split(" ")[0] for p in errors] == ["§5.4", "§3.3", "§3.2"]
+    saved = tx.staged_edit(ws, "topics/people/ada.md", bad, git_commit="off")
+    assert not saved.ok and saved.all_errors() == errors
+    assert (ws / "memory/topics/people/ada.md").read_text() == ada
+
+
 def test_edit_of_a_missing_topic_needs_create(ws, tmp_path, capsys):
     src = tmp_path / "new.md"
     src.write_text("# Bob\n")

@@ -60,12 +60,15 @@ def test_problems_elsewhere_or_without_a_line_land_on_line_one_and_keep_their_fi
     ]
     out = diagnostics_from_problems(probs, "topics/a.md", line_count=10)
     assert out == (
-        Diagnostic(1, None, "INVALID_TOPIC_FORMAT", "dangling block link: x", "topics/other.md"),
+        Diagnostic(1, None, "INVALID_TOPIC_FORMAT", "dangling block link: x", "topics/other.md",
+                   "§3.7 link: a block link points at a block that exists"),
         Diagnostic(1, None, "INVALID_ARGUMENT", "no line"),
         Diagnostic(4, 2, "INVALID_TOPIC_FORMAT", "b"),
         Diagnostic(10, None, "INVALID_TOPIC_FORMAT", "past the end"),
     )
-    assert out[0].label() == "topics/other.md: INVALID_TOPIC_FORMAT: dangling block link: x"
+    assert out[0].label() == ("topics/other.md: INVALID_TOPIC_FORMAT: dangling block link: x "
+                              "[§3.7 link: a block link points at a block that exists]")
+    assert out[2].rule is None  # a message the format's rules do not know names no rule
     assert out[2].where == "4:2" and out[1].where == "1"
 
 

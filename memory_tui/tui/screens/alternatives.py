@@ -12,7 +12,9 @@ from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual import work
 from textual.binding import Binding, BindingType
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
@@ -22,16 +24,19 @@ from ..widgets.alternatives_pair import AlternativesPair
 
 
 def open_alternatives(app: Any, memory_id: str | None) -> None:
+    """Push the alternatives of ``memory_id``; the pairs are found in a worker (it walks the
+    session graphs), "looking…" meanwhile. With none the screen closes again and says so."""
     model = app.model
     if model is None or not model.memory_exists:
         app.notify("No memory workspace.", severity="warning")
         return
-    pairs = data.record_alternatives(model, memory_id)
-    if not pairs:
-        who = f"^{memory_id}" if memory_id else "No record"
-        app.notify(f"{who} has no alternative on a sibling branch.", severity="information")
-        return
-    app.push_screen(AlternativesScreen(pairs, memory_id))
+    app.push_screen(AlternativesScreen(None, memory_id))
+
+
+class AlternativesLoaded(Message):
+    def __init__(self, pairs: tuple[Any, ...]) -> None:
+        super().__init__()
+        self.pairs = pairs
 
 
 class AlternativesScreen(Screen[None]):
@@ -43,17 +48,21 @@ class AlternativesScreen(Screen[None]):
     ]
     DEFAULT_CSS = "AlternativesScreen #alternatives-title { height: auto; padding: 0 1; }"
 
-    def __init__(self, pairs: tuple[Any, ...], memory_id: str | None = None) -> None:
+    def __init__(self, pairs: tuple[Any, ...] | None, memory_id: str | None = None) -> None:
         super().__init__()
-        self.pairs = pairs
+        self.pairs = pairs  # None until the worker has found them
         self.memory_id = memory_id
         self.index = 0
 
     def compose(self) -> ComposeResult:
         yield HeaderBar(id="header")
         yield Static(id="alternatives-title")
-        yield AlternativesPair(self.pairs[0], ascii=bool(getattr(self.app, "ascii_mode", False)), id="alternatives-pair")
+        if self.pairs:
+            yield self._pair_widget()
         yield Footer()
+
+    def _pair_widget(self) -> AlternativesPair:
+        return AlternativesPair(self.pairs[0], ascii=bool(getattr(self.app, "ascii_mode", False)), id="alternatives-pair")
 
     def on_mount(self) -> None:
         app = self.app
@@ -62,6 +71,25 @@ class AlternativesScreen(Screen[None]):
             app.model, width, app.now(), app.glyphs, problems=app.problem_count(), job=app.job_label(),
             insights=getattr(app, "insights", None),
         ))
+        if self.pairs is None:
+            who = f"^{self.memory_id}" if self.memory_id else "every record"
+            self.query_one("#alternatives-title", Static).update(Text(f"looking for alternatives of {who}…", "dim"))
+            self._load(app.model, self.memory_id)
+            return
+        self.draw_title()
+
+    @work(thread=True, exclusive=True, group="alternatives-load", exit_on_error=False)
+    def _load(self, model: Any, memory_id: str | None) -> None:
+        self.post_message(AlternativesLoaded(data.record_alternatives(model, memory_id)))
+
+    async def on_alternatives_loaded(self, message: AlternativesLoaded) -> None:
+        if not message.pairs:
+            who = f"^{self.memory_id}" if self.memory_id else "No record"
+            self.app.notify(f"{who} has no alternative on a sibling branch.", severity="information")
+            self.dismiss()
+            return
+        self.pairs = message.pairs
+        await self.mount(self._pair_widget(), after=self.query_one("#alternatives-title"))
         self.draw_title()
 
     def draw_title(self) -> None:
@@ -72,6 +100,8 @@ class AlternativesScreen(Screen[None]):
         ))
 
     def action_step(self, delta: int) -> None:
+        if not self.pairs:
+            return  # still looking
         self.index = (self.index + delta) % len(self.pairs)
         self.query_one(AlternativesPair).set_pair(self.pairs[self.index])
         self.draw_title()
@@ -80,6 +110,8 @@ class AlternativesScreen(Screen[None]):
         self.dismiss()
 
     async def action_goto_fork(self) -> None:
+        if not self.pairs:
+            return
         pair = self.pairs[self.index]
         self.dismiss()
         await self.app.open_session(pair.session_id, pair.fork_point)

@@ -1,7 +1,8 @@
 """The topic editor screen (actions-ui): edit a topic's Markdown with the core checking it.
 
 Every buffer change is validated in a worker against the core's full-list validate API
-(``editor_model`` → ``transaction.edit_errors`` semantics), so all errors show, each on its
+(``editor_model`` → ``transaction.edit_errors`` semantics), so all errors of every validation
+stage show (a dropped block id no longer hides the others), each naming its rule, on its
 line; an answer for an older buffer version is dropped by ``TopicEditor.apply_validation``.
 ``ctrl+s`` saves through ``staged_edit`` (one transaction); a refused save keeps the buffer
 and shows why. Leaving with unsaved changes asks first.
@@ -38,7 +39,12 @@ class EditorScreen(Screen[None]):
     EditorScreen Horizontal { height: 1fr; }
     EditorScreen TopicEditor { width: 2fr; }
     EditorScreen DiagnosticsList { width: 1fr; max-height: 100%; height: 1fr; }
+    /* narrow terminal: the list goes under the text, so neither wraps into a column of words */
+    EditorScreen.-narrow Horizontal { layout: vertical; }
+    EditorScreen.-narrow TopicEditor { width: 1fr; height: 1fr; }
+    EditorScreen.-narrow DiagnosticsList { width: 1fr; height: auto; max-height: 8; }
     """
+    NARROW = 100  # columns below which the diagnostics list goes under the editor
 
     def __init__(self, state_dir: Path, path: str, *, ascii: bool = False, git_env=None) -> None:
         super().__init__()
@@ -61,6 +67,9 @@ class EditorScreen(Screen[None]):
     def on_mount(self) -> None:
         self.editor.mark_saved(self._text, self._revision)
         self.editor.focus()
+
+    def on_resize(self, event) -> None:
+        self.set_class(event.size.width < self.NARROW, "-narrow")
 
     @property
     def editor(self) -> TopicEditor:

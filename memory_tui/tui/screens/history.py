@@ -28,17 +28,21 @@ from ..widgets.history_view import HistoryView
 
 
 def open_history(app: Any, target: str) -> None:
-    """Push the history of ``target`` (a block id or a topic path), or say why there is none."""
+    """Push the history of ``target`` (a block id or a topic path); it is read in a worker
+    (git log and a parse per commit: seconds on a long history), "loading…" meanwhile. When
+    there is none the screen closes again and says why."""
     model = app.model
     if model is None or not model.memory_exists:
         app.notify("No memory workspace.", severity="warning")
         return
-    try:
-        vm = data.target_history(model, target)
-    except MemoryError as exc:
-        app.notify(f"{exc.code}: {exc.message}", severity="error")
-        return
-    app.push_screen(HistoryScreen(vm))
+    app.push_screen(HistoryScreen(None, target=target))
+
+
+class HistoryLoaded(Message):
+    def __init__(self, history: Any = None, error: MemoryError | None = None) -> None:
+        super().__init__()
+        self.history = history
+        self.error = error
 
 
 def plan_text(plan: Any) -> Text:
@@ -120,15 +124,17 @@ class HistoryScreen(Screen[None]):
     HistoryScreen #history-outcome { height: auto; padding: 0 1; }
     """
 
-    def __init__(self, history: Any) -> None:
+    def __init__(self, history: Any = None, *, target: str | None = None) -> None:
         super().__init__()
-        self.history = history
+        self.history = history  # None until the worker has read it (``target`` given)
+        self.target = target if target is not None else history.target
         self.outcome: Any = None  # the last RevertResult (tests read it)
 
     def compose(self) -> ComposeResult:
         yield HeaderBar(id="header")
         yield Static(id="history-outcome")
-        yield HistoryView(self.history, id="history")
+        if self.history is not None:
+            yield HistoryView(self.history, id="history")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -138,11 +144,34 @@ class HistoryScreen(Screen[None]):
             app.model, width, app.now(), app.glyphs, problems=app.problem_count(), job=app.job_label(),
             insights=getattr(app, "insights", None),
         ))
+        if self.history is None:
+            self.show_outcome(Text(f"loading the history of {self.target}…", "dim"))
+            self._load(app.model, self.target)
+            return
+        self._show_loaded()
+
+    def _show_loaded(self) -> None:
         self.query_one("#history-outcome", Static).update(Text(
             f"History of {self.history.kind} {self.history.target}: {len(self.history.versions)} versions · v revert to the highlighted one",
             "dim",
         ))
         self.query_one("#history-commits").focus()
+
+    @work(thread=True, exclusive=True, group="history-load", exit_on_error=False)
+    def _load(self, model: Any, target: str) -> None:
+        try:
+            self.post_message(HistoryLoaded(data.target_history(model, target)))
+        except MemoryError as exc:
+            self.post_message(HistoryLoaded(error=exc))
+
+    async def on_history_loaded(self, message: HistoryLoaded) -> None:
+        if message.error is not None:
+            self.app.notify(f"{message.error.code}: {message.error.message}", severity="error")
+            self.dismiss()
+            return
+        self.history = message.history
+        await self.mount(HistoryView(self.history, id="history"), after=self.query_one("#history-outcome"))
+        self._show_loaded()
 
     def action_close(self) -> None:
         self.dismiss()

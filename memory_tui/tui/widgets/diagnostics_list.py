@@ -23,14 +23,19 @@ from ..editor_model import Diagnostic
 
 
 class DiagnosticOption(Option):
+    """Where and what on the first line, the message under it, then the rule it broke: a
+    narrow list wraps the message, never the line number and code."""
+
     def __init__(self, diagnostic: Diagnostic) -> None:
         text = Text()
         text.append(f"{diagnostic.where:>7}  ", style="dim")
         text.append(diagnostic.code, style="bold red")
-        text.append("  ")
+        text.append("\n")
         if diagnostic.path:
             text.append(sanitize(diagnostic.path) + ": ", style="italic")
         text.append(sanitize(diagnostic.message))
+        if diagnostic.rule and diagnostic.rule not in diagnostic.message:
+            text.append("\nrule: " + sanitize(diagnostic.rule), style="dim")
         super().__init__(text)
         self.diagnostic = diagnostic
 

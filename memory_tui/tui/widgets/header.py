@@ -32,6 +32,9 @@ def relative_time(iso: str | None, now: datetime | None) -> str:
     return "just now"
 
 
+LOST_LOCK_RACE = "CONCURRENT_UPDATE"
+
+
 def header_text(
     model: WorkspaceModel | None,
     width: int,
@@ -64,6 +67,10 @@ def header_text(
             parts.append(("memory off", "bold red", None))
         elif not model.writer_enabled:
             parts.append(("writer off", "bold yellow", None))
+        elif st.last_outcome == "failure" and st.last_failure_code == LOST_LOCK_RACE:
+            # editor-jobs: losing the write-lock race is no writer failure: nothing was written
+            # and a retry can succeed (issue 10)
+            parts.append(("lock busy: retry" if narrow else "writer: lost the lock race, retry", "bold yellow", None))
         elif st.last_outcome == "failure":
             code = st.last_failure_code or "failure"
             parts.append(((f"{glyphs.bad} " if narrow else f"writer {glyphs.bad} ") + code, "bold red", None))
@@ -77,8 +84,8 @@ def header_text(
     n = len(model.problems) if problems is None else problems
     if n:
         parts.append((f"{n} problem" + ("s" if n != 1 else ""), "bold yellow", "app.problems"))
-    if job:
-        parts.append((job, "bold cyan", None))
+    if job:  # editor-jobs: a running job's progress goes first, so a narrow header keeps it
+        parts.insert(1, (job, "bold cyan", None))
     if lock:  # actions-ui: someone else holds the write lock; a job would wait, then stop
         parts.append((lock, "bold magenta", None))
     # insights (issue 11): the three counts, each opening its list in the Evidence screen.
