@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-async def until(pilot, condition, tries: int = 100) -> None:
+async def until(pilot, condition, tries: int = 500) -> None:
     """Let the app process messages until ``condition()`` holds (bounded; never a timing assertion)."""
     for _ in range(tries):
         if condition():

@@ -13,6 +13,7 @@ import shutil
 import time
 
 import pytest
+from action_harness import until as _until
 from tui_helpers import make_app, settle
 
 from memory_tui.core import transaction as tx
@@ -40,14 +41,6 @@ def _app(state):
     app = make_app(state)
     app.job_context_options = {"git_env": fixed_env(), "clock": lambda: NOW}
     return app
-
-
-async def _until(pilot, cond, steps: int = 500) -> None:
-    for _ in range(steps):  # bounded waits, never a timed assertion
-        if cond():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError("condition never became true")
 
 
 async def _open_ada(pilot) -> EditorScreen:

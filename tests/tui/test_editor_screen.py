@@ -7,6 +7,7 @@ import re
 
 import pytest
 from textual.geometry import Offset
+from action_harness import until as _until
 from tui_helpers import make_app
 
 from memory_tui.cli import main
@@ -18,14 +19,6 @@ from memory_tui.tui.widgets.diagnostics_list import DiagnosticsList
 
 pytestmark = pytest.mark.anyio
 ADA = "topics/people/ada.md"
-
-
-async def _until(pilot, cond, steps: int = 500) -> None:
-    for _ in range(steps):  # bounded waits, never a timed assertion
-        if cond():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError("condition never became true")
 
 
 async def _open_ada(pilot, app) -> EditorScreen:

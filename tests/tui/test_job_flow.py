@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from action_harness import until as _until
 from tui_helpers import make_app
 
 from memory_tui.core import gitlog, transaction
@@ -41,14 +42,6 @@ def _app(state: Path):
     app = make_app(state)
     app.job_context_options = {"git_env": fixed_env(), "clock": lambda: NOW}
     return app
-
-
-async def _until(pilot, cond, steps: int = 500) -> None:
-    for _ in range(steps):  # bounded waits, never a timed assertion
-        if cond():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError("condition never became true")
 
 
 def _duplicate_ada(state: Path) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from textual.widgets import OptionList
+from action_harness import until as _until
 from tui_helpers import make_app
 
 from memory_tui.cli import main as cli_main
@@ -55,14 +56,6 @@ def _node_marks(state: Path) -> dict[str, str | None]:
         node = json.loads(path.read_text(encoding="utf-8"))
         marks[node["id"]] = (node.get("metadata") or {}).get("memory_written_scriptorium")
     return marks
-
-
-async def _until(pilot, cond, steps: int = 500) -> None:
-    for _ in range(steps):  # bounded waits, never a timed assertion
-        if cond():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError("condition never became true")
 
 
 def _graph_line(graph, node_id: str) -> str:
