@@ -320,6 +320,16 @@ async def test_unsaved_asks(button):
     assert app.results == [UnsavedChoice(button)]
 
 
+@pytest.mark.parametrize(("key", "choice"), [("s", "save"), ("d", "discard"), ("escape", "cancel")])
+async def test_unsaved_answers_from_the_keyboard(key, choice):
+    app = DialogHarness(lambda: UnsavedDialog("topics/people/ada.md"))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press(key)
+        await pilot.pause()
+    assert app.results == [UnsavedChoice(choice)]
+
+
 async def test_move_picker_returns_the_chosen_target():
     app = DialogHarness(lambda: MovePicker(sample_choices(), "845c11f8", topic="topics/core.md", headings=("Core",)))
     async with app.run_test(size=SIZE) as pilot:

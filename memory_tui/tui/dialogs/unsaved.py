@@ -29,7 +29,12 @@ class UnsavedDialog(ModalScreen[UnsavedChoice]):
     """``UnsavedDialog(path)``."""
 
     DEFAULT_CSS = dialog_css("UnsavedDialog")
-    BINDINGS = [Binding("escape", "choose('cancel')", "Stay", id="dialog.cancel")]
+    BINDINGS = [
+        Binding("escape", "choose('cancel')", "Stay", id="dialog.cancel"),
+        # One key per choice, as the conflict dialog has: no Tab-hunting for a button.
+        Binding("d", "choose('discard')", "Discard", id="unsaved.discard"),
+        Binding("s", "choose('save')", "Save", id="unsaved.save"),
+    ]
 
     def __init__(self, path: str) -> None:
         super().__init__()
@@ -38,7 +43,7 @@ class UnsavedDialog(ModalScreen[UnsavedChoice]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label(f"{sanitize(self.path)} has unsaved changes", classes="dialog-title")
-            yield Label("Save them before leaving?")
+            yield Label("Save them before leaving?  s save · d discard · esc stay")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Stay", id="cancel")
                 yield Button("Discard", id="discard", variant="error")
