@@ -42,6 +42,21 @@ def _strip_text(editor, row: int) -> str:
 # ------------------------------------------------------------------------ editor
 
 
+async def test_the_editor_highlights_markdown():
+    # The grammar ships as a dependency: a heading is drawn unlike plain prose.
+    app = EditorHarness(diagnostics=())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        editor = app.query_one(TopicEditor)
+        assert editor.language == "markdown"
+
+        def styles(y: int) -> set:
+            return {seg.style for seg in list(editor.render_line(y))[1:] if seg.text.strip()} - {None}
+
+        heading, prose = styles(0), styles(6)  # "# Ada" / "Ada likes long walks ..."
+        assert heading and prose and heading != prose, (heading, prose)
+
+
 async def test_editor_shows_all_three_diagnostics_on_their_lines():
     app = EditorHarness()
     async with app.run_test(size=SIZE) as pilot:
