@@ -10,7 +10,7 @@ import re
 import shutil
 
 import pytest
-from tui_helpers import make_app, settle
+from tui_helpers import dry_runs_done, make_app, settle
 
 SID = "local_a1b2c3d4e5"  # forks, a retry, a rewind, tool rows, a stranded turn, a compaction summary
 
@@ -45,6 +45,7 @@ def _open(session: str | None = SID, node: str | None = None, *, side: str | Non
         for key in keys:
             await pilot.press(key)
         await pilot.pause()
+        await dry_runs_done(pilot, app)
         await pilot.pause()
 
     return run_before
