@@ -705,6 +705,7 @@ class _LazyVerdicts:
     def __init__(self, session: Session, sa: SessionAnalysis, ctx: WriterContext, sreasons: list[Reason]) -> None:
         self.session, self.sa, self.ctx, self.sreasons = session, sa, ctx, sreasons
         self.reasons: dict[str, list[Reason]] = {}
+        self.sets: dict[str, tuple[frozenset[str], frozenset[str], list[Reason]]] = {}  # tip -> stranded, foreign, others
         self.tips: dict[str, TipExplanation] = {}
         self.nodes: dict[str, TurnVerdict] = {}
         self.under_merged: dict[str, str] | None = None
@@ -725,14 +726,10 @@ class _LazyVerdicts:
                 verdicts[node.id] = _shared_verdict(node, ta, ctx, excluded, marked)
             stranded_ids = {r.id for r in ta.stranded}
             pending_rank = _RANK[NEVER if ta.archived and not ta.is_head else PENDING]
-            on_chain = None
+            # Pending and stranded records come from this tip's walk: each gets a turn here.
             for r, rank in [*((r, _RANK[NEVER]) for r in ta.stranded),
                             *((r, pending_rank) for r in ta.pending if r.id not in stranded_ids)]:
                 if verdicts.get(r.id) is not _PER_TIP:
-                    continue
-                if on_chain is None:  # a turn is only shown for nodes of the walk
-                    on_chain = {n.id for n in chain}
-                if r.id not in on_chain:
                     continue
                 old = best.get(r.id)
                 if old is None or rank > old[0] or (rank == old[0] and tip == head):
@@ -773,9 +770,11 @@ class _LazyVerdicts:
             else:
                 ta = self.sa.tips[tip]
                 treasons = self.tip_reasons(tip)
-                others = [r for r in treasons if r.code not in ("stranded_behind_mark", "runtime_turns_only")]
-                tv = _tip_turn(node, ta, treasons, self.ctx, {r.id for r in ta.stranded}, {r.id for r in ta.foreign},
-                               ta.archived and not ta.is_head, others)
+                sets = self.sets.get(tip)
+                if sets is None:
+                    sets = self.sets[tip] = (frozenset(r.id for r in ta.stranded), frozenset(r.id for r in ta.foreign),
+                                             [r for r in treasons if r.code not in ("stranded_behind_mark", "runtime_turns_only")])
+                tv = _tip_turn(node, ta, treasons, self.ctx, sets[0], sets[1], ta.archived and not ta.is_head, sets[2])
         elif isinstance(shared, TurnVerdict):
             tv = shared
         else:
