@@ -488,20 +488,7 @@ def turns_for_tip(sa: SessionAnalysis, ta: TipAnalysis, tip_reasons: list[Reason
         nid = node.id
         shared = get(nid)
         if shared is None:
-            if node.is_root:
-                shared = verdicts[nid] = _SKIP
-            elif node.rewound:
-                shared = verdicts[nid] = TurnVerdict(nid, node.role, NEVER, (
-                    _r("rewound", "the turn was rewound; every branch and message view hides it",
-                       Evidence(node.file, "metadata.rewound", True)),), ta.tip)
-            elif (code := excluded.get(nid)) is not None:
-                shared = verdicts[nid] = TurnVerdict(nid, node.role, NEVER, (_not_record_reason(node, code, ta),), ta.tip)
-            elif nid in marked:
-                shared = verdicts[nid] = TurnVerdict(nid, node.role, WRITTEN, (
-                    _r("written", "handed to a writer run that changed memory (marked with this workspace id)",
-                       Evidence(node.file, f"metadata.{MARK_KEY}", ctx.workspace_id)),), ta.tip)
-            else:
-                verdicts[nid] = _PER_TIP
+            shared = verdicts[nid] = _shared_verdict(node, ta, ctx, excluded, marked)
         if shared is not None and shared is not _PER_TIP:
             if shared is not _SKIP:
                 append(shared)
@@ -509,33 +496,62 @@ def turns_for_tip(sa: SessionAnalysis, ta: TipAnalysis, tip_reasons: list[Reason
                 static_upto = i
                 counts.append(len(turns))
             continue
-        local: list[Reason] = []
-        if nid in foreign_ids:
-            mark = node.metadata.get(MARK_KEY)
-            local.append(_r("marked_other_workspace",
-                            f"marked by workspace {mark}, not this one ({ctx.workspace_id}): it counts as unwritten and will be re-written",
-                            Evidence(node.file, f"metadata.{MARK_KEY}", mark)))
-        if nid in stranded_ids:
-            stranded = next(r for r in tip_reasons if r.code == "stranded_behind_mark")
-            append(TurnVerdict(nid, node.role, NEVER, (
-                _r("stranded_behind_mark", "unmarked, but older than a newer mark on this branch: never offered again",
-                   Evidence(node.file, f"metadata.{MARK_KEY}", node.metadata.get(MARK_KEY)), *stranded.evidence[-1:]),
-                *local), ta.tip))
-        elif nid in pending_ids:
-            toks = ta.special_tokens.get(nid)
-            if toks:
-                local.append(_r("special_token_blocks_writer",
-                                f"contains {', '.join(toks)}: OpenProgram's counter raises and the session write fails",
-                                Evidence(node.file, "output", list(toks))))
+        if nid in stranded_ids or nid in pending_ids:
             if others is None:
                 others = [r for r in tip_reasons if r.code not in ("stranded_behind_mark", "runtime_turns_only")]
-            append(TurnVerdict(nid, node.role, NEVER if never_archived else PENDING, tuple(local + others), ta.tip))
+            append(_tip_turn(node, ta, tip_reasons, ctx, stranded_ids, foreign_ids, never_archived, others))
     out = tuple(turns)
     if memo.share_walks:
         for j, n in enumerate(counts):
             prefix[chain[start + j].id] = (out, n)
     memo.shared = len(head)
     return out
+
+
+def _shared_verdict(node: Node, ta: TipAnalysis, ctx: WriterContext, excluded: Mapping[str, str],
+                    marked: Any) -> object:
+    """The verdict of a turn that cannot depend on the tip (``_SKIP`` for the graph root),
+    or ``_PER_TIP`` for an unmarked record. The first tip to see a node decides it."""
+    nid = node.id
+    if node.is_root:
+        return _SKIP
+    if node.rewound:
+        return TurnVerdict(nid, node.role, NEVER, (
+            _r("rewound", "the turn was rewound; every branch and message view hides it",
+               Evidence(node.file, "metadata.rewound", True)),), ta.tip)
+    code = excluded.get(nid)
+    if code is not None:
+        return TurnVerdict(nid, node.role, NEVER, (_not_record_reason(node, code, ta),), ta.tip)
+    if nid in marked:
+        return TurnVerdict(nid, node.role, WRITTEN, (
+            _r("written", "handed to a writer run that changed memory (marked with this workspace id)",
+               Evidence(node.file, f"metadata.{MARK_KEY}", ctx.workspace_id)),), ta.tip)
+    return _PER_TIP
+
+
+def _tip_turn(node: Node, ta: TipAnalysis, tip_reasons: list[Reason], ctx: WriterContext, stranded_ids: Any,
+              foreign_ids: Any, never_archived: bool, others: list[Reason]) -> TurnVerdict:
+    """The verdict of an unmarked record that is stranded or pending on this tip (the caller
+    checks which): it names the tip and carries the tip's reasons."""
+    nid = node.id
+    local: list[Reason] = []
+    if nid in foreign_ids:
+        mark = node.metadata.get(MARK_KEY)
+        local.append(_r("marked_other_workspace",
+                        f"marked by workspace {mark}, not this one ({ctx.workspace_id}): it counts as unwritten and will be re-written",
+                        Evidence(node.file, f"metadata.{MARK_KEY}", mark)))
+    if nid in stranded_ids:
+        stranded = next(r for r in tip_reasons if r.code == "stranded_behind_mark")
+        return TurnVerdict(nid, node.role, NEVER, (
+            _r("stranded_behind_mark", "unmarked, but older than a newer mark on this branch: never offered again",
+               Evidence(node.file, f"metadata.{MARK_KEY}", node.metadata.get(MARK_KEY)), *stranded.evidence[-1:]),
+            *local), ta.tip)
+    toks = ta.special_tokens.get(nid)
+    if toks:
+        local.append(_r("special_token_blocks_writer",
+                        f"contains {', '.join(toks)}: OpenProgram's counter raises and the session write fails",
+                        Evidence(node.file, "output", list(toks))))
+    return TurnVerdict(nid, node.role, NEVER if never_archived else PENDING, tuple(local + others), ta.tip)
 
 
 def turns_for_tip_plain(sa: SessionAnalysis, ta: TipAnalysis, tip_reasons: list[Reason], ctx: WriterContext,
@@ -680,8 +696,149 @@ def explain_session(session: Session, ctx: WriterContext, counter: TokenCounter 
     return SessionExplanation(sa, tuple(sreasons), tips, nodes, runtime_only)
 
 
-def explain(snapshot: SessionSnapshot, ctx: WriterContext, counter: TokenCounter | CachedCounter | None = None) -> Explanation:
+class _LazyVerdicts:
+    """What a lazy :class:`SessionExplanation` computes on demand: one tip's explanation,
+    one node's best verdict. Equal to :func:`explain_session`'s eager result (the property
+    test compares them): the first tip to see a node decides its tip-independent verdict, and
+    a node's best verdict comes from the same tip the eager ranking picks."""
+
+    def __init__(self, session: Session, sa: SessionAnalysis, ctx: WriterContext, sreasons: list[Reason]) -> None:
+        self.session, self.sa, self.ctx, self.sreasons = session, sa, ctx, sreasons
+        self.reasons: dict[str, list[Reason]] = {}
+        self.sets: dict[str, tuple[frozenset[str], frozenset[str], list[Reason]]] = {}  # tip -> stranded, foreign, others
+        self.tips: dict[str, TipExplanation] = {}
+        self.nodes: dict[str, TurnVerdict] = {}
+        self.under_merged: dict[str, str] | None = None
+        verdicts: dict[str, object] = {}
+        share = acyclic(session)
+        head = session.head_id
+        best: dict[str, tuple[int, str]] = {}  # node -> (rank, tip) of the verdict the eager ranking keeps
+        for tip, ta in sa.tips.items():
+            chain = ta.chain
+            excluded, marked = ta.recordset.excluded, ta.marked
+            # Newest first: without cycles a node seen already has had its whole root side seen.
+            for i in range(len(chain) - 1, -1, -1):
+                node = chain[i]
+                if node.id in verdicts:
+                    if share:
+                        break
+                    continue
+                verdicts[node.id] = _shared_verdict(node, ta, ctx, excluded, marked)
+            stranded_ids = {r.id for r in ta.stranded}
+            pending_rank = _RANK[NEVER if ta.archived and not ta.is_head else PENDING]
+            # Pending and stranded records come from this tip's walk: each gets a turn here.
+            for r, rank in [*((r, _RANK[NEVER]) for r in ta.stranded),
+                            *((r, pending_rank) for r in ta.pending if r.id not in stranded_ids)]:
+                if verdicts.get(r.id) is not _PER_TIP:
+                    continue
+                old = best.get(r.id)
+                if old is None or rank > old[0] or (rank == old[0] and tip == head):
+                    best[r.id] = (rank, tip)
+        self.verdicts = verdicts
+        self.best = best
+
+    def tip_reasons(self, tip: str) -> list[Reason]:
+        out = self.reasons.get(tip)
+        if out is None:
+            out = self.reasons[tip] = _tip_reasons(self.sa, self.sa.tips[tip], self.ctx, self.sreasons)
+        return out
+
+    def tip(self, tip: str) -> TipExplanation:
+        te = self.tips.get(tip)
+        if te is None:
+            ta = self.sa.tips[tip]
+            treasons = self.tip_reasons(tip)
+            memo = TurnMemo()
+            memo.verdicts = self.verdicts  # every node of every walk is decided already: shared objects
+            te = self.tips[tip] = TipExplanation(ta, tuple(treasons), turns_for_tip(self.sa, ta, treasons, self.ctx, memo))
+        return te
+
+    def node(self, nid: str) -> TurnVerdict:
+        tv = self.nodes.get(nid)
+        if tv is not None:
+            return tv
+        node = self.session.nodes[nid]
+        if node.is_root:
+            raise KeyError(nid)
+        hit = self.best.get(nid)
+        shared = self.verdicts.get(nid)
+        if hit is not None:
+            tip = hit[1]
+            te = self.tips.get(tip)
+            if te is not None:
+                tv = next(t for t in te.turns if t.id == nid)
+            else:
+                ta = self.sa.tips[tip]
+                treasons = self.tip_reasons(tip)
+                sets = self.sets.get(tip)
+                if sets is None:
+                    sets = self.sets[tip] = (frozenset(r.id for r in ta.stranded), frozenset(r.id for r in ta.foreign),
+                                             [r for r in treasons if r.code not in ("stranded_behind_mark", "runtime_turns_only")])
+                tv = _tip_turn(node, ta, treasons, self.ctx, sets[0], sets[1], ta.archived and not ta.is_head, sets[2])
+        elif isinstance(shared, TurnVerdict):
+            tv = shared
+        else:
+            if self.under_merged is None:
+                self.under_merged = _merged_chains(self.session) if self.session.merged_heads else {}
+            tv = _offline_verdict(self.session, node, self.under_merged)
+        self.nodes[nid] = tv
+        return tv
+
+
+class _LazyTips(Mapping[str, TipExplanation]):
+    def __init__(self, lazy: _LazyVerdicts) -> None:
+        self._lazy = lazy
+
+    def __getitem__(self, tip: str) -> TipExplanation:
+        if tip not in self._lazy.sa.tips:
+            raise KeyError(tip)
+        return self._lazy.tip(tip)
+
+    def __iter__(self):
+        return iter(self._lazy.sa.tips)
+
+    def __len__(self) -> int:
+        return len(self._lazy.sa.tips)
+
+
+class _LazyNodes(Mapping[str, TurnVerdict]):
+    def __init__(self, lazy: _LazyVerdicts) -> None:
+        self._lazy = lazy
+        self._order = tuple(n for n in lazy.session.order if not lazy.session.nodes[n].is_root)
+
+    def __getitem__(self, nid: str) -> TurnVerdict:
+        node = self._lazy.session.nodes.get(nid)
+        if node is None or node.is_root:
+            raise KeyError(nid)
+        return self._lazy.node(nid)
+
+    def __iter__(self):
+        return iter(self._order)
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+
+def explain_session_lazy(session: Session, ctx: WriterContext, counter: TokenCounter | CachedCounter | None = None,
+                         analysis: SessionAnalysis | None = None) -> SessionExplanation:
+    """:func:`explain_session`, but a tip's reasons and turn verdicts are computed when that
+    tip is first looked up, and a node's best verdict when that node is: what a view that
+    shows one tip at a time needs. The per-node ranking runs once over the tips' pending and
+    stranded sets, without building a verdict per tip and turn."""
     cc = _cached(counter)
-    sessions = {sid: explain_session(s, ctx, cc) for sid, s in snapshot.sessions.items()}
+    sa = analysis or analyze_session(session, ctx.workspace_id, ctx.config.trigger_tokens, cc)
+    sreasons = _session_reasons(session, sa, ctx, cc)
+    lazy = _LazyVerdicts(session, sa, ctx, sreasons)
+    runtime_only = tuple(t for t, ta in sa.tips.items() if ta.runtime_only)
+    return SessionExplanation(sa, tuple(sreasons), _LazyTips(lazy), _LazyNodes(lazy), runtime_only)
+
+
+def explain(snapshot: SessionSnapshot, ctx: WriterContext, counter: TokenCounter | CachedCounter | None = None,
+            *, lazy: bool = False) -> Explanation:
+    """Every session explained; ``lazy`` defers per-tip and per-node verdicts until they are
+    looked up (:func:`explain_session_lazy`), with the same results."""
+    cc = _cached(counter)
+    one = explain_session_lazy if lazy else explain_session
+    sessions = {sid: one(s, ctx, cc) for sid, s in snapshot.sessions.items()}
     pending = status_pending_count(snapshot, ctx.workspace_id, {sid: e.analysis for sid, e in sessions.items()})
     return Explanation(ctx, global_reasons(ctx), sessions, pending)

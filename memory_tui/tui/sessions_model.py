@@ -152,6 +152,7 @@ class BranchVerdictVM:
     threshold: int
     reasons: tuple[ReasonVM, ...]  # tip and session reasons, in the engine's order
     plan: DryRunVM | None = None
+    planning: bool = False  # the dry run is being computed (off the UI thread); plan follows
     summary: str = ""  # sessions.summary.tip_summary: the same story as the turns
 
 
@@ -279,7 +280,8 @@ class SessionsModel:
         state = Path(state_dir)
         snap = snapshot if snapshot is not None else load_sessions(state)
         ctx = load_context(state, now=time.time() if now is None else now)
-        return cls(explain(snap, ctx, counter), citations=citation_index(records))
+        # Lazy: the view shows one tip's verdict at a time; the graph needs only each node's best one.
+        return cls(explain(snap, ctx, counter, lazy=True), citations=citation_index(records))
 
     # ---- lookups
     @property
@@ -309,8 +311,7 @@ class SessionsModel:
         tokens = 0
         live = 0
         offered = set(se.analysis.forced_order)  # what `status` counts: an archived tip's turns are held, not pending
-        for tip, te in se.tips.items():
-            ta = te.analysis
+        for tip, ta in se.analysis.tips.items():  # analyses only: no tip's verdicts are built for a row
             foreign.update(r.id for r in ta.foreign)
             stranded.update(r.id for r in ta.stranded)
             live += not ta.archived
@@ -367,7 +368,7 @@ class SessionsModel:
             return node_id
         order = [se.session.head_id, *se.tips] if se.session.head_id in se.tips else list(se.tips)
         for tip in order:
-            if any(n.id == node_id for n in se.tips[tip].analysis.chain):
+            if any(n.id == node_id for n in se.analysis.tips[tip].chain):
                 return tip
         return None
 
@@ -411,7 +412,7 @@ class SessionsModel:
             citations=self.citations.get(f"{PROVIDER}/{sid}/{node_id}", ()),
         )
 
-    def branch_verdict(self, sid: str, tip: str, *, plan: DryRunVM | None = None) -> BranchVerdictVM:
+    def branch_verdict(self, sid: str, tip: str, *, plan: DryRunVM | None = None, planning: bool = False) -> BranchVerdictVM:
         se = self.session(sid)
         te = se.tips.get(tip)
         if te is None:
@@ -447,6 +448,7 @@ class SessionsModel:
             threshold=self.threshold,
             reasons=tuple(reason_vm(r) for r in te.reasons),
             plan=plan,
+            planning=planning and plan is None,
             summary=tip_summary(te, self.threshold),
         )
 

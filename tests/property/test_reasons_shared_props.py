@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from memory_tui.core.config import MemoryConfig
 from memory_tui.core.tokens import CharCounter
 from memory_tui.sessions.marks import MARK_KEY
-from memory_tui.sessions.reasons import WriterContext, explain_session
+from memory_tui.sessions.reasons import WriterContext, explain_session, explain_session_lazy
 from memory_tui.sessions.records import analyze_session, analyze_session_plain
 from memory_tui.sessions.store import load_sessions
 
@@ -90,3 +90,16 @@ def test_shared_path_equals_every_tip_on_its_own(shape, threshold):
     assert _turns(a) == _turns(b)
     assert {k: (v.verdict, v.tip, v.reasons) for k, v in a.nodes.items()} == \
            {k: (v.verdict, v.tip, v.reasons) for k, v in b.nodes.items()}
+    # The lazy form (the Sessions view's): nodes looked up before any tip, then the tips in
+    # reverse order, and still every verdict names the tip the eager ranking chose.
+    lazy = explain_session_lazy(session, ctx, counter)
+    assert list(lazy.nodes) == list(a.nodes)
+    assert {k: lazy.nodes[k] for k in reversed(list(a.nodes))} == dict(a.nodes)
+    assert list(lazy.tips) == list(a.tips)
+    for tip in reversed(list(a.tips)):
+        assert lazy.tips[tip] == a.tips[tip], tip
+    again = explain_session_lazy(session, ctx, counter)
+    for tip in a.tips:  # tips first, then the nodes: the same verdicts either way
+        assert again.tips[tip] == a.tips[tip], tip
+    assert dict(again.nodes) == dict(a.nodes)
+    assert json.dumps(again.to_json(), sort_keys=True) == json.dumps(a.to_json(), sort_keys=True)

@@ -10,7 +10,7 @@ import re
 import shutil
 
 import pytest
-from tui_helpers import make_app, settle
+from tui_helpers import dry_runs_done, make_app, settle
 
 SID = "local_a1b2c3d4e5"  # forks, a retry, a rewind, tool rows, a stranded turn, a compaction summary
 
@@ -45,6 +45,7 @@ def _open(session: str | None = SID, node: str | None = None, *, side: str | Non
         for key in keys:
             await pilot.press(key)
         await pilot.pause()
+        await dry_runs_done(pilot, app)
         await pilot.pause()
 
     return run_before
@@ -154,3 +155,35 @@ async def test_session_rows_fit_the_list(fixture_copy, size):
         # the narrow list uses its width: facts share lines
         if size[0] < 100:
             assert any(" updated " in line for opt in lst.options for line in opt.prompt.plain.split("\n")[1:])
+
+
+@pytest.mark.anyio
+async def test_dry_run_follows_the_selection_and_drops_stale_answers(fixture_copy):
+    """The dry run runs in a worker: moving to another branch before it answers must leave
+    the panel on the new branch with that branch's plan, never the older one's."""
+    from memory_tui.tui.widgets.branch_verdict import verdict_text
+
+    app = make_app(fixture_copy)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("5")
+        await pilot.pause()
+        screen = app.screen
+        sm = screen.sessions
+        by_tip = {}
+        for nid in sm.session(SID).session.order:
+            by_tip.setdefault(sm.tip_for(SID, nid), nid)
+        (a, first), (b, second) = [(n, t) for t, n in by_tip.items() if t is not None][:2]
+        assert screen.focus_session(SID, a)
+        await pilot.pause()
+        assert screen.verdict.tip == first
+        assert screen.query_one("#sessions-graph").select_node(b)  # most likely before the first dry run answered
+        await pilot.pause()
+        assert screen.verdict.tip == second
+        await dry_runs_done(pilot, app)
+        await dry_runs_done(pilot, app)
+        vm = screen.verdict
+        assert vm.tip == second and vm.plan is not None and vm.plan.tip == second and not vm.planning
+        waiting = screen.sessions.branch_verdict(SID, second, planning=True)
+        assert "computing the dry run" in verdict_text(waiting).plain
+        assert "computing the dry run" not in verdict_text(vm).plain

@@ -47,6 +47,16 @@ async def settle(pilot, app) -> None:
     await pilot.pause()
 
 
+
+async def dry_runs_done(pilot, app) -> None:
+    """Wait for the Sessions verdict panel's dry run (a worker started after the panel painted)."""
+    await pilot.pause()
+    runs = [w for w in app.workers if w.group == "sessions-dry-run"]
+    if runs:
+        await app.workers.wait_for_complete(runs)
+    await pilot.pause()
+
+
 def write_minimal_state(root: Path, topics: dict[str, str] | None = None, config: dict | None = None) -> Path:
     """A tiny hand-made state dir (for states the fixture does not show)."""
     import json

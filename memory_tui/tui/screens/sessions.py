@@ -17,7 +17,7 @@ from functools import partial
 from typing import ClassVar
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Vertical, VerticalScroll
@@ -245,15 +245,43 @@ class SessionsScreen(ViewScreen):
         return Text(f"{plural(n, 'session')} {self.glyphs.dot} by {self.sort_key} (s)", "dim")
 
     # ------------------------------------------------------------------ graph → panels
-    def plan_for(self, sm: SessionsModel, sid: str, tip: str) -> DryRunVM:
-        key = (id(sm), sid, tip)
-        plan = self._plans.get(key)
-        if plan is None:
-            stamp = self.shell.now().timestamp()
-            plan = dry_run(self.model.state_dir, sid, tip, clock=lambda: stamp, counter=getattr(self.app, "counter", None))  # type: ignore[union-attr]
-            self._plans = {k: v for k, v in self._plans.items() if k[0] == id(sm)}
-            self._plans[key] = plan
-        return plan
+    # The dry run re-reads the session and plans its batches: seconds on a big session, so it
+    # runs in a worker after the panel has painted with a "computing" line. A result is kept
+    # per (model, session, tip) and shown only if the panel still shows that branch.
+    def _plan_key(self, sm: SessionsModel, sid: str, tip: str) -> tuple[int, str, str]:
+        return (id(sm), sid, tip)
+
+    def _show_verdict(self, sm: SessionsModel, sid: str, tip: str | None) -> None:
+        if tip is None:
+            self.verdict = None
+        else:
+            plan = self._plans.get(self._plan_key(sm, sid, tip))
+            self.verdict = sm.branch_verdict(sid, tip, plan=plan, planning=plan is None)
+            if plan is None:
+                self.call_after_refresh(self._start_plan, sm, sid, tip)
+        self.query_one(BranchVerdict).show(self.verdict)
+
+    def _start_plan(self, sm: SessionsModel, sid: str, tip: str) -> None:
+        if not self._still_shown(sm, sid, tip) or self.model is None:
+            return
+        stamp = self.shell.now().timestamp()
+        self._compute_plan(sm, sid, tip, self.model.state_dir, stamp, getattr(self.app, "counter", None))
+
+    def _still_shown(self, sm: SessionsModel, sid: str, tip: str) -> bool:
+        vm = self.verdict
+        return vm is not None and self.sessions is sm and (vm.session_id, vm.tip) == (sid, tip)
+
+    # An error here is a bug, as it was on the UI thread: it ends the app with its traceback.
+    @work(thread=True, exclusive=True, group="sessions-dry-run")
+    def _compute_plan(self, sm: SessionsModel, sid: str, tip: str, state_dir, stamp: float, counter) -> None:
+        plan = dry_run(state_dir, sid, tip, clock=lambda: stamp, counter=counter)
+        self.app.call_from_thread(self._plan_ready, sm, sid, tip, plan)
+
+    def _plan_ready(self, sm: SessionsModel, sid: str, tip: str, plan: DryRunVM) -> None:
+        self._plans = {k: v for k, v in self._plans.items() if k[0] == id(sm)}
+        self._plans[self._plan_key(sm, sid, tip)] = plan
+        if self._still_shown(sm, sid, tip):  # else a stale answer: the selection moved on
+            self._show_verdict(sm, sid, tip)
 
     @on(SessionGraph.NodeSelected, "#sessions-graph")
     def _node_selected(self, message: SessionGraph.NodeSelected) -> None:
@@ -262,9 +290,7 @@ class SessionsScreen(ViewScreen):
             return
         sid, nid = message.session_id, message.node.id
         self.query_one(NodeDetail).show(sm.node_detail(sid, nid) if nid in sm.session(sid).session.nodes else None)
-        tip = sm.tip_for(sid, nid)
-        self.verdict = sm.branch_verdict(sid, tip, plan=self.plan_for(sm, sid, tip)) if tip else None
-        self.query_one(BranchVerdict).show(self.verdict)
+        self._show_verdict(sm, sid, sm.tip_for(sid, nid))
 
     @on(NodeDetail.RecordJump)
     async def _record_jump(self, message: NodeDetail.RecordJump) -> None:

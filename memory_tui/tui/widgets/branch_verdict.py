@@ -47,7 +47,9 @@ def verdict_text(vm: BranchVerdictVM, *, ascii: bool = False) -> Text:
             out.append(f"    {ev.line}\n", "dim")
     out.append("\nwhat would happen now\n", "bold underline")
     plan = vm.plan
-    if plan is None:
+    if plan is None and vm.planning:
+        out.append(f"  computing the dry run{'...' if ascii else '…'}\n", "dim")
+    elif plan is None:
         out.append("  (dry run not computed)\n")
     elif plan.reason_code:
         out.append(f"  the write would fail: {plan.reason_code} {plan.message}\n")
