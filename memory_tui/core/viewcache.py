@@ -262,9 +262,14 @@ class ViewCache:
         *,
         lookup: Callable[[Any], TopicPart | None] | None = None,
         store: Callable[[Any, TopicPart], None] | None = None,
+        parts_out: dict[str, TopicPart] | None = None,
         **options: Any,
     ) -> DerivedViews:
-        """``views.build_views(tree, **options)``, byte for byte, from per-topic parts."""
+        """``views.build_views(tree, **options)``, byte for byte, from per-topic parts.
+
+        ``parts_out`` (a dict) receives topic path -> its part, in tree order, when the views
+        came from parts; it stays empty on the full path (then the parts' rows are not the
+        tree's rows: a duplicate id was dropped, or ``full`` mode)."""
         how = mode()
         topics = tuple(tree.topics)
         if how == "full" or sum(len(t.units) for t in topics) != len(tree.units):
@@ -272,6 +277,8 @@ class ViewCache:
         link_for = options.get("link_for")
         with self.lock:
             parts = [self.part(t, link_for, lookup, store) for t in topics]
+            if parts_out is not None:
+                parts_out.update(zip((t.path for t in topics), parts))
             self._parts = {t.path: self._parts[t.path] for t in topics}  # bounded by the live tree
             timeline, relations = self.combine(topics, parts)
         recent = self.recent(tree, topics, tuple(tree.units), options.get("creation_order"), options.get("recent_limit", 50))

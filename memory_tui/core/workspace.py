@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 from .errors import CORRUPT_FILE, SPECIAL_TOKEN_TEXT, STATE_NOT_FOUND, WRITE_FAILURE_CODES, MemoryError, Problem
 from .paths import RUNTIME_NAMES, Layout, is_internal_top
 from .tokens import TokenCounter
+from .viewcache import view_cache_for
 from .views import ViewMismatch, build_views, compare_views, core_injection, special_token_problems
 from .parsecache import deps_signature, stat_key, store_for, topic_deps
 
@@ -534,6 +535,9 @@ class StateView:
     counter: Any = field(default=None, repr=False, compare=False)
     reparsed_topics: tuple[str, ...] = field(default=(), compare=False)  # topics re-read by this refresh
     row_cache: Mapping[int, Any] = field(default_factory=dict, repr=False, compare=False)  # timeline rows per unit
+    # topic path -> its ``viewcache.TopicPart`` (tree order) when the views came from parts;
+    # empty when they were built whole (then ``row_cache`` holds the rows)
+    topic_parts: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def core_master(self) -> str | None:
@@ -750,18 +754,23 @@ def _build(state_dir: Path, prev: StateView | None, counter: Any) -> StateView:
         prev is not None and tree is prev.tree and sources_same and runtime is prev.runtime and config is prev.config
     )
     row_cache: dict[int, Any] = {}
-    if prev is not None and sources_same:
-        for unit in tree.units:  # units of unchanged topics are the very same objects
-            hit = prev.row_cache.get(id(unit))
-            if hit is not None and hit[0] is unit:
-                row_cache[id(unit)] = hit
+    topic_parts: dict[str, Any] = {}
     if views_inputs_same:
         views = prev.views
         row_cache = dict(prev.row_cache)
+        topic_parts = dict(prev.topic_parts)
     else:
+        # Per-topic parts (``viewcache``): a refresh re-derives only the topics it re-parsed,
+        # byte for byte what ``build_views`` gives (``MEMORY_TUI_VIEWS=full|check``).
+        if prev is not None and sources_same:
+            for unit in tree.units:  # units of unchanged topics are the very same objects
+                hit = prev.row_cache.get(id(unit))
+                if hit is not None and hit[0] is unit:
+                    row_cache[id(unit)] = hit
         master = tree.topic("core.md")
-        views = build_views(
+        views = view_cache_for(memory_root).build(
             tree,
+            parts_out=topic_parts,
             master_text=master.text if master is not None else None,
             trusted_ids=sources.trusted_ids(),
             creation_order=runtime.creation_order,
@@ -803,6 +812,7 @@ def _build(state_dir: Path, prev: StateView | None, counter: Any) -> StateView:
         counter=counter,
         reparsed_topics=tuple(reparsed),
         row_cache=row_cache,
+        topic_parts=topic_parts,
     )
 
 
