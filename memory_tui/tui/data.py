@@ -279,6 +279,12 @@ class _Cache:
     backlinks: dict[str, list[str]] = field(default_factory=dict)
     analyses: dict[str, tuple[Any, str, int, Any]] = field(default_factory=dict)  # sid -> (Session, wid, threshold, analysis)
     rows: dict[int, tuple[Any, "TimelineRowVM"]] = field(default_factory=dict)  # id(engine row) -> (row, VM)
+    # the last timeline built from the engine's per-topic parts: topic path -> its rows (the
+    # part's own tuple), and the rows in display order with their sort keys and view models
+    tl_parts: dict[str, tuple] | None = None
+    tl_rows: list[Any] = field(default_factory=list)
+    tl_keys: list[tuple[str, str, str]] = field(default_factory=list)
+    tl_vms: list["TimelineRowVM"] = field(default_factory=list)
 
     def count(self, counter: TokenCounter, text: str) -> int:
         n = self.tokens.get(text)
@@ -648,9 +654,13 @@ def _timeline(state: Any, previous: WorkspaceModel | None, cache: _Cache) -> tup
     if previous is not None and previous.state is not None and previous.state.views is not None and views is not None:
         if previous.state.views.timeline == views.timeline and previous.state.tree is state.tree:
             return previous.timeline
+    parts = getattr(state, "topic_parts", None)
+    if parts:
+        return _timeline_from_parts(state.topic_parts, cache)
+    cache.tl_parts = None
     row_cache = dict(state.row_cache)  # a copy: the snapshot's cache stays as the engine left it
     rows = timeline_rows(state.tree, link_for=state.sources.link_for, cache=row_cache)
-    rows = sorted(rows, key=lambda r: (r.when, r.sort_ref, r.memory_id))
+    rows = sorted(rows, key=_row_key)
     # Rows of unchanged units are the engine's very same objects: reuse their view models.
     seen: dict[int, tuple[Any, TimelineRowVM]] = {}
     out = []
@@ -659,11 +669,68 @@ def _timeline(state: Any, previous: WorkspaceModel | None, cache: _Cache) -> tup
         if hit is not None and hit[0] is r:
             vm = hit[1]
         else:
-            vm = TimelineRowVM(r.when, r.memory_id, "topics/" + r.topic_path, sanitize(r.text))
+            vm = _row_vm(r)
         seen[id(r)] = (r, vm)
         out.append(vm)
     cache.rows = seen
     return tuple(out)
+
+
+def _row_key(r: Any) -> tuple[str, str, str]:
+    return (r.when, r.sort_ref, r.memory_id)
+
+
+def _row_vm(r: Any) -> TimelineRowVM:
+    return TimelineRowVM(r.when, r.memory_id, "topics/" + r.topic_path, sanitize(r.text))
+
+
+def _timeline_from_parts(parts: Mapping[str, Any], cache: _Cache) -> tuple[TimelineRowVM, ...]:
+    """The timeline from the engine's per-topic parts (their rows concatenated in tree order
+    are ``timeline_rows(tree)``). A reload takes the rows of changed topics out of the last
+    sorted list and puts the new ones in by bisection, so only they are keyed and wrapped;
+    the result is the stable sort of the whole: a new row whose key another row already has
+    (whose place would depend on tree order) makes the whole list sort again."""
+    import bisect
+
+    new = {path: part.rows for path, part in parts.items()}
+    old = cache.tl_parts
+    if old is not None:
+        gone = [rows for path, rows in old.items() if new.get(path) is not rows]
+        came = [rows for path, rows in new.items() if old.get(path) is not rows]
+        if len(gone) + len(came) <= max(8, len(new) // 8):
+            rows, keys, vms = cache.tl_rows, cache.tl_keys, cache.tl_vms
+            drop = {id(r) for g in gone for r in g}
+            if drop:
+                keep = [i for i, r in enumerate(rows) if id(r) not in drop]
+                rows = [rows[i] for i in keep]
+                keys = [keys[i] for i in keep]
+                vms = [vms[i] for i in keep]
+            else:
+                rows, keys, vms = list(rows), list(keys), list(vms)
+            clash = False
+            for r in sorted((r for c in came for r in c), key=_row_key):
+                k = _row_key(r)
+                at = bisect.bisect_left(keys, k)
+                if at < len(keys) and keys[at] == k:
+                    clash = True
+                    break
+                rows.insert(at, r)
+                keys.insert(at, k)
+                vms.insert(at, _row_vm(r))
+            if not clash:
+                cache.tl_parts, cache.tl_rows, cache.tl_keys, cache.tl_vms = new, rows, keys, vms
+                return tuple(vms)
+    # A first build (or many topics changed): sort everything, re-using the view models of
+    # rows that are the very same objects as last time.
+    prior = {id(r): (r, vm) for r, vm in zip(cache.tl_rows, cache.tl_vms)}
+    rows = sorted((r for rs in new.values() for r in rs), key=_row_key)
+    vms = []
+    for r in rows:
+        hit = prior.get(id(r))
+        vms.append(hit[1] if hit is not None and hit[0] is r else _row_vm(r))
+    cache.tl_parts, cache.tl_rows, cache.tl_keys, cache.tl_vms = new, rows, [_row_key(r) for r in rows], vms
+    cache.rows = {}
+    return tuple(vms)
 
 
 def _recent(state: Any, records: Mapping[str, RecordVM]) -> tuple[RecordVM, ...]:

@@ -1,0 +1,118 @@
+"""A one-file reload (``load_model(previous=..., touched=...)``: the engine's ``refresh`` with
+views from per-topic parts, the timeline merged from the changed topics' rows) equals a fresh
+full load of the same directory with the views built whole (``MEMORY_TUI_VIEWS=full``), along
+random sequences of changes on disk: rewording, redating, dropping and moving records, links
+coming and going, a block id in two files, a topic that stops parsing, deleted and added
+topic files (reload-fast, issue 12)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from memory_tui.core import viewcache
+from memory_tui.tui.data import load_model
+
+_MAKE = Path(__file__).resolve().parents[2] / "benchmarks" / "make_state.py"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    spec = importlib.util.spec_from_file_location("bench_make_state_reload", _MAKE)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path_factory.mktemp("reload") / "state"
+    mod.build(out, 0.01)
+    return out
+
+
+OPS = ["reword", "redate", "drop", "swap", "link", "unlink", "dup", "break", "delete", "add", "none"]
+STEPS = st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 10_000)), min_size=1, max_size=7)
+
+
+def _write(path: Path, data: str | bytes) -> None:
+    # a new inode every time: the stamp changes even within one mtime tick
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+    os.replace(tmp, path)
+
+
+def _change(topics: Path, op: str, n: int, removed: list[tuple[str, bytes]]) -> set[str]:
+    """Apply one change; the state-relative paths it touched."""
+    rels = sorted(p.relative_to(topics).as_posix() for p in topics.rglob("*.md") if p.name != "core.md")
+    rel = rels[n % len(rels)]
+    path = topics / rel
+    text = path.read_text(encoding="utf-8", errors="replace")
+    paras = text.split("\n\n")
+    touched = {f"memory/topics/{rel}"}
+    if op == "reword":
+        _write(path, text.replace("(fact ", f"(fact {n} ", 1))
+    elif op == "redate":
+        _write(path, re.sub(r"Time: `\d{4}-\d{2}-\d{2}`", f"Time: `2027-0{1 + n % 9}-1{n % 10}`", text, count=1))
+    elif op == "drop" and len(paras) > 4:
+        _write(path, "\n\n".join(paras[:2] + paras[4:]))
+    elif op == "swap" and len(paras) > 6:
+        _write(path, "\n\n".join(paras[:2] + paras[4:6] + paras[2:4] + paras[6:]))
+    elif op == "link":
+        other = rels[(n + 1) % len(rels)]
+        ids = re.findall(r"\^([A-Za-z0-9-]+)\s*$", (topics / other).read_text(encoding="utf-8", errors="replace"), flags=re.M)
+        if ids:
+            _write(path, re.sub(r"\.\[\^", f", see [that](/{other}#^{ids[n % len(ids)]}).[^", text, count=1))
+    elif op == "unlink":
+        _write(path, re.sub(r", see \[(?:that|next)\]\([^)]*\)", "", text, count=1))
+    elif op == "dup" and len(paras) > 2:  # a block id in two files: the tree drops one
+        other = rels[(n + 1) % len(rels)]
+        if other != rel:
+            target = topics / other
+            _write(target, target.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + "\n\n".join(paras[1:3]) + "\n")
+            touched = {f"memory/topics/{other}"}
+    elif op == "break":  # undecodable bytes: the topic becomes a problem
+        _write(path, b"\xff\xfe" + text.encode("utf-8"))
+    elif op == "delete" and len(rels) > 2:
+        removed.append((rel, path.read_bytes()))
+        path.unlink()
+    elif op == "add" and removed:  # a deleted file comes back, under a new name
+        old, data = removed.pop()
+        new = topics / f"added-{n}" / Path(old).name
+        new.parent.mkdir(exist_ok=True)
+        _write(new, data)
+        touched = {f"memory/topics/{new.relative_to(topics).as_posix()}"}
+    else:
+        return set()
+    return touched
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=STEPS)
+@example(steps=[("reword", 0), ("redate", 1), ("drop", 2), ("link", 3), ("unlink", 3)])
+@example(steps=[("dup", 1), ("reword", 2), ("break", 4), ("reword", 4)])
+@example(steps=[("delete", 5), ("reword", 1), ("add", 7), ("swap", 7)])
+def test_one_file_reload_equals_a_full_load(built, tmp_path_factory, monkeypatch, steps):
+    state = tmp_path_factory.mktemp("run") / "state"
+    shutil.copytree(built, state, symlinks=True)
+    topics = state / "memory" / "topics"
+    viewcache.forget_in_process()
+    model = load_model(state, sessions=False)
+    removed: list[tuple[str, bytes]] = []
+    assert model.state.topic_parts  # the first load already built its views from parts
+    for op, n in steps:
+        touched = _change(topics, op, n, removed)
+        model = load_model(state, previous=model, touched=touched, sessions=False)
+        with monkeypatch.context() as m:
+            m.setenv(viewcache.MODE_ENV, "full")
+            fresh = load_model(state, sessions=False)
+        assert not fresh.state.topic_parts  # the full path really was taken
+        assert model.state.views.files == fresh.state.views.files
+        assert model.state.views.core == fresh.state.views.core
+        assert model.timeline == fresh.timeline
+        assert model.topics == fresh.topics
+        assert model.state.problems == fresh.state.problems
+        assert model == fresh
