@@ -3,6 +3,7 @@ re-reads only that file."""
 
 from __future__ import annotations
 
+import os
 import threading
 
 import pytest
@@ -178,3 +179,56 @@ async def test_sessions_list_comes_from_the_cache_before_the_detail(fixture_stat
             release.set()
         await settle(pilot, app)
         assert app.model == full and app.model.sessions_loaded
+
+
+def _option_text(option) -> str:
+    from rich.console import Console
+
+    console = Console(width=200, record=True, file=open(os.devnull, "w"))
+    console.print(option.prompt)
+    return console.export_text()
+
+
+def _phrase(content: str, text: str) -> str:
+    """Three words of a record's text that occur once in its file (what a reword would hit)."""
+    words = content.split()
+    for i in range(1, max(2, len(words) - 2)):
+        phrase = " ".join(words[i:i + 3])
+        if text.count(phrase) == 1:
+            return phrase
+    raise AssertionError(f"no unique phrase of {content!r}")
+
+
+async def test_reload_redraws_the_shown_topic_only_when_it_changed(fixture_state):
+    # reload-fast: the records of the shown topic are not re-rendered by a reload that changed
+    # another file, and are by one that changed this topic
+    app = make_app(fixture_state)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        screen = app.screen
+        shown = screen.current_topic()
+        assert shown is not None and shown.records
+        records = screen.records
+        first = records.get_option_at_index(0)
+        others = [t.path for t in app.model.topics if t.path != shown.path and t.records and not t.problems]
+        assert others
+        other = fixture_state / "memory" / others[0]
+        phrase = _phrase(app.model.topic(others[0]).records[0].content, other.read_text(encoding="utf-8"))
+        other.write_text(other.read_text(encoding="utf-8").replace(phrase, "Wvyk " + phrase, 1), encoding="utf-8")
+        before = app.reloads
+        app.load_in_background({"memory/" + others[0]})
+        await settle(pilot, app)
+        assert app.reloads == before + 1
+        assert "Wvyk" in "".join(r.content for r in app.model.topic(others[0]).records)
+        assert screen.current_topic() is shown  # the same view model: the parse was reused
+        assert records.get_option_at_index(0) is first  # not re-rendered
+
+        path = fixture_state / "memory" / shown.path
+        phrase = _phrase(shown.records[0].content, path.read_text(encoding="utf-8"))
+        path.write_text(path.read_text(encoding="utf-8").replace(phrase, "Zqxj " + phrase, 1), encoding="utf-8")
+        app.load_in_background({"memory/" + shown.path})
+        await settle(pilot, app)
+        assert screen.current_topic() is not shown
+        texts = "".join(_option_text(records.get_option_at_index(i)) for i in range(records.option_count))
+        assert "Zqxj" in texts
+        assert app.model == load_model(fixture_state, counter=COUNTER, home=fixture_state.parent)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on
@@ -149,6 +149,8 @@ class TopicsScreen(RecordActions, TreeList, CitationScreen):
         pane = self.query_one("#source-pane", SourcePane)
         pane.display = topic is not None and (not topic.problems or only_source_problems(topic))
         m = self.model
+        if topic is None or m is None or m.outline:
+            self._records_key = None  # the pane is about to show something else
         if topic is not None and m is not None and m.outline:
             # perf-app (issue 12): the list is painted from the outline; records follow.
             records.show_message(Text.assemble(
@@ -167,6 +169,8 @@ class TopicsScreen(RecordActions, TreeList, CitationScreen):
             else:
                 records.clear_options()
             pane.update("")
+        elif self._records_unchanged(topic, m):
+            pass  # reload-fast: a reload that left this topic alone keeps its rendered records
         elif topic.problems and not only_source_problems(topic):
             records.show_message(problem_view(topic))
             pane.update("")
@@ -188,6 +192,24 @@ class TopicsScreen(RecordActions, TreeList, CitationScreen):
             records.show_records(self.filtered_records(topic), self.glyphs, m, badge=self.evidence_badge)
             self.show_source(records, pane)
         self.render_titles()
+
+    # reload-fast (issue 12): re-rendering the shown topic's records (Markdown per record) was
+    # most of the redraw after a reload that changed another file. Everything the detail pane
+    # is drawn from is in the key: the topic's view model (the same object while its file's
+    # parse is reused), the filter, the glyphs, the insight figures (badges) and the archives
+    # the citation chips read (their frames).
+    _records_key: tuple | None = None
+
+    def _records_unchanged(self, topic: TopicVM, m: Any) -> bool:
+        state = getattr(m, "state", None)
+        sources = getattr(state, "sources", None)
+        files = getattr(sources, "files", None)
+        key = (
+            topic, self.filter_text, self.glyphs, self.shell.ascii_mode, getattr(self.shell, "insights", None),
+            None if files is None else tuple((rel, entry.key) for rel, entry in files.items()),
+        )
+        old, self._records_key = self._records_key, key
+        return old is not None and len(old) == len(key) and all(a is b or a == b for a, b in zip(old, key))
 
     def detail_title(self) -> Text:
         g = self.glyphs
