@@ -210,6 +210,7 @@ async def test_reload_redraws_the_shown_topic_only_when_it_changed(fixture_state
         assert shown is not None and shown.records
         records = screen.records
         first = records.get_option_at_index(0)
+        leaf = screen.tree.cursor_node
         others = [t.path for t in app.model.topics if t.path != shown.path and t.records and not t.problems]
         assert others
         other = fixture_state / "memory" / others[0]
@@ -222,6 +223,7 @@ async def test_reload_redraws_the_shown_topic_only_when_it_changed(fixture_state
         assert "Wvyk" in "".join(r.content for r in app.model.topic(others[0]).records)
         assert screen.current_topic() is shown  # the same view model: the parse was reused
         assert records.get_option_at_index(0) is first  # not re-rendered
+        assert screen.tree.cursor_node is leaf  # every label the same: the tree was kept
 
         path = fixture_state / "memory" / shown.path
         phrase = _phrase(shown.records[0].content, path.read_text(encoding="utf-8"))
@@ -232,3 +234,15 @@ async def test_reload_redraws_the_shown_topic_only_when_it_changed(fixture_state
         texts = "".join(_option_text(records.get_option_at_index(i)) for i in range(records.option_count))
         assert "Zqxj" in texts
         assert app.model == load_model(fixture_state, counter=COUNTER, home=fixture_state.parent)
+
+        other.write_bytes(b"\xff\xfe" + other.read_bytes())  # a label changes: the tree is rebuilt
+        app.load_in_background({"memory/" + others[0]})
+        await settle(pilot, app)
+        nodes, labels = [screen.tree.root], {}
+        while nodes:
+            node = nodes.pop()
+            nodes.extend(node.children)
+            if getattr(node.data, "path", None) == others[0]:
+                labels[others[0]] = str(node.label)
+        assert "error" in labels[others[0]], labels
+        assert app.model.topic(others[0]).problems
