@@ -72,7 +72,7 @@ def _change(topics: Path, op: str, n: int, removed: list[tuple[str, bytes]]) -> 
         other = rels[(n + 1) % len(rels)]
         if other != rel:
             target = topics / other
-            _write(target, target.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + "\n\n".join(paras[1:3]) + "\n")
+            _write(target, target.read_text(encoding="utf-8", errors="replace").rstrip("\n") + "\n\n" + "\n\n".join(paras[1:3]) + "\n")
             touched = {f"memory/topics/{other}"}
     elif op == "break":  # undecodable bytes: the topic becomes a problem
         _write(path, b"\xff\xfe" + text.encode("utf-8"))
@@ -95,6 +95,7 @@ def _change(topics: Path, op: str, n: int, removed: list[tuple[str, bytes]]) -> 
 @example(steps=[("reword", 0), ("redate", 1), ("drop", 2), ("link", 3), ("unlink", 3)])
 @example(steps=[("dup", 1), ("reword", 2), ("break", 4), ("reword", 4)])
 @example(steps=[("delete", 5), ("reword", 1), ("add", 7), ("swap", 7)])
+@example(steps=[("break", 0), ("dup", 1)])  # a block copied out of an undecodable file
 def test_one_file_reload_equals_a_full_load(built, tmp_path_factory, monkeypatch, steps):
     state = tmp_path_factory.mktemp("run") / "state"
     shutil.copytree(built, state, symlinks=True)
