@@ -334,7 +334,7 @@ class MemoryApp(JobRunner, App[None]):
         self._load_seq += 1
         self._load_worker(self._load_seq, touched)
 
-    @work(thread=True, exclusive=True, group="load", exit_on_error=False)
+    @work(thread=True, exclusive=True, group="load", exit_on_error=False, description="load")
     def _load_worker(self, seq: int, touched: set[str] | None) -> None:
         # perf-ui (issue 12): topics first, sessions second. A reload that touched no
         # session carries the previous sessions over and needs no second stage.
@@ -401,7 +401,7 @@ class MemoryApp(JobRunner, App[None]):
         self.apply_model(model, changed)
         self.compute_insights()
 
-    @work(exclusive=True, group="watch", exit_on_error=False)
+    @work(exclusive=True, group="watch", exit_on_error=False, description="watch")
     async def _watch_worker(self) -> None:
         while not self.state_dir.is_dir():  # wait for OpenProgram to create it
             await asyncio.sleep(1.0)

@@ -131,7 +131,7 @@ class JobRunner:
     state_dir: Path
     _job_cancel: threading.Event | None = None
 
-    @work(thread=True, exclusive=True, group="job-preview", exit_on_error=False)
+    @work(thread=True, exclusive=True, group="job-preview", exit_on_error=False, description="job-preview")
     def prepare_preview(self, request: JobRequest, settings: WriterSettings, options: dict[str, Any]) -> None:
         # A preview reads every pending session and counts tokens: seconds on a big state,
         # so never on the UI thread. It answers with one JobPreviewReady.
@@ -159,7 +159,7 @@ class JobRunner:
         self._job_cancel.set()
         return True
 
-    @work(thread=True, exclusive=True, group="job", exit_on_error=False)
+    @work(thread=True, exclusive=True, group="job", exit_on_error=False, description="job")
     def _job_worker(self, spec: JobSpec, cancel: threading.Event) -> None:
         node: DOMNode = self  # type: ignore[assignment]
 

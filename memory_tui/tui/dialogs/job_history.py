@@ -59,7 +59,7 @@ class JobHistoryDialog(ModalScreen[None]):
         lst.focus()
         self._load(self.memory_root)
 
-    @work(thread=True, exclusive=True, group="job-history", exit_on_error=False)
+    @work(thread=True, exclusive=True, group="job-history", exit_on_error=False, description="job-history")
     def _load(self, memory_root: Path) -> None:
         from memory_tui.pipeline.history import read_job_history
 

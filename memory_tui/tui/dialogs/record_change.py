@@ -127,7 +127,7 @@ class RecordTextDialog(ModalScreen["ActionOutcome | None"]):
         else:
             self.action_save()
 
-    @work(thread=True, exclusive=True, group="record-op", exit_on_error=False)
+    @work(thread=True, exclusive=True, group="record-op", exit_on_error=False, description="record-op")
     def _save(self, text: str, base: str | None) -> None:
         outcome = self.save_fn(text, base)
         fresh = self.fresh_revision() if outcome.concurrent else None

@@ -78,7 +78,7 @@ class AlternativesScreen(Screen[None]):
             return
         self.draw_title()
 
-    @work(thread=True, exclusive=True, group="alternatives-load", exit_on_error=False)
+    @work(thread=True, exclusive=True, group="alternatives-load", exit_on_error=False, description="alternatives-load")
     def _load(self, model: Any, memory_id: str | None) -> None:
         self.post_message(AlternativesLoaded(data.record_alternatives(model, memory_id)))
 

@@ -84,7 +84,7 @@ class EditorScreen(Screen[None]):
         message.stop()
         self._validate(message.text, message.seq)
 
-    @work(thread=True, group="validate", exit_on_error=False)
+    @work(thread=True, group="validate", exit_on_error=False, description="validate")
     def _validate(self, text: str, seq: int) -> None:
         answer = validate_topic_text(self.state_dir, self.path, text, seq)
         self.app.call_from_thread(self._validated, answer)

@@ -157,7 +157,7 @@ class HistoryScreen(Screen[None]):
         ))
         self.query_one("#history-commits").focus()
 
-    @work(thread=True, exclusive=True, group="history-load", exit_on_error=False)
+    @work(thread=True, exclusive=True, group="history-load", exit_on_error=False, description="history-load")
     def _load(self, model: Any, target: str) -> None:
         try:
             self.post_message(HistoryLoaded(data.target_history(model, target)))
@@ -191,7 +191,7 @@ class HistoryScreen(Screen[None]):
 
         self.app.push_screen(ConfirmRevert(plan), answered)
 
-    @work(thread=True, exclusive=True, group="revert", exit_on_error=False)
+    @work(thread=True, exclusive=True, group="revert", exit_on_error=False, description="revert")
     def run_revert(self, target: str, commit: str, base_revision: str | None) -> None:
         model = self.app.model
         result = data.revert_target(model, target, commit, base_revision)

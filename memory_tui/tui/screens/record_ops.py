@@ -54,7 +54,7 @@ class RecordActions:
             self.notify("Select a record first.", severity="warning")
         return rec
 
-    @work(thread=True, group="record-op", exit_on_error=False)
+    @work(thread=True, group="record-op", exit_on_error=False, description="record-op")
     def off_thread(self, fn: Callable[[], Any], then: Callable[[Any], None]) -> None:
         """Run ``fn`` (an adapter call) in a worker, then ``then(result)`` on the UI thread."""
         result = fn()

@@ -272,7 +272,7 @@ class SessionsScreen(ViewScreen):
         return vm is not None and self.sessions is sm and (vm.session_id, vm.tip) == (sid, tip)
 
     # An error here is a bug, as it was on the UI thread: it ends the app with its traceback.
-    @work(thread=True, exclusive=True, group="sessions-dry-run")
+    @work(thread=True, exclusive=True, group="sessions-dry-run", description="sessions-dry-run")
     def _compute_plan(self, sm: SessionsModel, sid: str, tip: str, state_dir, stamp: float, counter) -> None:
         plan = dry_run(state_dir, sid, tip, clock=lambda: stamp, counter=counter)
         self.app.call_from_thread(self._plan_ready, sm, sid, tip, plan)
