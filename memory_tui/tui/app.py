@@ -16,7 +16,7 @@ import os
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, ClassVar
+from typing import Any, Callable, ClassVar
 
 from rich.text import Text
 from textual import work
@@ -41,6 +41,7 @@ from .render import Glyphs, glyphs_for
 from .screens import SCREENS, HelpScreen, ProblemsScreen, ViewScreen
 from .views import VIEWS
 from .watcher import watch_changes
+from .widgets import header_text
 
 # settings (issue 8): the one loader is the engine's; the app adds the binding ids it knows.
 from memory_tui.pipeline.settings import Settings, load_config
@@ -199,6 +200,13 @@ class MemoryApp(JobRunner, App[None]):
             return ""
         who = probe.holder.describe() if probe.holder else "another program"
         return f"{self.glyphs.bad} locked: {who}"
+
+    def header_line(self, width: int, *, insights: Any = None) -> Text:
+        """The header every screen draws: one place, so none forgets an item (the lock)."""
+        return header_text(
+            self.model, width, self.now(), self.glyphs, problems=self.problem_count(), job=self.job_label(),
+            lock=self.lock_label(), insights=self.insights if insights is None else insights,
+        )
 
     def banner_lines(self) -> list[Text]:
         m = self.model

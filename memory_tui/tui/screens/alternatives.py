@@ -19,7 +19,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from .. import data
-from ..widgets import HeaderBar, header_text
+from ..widgets import HeaderBar
 from ..widgets.alternatives_pair import AlternativesPair
 
 
@@ -67,10 +67,7 @@ class AlternativesScreen(Screen[None]):
     def on_mount(self) -> None:
         app = self.app
         width = self.size.width or app.size.width or 120
-        self.query_one(HeaderBar).update(header_text(
-            app.model, width, app.now(), app.glyphs, problems=app.problem_count(), job=app.job_label(),
-            insights=getattr(app, "insights", None),
-        ))
+        self.query_one(HeaderBar).update(app.header_line(width))
         if self.pairs is None:
             who = f"^{self.memory_id}" if self.memory_id else "every record"
             self.query_one("#alternatives-title", Static).update(Text(f"looking for alternatives of {who}…", "dim"))

@@ -26,7 +26,7 @@ from .. import commands as registry
 from ..data import RecordVM, WorkspaceModel
 from ..render import Glyphs
 from ..views import VIEW_TITLES
-from ..widgets import HeaderBar, ViewTabs, header_text
+from ..widgets import HeaderBar, ViewTabs
 
 if TYPE_CHECKING:  # pragma: no cover
     from datetime import datetime
@@ -207,12 +207,7 @@ class ViewScreen(Screen[None]):
 
     def render_header(self) -> None:
         width = self.size.width or self.app.size.width or 120
-        shell = self.shell
-        self.query_one(HeaderBar).update(
-            header_text(self.model, width, shell.now(), shell.glyphs, problems=shell.problem_count(), job=shell.job_label(),
-                        lock=shell.lock_label(),
-                        insights=getattr(shell, "insights", None))
-        )
+        self.query_one(HeaderBar).update(self.shell.header_line(width))
 
     def render_banner(self) -> None:
         banner = self.query_one("#banner", Static)

@@ -16,7 +16,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from ..widgets import HeaderBar, header_text
+from ..widgets import HeaderBar
 from ..widgets.evidence_list import EvidenceList
 
 LISTS: tuple[str | None, ...] = (None, "single", "pending", "alternatives")
@@ -66,10 +66,7 @@ class EvidenceScreen(Screen[None]):
     def draw_chrome(self) -> None:
         app = self.app
         width = self.size.width or app.size.width or 120
-        self.query_one(HeaderBar).update(header_text(
-            app.model, width, app.now(), app.glyphs, problems=app.problem_count(), job=app.job_label(),
-            insights=self.insights,
-        ))
+        self.query_one(HeaderBar).update(app.header_line(width, insights=self.insights))
         title = Text()
         title.append("Evidence", "bold")
         if self.insights is None:

@@ -22,7 +22,7 @@ from textual.widgets import Button, Footer, Static
 from memory_tui.core.errors import MemoryError
 
 from .. import data
-from ..widgets import HeaderBar, header_text
+from ..widgets import HeaderBar
 from ..widgets.diff_view import DiffView
 from ..widgets.history_view import HistoryView
 
@@ -140,10 +140,7 @@ class HistoryScreen(Screen[None]):
     def on_mount(self) -> None:
         app = self.app
         width = self.size.width or app.size.width or 120
-        self.query_one(HeaderBar).update(header_text(
-            app.model, width, app.now(), app.glyphs, problems=app.problem_count(), job=app.job_label(),
-            insights=getattr(app, "insights", None),
-        ))
+        self.query_one(HeaderBar).update(app.header_line(width))
         if self.history is None:
             self.show_outcome(Text(f"loading the history of {self.target}…", "dim"))
             self._load(app.model, self.target)
