@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import time
+from collections import abc
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -61,7 +62,85 @@ _intern = sys.intern
 _INTERN_MAX = 64  # ids, roles, sources, speaker names: repeated across nodes; prose is not
 
 
+def _intern_short(value: str) -> str:
+    return _intern(value) if len(value) <= _INTERN_MAX else value
+
+
 _LEAVES = (str, int, float, bool, type(None))
+
+
+class _Shape:
+    """The key order of one kind of metadata object, shared by every node that has it."""
+
+    __slots__ = ("keys", "index")
+
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        self.keys = keys
+        self.index = {k: i for i, k in enumerate(keys)}
+
+
+class FrozenMap(abc.Mapping):
+    """A read-only mapping stored as a shared key order plus a tuple of values (app-rss,
+    issue 12: peak RSS). Every node's ``metadata`` is such an object: 60 000 nodes hold a
+    handful of distinct key orders, so a per-node dict (~500 bytes for 15 keys) becomes one
+    tuple. It behaves as the ``mappingproxy`` it replaces: the same ``get``/``in``/iteration
+    order, dict equality (order-insensitive) and the same ``repr``."""
+
+    __slots__ = ("_shape", "_values")
+
+    def __init__(self, shape: _Shape, values: tuple[Any, ...]) -> None:
+        self._shape = shape
+        self._values = values
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._values[self._shape.index[key]]
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        i = self._shape.index.get(key)
+        return default if i is None else self._values[i]
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self._shape.index
+
+    def __iter__(self):
+        return iter(self._shape.keys)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __eq__(self, other: Any) -> bool:
+        if type(other) is FrozenMap and other._shape is self._shape:
+            return self._values == other._values
+        if isinstance(other, abc.Mapping):
+            return dict(zip(self._shape.keys, self._values)) == dict(other.items())
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # like the mappingproxy of a dict
+
+    def __repr__(self) -> str:
+        return f"mappingproxy({dict(zip(self._shape.keys, self._values))!r})"
+
+    def __reduce__(self):
+        return (_frozen_map, (dict(zip(self._shape.keys, self._values)),))
+
+
+_SHAPES: dict[tuple[str, ...], _Shape] = {}
+_SHAPES_MAX = 4096  # past this many key orders (odd data), new ones get a plain read-only dict
+
+
+def _frozen_map(items: dict[str, Any]) -> Mapping[str, Any]:
+    """``items`` (keys already interned, values already frozen) as a :class:`FrozenMap`."""
+    keys = tuple(items)
+    shape = _SHAPES.get(keys)
+    if shape is None:
+        if len(_SHAPES) >= _SHAPES_MAX or not all(type(k) is str for k in keys):
+            return MappingProxyType(items)
+        shape = _SHAPES.setdefault(keys, _Shape(keys))
+    return FrozenMap(shape, tuple(items.values()))
+
+
+def _freeze_metadata(value: dict[str, Any]) -> Mapping[str, Any]:
+    return _frozen_map({(_intern(k) if type(k) is str else k): _freeze(v) for k, v in value.items()})
 
 
 def thaw(value: Any) -> Any:
@@ -71,6 +150,8 @@ def thaw(value: Any) -> Any:
     kind = type(value)
     if kind in _LEAVES:
         return value
+    if kind is FrozenMap:
+        return {k: thaw(v) for k, v in zip(value._shape.keys, value._values)}
     if kind is MappingProxyType or kind is dict:
         return {k: thaw(v) for k, v in value.items()}
     if kind is tuple:
@@ -82,9 +163,10 @@ def thaw(value: Any) -> Any:
     return value
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Node:
-    """One ``history/*.json`` file (session spec §2.2). ``metadata`` is a read-only mapping."""
+    """One ``history/*.json`` file (session spec §2.2). ``metadata`` is a read-only mapping
+    (a :class:`FrozenMap`). Slots: 60 000 of them are alive in the app (app-rss, issue 12)."""
 
     id: str
     seq: int
@@ -182,9 +264,9 @@ class Session:
         return self.nodes.get(node_id)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _CachedFile:
-    fingerprint: Fingerprint
+    fingerprint: int  # _packed(_fingerprint(path)): one int, not a tuple of three (app-rss)
     result: Any  # Node | dict | None
     problems: tuple[Problem, ...]
 
@@ -254,6 +336,19 @@ def _fingerprint(path: Path) -> Fingerprint | None:
     except OSError:
         return None
     return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+_U64 = (1 << 64) - 1
+
+
+def _packed(fp: Fingerprint | None) -> int | None:
+    """The fingerprint as one exact int (each part taken mod 2**64, which is injective for
+    the kernel's 64-bit fields): a file cache entry per node file is alive for every one of
+    60 000 nodes, and a tuple of three ints costs three times as much (app-rss, issue 12)."""
+    if fp is None:
+        return None
+    mtime, size, ino = fp
+    return ((ino & _U64) << 128) | ((size & _U64) << 64) | (mtime & _U64)
 
 
 def _position(text: str, index: int) -> tuple[int, int]:
@@ -355,17 +450,20 @@ def parse_node(data: Any, path: Path, rel: str) -> tuple[Node | None, tuple[Prob
     reads = data.get("reads")
     reads_t = tuple(r for r in reads if isinstance(r, str)) if isinstance(reads, list) else ()
     created = _float_or_none(data.get("created_at"))
+    # Interned (app-rss, issue 12): each file is decoded on its own, so every node held its
+    # own "user"/"llm", caller and predecessor strings; interned, a predecessor is the very
+    # string its predecessor's id is.
     node = Node(
-        id=node_id,
+        id=_intern(node_id),
         seq=seq,
-        role=role,
-        name=_str_or(data.get("name"), ""),
+        role=_intern(role),
+        name=_intern_short(_str_or(data.get("name"), "")),
         input=_freeze(data.get("input")),
         output=_freeze(data.get("output")),
-        caller=_str_or(data.get("caller"), ""),
-        predecessor=pred,
+        caller=_intern_short(_str_or(data.get("caller"), "")),
+        predecessor=_intern(pred) if pred is not None else None,
         reads=reads_t,
-        metadata=_freeze(metadata),
+        metadata=_freeze_metadata(metadata),
         created_at=created if created is not None else 0.0,
         file=rel,
     )
@@ -456,8 +554,10 @@ def _cached_read(
     previous: Mapping[str, _CachedFile],
     cache_out: dict[str, _CachedFile],
 ) -> tuple[Any, tuple[Problem, ...]]:
-    key = str(path)
-    fp = _fingerprint(path)
+    # Keyed by the state-relative name (the string the Node keeps as ``file`` anyway), not
+    # a second absolute path string per node file: ``previous`` is one session's files.
+    key = rel
+    fp = _packed(_fingerprint(path))
     old = previous.get(key)
     if fp is not None and old is not None and old.fingerprint == fp:
         cache_out[key] = old
