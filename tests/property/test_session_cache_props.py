@@ -55,6 +55,13 @@ def _uncached(state: Path, threshold: int):
     return scache.summaries_of(snap, an, WID), status_pending_count(snap, WID, an)
 
 
+def _json_or_none(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8", errors="replace") or "null")
+    except ValueError:
+        return None
+
+
 def _sessions(state: Path) -> list[Path]:
     return sorted(p for p in (state / "sessions").iterdir() if (p / "history").is_dir())
 
@@ -80,7 +87,7 @@ def test_cached_summaries_equal_a_full_load(fixture_state_ro, ops):
             node = nodes[n % len(nodes)] if nodes else None
             touched: set[str] = set()
             if op == "mark" and node is not None:
-                data = json.loads(node.read_text(encoding="utf-8", errors="replace") or "null")
+                data = _json_or_none(node)  # an earlier "corrupt" op may have broken it
                 if isinstance(data, dict) and isinstance(data.get("id"), str):
                     mark_nodes(sdir, [data["id"]], WID)
                     touched.add(sdir.name)
@@ -89,17 +96,18 @@ def test_cached_summaries_equal_a_full_load(fixture_state_ro, ops):
                 # the directory's mtime untouched): only the file's own stat shows it.
                 users = [p for p in nodes if b'"role": "user"' in p.read_bytes()] or nodes
                 node = users[n % len(users)]
-                data = json.loads(node.read_text(encoding="utf-8"))
+                data = _json_or_none(node)
                 meta = data.get("metadata") if isinstance(data, dict) else None
                 if isinstance(meta, dict):
                     if meta.get(MARK_KEY) == WID:
                         del meta[MARK_KEY]
                     else:
                         meta[MARK_KEY] = WID
-                with open(node, "r+b") as f:
-                    f.write(json.dumps(data).encode())
-                    f.truncate()
-                clock.age(node)  # only the file's own time moves: the directory stamps do not
+                if isinstance(data, dict):
+                    with open(node, "r+b") as f:
+                        f.write(json.dumps(data).encode())
+                        f.truncate()
+                    clock.age(node)  # only the file's own time moves: the directory stamps do not
             elif op == "delete" and node is not None and len(nodes) > 1:
                 node.unlink()
                 touched.add(sdir.name)
