@@ -199,9 +199,11 @@ def content_keys(state_dir: str | os.PathLike[str]) -> dict[str, str | None]:
 def remember(
     snapshot: SessionSnapshot, analyses: Mapping[str, SessionAnalysis], workspace_id: str, threshold: int,
     counter: Any, keys_before: Mapping[str, str | None], *, directory: Path | None = None,
+    summaries: Mapping[str, SessionSummary] | None = None,
 ) -> int:
     """Write the entries of a load made elsewhere (the app's full session load); returns how
-    many were written. A session whose key moved since ``keys_before`` is skipped."""
+    many were written. A session whose key moved since ``keys_before`` is skipped.
+    ``summaries`` (by session id) stand for analyses the caller did not keep (app-rss)."""
     ctag = counter_tag(counter)
     if ctag is None:
         return 0
@@ -211,12 +213,13 @@ def remember(
     written = 0
     for sid, session in snapshot.sessions.items():
         key = keys_before.get(sid)
-        if key is None or now.get(sid) != key or sid not in analyses:
+        known = summaries.get(sid) if summaries is not None else None
+        if key is None or now.get(sid) != key or (known is None and sid not in analyses):
             continue
         full = _full_key(key, workspace_id, threshold, ctag)
         if _read(where, state, sid, full) is not None:
             continue
-        _write(where, state, sid, full, summarize_session(session, analyses[sid], workspace_id))
+        _write(where, state, sid, full, known if known is not None else summarize_session(session, analyses[sid], workspace_id))
         written += 1
     if written:
         _prune(where, state, now)

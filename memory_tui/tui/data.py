@@ -37,21 +37,21 @@ CORE_TOPIC = "topics/core.md"
 # View models (what the app renders). Everything textual in them is sanitised.
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # app-rss: 20 000+ of each alive
 class SourceLinkVM:
     label: str
     target: str
     source_id: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # app-rss: 20 000+ of each alive
 class EvidenceVM:
     id: str
     when: str | None  # the evidence time as written ("2026-11"); None when undated
     links: tuple[SourceLinkVM, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # app-rss: 20 000+ of each alive
 class RecordVM:
     memory_id: str  # the paragraph's identity (its last block id)
     topic_path: str  # "topics/people/ada.md"
@@ -125,7 +125,7 @@ class FrameVM:
         return parts[2] if len(parts) == 3 else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # app-rss: 20 000+ of each alive
 class TimelineRowVM:
     when: str  # "2026", "2026-11" or "2026-11-30"
     memory_id: str
@@ -277,7 +277,7 @@ class _Cache:
     topics: dict[str, tuple[Any, Any, TopicVM]] = field(default_factory=dict)  # path -> (Topic, key, VM)
     backlinks_text: str | None = None
     backlinks: dict[str, list[str]] = field(default_factory=dict)
-    analyses: dict[str, tuple[Any, str, int, Any]] = field(default_factory=dict)  # sid -> (Session, wid, threshold, analysis)
+    analyses: dict[str, tuple[Any, str, int, Any]] = field(default_factory=dict)  # sid -> (Session, wid, threshold, SessionSummary)
     rows: dict[int, tuple[Any, "TimelineRowVM"]] = field(default_factory=dict)  # id(engine row) -> (row, VM)
     # the last timeline built from the engine's per-topic parts: topic path -> its rows (the
     # part's own tuple), and the rows in display order with their sort keys and view models
@@ -816,7 +816,8 @@ def _sessions(
 ) -> tuple[Any, tuple[SessionVM, ...], tuple[int | None, int | None]]:
     """Pending turns per session exactly as ``memory-tui status`` counts them."""
     try:
-        from memory_tui.sessions.records import analyze_session, status_pending_count
+        from memory_tui.sessions.cache import combine, summarize_session
+        from memory_tui.sessions.records import analyze_session
         from memory_tui.sessions.store import load_sessions
 
         keys_before = None
@@ -836,29 +837,28 @@ def _sessions(
             snap = load_sessions(state.state_dir, previous=prev_snap)
         wid = state.workspace_id or ""
         threshold = state.config.trigger_tokens
-        analyses: dict[str, Any] = {}
+        # app-rss (issue 12): per session only its summary (the list's pending figure and its
+        # share of the status count) is kept, never the analysis: 200 analyses hold every
+        # branch's records and mark sets (~30 MB at scale 1) and nothing here reads them
+        # again. ``combine`` over the shares in snapshot order is ``status_pending_count``.
+        summaries: dict[str, Any] = {}
         kept: dict[str, tuple[Any, str, int, Any]] = {}
         out: list[SessionVM] = []
         for sid, session in snap.sessions.items():
             prior = cache.analyses.get(sid)
             if prior is not None and prior[1] == wid and prior[2] == threshold and (prior[0] is session or prior[0] == session):
-                sa = prior[3]
+                summary = prior[3]
             else:
-                sa = analyze_session(session, wid, threshold, counter)
-            kept[sid] = (session, wid, threshold, sa)
-            analyses[sid] = sa
-            ids: set[str] = set()
-            for tip in sa.forced_order:
-                ta = sa.tips.get(tip)
-                if ta is not None:
-                    ids.update(r.id for r in ta.recordset.records if r.id not in ta.marked)
-            out.append(SessionVM(sanitize(sid), sanitize(session.title), len(ids), len(session.nodes)))
+                summary = summarize_session(session, analyze_session(session, wid, threshold, counter), wid)
+            kept[sid] = (session, wid, threshold, summary)
+            summaries[sid] = summary
+            out.append(SessionVM(sanitize(sid), sanitize(session.title), summary.pending, len(session.nodes)))
         cache.analyses = kept
         if keys_before is not None:
             from memory_tui.sessions.cache import remember
 
-            remember(snap, analyses, wid, threshold, counter, keys_before)
-        total = status_pending_count(snap, wid, analyses)
+            remember(snap, {}, wid, threshold, counter, keys_before, summaries=summaries)
+        total = combine(summaries.values())
         return snap, tuple(sorted(out, key=lambda s: s.session_id)), (total.value, total.lenient)
     except Exception as exc:  # pragma: no cover - the session reader is not supposed to raise
         errors.append(f"sessions: {type(exc).__name__}: {exc}")
