@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+import io
 import threading
 from dataclasses import dataclass
 from functools import lru_cache
@@ -47,8 +48,10 @@ def _load_ranks() -> dict[bytes, int]:
     if digest != O200K_SHA256:
         raise TokenizerUnavailable(f"o200k_base ranks have hash {digest}, expected {O200K_SHA256}")
     ranks: dict[bytes, int] = {}
-    for line in raw.splitlines():
-        if line:
+    # Line by line from a stream, not ``raw.splitlines()``: that list of 200 000 lines lived
+    # beside the dict and the Rust copy, and the app builds the encoder at its peak (app-rss).
+    for line in io.BytesIO(raw):
+        if line.strip():
             token, rank = line.split()
             ranks[base64.b64decode(token)] = int(rank)
     return ranks
@@ -70,12 +73,17 @@ def o200k_encoding():
             spec = public.o200k_base()
         finally:
             public.load_tiktoken_bpe = original
-    return tiktoken.Encoding(
+    enc = tiktoken.Encoding(
         name=spec["name"],
         pat_str=spec["pat_str"],
         mergeable_ranks=spec["mergeable_ranks"],
         special_tokens=spec["special_tokens"],
     )
+    # app-rss (issue 12: peak RSS): the Rust core holds its own copy of the ranks; the Python
+    # dict the Encoding keeps beside it (200 000 bytes keys, ~25 MB) serves only pickling,
+    # which nothing here does. Dropped, pickling the encoding fails loudly instead.
+    vars(enc).pop("_mergeable_ranks", None)
+    return enc
 
 
 class CountMemo:
