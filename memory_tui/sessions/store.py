@@ -84,7 +84,7 @@ class FrozenMap(abc.Mapping):
     issue 12: peak RSS). Every node's ``metadata`` is such an object: 60 000 nodes hold a
     handful of distinct key orders, so a per-node dict (~500 bytes for 15 keys) becomes one
     tuple. It behaves as the ``mappingproxy`` it replaces: the same ``get``/``in``/iteration
-    order, dict equality (order-insensitive) and the same ``repr``."""
+    order, dict equality (order-insensitive) and the same ``repr`` and ``str``."""
 
     __slots__ = ("_shape", "_values")
 
@@ -119,6 +119,9 @@ class FrozenMap(abc.Mapping):
 
     def __repr__(self) -> str:
         return f"mappingproxy({dict(zip(self._shape.keys, self._values))!r})"
+
+    def __str__(self) -> str:  # a mappingproxy's str is its dict's (``json.dumps(default=str)``)
+        return str(dict(zip(self._shape.keys, self._values)))
 
     def __reduce__(self):
         return (_frozen_map, (dict(zip(self._shape.keys, self._values)),))

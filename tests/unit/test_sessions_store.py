@@ -100,3 +100,45 @@ def test_registry_membership_and_corrupt_registry(tmp_path):
     assert snap.problems[0].path == "sessions/index.json" and snap.problems[0].line == 2
     # OpenProgram rebuilds a corrupt registry from every meta.json.
     assert snap.sessions["reg"].in_registry and snap.sessions["copied"].in_registry
+
+
+# app-rss (issue 12): node metadata is a FrozenMap (shared key order + a tuple of values);
+# it must answer exactly as the read-only dict it replaced.
+
+
+def test_frozen_metadata_behaves_as_the_read_only_dict(tmp_path):
+    from types import MappingProxyType
+
+    from memory_tui.sessions.store import FrozenMap, thaw
+
+    meta = {"source": "web", "speaker_id": "owner/local", "nested": {"k": [1, {"x": None}]}, "n": 1.5}
+    make_session(tmp_path, "s1", [ROOT, node("a", 1, "user", "hi", pred="ROOT", extra_meta=dict(meta)),
+                                  node("b", 2, "user", "ho", pred="a", extra_meta=dict(reversed(list(meta.items()))))],
+                 {"head_id": "b"})
+    s = load_sessions(tmp_path).sessions["s1"]
+    a, b = s.nodes["a"].metadata, s.nodes["b"].metadata
+    assert type(a) is FrozenMap and type(b) is FrozenMap
+    assert a == b and b == a  # dict equality: key order does not matter
+    assert a == meta | {"nested": a["nested"]} and a != {**meta, "n": 2}
+    assert a != s.nodes["ROOT"].metadata and (a == 3) is False
+    assert list(a) == list(meta) and list(b) == list(reversed(list(meta)))
+    assert a.get("source") == "web" and a.get("missing", 7) == 7 and "n" in a and "zz" not in a and len(a) == 4
+    assert thaw(a) == meta and type(thaw(a)["nested"]) is dict
+    proxy = MappingProxyType({k: (MappingProxyType({"k": (1, MappingProxyType({"x": None}))}) if k == "nested" else v)
+                              for k, v in meta.items()})
+    assert repr(a) == repr(proxy) and str(a) == str(proxy)
+    assert proxy == a and a == proxy
+    try:
+        a["missing"]
+    except KeyError:
+        pass
+    else:
+        raise AssertionError("a missing key must raise KeyError")
+    try:
+        hash(a)
+    except TypeError:
+        pass
+    else:
+        raise AssertionError("metadata is not hashable (as before)")
+    c = load_sessions(tmp_path).sessions["s1"].nodes["a"].metadata
+    assert c == a and c is not a and c._shape is a._shape  # one key order, shared
