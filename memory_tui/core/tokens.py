@@ -158,11 +158,19 @@ class CountMemo:
                 return
             path = self.path()
             tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            # Counts other processes saved since this one read the file are kept (app-rss):
+            # each process wrote back only what it had loaded plus its own, so two that ran
+            # at once lost each other's counts and the next start rebuilt the encoder
+            # (~50 MB resident). A count is a function of its key, so merging is exact.
+            merged = self._load()
+            if len(merged) + len(self.counts) > self.MAX:
+                merged = {}
+            merged.update(self.counts)
             try:
                 path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
                 try:
-                    os.write(fd, json.dumps({"tag": self.tag(), "counts": self.counts}, separators=(",", ":")).encode())
+                    os.write(fd, json.dumps({"tag": self.tag(), "counts": merged}, separators=(",", ":")).encode())
                 finally:
                     os.close(fd)
                 os.replace(tmp, path)

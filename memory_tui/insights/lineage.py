@@ -17,7 +17,7 @@ from memory_tui.sessions.store import ROOT_ID, Session, SessionSnapshot
 OPENPROGRAM = "openprogram"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # app-rss: one per record/citation, built on every reload
 class SourcePlace:
     """The episode a source id belongs to: ``episode`` = ``provider/thread`` (or ``D<n>``)."""
 

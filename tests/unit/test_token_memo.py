@@ -40,3 +40,22 @@ def test_foreign_or_corrupt_memo_is_ignored(tmp_path, monkeypatch):
         path.write_text(body)
         monkeypatch.setattr(tokens, "COUNT_MEMO", CountMemo())
         assert counter.count("hello world") == _exact("hello world")
+
+
+def test_processes_saving_at_once_keep_each_others_counts(tmp_path, monkeypatch):
+    """app-rss: two memos loaded before either saved; the second save keeps the first's."""
+    monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path))
+    counter = tokens.O200kCounter()
+    first, second = CountMemo(), CountMemo()
+    monkeypatch.setattr(tokens, "COUNT_MEMO", first)
+    counter.count(TEXTS[0])
+    monkeypatch.setattr(tokens, "COUNT_MEMO", second)
+    counter.count(TEXTS[1])
+    first.save()
+    second.save()
+    body = json.loads((tmp_path / "o200k-counts.json").read_text())
+    assert len(body["counts"]) == 2
+    third = CountMemo()
+    monkeypatch.setattr(tokens, "COUNT_MEMO", third)
+    assert [counter.count(t) for t in TEXTS[:2]] == [_exact(t) for t in TEXTS[:2]]
+    assert not third.dirty
