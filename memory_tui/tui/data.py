@@ -17,6 +17,7 @@ stamp changed; view models of unchanged topics are reused as the very same objec
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
@@ -287,6 +288,10 @@ class _Cache:
     tl_vms: list["TimelineRowVM"] = field(default_factory=list)
 
     def count(self, counter: TokenCounter, text: str) -> int:
+        if type(counter) is O200kCounter:
+            # app-rss: it memoizes by digest process-wide already; keyed by text here, every
+            # record's paragraph text stayed alive a second time (~3.5 MB at scale 1).
+            return counter.count(text)
         n = self.tokens.get(text)
         if n is None:
             n = self.tokens[text] = counter.count(text)
@@ -681,7 +686,8 @@ def _row_key(r: Any) -> tuple[str, str, str]:
 
 
 def _row_vm(r: Any) -> TimelineRowVM:
-    return TimelineRowVM(r.when, r.memory_id, "topics/" + r.topic_path, sanitize(r.text))
+    # interned: one topic path string per topic, not one per row (app-rss)
+    return TimelineRowVM(r.when, r.memory_id, sys.intern("topics/" + r.topic_path), sanitize(r.text))
 
 
 def _timeline_from_parts(parts: Mapping[str, Any], cache: _Cache) -> tuple[TimelineRowVM, ...]:
