@@ -40,6 +40,15 @@ def place_of(source_id: str) -> SourcePlace:
     return SourcePlace(source_id, source_id, None, None)
 
 
+_SHIFT = 32  # DFS clocks count 2 per node: a session would need 2**31 nodes to overflow
+_LOW = (1 << _SHIFT) - 1
+
+
+def _within(inner: int, outer: int) -> bool:
+    """Packed DFS times: is ``inner``'s interval inside ``outer``'s?"""
+    return outer >> _SHIFT <= inner >> _SHIFT and inner & _LOW <= outer & _LOW
+
+
 @dataclass
 class SessionLineage:
     """Predecessor ancestry of the nodes of one session, computed once per node.
@@ -52,8 +61,11 @@ class SessionLineage:
     session: Session
     _chains: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
     _members: dict[str, frozenset[str]] = field(default_factory=dict, repr=False)
-    _times: dict[str, tuple[int, int]] | None = field(default=None, repr=False)
-    _children: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    # app-rss (issue 12: peak RSS; every cited session's lineage is alive during an insights
+    # run): a node's DFS (entry, exit) times packed in one int, entry << 32 | exit, and a
+    # single child kept as its id rather than a one-element list.
+    _times: dict[str, int] | None = field(default=None, repr=False)
+    _children: dict[str, str | list[str]] = field(default_factory=dict, repr=False)
 
     def chain(self, node_id: str) -> tuple[str, ...]:
         """Node ids root→``node_id`` (empty when the node is unknown)."""
@@ -75,13 +87,13 @@ class SessionLineage:
         times = self._ensure_times()
         tn, ta = times.get(node_id), times.get(ancestor)
         if tn is not None and ta is not None:
-            return ta[0] <= tn[0] and tn[1] <= ta[1]
+            return _within(tn, ta)
         members = self._members.get(node_id)
         if members is None:
             members = self._members[node_id] = frozenset(self.chain(node_id))
         return ancestor in members
 
-    def _ensure_times(self) -> dict[str, tuple[int, int]]:
+    def _ensure_times(self) -> dict[str, int]:
         if self._times is None:
             self._times = self._euler()
         return self._times
@@ -89,7 +101,7 @@ class SessionLineage:
     def forks(self) -> list[str]:
         """Nodes (the virtual ROOT included) with two or more predecessor-children."""
         self._ensure_times()
-        return [n for n, kids in self._children.items() if len(kids) >= 2]
+        return [n for n, kids in self._children.items() if type(kids) is list and len(kids) >= 2]
 
     def line_of(self, fork: str, node_id: str) -> str | None:
         """The child of ``fork`` whose subtree holds ``node_id`` (None: not below ``fork``)."""
@@ -97,13 +109,14 @@ class SessionLineage:
         t = times.get(node_id)
         if t is None:
             return None
-        for child in self._children.get(fork, ()):
+        kids = self._children.get(fork, ())
+        for child in (kids,) if type(kids) is str else kids:
             tc = times.get(child)
-            if tc is not None and tc[0] <= t[0] and t[1] <= tc[1]:
+            if tc is not None and _within(t, tc):
                 return child
         return None
 
-    def _euler(self) -> dict[str, tuple[int, int]]:
+    def _euler(self) -> dict[str, int]:
         nodes = self.session.nodes
         children: dict[str, list[str]] = {}
         roots: list[str] = []
@@ -117,8 +130,7 @@ class SessionLineage:
                 roots.append(nid)
         if ROOT_ID in children and ROOT_ID not in nodes:
             roots.append(ROOT_ID)
-        self._children = children
-        times: dict[str, tuple[int, int]] = {}
+        times: dict[str, int] = {}
         clock = 0
         for root in roots:
             stack: list[tuple[str, bool]] = [(root, False)]
@@ -126,7 +138,7 @@ class SessionLineage:
             while stack:
                 nid, done = stack.pop()
                 if done:
-                    times[nid] = (entered[nid], clock)
+                    times[nid] = entered[nid] << _SHIFT | clock
                     clock += 1
                     continue
                 if nid in entered or nid in times:
@@ -135,6 +147,7 @@ class SessionLineage:
                 clock += 1
                 stack.append((nid, True))
                 stack.extend((c, False) for c in reversed(children.get(nid, ())))
+        self._children = {k: v[0] if len(v) == 1 else v for k, v in children.items()}
         return times
 
     def fork_point(self, a: str, b: str) -> str | None:
