@@ -142,8 +142,22 @@ def _frozen_map(items: dict[str, Any]) -> Mapping[str, Any]:
     return FrozenMap(shape, tuple(items.values()))
 
 
-def _freeze_metadata(value: dict[str, Any]) -> Mapping[str, Any]:
-    return _frozen_map({(_intern(k) if type(k) is str else k): _freeze(v) for k, v in value.items()})
+def _freeze_metadata(value: dict[str, Any], shared: dict[Any, Mapping[str, Any]] | None = None) -> Mapping[str, Any]:
+    """``value`` frozen; with ``shared`` (one table per session load), a node whose metadata
+    equals an earlier node's gets that very object: half the nodes of a session (every
+    owner turn after the same mark) carry identical metadata (app-rss, issue 12)."""
+    frozen = _frozen_map({(_intern(k) if type(k) is str else k): _freeze(v) for k, v in value.items()})
+    if shared is None or type(frozen) is not FrozenMap:
+        return frozen
+    # Only flat str/int/bool/None values, keyed with their types: ``==`` would call 1, 1.0
+    # and True the same value (and 0.0 and -0.0), and they print differently.
+    types = tuple(type(v) for v in frozen._values)
+    if not all(t in _SHAREABLE for t in types):
+        return frozen
+    return shared.setdefault((frozen._shape, frozen._values, types), frozen)
+
+
+_SHAREABLE = frozenset({str, int, bool, type(None)})
 
 
 def thaw(value: Any) -> Any:
@@ -409,8 +423,10 @@ def _seq_from_name(name: str) -> int | None:
     return int(head) if head.isdigit() else None
 
 
-def parse_node(data: Any, path: Path, rel: str) -> tuple[Node | None, tuple[Problem, ...]]:
-    """Turn one parsed node object into a :class:`Node` (session spec §2.2 load rules)."""
+def parse_node(data: Any, path: Path, rel: str, shared: dict[Any, Mapping[str, Any]] | None = None
+               ) -> tuple[Node | None, tuple[Problem, ...]]:
+    """Turn one parsed node object into a :class:`Node` (session spec §2.2 load rules).
+    ``shared``: see :func:`_freeze_metadata`."""
     if not isinstance(data, dict):
         return None, (Problem(CORRUPT_FILE, f"node file holds {type(data).__name__}, not an object", rel, 1, 1),)
     problems: list[Problem] = []
@@ -466,7 +482,7 @@ def parse_node(data: Any, path: Path, rel: str) -> tuple[Node | None, tuple[Prob
         caller=_intern_short(_str_or(data.get("caller"), "")),
         predecessor=_intern(pred) if pred is not None else None,
         reads=reads_t,
-        metadata=_freeze_metadata(metadata),
+        metadata=_freeze_metadata(metadata, shared),
         created_at=created if created is not None else 0.0,
         file=rel,
     )
@@ -613,8 +629,13 @@ def load_session_dir(
     except OSError as exc:
         names = []
         problems.append(Problem(CORRUPT_FILE, f"cannot list history: {exc.strerror or exc}", f"{srel}/history"))
+    shared: dict[Any, Mapping[str, Any]] = {}
+
+    def parse(data: Any, path: Path, rel: str) -> tuple[Node | None, tuple[Problem, ...]]:
+        return parse_node(data, path, rel, shared)
+
     for name in names:
-        node, node_problems = _cached_read(hist / name, f"{srel}/history/{name}", parse_node, previous, cache_out)
+        node, node_problems = _cached_read(hist / name, f"{srel}/history/{name}", parse, previous, cache_out)
         problems.extend(node_problems)
         if node is not None:
             parsed.append(node)

@@ -142,3 +142,19 @@ def test_frozen_metadata_behaves_as_the_read_only_dict(tmp_path):
         raise AssertionError("metadata is not hashable (as before)")
     c = load_sessions(tmp_path).sessions["s1"].nodes["a"].metadata
     assert c == a and c is not a and c._shape is a._shape  # one key order, shared
+
+
+def test_identical_metadata_is_shared_but_never_across_value_types(tmp_path):
+    from memory_tui.sessions.store import thaw
+
+    metas = [{"a": 1}, {"a": True}, {"a": 1.0}, {"a": 1}, {"a": 0.0}, {"a": -0.0}, {"a": "1"}, {"a": [1]}, {"a": [True]}]
+    nodes = [ROOT]
+    for i, meta in enumerate(metas, 1):
+        nodes.append(node(f"n{i}", i, "user", f"t{i}", pred=nodes[-1]["id"], extra_meta=dict(meta)))
+    make_session(tmp_path, "s1", nodes, {"head_id": f"n{len(metas)}"})
+    s = load_sessions(tmp_path).sessions["s1"]
+    got = [s.nodes[f"n{i}"].metadata for i in range(1, len(metas) + 1)]
+    assert [json.dumps(thaw(m)) for m in got] == [json.dumps(m) for m in metas]
+    assert [type(m["a"]) for m in got[:3]] == [int, bool, float]
+    assert got[0] is got[3]  # equal flat metadata: one object
+    assert got[1] is not got[0] and got[2] is not got[0] and got[5] is not got[4]
