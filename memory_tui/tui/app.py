@@ -34,7 +34,7 @@ from .jobs import JobPreviewReady, JobRequest, JobRunner, JobSpec, progress_bar,
 from .data import CORE_TOPIC, RecordVM, WorkspaceModel, changed_views, header_changed, load_model, with_sessions
 from .data import outline_model, with_session_list  # perf-app (issue 12)
 from .messages import JobFinished, JobProgress, WorkspaceChanged
-from .data import InsightsVM, load_insights  # insights (issue 11)
+from .data import InsightsVM, insights_key, load_insights  # insights (issue 11)
 from .messages import InsightsReady  # insights (issue 11)
 from memory_tui.pipeline.context import JobEvent
 from .render import Glyphs, glyphs_for
@@ -109,6 +109,7 @@ class MemoryApp(JobRunner, App[None]):
         # insights (issue 11): figures of the current model, computed in a worker after it lands.
         self.insights_enabled = insights
         self.insights: InsightsVM | None = None
+        self._insights_key: tuple[Any, ...] | None = None  # insights_key() of the model they describe
         # actions-ui: the job flow's state (the request running, what it started from)
         self.job_context_options: dict = {}  # extra Context fields for jobs (tests: git_env, clock)
         self.job_results: list = []  # every JobSummary shown this session (tests read it)
@@ -445,8 +446,8 @@ class MemoryApp(JobRunner, App[None]):
         m = self.model
         if not self.insights_enabled or m is None or not m.memory_exists or m.outline:
             return
-        if self.insights is not None and self.insights.revision == m.revision and m.revision:
-            return  # the same memory commit: the figures stand
+        if self.insights is not None and self._insights_key == insights_key(m) and m.revision:
+            return  # the same memory commit and the same sessions: the figures stand
         self._insights_worker(m)
 
     # reload-fast: an explicit description, or Textual builds one from repr() of the model
@@ -455,12 +456,12 @@ class MemoryApp(JobRunner, App[None]):
     def _insights_worker(self, model: WorkspaceModel) -> None:
         found = load_insights(model)
         if found is not None:
-            self.post_message(InsightsReady(model.revision, found))
+            self.post_message(InsightsReady(model.revision, found, insights_key(model)))
 
     def on_insights_ready(self, message: InsightsReady) -> None:
-        if self.model is None or message.revision != self.model.revision:
+        if self.model is None or message.key != insights_key(self.model):
             return  # figures of a model that has since been replaced
-        self.insights = message.insights
+        self.insights, self._insights_key = message.insights, message.key
         for screen in self.view_screens.values():
             screen.insights_changed(now=screen is self.current_view_screen)
         if self.screen not in self.view_screens.values() and hasattr(self.screen, "insights_changed"):

@@ -953,6 +953,12 @@ class InsightsVM:
         return tuple(r for r in self.rows if r.memory_id in ids)
 
 
+def insights_key(model: WorkspaceModel) -> tuple[Any, ...]:
+    """What a model's insight figures depend on: its memory revision and its sessions (the
+    first stage's model has none yet; turns can arrive without a new revision)."""
+    return (model.revision, model.sessions_loaded, model.fingerprints.get("sessions"))
+
+
 def load_insights(model: WorkspaceModel) -> InsightsVM | None:
     """The insight figures of ``model``'s snapshot; ``None`` when there is no memory."""
     if model.state is None or not model.memory_exists:

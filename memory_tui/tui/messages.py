@@ -40,9 +40,11 @@ class JobFinished(Message):
 
 
 class InsightsReady(Message):
-    """The insight figures (``data.InsightsVM``) of the model at ``revision`` are computed."""
+    """The insight figures (``data.InsightsVM``) of the model at ``revision`` are computed;
+    ``key`` is that model's ``data.insights_key``."""
 
-    def __init__(self, revision: str, insights: Any) -> None:
+    def __init__(self, revision: str, insights: Any, key: tuple[Any, ...] = ()) -> None:
         super().__init__()
         self.revision = revision
         self.insights = insights
+        self.key = key

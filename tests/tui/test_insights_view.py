@@ -312,3 +312,20 @@ def test_snapshot_record_history_with_a_diff(snap_compare, world):
 
 def test_snapshot_alternatives_pair(snap_compare, world):
     assert snap_compare(make_app(world, insights=True), terminal_size=(120, 18), run_before=_run("b", record="flask001"))
+
+
+async def test_figures_follow_the_sessions_that_arrive_after_the_first_paint(world):
+    """The app paints from a model without sessions, then fills them in at the same revision:
+    the figures must be recomputed with them (the branch counts and pending lists need the DAG)."""
+    from memory_tui.tui.data import insights_key, load_insights
+
+    app = make_app(world, insights=True, background=True)  # the app's staged load
+    async with app.run_test(size=(160, 30)) as pilot:
+        await ready(pilot, app)
+        while app.loading or not app.model.sessions_loaded:
+            await pilot.pause(0.01)
+        await ready(pilot, app)  # the run the sessions stage started
+        assert app.model.sessions_loaded
+        assert app._insights_key == insights_key(app.model)
+        fresh = load_insights(app.model)
+        assert app.insights.counts == fresh.counts and app.insights.lists == fresh.lists
