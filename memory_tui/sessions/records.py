@@ -228,7 +228,8 @@ class CachedCounter:
         return value
 
 
-def _cached(counter: TokenCounter | CachedCounter | None) -> CachedCounter:
+def cached_counter(counter: TokenCounter | CachedCounter | None) -> CachedCounter:
+    """``counter`` memoised per text (the default counter when ``None``)."""
     if isinstance(counter, CachedCounter):
         return counter
     if counter is None:
@@ -236,6 +237,9 @@ def _cached(counter: TokenCounter | CachedCounter | None) -> CachedCounter:
 
         counter = DEFAULT_COUNTER
     return CachedCounter(counter)
+
+
+_cached = cached_counter
 
 
 def first_batch(pending: Sequence[Record], threshold: int, counter: TokenCounter | CachedCounter) -> tuple[tuple[Record, ...], int]:

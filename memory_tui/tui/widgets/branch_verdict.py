@@ -26,6 +26,11 @@ VERDICT_GLYPHS = {
 VERDICT_STYLE = {"written": "bold green", "partly written": "bold yellow", "unwritten": "bold red", "nothing to write": "bold"}
 
 
+def analysing_text(ascii: bool = False) -> Text:
+    """What the verdict panel and node detail say while a big session's reasons are computed."""
+    return Text(f"analysing the session's branches{'...' if ascii else '…'} (the verdict and its reasons follow)", "dim")
+
+
 def verdict_text(vm: BranchVerdictVM, *, ascii: bool = False) -> Text:
     out = Text()
     glyph = VERDICT_GLYPHS[ascii].get(vm.verdict, "?")
@@ -94,6 +99,11 @@ class BranchVerdict(Static, can_focus=False):
         self.vm = vm
         self.update(verdict_text(vm, ascii=self.ascii_mode) if vm is not None else "no branch selected")
 
+    def show_analysing(self) -> None:
+        """The verdict is not known yet: the session's reasons are being computed."""
+        self.vm = None
+        self.update(analysing_text(self.ascii_mode))
+
     def watch_ascii_mode(self) -> None:
         if self.vm is not None:
             self.update(verdict_text(self.vm, ascii=self.ascii_mode))
@@ -103,4 +113,4 @@ class BranchVerdict(Static, can_focus=False):
             self.post_message(self.WriteRequested(self, self.vm))
 
 
-__all__ = ["BranchVerdict", "verdict_text"]
+__all__ = ["BranchVerdict", "analysing_text", "verdict_text"]

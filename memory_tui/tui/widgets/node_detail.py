@@ -22,6 +22,7 @@ from textual.widgets.option_list import Option
 
 from memory_tui.sessions import graph as G
 from memory_tui.tui.sessions_model import CitationVM, NodeDetailVM
+from memory_tui.tui.widgets.branch_verdict import analysing_text
 
 PREVIEW_CHARS = 600
 
@@ -127,6 +128,13 @@ class NodeDetail(Vertical, can_focus=False):
         if vm is not None:
             options.add_options([CitationOption(c) for c in vm.citations])
         options.display = bool(vm is not None and vm.citations)
+
+    def show_analysing(self) -> None:
+        """The node's verdict is not known yet (a big session's reasons are being computed)."""
+        self.vm = None
+        self.show_more = False
+        self.query_one("#node-detail-body", Static).update(analysing_text(self.ascii_mode))
+        self.query_one("#node-detail-citations", OptionList).display = False
 
     def _render_body(self) -> None:
         body = self.query_one("#node-detail-body", Static)
