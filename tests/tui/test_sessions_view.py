@@ -224,7 +224,7 @@ async def test_a_big_session_paints_before_its_reasons(fixture_copy, monkeypatch
         assert sm.rows() == want_rows  # the list's figures come from the overview
         graph = screen.query_one("#sessions-graph")
         assert graph.layout_data is not None and graph.rendered_rows > 0
-        assert "analysing" in str(screen.query_one("#sessions-verdict").render())
+        assert "analysing" in screen.query_one("#sessions-verdict").plain
         assert "analysing" in str(screen.query_one("#node-detail-body").render())
         assert screen.verdict is None
         await pilot.press("w")  # nothing to write yet: a notice, no job
@@ -238,5 +238,5 @@ async def test_a_big_session_paints_before_its_reasons(fixture_copy, monkeypatch
         assert screen.verdict is not None
         assert (screen.verdict.tip, screen.verdict.reasons, screen.verdict.pending_ids) == \
                (want_verdict.tip, want_verdict.reasons, want_verdict.pending_ids)
-        assert "analysing" not in str(screen.query_one("#sessions-verdict").render())
+        assert "analysing" not in screen.query_one("#sessions-verdict").plain
         await dry_runs_done(pilot, app)
