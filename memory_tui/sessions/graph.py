@@ -436,9 +436,11 @@ def _topo(dnodes: dict[str, _DNode]) -> tuple[list[str], list[tuple[str, str]]]:
     order: list[str] = []
     done: set[str] = set()
     dropped: list[tuple[str, str]] = []
-    remaining = sorted(dnodes, key=lambda k: (dnodes[k].seq, k))
+    remaining: list[str] | None = None  # sorted only when a cycle needs it
     while len(order) < len(dnodes):
         if not heap:  # a cycle: release the oldest blocked node, dropping its unmet edges
+            if remaining is None:
+                remaining = sorted(dnodes, key=lambda k: (dnodes[k].seq, k))
             k = next(x for x in remaining if x not in done)
             unmet = [p for p in dnodes[k].parents if p not in done]
             dropped.extend((p, k) for p in unmet)
@@ -598,13 +600,17 @@ def layout(nodes: Sequence[LayoutNode], options: LayoutOptions | None = None) ->
         width = max(len(cells), len(above), len(final))
         _grow(cells, width, 0)
         _grow(hgap, width, False)
-        above_t = tuple(above) + (None,) * (width - len(above))
-        below_t = tuple(final) + (None,) * (width - len(final))
-        rows.append(Row("node" if d.node is not None else "collapsed", k, p, tuple(cells), tuple(hgap),
-                        above_t, below_t, d.node, d.members, d.text))
-        lanes = list(final)
+        _grow(above, width, None)
+        _grow(final, width, None)
+        # Drop empty lanes on the right (as _trim does) so a row's width is what it draws.
+        n = width
+        while n > 0 and cells[n - 1] == 0 and above[n - 1] is None and final[n - 1] is None and p != n - 1:
+            n -= 1
+        rows.append(Row("node" if d.node is not None else "collapsed", k, p, tuple(cells[:n]), tuple(hgap[:n]),
+                        tuple(above[:n]), tuple(final[:n]), d.node, d.members, d.text))
+        lanes = final[:len(placed) and max(placed) + 1]
 
-    rows = [_trim(r) for r in rows]
+    rows = [r if r.kind != "gap" else _trim(r) for r in rows]
     if opts.reverse:
         rows = [_flip(r) for r in reversed(rows)]
     row_of: dict[str, int] = {}

@@ -145,7 +145,7 @@ class SessionsScreen(ViewScreen):
         self.shown: tuple[str, int] | None = None  # (session, id of the SessionsModel) the graph draws
         self.verdict: BranchVerdictVM | None = None  # the verdict panel's branch (what `w` writes)
         self._plans: dict[tuple[int, str, str], DryRunVM] = {}
-        self._explaining: int | None = None  # id of the SessionsModel whose explanation a worker builds
+        self._explaining: SessionsModel | None = None  # the model whose explanation a worker builds
 
     # ------------------------------------------------------------------ composition
     def compose_list(self) -> ComposeResult:
@@ -298,8 +298,8 @@ class SessionsScreen(ViewScreen):
             self.verdict = None
             self.query_one(NodeDetail).show_analysing()
             self.query_one(BranchVerdict).show_analysing()
-            if self._explaining != id(sm):
-                self._explaining = id(sm)
+            if self._explaining is not sm:
+                self._explaining = sm
                 self._start_explain(sm, time.monotonic())
             return
         self.query_one(NodeDetail).show(sm.node_detail(sid, nid) if nid in sm.session_data(sid).nodes else None)
