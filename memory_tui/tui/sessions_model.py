@@ -97,6 +97,7 @@ class NodeDetailVM:
     mark: str | None = None  # the mark value on disk
     mark_by: str | None = None  # "this workspace" | "another workspace" | None
     citations: tuple[CitationVM, ...] = ()
+    analysing: bool = False  # the verdict and its reasons are still being computed (a big session)
 
     def preview(self, limit: int = 600) -> tuple[str, bool]:
         """The text cut for display, and whether it was cut ("show more")."""
@@ -449,12 +450,14 @@ class SessionsModel:
         return None
 
     def node_detail(self, sid: str, node_id: str) -> NodeDetailVM:
-        se = self.session(sid)
-        session = se.session
+        """The node as the detail pane shows it. Before the session is explained (see
+        ``explained``) everything but the verdict and its reasons is there (``analysing``)."""
+        analysing = not self.explained
+        session = self.session_data(sid)
         node = session.nodes.get(node_id)
         if node is None:
             raise KeyError(f"no node {node_id} in session {sid}")
-        verdict = se.nodes.get(node_id)
+        verdict = None if analysing else self.session(sid).nodes.get(node_id)
         state = self.layout(sid).nodes[node_id].state
         mark = node.metadata.get(MARK_KEY)
         mark_by = None
@@ -486,6 +489,7 @@ class SessionsModel:
             mark=sanitize(mark) if isinstance(mark, str) else None,
             mark_by=mark_by,
             citations=self.citations.get(f"{PROVIDER}/{sid}/{node_id}", ()),
+            analysing=analysing,
         )
 
     def branch_verdict(self, sid: str, tip: str, *, plan: DryRunVM | None = None, planning: bool = False) -> BranchVerdictVM:

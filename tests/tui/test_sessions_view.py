@@ -194,6 +194,8 @@ async def test_a_big_session_paints_before_its_reasons(fixture_copy, monkeypatch
     """Above the inline limit the list and graph paint from the one-pass overview and the
     node detail and verdict panel say "analysing…" until the explanation worker is done; then
     they show what the inline path shows, and `w` waits for it."""
+    from dataclasses import replace
+
     from memory_tui.tui import sessions_model
 
     inline = make_app(fixture_copy)
@@ -203,6 +205,7 @@ async def test_a_big_session_paints_before_its_reasons(fixture_copy, monkeypatch
         await pilot.pause()
         want_rows = inline.screen.sessions.rows()
         want_verdict = inline.screen.verdict
+        inline_detail = inline.screen.query_one("#sessions-node").vm
 
     monkeypatch.setattr(sessions_model, "INLINE_WALKS", 0)
     app = make_app(fixture_copy)
@@ -225,6 +228,11 @@ async def test_a_big_session_paints_before_its_reasons(fixture_copy, monkeypatch
         graph = screen.query_one("#sessions-graph")
         assert graph.layout_data is not None and graph.rendered_rows > 0
         assert "analysing" in screen.query_one("#sessions-verdict").plain
+        detail = screen.query_one("#sessions-node").vm  # the node's own facts are there at once
+        assert detail is not None and detail.analysing and detail.verdict is None and detail.reasons == ()
+        assert detail.node_id == graph.selected_node.id
+        assert replace(detail, verdict=inline_detail.verdict, tip=inline_detail.tip, reasons=inline_detail.reasons,
+                       analysing=False) == inline_detail
         assert "analysing" in str(screen.query_one("#node-detail-body").render())
         assert screen.verdict is None
         await pilot.press("w")  # nothing to write yet: a notice, no job
@@ -239,4 +247,5 @@ async def test_a_big_session_paints_before_its_reasons(fixture_copy, monkeypatch
         assert (screen.verdict.tip, screen.verdict.reasons, screen.verdict.pending_ids) == \
                (want_verdict.tip, want_verdict.reasons, want_verdict.pending_ids)
         assert "analysing" not in screen.query_one("#sessions-verdict").plain
+        assert screen.query_one("#sessions-node").vm == inline_detail
         await dry_runs_done(pilot, app)

@@ -293,16 +293,17 @@ class SessionsScreen(ViewScreen):
         sm = self.sessions
         if sm is None:
             return
+        known = nid in sm.session_data(sid).nodes
         if not sm.explained:
             # A big session: the list and graph painted from the overview; the reasons follow.
             self.verdict = None
-            self.query_one(NodeDetail).show_analysing()
+            self.query_one(NodeDetail).show(sm.node_detail(sid, nid) if known else None)
             self.query_one(BranchVerdict).show_analysing()
             if self._explaining is not sm:
                 self._explaining = sm
                 self._start_explain(sm, time.monotonic())
             return
-        self.query_one(NodeDetail).show(sm.node_detail(sid, nid) if nid in sm.session_data(sid).nodes else None)
+        self.query_one(NodeDetail).show(sm.node_detail(sid, nid) if known else None)
         self._show_verdict(sm, sid, sm.tip_for(sid, nid))
 
     # The explanation of a big session (every tip's reasons: about a second for 325 tips over

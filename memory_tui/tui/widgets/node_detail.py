@@ -22,7 +22,6 @@ from textual.widgets.option_list import Option
 
 from memory_tui.sessions import graph as G
 from memory_tui.tui.sessions_model import CitationVM, NodeDetailVM
-from memory_tui.tui.widgets.branch_verdict import analysing_text
 
 PREVIEW_CHARS = 600
 
@@ -48,8 +47,11 @@ def detail_text(vm: NodeDetailVM, *, ascii: bool = False, show_more: bool = Fals
     if vm.time:
         out.append(f"  {vm.time}")
     out.append("\n")
-    verdict = vm.verdict or "graph root"
-    out.append(f"verdict: {verdict}" + (f" (on tip {vm.tip})" if vm.tip else "") + "\n")
+    if vm.analysing:
+        out.append(f"verdict: analysing the session's branches{'...' if ascii else '…'}\n", "dim")
+    else:
+        verdict = vm.verdict or "graph root"
+        out.append(f"verdict: {verdict}" + (f" (on tip {vm.tip})" if vm.tip else "") + "\n")
     facts: list[tuple[str, str]] = []
     for key, value in (("forked_from", vm.forked_from), ("edit_of", vm.edit_of), ("display", vm.display),
                        ("source", vm.source), ("spawned by", vm.spawn_caller)):
@@ -128,13 +130,6 @@ class NodeDetail(Vertical, can_focus=False):
         if vm is not None:
             options.add_options([CitationOption(c) for c in vm.citations])
         options.display = bool(vm is not None and vm.citations)
-
-    def show_analysing(self) -> None:
-        """The node's verdict is not known yet (a big session's reasons are being computed)."""
-        self.vm = None
-        self.show_more = False
-        self.query_one("#node-detail-body", Static).update(analysing_text(self.ascii_mode))
-        self.query_one("#node-detail-citations", OptionList).display = False
 
     def _render_body(self) -> None:
         body = self.query_one("#node-detail-body", Static)
