@@ -26,7 +26,9 @@ from typing import Iterable, Mapping, Sequence
 
 from memory_tui.core.text import sanitize
 
-from .reasons import NEVER, PENDING, WRITTEN, SessionExplanation
+from . import overview as O
+from .dag import Branch
+from .reasons import NEVER, PENDING, WRITTEN, SessionExplanation, offline_verdict
 from .records import message_text
 from .store import Session
 
@@ -214,8 +216,16 @@ def first_line(value: object, limit: int = 200) -> str:
 
 def nodes_from_session(se: SessionExplanation) -> tuple[LayoutNode, ...]:
     """Layout input for a session: edges from the files, states from the reasons engine."""
-    session: Session = se.session
-    listed = {r.head_msg_id for r in se.analysis.rows}
+    return _layout_nodes(se.session, se.analysis.rows, lambda nid: _state(se, nid))
+
+
+def nodes_from_overview(ov: O.SessionOverview) -> tuple[LayoutNode, ...]:
+    """:func:`nodes_from_session` from the one-pass overview (equal states, no per-tip work)."""
+    return _layout_nodes(ov.session, ov.rows, lambda nid: overview_state(ov, nid))
+
+
+def _layout_nodes(session: Session, rows: Sequence[Branch], state_of) -> tuple[LayoutNode, ...]:
+    listed = {r.head_msg_id for r in rows}
     merge_sources = _merge_sources(session)
     out: list[LayoutNode] = []
     for nid in session.order:
@@ -257,7 +267,7 @@ def nodes_from_session(se: SessionExplanation) -> tuple[LayoutNode, ...]:
             id=nid,
             parents=tuple(parents),
             seq=node.seq,
-            state=_state(se, nid),
+            state=state_of(nid),
             markers=tuple(markers),
             role=node.role,
             text=text,
@@ -294,7 +304,10 @@ def _state(se: SessionExplanation, nid: str) -> str:
     node = se.session.nodes[nid]
     if node.is_root:
         return ROOT_S
-    verdict = se.nodes.get(nid)
+    return _verdict_state(node, se.nodes.get(nid))
+
+
+def _verdict_state(node, verdict) -> str:
     codes = {r.code for r in verdict.reasons} if verdict is not None else set()
     if verdict is not None and verdict.verdict == WRITTEN:
         return WRITTEN_S
@@ -312,6 +325,34 @@ def _state(se: SessionExplanation, nid: str) -> str:
         return INELIGIBLE_S
     if verdict is not None and verdict.verdict == NEVER and codes & _HELD_CODES:
         return HELD_S
+    return INELIGIBLE_S
+
+
+def overview_state(ov: O.SessionOverview, nid: str) -> str:
+    """:func:`_state` of a node from the overview's kind of its best verdict: the same checks
+    in the same order, on the reason codes that verdict carries."""
+    node = ov.session.nodes[nid]
+    kind = ov.kinds[nid]
+    if kind == O.ROOT_K:
+        return ROOT_S
+    if kind == O.OFFLINE_K:
+        return _verdict_state(node, offline_verdict(ov.session, node, {}))
+    if kind == O.WRITTEN_K:
+        return WRITTEN_S
+    if node.rewound or kind == O.REWOUND_K:
+        return REWOUND_S
+    if node.covers_ids is not None:
+        return SUMMARY_S
+    if kind == O.STRANDED_K:
+        return STRANDED_S
+    if nid in ov.foreign_ids and kind in (O.PENDING_K, O.ARCHIVED_K):
+        return FOREIGN_S
+    if kind == O.PENDING_K:
+        return PENDING_S
+    if node.is_attach or node.role == "code":
+        return INELIGIBLE_S
+    if kind == O.ARCHIVED_K:
+        return HELD_S  # its verdict carries archived_branch
     return INELIGIBLE_S
 
 
@@ -395,9 +436,11 @@ def _topo(dnodes: dict[str, _DNode]) -> tuple[list[str], list[tuple[str, str]]]:
     order: list[str] = []
     done: set[str] = set()
     dropped: list[tuple[str, str]] = []
-    remaining = sorted(dnodes, key=lambda k: (dnodes[k].seq, k))
+    remaining: list[str] | None = None  # sorted only when a cycle needs it
     while len(order) < len(dnodes):
         if not heap:  # a cycle: release the oldest blocked node, dropping its unmet edges
+            if remaining is None:
+                remaining = sorted(dnodes, key=lambda k: (dnodes[k].seq, k))
             k = next(x for x in remaining if x not in done)
             unmet = [p for p in dnodes[k].parents if p not in done]
             dropped.extend((p, k) for p in unmet)
@@ -557,13 +600,17 @@ def layout(nodes: Sequence[LayoutNode], options: LayoutOptions | None = None) ->
         width = max(len(cells), len(above), len(final))
         _grow(cells, width, 0)
         _grow(hgap, width, False)
-        above_t = tuple(above) + (None,) * (width - len(above))
-        below_t = tuple(final) + (None,) * (width - len(final))
-        rows.append(Row("node" if d.node is not None else "collapsed", k, p, tuple(cells), tuple(hgap),
-                        above_t, below_t, d.node, d.members, d.text))
-        lanes = list(final)
+        _grow(above, width, None)
+        _grow(final, width, None)
+        # Drop empty lanes on the right (as _trim does) so a row's width is what it draws.
+        n = width
+        while n > 0 and cells[n - 1] == 0 and above[n - 1] is None and final[n - 1] is None and p != n - 1:
+            n -= 1
+        rows.append(Row("node" if d.node is not None else "collapsed", k, p, tuple(cells[:n]), tuple(hgap[:n]),
+                        tuple(above[:n]), tuple(final[:n]), d.node, d.members, d.text))
+        lanes = final[:len(placed) and max(placed) + 1]
 
-    rows = [_trim(r) for r in rows]
+    rows = [r if r.kind != "gap" else _trim(r) for r in rows]
     if opts.reverse:
         rows = [_flip(r) for r in reversed(rows)]
     row_of: dict[str, int] = {}
@@ -667,6 +714,27 @@ def _session_nodes(se: SessionExplanation) -> tuple[tuple[LayoutNode, ...], tupl
     if len(_NODES) > _CACHE_SIZE:
         _NODES.popitem(last=False)
     return nodes, fp
+
+
+def _overview_nodes(ov: O.SessionOverview) -> tuple[tuple[LayoutNode, ...], tuple]:
+    """:func:`_session_nodes` for an overview (the same nodes, so the same fingerprint)."""
+    hit = _NODES.get(id(ov))
+    if hit is not None and hit[0]() is ov:
+        _NODES.move_to_end(id(ov))
+        return hit[1], hit[2]
+    nodes = nodes_from_overview(ov)
+    fp = session_fingerprint(ov.session.id, nodes)
+    _NODES[id(ov)] = (weakref.ref(ov), nodes, fp)
+    if len(_NODES) > _CACHE_SIZE:
+        _NODES.popitem(last=False)
+    return nodes, fp
+
+
+def layout_overview(ov: O.SessionOverview, options: LayoutOptions | None = None) -> Layout:
+    """:func:`layout_session` from the one-pass overview: equal nodes, the same cache."""
+    nodes, fp = _overview_nodes(ov)
+    opts = options or LayoutOptions()
+    return _cached((fp, opts), nodes, opts)
 
 
 def layout_session(se: SessionExplanation, options: LayoutOptions | None = None) -> Layout:

@@ -646,6 +646,11 @@ def _offline_verdict(session: Session, node: Node, under_merged: Mapping[str, st
     return TurnVerdict(node.id, node.role, NEVER, (_r("not_on_live_branch", f"not written: {why}", ev),))
 
 
+def offline_verdict(session: Session, node: Node, under_merged: Mapping[str, str] | None = None) -> TurnVerdict:
+    """The verdict of a node on no live tip's branch (see :func:`_offline_verdict`)."""
+    return _offline_verdict(session, node, under_merged)
+
+
 def _merged_chains(session: Session) -> dict[str, str]:
     """Node id -> the first merged head (in ``merged_heads`` order) whose predecessor chain holds
     it. One walk per merged head, instead of one per (node, merged head) pair."""

@@ -80,22 +80,28 @@ def authority_state(msg: Mapping[str, Any]) -> str:
 
 def classify_message(msg: Mapping[str, Any]) -> tuple[str | None, str | None]:
     """(exclusion code or None, text). ``None`` code means the message is a record."""
+    code, text, _auth = _classify(msg)
+    return code, text
+
+
+def _classify(msg: Mapping[str, Any]) -> tuple[str | None, str | None, str | None]:
+    """:func:`classify_message` plus the authority state it decided on (None when it did not look)."""
     if msg.get("role") not in ("user", "assistant"):
-        return "filtered_role", None
+        return "filtered_role", None, None
     if is_runtime_message(msg):
-        return "runtime_turn", None
+        return "runtime_turn", None, None
     text = message_text(msg.get("content"))
     if text is None or not text.strip():
-        return "empty_text", None
+        return "empty_text", None, None
     mid = msg.get("id")
     if not isinstance(mid, str) or not mid:
-        return "missing_id", text
+        return "missing_id", text, None
     auth = authority_state(msg)
     if auth == "denied":
-        return "authority_denied", text
+        return "authority_denied", text, auth
     if auth == "missing":
-        return "authority_missing", text
-    return None, text
+        return "authority_missing", text, auth
+    return None, text, auth
 
 
 def _classified(session: Session, node: Node, cache: dict | None) -> tuple[dict[str, Any], str | None, str | None]:
@@ -104,9 +110,9 @@ def _classified(session: Session, node: Node, cache: dict | None) -> tuple[dict[
         if hit is not None and hit[0] is node:
             return hit[1], hit[2], hit[3]
     msg = to_message(session, node)
-    code, text = classify_message(msg)
+    code, text, auth = _classify(msg)
     if code is None:
-        msg["__legacy__"] = authority_state(msg) == "legacy"
+        msg["__legacy__"] = auth == "legacy"
     if cache is not None:
         cache[node.id] = (node, msg, code, text)
     return msg, code, text
@@ -228,7 +234,8 @@ class CachedCounter:
         return value
 
 
-def _cached(counter: TokenCounter | CachedCounter | None) -> CachedCounter:
+def cached_counter(counter: TokenCounter | CachedCounter | None) -> CachedCounter:
+    """``counter`` memoised per text (the default counter when ``None``)."""
     if isinstance(counter, CachedCounter):
         return counter
     if counter is None:
@@ -236,6 +243,9 @@ def _cached(counter: TokenCounter | CachedCounter | None) -> CachedCounter:
 
         counter = DEFAULT_COUNTER
     return CachedCounter(counter)
+
+
+_cached = cached_counter
 
 
 def first_batch(pending: Sequence[Record], threshold: int, counter: TokenCounter | CachedCounter) -> tuple[tuple[Record, ...], int]:

@@ -19,6 +19,7 @@ Public API::
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -27,9 +28,10 @@ from typing import Any, Callable, Iterable, Mapping
 
 from memory_tui.core.text import sanitize
 from memory_tui.core.tokens import TokenCounter
-from memory_tui.sessions.graph import Layout, LayoutOptions, first_line, layout_session
-from memory_tui.sessions.reasons import Explanation, Reason, SessionExplanation, explain, load_context
-from memory_tui.sessions.records import MARK_KEY, message_text
+from memory_tui.sessions.graph import Layout, LayoutOptions, first_line, layout_overview, layout_session
+from memory_tui.sessions.overview import SessionOverview, session_overview
+from memory_tui.sessions.reasons import Explanation, Reason, SessionExplanation, WriterContext, explain, load_context
+from memory_tui.sessions.records import MARK_KEY, CachedCounter, cached_counter, message_text
 from memory_tui.sessions.store import Session, SessionSnapshot, load_sessions, thaw
 from memory_tui.sessions.summary import held_ids, tip_summary
 
@@ -95,6 +97,7 @@ class NodeDetailVM:
     mark: str | None = None  # the mark value on disk
     mark_by: str | None = None  # "this workspace" | "another workspace" | None
     citations: tuple[CitationVM, ...] = ()
+    analysing: bool = False  # the verdict and its reasons are still being computed (a big session)
 
     def preview(self, limit: int = 600) -> tuple[str, bool]:
         """The text cut for display, and whether it was cut ("show more")."""
@@ -260,11 +263,35 @@ def citation_index(records: Iterable[Any]) -> dict[str, tuple[CitationVM, ...]]:
 # --------------------------------------------------------------------------- the model
 
 
-class SessionsModel:
-    """Explanations for every session plus the lookups the Sessions view needs."""
+# The explanation (every tip's reasons, the node detail's and verdict panel's source) is built
+# before the first paint when the tips' walks total fewer entries than this (a few tens of ms);
+# above it the list and the graph paint from the one-pass overviews and the explanation follows
+# in a worker (the Sessions screen shows "analysing…" until it is in).
+INLINE_WALKS = 60_000
 
-    def __init__(self, explanation: Explanation, *, citations: Mapping[str, tuple[CitationVM, ...]] | None = None) -> None:
-        self.explanation = explanation
+
+class SessionsModel:
+    """Every session's overview (list rows, graph states) plus, computed once on first use,
+    its full explanation (reasons, verdicts), and the lookups the Sessions view needs."""
+
+    def __init__(
+        self,
+        explanation: Explanation | None = None,
+        *,
+        citations: Mapping[str, tuple[CitationVM, ...]] | None = None,
+        snapshot: SessionSnapshot | None = None,
+        context: WriterContext | None = None,
+        counter: TokenCounter | CachedCounter | None = None,
+        overviews: Mapping[str, SessionOverview | None] | None = None,
+    ) -> None:
+        if explanation is None and (snapshot is None or context is None):
+            raise ValueError("SessionsModel needs an explanation, or a snapshot and a writer context")
+        self._explanation = explanation
+        self._lock = threading.Lock()
+        self.snapshot = snapshot
+        self.context: WriterContext = context if context is not None else explanation.context  # type: ignore[union-attr]
+        self._counter = counter
+        self.overviews: dict[str, SessionOverview | None] = dict(overviews or {})
         self.citations = dict(citations or {})
 
     @classmethod
@@ -280,45 +307,89 @@ class SessionsModel:
         state = Path(state_dir)
         snap = snapshot if snapshot is not None else load_sessions(state)
         ctx = load_context(state, now=time.time() if now is None else now)
-        # Lazy: the view shows one tip's verdict at a time; the graph needs only each node's best one.
-        return cls(explain(snap, ctx, counter, lazy=True), citations=citation_index(records))
+        cc = cached_counter(counter)
+        overviews = {sid: session_overview(s, ctx.workspace_id, cc) for sid, s in snap.sessions.items()}
+        model = cls(snapshot=snap, context=ctx, counter=cc, overviews=overviews, citations=citation_index(records))
+        if any(o is None for o in overviews.values()) or sum(o.walk_total for o in overviews.values() if o) < INLINE_WALKS:
+            model.explain_now()
+        return model
+
+    # ---- the explanation
+    @property
+    def explained(self) -> bool:
+        return self._explanation is not None
+
+    def explain_now(self) -> Explanation:
+        """The explanation, computed on the first call (any thread; later calls wait for it).
+        Lazy: the view shows one tip's verdict at a time; the graph needs only each node's best one."""
+        hit = self._explanation
+        if hit is not None:
+            return hit
+        with self._lock:
+            if self._explanation is None:
+                self._explanation = explain(self.snapshot, self.context, self._counter, lazy=True)  # type: ignore[arg-type]
+            return self._explanation
+
+    @property
+    def explanation(self) -> Explanation:
+        return self.explain_now()
 
     # ---- lookups
+    def _sessions(self) -> Mapping[str, Session]:
+        if self.snapshot is not None:
+            return self.snapshot.sessions
+        return {sid: se.session for sid, se in self.explain_now().sessions.items()}
+
     @property
     def session_ids(self) -> tuple[str, ...]:
-        return tuple(self.explanation.sessions)
+        return tuple(self._sessions())
 
     @property
     def workspace_id(self) -> str:
-        return self.explanation.context.workspace_id
+        return self.context.workspace_id
 
     @property
     def threshold(self) -> int:
-        return int(self.explanation.context.config.trigger_tokens)
+        return int(self.context.config.trigger_tokens)
 
     def session(self, sid: str) -> SessionExplanation:
-        se = self.explanation.sessions.get(sid)
+        se = self.explain_now().sessions.get(sid)
         if se is None:
             raise KeyError(f"no such session: {sid}")
         return se
 
+    def session_data(self, sid: str) -> Session:
+        """The session as read (no explanation needed)."""
+        s = self._sessions().get(sid)
+        if s is None:
+            raise KeyError(f"no such session: {sid}")
+        return s
+
     def row(self, sid: str) -> SessionRowVM:
-        se = self.session(sid)
-        session = se.session
-        pending: set[str] = set()
-        foreign: set[str] = set()
-        stranded: set[str] = set()
-        tokens = 0
-        live = 0
-        offered = set(se.analysis.forced_order)  # what `status` counts: an archived tip's turns are held, not pending
-        for tip, ta in se.analysis.tips.items():  # analyses only: no tip's verdicts are built for a row
-            foreign.update(r.id for r in ta.foreign)
-            stranded.update(r.id for r in ta.stranded)
-            live += not ta.archived
-            if tip in offered:
-                pending.update(r.id for r in ta.recordset.records if r.id not in ta.marked)
-                tokens = max(tokens, ta.pending_tokens)
-        ends = self.explanation.context.session_end or {}
+        ov = self.overviews.get(sid)
+        if ov is not None:
+            session = ov.session
+            figures = (ov.live_tips, len(ov.tips), ov.pending_turns, ov.pending_tokens, ov.foreign, ov.stranded,
+                       ov.runtime_only_tips)
+        else:
+            se = self.session(sid)
+            session = se.session
+            pending: set[str] = set()
+            foreign: set[str] = set()
+            stranded: set[str] = set()
+            tokens = 0
+            live = 0
+            offered = set(se.analysis.forced_order)  # what `status` counts: an archived tip's turns are held, not pending
+            for tip, ta in se.analysis.tips.items():  # analyses only: no tip's verdicts are built for a row
+                foreign.update(r.id for r in ta.foreign)
+                stranded.update(r.id for r in ta.stranded)
+                live += not ta.archived
+                if tip in offered:
+                    pending.update(r.id for r in ta.recordset.records if r.id not in ta.marked)
+                    tokens = max(tokens, ta.pending_tokens)
+            figures = (live, len(se.tips), len(pending), tokens, len(foreign), len(stranded), se.runtime_only_tips)
+        live, tips, pending_turns, tokens, foreign_n, stranded_n, runtime_only = figures
+        ends = self.context.session_end or {}
         handled = ends.get(sid) if isinstance(ends, Mapping) else None
         handled = float(handled) if isinstance(handled, (int, float)) and not isinstance(handled, bool) else None
         return SessionRowVM(
@@ -328,22 +399,25 @@ class SessionsModel:
             updated=_utc(session.updated_at),
             head=sanitize(session.head_id) if session.head_id else None,
             live_tips=live,
-            tips=len(se.tips),
-            pending_turns=len(pending),
+            tips=tips,
+            pending_turns=pending_turns,
             pending_tokens=tokens,
             threshold=self.threshold,
             watcher_at=handled,
             watcher=_utc(handled) if handled is not None else "never",
-            foreign=len(foreign),
-            stranded=len(stranded),
+            foreign=foreign_n,
+            stranded=stranded_n,
             in_registry=session.in_registry,
-            runtime_only_tips=tuple(sanitize(t) for t in se.runtime_only_tips),
+            runtime_only_tips=tuple(sanitize(t) for t in runtime_only),
         )
 
     def rows(self) -> tuple[SessionRowVM, ...]:
-        return tuple(self.row(sid) for sid in self.explanation.sessions)
+        return tuple(self.row(sid) for sid in self._sessions())
 
     def layout(self, sid: str, options: LayoutOptions | None = None) -> Layout:
+        ov = self.overviews.get(sid)
+        if ov is not None:
+            return layout_overview(ov, options)
         return layout_session(self.session(sid), options)
 
     def locate(self, source_id: str) -> tuple[str, str] | None:
@@ -352,14 +426,17 @@ class SessionsModel:
         sid, _, nid = rest.partition("/")
         if provider != PROVIDER or not sid or not nid:
             return None
-        se = self.explanation.sessions.get(sid)
-        if se is None or nid not in se.session.nodes:
+        session = self._sessions().get(sid)
+        if session is None or nid not in session.nodes:
             return None
         return sid, nid
 
     def tip_for(self, sid: str, node_id: str) -> str | None:
         """The tip whose verdict explains ``node_id``: the one the engine's best verdict came
         from, else the head if the node is on its branch, else the first tip that holds it."""
+        ov = self.overviews.get(sid)
+        if ov is not None:
+            return ov.tip_of.get(node_id)
         se = self.session(sid)
         verdict = se.nodes.get(node_id)
         if verdict is not None and verdict.tip in se.tips:
@@ -373,12 +450,14 @@ class SessionsModel:
         return None
 
     def node_detail(self, sid: str, node_id: str) -> NodeDetailVM:
-        se = self.session(sid)
-        session = se.session
+        """The node as the detail pane shows it. Before the session is explained (see
+        ``explained``) everything but the verdict and its reasons is there (``analysing``)."""
+        analysing = not self.explained
+        session = self.session_data(sid)
         node = session.nodes.get(node_id)
         if node is None:
             raise KeyError(f"no node {node_id} in session {sid}")
-        verdict = se.nodes.get(node_id)
+        verdict = None if analysing else self.session(sid).nodes.get(node_id)
         state = self.layout(sid).nodes[node_id].state
         mark = node.metadata.get(MARK_KEY)
         mark_by = None
@@ -410,6 +489,7 @@ class SessionsModel:
             mark=sanitize(mark) if isinstance(mark, str) else None,
             mark_by=mark_by,
             citations=self.citations.get(f"{PROVIDER}/{sid}/{node_id}", ()),
+            analysing=analysing,
         )
 
     def branch_verdict(self, sid: str, tip: str, *, plan: DryRunVM | None = None, planning: bool = False) -> BranchVerdictVM:

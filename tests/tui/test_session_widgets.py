@@ -144,7 +144,7 @@ async def test_verdict_shows_reasons_evidence_and_dry_run(state):
         panel = app.query_one(BranchVerdict)
         vm = panel.vm
         assert vm.tip == "b00000000002_reply" and vm.verdict == "unwritten"
-        text = str(panel.render())
+        text = panel.plain
         assert "archived_branch" in text and "branches.b00000000002_reply.archived = true" in text
         assert vm.plan is not None and vm.plan.turns == 2 and vm.plan.tokens == 20
         assert "2 turns, 20 tokens, 1 batch" in text

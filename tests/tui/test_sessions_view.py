@@ -187,3 +187,65 @@ async def test_dry_run_follows_the_selection_and_drops_stale_answers(fixture_cop
         waiting = screen.sessions.branch_verdict(SID, second, planning=True)
         assert "computing the dry run" in verdict_text(waiting).plain
         assert "computing the dry run" not in verdict_text(vm).plain
+
+
+@pytest.mark.anyio
+async def test_a_big_session_paints_before_its_reasons(fixture_copy, monkeypatch):
+    """Above the inline limit the list and graph paint from the one-pass overview and the
+    node detail and verdict panel say "analysing…" until the explanation worker is done; then
+    they show what the inline path shows, and `w` waits for it."""
+    from dataclasses import replace
+
+    from memory_tui.tui import sessions_model
+
+    inline = make_app(fixture_copy)
+    async with inline.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, inline)
+        await pilot.press("5")
+        await pilot.pause()
+        want_rows = inline.screen.sessions.rows()
+        want_verdict = inline.screen.verdict
+        inline_detail = inline.screen.query_one("#sessions-node").vm
+
+    monkeypatch.setattr(sessions_model, "INLINE_WALKS", 0)
+    app = make_app(fixture_copy)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        gate = __import__("threading").Event()
+        real = sessions_model.SessionsModel.explain_now
+
+        def held(self):  # the worker waits until the test has looked at the "analysing" state
+            gate.wait(10)
+            return real(self)
+
+        monkeypatch.setattr(sessions_model.SessionsModel, "explain_now", held)
+        await pilot.press("5")
+        await pilot.pause()
+        screen = app.screen
+        sm = screen.sessions
+        assert not sm.explained
+        assert sm.rows() == want_rows  # the list's figures come from the overview
+        graph = screen.query_one("#sessions-graph")
+        assert graph.layout_data is not None and graph.rendered_rows > 0
+        assert "analysing" in screen.query_one("#sessions-verdict").plain
+        detail = screen.query_one("#sessions-node").vm  # the node's own facts are there at once
+        assert detail is not None and detail.analysing and detail.verdict is None and detail.reasons == ()
+        assert detail.node_id == graph.selected_node.id
+        assert replace(detail, verdict=inline_detail.verdict, tip=inline_detail.tip, reasons=inline_detail.reasons,
+                       analysing=False) == inline_detail
+        assert "analysing" in str(screen.query_one("#node-detail-body").render())
+        assert screen.verdict is None
+        await pilot.press("w")  # nothing to write yet: a notice, no job
+        assert not [w for w in app.workers if w.group == "job"]
+        gate.set()
+        for _ in range(200):
+            if screen.verdict is not None:
+                break
+            await pilot.pause(0.02)
+        assert sm.explained
+        assert screen.verdict is not None
+        assert (screen.verdict.tip, screen.verdict.reasons, screen.verdict.pending_ids) == \
+               (want_verdict.tip, want_verdict.reasons, want_verdict.pending_ids)
+        assert "analysing" not in screen.query_one("#sessions-verdict").plain
+        assert screen.query_one("#sessions-node").vm == inline_detail
+        await dry_runs_done(pilot, app)

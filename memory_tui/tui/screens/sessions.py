@@ -13,6 +13,7 @@ Everything comes from the app's model (``WorkspaceModel.sessions_view`` →
 
 from __future__ import annotations
 
+import time
 from functools import partial
 from typing import ClassVar
 
@@ -144,6 +145,7 @@ class SessionsScreen(ViewScreen):
         self.shown: tuple[str, int] | None = None  # (session, id of the SessionsModel) the graph draws
         self.verdict: BranchVerdictVM | None = None  # the verdict panel's branch (what `w` writes)
         self._plans: dict[tuple[int, str, str], DryRunVM] = {}
+        self._explaining: SessionsModel | None = None  # the model whose explanation a worker builds
 
     # ------------------------------------------------------------------ composition
     def compose_list(self) -> ComposeResult:
@@ -285,12 +287,53 @@ class SessionsScreen(ViewScreen):
 
     @on(SessionGraph.NodeSelected, "#sessions-graph")
     def _node_selected(self, message: SessionGraph.NodeSelected) -> None:
+        self._show_node(message.session_id, message.node.id)
+
+    def _show_node(self, sid: str, nid: str) -> None:
         sm = self.sessions
         if sm is None:
             return
-        sid, nid = message.session_id, message.node.id
-        self.query_one(NodeDetail).show(sm.node_detail(sid, nid) if nid in sm.session(sid).session.nodes else None)
+        known = nid in sm.session_data(sid).nodes
+        if not sm.explained:
+            # A big session: the list and graph painted from the overview; the reasons follow.
+            self.verdict = None
+            self.query_one(NodeDetail).show(sm.node_detail(sid, nid) if known else None)
+            self.query_one(BranchVerdict).show_analysing()
+            if self._explaining is not sm:
+                self._explaining = sm
+                self._start_explain(sm, time.monotonic())
+            return
+        self.query_one(NodeDetail).show(sm.node_detail(sid, nid) if known else None)
         self._show_verdict(sm, sid, sm.tip_for(sid, nid))
+
+    # The explanation of a big session (every tip's reasons: about a second for 325 tips over
+    # 10 000 nodes) is built in a worker started after the graph's first paint, so it never
+    # delays that paint; the node detail and verdict panel say "analysing…" until it is in.
+    def _start_explain(self, sm: SessionsModel, since: float, painted: bool = False) -> None:
+        if self.sessions is not sm:
+            return
+        graph = self.query_one(ScreenGraph)
+        # The worker shares the interpreter (the GIL) with the UI: it starts once the graph's
+        # rows are drawn and the screen has had a moment to finish its first frame (unless the
+        # graph is not drawn at all: hidden or no room, then after 1 s).
+        if not painted and time.monotonic() - since < 1.0:
+            self.set_timer(0.02 if not graph.painted else 0.1, partial(self._start_explain, sm, since, graph.painted))
+            return
+        self._compute_explanation(sm)
+
+    # An error here is a bug, as it was on the UI thread: it ends the app with its traceback.
+    @work(thread=True, exclusive=True, group="sessions-explain", description="sessions-explain")
+    def _compute_explanation(self, sm: SessionsModel) -> None:
+        sm.explain_now()
+        self.app.call_from_thread(self._explained, sm)
+
+    def _explained(self, sm: SessionsModel) -> None:
+        if self.sessions is not sm:
+            return  # a reload replaced the model; its own explanation follows
+        graph = self.query_one(ScreenGraph)
+        node = graph.selected_node
+        if graph.session_id is not None and node is not None:
+            self._show_node(graph.session_id, node.id)
 
     @on(NodeDetail.RecordJump)
     async def _record_jump(self, message: NodeDetail.RecordJump) -> None:
@@ -334,6 +377,10 @@ class SessionsScreen(ViewScreen):
 
     def action_write_branch(self) -> None:
         vm = self.verdict
+        sm = self.sessions
+        if vm is None and sm is not None and not sm.explained:
+            self.notify("The session's branches are still being analysed.", severity="information")
+            return
         if vm is None:
             self.notify("Select a node of a branch first.", severity="information")
             return

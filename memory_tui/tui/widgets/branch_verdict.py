@@ -10,6 +10,8 @@ Public API::
 
 from __future__ import annotations
 
+from rich.console import Group
+from rich.padding import Padding
 from rich.text import Text
 from textual.binding import Binding
 from textual.message import Message
@@ -26,45 +28,73 @@ VERDICT_GLYPHS = {
 VERDICT_STYLE = {"written": "bold green", "partly written": "bold yellow", "unwritten": "bold red", "nothing to write": "bold"}
 
 
-def verdict_text(vm: BranchVerdictVM, *, ascii: bool = False) -> Text:
-    out = Text()
+def analysing_text(ascii: bool = False) -> Text:
+    """What the verdict panel and node detail say while a big session's reasons are computed."""
+    return Text(f"analysing the session's branches{'...' if ascii else '…'} (the verdict and its reasons follow)", "dim")
+
+
+def verdict_lines(vm: BranchVerdictVM, *, ascii: bool = False) -> list[tuple[int, Text]]:
+    """The panel as ``(indent, line)`` pairs: a line wider than the panel wraps under its own
+    first character (a reason's continuation hangs under the reason, not at the margin)."""
+    lines: list[tuple[int, Text]] = []
+
+    def add(indent: int, *parts: tuple[str, str]) -> None:
+        lines.append((indent, Text.assemble(*parts)))
+
     glyph = VERDICT_GLYPHS[ascii].get(vm.verdict, "?")
-    out.append(f"{glyph} {vm.verdict}", VERDICT_STYLE.get(vm.verdict, "bold"))
     tags = [t for t, on in (("head", vm.is_head), ("archived", vm.archived), ("unlisted", not vm.listed)) if on]
-    out.append(f"  tip {vm.tip}" + (f" [{', '.join(tags)}]" if tags else ""), "dim")
-    out.append(f"\n{vm.summary}\n")
+    add(0, (f"{glyph} {vm.verdict}", VERDICT_STYLE.get(vm.verdict, "bold")),
+        (f"  tip {vm.tip}" + (f" [{', '.join(tags)}]" if tags else ""), "dim"))
+    add(0, (vm.summary, ""))
     if vm.stranded_ids:
-        out.append(f"stranded: {', '.join(vm.stranded_ids)}\n")
+        add(0, (f"stranded: {', '.join(vm.stranded_ids)}", ""))
     if vm.foreign_ids:
-        out.append(f"marked by another workspace: {', '.join(vm.foreign_ids)}\n")
-    out.append("\nwhy\n", "bold underline")
+        add(0, (f"marked by another workspace: {', '.join(vm.foreign_ids)}", ""))
+    add(0)
+    add(0, ("why", "bold underline"))
     if not vm.reasons:
-        out.append("  nothing holds this branch back\n")
+        add(2, ("nothing holds this branch back", ""))
     for r in vm.reasons:
-        out.append(f"  {r.message}", "")
-        out.append(f"  [{r.code}]\n", "dim")
+        add(2, (r.message, ""), (f"  [{r.code}]", "dim"))
         for ev in r.evidence:
-            out.append(f"    {ev.line}\n", "dim")
-    out.append("\nwhat would happen now\n", "bold underline")
+            add(4, (ev.line, "dim"))
+    add(0)
+    add(0, ("what would happen now", "bold underline"))
     plan = vm.plan
     if plan is None and vm.planning:
-        out.append(f"  computing the dry run{'...' if ascii else '…'}\n", "dim")
+        add(2, (f"computing the dry run{'...' if ascii else '…'}", "dim"))
     elif plan is None:
-        out.append("  (dry run not computed)\n")
+        add(2, ("(dry run not computed)", ""))
     elif plan.reason_code:
-        out.append(f"  the write would fail: {plan.reason_code} {plan.message}\n")
+        add(2, (f"the write would fail: {plan.reason_code} {plan.message}", ""))
     elif not plan.batches:
-        out.append("  writing this branch now: nothing to write\n")
+        add(2, ("writing this branch now: nothing to write", ""))
     else:
         n = len(plan.batches)
-        out.append(f"  writing this branch now (w): {plan.turns} turns, {plan.tokens} tokens, {n} batch{'es' if n != 1 else ''}\n")
+        add(2, (f"writing this branch now (w): {plan.turns} turns, {plan.tokens} tokens, {n} batch{'es' if n != 1 else ''}", ""))
         for i, b in enumerate(plan.batches, 1):
-            out.append(f"    batch {i}: {len(b.ids)} turns, {b.tokens} tokens ({b.ids[0]} {'..' if ascii else '…'} {b.ids[-1]})\n", "dim")
+            add(4, (f"batch {i}: {len(b.ids)} turns, {b.tokens} tokens ({b.ids[0]} {'..' if ascii else '…'} {b.ids[-1]})", "dim"))
     for w in plan.warnings if plan is not None else ():
-        out.append(f"  ! {w}\n")
+        add(2, (f"! {w}", ""))
     if plan is not None and plan.batches and plan.files:
-        out.append(f"  files it would change: {len(plan.files)} (confirm shows them)\n", "dim")
+        add(2, (f"files it would change: {len(plan.files)} (confirm shows them)", "dim"))
+    return lines
+
+
+def verdict_text(vm: BranchVerdictVM, *, ascii: bool = False) -> Text:
+    """The panel as one text (the indents as spaces): what a test or a plain dump reads."""
+    out = Text()
+    for indent, line in verdict_lines(vm, ascii=ascii):
+        out.append(" " * indent)
+        out.append_text(line)
+        out.append("\n")
     return out
+
+
+def verdict_renderable(vm: BranchVerdictVM, *, ascii: bool = False) -> Group:
+    """What the panel draws: each line padded by its indent, so its wrapped part keeps it."""
+    parts = [Padding(line, (0, 0, 0, indent)) if indent else line for indent, line in verdict_lines(vm, ascii=ascii)]
+    return Group(*parts, Text(""))  # the blank line that parts it from the node detail below
 
 
 class BranchVerdict(Static, can_focus=False):
@@ -89,18 +119,28 @@ class BranchVerdict(Static, can_focus=False):
     def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
         super().__init__("", name=name, id=id, classes=classes)
         self.vm: BranchVerdictVM | None = None
+        self.plain = ""  # what the panel shows, as plain text (its lines at their indents)
 
     def show(self, vm: BranchVerdictVM | None) -> None:
         self.vm = vm
-        self.update(verdict_text(vm, ascii=self.ascii_mode) if vm is not None else "no branch selected")
+        self.plain = verdict_text(vm, ascii=self.ascii_mode).plain if vm is not None else "no branch selected"
+        self.update(verdict_renderable(vm, ascii=self.ascii_mode) if vm is not None else "no branch selected")
+
+    def show_analysing(self) -> None:
+        """The verdict is not known yet: the session's reasons are being computed."""
+        self.vm = None
+        text = analysing_text(self.ascii_mode)
+        self.plain = text.plain
+        self.update(text)
 
     def watch_ascii_mode(self) -> None:
         if self.vm is not None:
-            self.update(verdict_text(self.vm, ascii=self.ascii_mode))
+            self.plain = verdict_text(self.vm, ascii=self.ascii_mode).plain
+            self.update(verdict_renderable(self.vm, ascii=self.ascii_mode))
 
     def action_write(self) -> None:
         if self.vm is not None:
             self.post_message(self.WriteRequested(self, self.vm))
 
 
-__all__ = ["BranchVerdict", "verdict_text"]
+__all__ = ["BranchVerdict", "analysing_text", "verdict_lines", "verdict_renderable", "verdict_text"]

@@ -47,8 +47,11 @@ def detail_text(vm: NodeDetailVM, *, ascii: bool = False, show_more: bool = Fals
     if vm.time:
         out.append(f"  {vm.time}")
     out.append("\n")
-    verdict = vm.verdict or "graph root"
-    out.append(f"verdict: {verdict}" + (f" (on tip {vm.tip})" if vm.tip else "") + "\n")
+    if vm.analysing:
+        out.append(f"verdict: analysing the session's branches{'...' if ascii else '…'}\n", "dim")
+    else:
+        verdict = vm.verdict or "graph root"
+        out.append(f"verdict: {verdict}" + (f" (on tip {vm.tip})" if vm.tip else "") + "\n")
     facts: list[tuple[str, str]] = []
     for key, value in (("forked_from", vm.forked_from), ("edit_of", vm.edit_of), ("display", vm.display),
                        ("source", vm.source), ("spawned by", vm.spawn_caller)):

@@ -136,6 +136,7 @@ class SessionGraph(ScrollView, can_focus=True):
         self._generation = 0
         self._strips: OrderedDict[tuple, Strip] = OrderedDict()
         self.rendered_rows = 0  # rows built (cache misses): what a benchmark counts
+        self.painted_generation = -1  # the layout generation whose rows were last drawn
         self._center_pending = False
 
     # ------------------------------------------------------------------ data
@@ -169,6 +170,11 @@ class SessionGraph(ScrollView, can_focus=True):
         self._scroll_to_cursor(center=select is not None)
         self.refresh()
         self._post_selected()
+
+    @property
+    def painted(self) -> bool:
+        """The current layout's rows have been drawn at least once."""
+        return self.layout_data is not None and self.painted_generation == self._generation
 
     @property
     def selected_row(self) -> G.Row | None:
@@ -357,6 +363,7 @@ class SessionGraph(ScrollView, can_focus=True):
             return strip
         strip = self._build(row, width, cursor, lineage)
         self.rendered_rows += 1
+        self.painted_generation = self._generation
         self._strips[key] = strip
         if len(self._strips) > CACHE_SIZE:
             self._strips.popitem(last=False)

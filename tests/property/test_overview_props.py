@@ -1,0 +1,134 @@
+"""Property: the one-pass session overview (``sessions.overview``) gives exactly what the
+reasons engine gives, on random session DAGs: each node's graph state and the tip its best
+verdict names, and the Sessions list row's figures (pending turns and tokens over the offered
+branches, stranded, foreign, live and runtime-only tips). Where its premises fail (a
+predecessor cycle, a message id shadowed by metadata) it must say so (``None``)."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memory_tui.core.config import MemoryConfig
+from memory_tui.core.tokens import CharCounter
+from memory_tui.sessions import graph as G
+from memory_tui.sessions.marks import MARK_KEY
+from memory_tui.sessions.overview import PENDING_K, STRANDED_K, ARCHIVED_K, session_overview
+from memory_tui.sessions.reasons import WriterContext, explain_session
+from memory_tui.sessions.records import acyclic
+from memory_tui.sessions.store import load_sessions
+
+WS = "w-0000aaaa"
+SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def sessions(draw):
+    n = draw(st.integers(1, 45))
+    nodes = [{"id": "ROOT", "created_at": 0.0, "seq": 0, "role": "user", "name": "", "input": None, "output": "",
+              "caller": "", "predecessor": None, "reads": [], "metadata": {"display": "root"}}]
+    for i in range(1, n + 1):
+        back = draw(st.one_of(st.just(1), st.just(1), st.integers(1, i)))
+        pred = nodes[max(0, len(nodes) - back)]["id"]
+        role = draw(st.sampled_from(["user", "llm", "llm", "code"]))
+        meta: dict = {}
+        mark = draw(st.sampled_from([WS, WS, None, None, None, "w-ffffffff"]))
+        if mark is not None:
+            meta[MARK_KEY] = mark
+        twist = draw(st.integers(0, 29))
+        if twist < 2:
+            meta["rewound"] = True
+        elif twist < 4:
+            meta["display"] = "runtime"
+        elif twist == 4:
+            meta["covers_ids"] = ["x"]
+        elif twist == 5:
+            meta["source"] = "merge_turn"
+        elif twist == 6:
+            meta["id"] = f"shadow{i}"  # a metadata id shadowing the node's: the overview steps aside
+        text = draw(st.sampled_from(["", "hi", "a longer turn of text", "plan", "two\nlines"]))
+        nodes.append({"id": f"n{i}", "created_at": float(i), "seq": i, "role": role,
+                      "name": "bash" if role == "code" else "", "input": None, "output": text,
+                      "caller": "" if role != "code" else "ROOT", "predecessor": pred, "reads": [], "metadata": meta})
+    twist = draw(st.sampled_from(["none", "none", "none", "cycle", "dangling"]))
+    if twist != "none" and n >= 3:
+        victim = nodes[draw(st.integers(1, n))]
+        victim["predecessor"] = nodes[draw(st.integers(max(1, n - 3), n))]["id"] if twist == "cycle" else "missing"
+    ids = [x["id"] for x in nodes[1:]]
+    head = draw(st.sampled_from(ids)) if ids else None
+    archived = draw(st.lists(st.sampled_from(ids), max_size=4)) if ids else []
+    meta = {"head_id": head, "merged_heads": [], "branches": {t: {"archived": True} for t in archived}}
+    return nodes, meta
+
+
+def _reference_row(se) -> dict:
+    """The list row's figures as the Sessions model derived them from the engine's analysis."""
+    sa = se.analysis
+    pending: set[str] = set()
+    foreign: set[str] = set()
+    stranded: set[str] = set()
+    tokens = live = 0
+    offered = set(sa.forced_order)
+    for tip, ta in sa.tips.items():
+        foreign.update(r.id for r in ta.foreign)
+        stranded.update(r.id for r in ta.stranded)
+        live += not ta.archived
+        if tip in offered:
+            pending.update(r.id for r in ta.recordset.records if r.id not in ta.marked)
+            tokens = max(tokens, ta.pending_tokens)
+    return {"pending_turns": len(pending), "pending_tokens": tokens, "foreign": len(foreign),
+            "stranded": len(stranded), "live": live, "runtime_only": tuple(se.runtime_only_tips),
+            "tips": tuple(sa.tips)}
+
+
+def _reference_tip_for(se, node_id):
+    """SessionsModel.tip_for as it reads the engine's explanation."""
+    verdict = se.nodes.get(node_id)
+    if verdict is not None and verdict.tip in se.tips:
+        return verdict.tip
+    if node_id in se.tips:
+        return node_id
+    order = [se.session.head_id, *se.tips] if se.session.head_id in se.tips else list(se.tips)
+    for tip in order:
+        if any(n.id == node_id for n in se.analysis.tips[tip].chain):
+            return tip
+    return None
+
+
+@SETTINGS
+@given(shape=sessions(), threshold=st.integers(1, 60))
+def test_overview_equals_the_engine(shape, threshold):
+    nodes, meta = shape
+    with tempfile.TemporaryDirectory() as tmp:
+        state = Path(tmp)
+        sdir = state / "sessions" / "s"
+        (sdir / "history").mkdir(parents=True)
+        (sdir / ".git").mkdir()
+        for i, node in enumerate(nodes):
+            (sdir / "history" / f"{i:04d}-{node['role'][0]}-{node['id']}.json").write_text(json.dumps(node))
+        (sdir / "meta.json").write_text(json.dumps(meta))
+        session = load_sessions(state).sessions["s"]
+    counter = CharCounter()
+    ov = session_overview(session, WS, counter)
+    shadowed = any(isinstance(n["metadata"].get("id"), str) for n in nodes)
+    if ov is None:
+        assert shadowed or not acyclic(session)
+        return
+    assert acyclic(session)
+    ctx = WriterContext(workspace_id=WS, config=MemoryConfig(trigger_tokens=threshold), now=100.0)
+    se = explain_session(session, ctx, counter)
+    assert G.nodes_from_overview(ov) == G.nodes_from_session(se)
+    for nid, kind in ov.kinds.items():
+        if kind in (PENDING_K, STRANDED_K, ARCHIVED_K):
+            assert ov.best_tip[nid] == se.nodes[nid].tip, nid
+    for nid in session.nodes:
+        assert ov.tip_of.get(nid) == _reference_tip_for(se, nid), nid
+    ref = _reference_row(se)
+    got = {"pending_turns": ov.pending_turns, "pending_tokens": ov.pending_tokens, "foreign": ov.foreign,
+           "stranded": ov.stranded, "live": ov.live_tips, "runtime_only": ov.runtime_only_tips, "tips": ov.tips}
+    assert got == ref
+    assert ov.walk_total == sum(len(ta.chain) for ta in se.analysis.tips.values())
