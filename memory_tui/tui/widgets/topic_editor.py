@@ -63,7 +63,7 @@ class TopicEditor(TextArea):
 
     BINDINGS = [
         Binding("f8", "next_diagnostic", "Next error", id="editor.next_error"),
-        Binding("shift+f8", "previous_diagnostic", "Previous error", id="editor.previous_error"),
+        Binding("shift+f8", "previous_diagnostic", "Prev error", id="editor.previous_error"),
         Binding("ctrl+s", "save", "Save", id="editor.save"),
     ]
 

@@ -1,0 +1,150 @@
+"""polish (issue 10 leftovers): footers of the record views, the Topics list title, the view
+following a moved record.
+
+Each test drives the app on a private copy of the fixture and reads what is on screen.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import stat
+import sys
+from contextlib import nullcontext
+from functools import partial
+from pathlib import Path
+
+import pytest
+from action_harness import until as until_held
+from textual.widgets import Static
+from tui_helpers import make_app
+
+from memory_tui.core.gitlog import fixed_env
+from memory_tui.tui.screens.editor import EditorScreen
+from memory_tui.tui.widgets.footer import FittedFooter, choose_shown, item_width, palette_width
+
+pytestmark = pytest.mark.anyio
+until = partial(until_held, tries=2000)
+
+
+def _screen_text(app) -> str:
+    svg = app.export_screenshot()
+    rows: dict[float, list[str]] = {}
+    for y, t in re.findall(r'<text[^>]*y="([0-9.]+)"[^>]*>([^<]*)</text>', svg):
+        rows.setdefault(float(y), []).append(html.unescape(t).replace("\xa0", " "))
+    return "\n".join("".join(rows[y]) for y in sorted(rows))
+
+
+def _footer(app) -> tuple[str, list]:
+    """The footer's line as drawn, and its shown keys (the palette key apart)."""
+    line = _screen_text(app).splitlines()[-1]
+    keys = [k for k in app.screen.query_one(FittedFooter).children if hasattr(k, "key_display")]
+    shown = [k for k in keys if k.display and not k.has_class("-command-palette")]
+    for k in shown:  # whole labels only
+        assert f"{k.key_display} {k.description}" in line, (k.description, line)
+    assert line.rstrip().endswith("^p palette"), line
+    return line, shown
+
+
+def _app(state: Path, **kw):
+    app = make_app(state, **kw)
+    app.job_context_options = {"git_env": fixed_env()}
+    return app
+
+
+async def test_topics_list_title_says_where_the_core_records_are(fixture_state):
+    app = _app(fixture_state)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        m = app.model
+        screen = app.view_screens["topics"]
+        title = str(screen.query_one("#list-title", Static).render()).splitlines()
+        n_core = len(m.core.records)
+        assert n_core > 1 and not any(t.path == "topics/core.md" for t in m.topics)  # the tree leaves it out
+        # the first line counts the tree's topics only; the second says what is left out and where it is
+        assert title[0].startswith(f"{len(m.topics)} topics · {sum(t.record_count for t in m.topics)} records")
+        assert title[1] == f"+ {n_core} core records, in view 4 Core"
+        assert len(title[1]) <= 34  # one line in the 36-column sidebar
+
+
+# ---------------------------------------------------------------------- footers
+def test_choose_shown_drops_the_lowest_ranked_first_and_keeps_the_row_order():
+    widths = [10, 8, 8, 10, 11, 8]
+    # no ranks: the row is cut at the first key that does not fit
+    assert choose_shown(widths, None, 30) == [True, True, True, False, False, False]
+    # ranked: the app-wide keys (10, 20) go first; a key that fits again comes back
+    ranks = [80, 75, 74, 20, 10, 100]
+    assert choose_shown(widths, ranks, 34) == [True, True, True, False, False, True]
+    assert choose_shown(widths, ranks, 45) == [True, True, True, True, False, True]
+    # a key ranked below the default shows only when everything above it fits
+    assert choose_shown([10, 20, 5], [80, 70, 40], 20) == [True, False, False]
+
+
+async def test_footer_widths_are_what_textual_draws(fixture_state):
+    app = _app(fixture_state)
+    async with app.run_test(size=(200, 45)) as pilot:
+        await pilot.pause()
+        for view in ("topics", "recent", "core"):
+            await pilot.press({"topics": "1", "recent": "3", "core": "4"}[view])
+            await pilot.pause()
+            keys = [k for k in app.screen.query_one(FittedFooter).children if hasattr(k, "key_display")]
+            assert len(keys) > 8 and all(k.display for k in keys)  # 200 columns hold them all
+            for k in keys:
+                measure = palette_width if k.has_class("-command-palette") else item_width
+                assert k.region.width == measure(k.key_display, k.description), (k.key_display, k.region)
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)])
+async def test_record_keys_are_in_the_footers_of_topics_recent_and_core(fixture_state, size):
+    app = _app(fixture_state)
+    record_keys = ("m Move", "u Edit text", "d Delete")
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        narrow = size[0] < 100
+        # Topics: the tree first (narrow: only the tree shows, so its topic keys do)
+        line, shown = _footer(app)
+        assert "? Help" in line and "e Edit topic" in line
+        if narrow:
+            assert "D Del topic" in line and "E $EDITOR" in line
+            assert not any(k in line for k in record_keys)  # they act on records out of sight
+            await pilot.press("enter")  # the topic's records
+            await pilot.pause()
+            line, shown = _footer(app)
+        assert all(k in line for k in record_keys) and "? Help" in line, line
+        if not narrow:
+            assert "D Del topic" in line and "E $EDITOR" in line
+        for key in ("3", "4"):  # Recent, Core
+            await pilot.press("escape", key) if narrow else await pilot.press(key)
+            await pilot.pause()
+            line, shown = _footer(app)
+            assert all(k in line for k in record_keys) and "? Help" in line, (key, line)
+            assert len({k.key_display for k in shown}) == len(shown)
+
+
+def _fake_editor(tmp_path: Path, body: str) -> str:
+    script = tmp_path / "fake-editor"
+    script.write_text(f"#!{sys.executable}\nimport sys, pathlib\np = pathlib.Path(sys.argv[1])\nt = p.read_text()\n{body}\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return str(script)
+
+
+async def test_editor_footer_shows_EDITOR_and_ctrl_o_works_while_typing(fixture_state, tmp_path, monkeypatch):
+    monkeypatch.delenv("VISUAL", raising=False)
+    monkeypatch.setenv("EDITOR", _fake_editor(tmp_path, "p.write_text(t.replace('short answers', 'brief answers'))"))
+    app = _app(fixture_state)
+    app.editor_suspend = nullcontext  # headless drivers cannot suspend; the editor process itself is real
+    async with app.run_test(size=(80, 24)) as pilot:
+        topics = app.view_screens["topics"]
+        topics.reveal_topic("topics/people/ada.md")
+        await pilot.pause()
+        await pilot.press("e")
+        await until(pilot, lambda: isinstance(app.screen, EditorScreen))
+        await pilot.pause()
+        line, _ = _footer(app)
+        for label in ("^s Save", "esc Back", "^o $EDITOR", "f8 Next error", "? Help"):
+            assert label in line, line
+        editor = app.screen.editor
+        assert app.screen.focused is editor  # typing: E would be a letter here, ctrl+o is not
+        await pilot.press("ctrl+o")
+        await until(pilot, lambda: "brief answers" in editor.text)
+        assert editor.is_dirty and not editor.text.startswith("E")
