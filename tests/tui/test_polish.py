@@ -148,3 +148,87 @@ async def test_editor_footer_shows_EDITOR_and_ctrl_o_works_while_typing(fixture_
         await pilot.press("ctrl+o")
         await until(pilot, lambda: "brief answers" in editor.text)
         assert editor.is_dirty and not editor.text.startswith("E")
+
+
+# ---------------------------------------------------------------------- the view follows a move
+async def _close_outcome(pilot, app) -> None:
+    from memory_tui.tui.dialogs.record_change import RecordOutcomeDialog
+
+    await until(pilot, lambda: isinstance(app.screen, RecordOutcomeDialog))
+    outcome = app.screen.outcome
+    assert outcome.ok, outcome.lines()
+    await pilot.press("escape")
+    await until(pilot, lambda: app.model.revision == outcome.revision and not [w for w in app.workers if w.group == "record-follow"])
+    await pilot.pause()
+
+
+async def _move_to(pilot, app, topic: str) -> None:
+    """m on the highlighted record, the end of ``topic``'s first heading, Move; the result closed."""
+    from textual.widgets import OptionList
+
+    from memory_tui.tui.dialogs.move_picker import MovePicker
+
+    await pilot.press("m")
+    await until(pilot, lambda: isinstance(app.screen, MovePicker) and app.screen.topic_choice is not None)
+    picker = app.screen
+    picker.query_one("#topics", OptionList).highlighted = next(i for i, c in enumerate(picker.choices) if c.path == topic)
+    await pilot.pause()
+    await pilot.click("#move")
+    await _close_outcome(pilot, app)
+
+
+async def test_recent_keeps_its_cursor_on_the_moved_record_and_on_a_neighbour_after_a_delete(fixture_state):
+    from textual.widgets import OptionList
+
+    from memory_tui.tui.dialogs.record_change import ConfirmRecordDelete
+
+    app = _app(fixture_state)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await pilot.press("3")
+        await pilot.pause()
+        recent = app.view_screens["recent"]
+        lst = recent.query_one("#recent-list", OptionList)
+        assert lst.option_count > 3
+        lst.highlighted = lst.option_count - 2  # not the first row: a plain reload lands there
+        await pilot.pause()
+        rec = recent.selected_record()
+        topic = next(t.path for t in app.model.topics if t.path != rec.topic_path and t.records)
+        await _move_to(pilot, app, topic)
+        assert app.screen is recent
+        moved = recent.selected_record()
+        assert moved is not None and moved.memory_id == rec.memory_id and moved.topic_path == topic
+        # a delete: the record leaves the list, the row after it takes the cursor
+        rows = recent.row_record_ids()
+        i = next(i for i, mid in enumerate(rows) if i > 0 and i < len(rows) - 1 and not app.model.records[mid].backlinks)
+        lst.highlighted = i
+        await pilot.pause()
+        gone = recent.selected_record().memory_id
+        await pilot.press("d")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmRecordDelete))
+        await until(pilot, lambda: bool(app.screen.query("#delete")))
+        await pilot.click("#delete")
+        await _close_outcome(pilot, app)
+        assert gone not in recent.row_record_ids() and gone not in app.model.records
+        assert recent.selected_record().memory_id == rows[i + 1]
+
+
+async def test_core_puts_its_cursor_on_the_neighbour_when_the_record_leaves(fixture_state):
+    from textual.widgets import OptionList
+
+    app = _app(fixture_state)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await pilot.press("4")
+        await pilot.pause()
+        core = app.view_screens["core"]
+        lst = core.query_one("#core-list", OptionList)
+        rows = core.row_record_ids()
+        assert len(rows) >= 3
+        lst.highlighted = 1
+        await pilot.pause()
+        rec = core.selected_record()
+        assert rec.memory_id == rows[1]
+        topic = next(t.path for t in app.model.topics if t.records)  # out of topics/core.md
+        await _move_to(pilot, app, topic)
+        assert rec.memory_id not in core.row_record_ids()  # it left Core's list
+        assert core.selected_record().memory_id == rows[2]  # the row after it took its place
+        assert app.model.records[rec.memory_id].topic_path == topic
