@@ -232,3 +232,43 @@ async def test_core_puts_its_cursor_on_the_neighbour_when_the_record_leaves(fixt
         assert rec.memory_id not in core.row_record_ids()  # it left Core's list
         assert core.selected_record().memory_id == rows[2]  # the row after it took its place
         assert app.model.records[rec.memory_id].topic_path == topic
+
+
+# ---------------------------------------------------------------------- editor: every message on its line
+def _three_errors(committed: str) -> str:
+    """A dropped block id (line 3), uncited prose, an undefined footnote."""
+    first = committed.split("\n")[2]
+    return (committed.replace(first, first[: -len(" ^fc30e0e0")]).rstrip("\n")
+            + "\n\nAda walks every day.\n\nAda likes green tea.[^e-nowhere] ^ab12cd34\n")
+
+
+async def test_editor_shows_every_error_message_on_its_line_and_f8_highlights_it_in_the_list(fixture_state):
+    app = _app(fixture_state)
+    async with app.run_test(size=(160, 45)) as pilot:
+        app.view_screens["topics"].reveal_topic("topics/people/ada.md")
+        await pilot.pause()
+        await pilot.press("e")
+        await until(pilot, lambda: isinstance(app.screen, EditorScreen) and bool(app.screen.query("#topic-editor")))
+        screen = app.screen
+        editor = screen.editor
+        editor.text = _three_errors(editor.text)
+        await until(pilot, lambda: len(editor.diagnostics) == 3)
+        editor.move_cursor((0, 0))  # on no error: the border names none of them
+        await pilot.pause()
+        await pilot.pause()
+        rows = _screen_text(app).splitlines()
+        wrapped = editor.wrapped_document
+        lines = {d.line for d in editor.diagnostics}
+        assert len(lines) == 3  # three errors on three lines
+        for d in editor.diagnostics:
+            tail = wrapped.get_sections(d.line - 1)[-1].strip()
+            row = next(r for r in rows if tail and tail in r and "│" in r)
+            # the message after the line's text, on the same row (not only in the border or the list)
+            assert f"● {d.message[:20]}" in row.split(tail, 1)[1], (d, row)
+        # f8 goes to the next error and the list highlights it there (its whole message wraps)
+        for expected in editor.diagnostics:
+            await pilot.press("f8")
+            await pilot.pause()
+            assert editor.cursor_location[0] == expected.line - 1
+            assert screen.diagnostics_list.highlighted_option.diagnostic == expected
+        assert editor.border_subtitle and expected.code in editor.border_subtitle

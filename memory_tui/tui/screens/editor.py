@@ -100,6 +100,18 @@ class EditorScreen(Screen[None]):
     def _validated(self, answer: Validation) -> None:
         if self.editor.apply_validation(answer.seq, answer.diagnostics):
             self.diagnostics_list.set_diagnostics(answer.diagnostics)
+            self._follow_cursor()
+
+    # polish: the list highlights the error under the cursor (f8, a click, arrow keys), so
+    # a message cut at the end of its line is there in full
+    def on_text_area_selection_changed(self, event: TextArea.SelectionChanged) -> None:
+        if event.text_area is self.editor:
+            self._follow_cursor()
+
+    def _follow_cursor(self) -> None:
+        here = self.editor.cursor_diagnostics
+        if here:
+            self.diagnostics_list.show_diagnostic(here[0])
 
     def on_diagnostics_list_jump(self, message: DiagnosticsList.Jump) -> None:
         message.stop()
