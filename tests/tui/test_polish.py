@@ -1,15 +1,11 @@
-"""polish (issue 10 leftovers): footers of the record views, the Topics list title, the view
-following a moved record.
+"""polish (issue 10 leftovers): footers of the record views and the editor, the Topics list
+title, the view following a moved or deleted record, every editor error on its line.
 
 Each test drives the app on a private copy of the fixture and reads what is on screen.
 """
 
 from __future__ import annotations
 
-import html
-import re
-import stat
-import sys
 from contextlib import nullcontext
 from functools import partial
 from pathlib import Path
@@ -17,7 +13,7 @@ from pathlib import Path
 import pytest
 from action_harness import until as until_held
 from textual.widgets import Static
-from tui_helpers import make_app
+from tui_helpers import fake_editor, make_app, screen_text
 
 from memory_tui.core.gitlog import fixed_env
 from memory_tui.tui.screens.editor import EditorScreen
@@ -27,17 +23,9 @@ pytestmark = pytest.mark.anyio
 until = partial(until_held, tries=2000)
 
 
-def _screen_text(app) -> str:
-    svg = app.export_screenshot()
-    rows: dict[float, list[str]] = {}
-    for y, t in re.findall(r'<text[^>]*y="([0-9.]+)"[^>]*>([^<]*)</text>', svg):
-        rows.setdefault(float(y), []).append(html.unescape(t).replace("\xa0", " "))
-    return "\n".join("".join(rows[y]) for y in sorted(rows))
-
-
 def _footer(app) -> tuple[str, list]:
     """The footer's line as drawn, and its shown keys (the palette key apart)."""
-    line = _screen_text(app).splitlines()[-1]
+    line = screen_text(app).splitlines()[-1]
     keys = [k for k in app.screen.query_one(FittedFooter).children if hasattr(k, "key_display")]
     shown = [k for k in keys if k.display and not k.has_class("-command-palette")]
     for k in shown:  # whole labels only
@@ -121,16 +109,9 @@ async def test_record_keys_are_in_the_footers_of_topics_recent_and_core(fixture_
             assert len({k.key_display for k in shown}) == len(shown)
 
 
-def _fake_editor(tmp_path: Path, body: str) -> str:
-    script = tmp_path / "fake-editor"
-    script.write_text(f"#!{sys.executable}\nimport sys, pathlib\np = pathlib.Path(sys.argv[1])\nt = p.read_text()\n{body}\n")
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    return str(script)
-
-
 async def test_editor_footer_shows_EDITOR_and_ctrl_o_works_while_typing(fixture_state, tmp_path, monkeypatch):
     monkeypatch.delenv("VISUAL", raising=False)
-    monkeypatch.setenv("EDITOR", _fake_editor(tmp_path, "p.write_text(t.replace('short answers', 'brief answers'))"))
+    monkeypatch.setenv("EDITOR", fake_editor(tmp_path, "p.write_text(t.replace('short answers', 'brief answers'))"))
     app = _app(fixture_state)
     app.editor_suspend = nullcontext  # headless drivers cannot suspend; the editor process itself is real
     async with app.run_test(size=(80, 24)) as pilot:
@@ -256,7 +237,7 @@ async def test_editor_shows_every_error_message_on_its_line_and_f8_highlights_it
         editor.move_cursor((0, 0))  # on no error: the border names none of them
         await pilot.pause()
         await pilot.pause()
-        rows = _screen_text(app).splitlines()
+        rows = screen_text(app).splitlines()
         wrapped = editor.wrapped_document
         lines = {d.line for d in editor.diagnostics}
         assert len(lines) == 3  # three errors on three lines
