@@ -8,7 +8,10 @@ stage whose allowed references are that batch's ids. The job repeats while a pas
 something and candidates remain. No git commit (the next commit picks the files up).
 
 Report: ``{"status": "ok"|"incomplete", "candidates", "processed", "remaining", "revision"}``;
-``ok`` iff nothing remains. ``--dry-run`` lists the batches and changes no byte.
+``ok`` iff nothing remains. ``--dry-run`` lists the batches and changes no byte. The report is
+a ``BackfillReport``: a dict with exactly the spec's keys (the CLI's ``--json`` prints it as
+OpenProgram does) that also carries ``changed_files``, the topic files its writer runs
+changed, for the app's job result (polish: it listed none before).
 
 Legacy core first (§7.6): when ``topics/core.md`` is absent and a non-blank root ``core.md``
 exists, a transaction promotes it if it parses; otherwise it is archived as one trusted
@@ -35,6 +38,19 @@ LEGACY_CORE_SPEAKER = "runtime:legacy-core"
 LEGACY_CORE_DISPLAY = "Legacy core migration"
 
 BACKFILL_MESSAGE = "memory: backfill topics"
+
+
+class BackfillReport(dict):
+    """The spec's report dict; ``changed_files`` rides beside its keys, not in them, so the
+    JSON shape stays §7.6's while the app can list what the run changed."""
+
+    changed_files: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, data: dict[str, Any], changed: list[str] | tuple[str, ...] = ()) -> "BackfillReport":
+        out = cls(data)
+        out.changed_files = tuple(sorted(set(changed)))
+        return out
 
 
 def _legacy_core_text(memory_root) -> str | None:
@@ -94,6 +110,11 @@ def migrate_legacy_core(ctx: Context) -> str | None:
     record = legacy_core_record(text, tx.read_owner_principal(ctx.state_dir))
     done = append_records(root, [record], runtime_dir=ctx.layout.runtime_dir)
     return "archived" if done.written_ids else None  # archived by an earlier run: nothing new
+
+
+def _legacy_changed(legacy: str | None) -> tuple[str, ...]:
+    # a promoted root core.md became topics/core.md; an archived one is a source, not a topic
+    return ("topics/core.md",) if legacy == "promoted" else ()
 
 
 def _cited(memory_root) -> set[str]:
@@ -172,7 +193,7 @@ def backfill(ctx: Context, *, dry_run: bool = False) -> dict[str, Any]:
         out = {"status": "ok", "candidates": 0, "processed": 0, "remaining": 0, "revision": revision(root) if root.is_dir() else None}
         if legacy:
             out["legacy_core"] = legacy
-        return out
+        return BackfillReport.of(out, _legacy_changed(legacy))
     titles = _titles(ctx)
     first = candidates(root)
     text_of = lambda fr: fr.text  # noqa: E731
@@ -190,6 +211,7 @@ def backfill(ctx: Context, *, dry_run: bool = False) -> dict[str, Any]:
             "batches": [{"ids": [fr.source_id for fr in b.records], "tokens": b.tokens} for b in batches],
         }
     processed: set[str] = set()
+    changed: list[str] = list(_legacy_changed(legacy))
     error: dict[str, Any] | None = None
     try:
         ctx.checkpoint("backfill")
@@ -206,6 +228,7 @@ def backfill(ctx: Context, *, dry_run: bool = False) -> dict[str, Any]:
                     ctx.emit("backfill", len(processed), len(first), f"{len(turns)} sources, {b.tokens} tokens")
                     outcome = run_writer(ctx, task)
                     processed.update(t.source_id for t in turns)
+                    changed.extend(outcome.changed_topics)
                     changed_any = changed_any or outcome.changed
                 new_remaining = candidates(root)
                 if not changed_any or [f.source_id for f in new_remaining] == [f.source_id for f in remaining]:
@@ -237,4 +260,4 @@ def backfill(ctx: Context, *, dry_run: bool = False) -> dict[str, Any]:
         out["legacy_core"] = legacy
     if error:
         out["error"] = error
-    return out
+    return BackfillReport.of(out, changed)

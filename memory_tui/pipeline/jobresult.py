@@ -103,8 +103,10 @@ def summarize_backfill(result: Mapping[str, Any], *, revision_before: str | None
     msg = f"{result.get('processed', 0)} of {result.get('candidates', 0)} source(s) processed, {result.get('remaining', 0)} remaining"
     if result.get("legacy_core"):
         msg += f"; legacy core.md {result['legacy_core']}"
-    # backfill commits what it installed (pipeline.backfill): HEAD when the revision moved
-    return JobSummary("backfill", "backfill uncited sources", outcome, (), 0, revision_before, rev,
+    # backfill commits what it installed (pipeline.backfill): HEAD when the revision moved.
+    # Its files ride beside the spec's report keys (``BackfillReport.changed_files``).
+    changed = tuple(getattr(result, "changed_files", ()) or ())
+    return JobSummary("backfill", "backfill uncited sources", outcome, changed, 0, revision_before, rev,
                       _head(memory_root, revision_before, rev), msg)
 
 

@@ -36,12 +36,13 @@ class Command:
     priority: bool = False
     palette: bool = True
     scope: str = "app"  # "screen": the action lives on the view screens (``views`` or all)
+    footer_label: str | None = None  # polish: a shorter footer label than the palette's title
 
     def binding(self) -> Binding:
         return Binding(
             self.key,
             self.action,
-            self.title,
+            self.footer_label or self.title,
             show=self.footer,
             key_display=self.key_display,
             priority=self.priority,
@@ -99,24 +100,26 @@ COMMANDS: tuple[Command, ...] = (
     Command("job.reorganize", "R", "run_job('reorganize')", "Reorganize topics", "Preview, then run `memory-tui reorganize`", footer=False),
     Command("job.backfill", "B", "run_job('backfill')", "Backfill sources", "Preview, then run `memory-tui backfill`", footer=False),
     Command("topic.edit", "e", "edit_topic", "Edit topic", "Edit the selected topic's Markdown, checked as you type",
-            views=("topics", "core"), scope="screen", footer=False),
+            views=("topics", "core"), scope="screen"),  # polish: in the footer
     Command("job.migrate", "", "run_job('migrate')", "Migrate legacy cursors", "Preview, then run `memory-tui migrate`"),
-    # records-ui (issue 10): record changes, topic delete, $EDITOR (palette and help; footers unchanged)
+    # records-ui (issue 10): record changes, topic delete, $EDITOR. polish: in the footers too,
+    # with short labels; at 80 columns the footer keeps m/u/d and gives up app-wide keys first
+    # (RecordActions.footer_ranks)
     Command("record.move", "m", "move_record", "Move record",
             "Move the selected record: topic, heading, start/end or before/after a record (one transaction)",
-            views=("topics", "recent", "core"), scope="screen", footer=False),
+            views=("topics", "recent", "core"), scope="screen", footer_label="Move"),
     Command("record.update", "u", "update_record", "Edit record text",
             "Rewrite the selected record's text; its sources and time are kept", views=("topics", "recent", "core"),
-            scope="screen", footer=False),
+            scope="screen", footer_label="Edit text"),
     Command("record.delete", "d", "delete_record", "Delete record",
             "Delete the selected record (asks first; refused while records link to it)", views=("topics", "recent", "core"),
-            scope="screen", footer=False),
+            scope="screen", footer_label="Delete"),
     Command("topic.delete", "D", "delete_topic", "Delete topic",
             "Delete the selected topic (asks first, lists the links it would leave dangling); Core says why topics/core.md cannot go",
-            views=("topics", "core"), scope="screen", footer=False),
+            views=("topics", "core"), scope="screen", footer_label="Del topic"),
     Command("topic.external_edit", "E", "external_edit", "Edit in $EDITOR",
             "Open the selected topic (Core: topics/core.md) in $EDITOR; checked on return, saved when valid",
-            views=("topics", "core"), scope="screen", footer=False),
+            views=("topics", "core"), scope="screen", footer_label="$EDITOR"),
     # editor-jobs: the job-history panel (this run's jobs + writer-status / agent-history)
     Command("job.history", "J", "job_history", "Job history", "This run's jobs, then the persisted writer history",
             footer=False),

@@ -6,6 +6,7 @@ checks what landed on disk: topics, derived views, the revision and the git log.
 
 from __future__ import annotations
 
+import io
 import subprocess
 import threading
 from pathlib import Path
@@ -106,6 +107,18 @@ async def test_backfill_end_to_end_from_the_key(fixture_state):
         assert summary.ok, summary.to_json()
         assert summary.revision != rev
         assert summary.git_commit and _git_log(root)[0].startswith("memory: backfill")  # the commit it made
+        # polish: the files it changed are listed, the same topic files its commit holds
+        committed = subprocess.run(["git", "-C", str(root), "show", "--name-only", "--format=", summary.git_commit],
+                                   capture_output=True, text=True, check=True).stdout.split()
+        assert summary.changed_files and set(summary.changed_files) == {f for f in committed if f.startswith("topics/")}
+        from rich.console import Console
+
+        from memory_tui.tui.dialogs.job_result import summary_renderable
+
+        console = Console(width=200, record=True, file=io.StringIO())
+        console.print(summary_renderable(app.screen.summary))  # what the dialog's #summary draws
+        shown = console.export_text()
+        assert all(f in shown for f in summary.changed_files) and "none" not in shown.split("changed files")[1].split("\n")[0]
         await pilot.press("escape")
         await _until(pilot, lambda: app.model.revision == summary.revision)
         # the job-history panel: this run's job first, then what the state dir remembers
@@ -115,7 +128,8 @@ async def test_backfill_end_to_end_from_the_key(fixture_state):
         lst = panel.query_one(JobHistoryList)
         assert lst.option_count == 1 + len(panel.history.entries) and panel.history.entries
         first = str(lst.get_option_at_index(0).prompt)
-        assert first == f"✓ this run  {summary.title}: {summary.outcome.code}"
+        # polish: backfill's files count here as the other jobs' do
+        assert first == f"✓ this run  {summary.title}: {summary.outcome.code} · {len(summary.changed_files)} file(s)"
         assert any(e.stage == "backfill" or "backfill" in e.summary for e in panel.history.entries), panel.history
         await pilot.press("enter")  # this run's job: its result again
         await _until(pilot, lambda: isinstance(app.screen, JobResultDialog))

@@ -91,3 +91,26 @@ def make_source_pending(state: Path, source_id: str) -> None:
     else:  # pragma: no cover - the fixture's frames all carry a meta line
         raise AssertionError(f"no source-meta line for {source_id}")
     path.write_text("\n".join(lines), encoding="utf-8")
+
+
+def screen_text(app) -> str:
+    """polish: the screen as text rows, read from the app's SVG screenshot (what is drawn)."""
+    import html
+    import re
+
+    svg = app.export_screenshot()
+    rows: dict[float, list[str]] = {}
+    for y, t in re.findall(r'<text[^>]*y="([0-9.]+)"[^>]*>([^<]*)</text>', svg):
+        rows.setdefault(float(y), []).append(html.unescape(t).replace("\xa0", " "))
+    return "\n".join("".join(rows[y]) for y in sorted(rows))
+
+
+def fake_editor(tmp_path: Path, body: str) -> str:
+    """polish: an executable standing in for $EDITOR: ``body`` is Python run on the file it gets."""
+    import stat
+    import sys
+
+    script = tmp_path / "fake-editor"
+    script.write_text(f"#!{sys.executable}\nimport sys, pathlib\np = pathlib.Path(sys.argv[1])\nt = p.read_text()\n{body}\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return str(script)

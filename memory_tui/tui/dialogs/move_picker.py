@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from rich.text import Text
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.events import Resize
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, RadioButton, RadioSet
@@ -43,24 +44,38 @@ def parse_chain(text: str) -> tuple[str, ...]:
     return tuple(p for p in _CHAIN_SPLIT.split(text.strip()) if p)
 
 
+def _row(*parts: tuple[str, str]) -> Text:
+    # one line per choice: a narrow column cuts the end ("…") instead of wrapping into two
+    return Text.assemble(*parts, no_wrap=True, overflow="ellipsis", end="")
+
+
 class _TopicOption(Option):
     def __init__(self, choice) -> None:
-        # every choice is under topics/: without the prefix a path fits the column unwrapped
-        super().__init__(sanitize(choice.path.removeprefix("topics/")))
+        # the name first, its folder after it (dim): a cut loses the folder, not the name
+        folder, _, name = sanitize(choice.path.removeprefix("topics/")).rpartition("/")
+        super().__init__(_row((name.removesuffix(".md"), ""), (f"  {folder}/" if folder else "", "dim")))
         self.choice = choice
 
 
 class _SectionOption(Option):
     def __init__(self, section) -> None:
-        super().__init__(f"{chain_label(section.headings)}  ({len(section.records)})")
+        # an outline: the last heading of the chain, indented by its depth (the chain's
+        # parents are the rows above it), so a long chain is not cut where it differs
+        headings = section.headings
+        label = sanitize(headings[-1]) if headings else chain_label(headings)
+        indent = "  " * max(0, len(headings) - 1)
+        super().__init__(_row((indent + label, ""), (f"  ({len(section.records)})", "dim")))
         self.section = section
 
 
 class _AnchorOption(Option):
     def __init__(self, memory_id: str, content: str) -> None:
-        short = content if len(content) <= 60 else content[:59] + "…"
-        super().__init__(f"{memory_id}  {sanitize(short)}")
+        super().__init__(_row((memory_id, "bold"), ("  " + sanitize(" ".join(content.split())), "")))
         self.memory_id = memory_id
+
+
+NARROW = 100  # columns below which the picker fills the screen, the position row under the lists
+TINY = 60  # columns below which everything stacks in one scrolling column
 
 
 class MovePicker(ModalScreen["MoveTarget | None"]):
@@ -68,11 +83,32 @@ class MovePicker(ModalScreen["MoveTarget | None"]):
 
     DEFAULT_CSS = dialog_css("MovePicker") + """
     MovePicker > Vertical { max-width: 120; }
+    MovePicker #picker-body { height: auto; }
     MovePicker .columns { height: 16; }
     MovePicker .columns > Vertical { width: 1fr; height: 100%; }
-    MovePicker OptionList { height: 1fr; }
+    MovePicker OptionList { height: 1fr; text-wrap: nowrap; text-overflow: ellipsis; }
     MovePicker #error { color: $error; height: auto; }
     MovePicker RadioSet { width: 100%; }
+    MovePicker #position-row { height: auto; layout: vertical; }
+    /* polish: 80x24 and smaller — the whole screen, the lists side by side, the position
+       radios on one line, the anchors full width under them; the heights are set in fit() */
+    MovePicker.-narrow > Vertical { width: 100%; max-width: 100%; height: 100%; max-height: 100%; }
+    MovePicker.-narrow .dialog-title { padding: 0; }
+    MovePicker.-narrow .dialog-buttons { padding-top: 0; }
+    MovePicker.-narrow #picker-body { height: 1fr; }
+    MovePicker.-narrow .columns { layout: grid; grid-size: 2; grid-columns: 1fr 1fr; grid-rows: auto; height: auto; }
+    MovePicker.-narrow .columns > Vertical { height: auto; }
+    MovePicker.-narrow #col-position { column-span: 2; }
+    MovePicker.-narrow OptionList { height: auto; }
+    MovePicker.-narrow .wide-only { display: none; }
+    MovePicker.-narrow #position-row { height: 1; layout: horizontal; }
+    MovePicker.-narrow #position-row Label { width: auto; padding-right: 1; }
+    MovePicker.-narrow RadioSet { layout: horizontal; width: 1fr; height: 1; }
+    MovePicker.-narrow RadioButton { width: auto; margin-right: 2; }
+    MovePicker.-tiny .columns { grid-size: 1; grid-columns: 1fr; }
+    MovePicker.-tiny #col-position { column-span: 1; }
+    MovePicker.-tiny #position-row { height: auto; layout: vertical; }
+    MovePicker.-tiny RadioSet { height: auto; }
     """
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel")]
 
@@ -87,36 +123,65 @@ class MovePicker(ModalScreen["MoveTarget | None"]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label(f"Move record {sanitize(self.memory_id)}", classes="dialog-title")
-            with Horizontal(classes="columns"):
-                with Vertical():
-                    yield Label("Topic")
-                    yield OptionList(*[_TopicOption(c) for c in self.choices], id="topics")
-                with Vertical():
-                    yield Label("Heading")
-                    yield OptionList(id="sections")
-                    yield Input(placeholder="or a new chain: A › B", id="new-headings")
-                with Vertical():
-                    yield Label("Position")
-                    with RadioSet(id="position"):
-                        for p in POSITIONS:
-                            yield RadioButton(p, value=p == "end", id=f"pos-{p}")
-                    yield Label("Anchor record (before/after)")
-                    yield OptionList(id="anchors")
+            with VerticalScroll(id="picker-body"):
+                with Horizontal(classes="columns"):
+                    with Vertical(id="col-topic"):
+                        yield Label("Topic", classes="wide-only")
+                        yield OptionList(*[_TopicOption(c) for c in self.choices], id="topics")
+                    with Vertical(id="col-heading"):
+                        yield Label("Heading", classes="wide-only")
+                        yield OptionList(id="sections")
+                        yield Input(placeholder="or a new chain: A › B", id="new-headings")
+                    with Vertical(id="col-position"):
+                        with Horizontal(id="position-row"):
+                            yield Label("Position", classes="position-label")
+                            with RadioSet(id="position"):
+                                for p in POSITIONS:
+                                    yield RadioButton(p, value=p == "end", id=f"pos-{p}")
+                        yield Label("Anchor record (before/after)", classes="wide-only")
+                        yield OptionList(id="anchors")
             yield Label("", id="error")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Cancel", id="cancel")
                 yield Button("Move", id="move", variant="primary")
 
-    def fit_columns(self, height: int) -> None:
-        # The three columns take what the dialog's other rows (title, error line, buttons,
-        # borders: 9) leave, so the buttons stay on screen in an 80x24 terminal.
-        self.query_one(".columns").styles.height = max(8, min(16, int(height * 0.9) - 9))
+    def fit(self, width: int, height: int) -> None:
+        """Lay the picker out for a ``width`` x ``height`` terminal (every resize)."""
+        narrow, tiny = width < NARROW, width < TINY
+        self.set_class(narrow, "-narrow")
+        self.set_class(tiny, "-tiny")
+        lists = {name: self.query_one(f"#{name}", OptionList) for name in ("topics", "sections", "anchors")}
+        titles = {"topics": "Topic", "sections": "Heading", "anchors": "Anchor record (before/after)"}
+        for name, lst in lists.items():
+            lst.border_title = titles[name] if narrow else None
+        self.query_one("#new-headings", Input).compact = narrow
+        self.query_one("#position", RadioSet).compact = narrow
+        if not narrow:
+            # The three columns take what the dialog's other rows (title, error line,
+            # buttons, borders: 9) leave, so the buttons stay on screen.
+            self.query_one(".columns").styles.height = max(8, min(16, int(height * 0.9) - 9))
+            for lst in lists.values():
+                lst.styles.height = "1fr"
+            return
+        self.query_one(".columns").styles.height = "auto"
+        # The whole screen less border 2, title 1, error 1, buttons 3 is the body; in it the
+        # side-by-side lists (+ the one-line chain input), the position line and the anchors.
+        # Below a usable size the lists keep a minimum and the body scrolls (the buttons stay).
+        body = height - 7
+        if tiny:
+            each = max(5, (body - 2) // 3)
+            heights = {"topics": each, "sections": each, "anchors": max(4, body - 2 - 2 * each)}
+        else:
+            top = max(5, (body - 2 + 1) // 2)
+            heights = {"topics": top + 1, "sections": top, "anchors": max(4, body - 2 - top)}
+        for name, lst in lists.items():
+            lst.styles.height = heights[name]
 
     def on_resize(self, event: Resize) -> None:
-        self.fit_columns(event.size.height)
+        self.fit(event.size.width, event.size.height)
 
     def on_mount(self) -> None:
-        self.fit_columns(self.app.size.height)  # before the first layout, not only on a resize
+        self.fit(self.app.size.width, self.app.size.height)  # before the first layout, not only on a resize
         topics = self.query_one("#topics", OptionList)
         index = next((i for i, c in enumerate(self.choices) if c.path == self.start_topic), 0)
         if self.choices:

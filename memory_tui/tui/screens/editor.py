@@ -17,11 +17,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import Footer, Label, TextArea
+from textual.widgets import Label, TextArea
 
 from ..dialogs.unsaved import UnsavedDialog
 from ..editor_model import Validation, read_topic_text, save_topic_text, validate_topic_text
 from ..widgets.diagnostics_list import DiagnosticsList
+from ..widgets.footer import FittedFooter
 from ..widgets.topic_editor import TopicEditor
 
 
@@ -31,9 +32,13 @@ class EditorScreen(Screen[None]):
         # ``[``/``]`` type text inside the editor (footnotes ``[^e1]``); outside it they jump.
         Binding("right_square_bracket", "next_error", "Next error", id="editor.next_error_outside", show=False),
         Binding("left_square_bracket", "previous_error", "Previous error", id="editor.previous_error_outside", show=False),
-        # records-ui (issue 10): E hands the buffer to $EDITOR (outside the text area, where E types)
-        Binding("E", "external_edit", "$EDITOR", id="editor.external_edit", show=False),
+        # records-ui (issue 10): E hands the buffer to $EDITOR (outside the text area, where E
+        # types). polish: ctrl+o does it from inside the text area too, so the footer can show it
+        Binding("ctrl+o,E", "external_edit", "$EDITOR", id="editor.external_edit"),
     ]
+    # polish: what the footer keeps when 80 columns cannot hold every key (FittedFooter)
+    FOOTER_RANKS = {"help": 100, "save": 95, "leave": 90, "next_diagnostic": 85, "external_edit": 80,
+                    "previous_diagnostic": 70, "reload": 20, "quit": 10}
     DEFAULT_CSS = """
     EditorScreen #editor-title { height: 1; text-style: bold; padding: 0 1; }
     EditorScreen Horizontal { height: 1fr; }
@@ -62,7 +67,10 @@ class EditorScreen(Screen[None]):
         with Horizontal():
             yield TopicEditor(self._text, path=self.path, ascii=self.ascii, id="topic-editor")
             yield DiagnosticsList(id="diagnostics")
-        yield Footer()
+        yield FittedFooter()
+
+    def footer_ranks(self) -> dict[str, int]:
+        return self.FOOTER_RANKS
 
     def on_mount(self) -> None:
         self.editor.mark_saved(self._text, self._revision)
@@ -92,6 +100,18 @@ class EditorScreen(Screen[None]):
     def _validated(self, answer: Validation) -> None:
         if self.editor.apply_validation(answer.seq, answer.diagnostics):
             self.diagnostics_list.set_diagnostics(answer.diagnostics)
+            self._follow_cursor()
+
+    # polish: the list highlights the error under the cursor (f8, a click, arrow keys), so
+    # a message cut at the end of its line is there in full
+    def on_text_area_selection_changed(self, event: TextArea.SelectionChanged) -> None:
+        if event.text_area is self.editor:
+            self._follow_cursor()
+
+    def _follow_cursor(self) -> None:
+        here = self.editor.cursor_diagnostics
+        if here:
+            self.diagnostics_list.show_diagnostic(here[0])
 
     def on_diagnostics_list_jump(self, message: DiagnosticsList.Jump) -> None:
         message.stop()

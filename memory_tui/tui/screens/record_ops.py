@@ -27,6 +27,19 @@ from .external_editor import hand_to_editor
 
 Change = Callable[["str | None"], ra.ActionOutcome]  # base revision -> outcome
 
+# polish: what the footer keeps longest when the row is full (``FittedFooter``; higher stays).
+# Help is the way to every other key; the record keys come next; the app-wide keys (they are
+# the same on every view, and in help and the palette) give way first.
+FOOTER_RANKS: dict[str, int] = {
+    "help": 100, "back": 95, "filter": 80,
+    "move_record": 75, "update_record": 74, "delete_record": 73,
+    "toggle_core_sources": 72, "open_record": 71, "edit_topic": 70, "goto_session": 65,
+    "delete_topic": 60, "external_edit": 60,
+    "problems": 30, "reload": 20, "quit": 10,
+}
+TOPIC_KEYS = ("edit_topic", "delete_topic", "external_edit")
+RECORD_KEYS = ("move_record", "update_record", "delete_record")
+
 
 class RecordActions:
     """Mixin for a ``CitationScreen``: the record-change actions and their flow."""
@@ -34,6 +47,20 @@ class RecordActions:
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.record_outcomes: list[ra.ActionOutcome] = []  # every outcome this screen showed (tests read it)
+        # polish: the rows around a record being moved or deleted, nearest first, so the view
+        # it was acted on from can put its cursor on a neighbour when the record leaves it
+        self._neighbours: dict[str, tuple[str, ...]] = {}
+
+    # ------------------------------------------------------------------ footer
+    def footer_ranks(self) -> dict[str, int]:
+        """``FittedFooter``'s order of what to keep. Topics with only the tree on screen (the
+        narrow list pane): the topic keys matter, the record keys act on a record out of
+        sight, so they go before the topic keys."""
+        ranks = dict(FOOTER_RANKS)
+        if getattr(self, "VIEW", "") == "topics" and getattr(self, "narrow", False) and getattr(self, "pane", "") == "list":
+            ranks.update({a: 78 - i for i, a in enumerate(TOPIC_KEYS)})
+            ranks.update({a: 42 - i for i, a in enumerate(RECORD_KEYS)})
+        return ranks
 
     # ------------------------------------------------------------------ plumbing
     def _tx_options(self) -> dict[str, Any]:
@@ -73,8 +100,8 @@ class RecordActions:
         self.record_outcomes.append(outcome)
         if outcome.ok:
             self.app.load_in_background(None)  # the new model (and new revision) for every view
-            if outcome.action == "move" and getattr(self, "VIEW", "") == "topics":
-                self.run_worker(self._follow(outcome.target), group="record-follow", exit_on_error=False)
+            if outcome.action in ("move", "delete"):
+                self.run_worker(self._follow(outcome.action, outcome.target), group="record-follow", exit_on_error=False)
 
         def chosen(retry: bool | None) -> None:
             if retry and change is not None:
@@ -82,15 +109,34 @@ class RecordActions:
 
         self.app.push_screen(RecordOutcomeDialog(outcome), chosen)
 
-    async def _follow(self, memory_id: str) -> None:
-        """Topics: once the reload is in, show the moved record where it went (another topic too)."""
+    async def _follow(self, action: str, memory_id: str) -> None:
+        """Once the reload is in, keep the cursor of the view the owner acted from on the
+        record: Topics shows a moved record where it went (another topic too); Recent and
+        Core keep their row on it, or on its nearest neighbour when it left the list."""
         loads = [w for w in self.app.workers if w.group == "load"]
         if loads:  # each load applies its model (call_from_thread) before it completes
             await self.app.workers.wait_for_complete(loads)
-        m = self.model
-        rec = m.records.get(memory_id) if m is not None else None
-        if rec is not None:
-            self.reveal(rec)  # type: ignore[attr-defined]
+        neighbours = self._neighbours.pop(memory_id, ())
+        if getattr(self, "VIEW", "") == "topics":
+            m = self.model
+            rec = m.records.get(memory_id) if m is not None and action == "move" else None
+            if rec is not None:
+                self.reveal(rec)  # type: ignore[attr-defined]
+            return
+        land = getattr(self, "land_on_record", None)
+        if land is not None:
+            self.refresh_view()  # type: ignore[attr-defined]  # the new model's rows, before the cursor moves
+            land((memory_id, *neighbours) if action == "move" else neighbours)
+
+    def remember_neighbours(self, memory_id: str) -> None:
+        """Note the rows around ``memory_id`` (the screen's ``row_record_ids``), nearest first."""
+        rows = getattr(self, "row_record_ids", None)
+        ids = list(rows()) if rows is not None else []
+        if memory_id not in ids:
+            return
+        i = ids.index(memory_id)
+        after, before = ids[i + 1:], ids[:i][::-1]
+        self._neighbours[memory_id] = tuple(after + before)  # the next row first, as a list closing a gap
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         # Something an adapter did not expect: say so, never hide it (nothing was shown yet).
@@ -112,6 +158,7 @@ class RecordActions:
         def picked(target: Any) -> None:
             if target is None:
                 return
+            self.remember_neighbours(rec.memory_id)
             self.run_change(lambda b: ra.move_record(state_dir, rec.memory_id, target, b, **kw), base)
 
         self.app.push_screen(MovePicker(choices, rec.memory_id, topic=rec.topic_path, headings=rec.headings), picked)
@@ -145,6 +192,7 @@ class RecordActions:
 
         def answered(yes: bool | None) -> None:
             if yes:
+                self.remember_neighbours(rec.memory_id)
                 self.run_change(lambda b: ra.delete_record(state_dir, rec.memory_id, b, **kw), base)
 
         self.app.push_screen(ConfirmRecordDelete(rec.memory_id, rec.content), answered)

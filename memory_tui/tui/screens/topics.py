@@ -264,8 +264,10 @@ class TopicsScreen(RecordActions, TreeList, CitationScreen):
         if self.filter_text:
             text += f" {g.dot} filter: {self.filter_text}"
         if m.core is not None and m.core.records:
-            # The CLI's `topics` lists topics/core.md too; say where its records are.
-            text += f"\ncore: {len(m.core.records)} records separately (4)"
+            # The tree and the count above leave topics/core.md out (the CLI's `topics` lists
+            # it): say plainly that its records exist and which view shows them.
+            n_core = len(m.core.records)
+            text += f"\n+ {n_core} core record{'' if n_core == 1 else 's'}, in view 4 Core"
         return Text(text, "dim")
 
     # ------------------------------------------------------------------ events

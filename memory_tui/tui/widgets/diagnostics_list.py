@@ -77,6 +77,16 @@ class DiagnosticsList(OptionList):
         self.add_options([DiagnosticOption(d) for d in self._diagnostics])
         self.border_title = f"{len(self._diagnostics)} problem(s)" if self._diagnostics else "no problems"
 
+    def show_diagnostic(self, diagnostic: Diagnostic) -> bool:
+        """Highlight ``diagnostic``'s entry (scrolled into view) without jumping to it: the
+        editor's cursor is already there (polish: the list follows the cursor)."""
+        index = next((i for i, d in enumerate(self._diagnostics) if d == diagnostic), None)
+        if index is None:
+            return False
+        if self.highlighted != index:
+            self.highlighted = index
+        return True
+
     def _jump_to(self, index: int) -> None:
         if not self._diagnostics:
             return

@@ -1,34 +1,107 @@
-"""The footer, fitted: a binding that does not fit whole is left out, never cut mid-label."""
+"""The footer, fitted: a binding that does not fit whole is left out, never cut mid-label.
+
+Textual's Footer lays bindings out in a row and lets the docked palette key cover the last
+ones, so at 40 columns a label reads "Go to|^p palette". ``FittedFooter`` decides which
+bindings show before they are drawn: every binding's width follows from its key and label
+(the footer's own padding rules, ``item_width``), so the choice is a pure function of the
+terminal width and the screen's bindings — the same on every run, also under a modal
+(polish: the earlier version fitted on a later refresh, so a snapshot taken under a dialog
+caught the row half fitted).
+
+Which bindings go first when the row is full: without ranks, the last ones (the row is cut
+at the first binding that does not fit). A screen may rank its actions
+(``footer_ranks()`` → ``{action: rank}``, higher stays longer, unlisted actions rank
+``DEFAULT_RANK``): the lowest-ranked go first, later before earlier, and the rest keep
+their order; a key that made room for nothing comes back if it fits after all (unless
+ranked below the default). The record views use this to keep ``m``/``u``/``d`` and ``? Help`` at 80
+columns while app-wide keys (reload, problems, quit) give way. Every binding stays in
+``?`` (help) and the palette.
+"""
 
 from __future__ import annotations
 
+from typing import Any, Iterable, Mapping
+
+from rich.cells import cell_len
+from textual.events import Resize
+from textual.widget import Widget
 from textual.widgets import Footer
+
+DEFAULT_RANK = 50
+
+# Footer.DEFAULT_CSS: a key is drawn " k " (padding 0 1) then "label " (padding 0 1 0 0); in
+# compact mode "k" then " label" with a right margin of 1. (tests/tui/test_polish.py checks
+# these widths against the drawn regions.)
+
+
+def item_width(key_display: str, description: str, *, compact: bool = False) -> int:
+    """Cells one footer key takes (margins included)."""
+    if not description:
+        return cell_len(key_display) + (1 if compact else 0)
+    if compact:
+        return cell_len(key_display) + 1 + cell_len(description) + 1
+    return 1 + cell_len(key_display) + 1 + cell_len(description) + 1
+
+
+def palette_width(key_display: str, description: str, *, compact: bool = False) -> int:
+    """The docked palette key: its border takes the cell of its left padding."""
+    return item_width(key_display, description, compact=compact)
+
+
+def choose_shown(widths: list[int], ranks: list[int] | None, room: int) -> list[bool]:
+    """Which of the items (in row order, ``widths`` cells each) show in ``room`` cells."""
+    if ranks is None:
+        shown, used = [], 0
+        for w in widths:
+            used += w
+            shown.append(used <= room and (not shown or shown[-1]))
+        return shown
+    keep = [True] * len(widths)
+    total = sum(widths)
+    for i in sorted(range(len(widths)), key=lambda i: (ranks[i], -i)):
+        if total <= room:
+            break
+        keep[i] = False
+        total -= widths[i]
+    # A short key dropped for room that a later drop freed comes back, best-ranked first; a
+    # key ranked below the default never does (it shows only when all above it fit), so a
+    # set like m/u/d is not shown in part while better keys are missing.
+    for i in sorted((i for i in range(len(widths)) if not keep[i]), key=lambda i: (-ranks[i], i)):
+        if ranks[i] >= DEFAULT_RANK and total + widths[i] <= room:
+            keep[i] = True
+            total += widths[i]
+    return keep
 
 
 class FittedFooter(Footer):
-    """Textual's Footer lays bindings out in a row and lets the docked palette key cover
-    the last ones, so at 40 columns a label reads "Go to|^p palette". After each layout
-    the bindings that reach past the free width are hidden; a resize shows them all again
-    and fits anew. Every binding stays in ? (help) and the palette."""
+    """A ``Footer`` that shows only the bindings that fit whole (see the module doc)."""
 
-    def _fit(self) -> None:
-        palette = [c for c in self.children if c.has_class("-command-palette")]
-        limit = palette[0].region.x if palette else self.region.right
-        hiding = False
-        for child in self.children:
-            if child in palette:
-                continue
-            hiding = hiding or child.region.right > limit
-            child.display = not hiding
+    def _ranks(self) -> Mapping[str, int] | None:
+        ranks = getattr(self.screen, "footer_ranks", None)
+        return ranks() if callable(ranks) else None
 
-    def _refit(self) -> None:
-        for child in self.children:
-            child.display = True
-        self.call_after_refresh(self._fit)
+    def fit(self, width: int) -> None:
+        self._fit_keys(self.children, width)
 
-    def on_resize(self) -> None:
-        self.call_after_refresh(self._refit)
+    def _fit_keys(self, children: Iterable[Widget], width: int) -> None:
+        # Textual exports no FooterKey name; a key is what carries a key_display
+        keys: list[Any] = [c for c in children if hasattr(c, "key_display") and hasattr(c, "action")]
+        palette = [k for k in keys if k.has_class("-command-palette")]
+        items = [k for k in keys if k not in palette]
+        compact = self.compact
+        room = width - sum(palette_width(k.key_display, k.description, compact=compact) for k in palette)
+        widths = [item_width(k.key_display, k.description, compact=compact) for k in items]
+        ranks = self._ranks()
+        order = None if ranks is None else [ranks.get(k.action, DEFAULT_RANK) for k in items]
+        for key, show in zip(items, choose_shown(widths, order, room)):
+            key.display = show
 
-    async def recompose(self) -> None:
-        await super().recompose()
-        self.call_after_refresh(self._fit)
+    def compose(self):
+        # Decided before the keys are mounted: nothing is drawn that a later pass hides.
+        keys = list(super().compose())
+        width = self.size.width or self.app.size.width
+        self._fit_keys(keys, width)
+        yield from keys
+
+    def on_resize(self, event: Resize) -> None:
+        self.fit(event.size.width)

@@ -1,9 +1,11 @@
 """A topic editor: a ``TextArea`` that shows every validation diagnostic on its line.
 
-* Each line with a diagnostic gets a mark in the gutter (after the line number) and its
-  text from the diagnostic's column on styled as an error (``get_line`` is TextArea's hook
-  for styling a line's spans). The diagnostics of the cursor's line are shown in the
-  border subtitle, so moving onto an error reads its message.
+* Each line with a diagnostic gets a mark in the gutter (after the line number), its text
+  from the diagnostic's column on styled as an error (``get_line`` is TextArea's hook for
+  styling a line's spans), and its message after the text, in the blank on the right of the
+  line's last row (polish; cut to the room there). The diagnostics of the cursor's line are
+  shown in the border subtitle too, and the screen highlights them in the diagnostics list,
+  where the whole message wraps.
 * ``f8`` / ``shift+f8`` go to the next / previous diagnostic. (``[`` and ``]`` are kept for
   typing — Markdown citations need them — so the bracket keys live on the diagnostics
   list and on the screen, which call ``next_diagnostic`` / ``previous_diagnostic``.)
@@ -23,6 +25,7 @@ import importlib.util
 from dataclasses import dataclass
 from typing import Iterable
 
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -40,6 +43,9 @@ from ..editor_model import Diagnostic
 DEBOUNCE_SECONDS = 0.3
 ERROR_STYLE = Style(color="red", underline=True)
 MARK_STYLE = Style(color="red", bold=True)
+ANNOTATION_STYLE = Style(color="red", italic=True)
+ANNOTATION_GAP = 2  # cells between a line's text and its message
+MIN_ANNOTATION = 12  # less room than this after the text: no message on the line (the list has it)
 MARK = "●"
 ASCII_MARK = "!"
 
@@ -63,7 +69,7 @@ class TopicEditor(TextArea):
 
     BINDINGS = [
         Binding("f8", "next_diagnostic", "Next error", id="editor.next_error"),
-        Binding("shift+f8", "previous_diagnostic", "Previous error", id="editor.previous_error"),
+        Binding("shift+f8", "previous_diagnostic", "Prev error", id="editor.previous_error"),
         Binding("ctrl+s", "save", "Save", id="editor.save"),
     ]
 
@@ -290,17 +296,50 @@ class TopicEditor(TextArea):
 
     def render_line(self, y: int) -> Strip:
         strip = super().render_line(y)
-        if not self._by_row or not self.show_line_numbers:
+        if not self._by_row:
             return strip
         absolute = y + self.scroll_offset.y
         wrapped = self.wrapped_document
         if absolute >= wrapped.height:
             return strip
         row, _ = wrapped.offset_to_location(Offset(0, absolute))
-        if row not in self._by_row or wrapped.location_to_offset((row, 0)).y != absolute:
+        diags = self._by_row.get(row)
+        if not diags:
             return strip
+        first = wrapped.location_to_offset((row, 0)).y
+        if absolute == first + len(wrapped.get_sections(row)) - 1:
+            strip = self._annotate(strip, diags)
         gutter = self.gutter_width
-        if gutter < 2 or strip.cell_length <= gutter:
+        if absolute != first or not self.show_line_numbers or gutter < 2 or strip.cell_length <= gutter:
             return strip
         mark = Strip([Segment(ASCII_MARK if self.ascii else MARK, MARK_STYLE)], 1)
         return Strip.join([strip.crop(0, gutter - 2), mark, strip.crop(gutter - 1, strip.cell_length)])
+
+    def annotation(self, diags: Iterable[Diagnostic]) -> str:
+        """What is drawn after the text of a line with ``diags`` (where room allows)."""
+        # the plain message first (the code is in the list and the border): a cut loses the
+        # rule's wording, not what is wrong
+        def one(d: Diagnostic) -> str:
+            where = f"{sanitize(d.path)}: " if d.path else ""
+            rule = f" [{sanitize(d.rule)}]" if d.rule and d.rule not in d.message else ""
+            return f"{where}{sanitize(d.message)}{rule}"
+
+        return f"{ASCII_MARK if self.ascii else MARK} " + " · ".join(one(d) for d in diags)
+
+    def _annotate(self, strip: Strip, diags: tuple[Diagnostic, ...]) -> Strip:
+        # polish: every error's message at the end of its line (the last row of a wrapped
+        # line), in the blank after the text, cut with "…" to the room there; the full text
+        # is in the diagnostics list, which follows the cursor.
+        text = "".join(segment.text for segment in strip)
+        start = cell_len(text.rstrip()) + ANNOTATION_GAP
+        room = strip.cell_length - start - 1
+        if room < MIN_ANNOTATION:
+            return strip
+        shown = Text(self.annotation(diags))
+        shown.truncate(room, overflow="ellipsis")
+        segments = list(strip)
+        base = segments[-1].style if segments else None
+        style = (base or Style()) + ANNOTATION_STYLE
+        note = Strip([Segment(shown.plain, style)], shown.cell_len)
+        end = start + shown.cell_len
+        return Strip.join([strip.crop(0, start), note, strip.crop(end, strip.cell_length)])
