@@ -498,6 +498,22 @@ def prune_topic(
 # The whole pass
 # ---------------------------------------------------------------------------------------------
 
+# committed topic (by identity) -> (the id set asked about, whether the topic's own block ids hold it)
+_OWN_IDS: dict[int, tuple[Topic, frozenset[str], bool]] = {}
+
+
+def _ids_own(topic: Topic, ids: frozenset[str]) -> bool:
+    """``ids`` are all block ids of ``topic`` itself (so of any tree holding it): the
+    passthrough test without looking up every file's ids among every id of the workspace."""
+    hit = _OWN_IDS.get(id(topic))
+    if hit is not None and hit[0] is topic and hit[1] is ids:
+        return hit[2]
+    value = ids <= frozenset(u.memory_id for u in topic.units)
+    if len(_OWN_IDS) > 50_000:
+        _OWN_IDS.clear()
+    _OWN_IDS[id(topic)] = (topic, ids, value)
+    return value
+
 
 def normalize_tree(
     staged: Mapping[str, str | None],
@@ -565,7 +581,9 @@ def normalize_tree(
             if committed_texts.get(path) != text or memo(path, text, has_local_label):
                 continue
             ids = memo(path, text, _text_line_end_ids)
-            if ids <= committed_set and (proven_canonical is None or proven_canonical(path, text)):
+            own = committed_tree.topic(path) if committed_tree is not None else None
+            if ((own is not None and _ids_own(own, ids)) or ids <= committed_set) and (
+                    proven_canonical is None or proven_canonical(path, text)):
                 passthrough.add(path)
     order = [p for p in order_all if p not in passthrough]
     work: dict[str, list[str]] = {p: split_lines(live[p]) for p in order}

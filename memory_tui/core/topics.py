@@ -968,15 +968,21 @@ def reassemble_tree(previous: TopicTree, parsed: Iterable[Topic]) -> TopicTree:
         return assemble_tree(parsed)
     if not added and not gone:  # the same topics: the same tree, if in the same order
         return previous if all(a is b for a, b in zip(parsed, previous.topics)) else assemble_tree(parsed)
+    # Ids that stay (a reword keeps every id) are overwritten in place and only ids that go are
+    # deleted: a dict without deleted slots is copied by one memcpy next time, one with them
+    # entry by entry (ten times slower on 80 000 ids).
     index = dict(previous._index)
-    for topic in gone:
-        for unit in topic.units:
-            del index[unit.memory_id]
+    leaving = {unit.memory_id for topic in gone for unit in topic.units}
+    arriving: dict[str, Unit] = {}
     for topic in added:
         for unit in topic.units:
-            if unit.memory_id in index:  # a duplicate: the full rules decide what it means
-                return assemble_tree(parsed)
-            index[unit.memory_id] = unit
+            mid = unit.memory_id
+            if mid in arriving or (mid in index and mid not in leaving):
+                return assemble_tree(parsed)  # a duplicate: the full rules decide what it means
+            arriving[mid] = unit
+    for mid in leaving - arriving.keys():
+        del index[mid]
+    index.update(arriving)
     units = tuple(u for topic in parsed for u in topic.units) if len(parsed) < 4 else _concat_units(parsed)
     problems = [p for topic in parsed for p in topic.problems]
     problems.sort(key=_problem_order)
@@ -984,9 +990,10 @@ def reassemble_tree(previous: TopicTree, parsed: Iterable[Topic]) -> TopicTree:
 
 
 def _concat_units(parsed: tuple[Topic, ...]) -> tuple[Unit, ...]:
-    from itertools import chain
-
-    return tuple(chain.from_iterable(t.units for t in parsed))
+    out: list[Unit] = []
+    for topic in parsed:
+        out.extend(topic.units)
+    return tuple(out)
 
 
 def raise_for_problems(problems: Iterable[Problem]) -> None:

@@ -283,7 +283,7 @@ class WorkspaceCache:
         self._order_covered: tuple[TopicTree, object] | None = None
         self._proven_now: dict[str, tuple[str, object]] = {}  # rel -> (text object, token) proven
         # the last tree's parses: (archive token, its paths in the order given, path -> (text, topic), topics)
-        self._last_parsed: tuple[object, tuple[str, ...], dict[str, tuple[str, Topic]], list[Topic]] | None = None
+        self._last_parsed: tuple[object, tuple[str, ...], dict[str, tuple[str, Topic, bool]], list[Topic]] | None = None
         # the last block-id locations: ({rel: (text, its file ids)}, id -> rel, no id in two files)
         self._locations: tuple[dict[str, tuple[str, tuple[str, ...]]], dict[str, str], bool] | None = None
         self._disk_loaded = False
@@ -307,6 +307,7 @@ class WorkspaceCache:
             if last is not None and last[0] == stamps:
                 return last[1]
             chain = self._chain
+            base = os.fspath(self.root)
             items = list(stamps.items())
             now = time.time_ns()
             i = 0
@@ -320,7 +321,7 @@ class WorkspaceCache:
                         break
                 else:
                     try:
-                        data = (self.root / rel).read_bytes()
+                        data = _read(base, rel)
                     except OSError:
                         break
                     if hashlib.sha256(data).hexdigest() != check:
@@ -331,7 +332,7 @@ class WorkspaceCache:
             digest = chain[i - 1][3].copy() if i else hashlib.sha256()
             kept = chain[:i]
             for rel, st in items[i:]:
-                data = (self.root / rel).read_bytes()
+                data = _read(base, rel)
                 digest.update(rel.encode("utf-8"))
                 digest.update(b"\x00")
                 digest.update(data)
@@ -404,19 +405,22 @@ class WorkspaceCache:
             return where_old
         where = dict(where_old)
         files = dict(files_old)
+        leaving: dict[str, str] = {}
         for rel in (*changed, *removed):
             old = files.pop(rel, None)
             if old is not None:
-                for bid in old[1]:
-                    if where.get(bid) == rel:
-                        del where[bid]
+                leaving.update((bid, rel) for bid in old[1])
+        arriving: dict[str, str] = {}
         for rel in changed:
             ids = self.file_ids(rel, texts[rel])
             for bid in ids:
-                owner = where.setdefault(bid, rel)
-                if owner != rel:
+                if arriving.setdefault(bid, rel) != rel or (bid in where and bid not in leaving):
                     return None  # an id in two files: the first in tree order wins, decided in full
             files[rel] = (texts[rel], ids)
+        # ids that stay are overwritten in place, only ids that go are deleted (see reassemble_tree)
+        for bid in leaving.keys() - arriving.keys():
+            del where[bid]
+        where.update(arriving)
         with self.lock:
             self._locations = (files, where, True)
         return where
@@ -608,7 +612,14 @@ class WorkspaceCache:
         topics = derive("tree topics", lambda: self._topics_since_last(texts, index, token, shas), full,
                         lambda a, b: len(a) == len(b) and all(x is y or (not x.ok and x == y) for x, y in zip(a, b)))
         with self.lock:
-            self._last_parsed = (token, tuple(texts), {t.path: (texts[t.path], t) for t in topics}, topics)
+            last = self._last_parsed
+            seen_before = last[2] if last is not None else {}
+            seen: dict[str, tuple[str, Topic, bool]] = {}
+            for t in topics:
+                hit = seen_before.get(t.path)
+                text = texts[t.path]
+                seen[t.path] = hit if hit is not None and hit[1] is t and hit[0] is text else (text, t, t.ok)
+            self._last_parsed = (token, tuple(texts), seen, topics)
         # The tree is a function of its topics alone: the baseline of an edit is the tree the
         # previous edit installed (the same parses), so it is not assembled again.
         with self.lock:
@@ -647,7 +658,7 @@ class WorkspaceCache:
         for rel in order:
             text = texts[rel]
             hit = seen.get(rel)
-            if hit is not None and (hit[0] is text or hit[0] == text) and hit[1].ok:
+            if hit is not None and hit[2] and (hit[0] is text or hit[0] == text):
                 known = keys.get(rel)
                 if known is not None and known[0] is hit[1]:
                     out.append(hit[1])
@@ -871,6 +882,13 @@ class WorkspaceCache:
                 pass
 
 
+
+
+def _read(base: str, rel: str) -> bytes:
+    # plain ``open``: the revision reads every file after the first changed one, and a Path
+    # per file costs as much as the read of a small one
+    with open(os.path.join(base, rel), "rb") as fh:
+        return fh.read()
 
 
 _CACHES: dict[str, WorkspaceCache] = {}
