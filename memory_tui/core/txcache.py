@@ -282,6 +282,7 @@ class WorkspaceCache:
         self._derived: dict[str, tuple[Stamp, str]] = {}  # committed derived file -> (stamp, text)
         self._order_covered: tuple[TopicTree, object] | None = None
         self._proven_now: dict[str, tuple[str, object]] = {}  # rel -> (text object, token) proven
+        self._links_fast: dict[str, tuple[str, tuple, str]] = {}  # rel -> (text object, locations, rewrite)
         # the last tree's parses: (archive token, its paths in the order given, path -> (text, topic), topics)
         self._last_parsed: tuple[object, tuple[str, ...], dict[str, tuple[str, Topic, bool]], list[Topic]] | None = None
         # the last block-id locations: ({rel: (text, its file ids)}, id -> rel, no id in two files)
@@ -613,13 +614,17 @@ class WorkspaceCache:
                         lambda a, b: len(a) == len(b) and all(x is y or (not x.ok and x == y) for x, y in zip(a, b)))
         with self.lock:
             last = self._last_parsed
-            seen_before = last[2] if last is not None else {}
-            seen: dict[str, tuple[str, Topic, bool]] = {}
-            for t in topics:
-                hit = seen_before.get(t.path)
-                text = texts[t.path]
-                seen[t.path] = hit if hit is not None and hit[1] is t and hit[0] is text else (text, t, t.ok)
-            self._last_parsed = (token, tuple(texts), seen, topics)
+            keys = tuple(texts)
+            if last is not None and last[1] == keys and len(last[3]) == len(topics):
+                # the same paths: keep last call's entries, replace those whose parse or text moved
+                seen = last[2]
+                moved = [t for t, old in zip(topics, last[3]) if t is not old or seen[t.path][0] is not texts[t.path]]
+                if moved:
+                    seen = dict(seen)
+                    seen.update((t.path, (texts[t.path], t, t.ok)) for t in moved)
+            else:
+                seen = {t.path: (texts[t.path], t, t.ok) for t in topics}
+            self._last_parsed = (token, keys, seen, topics)
         # The tree is a function of its topics alone: the baseline of an edit is the tree the
         # previous edit installed (the same parses), so it is not assembled again.
         with self.lock:
@@ -728,6 +733,9 @@ class WorkspaceCache:
     def link_rewrite(self, rel: str, text: str, locations: tuple, compute) -> str:
         """``normalize.rewrite_block_links``' memo of one file: its output is a function of
         the path, the bytes and ``locations`` (the files holding the ids it may link to)."""
+        fast = self._links_fast.get(rel)
+        if fast is not None and fast[0] is text and fast[1] == locations:
+            return fast[2]  # the very text, its ids where they were: the same rewrite
         loc_key = hashlib.sha256(repr(locations).encode("utf-8", "surrogatepass")).hexdigest()[:32]
         key = (self._sha_of(rel, text), loc_key)
         hit = self._links.get(rel)
@@ -739,6 +747,7 @@ class WorkspaceCache:
             value = compute()
             store.put_derived("links", rel, key, value)
         self._links[rel] = (key, value)
+        self._links_fast[rel] = (text, locations, value)
         return value
 
     def file_ids(self, rel: str, text: str) -> tuple[str, ...]:
@@ -828,6 +837,7 @@ class WorkspaceCache:
         self._topic_keys = {k: v for k, v in self._topic_keys.items() if k in live}
         self._memo = {k: v for k, v in self._memo.items() if k[0] in live}
         self._links = {k: v for k, v in self._links.items() if k in live}
+        self._links_fast = {k: v for k, v in self._links_fast.items() if k in live}
         self._kept = {k: v for k, v in self._kept.items() if k[1] in live}
         self._proven_now = {k: v for k, v in self._proven_now.items() if live.get(k) is v[0]}
 
