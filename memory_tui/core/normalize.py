@@ -509,8 +509,6 @@ def _ids_own(topic: Topic, ids: frozenset[str]) -> bool:
     if hit is not None and hit[0] is topic and hit[1] is ids:
         return hit[2]
     value = ids <= frozenset(u.memory_id for u in topic.units)
-    if len(_OWN_IDS) > 50_000:
-        _OWN_IDS.clear()
     _OWN_IDS[id(topic)] = (topic, ids, value)
     return value
 
@@ -574,6 +572,8 @@ def normalize_tree(
 
     live = {p: t for p, t in inputs.items() if t is not None}
     order_all = sorted(live, key=topic_sort_key)
+    if committed_tree is not None:
+        _keep_only(_OWN_IDS, committed_tree.topics)
     passthrough: set[str] = set()
     if assume_committed_normal:
         for path in order_all:
@@ -929,10 +929,18 @@ def topic_link_findings(topic: Topic) -> tuple[tuple[Unit, tuple[tuple[str | Non
             lines = split_lines(topic.text)
         out.append((unit, tuple(_unit_link_findings(unit, lines))))
     value = tuple(out)
-    if len(_TOPIC_FINDINGS) > 50_000:
-        _TOPIC_FINDINGS.clear()
     _TOPIC_FINDINGS[id(topic)] = (topic, value)
     return value
+
+
+def _keep_only(memo: dict[int, tuple], topics: tuple[Topic, ...]) -> None:
+    """Drop what a per-parse memo holds for parses no longer in the tree once it is twice the
+    tree's size (an entry keeps its parse alive)."""
+    if len(memo) > 2 * len(topics) + 64:
+        live = {id(t): t for t in topics}
+        for key, value in list(memo.items()):  # one C call: safe while another thread adds
+            if live.get(key) is not value[0]:
+                memo.pop(key, None)
 
 
 def check_cross_topic_links_incremental(tree: TopicTree, *, committed: TopicTree | None = None) -> list[Problem]:
@@ -943,6 +951,7 @@ def check_cross_topic_links_incremental(tree: TopicTree, *, committed: TopicTree
     anything else takes the full check."""
     if not tree.dupfree:
         return check_cross_topic_links(tree, committed=committed)
+    _keep_only(_TOPIC_FINDINGS, tree.topics)
     problems: list[Problem] = []
     for topic in tree.topics:
         for unit, findings in topic_link_findings(topic):
