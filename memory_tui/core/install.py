@@ -582,6 +582,8 @@ def plan_install(memory_root: Path, stage_root: Path, *, compare_sources: bool =
                 changed.append(f"{name}/{rel}")
     rt = layout.runtime_name
     for name in (*FILE_TARGETS, f"{rt}/runtime.json"):
+        if _same_bytes(root / name, stage / name):
+            continue  # what the hashes below would find equal, at the cost of one compare
         old = _target_hash(root / name, "file")
         new = _target_hash(stage / name, "file")
         if old == new:
@@ -592,6 +594,23 @@ def plan_install(memory_root: Path, stage_root: Path, *, compare_sources: bool =
         if not name.startswith(rt + "/"):
             changed.append(name)
     return InstallPlan(tuple(targets), tuple(changed), tuple(kept_sparse))
+
+
+def _same_bytes(a: Path, b: Path) -> bool:
+    """Both are regular files holding the same bytes (a stage's untouched copy of a derived
+    file: ``relations.json`` and ``runtime.json`` grow with the workspace, and hashing both
+    sides of each cost more than reading and comparing them)."""
+    try:
+        sa, sb = os.stat(a), os.stat(b)
+    except OSError:
+        return False
+    if not (stat_mod.S_ISREG(sa.st_mode) and stat_mod.S_ISREG(sb.st_mode)) or sa.st_size != sb.st_size:
+        return False
+    try:
+        with open(a, "rb") as fa, open(b, "rb") as fb:
+            return fa.read() == fb.read()
+    except OSError:
+        return False
 
 
 def _plain_file(root: Path, rel: str) -> bool:

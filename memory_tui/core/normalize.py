@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Set as AbstractSet
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
@@ -35,6 +35,7 @@ from .topics import (
     MARKDOWN_LINK_RE,
     SOURCE_LINK_RE,
     SourceResolver,
+    Topic,
     TopicTree,
     Unit,
     block_id,
@@ -497,6 +498,20 @@ def prune_topic(
 # The whole pass
 # ---------------------------------------------------------------------------------------------
 
+# committed topic (by identity) -> (the id set asked about, whether the topic's own block ids hold it)
+_OWN_IDS: dict[int, tuple[Topic, frozenset[str], bool]] = {}
+
+
+def _ids_own(topic: Topic, ids: frozenset[str]) -> bool:
+    """``ids`` are all block ids of ``topic`` itself (so of any tree holding it): the
+    passthrough test without looking up every file's ids among every id of the workspace."""
+    hit = _OWN_IDS.get(id(topic))
+    if hit is not None and hit[0] is topic and hit[1] is ids:
+        return hit[2]
+    value = ids <= frozenset(u.memory_id for u in topic.units)
+    _OWN_IDS[id(topic)] = (topic, ids, value)
+    return value
+
 
 def normalize_tree(
     staged: Mapping[str, str | None],
@@ -547,23 +562,29 @@ def normalize_tree(
         committed_tree = parse_tree(committed_texts, resolve=resolve, strict=False)
     else:
         committed_tree = None
-    committed_set = set(committed_ids)
-    if committed_tree is not None:
-        committed_set |= set(committed_tree.ids)
+    committed_set: AbstractSet[str]
+    if committed_tree is not None and not committed_ids:
+        committed_set = committed_tree.id_view  # only looked up: no set of every id is built
+    else:
+        committed_set = set(committed_ids)
+        if committed_tree is not None:
+            committed_set |= set(committed_tree.ids)
 
     live = {p: t for p, t in inputs.items() if t is not None}
     order_all = sorted(live, key=topic_sort_key)
+    if committed_tree is not None:
+        _keep_only(_OWN_IDS, committed_tree.topics)
     passthrough: set[str] = set()
-    passthrough_ids: dict[str, set[str]] = {}
     if assume_committed_normal:
         for path in order_all:
             text = live[path]
-            if committed_texts.get(path) != text or _LOCAL_REF_RE.search(text):
+            if committed_texts.get(path) != text or memo(path, text, has_local_label):
                 continue
             ids = memo(path, text, _text_line_end_ids)
-            if ids <= committed_set and (proven_canonical is None or proven_canonical(path, text)):
+            own = committed_tree.topic(path) if committed_tree is not None else None
+            if ((own is not None and _ids_own(own, ids)) or ids <= committed_set) and (
+                    proven_canonical is None or proven_canonical(path, text)):
                 passthrough.add(path)
-                passthrough_ids[path] = ids
     order = [p for p in order_all if p not in passthrough]
     work: dict[str, list[str]] = {p: split_lines(live[p]) for p in order}
     problems: list[Problem] = []
@@ -586,11 +607,11 @@ def normalize_tree(
     for path in order:
         problems.extend(_strip_invented(path, work[path], committed_set))
     # Step 5.
-    used = set(committed_set)
+    # the ids taken: committed ones, every file's line-end ids (a passed-through file's are all
+    # committed) and those allocated below
+    used: set[str] = set()
     for path in order:
         used |= _line_end_ids(work[path])
-    for path in passthrough:
-        used |= passthrough_ids[path]
     block_ids: dict[str, str] = {}
     for path in order:
         lines = work[path]
@@ -608,7 +629,7 @@ def normalize_tree(
             if cites and all(is_mem_id(c) for c in cites):
                 continue
             k = 0
-            while (candidate := block_id(file_name, body, k)) in used:
+            while (candidate := block_id(file_name, body, k)) in used or candidate in committed_set:
                 k += 1
             used.add(candidate)
             lines[para.end - 1] = last.rstrip() + " ^" + candidate
@@ -718,6 +739,13 @@ def file_block_ids(text: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+def block_id_locations(texts: Mapping[str, str], file_ids: Callable[[str, str], Iterable[str]] | None = None,
+                       ) -> dict[str, str]:
+    """Where ``rewrite_block_links`` points each id: block id / mem_ id -> the topic path of
+    its first occurrence in tree order (live texts only)."""
+    return _id_locations(texts, file_ids)
+
+
 def _id_locations(texts: Mapping[str, str], file_ids: Callable[[str, str], Iterable[str]] | None = None) -> dict[str, str]:
     """Block id / mem_ id -> topic path, first occurrence in tree order (cheap: no evidence).
     ``file_ids(path, text)``: a caller's (cached) ``file_block_ids``."""
@@ -736,6 +764,8 @@ def _is_relative_link(path: str) -> bool:
 def rewrite_block_links(
     texts: Mapping[str, str | None], *, file_ids: Callable[[str, str], Iterable[str]] | None = None,
     rewritten: Callable[[str, str, tuple, Callable[[], str]], str] | None = None,
+    locations: Mapping[str, str] | None = None,
+    memo: Callable[[str, str, Callable[[str], object]], object] | None = None,
 ) -> dict[str, str | None]:
     """Point every ``[text](path#^id)`` at the current file holding ``id`` (relative to the
     linking topic, percent-encoding all but ``/._-``; same file -> ``<file>.md#^id``).
@@ -744,25 +774,40 @@ def rewrite_block_links(
     ``rewritten(path, text, locations, compute)``: a caller's memo of one file's result. The
     result is a function of the path, the text and where each id it could link to lives:
     ``locations`` is ``((id, path or None), ...)`` for every ``#^id)`` in the text (a superset
-    of the ids of its block links), so equal arguments always mean an equal result."""
-    live = {(k[7:] if k.startswith("topics/") else k): v for k, v in texts.items() if v is not None}
-    where = _id_locations(live, file_ids)
+    of the ids of its block links), so equal arguments always mean an equal result.
+
+    ``locations``: ``block_id_locations`` of the live texts, when the caller has it (kept up
+    to date from the previous call's); ``memo(path, text, fn)``: a caller's memo of per-text facts."""
+    if locations is not None:
+        where = locations
+    else:
+        where = _id_locations({(k[7:] if k.startswith("topics/") else k): v for k, v in texts.items() if v is not None},
+                              file_ids)
     out: dict[str, str | None] = {}
     for key, value in texts.items():
         path = key[7:] if key.startswith("topics/") else key
         if value is None:
             out[key] = None
             continue
-        if "#^" not in value:
+        linked = memo(path, value, _linked_ids) if memo is not None else _linked_ids(value)
+        if linked is None:
             out[key] = value
             continue
         if rewritten is None:
             out[key] = _rewrite_file(path, value, where)
             continue
-        locations = tuple((bid, where.get(bid)) for bid in sorted(set(_LINKED_ID_RE.findall(value))))
-        out[key] = rewritten(path, value, locations,
+        found = tuple((bid, where.get(bid)) for bid in linked)
+        out[key] = rewritten(path, value, found,
                              lambda path=path, value=value: _rewrite_file(path, value, where))
     return out
+
+
+def _linked_ids(text: str) -> tuple[str, ...] | None:
+    """Every id some ``#^id)`` of ``text`` ends in, sorted (the ids of its block links are
+    among them); None when it has no ``#^`` at all (it is then its own rewrite)."""
+    if "#^" not in text:
+        return None
+    return tuple(sorted(set(_LINKED_ID_RE.findall(text))))
 
 
 # Every id a block link can end in: BLOCK_LINK_RE's last group is followed by ")" and preceded
@@ -817,32 +862,108 @@ def check_cross_topic_links(
         if unit.topic_path not in line_cache:
             topic = tree.topic(unit.topic_path)
             line_cache[unit.topic_path] = split_lines(topic.text) if topic else []
-        lines = line_cache[unit.topic_path]
-        changed = True
-        if committed is not None and changed_only:
-            old = committed.by_id(unit.identity)
-            changed = old is None or old.body != unit.body
-        for m, line_no, col in _links_with_positions(lines, unit):
-            target = m.group(2)
-            path_part, hash_, fragment = target.partition("#")
-            if fragment.startswith("^"):
-                bid = fragment[1:]
-                if _BLOCK_FRAGMENT_RE.match(fragment) and bid not in ids:
-                    problems.append(_problem(unit.topic_path, f"dangling block link: {bid}", line_no, col,
-                                             target=target))
-            if not changed or not _is_relative_link(path_part):
+        changed = _unit_changed(unit, committed, changed_only)
+        for bid, problem in _unit_link_findings(unit, line_cache[unit.topic_path]):
+            if bid is not None:
+                if bid not in ids:
+                    problems.append(problem)
+            elif changed:
+                problems.append(problem)
+    return problems
+
+
+def _unit_changed(unit: Unit, committed: TopicTree | None, changed_only: bool) -> bool:
+    if committed is None or not changed_only:
+        return True
+    old = committed.by_id(unit.identity)
+    return old is None or old.body != unit.body
+
+
+def _unit_link_findings(unit: Unit, lines: list[str]) -> list[tuple[str | None, Problem]]:
+    """What ``check_cross_topic_links`` may report for one unit, in its order: ``(bid,
+    problem)`` for a block link (reported when ``bid`` is not in the tree) and ``(None,
+    problem)`` for a topic link without ``#^id`` (reported when the unit's content changed)."""
+    out: list[tuple[str | None, Problem]] = []
+    for m, line_no, col in _links_with_positions(lines, unit):
+        target = m.group(2)
+        path_part, hash_, fragment = target.partition("#")
+        if fragment.startswith("^"):
+            bid = fragment[1:]
+            if _BLOCK_FRAGMENT_RE.match(fragment):
+                out.append((bid, _problem(unit.topic_path, f"dangling block link: {bid}", line_no, col,
+                                          target=target)))
+        if not _is_relative_link(path_part):
+            continue
+        rel = unquote(path_part) if path_part else posixpath.basename(unit.topic_path)
+        if not rel.endswith(".md"):
+            continue
+        norm = posixpath.normpath(posixpath.join(posixpath.dirname(unit.topic_path), rel))
+        if norm == ".." or norm.startswith("../"):
+            continue
+        if not (hash_ and _BLOCK_FRAGMENT_RE.match(fragment)):
+            out.append((None, _problem(
+                unit.topic_path, f"Topic-to-Topic link must target #^block-id: {unit.topic_path} -> {target}",
+                line_no, col, target=target,
+            )))
+    return out
+
+
+# topic (by identity) -> its units' link findings; a function of the topic alone
+_TOPIC_FINDINGS: dict[int, tuple[Topic, tuple[tuple[Unit, tuple[tuple[str | None, Problem], ...]], ...]]] = {}
+
+
+def topic_link_findings(topic: Topic) -> tuple[tuple[Unit, tuple[tuple[str | None, Problem], ...]], ...]:
+    """Per unit of ``topic`` holding a link, its ``_unit_link_findings`` (paragraphs once),
+    remembered while the topic object lives."""
+    hit = _TOPIC_FINDINGS.get(id(topic))
+    if hit is not None and hit[0] is topic:
+        return hit[1]
+    seen: set[int] = set()
+    lines: list[str] | None = None
+    out = []
+    for unit in topic.units:
+        if unit.line in seen or "](" not in unit.body:
+            continue
+        seen.add(unit.line)
+        if lines is None:
+            lines = split_lines(topic.text)
+        out.append((unit, tuple(_unit_link_findings(unit, lines))))
+    value = tuple(out)
+    _TOPIC_FINDINGS[id(topic)] = (topic, value)
+    return value
+
+
+def _keep_only(memo: dict[int, tuple], topics: tuple[Topic, ...]) -> None:
+    """Drop what a per-parse memo holds for parses no longer in the tree once it is twice the
+    tree's size (an entry keeps its parse alive)."""
+    if len(memo) > 2 * len(topics) + 64:
+        live = {id(t): t for t in topics}
+        for key, value in list(memo.items()):  # one C call: safe while another thread adds
+            if live.get(key) is not value[0]:
+                memo.pop(key, None)
+
+
+def check_cross_topic_links_incremental(tree: TopicTree, *, committed: TopicTree | None = None) -> list[Problem]:
+    """``check_cross_topic_links(tree, committed=committed)`` from per-topic findings kept
+    across calls: a topic's findings are a function of the topic alone, and what the tree adds
+    (is the id there, did the unit's content change) is looked up for the few units that hold
+    a link. Only for a tree free of duplicate ids (its units are its topics' units in order);
+    anything else takes the full check."""
+    if not tree.dupfree:
+        return check_cross_topic_links(tree, committed=committed)
+    _keep_only(_TOPIC_FINDINGS, tree.topics)
+    problems: list[Problem] = []
+    for topic in tree.topics:
+        for unit, findings in topic_link_findings(topic):
+            if not findings:
                 continue
-            rel = unquote(path_part) if path_part else posixpath.basename(unit.topic_path)
-            if not rel.endswith(".md"):
-                continue
-            norm = posixpath.normpath(posixpath.join(posixpath.dirname(unit.topic_path), rel))
-            if norm == ".." or norm.startswith("../"):
-                continue
-            if not (hash_ and _BLOCK_FRAGMENT_RE.match(fragment)):
-                problems.append(_problem(
-                    unit.topic_path, f"Topic-to-Topic link must target #^block-id: {unit.topic_path} -> {target}",
-                    line_no, col, target=target,
-                ))
+            changed = _unit_changed(unit, committed, True)
+            for bid, problem in findings:
+                if bid is not None:
+                    if not tree.has_id(bid):
+                        problems.append(problem)
+                elif changed:
+                    problems.append(problem)
     return problems
 
 
@@ -853,6 +974,7 @@ def _links_with_positions(lines: list[str], unit: Unit):
 
 
 __all__ = [
-    "LinkFor", "NormalizeResult", "allocate_evidence_ids", "definition_ids", "check_cross_topic_links", "default_link_for",
+    "LinkFor", "NormalizeResult", "allocate_evidence_ids", "definition_ids", "check_cross_topic_links",
+    "block_id_locations", "check_cross_topic_links_incremental", "default_link_for", "topic_link_findings",
     "definition_seed", "file_block_ids", "has_local_label", "normalize_tree", "prune_topic", "rewrite_block_links",
 ]

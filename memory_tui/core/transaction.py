@@ -43,9 +43,10 @@ from .install import (InstallPlan, install, make_stage_dir, needs_recovery, plan
 from .lock import TIMEOUT_DEFAULT, TIMEOUT_EDIT, write_lock
 from .paths import Layout, check_writable
 from .sources import SourceIndex, SourceRecord
-from .topics import CITATION_RE, DEFINITION_RE, TopicTree, is_error, iter_blocks, parse_topic, read_topic_texts, topic_sort_key
+from .topics import (CITATION_RE, DEFINITION_RE, TopicTree, Unit, is_error, iter_blocks, parse_topic, read_topic_texts,
+                     topic_sort_key)
 from .parsecache import is_racy, store_for
-from .txcache import WorkspaceCache, cache_for, revision_walk
+from .txcache import WorkspaceCache, cache_for, derive, installed_stamps, revision_walk
 from .workspace import RuntimeState, dump_runtime_json, load_runtime_state, workspace_revision
 
 GIT_MODES = ("auto", "on", "off")
@@ -324,11 +325,36 @@ def _state_dir(root: Path) -> Path:
 _INDEX_CACHE: dict[str, SourceIndex] = {}
 
 
-def source_index(root: Path) -> SourceIndex:
-    """The committed archives, scanned once and refreshed by (mtime, size, inode)."""
+def source_index(root: Path, stamps: Mapping[str, tuple[int, int, int, int]] | None = None) -> SourceIndex:
+    """The committed archives, scanned once and refreshed by (mtime, size, inode).
+
+    ``stamps``: ``revision_walk`` of the workspace, just taken. Its ``sources/`` entries are the
+    very files the index walks (regular ``*.md`` files, symlinks not followed), so when they
+    all carry the keys the last index was made from, that index is what a walk would return,
+    and ``sources/`` is not walked a second time."""
 
     key = str(Path(root).resolve())
-    index = store_for(root).source_index(previous=_INDEX_CACHE.get(key))
+    previous = _INDEX_CACHE.get(key)
+
+    def full() -> SourceIndex:
+        return store_for(root).source_index(previous=previous)
+
+    def incremental() -> SourceIndex:
+        if previous is not None and stamps is not None and Path(previous.root) == Path(root):
+            files = previous.files
+            n = 0
+            for rel, st in stamps.items():
+                if rel.startswith("sources/") and rel.endswith(".md"):
+                    entry = files.get(rel)
+                    if entry is None or entry.key != st[:3]:
+                        break
+                    n += 1
+            else:
+                if n == len(files):
+                    return previous
+        return full()
+
+    index = derive("source index", incremental, full, lambda a, b: a is b or (a.files == b.files))
     _INDEX_CACHE[key] = index
     return index
 
@@ -377,13 +403,14 @@ class Stage:
         # workspace still has this revision when the lock is taken (so nothing read below
         # can come from a newer state than the one installed over).
         self.stamps, self.links = revision_walk(self.memory_root)
+        self.locked_stamps: dict[str, tuple[int, int, int, int]] | None = None  # walked again under the lock
         now = time.time_ns()
         self.stamps_racy = any(is_racy(st[0], st[3], now) for st in self.stamps.values())
         self.cache: WorkspaceCache = cache_for(self.memory_root)
         self.revision = self.cache.revision(self.stamps)
         # baseline next, from the committed tree, before anything is copied; unchanged files
         # are neither read nor parsed again (txcache)
-        self.index = source_index(self.memory_root)
+        self.index = source_index(self.memory_root, self.stamps)
         self.token = self.cache.observe_index(self.index)
         self.cache.load_disk(self.layout)
         self.committed_texts, self.committed_shas, read_problems = self.cache.read_topics(
@@ -608,9 +635,11 @@ def revision_stamps(root: Path) -> dict[str, tuple[int, int, int, int]]:
 def _unchanged(stage: Stage) -> bool:
     """The workspace still has the revision ``stage`` was read at (cheap when no file was touched)."""
     root = stage.memory_root
-    if not stage.stamps_racy and revision_stamps(root) == stage.stamps:
+    stamps = revision_stamps(root)  # one walk: the revision below is of these very stamps
+    stage.locked_stamps = stamps
+    if not stage.stamps_racy and stamps == stage.stamps:
         return True
-    return stage.cache.revision(revision_stamps(root)) == stage.revision
+    return stage.cache.revision(stamps) == stage.revision
 
 
 def _open_locked(root: Path) -> None:
@@ -645,7 +674,7 @@ def open_stage(
 
 @dataclass
 class _Context:
-    required_ids: frozenset[str]
+    required_ids: frozenset[str]  # block ids the result must still hold ...
     rule: str
     allowed_refs: frozenset[str] | None
     validate_only: bool
@@ -657,6 +686,9 @@ class _Context:
     source_ids: Mapping[str, str] = field(default_factory=dict)
     structured: bool = False
     refuse_drops: bool = False  # the owner's own texts: nothing may be pruned away (pitfall 13)
+    # ... or, when set, every block id of the baseline except these (``required_ids`` is then
+    # not used): what a hand edit requires, without a set of every id of the workspace
+    required_except: frozenset[str] | None = None
 
 
 def _precheck(rel: str, text: str) -> list[Problem]:
@@ -795,9 +827,11 @@ def _check_units(tree: TopicTree, baseline: TopicTree, index: SourceIndex, ctx: 
         for topic in tree.topics:
             if baseline.topic(topic.path) is topic and stage.cache.refs_ok(topic, index):
                 skip.add(topic.path)
-    for unit in tree.units:
-        if unit.topic_path in skip:
-            continue
+    if tree.dupfree:  # its units are its topics' units in order: skip whole topics
+        checked: Iterable[Unit] = [u for topic in tree.topics if topic.path not in skip for u in topic.units]
+    else:
+        checked = [u for u in tree.units if u.topic_path not in skip]
+    for unit in checked:
         known = known_refs(unit.memory_id)
         for ref in unit.source_refs:
             new = ref not in known
@@ -814,6 +848,28 @@ def _check_units(tree: TopicTree, baseline: TopicTree, index: SourceIndex, ctx: 
                 message = f"{message} ({ctx.rule})"
             problems.append(Problem("INVALID_TOPIC_FORMAT", message, unit.path, line, column, dict(found.details)))
     return problems
+
+
+def _missing_ids(ctx: _Context, tree: TopicTree, baseline: TopicTree) -> set[str]:
+    """The required block ids ``tree`` lacks."""
+    excluded = ctx.required_except
+    if excluded is None:
+        return set(ctx.required_ids) - set(tree.id_view)
+
+    def full() -> set[str]:
+        return (set(baseline.id_view) - excluded) - set(tree.id_view)
+
+    def incremental() -> set[str]:
+        # every unit id of a topic is an id of its tree, so an id of a baseline topic that the
+        # new tree holds unchanged (the same parse) cannot be missing
+        out: set[str] = set()
+        for topic in baseline.topics:
+            if tree.topic(topic.path) is topic:
+                continue
+            out.update(u.memory_id for u in topic.units if u.memory_id not in excluded and not tree.has_id(u.memory_id))
+        return out
+
+    return derive("missing ids", incremental, full)
 
 
 def _non_ascii_times(tree: TopicTree, changed: frozenset[str]) -> list[Problem]:
@@ -899,8 +955,23 @@ def _write_runtime(stage: Stage, tree: TopicTree) -> RuntimeState:
             "losing its creation order and any legacy cursors)",
             path=first.path, line=first.line, column=first.column,
         )
-    ids = [u.memory_id for topic in sorted(tree.topics, key=lambda t: topic_sort_key(t.path)) for u in topic.units]
-    grown = state.with_creation_order(ids)
+    cache, baseline = stage.cache, stage.baseline
+
+    def full() -> RuntimeState:
+        ids = [u.memory_id for topic in sorted(tree.topics, key=lambda t: topic_sort_key(t.path)) for u in topic.units]
+        return state.with_creation_order(ids)
+
+    def incremental() -> RuntimeState:
+        if not cache.order_covers(baseline, state):
+            return full()
+        # every id of the baseline is in the order already, so only ids of the topics this
+        # change made can be new, and they are numbered in the same (tree) order
+        made = [t for t in tree.topics if baseline.topic(t.path) is not t]
+        return state.with_creation_order(
+            u.memory_id for topic in sorted(made, key=lambda t: topic_sort_key(t.path)) for u in topic.units)
+
+    grown = derive("creation order", incremental, full, lambda a, b: a == b and (a is state) == (b is state))
+    cache.note_order_covers(tree, grown)
     if grown is not state or not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(dump_runtime_json(grown), encoding="utf-8", newline="")
@@ -995,7 +1066,7 @@ def _prepare(stage: Stage, ctx: _Context) -> _Prepared:
     errors.add(problems)
     errors.add(_missing_sources(texts, changed, index, ctx.rule))
 
-    from .normalize import check_cross_topic_links, rewrite_block_links
+    from .normalize import check_cross_topic_links, check_cross_topic_links_incremental, rewrite_block_links
 
     # The owner's own texts (hand edit, whole-file change, patch) must land whole; record ops,
     # writers and organize legitimately leave empty sections for pruning.
@@ -1014,13 +1085,16 @@ def _prepare(stage: Stage, ctx: _Context) -> _Prepared:
         errors.stop([exc.as_problem()])
         raise
     normalized, promotion = _promote_legacy_core(stage, normalized, ctx)
-    new_texts = {rel: text for rel, text in rewrite_block_links(normalized, file_ids=cache.file_ids, rewritten=cache.link_rewrite).items() if text is not None}
+    new_texts = {rel: text for rel, text in rewrite_block_links(
+        normalized, file_ids=cache.file_ids, rewritten=cache.link_rewrite, memo=cache.memo,
+        locations=cache.block_locations(normalized)).items() if text is not None}
 
     tree = cache.tree(new_texts, index, token)
-    missing = set(ctx.required_ids) - set(tree.ids)
+    missing = _missing_ids(ctx, tree, stage.baseline)
     if missing:
         errors.add([_removed_error(missing, stage.baseline).as_problem()])
-    errors.add(check_cross_topic_links(tree, committed=stage.baseline))
+    errors.add(derive("cross-topic link check", lambda: check_cross_topic_links_incremental(tree, committed=stage.baseline),
+                      lambda: check_cross_topic_links(tree, committed=stage.baseline)))
     errors.add(tree.problems)
     errors.add(_non_ascii_times(tree, changed) + _check_units(tree, stage.baseline, index, ctx, stage))
     errors.stop()
@@ -1064,7 +1138,15 @@ def _finish(stage: Stage, ctx: _Context, prep: _Prepared) -> TxResult:
     install(root, stage.path, prep.plan)
     stage.cache.retain(prep.new_texts)
     stage.cache.save_disk(stage.layout)
-    stamps = revision_stamps(root)
+    # the stamps walked under this lock (by ``_unchanged``, or by a stage made under it), with
+    # what the install replaced stat-ed again: no second walk of the whole workspace
+    before = stage.locked_stamps if stage.locked_stamps is not None else stage.stamps
+    targets = [(t.kind, t.path) for t in prep.plan.targets]
+
+    def after_install() -> dict:
+        return installed_stamps(root, before, targets) or revision_stamps(root)
+
+    stamps = derive("post-install stamps", after_install, lambda: revision_stamps(root))
     revision = stage.cache.revision(stamps)
     changed_files = _changed(prep.plan, ctx)
     git_committed, git_commit, git_error, warnings = False, None, None, prep.warnings
@@ -1229,18 +1311,19 @@ def staged_edit(
                         details={"base_revision": base_revision, "revision": stage.revision},
                     )
                 topic_rel = rel[len("topics/"):]
-                required = set(stage.baseline.ids) - set(removable_ids)
+                excluded = set(removable_ids)
                 if deleting:
                     if not stage.delete_topic(rel):
                         raise MemoryError("MEMORY_NOT_FOUND", f"topic does not exist: {rel}", path=rel)
-                    required -= set(stage.baseline.block_ids(topic_rel))
+                    excluded |= set(stage.baseline.block_ids(topic_rel))
                 else:
                     stage.write_topic(rel, text)
             except BaseException:
                 stage.discard()
                 raise
             return stage, _Context(
-                required_ids=frozenset(required),
+                required_ids=frozenset(),
+                required_except=frozenset(excluded),
                 rule=RULE_HAND,
                 allowed_refs=None,
                 validate_only=validate_only,
@@ -1426,15 +1509,14 @@ def update(
                 if req.append_only:
                     forms.check_append_only(texts, outcome.texts)
                 _write_stage_texts(stage, outcome.texts, existing=texts)
-                if outcome.removable_ids is None:
-                    required: set[str] = set()
-                else:
-                    required = set(stage.baseline.ids) - set(outcome.removable_ids)
+                # None: nothing required; else every baseline id but the removable ones
+                excluded = None if outcome.removable_ids is None else frozenset(outcome.removable_ids)
             except BaseException:
                 stage.discard()
                 raise
             return stage, _Context(
-                required_ids=frozenset(required),
+                required_ids=frozenset(),
+                required_except=excluded,
                 rule=rule,
                 allowed_refs=allowed,
                 validate_only=validate_only,
@@ -1493,7 +1575,8 @@ def rebuild_views(
         def make() -> tuple[Stage, _Context]:
             stage = Stage(root, link_topics=True)
             return stage, _Context(
-                required_ids=frozenset(stage.baseline.ids),
+                required_ids=frozenset(),
+                required_except=frozenset(),
                 rule=RULE_HAND,
                 allowed_refs=None,
                 validate_only=validate_only,

@@ -38,9 +38,10 @@ from typing import Iterable, Mapping
 from .errors import Problem
 from .paths import RUNTIME_NAMES, Layout, is_internal_top
 from .sources import SourceIndex
-from .normalize import file_block_ids, has_local_label
+from .normalize import block_id_locations, file_block_ids, has_local_label
 from .parsecache import deps_signature, forget_in_process, is_racy, store_for, topic_deps
-from .topics import INVALID_TOPIC_FORMAT, Topic, TopicTree, assemble_tree, parse_topic, read_topic_file, topic_sort_key
+from .topics import (INVALID_TOPIC_FORMAT, Topic, TopicTree, assemble_tree, parse_topic, read_topic_file,
+                     reassemble_tree, topic_sort_key)
 from .viewcache import TopicPart, view_cache_for
 from .viewcache import forget_in_process as forget_views
 
@@ -70,6 +71,52 @@ def sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+# ------------------------------------------------------------------ incremental vs full mode
+
+TX_MODE_ENV = "MEMORY_TUI_TX"  # "" / "incremental" (default), "full", "check"
+
+
+def tx_mode() -> str:
+    """How the transaction derives its tree-wide facts (the tree, the id checks, the link and
+    ref checks, the block-link locations, the creation order) from the previous transaction's:
+    ``incremental`` from what changed; ``full`` from scratch, as before any of it existed;
+    ``check`` both, raising ``IncrementalMismatch`` where they differ (the equivalence tests
+    run it)."""
+    value = (os.environ.get(TX_MODE_ENV) or "incremental").strip().lower()
+    if value not in ("incremental", "full", "check"):
+        raise ValueError(f"{TX_MODE_ENV} must be incremental, full or check, not {value!r}")
+    return value
+
+
+class IncrementalMismatch(AssertionError):
+    """An incremental derivation differs from the full one (``MEMORY_TUI_TX=check``): a bug."""
+
+
+def derive(what: str, incremental, full, same=None):
+    """``incremental()`` or ``full()`` by ``tx_mode()``; in check mode both, compared by
+    ``same(a, b)`` (default ``==``)."""
+    mode = tx_mode()
+    if mode == "full":
+        return full()
+    if mode == "incremental":
+        return incremental()
+    a, b = incremental(), full()
+    if not (same(a, b) if same is not None else a == b):
+        raise IncrementalMismatch(f"incremental {what} differs from the full derivation:\n{a!r}\n!=\n{b!r}"[:4000])
+    return b
+
+
+def same_tree(a: TopicTree, b: TopicTree) -> bool:
+    """Two trees hold the very same topics and units, the same problems and id maps."""
+    return (len(a.topics) == len(b.topics) and all(x is y for x, y in zip(a.topics, b.topics))
+            and len(a.units) == len(b.units) and all(x is y for x, y in zip(a.units, b.units))
+            and a.problems == b.problems
+            and a.id_view == b.id_view and all(a.by_id(k) is b.by_id(k) for k in a.id_view)
+            and {t.path: t for t in a.topics} == {t.path: t for t in b.topics}
+            and all(a.topic(t.path) is t for t in b.topics)
+            and a.dupfree == b.dupfree)
+
+
 # ------------------------------------------------------------------------- the revision walk
 
 Stamp = tuple[int, int, int, int]  # (mtime_ns, size, inode, ctime_ns)
@@ -83,47 +130,107 @@ def revision_walk(root: Path) -> tuple[dict[str, Stamp], tuple[str, ...]]:
     One ``lstat`` per entry and plain strings (no ``Path`` per file): every transaction walks
     the workspace once or twice, and with tens of thousands of files the objects cost more
     than the system calls."""
-    found: list[tuple[tuple[str, ...], str, Stamp]] = []
+    found: dict[str, Stamp] = {}
     links: list[str] = []
     base = os.fspath(root)
-
-    def walk(dir_path: str, prefix: tuple[str, ...]) -> None:
-        try:
-            with os.scandir(dir_path) as it:
-                entries = list(it)
-        except OSError:
-            return
-        for entry in entries:
-            name = entry.name
-            parts = prefix + (name,)
-            if not prefix and is_internal_top(name) and name not in RUNTIME_NAMES:
-                continue
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            mode = st.st_mode
-            if stat_mod.S_ISLNK(mode):
-                links.append("/".join(parts))
-                continue
-            if stat_mod.S_ISDIR(mode):
-                if not prefix and name in RUNTIME_NAMES:
-                    try:
-                        rst = os.lstat(os.path.join(entry.path, "runtime.json"))
-                    except OSError:
-                        continue
-                    if stat_mod.S_ISREG(rst.st_mode):
-                        found.append(((name, "runtime.json"), name + "/runtime.json",
-                                      (rst.st_mtime_ns, rst.st_size, rst.st_ino, rst.st_ctime_ns)))
-                    continue
-                walk(entry.path, parts)
-            elif stat_mod.S_ISREG(mode):
-                found.append((parts, "/".join(parts), (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)))
-
     if os.path.isdir(base):
-        walk(base, ())
-    found.sort(key=lambda item: item[0])
-    return {rel: st for _parts, rel, st in found}, tuple(sorted(links, key=lambda r: r.split("/")))
+        _walk_revision(base, "", found, links)
+    return found, tuple(links)
+
+
+def _walk_revision(dir_path: str, prefix: str, found: dict[str, Stamp], links: list[str]) -> None:
+    """Depth first with each folder's entries by name: that visits files in the order of
+    their path components, the revision's order, with no sort of the whole list."""
+    try:
+        with os.scandir(dir_path) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError:
+        return
+    top = not prefix
+    for entry in entries:
+        name = entry.name
+        if top and is_internal_top(name) and name not in RUNTIME_NAMES:
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        mode = st.st_mode
+        if stat_mod.S_ISREG(mode):
+            found[prefix + name] = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+        elif stat_mod.S_ISDIR(mode):
+            if top and name in RUNTIME_NAMES:
+                try:
+                    rst = os.lstat(os.path.join(entry.path, "runtime.json"))
+                except OSError:
+                    continue
+                if stat_mod.S_ISREG(rst.st_mode):
+                    found[name + "/runtime.json"] = (rst.st_mtime_ns, rst.st_size, rst.st_ino, rst.st_ctime_ns)
+                continue
+            _walk_revision(entry.path, prefix + name + "/", found, links)
+        elif stat_mod.S_ISLNK(mode):
+            links.append(prefix + name)
+
+
+def installed_stamps(root: Path, before: Mapping[str, Stamp], targets: Iterable[tuple[str, str]]) -> dict[str, Stamp] | None:
+    """``revision_walk(root)[0]`` right after an install of ``targets`` (``(kind, path)``:
+    ``file`` targets replaced or removed one file, ``tree`` targets a whole top-level folder)
+    into a workspace whose stamps were ``before`` (walked under the same lock): the stamps of
+    what the install touched are taken again, the rest are ``before``'s. None when a target
+    is not one this can follow (the caller walks)."""
+    stamps = dict(before)
+    keys_moved = False
+    base = os.fspath(root)
+    for kind, path in targets:
+        parts = tuple(path.split("/"))
+        if kind == "tree":
+            if len(parts) != 1 or is_internal_top(parts[0]):
+                return None
+            prefix = path + "/"
+            for rel in [r for r in stamps if r.startswith(prefix)]:
+                del stamps[rel]
+            found: dict[str, Stamp] = {}
+            links: list[str] = []
+            top = os.path.join(base, path)
+            try:
+                st = os.lstat(top)
+            except FileNotFoundError:
+                keys_moved = True
+                continue
+            if not stat_mod.S_ISDIR(st.st_mode):
+                return None
+            _walk_revision(top, path + "/", found, links)
+            if links:
+                return None
+            stamps.update(found)
+            keys_moved = True
+            continue
+        if kind != "file" or (is_internal_top(parts[0]) and not (len(parts) == 2 and parts[0] in RUNTIME_NAMES
+                                                                  and parts[1] == "runtime.json")):
+            return None
+        # every folder on the way must be a real folder (the walk never follows a link)
+        here = base
+        for part in parts[:-1]:
+            here = os.path.join(here, part)
+            try:
+                if not stat_mod.S_ISDIR(os.lstat(here).st_mode):
+                    return None
+            except FileNotFoundError:
+                return None
+        try:
+            st = os.lstat(os.path.join(base, path))
+        except FileNotFoundError:
+            if stamps.pop(path, None) is not None:
+                keys_moved = True
+            continue
+        if not stat_mod.S_ISREG(st.st_mode):
+            return None
+        if path not in stamps:
+            keys_moved = True
+        stamps[path] = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+    if keys_moved:
+        stamps = {rel: stamps[rel] for rel in sorted(stamps, key=lambda r: tuple(r.split("/")))}
+    return stamps
 
 
 # ---------------------------------------------------------------------------- dependencies
@@ -173,6 +280,13 @@ class WorkspaceCache:
         self._trees: list[TopicTree] = []  # the last two assembled trees
         self._by_bytes: dict[str, tuple[bytes, object]] = {}
         self._derived: dict[str, tuple[Stamp, str]] = {}  # committed derived file -> (stamp, text)
+        self._order_covered: tuple[TopicTree, object] | None = None
+        self._proven_now: dict[str, tuple[str, object]] = {}  # rel -> (text object, token) proven
+        self._links_fast: dict[str, tuple[str, tuple, str]] = {}  # rel -> (text object, locations, rewrite)
+        # the last tree's parses: (archive token, its paths in the order given, path -> (text, topic), topics)
+        self._last_parsed: tuple[object, tuple[str, ...], dict[str, tuple[str, Topic, bool]], list[Topic]] | None = None
+        # the last block-id locations: ({rel: (text, its file ids)}, id -> rel, no id in two files)
+        self._locations: tuple[dict[str, tuple[str, tuple[str, ...]]], dict[str, str], bool] | None = None
         self._disk_loaded = False
         self._disk_snapshot: dict[tuple[str, str], str] = {}
 
@@ -194,6 +308,7 @@ class WorkspaceCache:
             if last is not None and last[0] == stamps:
                 return last[1]
             chain = self._chain
+            base = os.fspath(self.root)
             items = list(stamps.items())
             now = time.time_ns()
             i = 0
@@ -207,7 +322,7 @@ class WorkspaceCache:
                         break
                 else:
                     try:
-                        data = (self.root / rel).read_bytes()
+                        data = _read(base, rel)
                     except OSError:
                         break
                     if hashlib.sha256(data).hexdigest() != check:
@@ -218,7 +333,7 @@ class WorkspaceCache:
             digest = chain[i - 1][3].copy() if i else hashlib.sha256()
             kept = chain[:i]
             for rel, st in items[i:]:
-                data = (self.root / rel).read_bytes()
+                data = _read(base, rel)
                 digest.update(rel.encode("utf-8"))
                 digest.update(b"\x00")
                 digest.update(data)
@@ -251,6 +366,77 @@ class WorkspaceCache:
             with self.lock:
                 self._by_bytes[key] = (data, value)
         return value
+
+    # -- block-id locations -----------------------------------------------------------------
+    def block_locations(self, texts: Mapping[str, str]) -> dict[str, str]:
+        """``normalize.block_id_locations(texts)`` (topics-relative keys), from the last call's
+        when only a few texts changed and no id lives in two files: the changed files' ids are
+        taken out and put back, the rest is as it was."""
+
+        def full() -> dict[str, str]:
+            return block_id_locations(texts, self.file_ids)
+
+        def incremental() -> dict[str, str]:
+            with self.lock:
+                last = self._locations
+            if last is not None and last[2]:
+                where = self._moved_locations(last, texts)
+                if where is not None:
+                    return where
+            return self._full_locations(texts)
+
+        return derive("block-link locations", incremental, full)
+
+    def _full_locations(self, texts: Mapping[str, str]) -> dict[str, str]:
+        where = block_id_locations(texts, self.file_ids)
+        files = {rel: (text, self.file_ids(rel, text)) for rel, text in texts.items()}
+        dupfree = len(where) == sum(len(set(ids)) for _text, ids in files.values())
+        with self.lock:
+            self._locations = (files, where, dupfree)
+        return where
+
+    def _moved_locations(self, last, texts: Mapping[str, str]) -> dict[str, str] | None:
+        files_old, where_old, _ = last
+        changed = [rel for rel, text in texts.items()
+                   if (old := files_old.get(rel)) is None or (old[0] is not text and old[0] != text)]
+        removed = [rel for rel in files_old if rel not in texts]
+        if len(changed) + len(removed) > 64 or any(rel.startswith("topics/") for rel in changed):
+            return None
+        if not changed and not removed:
+            return where_old
+        where = dict(where_old)
+        files = dict(files_old)
+        leaving: dict[str, str] = {}
+        for rel in (*changed, *removed):
+            old = files.pop(rel, None)
+            if old is not None:
+                leaving.update((bid, rel) for bid in old[1])
+        arriving: dict[str, str] = {}
+        for rel in changed:
+            ids = self.file_ids(rel, texts[rel])
+            for bid in ids:
+                if arriving.setdefault(bid, rel) != rel or (bid in where and bid not in leaving):
+                    return None  # an id in two files: the first in tree order wins, decided in full
+            files[rel] = (texts[rel], ids)
+        # ids that stay are overwritten in place, only ids that go are deleted (see reassemble_tree)
+        for bid in leaving.keys() - arriving.keys():
+            del where[bid]
+        where.update(arriving)
+        with self.lock:
+            self._locations = (files, where, True)
+        return where
+
+    # -- creation order -------------------------------------------------------------------
+    def order_covers(self, tree: TopicTree, state: object) -> bool:
+        """Every id of ``tree`` is known to be in ``state``'s creation order (both the very
+        objects noted last)."""
+        with self.lock:
+            noted = self._order_covered
+        return noted is not None and noted[0] is tree and noted[1] is state
+
+    def note_order_covers(self, tree: TopicTree, state: object) -> None:
+        with self.lock:
+            self._order_covered = (tree, state)
 
     # -- committed derived files ----------------------------------------------------------
     def committed_equals(self, rel: str, stamp: Stamp | None, text: str) -> bool:
@@ -381,7 +567,7 @@ class WorkspaceCache:
 
     # -- parsing --------------------------------------------------------------------------
     def entry(self, rel: str, text: str, index: SourceIndex, token: object, digest: str | None = None) -> ParsedEntry:
-        made = self._entry(rel, text, index, token, digest or sha(text))
+        made = self._entry(rel, text, index, token, digest or self._sha_of(rel, text))
         return made
 
     def _entry(self, rel: str, text: str, index: SourceIndex, token: object, digest: str) -> ParsedEntry:
@@ -419,17 +605,71 @@ class WorkspaceCache:
              shas: Mapping[str, str] | None = None) -> TopicTree:
         """The strict parse of ``texts`` (== ``parse_tree(texts, resolve=..., strict=True)``)."""
         shas = shas or {}
-        topics = [self.entry(rel, texts[rel], index, token, shas.get(rel)).topic for rel in sorted(texts, key=topic_sort_key)]
+
+        def full() -> list[Topic]:
+            return [self.entry(rel, texts[rel], index, token, shas.get(rel)).topic
+                    for rel in sorted(texts, key=topic_sort_key)]
+
+        topics = derive("tree topics", lambda: self._topics_since_last(texts, index, token, shas), full,
+                        lambda a, b: len(a) == len(b) and all(x is y or (not x.ok and x == y) for x, y in zip(a, b)))
+        with self.lock:
+            last = self._last_parsed
+            keys = tuple(texts)
+            if last is not None and last[1] == keys and len(last[3]) == len(topics):
+                # the same paths: keep last call's entries, replace those whose parse or text moved
+                seen = last[2]
+                moved = [t for t, old in zip(topics, last[3]) if t is not old or seen[t.path][0] is not texts[t.path]]
+                if moved:
+                    seen = dict(seen)
+                    seen.update((t.path, (texts[t.path], t, t.ok)) for t in moved)
+            else:
+                seen = {t.path: (texts[t.path], t, t.ok) for t in topics}
+            self._last_parsed = (token, keys, seen, topics)
         # The tree is a function of its topics alone: the baseline of an edit is the tree the
         # previous edit installed (the same parses), so it is not assembled again.
         with self.lock:
             for known in self._trees:
                 if len(known.topics) == len(topics) and all(a is b for a, b in zip(known.topics, topics)):
+                    self._trees = [known, *(t for t in self._trees if t is not known)]
                     return known
-        tree = assemble_tree(topics)
+            previous = self._trees[0] if self._trees else None
+        if previous is None:
+            tree = assemble_tree(topics)
+        else:  # an edit's tree from its baseline: only the changed topics' ids move
+            tree = derive("tree", lambda: reassemble_tree(previous, topics), lambda: assemble_tree(topics), same_tree)
         with self.lock:
             self._trees = [tree, *self._trees[:1]]
         return tree
+
+    def _topics_since_last(self, texts: Mapping[str, str], index: SourceIndex, token: object,
+                           shas: Mapping[str, str]) -> list[Topic]:
+        """``entry(...).topic`` of every text in tree order, where a text that is the one (or
+        equal to the one) the last call parsed under the same archive token keeps that call's
+        parse without being looked up again: ``entry`` would return that very parse (same
+        path, same bytes, same signature), and it is still the one handed out for its path.
+        Topics with problems are always looked up (``entry`` never keeps them)."""
+        with self.lock:
+            last = self._last_parsed
+        if last is None or last[0] is not token:
+            order = sorted(texts, key=topic_sort_key)
+            return [self.entry(rel, texts[rel], index, token, shas.get(rel)).topic for rel in order]
+        _token, last_keys, seen, last_topics = last
+        if len(last_keys) == len(texts) and all(a == b for a, b in zip(last_keys, texts)):
+            order = [t.path for t in last_topics]  # the same paths: the same tree order
+        else:
+            order = sorted(texts, key=topic_sort_key)
+        keys = self._topic_keys
+        out: list[Topic] = []
+        for rel in order:
+            text = texts[rel]
+            hit = seen.get(rel)
+            if hit is not None and hit[2] and (hit[0] is text or hit[0] == text):
+                known = keys.get(rel)
+                if known is not None and known[0] is hit[1]:
+                    out.append(hit[1])
+                    continue
+            out.append(self.entry(rel, text, index, token, shas.get(rel)).topic)
+        return out
 
     def refs_ok(self, topic: Topic, index: SourceIndex) -> bool:
         """Every source ref of ``topic`` exists (a cached answer while its deps are unchanged)."""
@@ -493,6 +733,9 @@ class WorkspaceCache:
     def link_rewrite(self, rel: str, text: str, locations: tuple, compute) -> str:
         """``normalize.rewrite_block_links``' memo of one file: its output is a function of
         the path, the bytes and ``locations`` (the files holding the ids it may link to)."""
+        fast = self._links_fast.get(rel)
+        if fast is not None and fast[0] is text and fast[1] == locations:
+            return fast[2]  # the very text, its ids where they were: the same rewrite
         loc_key = hashlib.sha256(repr(locations).encode("utf-8", "surrogatepass")).hexdigest()[:32]
         key = (self._sha_of(rel, text), loc_key)
         hit = self._links.get(rel)
@@ -504,6 +747,7 @@ class WorkspaceCache:
             value = compute()
             store.put_derived("links", rel, key, value)
         self._links[rel] = (key, value)
+        self._links_fast[rel] = (text, locations, value)
         return value
 
     def file_ids(self, rel: str, text: str) -> tuple[str, ...]:
@@ -548,24 +792,39 @@ class WorkspaceCache:
 
     # -- canonical proofs -----------------------------------------------------------------
     def is_proven(self, rel: str, text: str, index: SourceIndex, token: object) -> bool:
+        if self._proven_as(rel, text, token):
+            return True
         digest = self._sha_of(rel, text)
         sig = self.proofs.get((rel, digest))
         if sig is None:
             return False
-        return self.entry(rel, text, index, token, digest).sig == sig
+        proven = self.entry(rel, text, index, token, digest).sig == sig
+        if proven:
+            self._proven_now[rel] = (text, token)
+        return proven
 
     def prove(self, rel: str, text: str, index: SourceIndex, token: object) -> None:
         """Record that normalising ``text`` at ``rel`` was the identity."""
-        if has_local_label(text):
+        if self._proven_as(rel, text, token):
             return
-        entry = self.entry(rel, text, index, token)
-        if not entry.topic.ok:
-            return
-        self.proofs[(rel, self._sha_of(rel, text))] = entry.sig
+        digest = self._sha_of(rel, text)
+        entry = self.entry(rel, text, index, token, digest)
+        if self.proofs.get((rel, digest)) != entry.sig:
+            if has_local_label(text) or not entry.topic.ok:
+                return
+            self.proofs[(rel, digest)] = entry.sig
+        self._proven_now[rel] = (text, token)
+
+    def _proven_as(self, rel: str, text: str, token: object) -> bool:
+        """This very text object was found proven under this very archive token (the same
+        bytes and the same signature: the answer cannot have changed, and proofs of live
+        texts are never forgotten)."""
+        hit = self._proven_now.get(rel)
+        return hit is not None and hit[0] is text and hit[1] is token
 
     def _sha_of(self, rel: str, text: str) -> str:
         hit = self.files.get(rel)
-        if hit is not None and hit[1] is text:
+        if hit is not None and (hit[1] is text or hit[1] == text):  # comparing is cheaper than hashing
             return hit[2]
         return sha(text)
 
@@ -578,7 +837,9 @@ class WorkspaceCache:
         self._topic_keys = {k: v for k, v in self._topic_keys.items() if k in live}
         self._memo = {k: v for k, v in self._memo.items() if k[0] in live}
         self._links = {k: v for k, v in self._links.items() if k in live}
+        self._links_fast = {k: v for k, v in self._links_fast.items() if k in live}
         self._kept = {k: v for k, v in self._kept.items() if k[1] in live}
+        self._proven_now = {k: v for k, v in self._proven_now.items() if live.get(k) is v[0]}
 
     # -- persistence ----------------------------------------------------------------------
     def _path(self, layout: Layout) -> Path:
@@ -631,6 +892,13 @@ class WorkspaceCache:
                 pass
 
 
+
+
+def _read(base: str, rel: str) -> bytes:
+    # plain ``open``: the revision reads every file after the first changed one, and a Path
+    # per file costs as much as the read of a small one
+    with open(os.path.join(base, rel), "rb") as fh:
+        return fh.read()
 
 
 _CACHES: dict[str, WorkspaceCache] = {}

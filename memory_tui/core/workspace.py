@@ -243,7 +243,11 @@ class RuntimeState:
 
     def with_creation_order(self, ids: Iterable[str]) -> "RuntimeState":
         """``creation_order`` grown by ``ids`` not yet in it (max+1, occurrence order)."""
-        order = dict(self.creation_order)
+        known = self.creation_order
+        ids = [mid for mid in ids if mid not in known]
+        if not ids:  # nothing new: no copy of (and no max over) every id of the workspace
+            return self
+        order = dict(known)
         nxt = max(order.values(), default=-1) + 1
         changed = False
         for mid in ids:

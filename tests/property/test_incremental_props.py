@@ -52,7 +52,8 @@ def _bytes(mem: Path) -> dict[str, bytes]:
 
 OPS = st.lists(
     st.tuples(st.sampled_from(["reword", "add", "noop", "drop_record", "broken", "move_text", "link", "unlink",
-                               "redate", "new_topic", "delete_topic"]),
+                               "redate", "new_topic", "delete_topic", "rename_id", "drop_linked", "dangling",
+                               "bad_topic_link", "dup_id", "many_errors"]),
               st.integers(min_value=0, max_value=10_000)),
     min_size=1, max_size=5,
 )
@@ -63,7 +64,42 @@ def _apply(state: Path, op: str, n: int, sources: list[str]):
     topics = sorted(p.relative_to(mem).as_posix() for p in (mem / "topics").rglob("*.md"))
     rel = topics[n % len(topics)]
     text = (mem / rel).read_text()
-    if op == "reword":
+    if op in ("drop_linked", "dangling"):  # the record another topic links to goes, or a link to no record
+        linking = [t for t in topics if "#^" in (mem / t).read_text()]
+        if linking:
+            src = linking[n % len(linking)]
+            m = re.search(r"\]\(([^)#]+)#\^([A-Za-z0-9-]+)\)", (mem / src).read_text())
+            if m and op == "drop_linked":
+                target = posixpath.normpath(posixpath.join(posixpath.dirname(src), m.group(1)))
+                rel = target if target in topics else rel
+                text = (mem / rel).read_text()
+                new = "\n\n".join(p for p in text.split("\n\n") if f"^{m.group(2)}" not in p)
+            elif m:
+                rel, text = src, (mem / src).read_text()
+                new = text.replace(f"#^{m.group(2)})", "#^0badf00d)", 1)
+            else:
+                new = text
+        else:
+            new = text
+    elif op == "rename_id":  # a committed id renamed: the old one is removed (refused)
+        ids = re.findall(r"\^([0-9a-f]{8})\s*$", text, flags=re.M)
+        new = text.replace(f"^{ids[n % len(ids)]}", "^feedf00d", 1) if ids else text
+    elif op == "bad_topic_link":  # a topic link without #^id in new content
+        other = topics[(n + 2) % len(topics)]
+        ref = sources[n % len(sources)]
+        target = posixpath.relpath(other, posixpath.dirname(rel))
+        new = text.rstrip("\n") + (f"\n\nBare link {n}, see [there]({target}).[^e{n}]\n\n"
+                                   f"[^e{n}]: Time: `2026-05-0{1 + n % 9}`; Sources: [x]({ref})\n")
+    elif op == "dup_id":  # another topic's id written into this one
+        other = topics[(n + 1) % len(topics)]
+        ids = re.findall(r"\^([0-9a-f]{8})\s*$", (mem / other).read_text(), flags=re.M)
+        own = re.findall(r"\^([0-9a-f]{8})\s*$", text, flags=re.M)
+        new = text.replace(f"^{own[0]}", f"^{ids[0]}", 1) if ids and own and other != rel else text
+    elif op == "many_errors":  # several refusals at once: every error is listed, in the same order
+        ids = re.findall(r"\^([0-9a-f]{8})\s*$", text, flags=re.M)
+        new = text.replace(f"^{ids[0]}", "^feedf00d", 1) if ids else text
+        new += f"\nA claim without a source {n}.[^zz{n}]\n\nSee [nowhere](t9999.md#^0badf00d).\n"
+    elif op == "reword":
         new = text.replace("(fact ", "(Fact ", 1) if "(fact " in text else text.replace("(Fact ", "(fact ", 1)
     elif op == "add":
         ref = sources[n % len(sources)]
@@ -91,13 +127,18 @@ def _apply(state: Path, op: str, n: int, sources: list[str]):
         ref = sources[n % len(sources)]
         new = f"# Fresh {n}\n\nA brand new fact {n}.[^e{n}]\n\n[^e{n}]: Time: `2026-11-0{1 + n % 9}`; Sources: [x]({ref})\n"
     elif op == "delete_topic":  # its ids go with it: refused when another topic links to one
-        r = tx.staged_edit(state, rel, None, git_commit="off")
-        return (r.ok, r.code, tuple(r.changed_files), r.revision if r.ok else None)
+        return _outcome(tx.staged_edit(state, rel, None, git_commit="off"))
     else:  # move a record's text within the file: same ids, new order
         paras = text.split("\n\n")
         new = "\n\n".join(paras[:2] + paras[4:6] + paras[2:4] + paras[6:]) if len(paras) > 6 else text
-    r = tx.staged_edit(state, rel, new, git_commit="off")
-    return (r.ok, r.code, tuple(r.changed_files), r.revision if r.ok else None)
+    return _outcome(tx.staged_edit(state, rel, new, git_commit="off"))
+
+
+def _outcome(r):
+    """What must agree: the verdict, every error (code, message, place, in order) and, when
+    installed, the changed files and the revision."""
+    errors = tuple((p.code, p.message, p.path, p.line, p.column) for p in r.all_errors())
+    return (r.ok, r.code, tuple(r.changed_files), r.revision if r.ok else None, errors)
 
 
 DAMAGES = st.lists(st.sampled_from(["keep", "old", "garbage", "retype", "other_code"]), min_size=5, max_size=5)
@@ -149,7 +190,7 @@ def _fresh_matches(master: Path, base: Path, ops, sources, want, want_bytes, dam
     assert _bytes(mem) == want_bytes
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=OPS, damages=DAMAGES)
 def test_cached_edit_sequence_equals_full_rebuild(master, tmp_path_factory, ops, damages, monkeypatch):
     base = tmp_path_factory.mktemp("seq")
@@ -162,17 +203,29 @@ def test_cached_edit_sequence_equals_full_rebuild(master, tmp_path_factory, ops,
     got_incr = []
     for op, n in ops:
         got_incr.append(_apply(incr, op, n, sources))
+    # the same sequence with every incremental derivation checked against the full one as it
+    # runs (IncrementalMismatch names the first that differs)
+    checked = base / "checked"
+    shutil.copytree(master, checked, symlinks=True)
+    txcache.clear_caches()
+    monkeypatch.setenv(txcache.TX_MODE_ENV, "check")
+    got_checked = [_apply(checked, op, n, sources) for op, n in ops]
+    monkeypatch.delenv(txcache.TX_MODE_ENV)
     got_full = []
     monkeypatch.setenv(viewcache.MODE_ENV, "full")  # every view derived from every unit, as build_views does
     monkeypatch.setenv(tx.STAGE_MODE_ENV, "full")  # whole-tree stages, planned by comparing every file
+    monkeypatch.setenv(txcache.TX_MODE_ENV, "full")  # trees, id and link checks, locations from scratch
     for op, n in ops:
         txcache.clear_caches()
         parsecache.drop(full / "memory")
         got_full.append(_apply(full, op, n, sources))
     monkeypatch.delenv(viewcache.MODE_ENV)
     monkeypatch.delenv(tx.STAGE_MODE_ENV)
+    monkeypatch.delenv(txcache.TX_MODE_ENV)
     assert got_incr == got_full
+    assert got_checked == got_full
     assert _bytes(incr / "memory") == _bytes(full / "memory")
+    assert _bytes(checked / "memory") == _bytes(full / "memory")
     _fresh_matches(master, base, ops, sources, got_full, _bytes(full / "memory"), damages)
     # and what the cache now answers is what a fresh parse says
     parsecache.forget_in_process()

@@ -1,0 +1,105 @@
+"""Incremental = full for the tree-wide derivations a transaction carries over from the
+previous one (``MEMORY_TUI_TX``): a tree reassembled from its predecessor, the cross-topic link
+check from per-topic findings and block-id locations moved per file are, over random edit
+sequences of small topic trees (duplicate ids within and across files, block links to ids that
+exist, vanish or move, topic links without ``#^id``, files added and removed), exactly what
+the from-scratch derivation gives."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memory_tui.core import txcache
+from memory_tui.core.normalize import (block_id_locations, check_cross_topic_links,
+                                       check_cross_topic_links_incremental)
+from memory_tui.core.topics import assemble_tree, parse_topic, reassemble_tree, topic_sort_key
+
+PATHS = ("a.md", "b.md", "sub/c.md", "sub/d.md", "z.md")
+IDS = tuple(f"{n:08x}" for n in range(0x1a2b3c00, 0x1a2b3c00 + 12))
+
+
+def _record(n: int, own: str, link: tuple[str, str] | None, bad_link: bool) -> str:
+    tail = ""
+    if link is not None:
+        tail = f", see [that]({link[0]}#^{link[1]})"
+    if bad_link:
+        tail += ", also [plain](a.md)"
+    return (f"Fact {n}{tail}.[^e-{n:010x}] ^{own}\n\n"
+            f"[^e-{n:010x}]: Time: `2026-01-0{1 + n % 9}`; Sources: [x](D1:{n})\n")
+
+
+RECORD = st.tuples(st.sampled_from(IDS), st.one_of(st.none(), st.tuples(st.sampled_from(PATHS), st.sampled_from(IDS))),
+                   st.booleans())
+TOPIC = st.lists(RECORD, min_size=0, max_size=4)
+TREE = st.dictionaries(st.sampled_from(PATHS), TOPIC, min_size=1, max_size=len(PATHS))
+
+
+def _texts(spec: dict[str, list]) -> dict[str, str]:
+    out = {}
+    for i, (path, records) in enumerate(sorted(spec.items())):
+        body = "\n".join(_record(i * 10 + j, own, link, bad) for j, (own, link, bad) in enumerate(records))
+        out[path] = f"# Topic {path}\n\n{body}"
+    return out
+
+
+def _parse(texts: dict[str, str], known: dict[tuple[str, str], object]):
+    """Parses in tree order, the same object for the same text (as the transaction cache does)."""
+    topics = []
+    for rel in sorted(texts, key=topic_sort_key):
+        key = (rel, texts[rel])
+        if key not in known:
+            known[key] = parse_topic(rel, texts[rel], strict=True)
+        topics.append(known[key])
+    return topics
+
+
+@settings(max_examples=150, deadline=None)
+@given(first=TREE, steps=st.lists(TREE, min_size=1, max_size=6))
+def test_reassembled_tree_link_check_and_locations_equal_full(first, steps, tmp_path_factory):
+    known: dict = {}
+    prev_texts = _texts(first)
+    prev = assemble_tree(_parse(prev_texts, known))
+    cache = txcache.WorkspaceCache(tmp_path_factory.mktemp("ws"))
+    assert cache.block_locations(prev_texts) == block_id_locations(prev_texts)
+    for spec in steps:
+        # keep some files exactly as they were: the incremental paths only pay off (and only
+        # differ from the full ones) when most topics are the very same parses
+        texts = dict(prev_texts)
+        texts.update(_texts(spec))
+        for gone in [p for p in texts if p not in spec and hash(p) % 3 == 0]:
+            del texts[gone]
+        topics = _parse(texts, known)
+        full = assemble_tree(topics)
+        incr = reassemble_tree(prev, topics)
+        assert txcache.same_tree(incr, full)
+        assert incr.dupfree == (len(full.units) == sum(len(t.units) for t in topics))
+        assert check_cross_topic_links_incremental(incr, committed=prev) == check_cross_topic_links(full, committed=prev)
+        assert check_cross_topic_links_incremental(incr) == check_cross_topic_links(full)
+        assert cache.block_locations(texts) == block_id_locations(texts)
+        prev, prev_texts = incr, texts
+
+
+def test_check_mode_catches_a_wrong_incremental_answer(monkeypatch):
+    monkeypatch.setenv(txcache.TX_MODE_ENV, "check")
+    with pytest.raises(txcache.IncrementalMismatch):
+        txcache.derive("a fact", lambda: {"x": 1}, lambda: {"x": 2})
+    assert txcache.derive("a fact", lambda: 3, lambda: 3) == 3
+    monkeypatch.setenv(txcache.TX_MODE_ENV, "full")
+    assert txcache.derive("a fact", lambda: 1 / 0, lambda: 4) == 4
+    monkeypatch.setenv(txcache.TX_MODE_ENV, "bogus")
+    with pytest.raises(ValueError):
+        txcache.tx_mode()
+
+
+def test_a_duplicate_id_across_files_takes_the_full_assembly():
+    one = parse_topic("a.md", "# A\n\n" + _record(1, IDS[0], None, False), strict=True)
+    two = parse_topic("b.md", "# B\n\n" + _record(2, IDS[1], None, False), strict=True)
+    dup = parse_topic("b.md", "# B\n\n" + _record(3, IDS[0], None, False), strict=True)
+    prev = assemble_tree([one, two])
+    assert prev.dupfree
+    tree = reassemble_tree(prev, [one, dup])
+    assert not tree.dupfree
+    assert [p.message for p in tree.problems] == [p.message for p in assemble_tree([one, dup]).problems]
+    assert any("duplicate memory_id" in p.message for p in tree.problems)
