@@ -47,6 +47,8 @@ from .topics import (CITATION_RE, DEFINITION_RE, TopicTree, Unit, is_error, iter
                      topic_sort_key)
 from .parsecache import is_racy, store_for
 from .txcache import WorkspaceCache, cache_for, derive, installed_stamps, revision_walk
+from . import noopcache
+from .viewcache import mode as views_mode
 from .workspace import RuntimeState, dump_runtime_json, load_runtime_state, workspace_revision
 
 GIT_MODES = ("auto", "on", "off")
@@ -689,6 +691,9 @@ class _Context:
     # ... or, when set, every block id of the baseline except these (``required_ids`` is then
     # not used): what a hand edit requires, without a set of every id of the workspace
     required_except: frozenset[str] | None = None
+    # edit-fresh: a hand edit with the default counter; its ``no change`` answer is remembered
+    # (``noopcache``) under this config key, read before the transaction read the config
+    noop_config: str | None = None
 
 
 def _precheck(rel: str, text: str) -> list[Problem]:
@@ -1128,6 +1133,7 @@ def _finish(stage: Stage, ctx: _Context, prep: _Prepared) -> TxResult:
         return _validated(stage, ctx, prep)
     if prep.plan.empty:
         stage.cache.retain(stage.committed_texts)  # a no-op writes nothing, not even the cache
+        _remember_noop(stage, ctx, prep)  # ... except its own answer, once (noopcache)
         return TxResult(
             ok=True, message="no change", revision=stage.revision, changed_files=tuple(ctx.reported_changed),
             memory_committed=True, git_error=gitlog.NOTHING_TO_COMMIT if ctx.git_commit != "off" else None,
@@ -1167,6 +1173,52 @@ def _finish(stage: Stage, ctx: _Context, prep: _Prepared) -> TxResult:
         warnings=warnings,
         **prep.base,
     )
+
+
+def _remember_noop(stage: Stage, ctx: _Context, prep: _Prepared) -> None:
+    """A hand edit that changed nothing: its answer is a function of the workspace, the
+    config and the code (``noopcache``), kept for the next fresh process."""
+    base = prep.base
+    if ctx.noop_config is None or stage.stamps_racy or base["block_ids"] or base["evidence_ids"] or base["dropped"]:
+        return
+    core = base["core"]
+    noopcache.record(stage.memory_root, stage.stamps, stage.links, stage.revision,
+                     None if core is None else (core.tokens, tuple(core.omitted_ids), core.budget),
+                     prep.warnings, ctx.noop_config)
+
+
+class NoopMismatch(AssertionError):
+    """``MEMORY_TUI_VIEWS=check``: the remembered no-op answer differs from the full path's."""
+
+
+def _known_noop(root: Path, rel: str, text: str, mode: str, git_env: Mapping[str, str] | None,
+                timeout: float, base_revision: str | None) -> TxResult | None:
+    """The answer of a hand edit whose text is the committed file's own bytes, from the
+    remembered no-op verdict of exactly this workspace (``noopcache``), or ``None`` (then the
+    full path runs; it reports every refusal itself). Under the write lock, as the full path
+    installs a no-op: recovery first, the workspace re-checked, git history ensured."""
+    if views_mode() == "full" or stage_mode() != "sparse" or needs_recovery(root):
+        return None
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None  # not a text the stage could even be written with
+    verdict = noopcache.lookup(root, rel, data)
+    if verdict is None or (base_revision is not None and base_revision != verdict.revision):
+        return None
+    try:
+        check_write_confinement(root)
+    except MemoryError:
+        return None
+    with write_lock(root, timeout):
+        _open_locked(root)
+        if not noopcache.holds(root, verdict):
+            return None
+        _ensure_git(root, mode, git_env)
+    core = None if verdict.core is None else CoreInfo(verdict.core[0], verdict.core[1], verdict.core[2])
+    return TxResult(ok=True, message="no change", revision=verdict.revision, memory_committed=True,
+                    git_error=gitlog.NOTHING_TO_COMMIT if mode != "off" else None, warnings=verdict.warnings,
+                    core=core)
 
 
 def _synchronize(stage: Stage, ctx: _Context) -> TxResult:
@@ -1300,8 +1352,16 @@ def staged_edit(
         root = memory_root(state)
         if not root.parent.is_dir():
             raise MemoryError("MEMORY_NOT_FOUND", f"state directory not found: {root.parent}")
+        remember = not deleting and not validate_only and counter is None
+        known = None
+        if remember:
+            assert text is not None
+            known = _known_noop(root, rel, text, mode, git_env, timeout, base_revision)
+            if known is not None and views_mode() != "check":
+                return known
 
         def make() -> tuple[Stage, _Context]:
+            noop_config = noopcache.config_key(root.parent) if remember else None
             stage = Stage(root, link_topics=True)
             try:
                 if base_revision is not None and base_revision != stage.revision:
@@ -1332,10 +1392,14 @@ def staged_edit(
                 commit_message=message or gitlog.edit_message(rel, deleted=deleting),
                 git_env=git_env,
                 counter=_counter(counter),
+                noop_config=noop_config,
             )
 
-        return _transact(root, make, timeout=timeout, validate_only=validate_only,
-                         before_install=lambda: _ensure_git(root, mode, git_env))
+        result = _transact(root, make, timeout=timeout, validate_only=validate_only,
+                           before_install=lambda: _ensure_git(root, mode, git_env))
+        if known is not None and result != known:  # check mode: the remembered answer, verified
+            raise NoopMismatch(f"the remembered no-op answer differs from the full path's: {known} != {result}")
+        return result
     except MemoryError as exc:
         return TxResult.failure(exc, validate_only=validate_only)
 

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core import parsecache, txcache, viewcache
+from memory_tui.core import noopcache, parsecache, txcache, viewcache
 from memory_tui.core import transaction as tx
 from memory_tui.core.sources import SourceIndex
 from memory_tui.core.topics import parse_tree
@@ -44,7 +44,7 @@ def _bytes(mem: Path) -> dict[str, bytes]:
         for name in filenames:
             p = Path(dirpath, name)
             rel = p.relative_to(mem).as_posix()
-            if name == txcache.CACHE_NAME:
+            if name in (txcache.CACHE_NAME, noopcache.NAME):  # caches: keyed by this copy's stamps
                 continue
             out[rel] = p.read_bytes()
     return out
@@ -158,6 +158,9 @@ def _damage(mem: Path, how: str, old: Path | None, n: int) -> None:
     elif how == "garbage":
         for p in entries[n % 3::3]:
             p.write_bytes(p.read_bytes()[: max(1, p.stat().st_size // 2)])
+        verdict = mem / ".scriptorium" / noopcache.NAME  # the remembered no-op answer, cut short
+        if verdict.is_file() and n % 2:
+            verdict.write_bytes(verdict.read_bytes()[:-7])
     elif how == "retype":  # intact entries holding a value of the wrong type for their kind
         for p in entries[n % 2::2]:
             rel, body = parsecache.decode(p.read_bytes()) or (None, None)

@@ -1,0 +1,192 @@
+"""The last no-op verdict of a workspace, so a fresh ``edit`` with a file's own bytes answers
+without re-deriving the whole workspace (issue 12: a no-op edit in <= 0.5 s).
+
+A hand edit whose new text is byte for byte the committed file leaves the stage equal to the
+committed workspace, so what the transaction answers is a function of the workspace alone
+(its revision files and symbolic links), of ``<state>/config.json`` (the views' limits) and of
+the code: not of which file was "edited". When the full path answered ``no change`` for such
+an edit, that answer is written here (``<M>/<runtime-dir>/memory-tui-noop.json``) keyed by
+
+* the stat stamps ``(mtime_ns, size, inode, ctime_ns)`` of every revision file and the list of
+  symbolic links, as ``txcache.revision_walk`` gives them -- none of them younger than the
+  clock tick (``parsecache.is_racy``: a file rewritten within one tick keeps its stamp), the
+  same proof the in-process revision cache accepts; ctime cannot be set back by any tool;
+* the bytes and the stamp of ``config.json`` (read before and after the verdict was made);
+* a digest of every module under ``core/`` (any change of the code is a miss).
+
+An entry is used only when all of that is equal now; anything else (a missing, corrupt,
+foreign or stale file) is a miss and the full path runs, never an error. Only the answer of
+the default token counter and of incremental views is stored. ``MEMORY_TUI_VIEWS=full``
+never uses an entry; ``MEMORY_TUI_VIEWS=check`` answers from it *and* runs the full path,
+and raises when the two differ (``transaction`` does the comparing).
+
+The file is an internal name in the runtime dir: outside the revision and git, never copied
+into a stage; OpenProgram ignores it. Writing it is the one thing a no-op writes, and only
+when the answer was not there already.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat as stat_mod
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+from .parsecache import is_racy
+from .paths import Layout
+from .txcache import revision_walk
+
+NAME = "memory-tui-noop.json"
+VERSION = 1
+
+
+@lru_cache(maxsize=1)
+def code_tag() -> str:
+    """A digest of every module of ``core/`` (the whole transaction path) and this format."""
+    here = Path(__file__).resolve().parent
+    h = hashlib.sha256(f"noop v{VERSION}".encode())
+    for path in sorted(here.glob("*.py")):
+        h.update(path.name.encode())
+        h.update(b"\x00")
+        try:
+            h.update(path.read_bytes())
+        except OSError:
+            h.update(b"?")
+    return h.hexdigest()[:32]
+
+
+def workspace_key(stamps: Mapping[str, tuple], links: tuple[str, ...]) -> str | None:
+    """What proves the workspace unchanged, or ``None`` when a stamp proves nothing (too young)."""
+    if any(is_racy(st[0], st[3]) for st in stamps.values()):
+        return None
+    h = hashlib.sha256()
+    for rel, st in stamps.items():
+        h.update(f"{rel}\x00{st[0]},{st[1]},{st[2]},{st[3]}\n".encode("utf-8", "surrogatepass"))
+    h.update(b"\x01")
+    for rel in links:
+        h.update(f"{rel}\n".encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+def config_key(state_dir: Path) -> str | None:
+    """The bytes and stamp of ``config.json`` (``-`` when there is none); ``None`` when it
+    cannot be read or is too young for its stamp to prove anything."""
+    path = Path(state_dir) / "config.json"
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return "-"
+    except OSError:
+        return None
+    if not stat_mod.S_ISREG(st.st_mode) or is_racy(st.st_mtime_ns, st.st_ctime_ns):
+        return None
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    stamp = f"{st.st_mtime_ns},{st.st_size},{st.st_ino},{st.st_ctime_ns}"
+    return stamp + ":" + hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the full path answered for a no-op hand edit of this workspace."""
+
+    revision: str
+    core: tuple[int | None, tuple[str, ...], int] | None  # CoreInfo's (tokens, omitted_ids, budget)
+    warnings: tuple[str, ...]
+    key: str  # workspace_key it was made under
+
+
+def _path(memory_root: Path) -> Path:
+    return Layout(Path(memory_root)).runtime_dir / NAME
+
+
+def _decode(body: Any) -> Verdict | None:
+    if not isinstance(body, dict) or body.get("version") != VERSION or body.get("code") != code_tag():
+        return None
+    revision, key, warnings, core = body.get("revision"), body.get("workspace"), body.get("warnings"), body.get("core")
+    if not (isinstance(revision, str) and isinstance(key, str) and isinstance(warnings, list)
+            and all(isinstance(w, str) for w in warnings)):
+        return None
+    if core is not None:
+        if not (isinstance(core, list) and len(core) == 3 and (core[0] is None or type(core[0]) is int)
+                and isinstance(core[1], list) and all(isinstance(i, str) for i in core[1]) and type(core[2]) is int):
+            return None
+        core = (core[0], tuple(core[1]), core[2])
+    return Verdict(revision, core, tuple(warnings), key)
+
+
+def lookup(memory_root: Path, rel: str, data: bytes) -> Verdict | None:
+    """The stored verdict, if it holds for the workspace as it is now and ``rel`` (``topics/…``)
+    holds exactly ``data``; else ``None``."""
+    root = Path(memory_root)
+    try:
+        raw = _path(root).read_bytes()
+        body = json.loads(raw.decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+    verdict = _decode(body)
+    if verdict is None or body.get("config") != config_key(root.parent):
+        return None
+    stamps, links = revision_walk(root)
+    if rel not in stamps or workspace_key(stamps, links) != verdict.key:
+        return None
+    target = root / rel
+    try:
+        same = target.read_bytes() == data
+        st = os.lstat(target)
+    except OSError:
+        return None
+    if not same or (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns) != tuple(stamps[rel]):
+        return None  # changed while being compared
+    return verdict
+
+
+def holds(memory_root: Path, verdict: Verdict) -> bool:
+    """The workspace is still the one ``verdict`` was made for (call under the write lock)."""
+    stamps, links = revision_walk(Path(memory_root))
+    return workspace_key(stamps, links) == verdict.key
+
+
+def record(memory_root: Path, stamps: Mapping[str, tuple], links: tuple[str, ...], revision: str,
+           core: tuple[int | None, tuple[str, ...], int] | None, warnings: tuple[str, ...], config: str | None) -> None:
+    """Remember a no-op verdict made from a stage read at ``stamps``/``links`` with the config
+    keyed ``config`` (read before the verdict was made). Best effort: a workspace whose stamps
+    or config prove nothing, or that cannot be written, is skipped."""
+    root = Path(memory_root)
+    key = workspace_key(stamps, links)
+    if key is None or config is None or config != config_key(root.parent):
+        return
+    path = _path(root)
+    body = {"version": VERSION, "code": code_tag(), "workspace": key, "config": config, "revision": revision,
+            "core": None if core is None else [core[0], list(core[1]), core[2]], "warnings": list(warnings)}
+    data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    runtime = path.parent
+    tmp = path.with_name(f".{NAME}.{os.getpid()}.tmp")
+    try:
+        if runtime.is_symlink() or not runtime.is_dir():
+            return  # never write through a symlinked runtime dir, never create one for a cache
+        try:
+            if path.read_bytes() == data:
+                return
+        except OSError:
+            pass
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+
+
+__all__ = ["NAME", "Verdict", "code_tag", "config_key", "holds", "lookup", "record", "workspace_key"]
