@@ -76,3 +76,19 @@ def test_edit_imports_no_other_verb_module(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True)
     loaded = json.loads(out.stdout.strip().splitlines()[-1])
     assert loaded == ["memory_tui.cli.app", "memory_tui.cli.common", "memory_tui.cli.edit"], loaded
+
+
+def test_one_shot_verbs_run_without_the_cyclic_collector_and_restore_it(monkeypatch, tmp_path):
+    import gc
+
+    from memory_tui.cli import read
+
+    seen = []
+    monkeypatch.setattr(read, "cmd_status", lambda args: seen.append(gc.isenabled()) or 0)
+    assert gc.isenabled()
+    assert cli.main(["--state", str(tmp_path), "status"]) == 0
+    assert seen == [False]
+    assert gc.isenabled()  # main() runs inside other processes too (tests, jobs)
+    # every one-shot verb is a verb the CLI knows, and the long-lived ones keep the collector
+    assert cli.ONE_SHOT_VERBS <= set(cli.VERB_MODULE)
+    assert not cli.ONE_SHOT_VERBS & {"demo", "write", "reorganize", "backfill", "migrate", "jobs", "preview"}
