@@ -24,7 +24,7 @@ import posixpath
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import MemoryError
 from .paths import check_writable, relpath
@@ -984,9 +984,10 @@ def apply_patch(texts: Mapping[str, str], patch: str) -> ChangeOutcome:
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Loc:
-    """Where one memory id lives in the current staged texts."""
+class _Loc(NamedTuple):
+    """Where one memory id lives in the current staged texts. A named tuple, not a frozen
+    dataclass: a record op builds one per id of the workspace from the kept summaries (20 000
+    at scale 1), and a frozen dataclass costs several times more to build."""
 
     path: str
     para: int  # index into the file's paragraphs
@@ -1152,6 +1153,32 @@ class _Scans(dict):
         return self[path] if path in self else default
 
 
+class _Lines(dict):
+    """``_Work.lines``: a file's lines are split on first use. A record op looks at a few files
+    of a workspace of hundreds; splitting every one up front cost more than the op itself."""
+
+    def __init__(self, texts: Mapping[str, str]) -> None:
+        super().__init__()
+        self._texts = texts
+
+    def __missing__(self, path: str) -> list[str]:
+        if path not in self._texts:
+            raise KeyError(path)
+        lines = self[path] = split_lines(self._texts[path])
+        return lines
+
+    def __contains__(self, path: object) -> bool:
+        return dict.__contains__(self, path) or path in self._texts
+
+    def get(self, path: str, default: Any = None) -> Any:
+        return self[path] if path in self else default
+
+    def setdefault(self, path: str, default: Any = None) -> Any:
+        if path not in self:
+            self[path] = default
+        return self[path]
+
+
 class _Work:
     """Mutable working copy of the staged texts with an id index kept current per file.
 
@@ -1162,14 +1189,14 @@ class _Work:
     def __init__(self, texts: Mapping[str, str], link_for: LinkFor | None,
                  summaries: Callable[[str, str], ScanSummary | None] | None = None) -> None:
         self.original = dict(texts)
-        self.lines: dict[str, list[str]] = {p: split_lines(t) for p, t in texts.items()}
+        self.lines: dict[str, list[str]] = _Lines(self.original)
         self.summarized: dict[str, dict[str, _Loc]] = {}
         self.scans: dict[str, _Scan] = _Scans(self)
         self.index: dict[str, _Loc] = {}
         self.footnote_ids: set[str] = set()
         self.link_for = link_for
         self.touched: set[str] = set()
-        for path in sorted(self.lines, key=lambda p: tuple(p.split("/"))):
+        for path in sorted(self.original, key=lambda p: tuple(p.split("/"))):
             summary = summaries(path, texts[path]) if summaries is not None else None
             if summary is not None:
                 units = {mid: _Loc(path, para, legacy, ids, group) for mid, para, legacy, ids, group in summary[0]}
