@@ -125,7 +125,11 @@ def lookup(memory_root: Path, rel: str, data: bytes) -> Verdict | None:
     """The stored verdict, if it holds for the workspace as it is now and ``rel`` (``topics/…``)
     holds exactly ``data``; else ``None``."""
     root = Path(memory_root)
-    try:
+    target = root / rel
+    try:  # first the one file: an edit that changes something costs one read here
+        st = os.lstat(target)
+        if not stat_mod.S_ISREG(st.st_mode) or st.st_size != len(data) or target.read_bytes() != data:
+            return None
         raw = _path(root).read_bytes()
         body = json.loads(raw.decode("utf-8"))
     except (OSError, ValueError):
@@ -136,14 +140,8 @@ def lookup(memory_root: Path, rel: str, data: bytes) -> Verdict | None:
     stamps, links = revision_walk(root)
     if rel not in stamps or workspace_key(stamps, links) != verdict.key:
         return None
-    target = root / rel
-    try:
-        same = target.read_bytes() == data
-        st = os.lstat(target)
-    except OSError:
-        return None
-    if not same or (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns) != tuple(stamps[rel]):
-        return None  # changed while being compared
+    if (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns) != tuple(stamps[rel]):
+        return None  # changed between the compare and the walk
     return verdict
 
 

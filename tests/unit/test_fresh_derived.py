@@ -1,0 +1,105 @@
+"""A fresh process with every persistent derived cache warm (parse cache: topic parses, view
+parts, block ids, link rewrites, scan summaries; the canonical proofs; the no-op verdict)
+answers and writes byte for byte what a fresh process with none of them writes in the
+full-rebuild mode, including right after another tool changed one topic file behind
+memory-tui's back (the case the caches' keys must catch)."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+from memory_tui.core import noopcache, parsecache, txcache, viewcache
+from memory_tui.core import transaction as tx
+from memory_tui.core.topics import parse_tree
+from memory_tui.core.sources import SourceIndex
+from memory_tui.core.workspace import workspace_revision
+
+ADA = "topics/people/ada.md"
+KYOTO = "topics/projects/kyoto-trip.md"
+
+
+def _files(mem: Path) -> dict[str, bytes]:
+    out = {}
+    for p in sorted(mem.rglob("*")):
+        rel = p.relative_to(mem).as_posix()
+        if rel.startswith(".git/") or rel.startswith(".scriptorium/memory-tui") or not p.is_file():
+            continue
+        out[rel] = p.read_bytes()
+    return out
+
+
+def _summary(r: tx.TxResult) -> tuple:
+    return (r.ok, r.code, r.message, tuple(r.changed_files), dict(r.block_ids), dict(r.evidence_ids), r.core)
+
+
+def _steps(state: Path, full: bool, monkeypatch) -> list[tuple]:
+    """One owner session as separate processes: each step starts with nothing in memory; with
+    ``full`` every persistent cache is dropped first and every view derived from every unit."""
+    mem = state / "memory"
+    if full:
+        monkeypatch.setenv(viewcache.MODE_ENV, "full")
+        monkeypatch.setenv(tx.STAGE_MODE_ENV, "full")
+    else:
+        monkeypatch.delenv(viewcache.MODE_ENV, raising=False)
+        monkeypatch.delenv(tx.STAGE_MODE_ENV, raising=False)
+
+    def fresh() -> None:
+        txcache.clear_caches()
+        if full:
+            parsecache.drop(mem)
+            for p in (mem / ".scriptorium").glob("memory-tui-*"):
+                p.unlink()
+        time.sleep(0.15)  # past the clock tick: the stamps just written prove something now
+
+    out = []
+    ada = (mem / ADA).read_text(encoding="utf-8")
+    fresh()
+    out.append(_summary(tx.staged_edit(state, ADA, ada.replace("short answers", "brief answers", 1), git_commit="off")))
+    fresh()
+    out.append(_summary(tx.staged_edit(state, ADA, (mem / ADA).read_text(encoding="utf-8"), git_commit="off")))
+    fresh()
+    out.append(_summary(tx.staged_edit(state, ADA, (mem / ADA).read_text(encoding="utf-8"), git_commit="off")))
+    # another tool rewords a record of kyoto-trip.md (its timeline row and more change)
+    kyoto = (mem / KYOTO).read_text(encoding="utf-8")
+    assert "Kyoto" in kyoto
+    (mem / KYOTO).write_text(kyoto.replace("Kyoto", "Kioto", 1), encoding="utf-8")
+    fresh()
+    out.append(_summary(tx.staged_edit(state, ADA, (mem / ADA).read_text(encoding="utf-8"), git_commit="off")))
+    fresh()
+    index = SourceIndex.load(mem)
+    unit = parse_tree(mem / "topics", resolve=index.resolve_target).topic(KYOTO[len("topics/"):]).units[0]
+    op = {"op": "update_record", "memory_id": unit.memory_id, "content": "Reworded in a fresh process.",
+          "time": unit.when, "source_refs": list(unit.source_refs)}
+    out.append(_summary(tx.update(state, workspace_revision(mem), memory_changes=[op], git_commit="off")))
+    fresh()
+    out.append(_summary(tx.staged_edit(state, KYOTO, (mem / KYOTO).read_text(encoding="utf-8"), git_commit="off")))
+    return out
+
+
+def test_warm_fresh_processes_equal_cold_full_rebuilds(fixture_state, tmp_path, monkeypatch):
+    cold = tmp_path / "cold"
+    shutil.copytree(fixture_state, cold, symlinks=True)
+    hits = []
+    real = noopcache.lookup
+
+    def lookup(*a, **kw):
+        got = real(*a, **kw)
+        hits.append(got is not None)
+        return got
+
+    monkeypatch.setattr(noopcache, "lookup", lookup)
+    warm_results = _steps(fixture_state, False, monkeypatch)
+    # only the second no-op was answered from the remembered verdict: the reword is no no-op,
+    # the first no-op made the verdict, the external change keyed the third out, the last
+    # follows an install
+    assert hits == [False, False, True, False, False]
+    cold_results = _steps(cold, True, monkeypatch)
+    assert warm_results == cold_results
+    # the steps did what they say: an install, two no-ops, the external change re-derived, ...
+    assert [r[2] for r in warm_results] == ["installed", "no change", "no change", "installed", "installed",
+                                            "no change"]
+    assert _files(fixture_state / "memory") == _files(cold / "memory")
+    # and the warm caches were there to be used
+    assert (fixture_state / "memory" / ".scriptorium" / parsecache.DIR_NAME).is_dir()
