@@ -59,3 +59,12 @@ def test_processes_saving_at_once_keep_each_others_counts(tmp_path, monkeypatch)
     monkeypatch.setattr(tokens, "COUNT_MEMO", third)
     assert [counter.count(t) for t in TEXTS[:2]] == [_exact(t) for t in TEXTS[:2]]
     assert not third.dirty
+
+
+def test_tiktoken_version_is_what_importlib_metadata_reports():
+    from importlib.metadata import version
+
+    from memory_tui.core import tokens
+
+    assert tokens._tiktoken_version() == version("tiktoken")
+    assert tokens.CountMemo.tag().endswith("/tiktoken-" + version("tiktoken"))
