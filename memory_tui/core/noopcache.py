@@ -12,7 +12,8 @@ an edit, that answer is written here (``<M>/<runtime-dir>/memory-tui-noop.json``
   clock tick (``parsecache.is_racy``: a file rewritten within one tick keeps its stamp), the
   same proof the in-process revision cache accepts; ctime cannot be set back by any tool;
 * the bytes and the stamp of ``config.json`` (read before and after the verdict was made);
-* a digest of every module under ``core/`` (any change of the code is a miss).
+* a digest of every module under ``core/``, the token counter's tag and the Python version
+  (any change of the code that computes the answer is a miss).
 
 An entry is used only when all of that is equal now; anything else (a missing, corrupt,
 foreign or stale file) is a miss and the full path runs, never an error. Only the answer of
@@ -31,6 +32,7 @@ import hashlib
 import json
 import os
 import stat as stat_mod
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -46,9 +48,13 @@ VERSION = 1
 
 @lru_cache(maxsize=1)
 def code_tag() -> str:
-    """A digest of every module of ``core/`` (the whole transaction path) and this format."""
+    """A digest of every module of ``core/`` (the whole transaction path), this format, the
+    token counter's tag (rank file and tiktoken version: core.md's budget is counted with it)
+    and the Python version (its Unicode tables decide what the parser calls whitespace)."""
+    from .tokens import CountMemo
+
     here = Path(__file__).resolve().parent
-    h = hashlib.sha256(f"noop v{VERSION}".encode())
+    h = hashlib.sha256(f"noop v{VERSION} {CountMemo.tag()} {sys.version_info[:2]}".encode())
     for path in sorted(here.glob("*.py")):
         h.update(path.name.encode())
         h.update(b"\x00")
