@@ -26,7 +26,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
 
 HERE = Path(__file__).resolve().parent
 PY = sys.executable

@@ -28,7 +28,7 @@ from .errors import CORRUPT_FILE, SPECIAL_TOKEN_TEXT, STATE_NOT_FOUND, WRITE_FAI
 from .paths import RUNTIME_NAMES, Layout, is_internal_top
 from .tokens import TokenCounter
 from .viewcache import view_cache_for
-from .views import ViewMismatch, build_views, compare_views, core_injection, special_token_problems
+from .views import ViewMismatch, compare_views, core_injection, special_token_problems
 from .parsecache import deps_signature, stat_key, store_for, topic_deps
 
 EMPTY_REVISION = hashlib.sha256(b"").hexdigest()[:32]

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from memory_tui.core.errors import MemoryError
 from memory_tui.core.gitlog import fixed_env
 from memory_tui.pipeline.write import Context, revision, write
 from memory_tui.pipeline.writers.base import WriterOutcome

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st

@@ -18,7 +18,7 @@ from memory_tui.core.errors import MemoryError
 from memory_tui.core.gitlog import fixed_env
 from memory_tui.core.paths import Layout
 
-from rel_support import ids, leftovers, make_state, node_marks, topic
+from rel_support import ids, leftovers, make_state, topic
 
 
 def _refusal(state: Path, rel: str, text: str | None) -> str | None:

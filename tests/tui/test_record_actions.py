@@ -561,7 +561,7 @@ async def test_core_view_updates_the_highlighted_block(fixture_state):
         await settle(pilot, app)
         assert app.model.records[rec.memory_id].content == "The owner drinks green tea, never coffee."
     text = (root / "topics/core.md").read_text()
-    assert f"The owner drinks green tea, never coffee.[^" in text and f"^{rec.memory_id}" in text
+    assert "The owner drinks green tea, never coffee.[^" in text and f"^{rec.memory_id}" in text
 
 
 async def test_an_unexpected_failure_in_a_change_is_reported_not_hidden(fixture_state, monkeypatch):

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import stat
 
-import pytest
 
 from memory_tui.sessions.marks import MARK_KEY, mark_nodes, serialize_node
 from test_sessions_helpers import ROOT, make_session, node, turn

@@ -269,7 +269,7 @@ def test_labels_unique_across_topics():
 # --- update ------------------------------------------------------------------------------------------
 
 
-MERGED = f"""# Dave
+MERGED = """# Dave
 
 Tea and coffee.[^e-aaaaaaaaaa][^e-bbbbbbbbbb] ^11111111 ^22222222
 
@@ -408,7 +408,7 @@ def test_move_with_conflicting_evidence_definition_in_destination():
 
 
 def test_move_reuses_identical_definition_in_destination():
-    dest = f"# D\n\nOther.[^e-48bac47c87] ^44444444\n\n[^e-48bac47c87]: Time: `2026-08`; Sources: [daily tea](../sources/openprogram/_v2/sess-7f2a.md#source-3980e4aaa25977a6)\n"
+    dest = "# D\n\nOther.[^e-48bac47c87] ^44444444\n\n[^e-48bac47c87]: Time: `2026-08`; Sources: [daily tea](../sources/openprogram/_v2/sess-7f2a.md#source-3980e4aaa25977a6)\n"
     out = run({**TREE, "d.md": dest}, move(["ae99a3a8"], topic="topics/d.md", headings=("D",)))
     assert out.texts["d.md"].count("[^e-48bac47c87]: ") == 1
     units("d.md", out.texts["d.md"])
