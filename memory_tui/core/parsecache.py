@@ -25,9 +25,12 @@ its file is parsed again), never an error. Losing the cache only costs time.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import hashlib
 import io
+import marshal
 import os
 import pickle
 import posixpath
@@ -35,13 +38,18 @@ import shutil
 import stat as stat_mod
 import threading
 import time
+import zlib
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
+from .errors import Problem
+from .fastdata import positional
 from .paths import Layout
-from .sources import SourceIndex, archive_path, d_archive_path, parse_d_ref, walk_sources
-from .topics import Topic, assemble_tree, parse_topic, read_topic_file, topic_sort_key
+from .sources import (ArchiveFile, SourceFrame, SourceIndex, V2Scan, archive_path, d_archive_path, decode_meta,
+                      parse_d_ref, walk_sources)
+from .topics import (Annotation, Evidence, Heading, SourceLink, Topic, Unit, assemble_tree, parse_topic,
+                     read_topic_file, topic_sort_key)
 
 
 RACY_NS = 100_000_000
@@ -58,23 +66,33 @@ def topic_deps(topic: Topic) -> tuple[str, ...]:
     topic_dir = posixpath.dirname("topics/" + topic.path)
     for ev in topic.evidence:
         for link in ev.links:
-            rel_part = link.target.strip().partition("#")[0]
-            if rel_part and not rel_part.startswith("/") and "\\" not in rel_part:
-                joined = posixpath.normpath(posixpath.join(topic_dir, rel_part))
-                if joined.startswith("sources/"):
-                    deps.add(joined)
+            joined = _file_dep(topic_dir, link.target.strip().partition("#")[0])
+            if joined is not None:
+                deps.add(joined)
             sid = link.source_id
             if not sid:
                 continue
             if parse_d_ref(sid) is not None:
                 deps.add(d_archive_path(sid))
                 continue
-            for legacy in (False, True):
-                try:
-                    deps.add(archive_path(sid, legacy=legacy))
-                except (ValueError, UnicodeEncodeError):
-                    pass
+            try:  # both spellings fail alike: they quote the same provider and thread
+                v2, legacy = archive_path(sid), archive_path(sid, legacy=True)
+            except (ValueError, UnicodeEncodeError):
+                continue
+            deps.add(v2)
+            deps.add(legacy)
     return tuple(sorted(deps))
+
+
+@lru_cache(maxsize=16384)
+def _file_dep(topic_dir: str, rel_part: str) -> str | None:
+    """The ``sources/`` file a link's path part names. Cached: thousands of links share a
+    handful of archive files."""
+    if rel_part and not rel_part.startswith("/") and "\\" not in rel_part:
+        joined = posixpath.normpath(posixpath.join(topic_dir, rel_part))
+        if joined.startswith("sources/"):
+            return joined
+    return None
 
 
 def deps_signature(index: SourceIndex, deps: Iterable[str]) -> str:
@@ -108,6 +126,7 @@ DERIVED = ("views", "ids", "refs", "lineids", "defids", "links", "scan")
 PACKED = frozenset(("ids", "refs", "lineids", "defids", "links", "scan"))
 PACK_SUFFIX = ".pack"
 MAGIC = b"memory-tui-parse-cache\n"
+ROWS_MAGIC = b"memory-tui-parse-rows\n"
 
 # (mtime_ns, size, inode). Not ctime: every transaction hard-links the topic files into its
 # stage, which bumps their ctime without touching a byte.
@@ -163,8 +182,32 @@ def encode(value: Any) -> bytes:
     return MAGIC + hashlib.sha256(payload).hexdigest().encode("ascii") + b"\n" + payload
 
 
+def encode_rows(value: Any) -> bytes:
+    """An entry of plain tuples, strings, numbers and dicts (no classes): ``marshal``, which
+    reads back an order of magnitude faster than a pickle of the same data. A crc32 guards
+    it: these entries are only ever written by this code, into the owner's 0700 runtime dir;
+    the check is against damage (a torn write, a flipped bit), not against an author."""
+    payload = marshal.dumps(value, 4)
+    return ROWS_MAGIC + b"%08x\n" % zlib.crc32(payload) + payload
+
+
 def decode(data: bytes) -> Any:
     """The stored value, or ``None`` for anything that is not an intact entry."""
+    if data.startswith(ROWS_MAGIC):
+        head = len(ROWS_MAGIC) + 9
+        if len(data) < head or data[head - 1:head] != b"\n":
+            return None
+        try:
+            crc = int(data[len(ROWS_MAGIC):head - 1], 16)
+        except ValueError:
+            return None
+        payload = memoryview(data)[head:]
+        if zlib.crc32(payload) != crc:
+            return None
+        try:
+            return marshal.loads(payload)
+        except (EOFError, ValueError, TypeError):  # damaged beyond what the crc saw: a miss
+            return None
     head = len(MAGIC) + 65
     if len(data) < head or not data.startswith(MAGIC) or data[head - 1:head] != b"\n":
         return None
@@ -175,6 +218,131 @@ def decode(data: bytes) -> Any:
         return _Unpickler(io.BytesIO(payload)).load()
     except Exception:  # a foreign or damaged pickle is only a cache miss
         return None
+
+
+# ------------------------------------------------------------------ rows: parses as plain data
+#
+# A topic or archive entry is stored as nested tuples of its fields, in field order, and
+# rebuilt with the positional constructors (``fastdata.positional``): no class is named in
+# the file, so nothing but these constructors can come out of it, and rebuilding ~10^5
+# objects costs a fraction of unpickling them. Objects shared inside one parse (an
+# evidence cited by several units, an annotation shared by a paragraph's aliases) are stored
+# once and shared again. A parse these rows cannot represent exactly is not stored.
+
+_make_link = positional(SourceLink)
+_make_evidence = positional(Evidence)
+_make_annotation = positional(Annotation)
+_make_unit = positional(Unit)
+_make_frame = positional(SourceFrame)
+_ROW_ERRORS = (TypeError, ValueError, IndexError, KeyError, AttributeError)  # a row of the wrong shape
+
+
+class _Unrepresentable(Exception):
+    """A parse the rows format does not hold exactly (it is then simply not stored)."""
+
+
+def topic_rows(topic: Topic) -> tuple:
+    path = topic.path
+    ev_at = {id(ev): i for i, ev in enumerate(topic.evidence)}
+    evs = []
+    for ev in topic.evidence:
+        if ev.topic_path != path:
+            raise _Unrepresentable(path)
+        evs.append((ev.id, ev.raw_when, ev.when, tuple([(l.label, l.target, l.source_id) for l in ev.links]), ev.line,
+                    ev.legacy, ev.non_ascii_time, ev.raw_sources, ev.text))
+    ann_at: dict[int, int] = {}
+    anns: list[tuple] = []
+    units = []
+    for u in topic.units:
+        if u.topic_path != path:
+            raise _Unrepresentable(path)
+        refs = []
+        for ann in u.annotations:
+            k = ann_at.get(id(ann))
+            if k is None:
+                try:
+                    cited = tuple([ev_at[id(ev)] for ev in ann.evidence])
+                except KeyError:  # evidence that is not one of the topic's definitions
+                    raise _Unrepresentable(path) from None
+                k = ann_at[id(ann)] = len(anns)
+                anns.append((ann.quote, cited))
+            refs.append(k)
+        units.append((u.memory_id, u.headings, u.content, u.body, tuple(refs), u.source_refs, u.relation_targets, u.when,
+                      u.line, u.end_line, u.aliases, u.legacy, u.non_ascii_time))
+    heads = tuple([(h.level, h.title, h.line) for h in topic.headings])
+    problems = tuple([(p.code, p.message, p.path, p.line, p.column, p.details) for p in topic.problems])
+    return (path, topic.text, heads, tuple(evs), tuple(anns), tuple(units), problems)
+
+
+def topic_from_rows(rows: tuple) -> Topic:
+    path, text, heads, evs, anns, units, problems = rows
+    ml, me, ma, mu = _make_link, _make_evidence, _make_annotation, _make_unit
+    evidence = [me(i, rw, w, tuple([ml(*link) for link in links]), path, line, legacy, non_ascii, raw_sources, etext)
+                for i, rw, w, links, line, legacy, non_ascii, raw_sources, etext in evs]
+    annotations = [ma(quote, tuple([evidence[k] for k in cited])) for quote, cited in anns]
+    made = tuple([
+        mu(mid, path, hs, content, body, tuple([annotations[k] for k in refs]), srefs, rels, when, line, end, aliases,
+           legacy, non_ascii)
+        for mid, hs, content, body, refs, srefs, rels, when, line, end, aliases, legacy, non_ascii in units
+    ])
+    return Topic(path, text, made, tuple(evidence), tuple([Heading(*h) for h in heads]),
+                 tuple([Problem(c, m, p, ln, col, dict(d)) for c, m, p, ln, col, d in problems]))
+
+
+def archive_rows(entry: ArchiveFile) -> tuple:
+    frames = []
+    for f in entry.frames:
+        if f.meta != (decode_meta(f.meta_token) if f.meta_token is not None else None):
+            raise _Unrepresentable(entry.path)
+        frames.append((f.source_id, f.anchor, f.speaker_id_raw, f.meta_token, f.lines, f.timestamp, f.speaker_label,
+                       f.text, f.trusted, f.pending, f.path, f.line, f.kind))
+    scan = entry.scan
+    if scan is None:
+        scan_row = None
+    elif scan.frames == entry.frames and scan.problem is None:
+        scan_row = (scan.complete, scan.ends_with_lf, scan.n_lines, scan.resumable)
+    else:
+        raise _Unrepresentable(entry.path)
+    if entry.problem is not None:
+        raise _Unrepresentable(entry.path)
+    return (entry.path, entry.kind, entry.key, tuple(frames), entry.complete, entry.comment_ids, entry.anchor_lines,
+            entry.digest, scan_row)
+
+
+def archive_from_rows(rows: tuple) -> ArchiveFile:
+    path, kind, key, frame_rows, complete, comment_ids, anchor_lines, digest, scan_row = rows
+    mf = _make_frame
+    frames = tuple([
+        mf(sid, anc, spk, (decode_meta(tok) if tok is not None else None), lines, ts, label, text, trusted, pending,
+           fpath, line, fkind, tok)
+        for sid, anc, spk, tok, lines, ts, label, text, trusted, pending, fpath, line, fkind in frame_rows
+    ])
+    scan = None if scan_row is None else V2Scan(frames, scan_row[0], None, *scan_row[1:])
+    return ArchiveFile(path, kind, tuple(key), frames, complete, None, frozenset(comment_ids), frozenset(anchor_lines),
+                       digest=digest, scan=scan)
+
+
+@contextlib.contextmanager
+def _bulk() -> Iterator[None]:
+    """Pause the cyclic collector while a parse or its rows are built: they are ~10^5 acyclic
+    objects, and each of the collections their allocation triggers traverses the whole young
+    heap to find nothing (half the time of a cached load). Re-enabled as it was found."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+class _Stored:
+    """Rows read from disk, rebuilt into objects only when an entry is used."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self, rows: tuple) -> None:
+        self.rows = rows
 
 
 def _name(rel: str) -> str:
@@ -223,6 +391,10 @@ class ParseStore:
         return {rel: body for rel, body in value[1].items() if isinstance(rel, str)}
 
     def _load_kind(self, kind: str) -> dict[str, Any]:
+        with _bulk():
+            return self._load_kind_files(kind)
+
+    def _load_kind_files(self, kind: str) -> dict[str, Any]:
         if kind in PACKED:
             return self._load_pack(kind)
         out: dict[str, Any] = {}
@@ -247,27 +419,55 @@ class ParseStore:
         return out
 
     def _archive_map(self) -> dict[str, tuple[StatKey, Any]]:
+        """rel -> (stat key, ArchiveFile or the _Stored rows of one)."""
         if self._archives is None:
-            from .sources import ArchiveFile
-
             loaded = self._load_kind("archives")
             self._archives = {
-                rel: body for rel, body in loaded.items()
-                if isinstance(body, tuple) and len(body) == 2 and isinstance(body[1], ArchiveFile) and body[1].path == rel
+                rel: (tuple(body[0]), _Stored(body[1])) for rel, body in loaded.items()
+                if isinstance(body, tuple) and len(body) == 2 and _is_key(body[0]) and isinstance(body[1], tuple)
+                and len(body[1]) == 9 and body[1][0] == rel
             }
         return self._archives
 
+    def _archive_hit(self, rel: str, key: StatKey) -> Any:
+        """The cached scan of ``rel`` made from exactly ``key``, else ``None``."""
+        cached = self._archive_map()
+        hit = cached.get(rel)
+        if hit is None or hit[0] != key or _racy(key):
+            return None
+        entry = hit[1]
+        if isinstance(entry, _Stored):
+            try:
+                with _bulk():
+                    entry = archive_from_rows(entry.rows)
+            except _ROW_ERRORS:  # not rows this code wrote: a miss, overwritten by the next flush
+                del cached[rel]
+                return None
+            cached[rel] = (key, entry)
+        return entry
+
     def _topic_map(self) -> dict[str, _TopicEntry]:
         if self._topics is None:
-            from .topics import Topic
-
             loaded = self._load_kind("topics")
             self._topics = {}
             for rel, body in loaded.items():
-                if (isinstance(body, tuple) and len(body) == 5 and isinstance(body[2], Topic) and body[2].path == rel
-                        and isinstance(body[1], str) and isinstance(body[4], str)):
-                    self._topics[rel] = _TopicEntry(tuple(body[0]), body[1], body[2], tuple(body[3]), body[4])
+                if (isinstance(body, tuple) and len(body) == 5 and _is_key(body[0]) and isinstance(body[1], str)
+                        and isinstance(body[3], tuple) and isinstance(body[4], str) and isinstance(body[2], tuple)
+                        and len(body[2]) == 7 and body[2][0] == rel):
+                    self._topics[rel] = _TopicEntry(tuple(body[0]), body[1], _Stored(body[2]), tuple(body[3]), body[4])
         return self._topics
+
+    def _topic_of(self, rel: str, hit: _TopicEntry) -> Any:
+        topic = hit.topic
+        if isinstance(topic, _Stored):
+            try:
+                with _bulk():
+                    topic = topic_from_rows(topic.rows)
+            except _ROW_ERRORS:
+                del self._topic_map()[rel]
+                return None
+            hit.topic = topic
+        return topic
 
     # -- archives -----------------------------------------------------------------------
     def source_index(self, previous: Any = None) -> Any:
@@ -288,9 +488,9 @@ class ParseStore:
             for rel, key in keys.items():
                 if rel in prior_files:
                     continue
-                hit = cached.get(rel)
-                if hit is not None and hit[0] == key and not _racy(key):
-                    prior_files[rel] = hit[1]
+                hit = self._archive_hit(rel, key)
+                if hit is not None:
+                    prior_files[rel] = hit
             index = SourceIndex.load(self.memory_root, previous=_Prior(self.memory_root, prior_files))
             for rel, entry in index.files.items():
                 key = keys.get(rel)
@@ -315,7 +515,7 @@ class ParseStore:
                 return None
             if deps_signature(index, hit.deps) != hit.sig:
                 return None
-            return hit.topic
+            return self._topic_of(rel, hit)
 
     def topic_for_sha(self, rel: str, sha: str, index: Any) -> tuple[Any, tuple[str, ...], str] | None:
         """``(topic, deps, sig)`` cached for this exact text (by digest), deps unchanged."""
@@ -326,7 +526,8 @@ class ParseStore:
                 return None
             if deps_signature(index, hit.deps) != hit.sig:
                 return None
-            return hit.topic, hit.deps, hit.sig
+            topic = self._topic_of(rel, hit)
+            return None if topic is None else (topic, hit.deps, hit.sig)
 
     def put_topic(self, rel: str, key: StatKey | None, sha: str, topic: Any, deps: tuple[str, ...], sig: str) -> None:
         """Remember a problem-free strict parse (``key`` None: known by digest only)."""
@@ -419,14 +620,14 @@ class ParseStore:
                     for rel in sorted(dirty):
                         path = folder / _name(rel)
                         entry = table.get(rel)
-                        if entry is None:
+                        data = None if entry is None else _entry_bytes(kind, rel, entry)
+                        if data is None:
                             try:
                                 path.unlink()
                             except FileNotFoundError:
                                 pass
                             continue
-                        body = entry if kind != "topics" else (entry.key, entry.sha, entry.topic, entry.deps, entry.sig)
-                        _atomic(path, encode((rel, body)))
+                        _atomic(path, data)
                     dirty.clear()
             except OSError:
                 return
@@ -440,6 +641,29 @@ class ParseStore:
         for name in names:
             if name != self.dir.name:
                 shutil.rmtree(parent / name, ignore_errors=True)
+
+
+def _is_key(value: Any) -> bool:
+    return isinstance(value, tuple) and len(value) == 3 and all(type(v) is int for v in value)
+
+
+def _entry_bytes(kind: str, rel: str, entry: Any) -> bytes | None:
+    """The file of one entry; ``None`` for one that is not stored (see _Unrepresentable)."""
+    if kind == "archives":
+        key, value = entry
+        try:
+            rows = value.rows if isinstance(value, _Stored) else archive_rows(value)
+            return encode_rows((rel, (key, rows)))
+        except (_Unrepresentable, ValueError):  # ValueError: marshal met a value it cannot hold
+            return None
+    if kind == "topics":
+        value = entry.topic
+        try:
+            rows = value.rows if isinstance(value, _Stored) else topic_rows(value)
+            return encode_rows((rel, (entry.key, entry.sha, rows, entry.deps, entry.sig)))
+        except (_Unrepresentable, ValueError):
+            return None
+    return encode((rel, entry))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -505,7 +729,11 @@ def load_tree(memory_root: Path | str, *, persist: bool = False) -> tuple[Any, A
     (writers; the benchmarks) or by the next transaction of this process.
     """
 
-    root = Path(memory_root)
+    with _bulk():
+        return _load_tree(Path(memory_root), persist)
+
+
+def _load_tree(root: Path, persist: bool) -> tuple[Any, Any]:
     store = store_for(root)
     index = store.source_index()
     topics_dir = root / "topics"
