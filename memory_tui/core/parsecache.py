@@ -46,7 +46,7 @@ from typing import Any, Iterable, Iterator, Mapping
 from .errors import Problem
 from .fastdata import positional
 from .paths import Layout
-from .sources import (ArchiveFile, SourceFrame, SourceIndex, V2Scan, archive_path, d_archive_path, decode_meta,
+from .sources import (ArchiveFile, SourceFrame, SourceIndex, V2Scan, archive_paths, d_archive_path, decode_meta,
                       parse_d_ref, walk_sources)
 from .topics import (Annotation, Evidence, Heading, SourceLink, Topic, Unit, assemble_tree, parse_topic,
                      read_topic_file, topic_sort_key)
@@ -72,11 +72,11 @@ def topic_deps(topic: Topic) -> tuple[str, ...]:
             sid = link.source_id
             if not sid:
                 continue
-            if parse_d_ref(sid) is not None:
+            if sid[0] == "D" and parse_d_ref(sid) is not None:
                 deps.add(d_archive_path(sid))
                 continue
-            try:  # both spellings fail alike: they quote the same provider and thread
-                v2, legacy = archive_path(sid), archive_path(sid, legacy=True)
+            try:
+                v2, legacy = archive_paths(sid)
             except (ValueError, UnicodeEncodeError):
                 continue
             deps.add(v2)
@@ -125,6 +125,11 @@ DERIVED = ("views", "ids", "refs", "lineids", "defids", "links", "scan")
 # each other's entries, which costs a recomputation, never a wrong answer (entries are keyed).
 PACKED = frozenset(("ids", "refs", "lineids", "defids", "links", "scan"))
 PACK_SUFFIX = ".pack"
+# The parses themselves (big): one file per entry, so a transaction's flush writes only what
+# it changed; a flush that changes most of them (a cold start) writes the whole kind into
+# ``<kind>.pack`` instead (two files rather than 500 to create now and to open later), and
+# the per-entry files written after it take precedence over it when read.
+BULK = frozenset(("archives", "topics"))
 MAGIC = b"memory-tui-parse-cache\n"
 ROWS_MAGIC = b"memory-tui-parse-rows\n"
 
@@ -243,13 +248,15 @@ class _Unrepresentable(Exception):
 
 def topic_rows(topic: Topic) -> tuple:
     path = topic.path
+    same = {}.setdefault  # equal values written once (marshal refers back to an object it wrote)
     ev_at = {id(ev): i for i, ev in enumerate(topic.evidence)}
     evs = []
     for ev in topic.evidence:
         if ev.topic_path != path:
             raise _Unrepresentable(path)
-        evs.append((ev.id, ev.raw_when, ev.when, tuple([(l.label, l.target, l.source_id) for l in ev.links]), ev.line,
-                    ev.legacy, ev.non_ascii_time, ev.raw_sources, ev.text))
+        links = tuple([(same(l.label, l.label), l.target, l.source_id) for l in ev.links])
+        evs.append((ev.id, same(ev.raw_when, ev.raw_when), same(ev.when, ev.when), links, ev.line,
+                    ev.legacy, ev.non_ascii_time, _span_in(ev.raw_sources, ev.text), ev.text))
     ann_at: dict[int, int] = {}
     anns: list[tuple] = []
     units = []
@@ -267,8 +274,10 @@ def topic_rows(topic: Topic) -> tuple:
                 k = ann_at[id(ann)] = len(anns)
                 anns.append((ann.quote, cited))
             refs.append(k)
-        units.append((u.memory_id, u.headings, u.content, u.body, tuple(refs), u.source_refs, u.relation_targets, u.when,
-                      u.line, u.end_line, u.aliases, u.legacy, u.non_ascii_time))
+        content = len(u.content) if u.content and u.body.startswith(u.content) else u.content
+        units.append((u.memory_id, same(u.headings, u.headings), content, u.body, tuple(refs), u.source_refs,
+                      u.relation_targets, same(u.when, u.when), u.line, u.end_line, u.aliases, u.legacy,
+                      u.non_ascii_time))
     heads = tuple([(h.level, h.title, h.line) for h in topic.headings])
     problems = tuple([(p.code, p.message, p.path, p.line, p.column, p.details) for p in topic.problems])
     return (path, topic.text, heads, tuple(evs), tuple(anns), tuple(units), problems)
@@ -277,25 +286,54 @@ def topic_rows(topic: Topic) -> tuple:
 def topic_from_rows(rows: tuple) -> Topic:
     path, text, heads, evs, anns, units, problems = rows
     ml, me, ma, mu = _make_link, _make_evidence, _make_annotation, _make_unit
-    evidence = [me(i, rw, w, tuple([ml(*link) for link in links]), path, line, legacy, non_ascii, raw_sources, etext)
+    evidence = [me(i, rw, w, tuple([ml(*link) for link in links]), path, line, legacy, non_ascii,
+                   raw_sources if type(raw_sources) is str else etext[raw_sources[0]:raw_sources[1]], etext)
                 for i, rw, w, links, line, legacy, non_ascii, raw_sources, etext in evs]
     annotations = [ma(quote, tuple([evidence[k] for k in cited])) for quote, cited in anns]
     made = tuple([
-        mu(mid, path, hs, content, body, tuple([annotations[k] for k in refs]), srefs, rels, when, line, end, aliases,
-           legacy, non_ascii)
+        mu(mid, path, hs, content if type(content) is str else body[:content], body,
+           tuple([annotations[k] for k in refs]), srefs, rels, when, line, end, aliases, legacy, non_ascii)
         for mid, hs, content, body, refs, srefs, rels, when, line, end, aliases, legacy, non_ascii in units
     ])
     return Topic(path, text, made, tuple(evidence), tuple([Heading(*h) for h in heads]),
                  tuple([Problem(c, m, p, ln, col, dict(d)) for c, m, p, ln, col, d in problems]))
 
 
+# Strings that are slices of another stored string are stored as where they sit in it (a
+# third of the bytes: less to read, check and decode); each is verified before it is used.
+
+def _span_in(part: str, whole: str) -> str | tuple[int, int]:
+    """``part`` as ``(start, end)`` in ``whole`` when it is the slice there, else itself."""
+    if part:
+        start = whole.rfind(part)
+        if start >= 0:
+            return (start, start + len(part))
+    return part
+
+
+def _text_in(text: str, lines: tuple[str, ...]) -> str | int:
+    """A frame's text as the offset in its first line where it starts (the rest of the
+    record lines follow it verbatim), else the text itself."""
+    if not lines:
+        return text
+    rest = len(text) - sum(len(line) + 1 for line in lines[1:])
+    start = len(lines[0]) - rest
+    if rest < 0 or start < 0:
+        return text
+    rebuilt = lines[0][start:] if len(lines) == 1 else "\n".join([lines[0][start:], *lines[1:]])
+    return start if rebuilt == text else text
+
+
 def archive_rows(entry: ArchiveFile) -> tuple:
+    same = {}.setdefault  # equal values written once: speakers, tokens, stamps repeat
     frames = []
     for f in entry.frames:
         if f.meta != (decode_meta(f.meta_token) if f.meta_token is not None else None):
             raise _Unrepresentable(entry.path)
-        frames.append((f.source_id, f.anchor, f.speaker_id_raw, f.meta_token, f.lines, f.timestamp, f.speaker_label,
-                       f.text, f.trusted, f.pending, f.path, f.line, f.kind))
+        frames.append((f.source_id, f.anchor, same(f.speaker_id_raw, f.speaker_id_raw), same(f.meta_token, f.meta_token),
+                       f.lines, same(f.timestamp, f.timestamp), same(f.speaker_label, f.speaker_label),
+                       _text_in(f.text, f.lines), f.trusted, f.pending, same(f.path, f.path), f.line,
+                       same(f.kind, f.kind)))
     scan = entry.scan
     if scan is None:
         scan_row = None
@@ -313,8 +351,9 @@ def archive_from_rows(rows: tuple) -> ArchiveFile:
     path, kind, key, frame_rows, complete, comment_ids, anchor_lines, digest, scan_row = rows
     mf = _make_frame
     frames = tuple([
-        mf(sid, anc, spk, (decode_meta(tok) if tok is not None else None), lines, ts, label, text, trusted, pending,
-           fpath, line, fkind, tok)
+        mf(sid, anc, spk, (decode_meta(tok) if tok is not None else None), lines, ts, label,
+           text if type(text) is str else (lines[0][text:] if len(lines) == 1 else "\n".join([lines[0][text:], *lines[1:]])),
+           trusted, pending, fpath, line, fkind, tok)
         for sid, anc, spk, tok, lines, ts, label, text, trusted, pending, fpath, line, fkind in frame_rows
     ])
     scan = None if scan_row is None else V2Scan(frames, scan_row[0], None, *scan_row[1:])
@@ -398,17 +437,26 @@ class ParseStore:
         if kind in PACKED:
             return self._load_pack(kind)
         out: dict[str, Any] = {}
+        if kind in BULK:
+            try:
+                value = decode(_read(str(self.dir / (kind + PACK_SUFFIX))))
+            except OSError:
+                value = None
+            if isinstance(value, tuple) and len(value) == 2 and value[0] == kind and isinstance(value[1], tuple):
+                for item in value[1]:
+                    if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
+                        out[item[0]] = item[1]
         folder = self.dir / kind
         try:
             names = os.listdir(folder)
         except OSError:
             return out
+        base = str(folder) + os.sep
         for name in names:
             if not name.endswith(".pkl"):
                 continue
             try:
-                with open(folder / name, "rb") as fh:
-                    value = decode(fh.read())
+                value = decode(_read(base + name))
             except OSError:
                 continue
             if not (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str)):
@@ -605,6 +653,10 @@ class ParseStore:
                          ("topics", self._dirty_topics, self._topics or {})]
                 kinds += [(kind, self._dirty_derived[kind], self._derived.get(kind, {})) for kind in DERIVED]
                 for kind, dirty, table in kinds:
+                    if kind in BULK and dirty and len(dirty) * 2 >= len(table):
+                        self._write_bulk(kind, table)
+                        dirty.clear()
+                        continue
                     if kind in PACKED:
                         if dirty:
                             for level in (self.dir.parent, self.dir):
@@ -632,6 +684,32 @@ class ParseStore:
             except OSError:
                 return
 
+    def _write_bulk(self, kind: str, table: Mapping[str, Any]) -> None:
+        """Every entry of ``kind`` in one file, and the per-entry files it supersedes gone."""
+        for level in (self.dir.parent, self.dir):
+            level.mkdir(exist_ok=True, mode=0o700)
+        values = []
+        for rel in sorted(table):
+            value = _entry_value(kind, rel, table[rel])
+            if value is not None:
+                values.append(value)
+        try:
+            data = encode_rows((kind, tuple(values)))
+        except ValueError:  # some entry marshal cannot hold: leave that one out
+            data = encode_rows((kind, tuple(v for v in values if _marshals(v))))
+        _atomic(self.dir / (kind + PACK_SUFFIX), data)
+        folder = str(self.dir / kind)
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            return
+        for name in names:
+            if name.endswith(".pkl"):
+                try:
+                    os.unlink(os.path.join(folder, name))
+                except FileNotFoundError:
+                    pass
+
     def _prune_other_tags(self) -> None:
         parent = self.dir.parent
         try:
@@ -647,21 +725,37 @@ def _is_key(value: Any) -> bool:
     return isinstance(value, tuple) and len(value) == 3 and all(type(v) is int for v in value)
 
 
+def _entry_value(kind: str, rel: str, entry: Any) -> tuple | None:
+    """``(rel, rows)`` of one archive or topic entry; ``None`` for one that is not stored."""
+    try:
+        if kind == "archives":
+            key, value = entry
+            rows = value.rows if isinstance(value, _Stored) else archive_rows(value)
+            value = (rel, (key, rows))
+        else:
+            value = entry.topic
+            rows = value.rows if isinstance(value, _Stored) else topic_rows(value)
+            value = (rel, (entry.key, entry.sha, rows, entry.deps, entry.sig))
+        return value
+    except _Unrepresentable:
+        return None
+
+
+def _marshals(value: Any) -> bool:
+    try:
+        marshal.dumps(value, 4)
+    except ValueError:
+        return False
+    return True
+
+
 def _entry_bytes(kind: str, rel: str, entry: Any) -> bytes | None:
     """The file of one entry; ``None`` for one that is not stored (see _Unrepresentable)."""
-    if kind == "archives":
-        key, value = entry
+    if kind in BULK:
+        value = _entry_value(kind, rel, entry)
         try:
-            rows = value.rows if isinstance(value, _Stored) else archive_rows(value)
-            return encode_rows((rel, (key, rows)))
-        except (_Unrepresentable, ValueError):  # ValueError: marshal met a value it cannot hold
-            return None
-    if kind == "topics":
-        value = entry.topic
-        try:
-            rows = value.rows if isinstance(value, _Stored) else topic_rows(value)
-            return encode_rows((rel, (entry.key, entry.sha, rows, entry.deps, entry.sig)))
-        except (_Unrepresentable, ValueError):
+            return None if value is None else encode_rows(value)
+        except ValueError:  # marshal met a value it cannot hold (say, a details object)
             return None
     return encode((rel, entry))
 
@@ -672,6 +766,23 @@ class _Prior:
 
     root: Path
     files: Mapping[str, Any]
+
+
+def _read(path: str) -> bytes:
+    """A whole file with plain os calls (hundreds of entries: pathlib and buffered files
+    cost as much as the reading)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        chunks = []
+        while True:
+            chunk = os.read(fd, max(size, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _atomic(path: Path, data: bytes) -> None:

@@ -106,6 +106,14 @@ def archive_path(source_id: str, legacy: bool = False) -> str:
     return _location(parts[0], parts[1], legacy)
 
 
+def archive_paths(source_id: str) -> tuple[str, str]:
+    """``(archive_path(id), archive_path(id, legacy=True))`` splitting once (both raise alike)."""
+    parts = split_source_id(source_id)
+    if parts is None:
+        raise ValueError(f"invalid source id: {source_id!r}")
+    return _location(parts[0], parts[1], False), _location(parts[0], parts[1], True)
+
+
 def anchor(source_id: str) -> str:
     """``source-`` + first 16 hex of sha256(source_id) (same for v2 and legacy)."""
     return ANCHOR_PREFIX + hashlib.sha256(source_id.encode("utf-8")).hexdigest()[:16]
@@ -539,17 +547,18 @@ def _scan_frames(
         i += 1
     while i < n_lines:
         start = i
-        m = _ANCHOR_LINE.fullmatch(lines[i])
-        if not m:
+        # _ANCHOR_LINE / _SOURCE_LINE by slicing (no line holds "\n", which "." alone refuses)
+        line = lines[i]
+        if not (len(line) >= 13 and line.startswith('<a id="') and line.endswith('"></a>') and '"' not in line[7:-6]):
             return fail(i, "malformed anchor line (expected <a id=\"source-…\"></a>)")
-        anchor_value = m.group(1)
+        anchor_value = line[7:-6]
         i += 1
         if i >= n_lines:
             return fail(start, "frame runs past end of file (no source-id line)", truncated=True)
-        m = _SOURCE_LINE.fullmatch(lines[i])
-        if not m:
+        line = lines[i]
+        if not (len(line) >= 19 and line.startswith("<!-- source-id:") and line.endswith(" -->")):
             return fail(i, "malformed source-id line")
-        sid = m.group(1)
+        sid = line[15:-4]
         parts = split_source_id(sid)  # is_v2_valid_id and archive_path, splitting once
         if parts is None or not sid.isprintable() or _FORBIDDEN_V2_RE.search(sid) is not None:
             return fail(i, f"invalid v2 source id: {sid!r}")
@@ -1296,6 +1305,7 @@ __all__ = [
     "anchor",
     "append_records",
     "archive_path",
+    "archive_paths",
     "classify",
     "d_anchor",
     "d_archive_path",

@@ -390,6 +390,8 @@ def split_lines(text: str) -> list[str]:
 
 
 def _classify_line(raw: str, fenced: bool) -> str:
+    if not raw:  # what the chain below gives an empty line
+        return "fenced" if fenced else "blank"
     first = raw[:1]
     # Fast path: most lines are prose and start with a character no other class starts with.
     if first and first not in "#[<`" and not first.isspace():

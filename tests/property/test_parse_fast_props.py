@@ -66,8 +66,10 @@ def _index_pair(files: dict[str, str]):
 
 
 _REC = new_sources.SourceRecord("openprogram", "s", "m1", 1, "user", "tea please", "2026-08-09T10:00:00Z")
+_REC2 = dataclasses.replace(_REC, message_id="m2", content="two\nlines [x]", speaker_id="ann", trust_state="pending")
 _ARCHIVES = {
-    new_sources.archive_path(_REC.source_id): new_sources.render_archive([new_sources.render_frame(_REC)]),
+    new_sources.archive_path(_REC.source_id): new_sources.render_archive(
+        [new_sources.render_frame(_REC), new_sources.render_frame(_REC2)]),
     "sources/D1.md": '<a id="d1-2"></a>\n[2024] Ann: hello [D1:2]\n',
 }
 NEW_INDEX, OLD_INDEX = _index_pair(_ARCHIVES)
@@ -170,6 +172,7 @@ def test_rows_round_trip_keeps_sharing_and_equality():
     back = parsecache.topic_from_rows(parsecache.topic_rows(topic))
     assert back == topic and _plain(back) == _plain(topic)
     assert back.units and back.units[0].annotations[0].evidence[0] is back.evidence[0]
+    assert any(len(fr.lines) > 1 for entry in NEW_INDEX.files.values() for fr in entry.frames)
     for entry in NEW_INDEX.files.values():
         again = parsecache.archive_from_rows(parsecache.archive_rows(entry))
         assert again == entry and again.frames == entry.frames and _plain(again) == _plain(entry)

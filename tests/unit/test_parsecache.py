@@ -56,8 +56,8 @@ def test_cache_round_trip_equals_a_fresh_parse(mem):
     _same(mem)
     assert _entries(mem) == []  # reading wrote nothing
     parsecache.load_tree(mem, persist=True)
-    assert any("/topics/" in p.as_posix() for p in _entries(mem))
-    assert any("/archives/" in p.as_posix() for p in _entries(mem))
+    # a first flush holds every parse: each kind in one file (<kind>.pack), not one per entry
+    assert [p.name for p in _entries(mem) if p.name in ("topics.pack", "archives.pack")] == ["archives.pack", "topics.pack"]
     _same(mem)
     # the entries really are used: a cached topic is the very object the cache holds
     store = parsecache.store_for(mem)
@@ -73,6 +73,31 @@ def test_changed_topic_is_parsed_again(mem):
     target.write_text(text.replace("Ada", "Adb", 1))  # same size, new bytes
     _same(mem)
     target.write_text("# Broken\n\nno citation here[^zz]\n")
+    _same(mem)
+
+
+def test_an_entry_written_after_the_pack_wins_over_it(mem, monkeypatch):
+    parsecache.load_tree(mem, persist=True)  # everything new: one pack per kind
+    assert len(list((mem / "topics").rglob("*.md"))) >= 3  # one changed file is then a minority
+    target = mem / "topics" / "people" / "ada.md"
+    target.write_text(target.read_text().replace("short answers", "brief answers", 1))
+    st = target.stat()
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns - 5_000_000_000))  # only it: the others keep their keys
+    parsecache.forget_in_process()
+    _, fresh = parsecache.load_tree(mem, persist=True)  # one topic changed: one per-entry file
+    per_entry = [p for p in _entries(mem) if p.parent.name == "topics" and p.suffix == ".pkl"]
+    assert len(per_entry) == 1
+    parsecache.forget_in_process()
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("parsed again: the newer entry was not used")
+
+    monkeypatch.setattr(parsecache, "parse_topic", refuse)
+    _, tree = parsecache.load_tree(mem)
+    assert tree.topics == fresh.topics
+    rel = target.relative_to(mem / "topics").as_posix()
+    assert tree.topic(rel).text == target.read_text()
+    monkeypatch.undo()
     _same(mem)
 
 
