@@ -462,10 +462,19 @@ def _decode(
 
 
 def _split_record_head(first: str) -> tuple[str, str, str] | None:
-    m = _FIRST_LINE.fullmatch(first)
-    if not m:
+    """``_FIRST_LINE.fullmatch`` by string search (once per frame of every archive)."""
+    if not first.startswith("["):
         return None
-    return m.group(1), m.group(2), m.group(3)
+    close = first.find("]", 1)
+    if close < 0 or "[" in first[1:close]:  # the stamp holds no bracket: it ends at the first one
+        return None
+    sep = close + 1
+    if sep >= len(first) or not first[sep].isspace():  # str.isspace is what \s matches
+        return None
+    colon = first.find(": ", sep + 2)  # the label is the shortest non-empty run before ": "
+    if colon < 0:
+        return None
+    return first[1:close], first[sep + 1:colon], first[colon + 2:]
 
 
 def _split_lines(text: str) -> tuple[list[str], bool]:
@@ -588,10 +597,12 @@ def _scan_frames(
             i += 1
         if i >= n_lines:
             return fail(start, "frame runs past end of file (no record-lines line)", truncated=True)
-        m = _COUNT_LINE.fullmatch(lines[i])
-        if not m:
+        line = lines[i]  # _COUNT_LINE by slicing
+        digits = line[18:-4]
+        if not (23 <= len(line) <= 31 and line.startswith("<!-- record-lines:") and line.endswith(" -->")
+                and digits.isascii() and digits.isdigit()):
             return fail(i, "malformed record-lines line")
-        count = int(m.group(1))
+        count = int(digits)
         if count < 1:
             return fail(i, "record-lines must be at least 1")
         i += 1

@@ -226,3 +226,29 @@ def test_cached_parse_equals_fresh_and_old_on_a_bench_state(tmp_path, monkeypatc
     spec.loader.exec_module(mod)
     mod.build(tmp_path / "state", 0.01)
     _cached_equals_fresh(tmp_path / "state" / "memory", monkeypatch)
+
+
+HEAD_CHARS = st.sampled_from(list("[]: \t\x0b\x1c\x1f\x85\u2028\u3000a1-") + [
+    ": ", "] ", "[2026] ", "\u00a0", "[t]\t", "[t]\x1c", "[t]\u3000", "[t]\u2028", "[t]a", "[t]  "])
+
+
+PART = st.lists(HEAD_CHARS, max_size=4).map("".join)
+SEP = st.sampled_from([" ", "\t", "\x1c", "\u3000", "\u2028", "\x85", "a", "", "  "])
+HEADS = st.one_of(
+    st.lists(HEAD_CHARS, max_size=14).map("".join),
+    st.tuples(PART, SEP, PART, st.sampled_from([": ", ":", " : "]), PART).map(lambda t: f"[{t[0]}]{t[1]}{t[2]}{t[3]}{t[4]}"),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(HEADS,
+       st.sampled_from(["2", "2", "2", "02", "0", "", "٣", "²", "123456789", "1234567890", " 2", "2 "]),
+       st.sampled_from(['<a id="{a}"></a>', '<a id="{a}"></a> ', '<a id="x"y"></a>', '<a id="{a}"></a>"']),
+       st.sampled_from(["<!-- source-id:{s} -->", "<!-- source-id:{s}  -->", "<!--  source-id:{s} -->"]))
+def test_frame_lines_read_as_before(first, count, anchor_line, source_line):
+    sid = _REC.source_id
+    rel = new_sources.archive_path(sid)
+    frame = "\n".join([anchor_line.format(a=new_sources.anchor(sid)), source_line.format(s=sid),
+                       f"<!-- record-lines:{count} -->", first, "second line"]) + "\n"
+    data = (new_sources.MARKER + "\n\n" + frame).encode("utf-8")
+    assert _plain(new_sources.scan_v2(rel, data)) == _plain(old_sources.scan_v2(rel, data))
