@@ -538,7 +538,10 @@ def paragraph_shape(text: str) -> ParagraphShape:
         ])
     else:
         groups = ()
-    return ParagraphShape(tuple(suffix), tuple(invalid), body_end, groups)
+    return _make_shape(tuple(suffix), tuple(invalid), body_end, groups)
+
+
+_make_shape = positional(ParagraphShape)
 
 
 def _offset_to_line_col(lines: tuple[str, ...], start_line: int, offset: int) -> tuple[int, int]:
@@ -567,6 +570,9 @@ class RawDefinition:
     backticked: bool
 
 
+_make_raw_definition = positional(RawDefinition)
+
+
 def read_definition(line_text: str, number: int) -> RawDefinition:
     m = DEFINITION_RE.match(line_text)
     assert m is not None
@@ -577,11 +583,13 @@ def read_definition(line_text: str, number: int) -> RawDefinition:
         backticked = when.startswith("`")
         if backticked:
             when = when[1:-1]
-        return RawDefinition(m.group(1), number, line_text, when.strip(), canon.group("sources"), False, backticked)
+        return _make_raw_definition(m.group(1), number, line_text, when.strip(), canon.group("sources"), False,
+                                    backticked)
     legacy = _LEGACY_DEF_RE.match(rest)
     if legacy:
-        return RawDefinition(m.group(1), number, line_text, legacy.group("when"), legacy.group("sources"), True, False)
-    return RawDefinition(m.group(1), number, line_text, None, "", False, False)
+        return _make_raw_definition(m.group(1), number, line_text, legacy.group("when"), legacy.group("sources"), True,
+                                    False)
+    return _make_raw_definition(m.group(1), number, line_text, None, "", False, False)
 
 
 def split_bare_sources(raw_sources: str) -> list[str]:
@@ -805,6 +813,8 @@ def _check_id_placement(shape: ParagraphShape, para: Paragraph, report: _Reporte
     """Pitfall 14: an id on its own line or after an unusual separator makes OpenProgram invent
     an alias. Reported as a warning here (committed files are read as OpenProgram reads them)."""
     for entry in shape.suffix:
+        if entry.separator == " ":  # the usual placement: nothing to say (and no position to find)
+            continue
         line, column = where(entry.offset)
         if "\n" in entry.separator:
             report.warning(
