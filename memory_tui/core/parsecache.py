@@ -249,17 +249,21 @@ class _Unrepresentable(Exception):
 def topic_rows(topic: Topic) -> tuple:
     path = topic.path
     same = {}.setdefault  # equal values written once (marshal refers back to an object it wrote)
+    text = topic.text
     ev_at = {id(ev): i for i, ev in enumerate(topic.evidence)}
     evs = []
+    at = 0  # definitions and paragraphs come in file order: each is looked for after the last
     for ev in topic.evidence:
         if ev.topic_path != path:
             raise _Unrepresentable(path)
         links = tuple([(same(l.label, l.label), l.target, l.source_id) for l in ev.links])
+        etext, at = _located(ev.text, text, at)
         evs.append((ev.id, same(ev.raw_when, ev.raw_when), same(ev.when, ev.when), links, ev.line,
-                    ev.legacy, ev.non_ascii_time, _span_in(ev.raw_sources, ev.text), ev.text))
+                    ev.legacy, ev.non_ascii_time, _span_in(ev.raw_sources, ev.text), etext))
     ann_at: dict[int, int] = {}
     anns: list[tuple] = []
     units = []
+    at = 0
     for u in topic.units:
         if u.topic_path != path:
             raise _Unrepresentable(path)
@@ -275,7 +279,8 @@ def topic_rows(topic: Topic) -> tuple:
                 anns.append((ann.quote, cited))
             refs.append(k)
         content = len(u.content) if u.content and u.body.startswith(u.content) else u.content
-        units.append((u.memory_id, same(u.headings, u.headings), content, u.body, tuple(refs), u.source_refs,
+        body, at = _located(u.body, text, at)
+        units.append((u.memory_id, same(u.headings, u.headings), content, body, tuple(refs), u.source_refs,
                       u.relation_targets, same(u.when, u.when), u.line, u.end_line, u.aliases, u.legacy,
                       u.non_ascii_time))
     heads = tuple([(h.level, h.title, h.line) for h in topic.headings])
@@ -286,15 +291,20 @@ def topic_rows(topic: Topic) -> tuple:
 def topic_from_rows(rows: tuple) -> Topic:
     path, text, heads, evs, anns, units, problems = rows
     ml, me, ma, mu = _make_link, _make_evidence, _make_annotation, _make_unit
-    evidence = [me(i, rw, w, tuple([ml(*link) for link in links]), path, line, legacy, non_ascii,
-                   raw_sources if type(raw_sources) is str else etext[raw_sources[0]:raw_sources[1]], etext)
-                for i, rw, w, links, line, legacy, non_ascii, raw_sources, etext in evs]
+    evidence = []
+    for i, rw, w, links, line, legacy, non_ascii, raw_sources, etext in evs:
+        if type(etext) is not str:
+            etext = text[etext[0]:etext[1]]
+        evidence.append(me(i, rw, w, tuple([ml(*link) for link in links]), path, line, legacy, non_ascii,
+                           raw_sources if type(raw_sources) is str else etext[raw_sources[0]:raw_sources[1]], etext))
     annotations = [ma(quote, tuple([evidence[k] for k in cited])) for quote, cited in anns]
-    made = tuple([
-        mu(mid, path, hs, content if type(content) is str else body[:content], body,
-           tuple([annotations[k] for k in refs]), srefs, rels, when, line, end, aliases, legacy, non_ascii)
-        for mid, hs, content, body, refs, srefs, rels, when, line, end, aliases, legacy, non_ascii in units
-    ])
+    made = []
+    for mid, hs, content, body, refs, srefs, rels, when, line, end, aliases, legacy, non_ascii in units:
+        if type(body) is not str:
+            body = text[body[0]:body[1]]
+        made.append(mu(mid, path, hs, content if type(content) is str else body[:content], body,
+                       tuple([annotations[k] for k in refs]), srefs, rels, when, line, end, aliases, legacy, non_ascii))
+    made = tuple(made)
     return Topic(path, text, made, tuple(evidence), tuple([Heading(*h) for h in heads]),
                  tuple([Problem(c, m, p, ln, col, dict(d)) for c, m, p, ln, col, d in problems]))
 
@@ -309,6 +319,19 @@ def _span_in(part: str, whole: str) -> str | tuple[int, int]:
         if start >= 0:
             return (start, start + len(part))
     return part
+
+
+def _located(part: str, whole: str, at: int) -> tuple[str | tuple[int, int], int]:
+    """``(span of part in whole, where it was found)``, looking from ``at`` first (any
+    occurrence is the same string); ``part`` itself when it is not in ``whole``."""
+    if not part:
+        return part, at
+    start = whole.find(part, at)
+    if start < 0:
+        start = whole.find(part)
+        if start < 0:
+            return part, at
+    return (start, start + len(part)), start
 
 
 def _text_in(text: str, lines: tuple[str, ...]) -> str | int:
