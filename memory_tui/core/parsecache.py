@@ -1,6 +1,6 @@
 """A persistent parse cache: a fresh process starts from the last one's parses (issue 12).
 
-Two kinds of entry, one file each, under ``<M>/<runtime-dir>/memory-tui-cache/<code tag>/``:
+Two kinds of parse entry, one file each (or one pack per kind), under ``<M>/<runtime-dir>/memory-tui-cache/<code tag>/``:
 
 * **archives/** — the scanned :class:`~memory_tui.core.sources.ArchiveFile` of one
   ``sources/**/*.md`` file, keyed by its path and ``(mtime_ns, size, inode)``;
@@ -17,10 +17,13 @@ that needs reporting is always parsed for real. The directory name is a digest o
 parser code and the cache format, so other code's entries are never read.
 
 The cache lives in the runtime dir: an internal name (memory spec §2.1) outside the revision
-and outside git, never copied into a stage; OpenProgram ignores it. Entries are pickles read
-with an unpickler that only builds this project's parse dataclasses, behind a sha256 of the
-payload: a corrupt, truncated, foreign or unreadable entry is ignored (and overwritten when
-its file is parsed again), never an error. Losing the cache only costs time.
+and outside git, never copied into a stage; OpenProgram ignores it. Topic and archive entries
+are *rows* (plain tuples of their fields, ``marshal``-encoded behind a crc32, rebuilt with
+positional constructors only when used; a cold flush writes each kind as one ``<kind>.pack``);
+derived entries are pickles read with an unpickler that only builds this project's parse
+dataclasses, behind a sha256 of the payload. A corrupt, truncated, foreign or unreadable entry
+is ignored (and overwritten when its file is parsed again), never an error. Losing the cache
+only costs time.
 """
 
 from __future__ import annotations
@@ -144,7 +147,7 @@ def code_tag() -> str:
     here = Path(__file__).resolve().parent
     h = hashlib.sha256(f"format {FORMAT}".encode())
     for name in ("topics.py", "sources.py", "errors.py", "txcache.py", "parsecache.py", "views.py", "viewcache.py",
-                 "normalize.py", "changes.py"):
+                 "normalize.py", "changes.py", "fastdata.py"):
         try:
             h.update((here / name).read_bytes())
         except OSError:
@@ -339,6 +342,9 @@ def _text_in(text: str, lines: tuple[str, ...]) -> str | int:
     record lines follow it verbatim), else the text itself."""
     if not lines:
         return text
+    if len(lines) == 1:  # most records: the text is the end of the line
+        start = len(lines[0]) - len(text)
+        return start if start >= 0 and lines[0].endswith(text) else text
     rest = len(text) - sum(len(line) + 1 for line in lines[1:])
     start = len(lines[0]) - rest
     if rest < 0 or start < 0:

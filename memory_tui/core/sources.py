@@ -430,7 +430,7 @@ _COUNT_LINE = re.compile(r"<!-- record-lines:([0-9]{1,9}) -->")
 # "[" ts "]" ws+ label ": " text. One whitespace character is taken as the separator and the
 # rest stays in the label, so a label that header_part left starting with a space (a dropped
 # control character after a collapsed space) reads back exactly as it was written.
-_FIRST_LINE = re.compile(r"\[([^\[\]]*)\]\s(.+?): (.*)", re.DOTALL)
+_FIRST_LINE = re.compile(r"\[([^\[\]]*)\]\s(.+?): (.*)", re.DOTALL)  # the definition _split_record_head implements
 _SPEAKER_PREFIX = "<!-- speaker-id:"
 _META_PREFIX = "<!-- source-meta:"
 
