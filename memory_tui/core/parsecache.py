@@ -135,6 +135,7 @@ PACK_SUFFIX = ".pack"
 BULK = frozenset(("archives", "topics"))
 MAGIC = b"memory-tui-parse-cache\n"
 ROWS_MAGIC = b"memory-tui-parse-rows\n"
+PACK_MAGIC = b"memory-tui-parse-pack\n"
 
 # (mtime_ns, size, inode). Not ctime: every transaction hard-links the topic files into its
 # stage, which bumps their ctime without touching a byte.
@@ -197,6 +198,45 @@ def encode_rows(value: Any) -> bytes:
     the check is against damage (a torn write, a flipped bit), not against an author."""
     payload = marshal.dumps(value, 4)
     return ROWS_MAGIC + b"%08x\n" % zlib.crc32(payload) + payload
+
+
+def _pack_parts(kind: str, blobs: list[bytes]) -> tuple[bytes, ...]:
+    """A pack: PACK_MAGIC, "<crc32> <index length>" LF, the index ``(kind, blob lengths)``
+    (marshal), then each entry's marshal blob; the crc covers index and blobs."""
+    index = marshal.dumps((kind, tuple(len(b) for b in blobs)), 4)
+    crc = zlib.crc32(index)
+    for blob in blobs:
+        crc = zlib.crc32(blob, crc)
+    return (PACK_MAGIC + b"%08x %d\n" % (crc, len(index)), index, *blobs)
+
+
+def decode_pack(data: bytes, kind: str) -> list[Any]:
+    """The entries of an intact pack of ``kind``; ``[]`` for anything else."""
+    if not data.startswith(PACK_MAGIC):
+        return []
+    end = data.find(b"\n", len(PACK_MAGIC), len(PACK_MAGIC) + 40)
+    if end < 0:
+        return []
+    try:
+        crc_text, index_len_text = data[len(PACK_MAGIC):end].split(b" ")
+        crc, index_len = int(crc_text, 16), int(index_len_text)
+    except ValueError:
+        return []
+    payload = memoryview(data)[end + 1:]
+    if not 0 <= index_len <= len(payload) or zlib.crc32(payload) != crc:
+        return []
+    try:
+        stored_kind, lengths = marshal.loads(payload[:index_len])
+        if stored_kind != kind or sum(lengths) != len(payload) - index_len:
+            return []
+        out = []
+        at = index_len
+        for length in lengths:
+            out.append(marshal.loads(payload[at:at + length]))
+            at += length
+    except (EOFError, ValueError, TypeError):
+        return []
+    return out
 
 
 def decode(data: bytes) -> Any:
@@ -468,13 +508,12 @@ class ParseStore:
         out: dict[str, Any] = {}
         if kind in BULK:
             try:
-                value = decode(_read(str(self.dir / (kind + PACK_SUFFIX))))
+                items = decode_pack(_read(str(self.dir / (kind + PACK_SUFFIX))), kind)
             except OSError:
-                value = None
-            if isinstance(value, tuple) and len(value) == 2 and value[0] == kind and isinstance(value[1], tuple):
-                for item in value[1]:
-                    if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
-                        out[item[0]] = item[1]
+                items = []
+            for item in items:
+                if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
+                    out[item[0]] = item[1]
         folder = self.dir / kind
         try:
             names = os.listdir(folder)
@@ -717,16 +756,18 @@ class ParseStore:
         """Every entry of ``kind`` in one file, and the per-entry files it supersedes gone."""
         for level in (self.dir.parent, self.dir):
             level.mkdir(exist_ok=True, mode=0o700)
-        values = []
+        # Entry by entry: only one entry's rows exist at a time, and the file is the blobs
+        # themselves (one buffer of the whole kind would double the peak memory of a flush).
+        blobs = []
         for rel in sorted(table):
             value = _entry_value(kind, rel, table[rel])
-            if value is not None:
-                values.append(value)
-        try:
-            data = encode_rows((kind, tuple(values)))
-        except ValueError:  # some entry marshal cannot hold: leave that one out
-            data = encode_rows((kind, tuple(v for v in values if _marshals(v))))
-        _atomic(self.dir / (kind + PACK_SUFFIX), data)
+            if value is None:
+                continue
+            try:
+                blobs.append(marshal.dumps(value, 4))
+            except ValueError:  # a value marshal cannot hold (say, a details object): not stored
+                continue
+        _atomic(self.dir / (kind + PACK_SUFFIX), _pack_parts(kind, blobs))
         folder = str(self.dir / kind)
         try:
             names = os.listdir(folder)
@@ -770,14 +811,6 @@ def _entry_value(kind: str, rel: str, entry: Any) -> tuple | None:
         return None
 
 
-def _marshals(value: Any) -> bool:
-    try:
-        marshal.dumps(value, 4)
-    except ValueError:
-        return False
-    return True
-
-
 def _entry_bytes(kind: str, rel: str, entry: Any) -> bytes | None:
     """The file of one entry; ``None`` for one that is not stored (see _Unrepresentable)."""
     if kind in BULK:
@@ -814,13 +847,22 @@ def _read(path: str) -> bytes:
         os.close(fd)
 
 
-def _atomic(path: Path, data: bytes) -> None:
+def _atomic(path: Path, data: bytes | tuple[bytes, ...]) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        os.write(fd, data)
-    finally:
+        for part in (data,) if isinstance(data, bytes) else data:
+            view = memoryview(part)
+            while view:  # a write may take less than it was given
+                view = view[os.write(fd, view):]
+    except BaseException:
         os.close(fd)
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    os.close(fd)
     os.replace(tmp, path)
 
 
