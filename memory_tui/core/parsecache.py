@@ -43,6 +43,7 @@ import threading
 import time
 import zlib
 from functools import lru_cache
+from itertools import repeat
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -328,26 +329,41 @@ def topic_rows(topic: Topic) -> tuple:
                       u.non_ascii_time))
     heads = tuple([(h.level, h.title, h.line) for h in topic.headings])
     problems = tuple([(p.code, p.message, p.path, p.line, p.column, p.details) for p in topic.problems])
-    return (path, topic.text, heads, tuple(evs), tuple(anns), tuple(units), problems)
+    return (path, topic.text, heads, _columns(evs), tuple(anns), _columns(units), problems)
+
+
+def _columns(rows: list[tuple]) -> tuple:
+    """Rows stored field by field (one tuple per field): marshal then builds a dozen tuples
+    instead of one per record, and the decoder maps the constructors over the columns."""
+    return tuple(zip(*rows)) if rows else ()
+
+
+def _unzip(columns: tuple, width: int) -> tuple:
+    """The columns of a stored table, all of one length (``map`` would silently stop at the
+    shortest)."""
+    if not columns:
+        return ((),) * width
+    if len(columns) != width or len({len(c) for c in columns}) != 1:
+        raise ValueError("columns of different lengths")
+    return columns
 
 
 def topic_from_rows(rows: tuple) -> Topic:
     path, text, heads, evs, anns, units, problems = rows
     ml, me, ma, mu = _make_link, _make_evidence, _make_annotation, _make_unit
-    evidence = []
-    for i, rw, w, links, line, legacy, non_ascii, raw_sources, etext in evs:
-        if type(etext) is not str:
-            etext = text[etext[0]:etext[1]]
-        evidence.append(me(i, rw, w, tuple([ml(*link) for link in links]), path, line, legacy, non_ascii,
-                           raw_sources if type(raw_sources) is str else etext[raw_sources[0]:raw_sources[1]], etext))
+    ids, raw_whens, whens, links, lines, legacies, non_ascii, raw_sources, etexts = _unzip(evs, 9)
+    etexts = [t if type(t) is str else text[t[0]:t[1]] for t in etexts]
+    raw_sources = [r if type(r) is str else t[r[0]:r[1]] for r, t in zip(raw_sources, etexts)]
+    evidence = list(map(me, ids, raw_whens, whens, [tuple([ml(*link) for link in ls]) for ls in links], repeat(path),
+                        lines, legacies, non_ascii, raw_sources, etexts))
     annotations = [ma(quote, tuple([evidence[k] for k in cited])) for quote, cited in anns]
-    made = []
-    for mid, hs, content, body, refs, srefs, rels, when, line, end, aliases, legacy, non_ascii in units:
-        if type(body) is not str:
-            body = text[body[0]:body[1]]
-        made.append(mu(mid, path, hs, content if type(content) is str else body[:content], body,
-                       tuple([annotations[k] for k in refs]), srefs, rels, when, line, end, aliases, legacy, non_ascii))
-    made = tuple(made)
+    (mids, headings, contents, bodies, refs, source_refs, rels, whens, lines, ends, aliases, legacies,
+     non_ascii) = _unzip(units, 13)
+    bodies = [b if type(b) is str else text[b[0]:b[1]] for b in bodies]
+    contents = [c if type(c) is str else b[:c] for c, b in zip(contents, bodies)]
+    cited = [tuple([annotations[k] for k in r]) for r in refs]
+    made = tuple(map(mu, mids, repeat(path), headings, contents, bodies, cited, source_refs, rels, whens, lines, ends,
+                     aliases, legacies, non_ascii))
     return Topic(path, text, made, tuple(evidence), tuple([Heading(*h) for h in heads]),
                  tuple([Problem(c, m, p, ln, col, dict(d)) for c, m, p, ln, col, d in problems]))
 
@@ -412,19 +428,19 @@ def archive_rows(entry: ArchiveFile) -> tuple:
         raise _Unrepresentable(entry.path)
     if entry.problem is not None:
         raise _Unrepresentable(entry.path)
-    return (entry.path, entry.kind, entry.key, tuple(frames), entry.complete, entry.comment_ids, entry.anchor_lines,
+    return (entry.path, entry.kind, entry.key, _columns(frames), entry.complete, entry.comment_ids, entry.anchor_lines,
             entry.digest, scan_row)
 
 
 def archive_from_rows(rows: tuple) -> ArchiveFile:
     path, kind, key, frame_rows, complete, comment_ids, anchor_lines, digest, scan_row = rows
-    mf = _make_frame
-    frames = tuple([
-        mf(sid, anc, spk, (decode_meta(tok) if tok is not None else None), lines, ts, label,
-           text if type(text) is str else (lines[0][text:] if len(lines) == 1 else "\n".join([lines[0][text:], *lines[1:]])),
-           trusted, pending, fpath, line, fkind, tok)
-        for sid, anc, spk, tok, lines, ts, label, text, trusted, pending, fpath, line, fkind in frame_rows
-    ])
+    sids, anchors, speakers, tokens, lines, stamps, labels, texts, trusted, pending, paths, numbers, kinds = _unzip(
+        frame_rows, 13)
+    metas = [decode_meta(tok) if tok is not None else None for tok in tokens]
+    texts = [t if type(t) is str else (ls[0][t:] if len(ls) == 1 else "\n".join([ls[0][t:], *ls[1:]]))
+             for t, ls in zip(texts, lines)]
+    frames = tuple(map(_make_frame, sids, anchors, speakers, metas, lines, stamps, labels, texts, trusted, pending,
+                       paths, numbers, kinds, tokens))
     scan = None if scan_row is None else V2Scan(frames, scan_row[0], None, *scan_row[1:])
     return ArchiveFile(path, kind, tuple(key), frames, complete, None, frozenset(comment_ids), frozenset(anchor_lines),
                        digest=digest, scan=scan)
