@@ -101,12 +101,20 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    program = argv is None  # the process's own entry point (console script, ``-m``)
     argv = sys.argv[1:] if argv is None else argv
     if _named_verb(argv) in ONE_SHOT_VERBS and gc.isenabled():
         gc.disable()
         try:
             return _main(argv)
         finally:  # main() also runs inside other processes (tests, the app's jobs)
+            if program:
+                # fresh-apply: interpreter shutdown runs one last full collection whatever
+                # gc.disable() said, walking every object the caches unpickled (~0.15 s of
+                # a 0.75 s ``apply`` at scale 1) just before the process frees them all
+                # anyway. Frozen objects are skipped by it; atexit handlers, flushing and
+                # the exit code are untouched (unlike os._exit).
+                gc.freeze()
             gc.enable()
     return _main(argv)
 

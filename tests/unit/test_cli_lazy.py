@@ -92,3 +92,24 @@ def test_one_shot_verbs_run_without_the_cyclic_collector_and_restore_it(monkeypa
     # every one-shot verb is a verb the CLI knows, and the long-lived ones keep the collector
     assert cli.ONE_SHOT_VERBS <= set(cli.VERB_MODULE)
     assert not cli.ONE_SHOT_VERBS & {"demo", "write", "reorganize", "backfill", "migrate", "jobs", "preview"}
+
+
+def test_only_the_process_entry_point_freezes_its_objects_for_shutdown(tmp_path):
+    # fresh-apply: the process's own one-shot run freezes what it built, so shutdown's last
+    # collection skips it; main(argv) inside another process (tests, jobs) must not, or that
+    # process could never collect those objects again.
+    code = (
+        "import gc, json, sys\n"
+        "from memory_tui import cli\n"
+        "rc1 = cli.main(['--state', sys.argv[1], '--json', 'status'])\n"
+        "after_call = gc.get_freeze_count()\n"
+        "sys.argv = ['memory-tui', '--state', sys.argv[1], '--json', 'status']\n"
+        "rc2 = cli.main()\n"
+        "print(json.dumps([rc1, after_call, rc2, gc.get_freeze_count(), gc.isenabled()]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True)
+    rc1, after_call, rc2, frozen, enabled = json.loads(out.stdout.strip().splitlines()[-1])
+    assert rc1 == rc2
+    assert after_call == 0
+    assert frozen > 0
+    assert enabled is True
