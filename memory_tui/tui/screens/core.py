@@ -11,7 +11,7 @@ from textual.binding import BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import OptionList, Static
-from textual.widgets.option_list import Option, OptionDoesNotExist
+from textual.widgets.option_list import Option
 
 from .. import commands as registry
 from ..data import CORE_TOPIC, CoreVM, RecordVM, core_chunks
@@ -21,11 +21,12 @@ from ..widgets.records import highlighted_key, restore_highlight
 from .base import flat, one_line
 from .citations import CitationScreen
 from .record_ops import RecordActions  # records-ui (issue 10)
-from .recent import RecordRow
+from .recent import RecordRow, RecordRows
 
 
-class CoreScreen(RecordActions, CitationScreen):
+class CoreScreen(RecordRows, RecordActions, CitationScreen):
     VIEW = "core"
+    ROW_PREFIX = "core"
     BINDINGS: ClassVar[list[BindingType]] = registry.screen_bindings("core")
 
     def __init__(self) -> None:
@@ -211,25 +212,6 @@ class CoreScreen(RecordActions, CitationScreen):
         if action == "goto_session" and not self.show_sources:
             return False
         return super().check_action(action, parameters)
-
-    # polish: after a move or delete from here the cursor stays on the record (RecordActions._follow)
-    def row_record_ids(self) -> list[str]:
-        lst = self.query_one("#core-list", OptionList)
-        rows = (lst.get_option_at_index(i) for i in range(lst.option_count))
-        return [row.record.memory_id for row in rows if isinstance(row, RecordRow)]
-
-    def land_on_record(self, memory_ids) -> bool:
-        """Highlight the first of ``memory_ids`` that has a row here; False if none has."""
-        lst = self.query_one("#core-list", OptionList)
-        for mid in memory_ids:
-            try:
-                index = lst.get_option_index(f"core:{mid}")
-            except OptionDoesNotExist:
-                continue
-            lst.highlighted = index
-            lst.scroll_to_highlight()
-            return True
-        return False
 
     async def action_open_record(self) -> None:
         rec = self.selected_record()

@@ -30,8 +30,34 @@ class RecordRow(Option):
         self.record = record
 
 
-class RecentScreen(RecordActions, CitationScreen):
+class RecordRows:
+    """A screen whose list ``#<ROW_PREFIX>-list`` holds :class:`RecordRow` rows: after a move
+    or delete from it the cursor stays on the record (``RecordActions._follow``)."""
+
+    ROW_PREFIX = ""
+
+    def row_record_ids(self) -> list[str]:
+        lst = self.query_one(f"#{self.ROW_PREFIX}-list", OptionList)  # type: ignore[attr-defined]
+        rows = (lst.get_option_at_index(i) for i in range(lst.option_count))
+        return [row.record.memory_id for row in rows if isinstance(row, RecordRow)]
+
+    def land_on_record(self, memory_ids) -> bool:
+        """Highlight the first of ``memory_ids`` that has a row here; False if none has."""
+        lst = self.query_one(f"#{self.ROW_PREFIX}-list", OptionList)  # type: ignore[attr-defined]
+        for mid in memory_ids:
+            try:
+                index = lst.get_option_index(f"{self.ROW_PREFIX}:{mid}")
+            except OptionDoesNotExist:
+                continue
+            lst.highlighted = index
+            lst.scroll_to_highlight()
+            return True
+        return False
+
+
+class RecentScreen(RecordRows, RecordActions, CitationScreen):
     VIEW = "recent"
+    ROW_PREFIX = "recent"
     BINDINGS: ClassVar[list[BindingType]] = registry.screen_bindings("recent")
 
     def compose_list(self) -> ComposeResult:
@@ -109,25 +135,6 @@ class RecentScreen(RecordActions, CitationScreen):
     @on(OptionList.OptionHighlighted, "#recent-record")
     def _record_highlighted(self) -> None:
         self.show_source(self.query_one("#recent-record", RecordList), self.query_one("#recent-source", SourcePane))
-
-    # polish: after a move or delete from here the cursor stays on the record (RecordActions._follow)
-    def row_record_ids(self) -> list[str]:
-        lst = self.query_one("#recent-list", OptionList)
-        rows = (lst.get_option_at_index(i) for i in range(lst.option_count))
-        return [row.record.memory_id for row in rows if isinstance(row, RecordRow)]
-
-    def land_on_record(self, memory_ids) -> bool:
-        """Highlight the first of ``memory_ids`` that has a row here; False if none has."""
-        lst = self.query_one("#recent-list", OptionList)
-        for mid in memory_ids:
-            try:
-                index = lst.get_option_index(f"recent:{mid}")
-            except OptionDoesNotExist:
-                continue
-            lst.highlighted = index
-            lst.scroll_to_highlight()
-            return True
-        return False
 
     async def action_open_record(self) -> None:
         rec = self.selected_record()
