@@ -6,10 +6,6 @@ predecessor cycle, a message id shadowed by metadata) it must say so (``None``).
 
 from __future__ import annotations
 
-import json
-import tempfile
-from pathlib import Path
-
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +16,7 @@ from memory_tui.sessions.marks import MARK_KEY
 from memory_tui.sessions.overview import PENDING_K, STRANDED_K, ARCHIVED_K, session_overview
 from memory_tui.sessions.reasons import WriterContext, explain_session
 from memory_tui.sessions.records import acyclic
-from memory_tui.sessions.store import load_sessions
+from session_files import load_one_session
 
 WS = "w-0000aaaa"
 SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -103,15 +99,7 @@ def _reference_tip_for(se, node_id):
 @given(shape=sessions(), threshold=st.integers(1, 60))
 def test_overview_equals_the_engine(shape, threshold):
     nodes, meta = shape
-    with tempfile.TemporaryDirectory() as tmp:
-        state = Path(tmp)
-        sdir = state / "sessions" / "s"
-        (sdir / "history").mkdir(parents=True)
-        (sdir / ".git").mkdir()
-        for i, node in enumerate(nodes):
-            (sdir / "history" / f"{i:04d}-{node['role'][0]}-{node['id']}.json").write_text(json.dumps(node))
-        (sdir / "meta.json").write_text(json.dumps(meta))
-        session = load_sessions(state).sessions["s"]
+    session = load_one_session(nodes, meta)
     counter = CharCounter()
     ov = session_overview(session, WS, counter)
     shadowed = any(isinstance(n["metadata"].get("id"), str) for n in nodes)

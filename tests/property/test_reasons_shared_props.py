@@ -7,8 +7,6 @@ predecessor cycle or a dangling link (where the shared walk must step aside)."""
 from __future__ import annotations
 
 import json
-import tempfile
-from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -18,7 +16,7 @@ from memory_tui.core.tokens import CharCounter
 from memory_tui.sessions.marks import MARK_KEY
 from memory_tui.sessions.reasons import WriterContext, explain_session, explain_session_lazy
 from memory_tui.sessions.records import analyze_session, analyze_session_plain
-from memory_tui.sessions.store import load_sessions
+from session_files import load_one_session
 
 WS = "w-0000aaaa"
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -68,15 +66,7 @@ def _turns(se):
 @given(shape=forked_sessions(), threshold=st.integers(1, 60))
 def test_shared_path_equals_every_tip_on_its_own(shape, threshold):
     nodes, meta = shape
-    with tempfile.TemporaryDirectory() as tmp:
-        state = Path(tmp)
-        sdir = state / "sessions" / "s"
-        (sdir / "history").mkdir(parents=True)
-        (sdir / ".git").mkdir()
-        for i, node in enumerate(nodes):
-            (sdir / "history" / f"{i:04d}-{node['role'][0]}-{node['id']}.json").write_text(json.dumps(node))
-        (sdir / "meta.json").write_text(json.dumps(meta))
-        session = load_sessions(state).sessions["s"]
+    session = load_one_session(nodes, meta)
     counter = CharCounter()
     fast = analyze_session(session, WS, threshold, counter)
     plain = analyze_session_plain(session, WS, threshold, counter)
