@@ -24,10 +24,10 @@ from .records import (
     PendingCount,
     SessionAnalysis,
     TipAnalysis,
-    _cached,
     acyclic,
     analyze_session,
     analyze_session_plain,
+    cached_counter,
     status_pending_count,
 )
 from .store import Node, Session, SessionSnapshot, read_json, rel_path
@@ -669,7 +669,7 @@ def explain_session(session: Session, ctx: WriterContext, counter: TokenCounter 
                     analysis: SessionAnalysis | None = None, *, plain: bool = False) -> SessionExplanation:
     """Every tip's and turn's verdict. ``plain`` computes each tip on its own (the reference
     the shared path must equal; tests and benchmarks compare them)."""
-    cc = _cached(counter)
+    cc = cached_counter(counter)
     analyze = analyze_session_plain if plain else analyze_session
     turns_for = turns_for_tip_plain if plain else turns_for_tip
     sa = analysis or analyze(session, ctx.workspace_id, ctx.config.trigger_tokens, cc)
@@ -830,7 +830,7 @@ def explain_session_lazy(session: Session, ctx: WriterContext, counter: TokenCou
     tip is first looked up, and a node's best verdict when that node is: what a view that
     shows one tip at a time needs. The per-node ranking runs once over the tips' pending and
     stranded sets, without building a verdict per tip and turn."""
-    cc = _cached(counter)
+    cc = cached_counter(counter)
     sa = analysis or analyze_session(session, ctx.workspace_id, ctx.config.trigger_tokens, cc)
     sreasons = _session_reasons(session, sa, ctx, cc)
     lazy = _LazyVerdicts(session, sa, ctx, sreasons)
@@ -842,7 +842,7 @@ def explain(snapshot: SessionSnapshot, ctx: WriterContext, counter: TokenCounter
             *, lazy: bool = False) -> Explanation:
     """Every session explained; ``lazy`` defers per-tip and per-node verdicts until they are
     looked up (:func:`explain_session_lazy`), with the same results."""
-    cc = _cached(counter)
+    cc = cached_counter(counter)
     one = explain_session_lazy if lazy else explain_session
     sessions = {sid: one(s, ctx, cc) for sid, s in snapshot.sessions.items()}
     pending = status_pending_count(snapshot, ctx.workspace_id, {sid: e.analysis for sid, e in sessions.items()})

@@ -245,9 +245,6 @@ def cached_counter(counter: TokenCounter | CachedCounter | None) -> CachedCounte
     return CachedCounter(counter)
 
 
-_cached = cached_counter
-
-
 def first_batch(pending: Sequence[Record], threshold: int, counter: TokenCounter | CachedCounter) -> tuple[tuple[Record, ...], int]:
     """§4.4 ``_first_batch``: leading records until the running total reaches the threshold."""
     total = 0
@@ -412,7 +409,7 @@ def analyze_tip(
 ) -> TipAnalysis:
     """One tip's analysis. Pass one ``facts`` for every tip of a session to share the work
     of their common prefix; the result is the same as :func:`analyze_tip_plain`'s."""
-    cc = _cached(counter)
+    cc = cached_counter(counter)
     rows = list_branches(session) if rows is None else rows
     facts = facts if facts is not None and facts.session is session else BranchFacts(session, workspace_id, cache)
     chain = facts.chain(tip)
@@ -436,7 +433,7 @@ def analyze_tip_plain(
 ) -> TipAnalysis:
     """The straightforward per-tip computation (§4.2-§4.4 over this tip's walk alone): the
     specification :func:`analyze_tip`'s shared path must equal (the tests compare them)."""
-    cc = _cached(counter)
+    cc = cached_counter(counter)
     rows = list_branches(session) if rows is None else rows
     chain = walk_chain(session, tip)
     branch = tuple(n for n in chain.nodes if not n.is_root and not n.rewound)
@@ -519,7 +516,7 @@ def analyze_session(
     threshold: int,
     counter: TokenCounter | CachedCounter | None = None,
 ) -> SessionAnalysis:
-    cc = _cached(counter)
+    cc = cached_counter(counter)
     rows = list_branches(session)
     order = forced_pass_branch_order(session, rows)
     tips = tips_of(session, rows)
@@ -535,7 +532,7 @@ def analyze_session_plain(
     counter: TokenCounter | CachedCounter | None = None,
 ) -> SessionAnalysis:
     """:func:`analyze_session` with every tip computed on its own (the reference)."""
-    cc = _cached(counter)
+    cc = cached_counter(counter)
     rows = list_branches(session)
     order = forced_pass_branch_order(session, rows)
     analyses = {t: analyze_tip_plain(session, t, workspace_id, threshold, cc, rows) for t in tips_of(session, rows)}
