@@ -22,7 +22,7 @@ import heapq
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from memory_tui.core.text import sanitize
 
@@ -701,30 +701,16 @@ def cached_layout(session_id: str, nodes: Sequence[LayoutNode], options: LayoutO
 _NODES: "OrderedDict[int, tuple[weakref.ref, tuple[LayoutNode, ...], tuple]]" = OrderedDict()
 
 
-def _session_nodes(se: SessionExplanation) -> tuple[tuple[LayoutNode, ...], tuple]:
-    """Layout nodes and fingerprint of one explanation object, derived once (an explanation
-    is an immutable snapshot; a reload makes a new one)."""
-    hit = _NODES.get(id(se))
-    if hit is not None and hit[0]() is se:
-        _NODES.move_to_end(id(se))
+def _memo_nodes(source: Any, build: Callable[[Any], tuple[LayoutNode, ...]]) -> tuple[tuple[LayoutNode, ...], tuple]:
+    """Layout nodes and fingerprint of one explanation or overview object, derived once (both
+    are immutable snapshots; a reload makes new ones)."""
+    hit = _NODES.get(id(source))
+    if hit is not None and hit[0]() is source:
+        _NODES.move_to_end(id(source))
         return hit[1], hit[2]
-    nodes = nodes_from_session(se)
-    fp = session_fingerprint(se.session.id, nodes)
-    _NODES[id(se)] = (weakref.ref(se), nodes, fp)
-    if len(_NODES) > _CACHE_SIZE:
-        _NODES.popitem(last=False)
-    return nodes, fp
-
-
-def _overview_nodes(ov: O.SessionOverview) -> tuple[tuple[LayoutNode, ...], tuple]:
-    """:func:`_session_nodes` for an overview (the same nodes, so the same fingerprint)."""
-    hit = _NODES.get(id(ov))
-    if hit is not None and hit[0]() is ov:
-        _NODES.move_to_end(id(ov))
-        return hit[1], hit[2]
-    nodes = nodes_from_overview(ov)
-    fp = session_fingerprint(ov.session.id, nodes)
-    _NODES[id(ov)] = (weakref.ref(ov), nodes, fp)
+    nodes = build(source)
+    fp = session_fingerprint(source.session.id, nodes)
+    _NODES[id(source)] = (weakref.ref(source), nodes, fp)
     if len(_NODES) > _CACHE_SIZE:
         _NODES.popitem(last=False)
     return nodes, fp
@@ -732,14 +718,14 @@ def _overview_nodes(ov: O.SessionOverview) -> tuple[tuple[LayoutNode, ...], tupl
 
 def layout_overview(ov: O.SessionOverview, options: LayoutOptions | None = None) -> Layout:
     """:func:`layout_session` from the one-pass overview: equal nodes, the same cache."""
-    nodes, fp = _overview_nodes(ov)
+    nodes, fp = _memo_nodes(ov, nodes_from_overview)
     opts = options or LayoutOptions()
     return _cached((fp, opts), nodes, opts)
 
 
 def layout_session(se: SessionExplanation, options: LayoutOptions | None = None) -> Layout:
     """The session's layout, computed once per (session fingerprint, options)."""
-    nodes, fp = _session_nodes(se)
+    nodes, fp = _memo_nodes(se, nodes_from_session)
     opts = options or LayoutOptions()
     return _cached((fp, opts), nodes, opts)
 
