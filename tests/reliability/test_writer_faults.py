@@ -142,7 +142,7 @@ def test_command_writer_writing_outside_its_stage_is_refused(fixture_state, tmp_
         "'# Confined\\n\\nThe user asked about tea.[^e1]\\n\\n[^e1]: Time: `2026-11-30`; Sources: [s](' + ref + ')\\n')\n"
         + ESCAPES[escape])
     mem = fixture_state / "memory"
-    (mem / ".git" / "config").exists() or pytest.skip("this fixture copy has no memory/.git: the write under test commits to git")
+    assert (mem / ".git" / "config").exists(), "the fixture's memory has its git history: the write under test commits to it"
     before = node_marks(fixture_state)
     report = write(Context(fixture_state, writer=CommandWriter((sys.executable, str(agent))), git_env=fixed_env(),
                            clock=lambda: 1796100000.0), SID, force=True)
