@@ -129,6 +129,48 @@ def _key_parts(dotted: str) -> tuple[str, ...]:
     return tuple(parts)
 
 
+def _still_open(line: str, quote: str | None) -> str | None:
+    """The multi-line string delimiter still open at the end of ``line`` (None: none is).
+
+    ``quote`` is the one open at its start. Single-line strings and comments are skipped
+    so a ``#`` or a quote inside them opens nothing.
+    """
+    i, end = 0, len(line)
+    while i < end:
+        if quote is not None:
+            close = line.find(quote, i)
+            while quote == '"""' and close > 0 and _escaped(line, close):
+                close = line.find(quote, close + 1)
+            if close < 0:
+                return quote
+            i, quote = close + 3, None
+            continue
+        c = line[i]
+        if c == "#":
+            return None
+        if line.startswith('"""', i) or line.startswith("'''", i):
+            quote, i = line[i:i + 3], i + 3
+        elif c == '"':
+            i += 1
+            while i < end and line[i] != '"':
+                i += 2 if line[i] == "\\" else 1
+            i += 1
+        elif c == "'":
+            close = line.find("'", i + 1)
+            i = end if close < 0 else close + 1
+        else:
+            i += 1
+    return quote
+
+
+def _escaped(line: str, at: int) -> bool:
+    """Whether ``line[at]`` follows an odd run of backslashes (a basic string's escape)."""
+    run = 0
+    while at - run - 1 >= 0 and line[at - run - 1] == "\\":
+        run += 1
+    return run % 2 == 1
+
+
 def _key_line(text: str, table: str | None, key: str) -> int | None:
     """The 1-based line where ``key`` is set inside ``[table]`` (None: top level).
 
@@ -138,7 +180,7 @@ def _key_line(text: str, table: str | None, key: str) -> int | None:
     first line that sets ``table.key`` or something inside it (``[keymap.app]`` or
     ``app.filter = ...`` under ``[keymap]`` both set ``keymap.app``). Without a hit, the first
     line that sets anything in the table (its header) is the fallback, then None. Lines
-    inside multi-line strings and arrays are not told apart from keys.
+    inside a multi-line string (a prompt text, say) are content, never keys.
     """
     if not text:
         return None
@@ -146,7 +188,12 @@ def _key_line(text: str, table: str | None, key: str) -> int | None:
     want = table_path + (key,)
     current: tuple[str, ...] = ()
     fallback: int | None = None
+    open_quote: str | None = None
     for n, line in enumerate(text.splitlines(), 1):
+        if open_quote is not None:
+            open_quote = _still_open(line, open_quote)
+            continue
+        open_quote = _still_open(line, None)
         header = _HEADER_RE.match(line)
         if header:
             current = _key_parts(header.group(1))

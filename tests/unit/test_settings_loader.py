@@ -107,3 +107,21 @@ def test_status_tells_the_owner_about_both_files(tmp_path, monkeypatch, capsys):
     assert main(["--state", str(state), "status", "--json"]) == 0
     codes = {(p["code"], p.get("line")) for p in json.loads(capsys.readouterr().out)["problems"]}
     assert {("INVALID_CONFIG", 2), ("INVALID_SETTINGS", 2)} <= codes
+
+
+def test_a_bad_value_is_found_past_multi_line_strings_that_look_like_keys(tmp_path):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(
+        '[writer]\n'
+        'name = "extractive"\n'
+        'model = """\n'
+        'max_tokens = 1\n'           # content of the string, not a key
+        '[writer]\n'
+        '"""\n'
+        "api_key_env = '''\n"
+        'max_tokens = 2 \'\'\' # "\n'  # closes on this line; the text after it is a comment
+        'topic = "topics/#x\\" \'\'\'.md"\n'  # quotes inside a one-line string open nothing
+        'max_tokens = -5\n'
+    )
+    (p,) = load_config(cfg).problems
+    assert (p.details.get("key"), p.line) == ("writer.max_tokens", 10)
