@@ -114,7 +114,7 @@ def deps_signature(index: SourceIndex, deps: Iterable[str]) -> str:
 
 
 DIR_NAME = "memory-tui-cache"
-FORMAT = 2
+FORMAT = 3
 # Per-topic values derived from one parse, keyed by what they are a function of:
 # "views" (sha256, deps signature) -> viewcache.TopicPart; "ids" (sha256,) -> file_block_ids;
 # "refs" (sha256, deps signature) -> whether every source ref of the parse exists;
@@ -410,15 +410,18 @@ def _text_in(text: str, lines: tuple[str, ...]) -> str | int:
 
 
 def archive_rows(entry: ArchiveFile) -> tuple:
+    """An archive as ``(path, kind, key, outline, frames blob, complete, comment_ids,
+    anchor_lines, digest, scan row)``: the outline (source ids, anchors, trusted flags) is
+    what an index is built from; the rest of every frame is one marshal blob inside the
+    entry, decoded only when the archive's frames are asked for (``ArchiveFile.deferred``)."""
     same = {}.setdefault  # equal values written once: speakers, tokens, stamps repeat
     frames = []
     for f in entry.frames:
         if f.meta != (decode_meta(f.meta_token) if f.meta_token is not None else None):
             raise _Unrepresentable(entry.path)
-        frames.append((f.source_id, f.anchor, same(f.speaker_id_raw, f.speaker_id_raw), same(f.meta_token, f.meta_token),
-                       f.lines, same(f.timestamp, f.timestamp), same(f.speaker_label, f.speaker_label),
-                       _text_in(f.text, f.lines), f.trusted, f.pending, same(f.path, f.path), f.line,
-                       same(f.kind, f.kind)))
+        frames.append((same(f.speaker_id_raw, f.speaker_id_raw), same(f.meta_token, f.meta_token), f.lines,
+                       same(f.timestamp, f.timestamp), same(f.speaker_label, f.speaker_label),
+                       _text_in(f.text, f.lines), f.pending, same(f.path, f.path), f.line, same(f.kind, f.kind)))
     scan = entry.scan
     if scan is None:
         scan_row = None
@@ -428,22 +431,57 @@ def archive_rows(entry: ArchiveFile) -> tuple:
         raise _Unrepresentable(entry.path)
     if entry.problem is not None:
         raise _Unrepresentable(entry.path)
-    return (entry.path, entry.kind, entry.key, _columns(frames), entry.complete, entry.comment_ids, entry.anchor_lines,
+    outline = entry.outline()
+    if not all(type(t) is bool for t in outline[2]):
+        raise _Unrepresentable(entry.path)
+    try:
+        blob = marshal.dumps(_columns(frames), 4)
+    except ValueError:  # a value marshal cannot hold
+        raise _Unrepresentable(entry.path) from None
+    return (entry.path, entry.kind, entry.key, outline, blob, entry.complete, entry.comment_ids, entry.anchor_lines,
             entry.digest, scan_row)
 
 
+_ARCHIVE_ROW_WIDTH = 10
+
+
+def _archive_row_ok(rows: Any, rel: str) -> bool:
+    """The shape of one stored archive row, checked when the pack is read (so a frame built
+    later can only fail on a bug, never on a damaged file: the pack's crc covered it)."""
+    if not (isinstance(rows, tuple) and len(rows) == _ARCHIVE_ROW_WIDTH and rows[0] == rel
+            and type(rows[4]) is bytes and isinstance(rows[3], tuple) and len(rows[3]) == 3):
+        return False
+    sids, anchors, trusted = rows[3]
+    return (type(sids) is tuple and type(anchors) is tuple and type(trusted) is tuple
+            and len(sids) == len(anchors) == len(trusted))
+
+
 def archive_from_rows(rows: tuple) -> ArchiveFile:
-    path, kind, key, frame_rows, complete, comment_ids, anchor_lines, digest, scan_row = rows
-    sids, anchors, speakers, tokens, lines, stamps, labels, texts, trusted, pending, paths, numbers, kinds = _unzip(
-        frame_rows, 13)
+    """The entry the rows hold; its frames are built from the blob on first use."""
+    path, kind, key, outline, blob, complete, comment_ids, anchor_lines, digest, scan_row = rows
+    sids, anchors, trusted = outline
+    if not (type(blob) is bytes and len(sids) == len(anchors) == len(trusted)):
+        raise ValueError(f"archive rows of {path} are malformed")
+
+    def build() -> tuple[SourceFrame, ...]:
+        with _bulk():
+            return _frames_from_blob(path, blob, sids, anchors, trusted, len(sids))
+
+    return ArchiveFile.deferred(path, kind, tuple(key), (tuple(sids), tuple(anchors), tuple(trusted)), build,
+                                complete, frozenset(comment_ids), frozenset(anchor_lines), digest,
+                                None if scan_row is None else tuple(scan_row))
+
+
+def _frames_from_blob(path: str, blob: bytes, sids: tuple, anchors: tuple, trusted: tuple,
+                      n: int) -> tuple[SourceFrame, ...]:
+    speakers, tokens, lines, stamps, labels, texts, pending, paths, numbers, kinds = _unzip(marshal.loads(blob), 10)
+    if len(speakers) != n:
+        raise ValueError(f"archive rows of {path}: {len(speakers)} frames for {n} ids")
     metas = [decode_meta(tok) if tok is not None else None for tok in tokens]
     texts = [t if type(t) is str else (ls[0][t:] if len(ls) == 1 else "\n".join([ls[0][t:], *ls[1:]]))
              for t, ls in zip(texts, lines)]
-    frames = tuple(map(_make_frame, sids, anchors, speakers, metas, lines, stamps, labels, texts, trusted, pending,
-                       paths, numbers, kinds, tokens))
-    scan = None if scan_row is None else V2Scan(frames, scan_row[0], None, *scan_row[1:])
-    return ArchiveFile(path, kind, tuple(key), frames, complete, None, frozenset(comment_ids), frozenset(anchor_lines),
-                       digest=digest, scan=scan)
+    return tuple(map(_make_frame, sids, anchors, speakers, metas, lines, stamps, labels, texts, trusted, pending,
+                     paths, numbers, kinds, tokens))
 
 
 @contextlib.contextmanager
@@ -551,13 +589,12 @@ class ParseStore:
         return out
 
     def _archive_map(self) -> dict[str, tuple[StatKey, Any]]:
-        """rel -> (stat key, ArchiveFile or the _Stored rows of one)."""
+        """rel -> (stat key, ArchiveFile or the _Stored rows of one[, the rows it came from])."""
         if self._archives is None:
             loaded = self._load_kind("archives")
             self._archives = {
                 rel: (tuple(body[0]), _Stored(body[1])) for rel, body in loaded.items()
-                if isinstance(body, tuple) and len(body) == 2 and _is_key(body[0]) and isinstance(body[1], tuple)
-                and len(body[1]) == 9 and body[1][0] == rel
+                if isinstance(body, tuple) and len(body) == 2 and _is_key(body[0]) and _archive_row_ok(body[1], rel)
             }
         return self._archives
 
@@ -569,13 +606,13 @@ class ParseStore:
             return None
         entry = hit[1]
         if isinstance(entry, _Stored):
+            rows = entry.rows
             try:
-                with _bulk():
-                    entry = archive_from_rows(entry.rows)
+                entry = archive_from_rows(rows)
             except _ROW_ERRORS:  # not rows this code wrote: a miss, overwritten by the next flush
                 del cached[rel]
                 return None
-            cached[rel] = (key, entry)
+            cached[rel] = (key, entry, rows)  # the rows are what a flush writes again for it
         return entry
 
     def _topic_map(self) -> dict[str, _TopicEntry]:
@@ -815,8 +852,11 @@ def _entry_value(kind: str, rel: str, entry: Any) -> tuple | None:
     """``(rel, rows)`` of one archive or topic entry; ``None`` for one that is not stored."""
     try:
         if kind == "archives":
-            key, value = entry
-            rows = value.rows if isinstance(value, _Stored) else archive_rows(value)
+            key, value = entry[0], entry[1]
+            if len(entry) == 3:  # made from these rows: writing them again builds no frame
+                rows = entry[2]
+            else:
+                rows = value.rows if isinstance(value, _Stored) else archive_rows(value)
             value = (rel, (key, rows))
         else:
             value = entry.topic

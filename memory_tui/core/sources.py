@@ -27,8 +27,10 @@ import stat as stat_mod
 import unicodedata
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import compress, repeat
+from operator import not_
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 from urllib.parse import quote, unquote
 
 from .errors import TRUNCATED_ARCHIVE, CORRUPT_FILE, MemoryError, Problem
@@ -771,9 +773,19 @@ def scan_d(rel_path: str, data: bytes | str) -> LegacyScan:
 StatKey = tuple[int, int, int]
 
 
-@dataclass(frozen=True)
+# The fields two indexes of the same bytes agree on (``scan`` and ``by_anchor`` are derived).
+_COMPARED = ("path", "kind", "key", "frames", "complete", "problem", "comment_ids", "anchor_lines", "digest")
+
+
+@dataclass(frozen=True, eq=False)
 class ArchiveFile:
-    """One indexed file under ``sources/``."""
+    """One indexed file under ``sources/``.
+
+    Besides its frames, an entry answers what an index is built from without them: the
+    ``outline`` (source ids, anchors, trusted flags in frame order), ``sid_at`` / ``has_anchor``
+    and ``frame_of``. :meth:`deferred` makes an entry whose frames are built only when asked
+    for (parse-cached: a cached load needs the ids, not the 32 800 frames behind them).
+    """
 
     path: str  # workspace-relative posix
     kind: str  # "v2" | "legacy" | "d"
@@ -784,8 +796,8 @@ class ArchiveFile:
     comment_ids: frozenset[str] = frozenset()
     anchor_lines: frozenset[str] = frozenset()
     digest: str = ""  # sha256 of the bytes indexed (lets an append-only change resume)
-    scan: V2Scan | None = field(default=None, repr=False, compare=False)
-    by_anchor: Mapping[str, SourceFrame] = field(init=False, repr=False, compare=False)
+    scan: V2Scan | None = field(default=None, repr=False)
+    by_anchor: Mapping[str, SourceFrame] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         mapping: dict[str, SourceFrame] = {}
@@ -793,9 +805,143 @@ class ArchiveFile:
             mapping.setdefault(fr.anchor, fr)
         object.__setattr__(self, "by_anchor", mapping)
 
+    @classmethod
+    def deferred(
+        cls,
+        path: str,
+        kind: str,
+        key: StatKey,
+        outline: tuple[tuple[str, ...], tuple[str, ...], tuple[bool, ...]],
+        build: "Callable[[], tuple[SourceFrame, ...]]",
+        complete: bool = True,
+        comment_ids: frozenset[str] = frozenset(),
+        anchor_lines: frozenset[str] = frozenset(),
+        digest: str = "",
+        scan_row: tuple[bool, bool, int, bool] | None = None,
+    ) -> "ArchiveFile":
+        """An entry equal to ``ArchiveFile(path, kind, key, build(), …)`` whose frames (and
+        ``scan``, ``by_anchor``) are built by ``build`` on first use. ``outline`` must be what
+        the built frames' outline is; ``scan_row`` is ``(complete, ends_with_lf, n_lines,
+        resumable)`` of a problem-free scan of those frames, ``None`` for no scan."""
+        return _DeferredArchiveFile.make(path, kind, key, outline, build, complete, comment_ids, anchor_lines, digest,
+                                         scan_row)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ArchiveFile):
+            return NotImplemented
+        if self is other:
+            return True
+        return all(getattr(self, name) == getattr(other, name) for name in _COMPARED)
+
+    def __hash__(self) -> int:
+        return hash((self.path, self.kind, self.key, self.digest))
+
     @property
     def ids(self) -> frozenset[str]:
-        return frozenset(f.source_id for f in self.frames)
+        return frozenset(self.outline()[0])
+
+    def outline(self) -> tuple[tuple[str, ...], tuple[str, ...], tuple[bool, ...]]:
+        """``(source ids, anchors, trusted flags)`` of the frames, in frame order."""
+        got = self.__dict__.get("_outline")
+        if got is None:
+            frames = self.frames
+            got = (tuple([fr.source_id for fr in frames]), tuple([fr.anchor for fr in frames]),
+                   tuple([fr.trusted for fr in frames]))
+            got = self.__dict__.setdefault("_outline", got)
+        return got
+
+    def sid_at(self, anchor_value: str) -> str | None:
+        """The source id of the first frame with this anchor (``by_anchor``'s), else ``None``."""
+        fr = self.by_anchor.get(anchor_value)
+        return None if fr is None else fr.source_id
+
+    def has_anchor(self, anchor_value: str) -> bool:
+        return anchor_value in self.by_anchor
+
+    def frame_of(self, source_id: str) -> SourceFrame | None:
+        """The frame the index holds for ``source_id`` from this file: the last one of a v2
+        file (a later frame overwrites), the first one of a legacy or D file."""
+        table = self.__dict__.get("_by_id")
+        if table is None:
+            table = {}
+            if self.kind == "v2":
+                for fr in self.frames:
+                    table[fr.source_id] = fr
+            else:
+                for fr in self.frames:
+                    table.setdefault(fr.source_id, fr)
+            table = self.__dict__.setdefault("_by_id", table)
+        return table.get(source_id)
+
+
+class _DeferredArchiveFile(ArchiveFile):
+    """An ``ArchiveFile`` whose frames are built on first use (see ``ArchiveFile.deferred``).
+
+    The built values are kept in the instance dict with ``setdefault``, so threads racing
+    on the first access all get the one object that was kept."""
+
+    @classmethod
+    def make(cls, path: str, kind: str, key: StatKey, outline: Any, build: Any, complete: bool,
+             comment_ids: frozenset[str], anchor_lines: frozenset[str], digest: str,
+             scan_row: tuple | None) -> "ArchiveFile":
+        self = object.__new__(cls)
+        self.__dict__.update(path=path, kind=kind, key=key, complete=complete, problem=None, comment_ids=comment_ids,
+                             anchor_lines=anchor_lines, digest=digest, _outline=outline, _build=build,
+                             _scan_row=scan_row)
+        return self
+
+    @property
+    def frames(self) -> tuple[SourceFrame, ...]:  # type: ignore[override]
+        got = self.__dict__.get("_frames")
+        if got is None:
+            built = self.__dict__["_build"]()
+            sids, anchors, trusted = self.__dict__["_outline"]
+            if (len(built) != len(sids) or any(fr.source_id != s or fr.anchor != a or fr.trusted is not t
+                                                for fr, s, a, t in zip(built, sids, anchors, trusted))):
+                raise ValueError(f"frames of {self.path} do not match the outline they were indexed by")
+            got = self.__dict__.setdefault("_frames", built)
+        return got
+
+    @property
+    def scan(self) -> V2Scan | None:  # type: ignore[override]
+        row = self.__dict__["_scan_row"]
+        if row is None:
+            return None
+        got = self.__dict__.get("_scan")
+        if got is None:
+            got = self.__dict__.setdefault("_scan", V2Scan(self.frames, row[0], None, *row[1:]))
+        return got
+
+    @property
+    def by_anchor(self) -> Mapping[str, SourceFrame]:  # type: ignore[override]
+        got = self.__dict__.get("_by_anchor")
+        if got is None:
+            mapping: dict[str, SourceFrame] = {}
+            for fr in self.frames:
+                mapping.setdefault(fr.anchor, fr)
+            got = self.__dict__.setdefault("_by_anchor", mapping)
+        return got
+
+    def _anchor_ids(self) -> dict[str, str]:
+        got = self.__dict__.get("_anchor_ids")
+        if got is None:
+            sids, anchors, _trusted = self.__dict__["_outline"]
+            mapping: dict[str, str] = {}
+            for a, s in zip(anchors, sids):
+                mapping.setdefault(a, s)
+            got = self.__dict__.setdefault("_anchor_ids", mapping)
+        return got
+
+    def sid_at(self, anchor_value: str) -> str | None:
+        return self._anchor_ids().get(anchor_value)
+
+    def has_anchor(self, anchor_value: str) -> bool:
+        return anchor_value in self._anchor_ids()
+
+    def __reduce__(self) -> tuple:
+        # a copy or pickle is the plain entry it stands for (its builder is not data)
+        return (ArchiveFile, (self.path, self.kind, self.key, self.frames, self.complete, self.problem,
+                              self.comment_ids, self.anchor_lines, self.digest, self.scan))
 
 
 def classify(rel: str) -> str | None:
@@ -886,12 +1032,16 @@ def _ref_problem(message: str, ref: str, rule: str) -> Problem:
 
 @dataclass(frozen=True, eq=False)
 class SourceIndex:
-    """Every archive under ``<M>/sources`` scanned once; lookups are dictionary reads."""
+    """Every archive under ``<M>/sources`` scanned once; lookups are dictionary reads.
+
+    The id maps lead to the archive entry holding a frame, not to the frame: an index is
+    built from the entries' outlines, so archives whose frames nobody asks for (a cached
+    load, a transaction) never build them (parse-cached)."""
 
     root: Path
     files: Mapping[str, ArchiveFile]
-    _v2: Mapping[str, SourceFrame] = field(repr=False)
-    _legacy: Mapping[str, SourceFrame] = field(repr=False)
+    _v2: Mapping[str, ArchiveFile] = field(repr=False)  # source id -> the v2 entry whose frame wins
+    _legacy: Mapping[str, ArchiveFile] = field(repr=False)  # source id -> the first legacy/D entry with it
     _trusted: frozenset[str] = field(repr=False)
     _pending: frozenset[str] = field(repr=False)
     _all: frozenset[str] = field(repr=False)
@@ -924,22 +1074,23 @@ class SourceIndex:
 
     @classmethod
     def from_files(cls, root: Path | str, files: Mapping[str, ArchiveFile]) -> "SourceIndex":
-        v2: dict[str, SourceFrame] = {}
-        legacy: dict[str, SourceFrame] = {}
+        v2: dict[str, ArchiveFile] = {}
+        legacy: dict[str, ArchiveFile] = {}
         trusted: set[str] = set()
         pending: set[str] = set()
         every: set[str] = set()
         for rel in sorted(files):
             entry = files[rel]
+            sids, _anchors, flags = entry.outline()
             if entry.kind == "v2":
-                for fr in entry.frames:
-                    v2[fr.source_id] = fr
-                    (trusted if fr.trusted else pending).add(fr.source_id)
+                v2.update(zip(sids, repeat(entry)))  # a later file's frame overwrites, as before
+                trusted.update(compress(sids, flags))
+                pending.update(compress(sids, map(not_, flags)))
             else:
-                for fr in entry.frames:
-                    legacy.setdefault(fr.source_id, fr)
+                for sid in sids:
+                    legacy.setdefault(sid, entry)
                 if entry.kind == "d":
-                    ids = {fr.source_id for fr in entry.frames}
+                    ids = set(sids)
                 else:
                     ids = set(entry.comment_ids)
                 trusted |= ids
@@ -956,10 +1107,16 @@ class SourceIndex:
 
     def frame(self, source_id: str) -> SourceFrame | None:
         """The v2 frame for ``source_id``, else the legacy (or D) one."""
-        return self._v2.get(source_id) or self._legacy.get(source_id)
+        entry = self._v2.get(source_id) or self._legacy.get(source_id)
+        return None if entry is None else entry.frame_of(source_id)
 
     def v2_frame(self, source_id: str) -> SourceFrame | None:
-        return self._v2.get(source_id)
+        entry = self._v2.get(source_id)
+        return None if entry is None else entry.frame_of(source_id)
+
+    def has_v2(self, source_id: str) -> bool:
+        """Whether a v2 archive holds ``source_id`` (no frame is built to say so)."""
+        return source_id in self._v2
 
     def is_trusted(self, source_id: str) -> bool:
         return source_id in self._trusted
@@ -978,8 +1135,8 @@ class SourceIndex:
 
     def events(self) -> list[SourceFrame]:
         """Every readable frame once (v2 preferred over legacy copies), by (path, line, id)."""
-        out = list(self._v2.values())
-        out.extend(fr for sid, fr in self._legacy.items() if sid not in self._v2)
+        out = [entry.frame_of(sid) for sid, entry in self._v2.items()]
+        out.extend(entry.frame_of(sid) for sid, entry in self._legacy.items() if sid not in self._v2)
         out.sort(key=lambda fr: (fr.path, fr.line, fr.source_id))
         return out
 
@@ -1024,9 +1181,7 @@ class SourceIndex:
         if entry is None:
             return None
         if entry.kind in ("v2", "legacy"):
-            fr = entry.by_anchor.get(fragment)
-            if fr is not None:
-                return fr.source_id
+            return entry.sid_at(fragment)
         return None
 
     def link_for(self, source_id: str, from_dir: str) -> str:
@@ -1040,7 +1195,7 @@ class SourceIndex:
         if parse_d_ref(source_id) is not None:
             return relpath(d_archive_path(source_id), from_dir) + "#" + d_anchor(source_id)
         if source_id not in self._v2 and source_id in self._legacy:
-            fr = self._legacy[source_id]
+            fr = self._legacy[source_id].frame_of(source_id)
             return relpath(fr.path, from_dir) + "#" + fr.anchor
         return relpath(archive_path(source_id), from_dir) + "#" + anchor(source_id)
 
@@ -1064,7 +1219,7 @@ class SourceIndex:
         dref = parse_d_ref(ref)
         if dref is not None:
             entry = self.files.get(d_archive_path(ref))
-            if entry is None or entry.kind != "d" or d_anchor(ref) not in entry.by_anchor:
+            if entry is None or entry.kind != "d" or not entry.has_anchor(d_anchor(ref)):
                 return _ref_problem(f"missing source reference: {ref}", ref, rule or "exists")
             return self._check_new(ref, new, allowed, rule, v2=False)
         if split_source_id(ref) is None:
@@ -1084,7 +1239,7 @@ class SourceIndex:
         if not new:
             return None
         if v2:
-            fr = self._v2[ref]
+            fr = self._v2[ref].frame_of(ref)
             if fr.meta is None or not fr.meta.trusted:
                 return _ref_problem(f"source reference is not trusted; promote it first: {ref}", ref, rule or "trusted")
         if allowed is not None and ref not in set(allowed):
