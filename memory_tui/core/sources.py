@@ -923,13 +923,13 @@ class _DeferredArchiveFile(ArchiveFile):
         return got
 
     def _anchor_ids(self) -> dict[str, str]:
-        got = self.__dict__.get("_anchor_ids")
+        got = self.__dict__.get("_anchor_map")
         if got is None:
             sids, anchors, _trusted = self.__dict__["_outline"]
             mapping: dict[str, str] = {}
             for a, s in zip(anchors, sids):
                 mapping.setdefault(a, s)
-            got = self.__dict__.setdefault("_anchor_ids", mapping)
+            got = self.__dict__.setdefault("_anchor_map", mapping)
         return got
 
     def sid_at(self, anchor_value: str) -> str | None:
