@@ -123,17 +123,25 @@ FORMAT = 3
 # output for the file; "scan" (sha256,) -> changes.scan_summary (what a record op needs of a
 # file it does not touch). Readers check the value's type: anything else is a miss.
 DERIVED = ("views", "ids", "refs", "lineids", "defids", "links", "scan")
-# Kinds whose values are small: one file holds every entry of the kind (``<kind>.pack``), so
-# a fresh process opens, digests and unpickles one file instead of one per topic. A flush
-# rewrites the whole pack (a few hundred kB); two processes flushing at once can only lose
-# each other's entries, which costs a recomputation, never a wrong answer (entries are keyed).
+# Kinds whose values are small: one pickle holds every entry of the kind (``<kind>.pack``), so
+# a fresh process opens, digests and unpickles one file instead of one per topic.
 PACKED = frozenset(("ids", "refs", "lineids", "defids", "links", "scan"))
 PACK_SUFFIX = ".pack"
-# The parses themselves (big): one file per entry, so a transaction's flush writes only what
-# it changed; a flush that changes most of them (a cold start) writes the whole kind into
-# ``<kind>.pack`` instead (two files rather than 500 to create now and to open later), and
-# the per-entry files written after it take precedence over it when read.
+# The parses themselves (big): their pack is a marshal pack (``decode_pack``).
 BULK = frozenset(("archives", "topics"))
+# Every packed kind (PACKED and BULK) is written the same way, so a flush costs what changed
+# (parse-cached; a pack rewritten whole cost ~10 ms per one-record edit at scale 4): a flush
+# that changes most entries of a kind (a cold start) writes the whole kind into its pack and
+# removes the per-entry files; a smaller one writes only the changed entries, as per-entry
+# files (``<kind>/<name>.pkl``) that win over the pack when read. Once more per-entry files
+# than LOOSE_MIN or an eighth of the kind exist, the next flush folds them into a new pack:
+# a rewrite of N entries every N/8 changed ones, a bounded cost per change, and a bounded
+# number of files for a fresh process to open. Every file is written whole under a temporary
+# name and renamed into place, so a reader sees an old or a new file, never half of one; two
+# processes flushing at once can only lose each other's entries (a pack write removes the
+# per-entry files it lists), which costs a recomputation, never a wrong answer: every entry
+# says what it is a function of and is checked against that when used.
+LOOSE_MIN = 16
 MAGIC = b"memory-tui-parse-cache\n"
 ROWS_MAGIC = b"memory-tui-parse-rows\n"
 PACK_MAGIC = b"memory-tui-parse-pack\n"
@@ -540,6 +548,8 @@ class ParseStore:
         # derived per-file values (kinds in DERIVED): rel -> (*key, value); see derived()
         self._derived: dict[str, dict[str, tuple]] = {}
         self._dirty_derived: dict[str, set[str]] = {kind: set() for kind in DERIVED}
+        # per kind, the entries whose per-entry file (written after the pack) was read or written
+        self._loose: dict[str, set[str]] = {}
 
     # -- reading ------------------------------------------------------------------------
     def _load_pack(self, kind: str) -> dict[str, Any]:
@@ -557,9 +567,8 @@ class ParseStore:
             return self._load_kind_files(kind)
 
     def _load_kind_files(self, kind: str) -> dict[str, Any]:
-        if kind in PACKED:
-            return self._load_pack(kind)
-        out: dict[str, Any] = {}
+        out: dict[str, Any] = self._load_pack(kind) if kind in PACKED else {}
+        loose = self._loose[kind] = set()
         if kind in BULK:
             try:
                 items = decode_pack(_read(str(self.dir / (kind + PACK_SUFFIX))), kind)
@@ -586,6 +595,7 @@ class ParseStore:
             rel, body = value
             if _name(rel) == name:
                 out[rel] = body
+                loose.add(rel)
         return out
 
     def _archive_map(self) -> dict[str, tuple[StatKey, Any]]:
@@ -774,17 +784,16 @@ class ParseStore:
                          ("topics", self._dirty_topics, self._topics or {})]
                 kinds += [(kind, self._dirty_derived[kind], self._derived.get(kind, {})) for kind in DERIVED]
                 for kind, dirty, table in kinds:
-                    if kind in BULK and dirty and len(dirty) * 2 >= len(table):
-                        self._write_bulk(kind, table)
-                        dirty.clear()
+                    if not dirty:
                         continue
-                    if kind in PACKED:
-                        if dirty:
-                            for level in (self.dir.parent, self.dir):
-                                level.mkdir(exist_ok=True, mode=0o700)
-                            _atomic(self.dir / (kind + PACK_SUFFIX), encode((kind, dict(table))))
+                    loose = self._loose.setdefault(kind, set())
+                    if kind in BULK or kind in PACKED:
+                        grown = len(loose | {rel for rel in dirty if rel in table})
+                        if len(dirty) * 2 >= len(table) or grown > max(LOOSE_MIN, len(table) // 8):
+                            self._write_pack(kind, table)
+                            loose.clear()
                             dirty.clear()
-                        continue
+                            continue
                     folder = self.dir / kind
                     # level by level: ``parents=True`` would give the parents the default
                     # mode, and every folder in the workspace is 0700 (memory spec §2.4)
@@ -799,16 +808,35 @@ class ParseStore:
                                 path.unlink()
                             except FileNotFoundError:
                                 pass
+                            loose.discard(rel)
                             continue
                         _atomic(path, data)
+                        loose.add(rel)
                     dirty.clear()
             except OSError:
                 return
 
-    def _write_bulk(self, kind: str, table: Mapping[str, Any]) -> None:
+    def _write_pack(self, kind: str, table: Mapping[str, Any]) -> None:
         """Every entry of ``kind`` in one file, and the per-entry files it supersedes gone."""
         for level in (self.dir.parent, self.dir):
             level.mkdir(exist_ok=True, mode=0o700)
+        if kind in PACKED:
+            _atomic(self.dir / (kind + PACK_SUFFIX), encode((kind, dict(table))))
+        else:
+            self._write_bulk(kind, table)
+        folder = str(self.dir / kind)
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            return
+        for name in names:
+            if name.endswith(".pkl"):
+                try:
+                    os.unlink(os.path.join(folder, name))
+                except FileNotFoundError:
+                    pass
+
+    def _write_bulk(self, kind: str, table: Mapping[str, Any]) -> None:
         # Entry by entry: only one entry's rows exist at a time, and the file is the blobs
         # themselves (one buffer of the whole kind would double the peak memory of a flush).
         blobs = []
@@ -821,17 +849,6 @@ class ParseStore:
             except ValueError:  # a value marshal cannot hold (say, a details object): not stored
                 continue
         _atomic(self.dir / (kind + PACK_SUFFIX), _pack_parts(kind, blobs))
-        folder = str(self.dir / kind)
-        try:
-            names = os.listdir(folder)
-        except OSError:
-            return
-        for name in names:
-            if name.endswith(".pkl"):
-                try:
-                    os.unlink(os.path.join(folder, name))
-                except FileNotFoundError:
-                    pass
 
     def _prune_other_tags(self) -> None:
         parent = self.dir.parent

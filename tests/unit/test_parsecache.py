@@ -113,7 +113,7 @@ def test_archive_change_reaches_the_topics_citing_it(mem):
     _same(mem)
 
 
-@pytest.mark.parametrize("damage", ["garbage", "truncate", "foreign", "wrong_name", "bad_digest"])
+@pytest.mark.parametrize("damage", ["garbage", "truncate", "foreign", "wrong_name", "bad_digest", "flip_middle", "cut_one"])
 def test_damaged_cache_is_ignored_and_rebuilt(mem, damage):
     parsecache.load_tree(mem, persist=True)
     entries = _entries(mem)
@@ -131,6 +131,11 @@ def test_damaged_cache_is_ignored_and_rebuilt(mem, damage):
             p.write_bytes(parsecache.MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
         elif damage == "wrong_name":
             p.rename(p.with_name("0" * 32 + ".pkl"))
+        elif damage == "flip_middle":  # in a pack: inside some entry's rows (an archive's frame blob)
+            mid = len(data) // 2
+            p.write_bytes(data[:mid] + bytes([data[mid] ^ 0x10]) + data[mid + 1:])
+        elif damage == "cut_one":  # a torn write that lost the last byte
+            p.write_bytes(data[:-1])
         else:
             p.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
     _same(mem)
@@ -256,3 +261,87 @@ def test_link_rewrite_is_keyed_by_where_the_ids_live(mem):
     _fresh_process()
     cache = txcache.cache_for(mem)
     assert normalize.rewrite_block_links(moved, rewritten=cache.link_rewrite) == normalize.rewrite_block_links(moved)
+
+
+# ------------------------------------------------------------ flushes cost what changed
+
+
+def _derived_store(mem: Path, n: int) -> parsecache.ParseStore:
+    """A store (as another process would make one) holding ``n`` entries of two packed kinds."""
+    store = parsecache.ParseStore(mem)
+    for i in range(n):
+        store.put_derived("lineids", f"t{i:03}.md", (f"sha{i}",), frozenset({f"id{i}"}))
+        store.put_derived("ids", f"t{i:03}.md", (f"sha{i}",), (f"id{i}",))
+    store.flush()
+    return store
+
+
+def _kind_files(mem: Path, kind: str) -> tuple[list[Path], os.stat_result]:
+    tag = parsecache.code_tag()
+    base = mem / ".scriptorium" / parsecache.DIR_NAME / tag
+    return sorted((base / kind).glob("*.pkl")), (base / (kind + parsecache.PACK_SUFFIX)).stat()
+
+
+def test_a_small_flush_writes_only_what_changed_and_a_fresh_process_reads_it(mem):
+    _derived_store(mem, 40)
+    loose, pack = _kind_files(mem, "lineids")
+    assert loose == []  # a flush of (nearly) everything: the pack
+    store = parsecache.ParseStore(mem)
+    assert store.derived("lineids", "t007.md", ("sha7",)) == frozenset({"id7"})
+    store.put_derived("lineids", "t007.md", ("sha7b",), frozenset({"new"}))
+    store.flush()
+    loose, after = _kind_files(mem, "lineids")
+    assert len(loose) == 1  # one entry changed: one file written, the pack untouched
+    assert (after.st_ino, after.st_mtime_ns, after.st_size) == (pack.st_ino, pack.st_mtime_ns, pack.st_size)
+    fresh = parsecache.ParseStore(mem)
+    assert fresh.derived("lineids", "t007.md", ("sha7b",)) == frozenset({"new"})
+    assert fresh.derived("lineids", "t007.md", ("sha7",)) is None  # the newer entry wins over the pack's
+    assert fresh.derived("lineids", "t008.md", ("sha8",)) == frozenset({"id8"})
+    assert fresh.derived("ids", "t007.md", ("sha7",)) == ("id7",)  # another kind: nothing written
+
+
+def test_per_entry_files_are_folded_into_the_pack(mem):
+    _derived_store(mem, 40)
+    limit = max(parsecache.LOOSE_MIN, 40 // 8)
+    seen = []
+    for i in range(limit + 1):
+        store = parsecache.ParseStore(mem)  # each change from a fresh process
+        store.put_derived("lineids", f"t{i:03}.md", (f"v2-{i}",), frozenset({f"n{i}"}))
+        store.flush()
+        seen.append(len(_kind_files(mem, "lineids")[0]))
+    assert seen[:limit] == list(range(1, limit + 1))  # one more file per change...
+    assert seen[limit] == 0  # ...until they are folded into a new pack
+    fresh = parsecache.ParseStore(mem)
+    for i in range(40):
+        want = (f"v2-{i}",) if i <= limit else (f"sha{i}",)
+        value = frozenset({f"n{i}"}) if i <= limit else frozenset({f"id{i}"})
+        assert fresh.derived("lineids", f"t{i:03}.md", want) == value
+
+
+def test_interleaved_writers_and_a_torn_file_only_cost_a_miss(mem):
+    _derived_store(mem, 40)
+    a, b = parsecache.ParseStore(mem), parsecache.ParseStore(mem)  # two processes, both loaded
+    assert a.derived("lineids", "t001.md", ("sha1",)) and b.derived("lineids", "t001.md", ("sha1",))
+    a.put_derived("lineids", "t001.md", ("a-key",), frozenset({"from a"}))
+    a.flush()  # a per-entry file
+    for i in range(30):  # b changes most entries: it writes a new pack and drops the per-entry files
+        b.put_derived("lineids", f"t{i:03}.md", (f"b-{i}",), frozenset({f"b{i}"}))
+    b.flush()
+    assert _kind_files(mem, "lineids")[0] == []
+    fresh = parsecache.ParseStore(mem)
+    assert fresh.derived("lineids", "t001.md", ("a-key",)) is None  # lost: a miss, recomputed
+    assert fresh.derived("lineids", "t001.md", ("b-1",)) == frozenset({"b1"})
+    a.put_derived("lineids", "t039.md", ("a-39",), frozenset({"a39"}))
+    a.flush()  # a's later entry is written over b's pack
+    loose, _ = _kind_files(mem, "lineids")
+    assert len(loose) == 1
+    fresh = parsecache.ParseStore(mem)
+    assert fresh.derived("lineids", "t039.md", ("a-39",)) == frozenset({"a39"})
+    assert fresh.derived("lineids", "t002.md", ("b-2",)) == frozenset({"b2"})
+    # a torn per-entry file (and a temporary file a crash left) is never read as an entry:
+    # the pack's entry for that file answers, under its own key only
+    loose[0].write_bytes(loose[0].read_bytes()[:-3])
+    (loose[0].parent / f".{loose[0].name}.999.1.tmp").write_bytes(b"half")
+    fresh = parsecache.ParseStore(mem)
+    assert fresh.derived("lineids", "t039.md", ("a-39",)) is None
+    assert fresh.derived("lineids", "t039.md", ("sha39",)) == frozenset({"id39"})
