@@ -114,7 +114,7 @@ def deps_signature(index: SourceIndex, deps: Iterable[str]) -> str:
 
 
 DIR_NAME = "memory-tui-cache"
-FORMAT = 3
+FORMAT = 4
 # Per-topic values derived from one parse, keyed by what they are a function of:
 # "views" (sha256, deps signature) -> viewcache.TopicPart; "ids" (sha256,) -> file_block_ids;
 # "refs" (sha256, deps signature) -> whether every source ref of the parse exists;
@@ -299,45 +299,61 @@ class _Unrepresentable(Exception):
 
 
 def topic_rows(topic: Topic) -> tuple:
+    """A topic as columns: the definitions, their links (one flat table with a count per
+    definition), the annotations and the units (each with flat references and counts), and
+    the strings that are slices of a longer one as spans (see ``_spans``). Each one-per-record
+    structure is then a handful of C-level ``map``/``zip`` calls to rebuild."""
     path = topic.path
     same = {}.setdefault  # equal values written once (marshal refers back to an object it wrote)
     text = topic.text
     ev_at = {id(ev): i for i, ev in enumerate(topic.evidence)}
-    evs = []
+    evs, etexts, raws, links, link_counts = [], [], [], [], []
     at = 0  # definitions and paragraphs come in file order: each is looked for after the last
     for ev in topic.evidence:
         if ev.topic_path != path:
             raise _Unrepresentable(path)
-        links = tuple([(same(l.label, l.label), l.target, l.source_id) for l in ev.links])
+        links.extend([(same(l.label, l.label), l.target, l.source_id) for l in ev.links])
+        link_counts.append(len(ev.links))
         etext, at = _located(ev.text, text, at)
-        evs.append((ev.id, same(ev.raw_when, ev.raw_when), same(ev.when, ev.when), links, ev.line,
-                    ev.legacy, ev.non_ascii_time, _span_in(ev.raw_sources, ev.text), etext))
+        etexts.append(etext)
+        raws.append(_span_in(ev.raw_sources, ev.text))
+        evs.append((ev.id, same(ev.raw_when, ev.raw_when), same(ev.when, ev.when), ev.line, ev.legacy,
+                    ev.non_ascii_time))
     ann_at: dict[int, int] = {}
-    anns: list[tuple] = []
-    units = []
+    quotes: list[str] = []
+    cited: list[int] = []
+    cited_counts: list[int] = []
+    units, bodies, contents, refs, ref_counts = [], [], [], [], []
     at = 0
     for u in topic.units:
         if u.topic_path != path:
             raise _Unrepresentable(path)
-        refs = []
         for ann in u.annotations:
             k = ann_at.get(id(ann))
             if k is None:
                 try:
-                    cited = tuple([ev_at[id(ev)] for ev in ann.evidence])
+                    cites = [ev_at[id(ev)] for ev in ann.evidence]
                 except KeyError:  # evidence that is not one of the topic's definitions
                     raise _Unrepresentable(path) from None
-                k = ann_at[id(ann)] = len(anns)
-                anns.append((ann.quote, cited))
+                k = ann_at[id(ann)] = len(quotes)
+                quotes.append(ann.quote)
+                cited.extend(cites)
+                cited_counts.append(len(cites))
             refs.append(k)
-        content = len(u.content) if u.content and u.body.startswith(u.content) else u.content
+        ref_counts.append(len(u.annotations))
         body, at = _located(u.body, text, at)
-        units.append((u.memory_id, same(u.headings, u.headings), content, body, tuple(refs), u.source_refs,
-                      u.relation_targets, same(u.when, u.when), u.line, u.end_line, u.aliases, u.legacy,
-                      u.non_ascii_time))
+        bodies.append(body)
+        contents.append(len(u.content) if u.content and u.body.startswith(u.content) else u.content)
+        units.append((u.memory_id, same(u.headings, u.headings), u.source_refs, u.relation_targets,
+                      same(u.when, u.when), u.line, u.end_line, u.aliases, u.legacy, u.non_ascii_time))
     heads = tuple([(h.level, h.title, h.line) for h in topic.headings])
     problems = tuple([(p.code, p.message, p.path, p.line, p.column, p.details) for p in topic.problems])
-    return (path, topic.text, heads, _columns(evs), tuple(anns), _columns(units), problems)
+    return (path, text, heads, _columns(evs), _spans(etexts), _spans(raws), _columns(links), _counts(link_counts),
+            tuple(quotes), tuple(cited), _counts(cited_counts), _columns(units), _spans(bodies), _prefixes(contents),
+            tuple(refs), _counts(ref_counts), problems)
+
+
+_TOPIC_ROW_WIDTH = 17
 
 
 def _columns(rows: list[tuple]) -> tuple:
@@ -346,32 +362,102 @@ def _columns(rows: list[tuple]) -> tuple:
     return tuple(zip(*rows)) if rows else ()
 
 
-def _unzip(columns: tuple, width: int) -> tuple:
+def _unzip(columns: tuple, width: int, n: int | None = None) -> tuple:
     """The columns of a stored table, all of one length (``map`` would silently stop at the
-    shortest)."""
+    shortest) and, given ``n``, of that length."""
     if not columns:
+        if n:
+            raise ValueError("an empty table for a non-empty one")
         return ((),) * width
-    if len(columns) != width or len({len(c) for c in columns}) != 1:
+    if len(columns) != width or len({len(c) for c in columns}) != 1 or (n is not None and len(columns[0]) != n):
         raise ValueError("columns of different lengths")
     return columns
 
 
+def _counts(counts: list[int]) -> tuple[int, ...] | None:
+    """How many items each record has in a flat table; ``None`` when every one has one."""
+    return None if all(c == 1 for c in counts) else tuple(counts)
+
+
+def _grouped(flat: list, counts: tuple[int, ...] | None, n: int) -> list[tuple]:
+    """``flat`` cut into ``n`` tuples of ``counts`` items (one each for ``None``)."""
+    if counts is None:
+        if len(flat) != n:
+            raise ValueError("a flat table of the wrong length")
+        return list(zip(flat))  # one-item tuples, built in C
+    if len(counts) != n or sum(counts) != len(flat):
+        raise ValueError("counts that do not cover the flat table")
+    out = []
+    at = 0
+    for c in counts:
+        out.append(tuple(flat[at:at + c]))
+        at += c
+    return out
+
+
+def _spans(items: list) -> tuple | list:
+    """A column of strings, each itself or a ``(start, end)`` span of another string: when
+    every item is a span, the starts and the ends as two int columns in a *list* (marshal
+    keeps list and tuple apart), rebuilt by ``map(slice)``; else the column as it is."""
+    if items and all(type(x) is tuple for x in items):
+        return [tuple([x[0] for x in items]), tuple([x[1] for x in items])]
+    return tuple(items)
+
+
+def _sliced(column: tuple | list, bases: Any, n: int) -> list[str]:
+    """The strings of a ``_spans`` column; ``bases`` is one string (every span is in it) or a
+    list of one string per item."""
+    one = type(bases) is str
+    if type(column) is list:
+        starts, ends = column
+        if not (len(starts) == len(ends) == n):
+            raise ValueError("span columns of the wrong length")
+        if one:
+            return list(map(bases.__getitem__, map(slice, starts, ends)))
+        return list(map(str.__getitem__, bases, map(slice, starts, ends)))
+    if len(column) != n:
+        raise ValueError("a column of the wrong length")
+    if one:
+        return [t if type(t) is str else bases[t[0]:t[1]] for t in column]
+    return [t if type(t) is str else b[t[0]:t[1]] for t, b in zip(column, bases)]
+
+
+def _prefixes(items: list) -> tuple | list:
+    """A column of strings, each itself or the length of the prefix of its body it is: all
+    lengths as one int column in a list (``map(slice)`` again), else the column itself."""
+    if items and all(type(x) is int for x in items):
+        return [tuple(items)]
+    return tuple(items)
+
+
 def topic_from_rows(rows: tuple) -> Topic:
-    path, text, heads, evs, anns, units, problems = rows
-    ml, me, ma, mu = _make_link, _make_evidence, _make_annotation, _make_unit
-    ids, raw_whens, whens, links, lines, legacies, non_ascii, raw_sources, etexts = _unzip(evs, 9)
-    etexts = [t if type(t) is str else text[t[0]:t[1]] for t in etexts]
-    raw_sources = [r if type(r) is str else t[r[0]:r[1]] for r, t in zip(raw_sources, etexts)]
-    evidence = list(map(me, ids, raw_whens, whens, [tuple([ml(*link) for link in ls]) for ls in links], repeat(path),
-                        lines, legacies, non_ascii, raw_sources, etexts))
-    annotations = [ma(quote, tuple([evidence[k] for k in cited])) for quote, cited in anns]
-    (mids, headings, contents, bodies, refs, source_refs, rels, whens, lines, ends, aliases, legacies,
-     non_ascii) = _unzip(units, 13)
-    bodies = [b if type(b) is str else text[b[0]:b[1]] for b in bodies]
-    contents = [c if type(c) is str else b[:c] for c, b in zip(contents, bodies)]
-    cited = [tuple([annotations[k] for k in r]) for r in refs]
-    made = tuple(map(mu, mids, repeat(path), headings, contents, bodies, cited, source_refs, rels, whens, lines, ends,
-                     aliases, legacies, non_ascii))
+    (path, text, heads, evs, etexts, raws, links, link_counts, quotes, cited, cited_counts, units, bodies, contents,
+     refs, ref_counts, problems) = rows
+    n_ev = len(evs[0]) if evs else 0
+    ids, raw_whens, whens, lines, legacies, non_ascii = _unzip(evs, 6, n_ev)
+    etexts = _sliced(etexts, text, n_ev)
+    raws = _sliced(raws, etexts, n_ev)
+    labels, targets, sids = _unzip(links, 3)
+    made_links = _grouped(list(map(_make_link, labels, targets, sids)), link_counts, n_ev)
+    evidence = list(map(_make_evidence, ids, raw_whens, whens, made_links, repeat(path), lines, legacies, non_ascii,
+                        raws, etexts))
+    annotations = list(map(_make_annotation, quotes,
+                           _grouped(list(map(evidence.__getitem__, cited)), cited_counts, len(quotes))))
+    n = len(units[0]) if units else 0
+    mids, headings, source_refs, rels, whens, lines, ends, aliases, legacies, non_ascii = _unzip(units, 10, n)
+    bodies = _sliced(bodies, text, n)
+    if type(contents) is list:
+        (lengths,) = contents
+        if len(lengths) != n:
+            raise ValueError("a column of the wrong length")
+        contents = list(map(str.__getitem__, bodies, map(slice, lengths)))
+    else:
+        if len(contents) != n:
+            raise ValueError("a column of the wrong length")
+        contents = [c if type(c) is str else b[:c] for c, b in zip(contents, bodies)]
+    anns = _grouped(list(map(annotations.__getitem__, refs)), ref_counts, n)
+    made = tuple(map(_make_unit, mids, repeat(path), headings, contents, bodies, anns, source_refs, rels, whens, lines,
+                     ends, aliases, legacies, non_ascii))
     return Topic(path, text, made, tuple(evidence), tuple([Heading(*h) for h in heads]),
                  tuple([Problem(c, m, p, ln, col, dict(d)) for c, m, p, ln, col, d in problems]))
 
@@ -632,7 +718,7 @@ class ParseStore:
             for rel, body in loaded.items():
                 if (isinstance(body, tuple) and len(body) == 5 and _is_key(body[0]) and isinstance(body[1], str)
                         and isinstance(body[3], tuple) and isinstance(body[4], str) and isinstance(body[2], tuple)
-                        and len(body[2]) == 7 and body[2][0] == rel):
+                        and len(body[2]) == _TOPIC_ROW_WIDTH and body[2][0] == rel):
                     self._topics[rel] = _TopicEntry(tuple(body[0]), body[1], _Stored(body[2]), tuple(body[3]), body[4])
         return self._topics
 
@@ -658,7 +744,8 @@ class ParseStore:
             else:
                 prior_files = {}
             keys: dict[str, StatKey] = {}
-            for rel, _path, st in walk_sources(self.memory_root):
+            walked = list(walk_sources(self.memory_root))
+            for rel, _path, st in walked:
                 keys[rel] = stat_key(st)
             if prior_files and keys.keys() == prior_files.keys() and all(
                     prior_files[rel].key == key for rel, key in keys.items()):
@@ -670,7 +757,7 @@ class ParseStore:
                 hit = self._archive_hit(rel, key)
                 if hit is not None:
                     prior_files[rel] = hit
-            index = SourceIndex.load(self.memory_root, previous=_Prior(self.memory_root, prior_files))
+            index = SourceIndex.load(self.memory_root, previous=_Prior(self.memory_root, prior_files), walked=walked)
             for rel, entry in index.files.items():
                 key = keys.get(rel)
                 if key is None or _racy(key) or entry.key != key or entry.problem is not None:

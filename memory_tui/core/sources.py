@@ -27,7 +27,7 @@ import stat as stat_mod
 import unicodedata
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import compress, repeat
+from itertools import chain, compress, repeat
 from operator import not_
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
@@ -1049,12 +1049,18 @@ class SourceIndex:
     # -- building -------------------------------------------------------------------------
 
     @classmethod
-    def load(cls, memory_root: Path | str, previous: "SourceIndex | None" = None) -> "SourceIndex":
-        """Index ``<memory_root>/sources``; with ``previous``, re-read only changed files."""
+    def load(
+        cls,
+        memory_root: Path | str,
+        previous: "SourceIndex | None" = None,
+        walked: "Iterable[tuple[str, Path, os.stat_result]] | None" = None,
+    ) -> "SourceIndex":
+        """Index ``<memory_root>/sources``; with ``previous``, re-read only changed files.
+        ``walked``: what ``walk_sources(memory_root)`` just gave (the caller's own walk)."""
         root = Path(memory_root)
         old = previous.files if previous is not None and Path(previous.root) == root else {}
         files: dict[str, ArchiveFile] = {}
-        for rel, path, st in _walk_sources(root):
+        for rel, path, st in _walk_sources(root) if walked is None else walked:
             key = (st.st_mtime_ns, st.st_size, st.st_ino)
             prior = old.get(rel)
             if prior is not None and prior.key == key:
@@ -1076,28 +1082,27 @@ class SourceIndex:
     def from_files(cls, root: Path | str, files: Mapping[str, ArchiveFile]) -> "SourceIndex":
         v2: dict[str, ArchiveFile] = {}
         legacy: dict[str, ArchiveFile] = {}
-        trusted: set[str] = set()
-        pending: set[str] = set()
-        every: set[str] = set()
+        # the id sets are built once each from these parts (no set copied into a frozenset)
+        trusted_parts: list[Iterable[str]] = []
+        pending_parts: list[Iterable[str]] = []
+        other_parts: list[Iterable[str]] = []
         for rel in sorted(files):
             entry = files[rel]
             sids, _anchors, flags = entry.outline()
             if entry.kind == "v2":
                 v2.update(zip(sids, repeat(entry)))  # a later file's frame overwrites, as before
-                trusted.update(compress(sids, flags))
-                pending.update(compress(sids, map(not_, flags)))
+                trusted_parts.append(compress(sids, flags))
+                pending_parts.append(compress(sids, map(not_, flags)))
             else:
                 for sid in sids:
                     legacy.setdefault(sid, entry)
-                if entry.kind == "d":
-                    ids = set(sids)
-                else:
-                    ids = set(entry.comment_ids)
-                trusted |= ids
-                every |= ids
-        every |= v2.keys()
-        pending -= trusted
-        return cls(Path(root), dict(files), v2, legacy, frozenset(trusted), frozenset(pending), frozenset(every))
+                ids = sids if entry.kind == "d" else entry.comment_ids
+                trusted_parts.append(ids)
+                other_parts.append(ids)
+        trusted = frozenset(chain.from_iterable(trusted_parts))
+        pending = frozenset(chain.from_iterable(pending_parts)) - trusted
+        every = frozenset(chain(v2, *other_parts))
+        return cls(Path(root), dict(files), v2, legacy, trusted, pending, every)
 
     # -- queries --------------------------------------------------------------------------
 
