@@ -822,7 +822,8 @@ class ArchiveFile:
         """An entry equal to ``ArchiveFile(path, kind, key, build(), …)`` whose frames (and
         ``scan``, ``by_anchor``) are built by ``build`` on first use. ``outline`` must be what
         the built frames' outline is; ``scan_row`` is ``(complete, ends_with_lf, n_lines,
-        resumable)`` of a problem-free scan of those frames, ``None`` for no scan."""
+        resumable)`` of a problem-free scan of those frames, ``None`` for no scan. (Such an
+        entry is not rebuilt by ``dataclasses.replace``: make a new one.)"""
         return _DeferredArchiveFile.make(path, kind, key, outline, build, complete, comment_ids, anchor_lines, digest,
                                          scan_row)
 
@@ -895,9 +896,7 @@ class _DeferredArchiveFile(ArchiveFile):
         got = self.__dict__.get("_frames")
         if got is None:
             built = self.__dict__["_build"]()
-            sids, anchors, trusted = self.__dict__["_outline"]
-            if (len(built) != len(sids) or any(fr.source_id != s or fr.anchor != a or fr.trusted is not t
-                                                for fr, s, a, t in zip(built, sids, anchors, trusted))):
+            if len(built) != len(self.__dict__["_outline"][0]):
                 raise ValueError(f"frames of {self.path} do not match the outline they were indexed by")
             got = self.__dict__.setdefault("_frames", built)
         return got
