@@ -263,3 +263,64 @@ def test_frame_lines_read_as_before(first, count, anchor_line, source_line):
                        f"<!-- record-lines:{count} -->", first, "second line"]) + "\n"
     data = (new_sources.MARKER + "\n\n" + frame).encode("utf-8")
     assert _plain(new_sources.scan_v2(rel, data)) == _plain(old_sources.scan_v2(rel, data))
+
+
+# parse-cold (round 7): a well-formed archive is read by one regex pass over the text
+# (``sources.scan_well_formed``); anything else by the line scanner. Well-formed archives
+# with every kind of record (several lines, odd whitespace, speakers, pending/trusted meta,
+# Unicode line separators that are not LF) must take that pass and read as before.
+RECORD_TEXT = st.lists(st.sampled_from(list("ab :[]\t\r\x0b\x1c\x85\u2028\u3000é") + ["\n", ": ", "  ", "[x]"]),
+                       max_size=14).map("".join)
+RECORDS = st.builds(
+    lambda mid, content, ts, speaker, trust: dataclasses.replace(
+        _REC, message_id=mid, content=content, timestamp=ts, speaker_id=speaker, trust_state=trust),
+    st.text(st.sampled_from(list("ab_-%é ")), min_size=1, max_size=5),
+    RECORD_TEXT,
+    st.sampled_from(["", "2026-08-09T10:00:00Z", "2026"]),
+    st.sampled_from([None, "ann", "owner/local", "runtime/agent%2Fmain", "x y"]),
+    st.sampled_from(["trusted", "pending"]),
+)
+
+
+@SETTINGS
+@given(st.lists(RECORDS, max_size=6, unique_by=lambda r: r.message_id), st.sampled_from(["", "\n"]))
+def test_well_formed_archives_take_the_one_pass_scan_and_read_as_before(records, tail):
+    rel = new_sources.archive_path(_REC.source_id)
+    frames = []
+    for rec in records:
+        try:
+            frames.append(new_sources.render_frame(rec))
+        except ValueError:  # an id or stamp the writer refuses
+            continue
+    text = new_sources.render_archive(frames) + tail
+    fast = new_sources.scan_well_formed(rel, text)
+    assert (fast is None) == (not frames and tail == "\n")  # MARKER LF LF LF: the line scanner's special case
+    if fast is not None:
+        assert _plain(fast) == _plain(old_sources.scan_v2(rel, text.encode()))
+    assert _plain(new_sources.index_file(rel, text.encode())) == _plain(old_sources.index_file(rel, text.encode()))
+
+
+@SETTINGS
+@given(st.lists(RECORDS, min_size=1, max_size=4, unique_by=lambda r: r.message_id), st.data())
+def test_damaged_well_formed_archives_read_as_before(records, data):
+    """One or two characters changed anywhere: the one-pass scan must give up exactly where
+    the line scanner would say something (or read what it reads). Scanned under its own path
+    or another one (every frame then belongs elsewhere)."""
+    rel = data.draw(st.sampled_from([new_sources.archive_path(_REC.source_id), "sources/openprogram/_v2/t.md"]))
+    text = new_sources.render_archive([new_sources.render_frame(r) for r in records if r.timestamp != "2026"])
+    for _ in range(data.draw(st.integers(1, 2))):
+        if data.draw(st.booleans()):  # a character or two
+            pos = data.draw(st.integers(0, max(0, len(text) - 1)))
+            cut = data.draw(st.integers(0, 2))
+            text = text[:pos] + data.draw(st.sampled_from(["", " ", "\n", "\n\n", "[", "]", "-", "0", "9", "\"", "\r", "é"])) + text[pos + cut:]
+        else:  # a whole line replaced, added or dropped (the scanners check line by line)
+            lines = text.split("\n")
+            blank = [i for i, line in enumerate(lines) if line == ""]  # the separators between frames, say
+            k = data.draw(st.one_of(st.integers(0, len(lines) - 1), st.sampled_from(blank)))
+            new_line = data.draw(st.sampled_from([" ", "x", "\r", "<!-- record-lines:0 -->", "<!-- record-lines:2 -->",
+                                                  "<!-- speaker-id:ann -->", "<!-- source-meta:e30 -->", "[t] a: b"]))
+            op = data.draw(st.sampled_from(["replace", "insert", "drop"]))
+            lines[k:k + (op != "insert")] = [] if op == "drop" else [new_line]
+            text = "\n".join(lines)
+    assert _plain(new_sources.scan_v2(rel, text)) == _plain(old_sources.scan_v2(rel, text))
+    assert _plain(new_sources.scan_v2(rel, text.encode())) == _plain(old_sources.scan_v2(rel, text.encode()))
