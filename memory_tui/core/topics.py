@@ -701,6 +701,9 @@ def parse_topic(
     dropped). Never raises for bad text. ``strict`` adds the rules that reject uncited prose and
     unused definitions (OpenProgram's strict parse); without it those are tolerated."""
     topic_path = _strip_topics_prefix(path)
+    fast = parse_well_formed(topic_path, text, resolve=resolve)
+    if fast is not None:
+        return fast
     report = _Reporter(topic_path)
     paragraphs, lines, headings = iter_blocks(text)
 
@@ -799,6 +802,157 @@ def parse_topic(
 
     problems = tuple(sorted(report.items, key=lambda p: (p.line or 0, p.column or 0)))
     return Topic(topic_path, text, tuple(units), tuple(evidence_order), tuple(headings), problems)
+
+
+# parse-cold: the one-pass reading of a well-formed topic file (what the owner's files are
+# almost always). Line breaks other than LF, fences and multi-line paragraphs are left to the
+# general parser, as is every file with something to report.
+_OTHER_BREAKS_RE = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")  # str.splitlines' other line ends
+# DEFINITION_RE and then _CANON_DEF_RE on the rest of the line, up to where the sources
+# start. The id part can match only one way, and _CANON_DEF_RE's "(?P<sources>.*?)\s*$" always
+# matches what follows (a line holds no line break), so the groups are the ones the two
+# matches give and the sources are the rest of the line without its trailing whitespace.
+_CANON_DEFINITION_RE = re.compile(r"\[\^([A-Za-z0-9_-]+)\]:\s*Time:\s*(`[^`]*`|[^;`]*?)\s*;\s*Sources:\s*")
+# A record line "QUOTE[^a][^b] ^id" (paragraph_shape's usual case): QUOTE holds no "[^", so the
+# group is the only one and ends the body; one space before the one id.
+_RECORD_LINE_RE = re.compile(
+    r"((?:[^\[]|\[(?!\^))+)(\[\^[A-Za-z0-9_-]+\](?:\[\^[A-Za-z0-9_-]+\])*) \^([A-Za-z0-9-]+)"
+)
+
+
+def parse_well_formed(topic_path: str, text: str, *, resolve: SourceResolver | None = None) -> Topic | None:
+    """``parse_topic(topic_path, text, resolve=resolve)`` (strict or not: the same here) of a
+    file with nothing to report whose record paragraphs are one line each, each with one
+    citation group before one usual `` ^id``; ``None`` for any other file (``parse_topic`` then
+    reads it the general way and says what is wrong). One pass over the lines, no line or
+    paragraph objects: ``tests/property/test_parse_fast_props.py`` compares it with the
+    general parser and the round-4 one."""
+    if not text or _OTHER_BREAKS_RE.search(text) is not None:
+        return None
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines.pop()  # str.splitlines gives no empty last line
+    definitions: dict[str, Evidence] = {}
+    evidence_order: list[Evidence] = []
+    headings: list[Heading] = []
+    paragraphs: list[tuple[int, str, tuple[str, ...]]] = []
+    chain: list[str] = []
+    heads: tuple[str, ...] = ()
+    in_text = False  # the previous line was a text line
+    make_link, make_evidence = _make_link, _make_evidence
+    canon = _CANON_DEFINITION_RE.match
+    links_in = SOURCE_LINK_RE.finditer
+    for number, line in enumerate(lines, 1):
+        if not line:
+            in_text = False
+            continue
+        first = line[0]
+        if first == "[":  # _classify_line: a definition, else a text line
+            m = canon(line)
+            if m is not None:
+                fid, raw_when = m.groups()
+                if fid in definitions:
+                    return None
+                if raw_when.startswith("`"):
+                    raw_when = raw_when[1:-1]
+                raw_when = raw_when.strip()
+                ok, when, non_ascii = parse_when(raw_when)
+                if not ok or non_ascii:
+                    return None
+                raw_sources = line[m.end():].rstrip()
+                links = []
+                for lm in links_in(raw_sources):
+                    label, target = lm.groups()
+                    target = target.strip()
+                    if not label.strip():
+                        return None
+                    source_id = _resolve_link(topic_path, target, resolve)
+                    if source_id is None and (resolve is not None or not target):
+                        return None
+                    links.append(make_link(label, target, source_id))
+                if not links:
+                    return None
+                # Evidence's fields in order (see _read_evidence)
+                ev = make_evidence(fid, raw_when, when, tuple(links), topic_path, number, False, False, raw_sources,
+                                   line)
+                definitions[fid] = ev
+                evidence_order.append(ev)
+                in_text = False
+                continue
+            if DEFINITION_RE.match(line):  # a legacy or unreadable definition
+                return None
+        elif first == "#":  # _classify_line: a heading, else a text line
+            hm = HEADING_RE.match(line)
+            if hm is not None:
+                level, title = len(hm.group(1)), hm.group(2).strip()
+                chain = heading_chain(chain, level, title)
+                heads = tuple(chain)
+                headings.append(Heading(level, title, number))
+                in_text = False
+                continue
+        elif first in "<`" or first.isspace():
+            if first.isspace():
+                return None
+            kind = _classify_line(line, False)
+            if kind != "text":  # html, or a fence (not read here)
+                if kind == "fence":
+                    return None
+                in_text = False
+                continue
+        if in_text:  # a paragraph of more than one line
+            return None
+        in_text = True
+        paragraphs.append((number, line, heads))
+
+    units: list[Unit] = []
+    seen_ids: set[str] = set()
+    cited: set[str] = set()
+    record = _RECORD_LINE_RE.fullmatch
+    make_annotation, make_unit = _make_annotation, _make_unit_fields
+    for number, line, heads in paragraphs:
+        m = record(line)
+        if m is None:
+            return None
+        quote, group, bid = m.groups()
+        body = line[:m.end(2)]
+        if bid in seen_ids or body.rsplit(None, 1)[-1].startswith("^"):  # a duplicate; another id token before it
+            return None
+        quote = quote.strip()
+        if not quote:
+            return None
+        evs = []
+        refs: dict[str, None] = {}
+        when = None
+        for fid in group[2:-1].split("][^"):
+            ev = definitions.get(fid)
+            if ev is None:
+                return None
+            cited.add(fid)
+            evs.append(ev)
+            for link in ev.links:
+                if link.source_id:
+                    refs.setdefault(link.source_id, None)
+            if when is None and ev.when is not None:
+                when = ev.when
+        seen_ids.add(bid)
+        # _make_unit: the body's [^..] are all in the group, so its content is the quote
+        units.append(make_unit(bid, topic_path, heads, quote, body, (make_annotation(quote, tuple(evs)),),
+                               tuple(refs), _relation_targets(body), when, number, number, (bid,), False, False))
+    if len(cited) != len(definitions):  # an unused definition: said in a strict parse
+        return None
+    return Topic(topic_path, text, tuple(units), tuple(evidence_order), tuple(headings), ())
+
+
+def _resolve_link(topic_path: str, target: str, resolve: SourceResolver | None) -> str | None:
+    """``resolve_source_target`` of a stripped target, the usual ``file#fragment`` one taking
+    the short way (no plain handle has a ``#``)."""
+    if resolve is None or "#" not in target:
+        return resolve_source_target(topic_path, target, resolve)
+    try:
+        found = resolve(topic_path, target)
+    except (OSError, ValueError):
+        found = None
+    return found if found else resolve_plain_target(target, fallback=True)
 
 
 def _nth_ref_offset(text: str, group_start: int, n: int) -> int:
@@ -1037,7 +1191,7 @@ __all__ = [
     "SourceResolver", "SuffixId", "Topic", "TopicTree", "Unit", "INVALID_TOPIC_FORMAT",
     "block_id", "evidence_id", "classify_lines", "iter_blocks", "is_ascii_when", "is_error",
     "is_local_label", "is_mem_id", "is_v2_source_id", "is_valid_block_id", "paragraph_shape",
-    "parse_topic", "parse_topic_strict", "parse_tree", "parse_tree_strict", "parse_when", "reassemble_tree",
+    "parse_topic", "parse_topic_strict", "parse_tree", "parse_well_formed", "parse_tree_strict", "parse_when", "reassemble_tree",
     "raise_for_problems", "read_definition", "read_topic_texts", "resolve_plain_target",
     "resolve_source_target", "sha256hex", "split_bare_sources", "split_lines", "topic_sort_key",
 ]

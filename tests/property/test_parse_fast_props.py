@@ -324,3 +324,96 @@ def test_damaged_well_formed_archives_read_as_before(records, data):
             text = "\n".join(lines)
     assert _plain(new_sources.scan_v2(rel, text)) == _plain(old_sources.scan_v2(rel, text))
     assert _plain(new_sources.scan_v2(rel, text.encode())) == _plain(old_sources.scan_v2(rel, text.encode()))
+
+
+# parse-cold (round 7): a topic file with nothing to report and one-line records is read in
+# one pass (``topics.parse_well_formed``); everything else by the general parser.
+WORDS = st.lists(st.sampled_from(["tea", "Dave", "likes", "1", "x-y", "é", "(fact 3).", "a:b", "#", "^", "[", "]",
+                                  "[x](dave.md#^97de5549)", "[y](z.md)", "<b>", "`c`", "!", "*"]),
+                 min_size=1, max_size=6).map(" ".join)
+FIDS = st.sampled_from(["e-5bf6e713a0", "e-0123456789", "e1", "e22", "mem_a", "new-evidence-x", "zz"])
+TIMES = st.sampled_from(["`2026-08-09`", "`2026`", "`2026-08`", "undated", "`undated`", "2026-08-09", "`2026-02-30`",
+                         "`٢٠٢٦`", "``", " `2026-08-09` "])
+TARGETS = st.sampled_from(["../../sources/openprogram/_v2/s.md#source-9047c1917b2f0777",
+                           "../../sources/openprogram/_v2/s.md#source-222d54fe04a224cf", "openprogram/s/m", "D1:2",
+                           "#d3-4", "../../sources/D1.md#d1-2", "../x.md#^y", " openprogram/s/m ", "", "a b"])
+LINK = st.tuples(st.sampled_from(["said", "tea", " ", "a]b"]), TARGETS).map(lambda t: f"[{t[0]}]({t[1]})")
+SOURCES = st.lists(LINK, min_size=1, max_size=2).map(", ".join)
+HEADING = st.tuples(st.integers(1, 6), st.sampled_from(["Facts", "Dave ", "a # b", "x"])).map(
+    lambda t: "#" * t[0] + " " + t[1])
+
+
+@st.composite
+def well_formed_topics(draw, clean: bool):
+    """(text, True when the file has nothing to report and one-line records)."""
+    out: list[str] = []
+    defs: dict[str, str] = {}
+    ids: set[str] = set()
+    for _ in range(draw(st.integers(0, 6))):
+        if draw(st.integers(0, 3)) == 0:
+            out += [draw(HEADING), ""]
+            continue
+        fids = draw(st.lists(FIDS, min_size=1, max_size=3))
+        words = draw(WORDS) if not clean else draw(st.sampled_from(["Dave likes tea.", "Links [x](dave.md#^97de5549) here",
+                                                                     "[y](z.md) and é", "a:b ^ c"]))
+        bid = draw(st.sampled_from(["97de5549", "ae99a3a8", "cafe0001", "bbbb", "a-b"]))
+        if clean and bid in ids:
+            continue
+        ids.add(bid)
+        out += [words + "".join(f"[^{f}]" for f in fids) + " ^" + bid, ""]
+        for f in fids:
+            if f not in defs:
+                time = draw(TIMES) if not clean else draw(st.sampled_from(["`2026-08-09`", "`2026`", "undated"]))
+                sources = draw(SOURCES) if not clean else draw(st.sampled_from([
+                    "[tea](../../sources/openprogram/_v2/s.md#source-222d54fe04a224cf)", "[d](D1:2), [s](openprogram/s/m)",
+                    "[x](#d3-4)"]))
+                defs[f] = f"[^{f}]: Time: {time}; Sources: {sources}"
+                out += [defs[f], ""]
+    if draw(st.booleans()):
+        out = out[:-1]  # no blank line at the end
+    return "\n".join(out) + draw(st.sampled_from(["\n", "", "\n\n"]))
+
+
+def _same_as_before(path: str, text: str) -> None:
+    """The one-pass reading, when it reads the file, is what the general parser and the round-4
+    one give; parse_topic (either way) is the round-4 parse."""
+    fast = new_topics.parse_well_formed(path, text, resolve=NEW_INDEX.resolve_target)
+    if fast is not None:
+        assert _plain(fast) == _plain(old_topics.parse_topic(path, text, resolve=OLD_INDEX.resolve_target))
+    plain = new_topics.parse_well_formed(path, text)
+    if plain is not None:
+        assert _plain(plain) == _plain(old_topics.parse_topic(path, text, strict=False))
+    _same_parse(path, text)
+
+
+@SETTINGS
+@given(well_formed_topics(clean=True))
+def test_well_formed_topics_take_the_one_pass_reading(text):
+    if text:  # the empty file is left to the general parser
+        assert new_topics.parse_well_formed("people/dave.md", text, resolve=NEW_INDEX.resolve_target) is not None
+    _same_as_before("people/dave.md", text)
+
+
+@SETTINGS
+@given(well_formed_topics(clean=False))
+def test_generated_topics_parse_as_before(text):
+    _same_as_before("people/dave.md", text)
+
+
+@SETTINGS
+@given(well_formed_topics(clean=True), st.data())
+def test_damaged_well_formed_topics_parse_as_before(text, data):
+    for _ in range(data.draw(st.integers(1, 2))):
+        if data.draw(st.booleans()):
+            pos = data.draw(st.integers(0, max(0, len(text) - 1)))
+            text = text[:pos] + data.draw(ALPHABET) + text[pos + data.draw(st.integers(0, 2)):]
+        else:  # a whole line replaced, added or dropped
+            lines = text.split("\n")
+            k = data.draw(st.integers(0, len(lines) - 1))
+            line = data.draw(st.sampled_from(["", " ", "```", "<!-- x", "# H", "#x", "[^e1]: 2024 · Sources: [s](D1:2)",
+                                              "more words", "\tindented[^e1] ^abcd", "x[^e1]  ^abcd", "x[^e1] ^ab ^cd",
+                                              "^ab x[^e1] ^cd", "x[^e1]\u00a0^abcd", "[^e1]: Time: `2026`; Sources: [s](D1:2)"]))
+            op = data.draw(st.sampled_from(["replace", "insert", "drop"]))
+            lines[k:k + (op != "insert")] = [] if op == "drop" else [line]
+            text = "\n".join(lines)
+    _same_as_before("people/dave.md", text)
