@@ -519,7 +519,7 @@ def scan_v2(rel_path: str, data: bytes | str) -> V2Scan:
 # holds "\n"; ``[^\S\n]`` is the one whitespace character ``str.isspace`` allows in a line).
 _FRAME_HEAD = re.compile(
     r'<a id="([^"\n]*)"></a>\n'
-    r"<!-- source-id:([^\n]*) -->\n"
+    r"<!-- source-id:([^\[\]<>\r\n]*) -->\n"  # none of the characters a v2 id may not hold
     r"(?:<!-- speaker-id:([^\n]*) -->\n)?"
     r"(?:<!-- source-meta:([^\n]*) -->\n)?"
     r"<!-- record-lines:([0-9]{1,9}) -->\n"
@@ -540,26 +540,25 @@ def scan_well_formed(rel_path: str, text: str) -> V2Scan | None:
     seen: set[str] = set()
     match = _FRAME_HEAD.match
     find = text.find
-    forbidden = _FORBIDDEN_V2_RE.search
     make = _make_frame
-    place = None  # (provider, thread) already known to belong in rel_path
+    place = "\x00"  # "provider/thread/" of ids already known to belong in rel_path
     ends_after_record = False
     while pos < size:
         m = match(text, pos)
         if m is None:
             return None
         anchor_value, sid, marker, token, digits, first, ts, label, first_text = m.groups()
-        parts = sid.split("/", 2)
-        if len(parts) != 3:
-            return None
-        provider, thread, message = parts
-        if not provider or not thread or not message or provider in (".", ".."):
-            return None
-        if (provider, thread) != place:
+        if not (sid.startswith(place) and len(sid) > len(place)):  # else: the split_source_id of a known place
+            parts = sid.split("/", 2)
+            if len(parts) != 3:
+                return None
+            provider, thread, message = parts
+            if not provider or not thread or not message or provider in (".", ".."):
+                return None
             if _location(provider, thread, False) != rel_path:
                 return None
-            place = (provider, thread)
-        if not sid.isprintable() or forbidden(sid) is not None or sid in seen:
+            place = f"{provider}/{thread}/"
+        if not sid.isprintable() or sid in seen:
             return None
         if ANCHOR_PREFIX + hashlib.sha256(sid.encode("utf-8")).hexdigest()[:16] != anchor_value:
             return None

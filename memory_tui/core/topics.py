@@ -814,9 +814,10 @@ _OTHER_BREAKS_RE = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")  # str
 # matches give and the sources are the rest of the line without its trailing whitespace.
 _CANON_DEFINITION_RE = re.compile(r"\[\^([A-Za-z0-9_-]+)\]:\s*Time:\s*(`[^`]*`|[^;`]*?)\s*;\s*Sources:\s*")
 # A record line "QUOTE[^a][^b] ^id" (paragraph_shape's usual case): QUOTE holds no "[^", so the
-# group is the only one and ends the body; one space before the one id.
+# group is the only one and ends the body; one space before the one id. (QUOTE as an unrolled
+# loop: an alternation tried per character costs the regex engine five times as much.)
 _RECORD_LINE_RE = re.compile(
-    r"((?:[^\[]|\[(?!\^))+)(\[\^[A-Za-z0-9_-]+\](?:\[\^[A-Za-z0-9_-]+\])*) \^([A-Za-z0-9-]+)"
+    r"([^\[]*(?:\[(?!\^)[^\[]*)*)(\[\^[A-Za-z0-9_-]+\](?:\[\^[A-Za-z0-9_-]+\])*) \^([A-Za-z0-9-]+)"
 )
 
 
@@ -842,6 +843,7 @@ def parse_well_formed(topic_path: str, text: str, *, resolve: SourceResolver | N
     make_link, make_evidence = _make_link, _make_evidence
     canon = _CANON_DEFINITION_RE.match
     links_in = SOURCE_LINK_RE.finditer
+    one_link = SOURCE_LINK_RE.fullmatch
     for number, line in enumerate(lines, 1):
         if not line:
             in_text = False
@@ -860,15 +862,26 @@ def parse_well_formed(topic_path: str, text: str, *, resolve: SourceResolver | N
                 if not ok or non_ascii:
                     return None
                 raw_sources = line[m.end():].rstrip()
+                one = one_link(raw_sources)  # the usual single link: finditer would find just it
                 links = []
-                for lm in links_in(raw_sources):
-                    label, target = lm.groups()
+                for label, target in ((one.groups(),) if one is not None else
+                                      [lm.groups() for lm in links_in(raw_sources)]):
                     target = target.strip()
                     if not label.strip():
                         return None
-                    source_id = _resolve_link(topic_path, target, resolve)
-                    if source_id is None and (resolve is not None or not target):
-                        return None
+                    if resolve is not None and "#" in target:  # resolve_source_target: no plain handle has "#"
+                        try:
+                            source_id = resolve(topic_path, target)
+                        except (OSError, ValueError):
+                            source_id = None
+                        if not source_id:
+                            source_id = resolve_plain_target(target, fallback=True)
+                            if source_id is None:
+                                return None
+                    else:
+                        source_id = resolve_source_target(topic_path, target, resolve)
+                        if source_id is None and (resolve is not None or not target):
+                            return None
                     links.append(make_link(label, target, source_id))
                 if not links:
                     return None
@@ -918,7 +931,7 @@ def parse_well_formed(topic_path: str, text: str, *, resolve: SourceResolver | N
         if bid in seen_ids or body.rsplit(None, 1)[-1].startswith("^"):  # a duplicate; another id token before it
             return None
         quote = quote.strip()
-        if not quote:
+        if not quote:  # "missing memory content"
             return None
         evs = []
         refs: dict[str, None] = {}
@@ -937,22 +950,11 @@ def parse_well_formed(topic_path: str, text: str, *, resolve: SourceResolver | N
         seen_ids.add(bid)
         # _make_unit: the body's [^..] are all in the group, so its content is the quote
         units.append(make_unit(bid, topic_path, heads, quote, body, (make_annotation(quote, tuple(evs)),),
-                               tuple(refs), _relation_targets(body), when, number, number, (bid,), False, False))
+                               tuple(refs), _relation_targets(body) if "#^" in body else (), when, number, number,
+                               (bid,), False, False))
     if len(cited) != len(definitions):  # an unused definition: said in a strict parse
         return None
     return Topic(topic_path, text, tuple(units), tuple(evidence_order), tuple(headings), ())
-
-
-def _resolve_link(topic_path: str, target: str, resolve: SourceResolver | None) -> str | None:
-    """``resolve_source_target`` of a stripped target, the usual ``file#fragment`` one taking
-    the short way (no plain handle has a ``#``)."""
-    if resolve is None or "#" not in target:
-        return resolve_source_target(topic_path, target, resolve)
-    try:
-        found = resolve(topic_path, target)
-    except (OSError, ValueError):
-        found = None
-    return found if found else resolve_plain_target(target, fallback=True)
 
 
 def _nth_ref_offset(text: str, group_start: int, n: int) -> int:
