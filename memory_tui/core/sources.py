@@ -572,14 +572,14 @@ def scan_well_formed(rel_path: str, text: str) -> V2Scan | None:
             meta = decode_meta(token)
             if meta is None:
                 return None
-        count = int(digits)
-        if count < 1:
-            return None
         end = m.end()
+        count = int(digits)
         if count == 1:
             body: tuple[str, ...] = (first,)
             content = first_text
         else:
+            if count < 1:
+                return None
             at = end
             for _ in range(count - 1):
                 at = find("\n", at) + 1

@@ -253,7 +253,7 @@ HEADS = st.one_of(
 
 @settings(max_examples=400, deadline=None)
 @given(HEADS,
-       st.sampled_from(["2", "2", "2", "02", "0", "", "٣", "²", "123456789", "1234567890", " 2", "2 "]),
+       st.sampled_from(["2", "2", "2", "02", "01", "1", "0", "", "٣", "²", "123456789", "1234567890", " 2", "2 "]),
        st.sampled_from(['<a id="{a}"></a>', '<a id="{a}"></a> ', '<a id="x"y"></a>', '<a id="{a}"></a>"']),
        st.sampled_from(["<!-- source-id:{s} -->", "<!-- source-id:{s}  -->", "<!--  source-id:{s} -->"]))
 def test_frame_lines_read_as_before(first, count, anchor_line, source_line):
