@@ -318,6 +318,7 @@ def test_damaged_well_formed_archives_read_as_before(records, data):
             blank = [i for i, line in enumerate(lines) if line == ""]  # the separators between frames, say
             k = data.draw(st.one_of(st.integers(0, len(lines) - 1), st.sampled_from(blank)))
             new_line = data.draw(st.sampled_from([" ", "x", "\r", "<!-- record-lines:0 -->", "<!-- record-lines:2 -->",
+                                                  "<!-- record-lines:01 -->", "<!-- record-lines:002 -->",
                                                   "<!-- speaker-id:ann -->", "<!-- source-meta:e30 -->", "[t] a: b"]))
             op = data.draw(st.sampled_from(["replace", "insert", "drop"]))
             lines[k:k + (op != "insert")] = [] if op == "drop" else [new_line]
@@ -417,3 +418,16 @@ def test_damaged_well_formed_topics_parse_as_before(text, data):
             lines[k:k + (op != "insert")] = [] if op == "drop" else [line]
             text = "\n".join(lines)
     _same_as_before("people/dave.md", text)
+
+
+@pytest.mark.parametrize("count", ["01", "001", "02", "000000001"])
+def test_record_counts_with_leading_zeros_read_as_before(count):
+    """A count with leading zeros is still well formed (OpenProgram's reader takes the number)."""
+    rel = new_sources.archive_path(_REC.source_id)
+    text = new_sources.render_archive([new_sources.render_frame(_REC), new_sources.render_frame(_REC2)])
+    text = text.replace("<!-- record-lines:1 -->", f"<!-- record-lines:{count} -->", 1)
+    if count.lstrip("0") == "2":  # make the first record two lines long
+        text = text.replace("tea please\n", "tea please\nand more\n", 1)
+    fast = new_sources.scan_well_formed(rel, text)
+    assert fast is not None and len(fast.frames) == 2
+    assert _plain(fast) == _plain(old_sources.scan_v2(rel, text.encode()))
