@@ -46,6 +46,9 @@ TARGETS = {
 ROWS = (
     ("parse_cold", "strict parse of the topic tree, cold (no cache)"),
     ("parse_cached", "strict parse, from the persistent cache"),
+    # parse-cold: what a reader (open_state, the app's first load) pays cold; readers never
+    # write the cache (the next transaction does), so this is parse_cold without the flush.
+    ("parse_cold_read", "strict parse, cold, without writing the cache"),
     ("revision", "workspace revision"),
     ("pending_cold", "pending, all sessions, cold"),
     ("pending_nocache", "pending, all sessions, cold, empty session cache"),
@@ -71,7 +74,8 @@ CHILD_PARSE = r"""
 import json, sys, time
 from pathlib import Path
 mem = Path(sys.argv[1]) / "memory"
-cold = sys.argv[2] == "cold"
+cold = sys.argv[2] in ("cold", "coldread")
+persist = sys.argv[2] != "coldread"
 n = int(sys.argv[3])
 try:
     from memory_tui.core import parsecache
@@ -90,7 +94,7 @@ for _ in range(n):
         index = SourceIndex.load(mem)
         tree = parse_tree(mem / "topics", resolve=index.resolve_target, strict=True)
     else:
-        index, tree = parsecache.load_tree(mem, persist=True)
+        index, tree = parsecache.load_tree(mem, persist=persist)
     out.append(_T() - t0)
     assert not tree.problems and len(tree.units) > 0, tree.problems[:3]
 print(json.dumps(out))
@@ -310,6 +314,8 @@ def measure(row: str, state: Path, runs: int, app_cache: dict) -> tuple[list[flo
     TOPIC = _topic(state)
     if row == "parse_cold":
         return _child(CHILD_PARSE, state, "cold", runs), "s"
+    if row == "parse_cold_read":
+        return _child(CHILD_PARSE, state, "coldread", runs), "s"
     if row == "parse_cached":
         _child(CHILD_PARSE, state, "warm", 1)  # make sure the cache exists
         return _child(CHILD_PARSE, state, "warm", runs), "s"
