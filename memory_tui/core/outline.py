@@ -7,8 +7,9 @@ never an answer: nothing is validated here, citations are not resolved, and the 
 those of the paragraphs' id suffixes (duplicate ids, which the strict parse drops with a
 problem, still count). Every CLI verb and every write reads the real parse.
 
-The line classification it uses (``topics.iter_blocks``) is memoised by text, so the strict
-parse that follows in the same process does not classify the same bytes twice.
+The line classification it uses (``topics.iter_blocks``) is memoised by text; the strict
+parse that follows reads a well-formed file in its own single pass (``topics.parse_well_formed``,
+parse-cold) and classifies through the same memo only the files it reads the general way.
 """
 
 from __future__ import annotations
