@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -46,7 +47,7 @@ from .sources import SourceIndex, SourceRecord
 from .topics import (CITATION_RE, DEFINITION_RE, TopicTree, Unit, is_error, iter_blocks, parse_topic, read_topic_texts,
                      topic_sort_key)
 from .parsecache import is_racy, store_for
-from .txcache import WorkspaceCache, cache_for, derive, installed_stamps, revision_walk
+from .txcache import RevisionJob, WorkspaceCache, cache_for, derive, installed_stamps, revision_walk, tx_mode
 from . import noopcache
 from .viewcache import mode as views_mode
 from .workspace import RuntimeState, dump_runtime_json, load_runtime_state, workspace_revision
@@ -404,11 +405,19 @@ class Stage:
         # The revision first: a stage prepared outside the lock is installed only if the
         # workspace still has this revision when the lock is taken (so nothing read below
         # can come from a newer state than the one installed over).
-        self.stamps, self.links = revision_walk(self.memory_root)
+        self.cache: WorkspaceCache = cache_for(self.memory_root)
+        # A stage of the optimistic pass, whose install waits for ``_unchanged``'s walk under the
+        # lock, may start from the stamps this process's last install left instead of walking:
+        # that walk compares the workspace with the state the stage was built from either way
+        # (see ``_OPTIMISTIC``). Taken once: a stage made after a refusal walks.
+        walked = self.cache.take_walk() if getattr(_OPTIMISTIC, "on", False) and tx_mode() != "full" else None
+        if walked is not None:
+            _OPTIMISTIC.reused = True
+        self.stamps, self.links = walked if walked is not None else revision_walk(self.memory_root)
         self.locked_stamps: dict[str, tuple[int, int, int, int]] | None = None  # walked again under the lock
+        self.locked_links: tuple[str, ...] | None = None
         now = time.time_ns()
         self.stamps_racy = any(is_racy(st[0], st[3], now) for st in self.stamps.values())
-        self.cache: WorkspaceCache = cache_for(self.memory_root)
         self.revision = self.cache.revision(self.stamps)
         # baseline next, from the committed tree, before anything is copied; unchanged files
         # are neither read nor parsed again (txcache)
@@ -634,11 +643,26 @@ def revision_stamps(root: Path) -> dict[str, tuple[int, int, int, int]]:
     return revision_walk(root)[0]
 
 
+# Set while ``_transact_once`` makes the stage of its optimistic pass. Such a stage is
+# installed only after ``_unchanged`` walked the workspace under the lock and found the stamps
+# (and symbolic links) the stage was built from -- or, for stamps inside the clock tick, the
+# same revision. Whether those stamps were walked when the stage was made or remembered from
+# this process's last install (``WorkspaceCache.note_walk``), everything the stage read is a
+# function of them: cached texts and parses are keyed by them, and any byte a foreign writer
+# changed since -- with or without the lock -- moved a stamp (ctime cannot be set back), so
+# the walk under the lock refuses the optimistic pass and the transaction runs again under the
+# lock from a fresh walk, as it does today when a writer slips in between the two walks. What
+# a foreign writer does after that walk is as undetectable as before.
+_OPTIMISTIC = threading.local()
+
+
 def _unchanged(stage: Stage) -> bool:
     """The workspace still has the revision ``stage`` was read at (cheap when no file was touched)."""
     root = stage.memory_root
-    stamps = revision_stamps(root)  # one walk: the revision below is of these very stamps
-    stage.locked_stamps = stamps
+    stamps, links = revision_walk(root)  # one walk: the revision below is of these very stamps
+    stage.locked_stamps, stage.locked_links = stamps, links
+    if links != stage.links:
+        return False  # a link appeared or vanished: the stage may have read through it
     if not stage.stamps_racy and stamps == stage.stamps:
         return True
     return stage.cache.revision(stamps) == stage.revision
@@ -1050,6 +1074,7 @@ class _Prepared:
     base: dict[str, Any]
     new_texts: dict[str, str]
     warnings: tuple[str, ...] = ()
+    revision_job: RevisionJob | None = None  # the post-install revision, hashing since the plan was known
 
 
 def _prepare(stage: Stage, ctx: _Context) -> _Prepared:
@@ -1133,6 +1158,9 @@ def _finish(stage: Stage, ctx: _Context, prep: _Prepared) -> TxResult:
         return _validated(stage, ctx, prep)
     if prep.plan.empty:
         stage.cache.retain(stage.committed_texts)  # a no-op writes nothing, not even the cache
+        # the workspace as walked under this lock (a stage made under it: as walked then)
+        stage.cache.note_walk(stage.locked_stamps if stage.locked_stamps is not None else stage.stamps,
+                              stage.locked_links if stage.locked_links is not None else stage.links)
         _remember_noop(stage, ctx, prep)  # ... except its own answer, once (noopcache)
         return TxResult(
             ok=True, message="no change", revision=stage.revision, changed_files=tuple(ctx.reported_changed),
@@ -1141,19 +1169,30 @@ def _finish(stage: Stage, ctx: _Context, prep: _Prepared) -> TxResult:
         )
     if ctx.git_commit != "off" and ctx.commit_message is not None:
         gitlog.mark_pending(root)  # a kill before the commit below is finished on the next open
-    install(root, stage.path, prep.plan)
-    stage.cache.retain(prep.new_texts)
-    stage.cache.save_disk(stage.layout)
-    # the stamps walked under this lock (by ``_unchanged``, or by a stage made under it), with
-    # what the install replaced stat-ed again: no second walk of the whole workspace
+    # the stamps walked under this lock (by ``_unchanged``, or by a stage made under it)
     before = stage.locked_stamps if stage.locked_stamps is not None else stage.stamps
-    targets = [(t.kind, t.path) for t in prep.plan.targets]
+    job = prep.revision_job if prep.revision_job is not None else _start_revision(stage, prep, before)
+    try:
+        install(root, stage.path, prep.plan)
+        stage.cache.retain(prep.new_texts)
+        stage.cache.save_disk(stage.layout)
+        # ``before`` with what the install replaced stat-ed again: no second walk of the whole workspace
+        targets = [(t.kind, t.path) for t in prep.plan.targets]
 
-    def after_install() -> dict:
-        return installed_stamps(root, before, targets) or revision_stamps(root)
+        def after_install() -> dict:
+            return installed_stamps(root, before, targets) or revision_stamps(root)
 
-    stamps = derive("post-install stamps", after_install, lambda: revision_stamps(root))
-    revision = stage.cache.revision(stamps)
+        stamps = derive("post-install stamps", after_install, lambda: revision_stamps(root))
+        revision = derive("post-install revision",
+                          lambda: job.result(stamps) if job is not None else stage.cache.revision(stamps),
+                          lambda: workspace_revision(root))
+        if all(t.kind == "file" for t in prep.plan.targets):
+            # one regular file renamed over (or removed) per target: no link came or went
+            links = stage.locked_links if stage.locked_links is not None else stage.links
+            stage.cache.note_walk(stamps, links)
+    finally:
+        if job is not None:
+            job.cancel()
     changed_files = _changed(prep.plan, ctx)
     git_committed, git_commit, git_error, warnings = False, None, None, prep.warnings
     if ctx.git_commit != "off" and ctx.commit_message is not None:
@@ -1173,6 +1212,22 @@ def _finish(stage: Stage, ctx: _Context, prep: _Prepared) -> TxResult:
         warnings=warnings,
         **prep.base,
     )
+
+
+def _start_revision(stage: Stage, prep: _Prepared, before: Mapping[str, tuple[int, int, int, int]]) -> RevisionJob | None:
+    """Start hashing the revision the install of ``prep`` will leave (memory spec §2.6: one
+    stream, so everything after the first changed file is hashed again) on the second core,
+    from the staged bytes, while the install and the bookkeeping run. Only for plans whose
+    every target is one file (the new bytes are exactly the staged file's); a tree target, or
+    ``MEMORY_TUI_TX=full``, takes the revision from the files after the install."""
+    if prep.plan.empty or tx_mode() == "full":
+        return None
+    changes: dict[str, bytes | None] = {}
+    for t in prep.plan.targets:
+        if t.kind != "file":
+            return None
+        changes[t.path] = None if t.new is None else (stage.path / t.path).read_bytes()
+    return stage.cache.start_revision(before, changes)
 
 
 def _remember_noop(stage: Stage, ctx: _Context, prep: _Prepared) -> None:
@@ -1258,7 +1313,17 @@ def _transact_once(
     OpenProgram does. Rejections found on a snapshot that is still current are final.
     """
     if not needs_recovery(root):
-        stage, ctx = make()
+        _OPTIMISTIC.on, _OPTIMISTIC.reused = True, False
+        try:
+            stage, ctx = make()
+        except MemoryError:
+            if not _OPTIMISTIC.reused:
+                raise
+            # a refusal is decided on the workspace as it is now, never on remembered stamps
+            _OPTIMISTIC.on = False
+            stage, ctx = make()
+        finally:
+            _OPTIMISTIC.on = False
         with stage:
             try:
                 prep = _prepare(stage, ctx)
@@ -1270,12 +1335,19 @@ def _transact_once(
                 if _unchanged(stage):
                     return _validated(stage, ctx, prep)
             elif prep is not None:
-                with write_lock(root, timeout):
-                    _open_locked(root)
-                    if _unchanged(stage):
-                        if before_install is not None:
-                            before_install()
-                        return _finish(stage, ctx, prep)
+                # the hash of the new revision runs while the lock is taken and the workspace
+                # walked again; it is kept only if that walk finds the stamps it started from
+                prep.revision_job = _start_revision(stage, prep, stage.stamps)
+                try:
+                    with write_lock(root, timeout):
+                        _open_locked(root)
+                        if _unchanged(stage):
+                            if before_install is not None:
+                                before_install()
+                            return _finish(stage, ctx, prep)
+                finally:
+                    if prep.revision_job is not None:
+                        prep.revision_job.cancel()
     with write_lock(root, timeout):
         _open_locked(root)
         if before_install is not None and not validate_only:

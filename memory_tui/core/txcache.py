@@ -274,7 +274,8 @@ class WorkspaceCache:
         self._kept: dict[tuple[str, str], tuple[str, object]] = {}
         self._token: object = object()
         self._revision: tuple[dict, str] | None = None
-        self._chain: list[tuple[str, tuple, str | None, object]] = []  # (rel, stamp, sha256 of the bytes unless the stamp proves them, state after it)
+        self._walk: tuple[dict[str, Stamp], tuple[str, ...]] | None = None  # ``note_walk``
+        self._chain: list[Entry] = []  # the revision stream's chain (``_feed_stream``)
         self._topic_keys: dict[str, tuple[Topic, str, str]] = {}  # path -> (topic, sha256, deps sig) last handed out
         self._index_files: Mapping | None = None
         self._trees: list[TopicTree] = []  # the last two assembled trees
@@ -296,55 +297,50 @@ class WorkspaceCache:
         ``revision_walk`` lists them: sorted, ``rel -> (mtime_ns, size, inode, ctime_ns)``).
 
         The revision is one SHA-256 stream over every file in order, so per-file digests cannot
-        be combined into it; what can be reused is the hash *state* after a prefix of files.
-        The state after each file is kept (``hashlib`` copies), with what proves the file
-        still holds the bytes fed: its stamp, when it was older than the clock tick, else the
-        SHA-256 of those bytes (the files an install just wrote are always that young). The
-        next call resumes after the last file of an unbroken run of proven files -- a young
-        one is read again and compared, not trusted -- and hashes only the rest. The bytes fed
-        are exactly ``workspace.workspace_revision``'s (a property test compares the two)."""
+        be combined into it; what can be reused is the hash *state* after a prefix of files,
+        and the bytes of the files after it (``_feed_stream``). The bytes fed are exactly
+        ``workspace.workspace_revision``'s (a property test compares the two)."""
         with self.lock:
             last = self._revision
             if last is not None and last[0] == stamps:
                 return last[1]
             chain = self._chain
-            base = os.fspath(self.root)
-            items = list(stamps.items())
-            now = time.time_ns()
-            i = 0
-            while i < len(items) and i < len(chain):
-                rel, st = items[i]
-                crel, cst, check, state = chain[i]
-                if crel != rel:
-                    break
-                if check is None:
-                    if cst != st:
-                        break
-                else:
-                    try:
-                        data = _read(base, rel)
-                    except OSError:
-                        break
-                    if hashlib.sha256(data).hexdigest() != check:
-                        break
-                    if len(data) == st[1] and not is_racy(st[0], st[3], now):
-                        chain[i] = (rel, st, None, state)  # old enough now: its stamp proves it
-                i += 1
-            digest = chain[i - 1][3].copy() if i else hashlib.sha256()
-            kept = chain[:i]
-            for rel, st in items[i:]:
-                data = _read(base, rel)
-                digest.update(rel.encode("utf-8"))
-                digest.update(b"\x00")
-                digest.update(data)
-                digest.update(b"\x00")
-                proven = len(data) == st[1] and not is_racy(st[0], st[3], now)
-                kept.append((rel, st, None if proven else hashlib.sha256(data).hexdigest(), digest.copy()))
-            self._chain = kept
-            value = digest.hexdigest()[:32]
+        now = time.time_ns()
+        fed = _feed_stream(os.fspath(self.root), chain, list(stamps.items()), {}, now)
+        assert fed is not None  # only a cancelled feed stops early
+        value, entries = fed
+        with self.lock:
+            self._chain = entries
             if not any(is_racy(st[0], st[3], now) for st in stamps.values()):
                 self._revision = (dict(stamps), value)
-            return value
+        return value
+
+    def note_walk(self, stamps: Mapping[str, Stamp], links: tuple[str, ...]) -> None:
+        """``revision_walk(root)`` as an install under the lock just left it (for the next
+        optimistic stage, which ``take_walk`` hands it to once)."""
+        with self.lock:
+            self._walk = (dict(stamps), tuple(links))
+
+    def take_walk(self) -> tuple[dict[str, Stamp], tuple[str, ...]] | None:
+        with self.lock:
+            walk, self._walk = self._walk, None
+        return walk
+
+    def start_revision(self, before: Mapping[str, Stamp], changes: Mapping[str, bytes | None]) -> "RevisionJob":
+        """The revision the workspace will have once ``changes`` (path -> new bytes, ``None``
+        = removed) are installed over the files ``before`` names, computed in a worker thread
+        from now on: the hash of the new bytes and of everything after them runs while the
+        caller installs, flushes caches and writes its bookkeeping (``hashlib`` releases the
+        GIL while it hashes, and the stream's unchanged bytes come from memory in a few large
+        buffers, so the worker rarely needs the GIL). :meth:`RevisionJob.result` hands the
+        value out only for the very stamps the install left; anything else is recomputed."""
+        return RevisionJob(self, before, changes)
+
+    def _commit_stream(self, entries: list, stamps: Mapping[str, Stamp], value: str, now: int) -> None:
+        with self.lock:
+            self._chain = entries
+            if not any(is_racy(st[0], st[3], now) for st in stamps.values()):
+                self._revision = (dict(stamps), value)
 
     def by_bytes(self, key: str, path: Path, load):
         """``load()`` (which reads ``path``), remembered per ``key`` while ``path`` holds the
@@ -892,6 +888,267 @@ class WorkspaceCache:
                 pass
 
 
+
+
+# ---------------------------------------------------------------------- the revision stream
+# A chain entry is ``(rel, stamp, check, state, seg)``: the file fed, what proves it still holds
+# the bytes fed (``check`` None: its stamp, which was older than the clock tick; else the
+# SHA-256 of those bytes, re-read and compared), the hash state right after it (``None``
+# between checkpoints: a resume backs up to the last entry that has one and feeds again from
+# there), and ``seg``: ``(buffer, start, end)``, the stream bytes fed for it
+# (``path NUL bytes NUL``) when they are held in memory.
+
+CHECKPOINT_BYTES = 4 << 20  # along bytes fed from memory, a hash state at least this often
+TAIL_BYTES = 48 << 20  # stream bytes held in memory at most (the end of the stream)
+MAX_RUNS = 16  # held bytes spread over more separate buffers than this are joined into one
+
+Entry = tuple  # (rel, stamp | None, check | None, state | None, seg | None)
+
+
+def _proof(data: bytes, st: Stamp, now: int) -> str | None:
+    """``None`` when ``st`` proves the file holds ``data`` (its size, and older than the clock
+    tick: no later write can keep that stamp), else the SHA-256 that must be re-checked."""
+    if len(data) == st[1] and not is_racy(st[0], st[3], now):
+        return None
+    return hashlib.sha256(data).hexdigest()
+
+
+def _feed_stream(base: str, chain: list, items: list, new: Mapping[str, bytes], now: int,
+                 cancelled: threading.Event | None = None, hold: bool = False) -> tuple[str, list] | None:
+    """The revision of the files ``items`` (``(rel, stamp)`` in the revision's order) and the
+    chain to keep for the next call, where a path in ``new`` will hold those bytes (its stamp
+    is ``None``: the caller fills it in once the file is written) and every other file's bytes
+    are on disk under ``base``. Pure: reads ``chain``, never changes it.
+
+    The longest prefix of ``chain`` that still holds (same paths; stamps equal, or young files
+    re-read and their SHA-256 compared) gives the state to resume from; after it, a file whose
+    entry proves it by stamp and holds its bytes in memory is fed from there -- runs of such
+    files are contiguous in one buffer and go to ``hashlib`` in a few large updates, which
+    release the GIL --, anything else is read from disk. With ``hold`` the bytes read or
+    given are kept in memory for the next call (at most ``TAIL_BYTES``, the end of the
+    stream: what follows a change, and so what the next change of the same files re-hashes).
+    ``None`` when ``cancelled`` was set."""
+    n = len(items)
+    kept: list = []
+    i = 0
+    limit = min(n, len(chain))
+    while i < limit:
+        rel, st = items[i]
+        entry = chain[i]
+        if entry[0] != rel or rel in new:
+            break
+        if entry[2] is None:
+            if entry[1] != st:
+                break
+        else:
+            try:
+                data = _read(base, rel)
+            except OSError:
+                break
+            if hashlib.sha256(data).hexdigest() != entry[2]:
+                break
+            proven = len(data) == st[1] and not is_racy(st[0], st[3], now)
+            entry = (rel, st, None if proven else entry[2], entry[3], entry[4])
+        kept.append(entry)
+        i += 1
+    k = i - 1
+    while k >= 0 and kept[k][3] is None:
+        k -= 1
+    if k == n - 1:
+        return (kept[k][3].hexdigest()[:32] if k >= 0 else hashlib.sha256().hexdigest()[:32]), kept
+    digest = kept[k][3].copy() if k >= 0 else hashlib.sha256()
+    out = kept[:k + 1]
+
+    # what to feed after the resume point: (rel, stamp, check, seg, data); seg xor data
+    todo: list = []
+    later: dict | None = None
+    for j in range(k + 1, n):
+        rel, st = items[j]
+        if j < i:  # proven above; only its state was missing
+            e = kept[j]
+            if e[4] is not None:
+                todo.append((rel, e[1], e[2], e[4], None))
+                continue
+        elif rel in new:
+            data = new[rel]
+            todo.append((rel, None, hashlib.sha256(data).hexdigest(), None, data))
+            continue
+        else:
+            e = chain[j] if j < len(chain) and chain[j][0] == rel else None
+            if e is None:
+                if later is None:
+                    later = {c[0]: c for c in chain[i:]}
+                e = later.get(rel)
+            if e is not None and e[2] is None and e[1] == st and e[4] is not None:
+                todo.append((rel, st, None, e[4], None))
+                continue
+        data = _read(base, rel)
+        todo.append((rel, st, _proof(data, st, now), None, data))
+
+    # what stays in memory: the last TAIL_BYTES of the stream
+    budget = TAIL_BYTES
+    held = [False] * len(todo)
+    for j in range(len(todo) - 1, -1, -1):
+        rel, _st, _check, seg, data = todo[j]
+        if seg is None and not hold:
+            continue
+        size = seg[2] - seg[1] if seg is not None else len(rel) + len(data) + 2
+        if size > budget:
+            break
+        budget -= size
+        held[j] = True
+    for j in range(len(out) - 1, -1, -1):
+        seg = out[j][4]
+        if seg is None:
+            continue
+        if seg[2] - seg[1] > budget:
+            out[j] = out[j][:4] + (None,)
+            budget = 0
+        else:
+            budget -= seg[2] - seg[1]
+
+    # bytes from memory spread over too many separate buffers: joined into one (once after
+    # the files were first read, each into its own)
+    segs = [t[3] for t in todo if t[3] is not None]
+    if segs and 1 + sum(1 for a, b in zip(segs, segs[1:]) if not (a[0] is b[0] and a[2] == b[1])) > MAX_RUNS:
+        joined = b"".join([memoryview(sg[0])[sg[1]:sg[2]] for sg in segs])
+        pos = 0
+        for j, t in enumerate(todo):
+            if t[3] is not None:
+                size = t[3][2] - t[3][1]
+                todo[j] = (t[0], t[1], t[2], (joined, pos, pos + size), None)
+                pos += size
+
+    # feed: runs of contiguous held bytes in large updates, other files one by one
+    run: list = []  # indexes into todo of the current run of contiguous bytes
+
+    def flush() -> bool:
+        if not run:
+            return True
+        buf, start = todo[run[0]][3][0], todo[run[0]][3][1]
+        view = memoryview(buf)
+        mark = start
+        for pos, j in enumerate(run):
+            rel, st, check, seg, _data = todo[j]
+            state = None
+            if pos == len(run) - 1 or seg[2] - mark >= CHECKPOINT_BYTES:
+                if cancelled is not None and cancelled.is_set():
+                    return False
+                digest.update(view[mark:seg[2]])
+                mark = seg[2]
+                state = digest.copy()
+            out.append((rel, st, check, state, seg if held[j] else None))
+        run.clear()
+        return True
+
+    for j, (rel, st, check, seg, data) in enumerate(todo):
+        if seg is not None:
+            if run:
+                prev = todo[run[-1]][3]
+                if not (prev[0] is seg[0] and prev[2] == seg[1]):
+                    if not flush():
+                        return None
+            run.append(j)
+            continue
+        if not flush():
+            return None
+        if cancelled is not None and cancelled.is_set():
+            return None
+        name = rel.encode("utf-8")
+        if held[j]:
+            piece = b"".join((name, b"\x00", data, b"\x00"))
+            digest.update(piece)
+            kept_seg = (piece, 0, len(piece))
+        else:
+            digest.update(name)
+            digest.update(b"\x00")
+            digest.update(data)
+            digest.update(b"\x00")
+            kept_seg = None
+        out.append((rel, st, check, digest.copy(), kept_seg))
+    if not flush():
+        return None
+    return digest.hexdigest()[:32], out
+
+
+class RevisionJob:
+    """``WorkspaceCache.start_revision``'s worker: the revision after an install, hashed while
+    the install runs. Nothing it computes is kept unless :meth:`result` is handed the stamps
+    the install left and they are exactly the ones it assumed; a cancelled or failed job (the
+    transaction failed, or was refused under the lock) leaves the cache as it was."""
+
+    def __init__(self, cache: WorkspaceCache, before: Mapping[str, Stamp], changes: Mapping[str, bytes | None]) -> None:
+        self.cache = cache
+        puts: dict[str, bytes] = {}
+        gone: set[str] = set()
+        for rel, data in changes.items():
+            parts = rel.split("/")
+            if is_internal_top(parts[0]) and not (len(parts) == 2 and parts[0] in RUNTIME_NAMES and parts[1] == "runtime.json"):
+                continue  # not part of the revision
+            if data is None:
+                gone.add(rel)
+            else:
+                puts[rel] = data
+        if gone or any(rel not in before for rel in puts):
+            items = [(rel, st) for rel, st in before.items() if rel not in gone and rel not in puts]
+            items += [(rel, None) for rel in puts]
+            items.sort(key=lambda item: tuple(item[0].split("/")))
+        else:
+            items = [(rel, None if rel in puts else st) for rel, st in before.items()]
+        self._puts = puts
+        self._items = items
+        self._out: tuple[str, list] | None = None
+        self._error: BaseException | None = None
+        self._cancel = threading.Event()
+        with cache.lock:
+            chain = cache._chain
+        now = time.time_ns()
+        base = os.fspath(cache.root)
+
+        def run() -> None:
+            try:
+                self._out = _feed_stream(base, chain, items, puts, now, self._cancel, hold=True)
+            except BaseException as exc:  # handed to ``result``, which re-raises what is not a race
+                self._error = exc
+
+        self._thread = threading.Thread(target=run, name="memory-tui-revision", daemon=True)
+        self._thread.start()
+
+    def cancel(self) -> None:
+        """Stop and wait for the worker (a no-op once :meth:`result` ran)."""
+        self._cancel.set()
+        self._thread.join()
+
+    def result(self, stamps: Mapping[str, Stamp]) -> str:
+        """The revision of the workspace whose files are ``stamps`` (walked, or derived by
+        ``installed_stamps``, after the install): the worker's value when every path, and the
+        stamp of every file the install did not write, is the one it assumed; otherwise (or
+        when it met a file vanishing) ``WorkspaceCache.revision(stamps)``, from the files."""
+        self._thread.join()
+        if self._error is not None:
+            error, self._error = self._error, None
+            if not isinstance(error, OSError):
+                raise error
+            return self.cache.revision(stamps)
+        out, self._out = self._out, None
+        if out is None or len(out[1]) != len(stamps):
+            return self.cache.revision(stamps)
+        value, entries = out
+        now = time.time_ns()
+        fixed: list = []
+        puts = self._puts
+        for entry, (rel, st) in zip(entries, stamps.items()):
+            if entry[0] != rel:
+                return self.cache.revision(stamps)
+            if entry[1] is None:  # written by the install: its stamp proves it once old enough
+                data = puts[rel]
+                check = None if len(data) == st[1] and not is_racy(st[0], st[3], now) else entry[2]
+                entry = (rel, st, check, entry[3], entry[4])
+            elif entry[1] != st:
+                return self.cache.revision(stamps)
+            fixed.append(entry)
+        self.cache._commit_stream(fixed, stamps, value, now)
+        return value
 
 
 def _read(base: str, rel: str) -> bytes:
