@@ -413,12 +413,16 @@ class Stage:
         walked = self.cache.take_walk() if getattr(_OPTIMISTIC, "on", False) and tx_mode() != "full" else None
         if walked is not None:
             _OPTIMISTIC.reused = True
-        self.stamps, self.links = walked if walked is not None else revision_walk(self.memory_root)
+            self.stamps, self.links, remembered = walked
+        else:
+            self.stamps, self.links = revision_walk(self.memory_root)
         self.locked_stamps: dict[str, tuple[int, int, int, int]] | None = None  # walked again under the lock
         self.locked_links: tuple[str, ...] | None = None
         now = time.time_ns()
         self.stamps_racy = any(is_racy(st[0], st[3], now) for st in self.stamps.values())
-        self.revision = self.cache.revision(self.stamps)
+        # remembered: the revision of the bytes installed, never of what the files hold now (a
+        # file changed since is then found by the walk under the lock, or by its revision)
+        self.revision = remembered if walked is not None else self.cache.revision(self.stamps)
         # baseline next, from the committed tree, before anything is copied; unchanged files
         # are neither read nor parsed again (txcache)
         self.index = source_index(self.memory_root, self.stamps)
@@ -646,13 +650,17 @@ def revision_stamps(root: Path) -> dict[str, tuple[int, int, int, int]]:
 # Set while ``_transact_once`` makes the stage of its optimistic pass. Such a stage is
 # installed only after ``_unchanged`` walked the workspace under the lock and found the stamps
 # (and symbolic links) the stage was built from -- or, for stamps inside the clock tick, the
-# same revision. Whether those stamps were walked when the stage was made or remembered from
-# this process's last install (``WorkspaceCache.note_walk``), everything the stage read is a
-# function of them: cached texts and parses are keyed by them, and any byte a foreign writer
-# changed since -- with or without the lock -- moved a stamp (ctime cannot be set back), so
-# the walk under the lock refuses the optimistic pass and the transaction runs again under the
-# lock from a fresh walk, as it does today when a writer slips in between the two walks. What
-# a foreign writer does after that walk is as undetectable as before.
+# stage's revision recomputed from the files. A stage may take its stamps and revision from
+# this process's last install (``WorkspaceCache.note_walk``: the stamps walked under that
+# lock with the installed files stat-ed again, and the revision of exactly the bytes
+# installed) instead of walking: everything it reads is then a function of those stamps
+# (cached texts and parses are keyed by them) or read from files that, once the walk under the
+# lock accepts, provably hold the bytes of that revision. A byte changed since by any writer,
+# with or without the lock, moved a stamp (ctime cannot be set back) or, inside the tick, the
+# revision, so the pass is refused and the transaction runs again under the lock from a fresh
+# walk -- as when a writer slips in between two walks. A refusal found while making the stage
+# is decided again on a fresh walk. What a writer without the lock does after the walk under
+# the lock is as undetectable as before.
 _OPTIMISTIC = threading.local()
 
 
@@ -1160,7 +1168,7 @@ def _finish(stage: Stage, ctx: _Context, prep: _Prepared) -> TxResult:
         stage.cache.retain(stage.committed_texts)  # a no-op writes nothing, not even the cache
         # the workspace as walked under this lock (a stage made under it: as walked then)
         stage.cache.note_walk(stage.locked_stamps if stage.locked_stamps is not None else stage.stamps,
-                              stage.locked_links if stage.locked_links is not None else stage.links)
+                              stage.locked_links if stage.locked_links is not None else stage.links, stage.revision)
         _remember_noop(stage, ctx, prep)  # ... except its own answer, once (noopcache)
         return TxResult(
             ok=True, message="no change", revision=stage.revision, changed_files=tuple(ctx.reported_changed),
@@ -1189,7 +1197,7 @@ def _finish(stage: Stage, ctx: _Context, prep: _Prepared) -> TxResult:
         if all(t.kind == "file" for t in prep.plan.targets):
             # one regular file renamed over (or removed) per target: no link came or went
             links = stage.locked_links if stage.locked_links is not None else stage.links
-            stage.cache.note_walk(stamps, links)
+            stage.cache.note_walk(stamps, links, revision)
     finally:
         if job is not None:
             job.cancel()

@@ -274,7 +274,7 @@ class WorkspaceCache:
         self._kept: dict[tuple[str, str], tuple[str, object]] = {}
         self._token: object = object()
         self._revision: tuple[dict, str] | None = None
-        self._walk: tuple[dict[str, Stamp], tuple[str, ...]] | None = None  # ``note_walk``
+        self._walk: tuple[dict[str, Stamp], tuple[str, ...], str] | None = None  # ``note_walk``
         self._chain: list[Entry] = []  # the revision stream's chain (``_feed_stream``)
         self._topic_keys: dict[str, tuple[Topic, str, str]] = {}  # path -> (topic, sha256, deps sig) last handed out
         self._index_files: Mapping | None = None
@@ -315,13 +315,14 @@ class WorkspaceCache:
                 self._revision = (dict(stamps), value)
         return value
 
-    def note_walk(self, stamps: Mapping[str, Stamp], links: tuple[str, ...]) -> None:
-        """``revision_walk(root)`` as an install under the lock just left it (for the next
-        optimistic stage, which ``take_walk`` hands it to once)."""
+    def note_walk(self, stamps: Mapping[str, Stamp], links: tuple[str, ...], revision: str) -> None:
+        """``revision_walk(root)`` as an install under the lock just left it, and the revision
+        of exactly the bytes it installed (for the next optimistic stage, which ``take_walk``
+        hands them to once)."""
         with self.lock:
-            self._walk = (dict(stamps), tuple(links))
+            self._walk = (dict(stamps), tuple(links), revision)
 
-    def take_walk(self) -> tuple[dict[str, Stamp], tuple[str, ...]] | None:
+    def take_walk(self) -> tuple[dict[str, Stamp], tuple[str, ...], str] | None:
         with self.lock:
             walk, self._walk = self._walk, None
         return walk

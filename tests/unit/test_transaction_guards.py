@@ -234,3 +234,67 @@ def test_workspace_moving_during_prepare_is_redone_under_lock(ws, monkeypatch):
     assert "Ada sings." in (mem / "topics/people/ada.md").read_text()  # the other install survived
     assert "The user likes rain." in (mem / "topics/core.md").read_text()
     assert result.revision == workspace_revision(mem)
+
+
+# ------------------------------------- one walk: the stage starts from the last install's stamps
+
+
+def test_a_hand_edit_between_transactions_is_seen(ws, monkeypatch):
+    """The next optimistic stage starts from the stamps the last install left; a writer that
+    takes no lock changing a file in place right after (same size, inside the clock tick) is
+    caught by the walk under the lock, and the edit is redone on the workspace as it is."""
+    mem = ws / "memory"
+    edit = _cur(ws, "topics/core.md") + f"\nThe user likes rain.[^e2]\n\n[^e2]: Time: `2026-11`; Sources: [rain]({IDS[3]})\n"
+    assert tx.staged_edit(ws, "topics/core.md", edit, git_commit="off").ok
+    reword = _cur(ws, "topics/core.md").replace("likes rain", "likes hail")  # one file per target
+    assert tx.staged_edit(ws, "topics/core.md", reword, git_commit="off").ok
+    ada = mem / "topics/people/ada.md"
+    with open(ada, "r+b") as fh:  # in place: same inode, same size
+        fh.write(ada.read_bytes().replace(b"drinks tea", b"drinks tee"))
+    calls = []
+    real = tx._prepare
+    monkeypatch.setattr(tx, "_prepare", lambda stage, ctx: calls.append(stage.revision) or real(stage, ctx))
+    result = tx.staged_edit(ws, "topics/core.md", _cur(ws, "topics/core.md").replace("likes hail", "likes snow"), git_commit="off")
+    assert result.ok, result
+    assert len(calls) == 2 and calls[0] != calls[1]  # the pass on the remembered stamps was refused
+    assert "drinks tee" in ada.read_text()
+    assert "Ada drinks tee." in (mem / "timeline/2026/11/02.md").read_text()  # views of the hand-edited text
+    assert result.revision == workspace_revision(mem)
+
+
+def test_a_base_revision_read_after_a_hand_edit_is_current(ws):
+    """A refusal is never decided on remembered stamps: the caller's revision, read after a
+    hand edit, is the workspace's."""
+    mem = ws / "memory"
+    edit = _cur(ws, "topics/core.md") + f"\nThe user likes rain.[^e2]\n\n[^e2]: Time: `2026-11`; Sources: [rain]({IDS[3]})\n"
+    assert tx.staged_edit(ws, "topics/core.md", edit, git_commit="off").ok
+    reword = _cur(ws, "topics/core.md").replace("likes rain", "likes hail")  # one file per target
+    assert tx.staged_edit(ws, "topics/core.md", reword, git_commit="off").ok
+    with open(mem / "topics/people/ada.md", "a", encoding="utf-8") as fh:
+        fh.write(f"\nAda sings.[^e2]\n\n[^e2]: Time: `2026-11`; Sources: [sing]({IDS[6]})\n")
+    rev = workspace_revision(mem)
+    result = tx.staged_edit(ws, "topics/core.md", _cur(ws, "topics/core.md").replace("likes hail", "likes snow"),
+                            git_commit="off", base_revision=rev)
+    assert result.ok, result
+    assert result.revision == workspace_revision(mem) != rev
+    stale = tx.staged_edit(ws, "topics/core.md", _cur(ws, "topics/core.md"), git_commit="off", base_revision=rev)
+    assert not stale.ok and stale.code == "CONCURRENT_UPDATE"
+
+
+def test_a_symlink_appearing_between_transactions_is_seen(ws, tmp_path):
+    """Links are not part of the revision, so the walk under the lock compares them too: the
+    edit after a link appeared answers as a fresh process would."""
+    mem = ws / "memory"
+    edit = _cur(ws, "topics/core.md") + f"\nThe user likes rain.[^e2]\n\n[^e2]: Time: `2026-11`; Sources: [rain]({IDS[3]})\n"
+    assert tx.staged_edit(ws, "topics/core.md", edit, git_commit="off").ok
+    outside = tmp_path / "outside.md"
+    outside.write_text(ADA.replace("Ada", "Bob"))
+    (mem / "topics" / "bob.md").symlink_to(outside)
+    copy = tmp_path / "copy"
+    shutil.copytree(ws, copy, symlinks=True)
+    again = _cur(ws, "topics/core.md").replace("likes rain", "likes snow")
+    here = tx.staged_edit(ws, "topics/core.md", again, git_commit="off")
+    txcache.clear_caches()
+    fresh = tx.staged_edit(copy, "topics/core.md", again, git_commit="off")
+    assert (here.ok, here.code, here.message) == (fresh.ok, fresh.code, fresh.message)
+    assert {p: b for p, b in _snapshot(mem).items()} == {p: b for p, b in _snapshot(copy / "memory").items()}
