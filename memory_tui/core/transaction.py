@@ -46,8 +46,9 @@ from .paths import Layout, check_writable
 from .sources import SourceIndex, SourceRecord
 from .topics import (CITATION_RE, DEFINITION_RE, TopicTree, Unit, is_error, iter_blocks, parse_topic, read_topic_texts,
                      topic_sort_key)
-from .parsecache import is_racy, store_for
-from .txcache import RevisionJob, WorkspaceCache, cache_for, derive, installed_stamps, revision_walk, tx_mode
+from .parsecache import store_for
+from .txcache import (RevisionJob, WorkspaceCache, any_racy, cache_for, derive, installed_stamps, revision_walk,
+                      tx_mode)
 from . import noopcache
 from .viewcache import mode as views_mode
 from .workspace import RuntimeState, dump_runtime_json, load_runtime_state, workspace_revision
@@ -419,7 +420,7 @@ class Stage:
         self.locked_stamps: dict[str, tuple[int, int, int, int]] | None = None  # walked again under the lock
         self.locked_links: tuple[str, ...] | None = None
         now = time.time_ns()
-        self.stamps_racy = any(is_racy(st[0], st[3], now) for st in self.stamps.values())
+        self.stamps_racy = any_racy(self.stamps, now)
         # remembered: the revision of the bytes installed, never of what the files hold now (a
         # file changed since is then found by the walk under the lock, or by its revision)
         self.revision = remembered if walked is not None else self.cache.revision(self.stamps)

@@ -32,6 +32,7 @@ import threading
 import time
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import itemgetter
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -311,7 +312,7 @@ class WorkspaceCache:
         value, entries = fed
         with self.lock:
             self._chain = entries
-            if not any(is_racy(st[0], st[3], now) for st in stamps.values()):
+            if not any_racy(stamps, now):
                 self._revision = (dict(stamps), value)
         return value
 
@@ -340,7 +341,7 @@ class WorkspaceCache:
     def _commit_stream(self, entries: list, stamps: Mapping[str, Stamp], value: str, now: int) -> None:
         with self.lock:
             self._chain = entries
-            if not any(is_racy(st[0], st[3], now) for st in stamps.values()):
+            if not any_racy(stamps, now):
                 self._revision = (dict(stamps), value)
 
     def by_bytes(self, key: str, path: Path, load):
@@ -651,7 +652,7 @@ class WorkspaceCache:
             order = sorted(texts, key=topic_sort_key)
             return [self.entry(rel, texts[rel], index, token, shas.get(rel)).topic for rel in order]
         _token, last_keys, seen, last_topics = last
-        if len(last_keys) == len(texts) and all(a == b for a, b in zip(last_keys, texts)):
+        if len(last_keys) == len(texts) and tuple(texts) == last_keys:
             order = [t.path for t in last_topics]  # the same paths: the same tree order
         else:
             order = sorted(texts, key=topic_sort_key)
@@ -906,6 +907,15 @@ MAX_RUNS = 16  # held bytes spread over more separate buffers than this are join
 Entry = tuple  # (rel, stamp | None, check | None, state | None, seg | None)
 
 
+def any_racy(stamps: Mapping[str, Stamp], now: int) -> bool:
+    """``any(is_racy(st[0], st[3], now) for st in stamps.values())``, with the newest mtime
+    and ctime found by C-level ``max`` (every transaction asks it of every file's stamp)."""
+    if not stamps:
+        return False
+    values = stamps.values()
+    return is_racy(max(map(itemgetter(0), values)), max(map(itemgetter(3), values)), now)
+
+
 def _proof(data: bytes, st: Stamp, now: int) -> str | None:
     """``None`` when ``st`` proves the file holds ``data`` (its size, and older than the clock
     tick: no later write can keep that stamp), else the SHA-256 that must be re-checked."""
@@ -1090,14 +1100,8 @@ class RevisionJob:
                 gone.add(rel)
             else:
                 puts[rel] = data
-        if gone or any(rel not in before for rel in puts):
-            items = [(rel, st) for rel, st in before.items() if rel not in gone and rel not in puts]
-            items += [(rel, None) for rel in puts]
-            items.sort(key=lambda item: tuple(item[0].split("/")))
-        else:
-            items = [(rel, None if rel in puts else st) for rel, st in before.items()]
+        before = dict(before)  # the caller's may change while the worker reads it
         self._puts = puts
-        self._items = items
         self._out: tuple[str, list] | None = None
         self._error: BaseException | None = None
         self._cancel = threading.Event()
@@ -1108,6 +1112,12 @@ class RevisionJob:
 
         def run() -> None:
             try:
+                if gone or any(rel not in before for rel in puts):
+                    items = [(rel, st) for rel, st in before.items() if rel not in gone and rel not in puts]
+                    items += [(rel, None) for rel in puts]
+                    items.sort(key=lambda item: tuple(item[0].split("/")))
+                else:
+                    items = [(rel, None if rel in puts else st) for rel, st in before.items()]
                 self._out = _feed_stream(base, chain, items, puts, now, self._cancel, hold=True)
             except BaseException as exc:  # handed to ``result``, which re-raises what is not a race
                 self._error = exc
