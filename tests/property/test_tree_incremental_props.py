@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from memory_tui.core import txcache
 from memory_tui.core.normalize import (block_id_locations, check_cross_topic_links,
                                        check_cross_topic_links_incremental)
+from memory_tui.core import topics as topics_mod
 from memory_tui.core.topics import assemble_tree, parse_topic, reassemble_tree, topic_sort_key
 
 PATHS = ("a.md", "b.md", "sub/c.md", "sub/d.md", "z.md")
@@ -56,8 +57,17 @@ def _parse(texts: dict[str, str], known: dict[tuple[str, str], object]):
 
 
 @settings(max_examples=150, deadline=None)
-@given(first=TREE, steps=st.lists(TREE, min_size=1, max_size=6))
-def test_reassembled_tree_link_check_and_locations_equal_full(first, steps, tmp_path_factory):
+@given(first=TREE, steps=st.lists(TREE, min_size=1, max_size=6), overlay_max=st.sampled_from([0, 3, 4096]))
+def test_reassembled_tree_link_check_and_locations_equal_full(first, steps, overlay_max, tmp_path_factory):
+    # the id map laid over its predecessor's (topics.IdOverlay), or a plain dict again past the limit
+    saved, topics_mod.OVERLAY_MAX = topics_mod.OVERLAY_MAX, overlay_max
+    try:
+        _reassemble_steps(first, steps, tmp_path_factory)
+    finally:
+        topics_mod.OVERLAY_MAX = saved
+
+
+def _reassemble_steps(first, steps, tmp_path_factory) -> None:
     known: dict = {}
     prev_texts = _texts(first)
     prev = assemble_tree(_parse(prev_texts, known))
