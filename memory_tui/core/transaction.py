@@ -1321,18 +1321,22 @@ def _transact_once(
     interrupted install must be recovered first) everything runs again under the lock, as
     OpenProgram does. Rejections found on a snapshot that is still current are final.
     """
-    if not needs_recovery(root):
-        _OPTIMISTIC.on, _OPTIMISTIC.reused = True, False
+    # The first pass may start from the stamps this process's last install left; when the
+    # workspace moved since, the pass is made again from a fresh walk before anything runs
+    # under the lock -- exactly the pass there would have been without the remembered stamps.
+    for remembered in (True, False):
+        if needs_recovery(root):
+            break
+        _OPTIMISTIC.on, _OPTIMISTIC.reused = remembered, False
         try:
             stage, ctx = make()
         except MemoryError:
             if not _OPTIMISTIC.reused:
                 raise
-            # a refusal is decided on the workspace as it is now, never on remembered stamps
-            _OPTIMISTIC.on = False
-            stage, ctx = make()
+            continue  # a refusal is decided on the workspace as it is now, never on remembered stamps
         finally:
             _OPTIMISTIC.on = False
+        reused = _OPTIMISTIC.reused
         with stage:
             try:
                 prep = _prepare(stage, ctx)
@@ -1357,6 +1361,8 @@ def _transact_once(
                 finally:
                     if prep.revision_job is not None:
                         prep.revision_job.cancel()
+        if not reused:
+            break
     with write_lock(root, timeout):
         _open_locked(root)
         if before_install is not None and not validate_only:
