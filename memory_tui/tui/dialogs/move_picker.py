@@ -74,6 +74,18 @@ class _AnchorOption(Option):
         self.memory_id = memory_id
 
 
+class PositionRadio(RadioButton):
+    """A radio whose glyph says whether it is chosen: ``●`` on, ``○`` off.
+
+    Textual's radio draws ``●`` for both and tells them apart by colour alone, which a
+    monochrome terminal or ``NO_COLOR`` cannot show (ASCII mode turns them into ``*`` / ``o``).
+    """
+
+    @property
+    def BUTTON_INNER(self) -> str:  # noqa: N802 - Textual's name for the glyph inside the button
+        return "●" if self.value else "○"
+
+
 NARROW = 100  # columns below which the picker fills the screen, the position row under the lists
 TINY = 60  # columns below which everything stacks in one scrolling column
 
@@ -137,7 +149,7 @@ class MovePicker(ModalScreen["MoveTarget | None"]):
                             yield Label("Position", classes="position-label")
                             with RadioSet(id="position"):
                                 for p in POSITIONS:
-                                    yield RadioButton(p, value=p == "end", id=f"pos-{p}")
+                                    yield PositionRadio(p, value=p == "end", id=f"pos-{p}")
                         yield Label("Anchor record (before/after)", classes="wide-only")
                         yield OptionList(id="anchors")
             yield Label("", id="error")
