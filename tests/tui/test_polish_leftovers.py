@@ -45,3 +45,113 @@ async def test_the_chosen_position_has_its_own_glyph_not_only_a_colour(monkeypat
         assert picker.position == "after"
         glyphs = {p: str(picker.query_one(f"#pos-{p}").render()).lstrip("▐")[0] for p in ("end", "start", "before", "after")}
         assert glyphs == {"end": "○", "start": "○", "before": "○", "after": "●"}
+
+
+# ---------------------------------------------------------------------- 2. footers at every size
+def _footer_line(app) -> str:
+    """The footer as drawn; every key it shows is whole, and ``? Help`` is one of them."""
+    from memory_tui.tui.widgets.footer import FittedFooter
+
+    line = screen_text(app).splitlines()[-1].rstrip()
+    keys = [k for k in app.screen.query_one(FittedFooter).children if hasattr(k, "key_display")]
+    shown = [k for k in keys if k.display and not k.has_class("-command-palette")]
+    for k in shown:
+        assert f"{k.key_display} {k.description}" in line, (type(app.screen).__name__, k.description, line)
+    assert line.endswith("^p palette") and "? Help" in line, (type(app.screen).__name__, line)
+    return line
+
+
+async def _walk_footers(pilot, app) -> dict[str, str]:
+    """Every screen's footer: the five views, the editor, evidence, history, problems."""
+    from memory_tui.tui.screens.editor import EditorScreen
+
+    lines: dict[str, str] = {}
+
+    async def settle(n: int = 6) -> None:
+        for _ in range(n):
+            await pilot.pause()
+
+    for key, view in (("1", "topics"), ("2", "timeline"), ("3", "recent"), ("4", "core"), ("5", "sessions")):
+        await pilot.press(key)
+        await settle()
+        lines[view] = _footer_line(app)
+    await pilot.press("1")
+    app.view_screens["topics"].reveal_topic("topics/people/ada.md")
+    await settle()
+    await pilot.press("e")
+    await until(pilot, lambda: isinstance(app.screen, EditorScreen))
+    await settle()
+    lines["editor"] = _footer_line(app)
+    await pilot.press("escape")
+    await until(pilot, lambda: app.screen is app.view_screens["topics"])
+    for key, name in (("i", "evidence"), ("h", "history"), ("p", "problems")):
+        app.view_screens["topics"].focus_list()
+        await pilot.press(key)
+        await until(pilot, lambda: type(app.screen).__name__.lower().startswith(name))
+        await settle()
+        lines[name] = _footer_line(app)
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is app.view_screens["topics"])
+    return lines
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24), (40, 12)])
+async def test_every_footer_keeps_help_and_whole_labels_and_topics_keeps_quit_and_problems(fixture_state, size):
+    app = _app(fixture_state)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        lines = await _walk_footers(pilot, app)
+    assert set(lines) == {"topics", "timeline", "recent", "core", "sessions", "editor", "evidence", "history", "problems"}
+    if size[0] >= 100:
+        # Topics at 120: the app-wide keys a new user looks for, beside the record and topic keys
+        for label in ("q Quit", "p Problems", "e Edit topic", "m Move", "u Edit text", "d Delete", "D Del topic", "E $EDITOR"):
+            assert label in lines["topics"], (label, lines["topics"])
+        assert "q Quit" in lines["recent"] and "p Problems" in lines["recent"]
+    if size[0] >= 80:
+        assert "w Write branch" in lines["sessions"] and "q Quit" in lines["sessions"]
+        assert "o Open in Topics" in lines["timeline"]
+    # reload gives way before quit (the editor types q; in problems q closes it)
+    for name, line in lines.items():
+        if "q Quit" not in line and name not in ("editor", "problems"):
+            assert "^r Reload" not in line, (name, line)
+
+
+def _app(state, **kw):
+    from memory_tui.core.gitlog import fixed_env
+    from tui_helpers import make_app
+
+    app = make_app(state, **kw)
+    app.job_context_options = {"git_env": fixed_env()}
+    return app
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)])
+async def test_on_a_citation_chip_the_topics_footer_shows_g(fixture_state, size):
+    """g opens a chip's source node; on a chip it outranks the topic keys, elsewhere it gives way."""
+    from memory_tui.tui.widgets.records import CitationOption
+
+    app = _app(fixture_state)
+    async with app.run_test(size=size) as pilot:
+        topics = app.view_screens["topics"]
+        topics.reveal_topic("topics/people/ada.md")
+        await pilot.pause()
+        if size[0] < 100:
+            await pilot.press("enter")
+            await pilot.pause()
+        records = topics.records
+        records.focus()
+        records.highlighted = 0  # the first record, not a chip
+        await pilot.pause()
+        await pilot.pause()
+        assert "g Go to node" not in _footer_line(app)
+        chip = next(i for i in range(records.option_count)
+                    if isinstance(records.get_option_at_index(i), CitationOption) and topics.cited_frame() is None
+                    and records.get_option_at_index(i).link.source_id)
+        records.highlighted = chip
+        await pilot.pause()
+        await pilot.pause()
+        assert topics.cited_frame() is not None
+        line = _footer_line(app)
+        assert "g Go to node" in line and "m Move" in line, line
+        await pilot.press("g")
+        await until(pilot, lambda: app.view == "sessions")

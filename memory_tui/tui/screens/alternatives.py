@@ -16,10 +16,11 @@ from textual import work
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from .. import data
 from ..widgets import HeaderBar
+from ..widgets.footer import FittedFooter, RankedFooter
 from ..widgets.alternatives_pair import AlternativesPair
 
 
@@ -39,7 +40,9 @@ class AlternativesLoaded(Message):
         self.pairs = pairs
 
 
-class AlternativesScreen(Screen[None]):
+class AlternativesScreen(RankedFooter, Screen[None]):
+    # polish: a footer that keeps ? Help and esc, stepping through the pairs first (FittedFooter)
+    FOOTER_RANKS: ClassVar[dict[str, int]] = {"step(1)": 75, "step(-1)": 74, "goto_fork": 70}
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Back", key_display="esc", id="alternatives.close"),
         Binding("n", "step(1)", "Next pair", id="alternatives.next"),
@@ -59,7 +62,7 @@ class AlternativesScreen(Screen[None]):
         yield Static(id="alternatives-title")
         if self.pairs:
             yield self._pair_widget()
-        yield Footer()
+        yield FittedFooter()
 
     def _pair_widget(self) -> AlternativesPair:
         return AlternativesPair(self.pairs[0], ascii=bool(getattr(self.app, "ascii_mode", False)), id="alternatives-pair")

@@ -20,7 +20,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Input, Static
 
-from memory_tui.tui.widgets.footer import FittedFooter
+from memory_tui.tui.widgets.footer import FittedFooter, RankedFooter
 
 from .. import commands as registry
 from ..data import RecordVM, WorkspaceModel
@@ -72,7 +72,7 @@ def topic_name(path: str) -> str:
     return path.removeprefix("topics/").removesuffix(".md")
 
 
-class ViewScreen(Screen[None]):
+class ViewScreen(RankedFooter, Screen[None]):
     VIEW: ClassVar[str] = ""
     NEEDS_SESSIONS: ClassVar[bool] = False  # perf-ui: shows "loading" until sessions are in
     SHOWS_OUTLINE: ClassVar[bool] = False  # perf-app: can draw the first frame's topic outline

@@ -14,9 +14,10 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from ..widgets import HeaderBar
+from ..widgets.footer import FittedFooter, RankedFooter
 from ..widgets.evidence_list import EvidenceList
 
 LISTS: tuple[str | None, ...] = (None, "single", "pending", "alternatives")
@@ -28,7 +29,9 @@ LIST_TITLES = {
 }
 
 
-class EvidenceScreen(Screen[None]):
+class EvidenceScreen(RankedFooter, Screen[None]):
+    # polish: a footer that keeps ? Help and esc, the list's own keys first (FittedFooter)
+    FOOTER_RANKS: ClassVar[dict[str, int]] = {"cycle_sort": 75, "cycle_list": 74, "reverse_sort": 73, "history": 70, "alternatives": 69}
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Back", key_display="esc", id="evidence.close"),
         Binding("f", "cycle_list", "List", id="evidence.list"),
@@ -50,7 +53,7 @@ class EvidenceScreen(Screen[None]):
         yield HeaderBar(id="header")
         yield Static(id="evidence-title")
         yield EvidenceList(self.rows(), id="evidence-list")
-        yield Footer()
+        yield FittedFooter()
 
     @property
     def insights(self):

@@ -17,12 +17,13 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, Footer, Static
+from textual.widgets import Button, Static
 
 from memory_tui.core.errors import MemoryError
 
 from .. import data
 from ..widgets import HeaderBar
+from ..widgets.footer import FittedFooter, RankedFooter
 from ..widgets.diff_view import DiffView
 from ..widgets.history_view import HistoryView
 
@@ -116,7 +117,9 @@ def result_text(result: Any) -> Text:
     return text
 
 
-class HistoryScreen(Screen[None]):
+class HistoryScreen(RankedFooter, Screen[None]):
+    # polish: a footer that keeps ? Help and esc, revert first (FittedFooter)
+    FOOTER_RANKS: ClassVar[dict[str, int]] = {"request_revert": 75, "toggle_side": 70}
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Back", key_display="esc", id="history.close"),
     ]
@@ -135,7 +138,7 @@ class HistoryScreen(Screen[None]):
         yield Static(id="history-outcome")
         if self.history is not None:
             yield HistoryView(self.history, id="history")
-        yield Footer()
+        yield FittedFooter()
 
     def on_mount(self) -> None:
         app = self.app

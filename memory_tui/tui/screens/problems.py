@@ -11,10 +11,12 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer, OptionList, Static
+from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from memory_tui.core.errors import Problem
+
+from ..widgets.footer import FittedFooter, RankedFooter
 
 
 class ProblemOption(Option):
@@ -27,7 +29,7 @@ class ProblemOption(Option):
         self.problem = problem
 
 
-class ProblemsScreen(Screen[None]):
+class ProblemsScreen(RankedFooter, Screen[None]):
     BINDINGS = [Binding("escape,q,p", "close", "Close", id="problems.close")]
     DEFAULT_CSS = """
     ProblemsScreen #problems-title { height: auto; padding: 0 1; background: $boost; }
@@ -50,7 +52,7 @@ class ProblemsScreen(Screen[None]):
         if not options:
             options.append(Option(Text("No problems: every file reads cleanly.", "dim"), disabled=True))
         yield OptionList(*options, id="problems-list")
-        yield Footer()
+        yield FittedFooter()
 
     def on_mount(self) -> None:
         self.query_one("#problems-list").focus()

@@ -27,15 +27,14 @@ from .external_editor import hand_to_editor
 
 Change = Callable[["str | None"], ra.ActionOutcome]  # base revision -> outcome
 
-# polish: what the footer keeps longest when the row is full (``FittedFooter``; higher stays).
-# Help is the way to every other key; the record keys come next; the app-wide keys (they are
-# the same on every view, and in help and the palette) give way first.
+# polish: what the footer keeps longest when the row is full (``FittedFooter``; higher stays),
+# on top of ``APP_RANKS`` (help, back, filter, quit, problems, reload). The record keys come
+# right after the filter; ``g`` gives way before the topic keys because a citation chip's
+# ``enter`` does the same.
 FOOTER_RANKS: dict[str, int] = {
-    "help": 100, "back": 95, "filter": 80,
     "move_record": 75, "update_record": 74, "delete_record": 73,
-    "toggle_core_sources": 72, "open_record": 71, "edit_topic": 70, "goto_session": 65,
-    "delete_topic": 60, "external_edit": 60,
-    "problems": 30, "reload": 20, "quit": 10,
+    "toggle_core_sources": 72, "open_record": 71, "edit_topic": 70,
+    "delete_topic": 62, "external_edit": 62, "goto_session": 58,
 }
 TOPIC_KEYS = ("edit_topic", "delete_topic", "external_edit")
 RECORD_KEYS = ("move_record", "update_record", "delete_record")
@@ -55,11 +54,14 @@ class RecordActions:
     def footer_ranks(self) -> dict[str, int]:
         """``FittedFooter``'s order of what to keep. Topics with only the tree on screen (the
         narrow list pane): the topic keys matter, the record keys act on a record out of
-        sight, so they go before the topic keys."""
-        ranks = dict(FOOTER_RANKS)
+        sight, so they go before the topic keys. On a citation chip ``g`` comes first."""
+        ranks = {**super().footer_ranks(), **FOOTER_RANKS}  # type: ignore[misc]
         if getattr(self, "VIEW", "") == "topics" and getattr(self, "narrow", False) and getattr(self, "pane", "") == "list":
             ranks.update({a: 78 - i for i, a in enumerate(TOPIC_KEYS)})
             ranks.update({a: 42 - i for i, a in enumerate(RECORD_KEYS)})
+        cited = getattr(self, "cited_frame", None)
+        if callable(cited) and cited() is not None:
+            ranks["goto_session"] = 77  # a citation chip under the cursor: g opens its source
         return ranks
 
     # ------------------------------------------------------------------ plumbing

@@ -20,7 +20,7 @@ columns while app-wide keys (reload, problems, quit) give way. Every binding sta
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Any, ClassVar, Iterable, Mapping
 
 from rich.cells import cell_len
 from textual.events import Resize
@@ -28,6 +28,26 @@ from textual.widget import Widget
 from textual.widgets import Footer
 
 DEFAULT_RANK = 50
+
+# polish: the ranks every screen starts from. ``? Help`` leads to every other key, so it stays
+# longest; leaving a screen (esc) next; then filtering. Of the app-wide keys, quit and
+# problems outrank a view's rarer keys (a new user looks for ``q``; ``p`` is where every
+# problem is listed), reload goes first (the watcher re-reads on its own; it stays in ``?``
+# and the palette).
+APP_RANKS: dict[str, int] = {
+    "help": 100, "back": 95, "close": 95, "filter": 80,
+    "quit": 68, "problems": 66, "reload": 20,
+}
+
+
+class RankedFooter:
+    """Mixin for a screen with a ``FittedFooter``: ``APP_RANKS`` plus the screen's own
+    ``FOOTER_RANKS`` ({action: rank}), so every screen keeps ``? Help`` and drops reload first."""
+
+    FOOTER_RANKS: ClassVar[dict[str, int]] = {}
+
+    def footer_ranks(self) -> dict[str, int]:
+        return {**APP_RANKS, **self.FOOTER_RANKS}
 
 # Footer.DEFAULT_CSS: a key is drawn " k " (padding 0 1) then "label " (padding 0 1 0 0); in
 # compact mode "k" then " label" with a right margin of 1. (tests/tui/test_polish.py checks
