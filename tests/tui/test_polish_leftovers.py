@@ -155,3 +155,38 @@ async def test_on_a_citation_chip_the_topics_footer_shows_g(fixture_state, size)
         assert "g Go to node" in line and "m Move" in line, line
         await pilot.press("g")
         await until(pilot, lambda: app.view == "sessions")
+
+
+# ---------------------------------------------------------------------- a dialog over a view
+async def test_a_dialog_over_a_view_leaves_its_pane_and_focus_but_a_view_switch_starts_at_the_list(fixture_state):
+    """80x24: records shown (the detail pane), ? then esc: still the records, still focused;
+    the same after the move picker is cancelled. Leaving for another view and coming back
+    starts at the list, as before."""
+    from memory_tui.tui.dialogs.move_picker import MovePicker
+    from memory_tui.tui.screens import HelpScreen
+
+    app = _app(fixture_state)
+    async with app.run_test(size=(80, 24)) as pilot:
+        topics = app.view_screens["topics"]
+        topics.reveal_topic("topics/people/ada.md")
+        await pilot.pause()
+        last = topics.records.option_count - 1
+        assert last > 0
+        topics.records.highlighted = last  # a chip: not where a redraw would put the cursor
+        await pilot.pause()
+        assert topics.pane == "detail" and app.screen.focused is topics.records
+        for opener, kind in (("question_mark", HelpScreen), ("m", MovePicker)):
+            await pilot.press(opener)
+            await until(pilot, lambda: isinstance(app.screen, kind))
+            await pilot.pause()
+            await pilot.press("escape")
+            await until(pilot, lambda: app.screen is topics)
+            await pilot.pause()
+            assert topics.pane == "detail" and topics.has_class("-detail"), kind
+            assert app.screen.focused is topics.records and topics.records.highlighted == last, kind
+        await pilot.press("3")
+        await until(pilot, lambda: app.view == "recent")
+        await pilot.press("1")
+        await until(pilot, lambda: app.screen is topics)
+        await pilot.pause()
+        assert topics.pane == "list" and app.screen.focused is topics.list_widget()

@@ -15,7 +15,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.events import Resize, ScreenResume
+from textual.events import Resize, ScreenResume, ScreenSuspend
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Input, Static
@@ -86,6 +86,9 @@ class ViewScreen(RankedFooter, Screen[None]):
         self.rendered_filter = ""
         self.rendered_ascii = False
         self.ready = False
+        # polish: suspended under a dialog or a screen of its own (editor, history …) rather
+        # than left for another view: coming back keeps the pane and the focus the owner had
+        self.covered = False
 
     # ------------------------------------------------------------------ composition
     @property
@@ -269,9 +272,26 @@ class ViewScreen(RankedFooter, Screen[None]):
     def on_resize(self, event: Resize) -> None:
         self.apply_layout(event.size.width)
 
+    @on(ScreenSuspend)
+    def _suspended(self) -> None:
+        # posted before the switch is handled: by now the app shows what replaced this screen;
+        # a view switch leaves this screen out of the current stack, a push keeps it below
+        stack = self.app.screen_stack
+        self.covered = self in stack and stack[-1] is not self
+
     @on(ScreenResume)
     def _resumed(self) -> None:
         if not self.ready:
+            return
+        covered, self.covered = self.covered, False
+        if covered:
+            # back from a dialog or a pushed screen: the same pane, the same focus (Textual
+            # restores the focused widget); only what changed meanwhile is redrawn
+            self.apply_layout(self.app.size.width)
+            self.refresh_view()
+            arrival = self.shell.take_arrival(self.VIEW)
+            if arrival is not None:
+                arrival(self)
             return
         self.pane = "list"
         self.apply_layout(self.app.size.width)
