@@ -157,7 +157,52 @@ async def test_on_a_citation_chip_the_topics_footer_shows_g(fixture_state, size)
         await until(pilot, lambda: app.view == "sessions")
 
 
-# ---------------------------------------------------------------------- a dialog over a view
+# ---------------------------------------------------------------------- 3. Topics after a delete
+async def _delete_highlighted(pilot, app) -> None:
+    from memory_tui.tui.dialogs.record_change import ConfirmRecordDelete, RecordOutcomeDialog
+
+    await pilot.press("d")
+    await until(pilot, lambda: isinstance(app.screen, ConfirmRecordDelete) and bool(app.screen.query("#delete")))
+    await pilot.click("#delete")
+    await until(pilot, lambda: isinstance(app.screen, RecordOutcomeDialog))
+    outcome = app.screen.outcome
+    assert outcome.ok, outcome.lines()
+    await pilot.press("escape")
+    await until(pilot, lambda: app.model.revision == outcome.revision and not [w for w in app.workers if w.group == "record-follow"])
+    await pilot.pause()
+
+
+@pytest.mark.parametrize("size", [(160, 45), (80, 24)])
+async def test_topics_puts_its_cursor_on_the_next_record_after_a_delete_and_on_the_previous_after_the_last(fixture_state, size):
+    app = _app(fixture_state)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        topics = app.view_screens["topics"]
+        m = app.model
+        # a topic with 3+ records none of which another record links to (a delete is refused then)
+        topic = next(t for t in m.topics if sum(1 for r in m.records.values() if r.topic_path == t.path and not r.backlinks) >= 3
+                     and all(not r.backlinks for r in m.records.values() if r.topic_path == t.path))
+        topics.reveal_topic(topic.path)
+        await pilot.pause()
+        rows = topics.row_record_ids()
+        assert len(rows) >= 3 and len(set(rows)) == len(rows)
+        topics.records.focus()
+        topics.land_on_record([rows[1]])  # the middle one: not where a plain reload puts the cursor
+        await pilot.pause()
+        assert topics.records.selected_record.memory_id == rows[1]
+        await _delete_highlighted(pilot, app)
+        assert rows[1] not in app.model.records and topics.row_record_ids() == [rows[0], *rows[2:]]
+        assert app.screen is topics and topics.records.selected_record.memory_id == rows[2]
+        # the last record: the one before it takes the cursor
+        rows = topics.row_record_ids()
+        topics.land_on_record([rows[-1]])
+        await pilot.pause()
+        await _delete_highlighted(pilot, app)
+        assert topics.row_record_ids() == rows[:-1]
+        assert topics.records.selected_record.memory_id == rows[-2]
+        assert app.screen.focused is topics.records
+
+
 async def test_a_dialog_over_a_view_leaves_its_pane_and_focus_but_a_view_switch_starts_at_the_list(fixture_state):
     """80x24: records shown (the detail pane), ? then esc: still the records, still focused;
     the same after the move picker is cancelled. Leaving for another view and coming back

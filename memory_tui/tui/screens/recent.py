@@ -31,19 +31,27 @@ class RecordRow(Option):
 
 
 class RecordRows:
-    """A screen whose list ``#<ROW_PREFIX>-list`` holds :class:`RecordRow` rows: after a move
-    or delete from it the cursor stays on the record (``RecordActions._follow``)."""
+    """A screen whose list ``ROW_LIST`` (default ``#<ROW_PREFIX>-list``) holds one row per
+    record (``ROW_TYPES``, each with the id ``<ROW_PREFIX>:<memory id>``): after a move or
+    delete from it the cursor stays on the record or lands on its neighbour
+    (``RecordActions._follow``). Recent and Core list :class:`RecordRow` rows; Topics its
+    topic's ``RecordOption`` rows (``rec:<id>``, the chips between them are not records)."""
 
     ROW_PREFIX = ""
+    ROW_LIST: ClassVar[str | None] = None
+    ROW_TYPES: ClassVar[tuple[type[Option], ...]] = (RecordRow,)
+
+    def _row_list(self) -> OptionList:
+        return self.query_one(self.ROW_LIST or f"#{self.ROW_PREFIX}-list", OptionList)  # type: ignore[attr-defined]
 
     def row_record_ids(self) -> list[str]:
-        lst = self.query_one(f"#{self.ROW_PREFIX}-list", OptionList)  # type: ignore[attr-defined]
+        lst = self._row_list()
         rows = (lst.get_option_at_index(i) for i in range(lst.option_count))
-        return [row.record.memory_id for row in rows if isinstance(row, RecordRow)]
+        return [row.record.memory_id for row in rows if isinstance(row, self.ROW_TYPES)]  # type: ignore[attr-defined]
 
     def land_on_record(self, memory_ids) -> bool:
         """Highlight the first of ``memory_ids`` that has a row here; False if none has."""
-        lst = self.query_one(f"#{self.ROW_PREFIX}-list", OptionList)  # type: ignore[attr-defined]
+        lst = self._row_list()
         for mid in memory_ids:
             try:
                 index = lst.get_option_index(f"{self.ROW_PREFIX}:{mid}")

@@ -114,14 +114,15 @@ class RecordActions:
     async def _follow(self, action: str, memory_id: str) -> None:
         """Once the reload is in, keep the cursor of the view the owner acted from on the
         record: Topics shows a moved record where it went (another topic too); Recent and
-        Core keep their row on it, or on its nearest neighbour when it left the list."""
+        Core keep their row on it, or on its nearest neighbour when it left the list; a
+        delete puts every view's cursor on the deleted record's nearest neighbour."""
         loads = [w for w in self.app.workers if w.group == "load"]
         if loads:  # each load applies its model (call_from_thread) before it completes
             await self.app.workers.wait_for_complete(loads)
         neighbours = self._neighbours.pop(memory_id, ())
-        if getattr(self, "VIEW", "") == "topics":
+        if getattr(self, "VIEW", "") == "topics" and action == "move":
             m = self.model
-            rec = m.records.get(memory_id) if m is not None and action == "move" else None
+            rec = m.records.get(memory_id) if m is not None else None
             if rec is not None:
                 self.reveal(rec)  # type: ignore[attr-defined]
             return

@@ -16,9 +16,11 @@ from textual.widgets import OptionList, Tree
 from .. import commands as registry
 from ..data import RecordVM, TopicVM
 from ..widgets import RecordList, SourcePane
+from ..widgets.records import RecordOption
 from ..widgets.tree import walk
 from .base import one_line, plural
 from .citations import CitationScreen
+from .recent import RecordRows
 from .record_ops import RecordActions  # records-ui (issue 10)
 from .tree_list import TreeList
 
@@ -65,11 +67,15 @@ def problem_view(topic: TopicVM) -> Text:
     return out
 
 
-class TopicsScreen(RecordActions, TreeList, CitationScreen):
+class TopicsScreen(RecordRows, RecordActions, TreeList, CitationScreen):
     VIEW = "topics"
     TREE_TITLE = "Topics"
     BINDINGS: ClassVar[list[BindingType]] = registry.screen_bindings("topics")
     SHOWS_OUTLINE = True  # perf-app (issue 12): the first frame lists topics before they are parsed
+    # polish: the topic's records are the rows a delete's cursor lands among (RecordRows)
+    ROW_PREFIX = "rec"
+    ROW_LIST = "#topic-records"
+    ROW_TYPES = (RecordOption,)
 
     def compose_detail(self) -> ComposeResult:
         with Vertical(id="topics-detail", classes="view-detail"):
