@@ -235,3 +235,59 @@ async def test_a_dialog_over_a_view_leaves_its_pane_and_focus_but_a_view_switch_
         await until(pilot, lambda: app.screen is topics)
         await pilot.pause()
         assert topics.pane == "list" and app.screen.focused is topics.list_widget()
+
+
+# ---------------------------------------------------------------------- 4. editor messages without room
+def _editor_rows(app) -> list[str]:
+    return [row for row in screen_text(app).splitlines() if row.strip()]
+
+
+def _line_text(width: int, gutter: int, room: int, word: str) -> str:
+    """A one-row line leaving ``room`` cells for a message after it (the TextArea keeps one
+    cell free for the cursor at the end of a row, so a full row is ``width - gutter - 1``)."""
+    length = width - gutter - 3 - room  # the message starts 2 cells after the text, ends 1 before the edge
+    return (word + " ") * (length // (len(word) + 1)) + "x" * (length % (len(word) + 1))
+
+
+@pytest.mark.parametrize("ascii", [False, True])
+async def test_an_error_without_room_after_its_line_is_drawn_on_the_blank_line_below_or_its_start_after_the_text(ascii):
+    from action_harness import EditorHarness
+
+    from memory_tui.tui.editor_model import Diagnostic
+    from memory_tui.tui.widgets.topic_editor import TopicEditor
+
+    app = EditorHarness("# Ada\n\nplaceholder\n", diagnostics=())
+    async with app.run_test(size=(70, 20)) as pilot:
+        editor = app.query_one(TopicEditor)
+        editor.ascii = ascii
+        await pilot.pause()
+        width, gutter = editor.scrollable_content_region.width, editor.gutter_width
+        full = _line_text(width, gutter, -2, "walks")  # the whole row: no cell after the text
+        tight = _line_text(width, gutter, 8, "tea")  # 8 cells: under the 12 a whole message wants
+        editor.load_text(f"# Ada\n\n{full}\n\n{tight}\nAda visited Kyoto.\n")
+        await pilot.pause()
+        assert all(len(editor.wrapped_document.get_sections(r)) == 1 for r in range(editor.document.line_count))
+        editor.set_diagnostics([
+            Diagnostic(3, 1, "INVALID_TOPIC_FORMAT", "uncited prose: every record needs a citation"),
+            Diagnostic(5, 1, "INVALID_TOPIC_FORMAT", "footnote e9 is not defined"),
+        ])
+        editor.move_cursor((0, 0))
+        await pilot.pause()
+        await pilot.pause()
+        rows = _editor_rows(app)
+        mark, arrow = ("!", "^") if ascii else ("●", "↑")
+        i_full = next(i for i, r in enumerate(rows) if full[-20:] in r)
+        assert "uncited" not in rows[i_full]  # no room on its own row …
+        assert f"{arrow} uncited prose" in rows[i_full + 1], rows[i_full + 1]  # … so on the blank line below
+        i_tight = next(i for i, r in enumerate(rows) if tight[-20:] in r)
+        # the next line is text: the start of the message, cut, after the text
+        after = rows[i_tight].split(tight[-20:], 1)[1]
+        assert f"{mark} footno" in after and "…" not in after[: after.index(mark)], after
+        assert "Ada visited Kyoto." in rows[i_tight + 1] and "footnote" not in rows[i_tight + 1]
+        # typing on the blank line takes its room back: the message goes (it is in the list)
+        editor.move_cursor((3, 0))
+        editor.insert("Ada walks.")
+        await pilot.pause()
+        assert editor.document.get_line(3) == "Ada walks."
+        rows = _editor_rows(app)
+        assert not any(f"{arrow} uncited" in r for r in rows)

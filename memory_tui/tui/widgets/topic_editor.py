@@ -3,7 +3,9 @@
 * Each line with a diagnostic gets a mark in the gutter (after the line number), its text
   from the diagnostic's column on styled as an error (``get_line`` is TextArea's hook for
   styling a line's spans), and its message after the text, in the blank on the right of the
-  line's last row (polish; cut to the room there). The diagnostics of the cursor's line are
+  line's last row (polish; cut to the room there). When that row is (nearly) full, the
+  message goes on the blank line below, after ``↑``; with no blank line there, as much of
+  its start as fits is drawn after the text. The diagnostics of the cursor's line are
   shown in the border subtitle too, and the screen highlights them in the diagnostics list,
   where the whole message wraps.
 * ``f8`` / ``shift+f8`` go to the next / previous diagnostic. (``[`` and ``]`` are kept for
@@ -30,6 +32,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
+from textual.expand_tabs import expand_tabs_inline
 from textual.geometry import Offset
 from textual.message import Message
 from textual.strip import Strip
@@ -45,7 +48,9 @@ ERROR_STYLE = Style(color="red", underline=True)
 MARK_STYLE = Style(color="red", bold=True)
 ANNOTATION_STYLE = Style(color="red", italic=True)
 ANNOTATION_GAP = 2  # cells between a line's text and its message
-MIN_ANNOTATION = 12  # less room than this after the text: no message on the line (the list has it)
+MIN_ANNOTATION = 12  # less room than this after the text: the message goes on the blank line below
+MIN_CUT = 6  # no blank line below either: the message's start when at least this much fits
+BELOW_INDENT = 2  # a message on the blank line below starts this far into the text column
 MARK = "●"
 ASCII_MARK = "!"
 
@@ -305,10 +310,13 @@ class TopicEditor(TextArea):
         row, _ = wrapped.offset_to_location(Offset(0, absolute))
         diags = self._by_row.get(row)
         if not diags:
+            above = self._by_row.get(row - 1) if row > 0 else None
+            if above and self._note_goes_below(row - 1, strip.cell_length):
+                return self._note_below(strip, above)
             return strip
         first = wrapped.location_to_offset((row, 0)).y
         if absolute == first + len(wrapped.get_sections(row)) - 1:
-            strip = self._annotate(strip, diags)
+            strip = self._annotate(strip, diags, row)
         gutter = self.gutter_width
         if absolute != first or not self.show_line_numbers or gutter < 2 or strip.cell_length <= gutter:
             return strip
@@ -317,6 +325,10 @@ class TopicEditor(TextArea):
 
     def annotation(self, diags: Iterable[Diagnostic]) -> str:
         """What is drawn after the text of a line with ``diags`` (where room allows)."""
+        return f"{ASCII_MARK if self.ascii else MARK} " + self._messages(diags)
+
+    @staticmethod
+    def _messages(diags: Iterable[Diagnostic]) -> str:
         # the plain message first (the code is in the list and the border): a cut loses the
         # rule's wording, not what is wrong
         def one(d: Diagnostic) -> str:
@@ -324,18 +336,44 @@ class TopicEditor(TextArea):
             rule = f" [{sanitize(d.rule)}]" if d.rule and d.rule not in d.message else ""
             return f"{where}{sanitize(d.message)}{rule}"
 
-        return f"{ASCII_MARK if self.ascii else MARK} " + " · ".join(one(d) for d in diags)
+        return " · ".join(one(d) for d in diags)
 
-    def _annotate(self, strip: Strip, diags: tuple[Diagnostic, ...]) -> Strip:
+    def _note_start(self, row: int) -> int:
+        """The cell where a message after line ``row``'s text starts (on its last row)."""
+        section = self.wrapped_document.get_sections(row)[-1]
+        text = expand_tabs_inline(section, self.indent_width).rstrip()
+        return self.gutter_width + cell_len(text) + ANNOTATION_GAP
+
+    def _note_goes_below(self, row: int, width: int) -> bool:
+        """Line ``row``'s message does not fit after its text and the next line is blank
+        (and has no message of its own): the message is drawn there instead."""
+        if width - self._note_start(row) - 1 >= MIN_ANNOTATION:
+            return False
+        below = row + 1
+        return below < self.document.line_count and not self.document.get_line(below).strip() and below not in self._by_row
+
+    def _annotate(self, strip: Strip, diags: tuple[Diagnostic, ...], row: int) -> Strip:
         # polish: every error's message at the end of its line (the last row of a wrapped
         # line), in the blank after the text, cut with "…" to the room there; the full text
-        # is in the diagnostics list, which follows the cursor.
-        text = "".join(segment.text for segment in strip)
-        start = cell_len(text.rstrip()) + ANNOTATION_GAP
+        # is in the diagnostics list, which follows the cursor. Too little room: the blank
+        # line below takes it, else its start is drawn where it fits.
+        start = self._note_start(row)
         room = strip.cell_length - start - 1
-        if room < MIN_ANNOTATION:
+        if room < MIN_ANNOTATION and (room < MIN_CUT or self._note_goes_below(row, strip.cell_length)):
             return strip
-        shown = Text(self.annotation(diags))
+        return self._overlay(strip, self.annotation(diags), start, room)
+
+    def _note_below(self, strip: Strip, diags: tuple[Diagnostic, ...]) -> Strip:
+        start = self.gutter_width + BELOW_INDENT
+        room = strip.cell_length - start - 1
+        if room < MIN_CUT:
+            return strip
+        arrow = "^" if self.ascii else "↑"
+        return self._overlay(strip, f"{arrow} {self._messages(diags)}", start, room)
+
+    @staticmethod
+    def _overlay(strip: Strip, message: str, start: int, room: int) -> Strip:
+        shown = Text(message)
         shown.truncate(room, overflow="ellipsis")
         segments = list(strip)
         base = segments[-1].style if segments else None
