@@ -291,3 +291,45 @@ async def test_an_error_without_room_after_its_line_is_drawn_on_the_blank_line_b
         assert editor.document.get_line(3) == "Ada walks."
         rows = _editor_rows(app)
         assert not any(f"{arrow} uncited" in r for r in rows)
+
+
+# ---------------------------------------------------------------------- 5. Sessions placeholder in ASCII
+async def test_the_analysing_placeholder_follows_a_while_it_shows(fixture_state, monkeypatch):
+    """A big session (reasons computed in a worker, held here): ``a`` switches the verdict
+    panel's and the node detail's "analysing…" to ASCII and back."""
+    import threading
+
+    from tui_helpers import settle
+
+    from memory_tui.tui import sessions_model
+
+    monkeypatch.setattr(sessions_model, "INLINE_WALKS", 0)
+    app = _app(fixture_state)
+    gate = threading.Event()
+    real = sessions_model.SessionsModel.explain_now
+
+    def held(self):
+        gate.wait(10)
+        return real(self)
+
+    monkeypatch.setattr(sessions_model.SessionsModel, "explain_now", held)
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot, app)
+            await pilot.press("5")
+            await pilot.pause()
+            screen = app.screen
+            panel = screen.query_one("#sessions-verdict")
+            assert not screen.sessions.explained and "analysing the session's branches…" in panel.plain
+            for ascii in (True, False):
+                await pilot.press("a")
+                await pilot.pause()
+                assert app.ascii_mode is ascii and not screen.sessions.explained
+                dots = "..." if ascii else "…"
+                drawn = screen_text(app)
+                assert f"analysing the session's branches{dots} (the verdict" in drawn, drawn  # the panel as drawn
+                assert f"analysing the session's branches{dots}" in panel.plain, panel.plain
+                assert f"verdict: analysing the session's branches{dots}" in drawn  # the node detail
+                assert all(c.isascii() for c in drawn) or not ascii
+    finally:
+        gate.set()

@@ -120,15 +120,18 @@ class BranchVerdict(Static, can_focus=False):
         super().__init__("", name=name, id=id, classes=classes)
         self.vm: BranchVerdictVM | None = None
         self.plain = ""  # what the panel shows, as plain text (its lines at their indents)
+        self.analysing = False  # the placeholder is up (no vm yet): redrawn when the glyphs switch
 
     def show(self, vm: BranchVerdictVM | None) -> None:
         self.vm = vm
+        self.analysing = False
         self.plain = verdict_text(vm, ascii=self.ascii_mode).plain if vm is not None else "no branch selected"
         self.update(verdict_renderable(vm, ascii=self.ascii_mode) if vm is not None else "no branch selected")
 
     def show_analysing(self) -> None:
         """The verdict is not known yet: the session's reasons are being computed."""
         self.vm = None
+        self.analysing = True
         text = analysing_text(self.ascii_mode)
         self.plain = text.plain
         self.update(text)
@@ -137,6 +140,8 @@ class BranchVerdict(Static, can_focus=False):
         if self.vm is not None:
             self.plain = verdict_text(self.vm, ascii=self.ascii_mode).plain
             self.update(verdict_renderable(self.vm, ascii=self.ascii_mode))
+        elif self.analysing:
+            self.show_analysing()  # polish: the placeholder follows the glyphs too
 
     def action_write(self) -> None:
         if self.vm is not None:
