@@ -241,9 +241,10 @@ async def test_a_lock_held_elsewhere_shows_in_the_header_and_a_write_offers_retr
             await pilot.press("escape")
             await settle_jobs(pilot, app)
             header = str(app.screen.query_one("#header").render())
-            assert "locked" in header
+            # polish: the header takes its short words rather than cut the lock holder off the end
+            assert f"locked: another program (pid {holder.pid})" in header and "…" not in header, header
             assert "writer ✗" not in header and "✗ CONCURRENT" not in header, header  # a lost race is no writer failure
-            assert "writer: lost the lock race, retry" in header
+            assert "lock busy: retry" in header
             race = [p for p in app.all_problems() if p.code == "CONCURRENT_UPDATE"]
             assert race and "lost the write-lock race" in race[0].message and "failed" not in race[0].message
     finally:

@@ -333,3 +333,26 @@ async def test_the_analysing_placeholder_follows_a_while_it_shows(fixture_state,
                 assert all(c.isascii() for c in drawn) or not ascii
     finally:
         gate.set()
+
+
+# ---------------------------------------------------------------------- walk-through: the header
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)])
+async def test_the_header_keeps_all_three_insight_counts_whole(fixture_state, size):
+    """At 120 columns the long words pushed the last count off the line ("0 with a…"); the
+    short words go in first, the line is cut only when even they do not fit."""
+    from tui_helpers import settle
+
+    app = _app(fixture_state, insights=True)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot, app)
+        workers = [w for w in app.workers if w.group == "insights"]
+        if workers:
+            await app.workers.wait_for_complete(workers)
+        await pilot.pause()
+        await pilot.pause()
+        c = app.insights.counts
+        line = str(app.screen.query_one("#header").render())
+        assert len(line) <= size[0] and "…" not in line, line
+        for label in (f"{c.single_episode} 1ep", f"{c.alternatives} alt", f"{c.pending_sources} pend-src"):
+            assert label in line, (label, line)
+        assert "pending" in line.split("│")[-4] or "pend " in line  # the writer's pending count is still there

@@ -51,15 +51,32 @@ def header_text(
     ``problems`` is the count of every problem the app knows (the model's plus settings');
     clicking it opens the Problems screen.
     """
+    # polish: below 100 columns every part is short; above, the insight counts take their
+    # short words when the long ones would push the last count off the line; then the
+    # workspace id (the least used part) goes, then the revision. A cut is the last resort,
+    # and only cuts the end.
+    narrow = width < 100
+    # (short words for the parts, short words for the insight counts, the ids shown: 2 both, 1 revision, 0 none)
+    tiers = [(narrow, narrow, 2)] + ([] if narrow else [(False, True, 2), (True, True, 2)]) + [(True, True, 1), (True, True, 0)]
+    for short_parts, short_insights, ids in tiers:
+        text = _header_line(model, now, glyphs, problems, job, lock, insights,
+                            narrow=short_parts, short_insights=short_insights, ids=ids)
+        if text.cell_len <= width:
+            return text
+    text.truncate(width, overflow="ellipsis")
+    return text
+
+
+def _header_line(model, now, glyphs, problems, job, lock, insights, *, narrow: bool, short_insights: bool,
+                 ids: int) -> Text:
     text = Text()
     text.append(" memory-tui ", "bold reverse")
     if model is None:
         return text
-    narrow = width < 100
     parts: list[tuple[str, str, str | None]] = [(model.display_dir, "bold", None)]
-    if model.workspace_id:
+    if model.workspace_id and ids >= 2:
         parts.append((model.workspace_id, "", None))
-    if model.revision:
+    if model.revision and ids >= 1:
         parts.append((("" if narrow else "rev ") + model.revision[:8], "dim", None))
     st = model.status
     if model.memory_exists:
@@ -95,7 +112,7 @@ def header_text(
         short = {"single": "1ep", "alternatives": "alt", "pending": "pend-src"}
         for phrase, target in insights.counts.phrases():
             count = phrase.split(" ", 1)[0]
-            label = f"{count} {short[target]}" if narrow else f"{count} {wide[target]}"
+            label = f"{count} {short[target]}" if short_insights else f"{count} {wide[target]}"
             parts.append((label, "yellow" if count != "0" else "dim", f"app.open_evidence('{target}')"))
     sep = " │ " if glyphs is UNICODE else " | "
     for i, (label, style, action) in enumerate(parts):
@@ -104,8 +121,6 @@ def header_text(
         if action:
             piece.apply_meta({"@click": action if action.endswith(")") else action + "()"})
         text.append_text(piece)
-    if text.cell_len > width:
-        text.truncate(width, overflow="ellipsis")
     return text
 
 
