@@ -356,3 +356,25 @@ async def test_the_header_keeps_all_three_insight_counts_whole(fixture_state, si
         for label in (f"{c.single_episode} 1ep", f"{c.alternatives} alt", f"{c.pending_sources} pend-src"):
             assert label in line, (label, line)
         assert "pending" in line.split("│")[-4] or "pend " in line  # the writer's pending count is still there
+
+
+# ---------------------------------------------------------------------- walk-through: a narrow start
+async def test_a_narrow_start_shows_the_topic_list_once_loaded_not_the_loading_pane(fixture_state):
+    """80x24 with the real background load: "Loading…" takes the screen (the detail pane);
+    once the workspace is in, Topics shows its list with the tree focused, not the first
+    topic's records."""
+    from tui_helpers import settle
+
+    app = _app(fixture_state, background=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        topics = app.view_screens["topics"]
+        await settle(pilot, app)
+        for _ in range(200):
+            if app.model is not None and topics.blocking_notice() is None and not getattr(topics, "notice_pane", False):
+                break
+            await pilot.pause(0.02)
+        await pilot.pause()
+        assert app.model is not None and topics.blocking_notice() is None
+        assert topics.pane == "list" and topics.has_class("-list"), topics.classes
+        assert app.screen.focused is topics.list_widget()
+        assert "esc Back" not in _footer_line(app)

@@ -89,6 +89,7 @@ class ViewScreen(RankedFooter, Screen[None]):
         # polish: suspended under a dialog or a screen of its own (editor, history …) rather
         # than left for another view: coming back keeps the pane and the focus the owner had
         self.covered = False
+        self.notice_pane = False  # the narrow detail pane was taken by a blocking notice
 
     # ------------------------------------------------------------------ composition
     @property
@@ -193,7 +194,15 @@ class ViewScreen(RankedFooter, Screen[None]):
             self.query_one("#list-title", Static).update("")
             if self.narrow:
                 self.set_pane("detail")
+                self.notice_pane = True
             return
+        if self.notice_pane:
+            # polish: the notice (e.g. "Loading the workspace…") had the narrow screen; once
+            # the view can draw, it starts at its list, as it does when nothing was loading
+            self.notice_pane = False
+            if self.narrow and self.pane == "detail":
+                self.set_pane("list")
+                self.focus_list()
         self.render_view()
         self.render_titles()
 
@@ -300,6 +309,7 @@ class ViewScreen(RankedFooter, Screen[None]):
             self.focus_list()
         elif self.narrow:
             self.set_pane("detail")
+            self.notice_pane = True
         arrival = self.shell.take_arrival(self.VIEW)
         if arrival is not None:
             arrival(self)
