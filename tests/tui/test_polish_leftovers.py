@@ -378,3 +378,26 @@ async def test_a_narrow_start_shows_the_topic_list_once_loaded_not_the_loading_p
         assert topics.pane == "list" and topics.has_class("-list"), topics.classes
         assert app.screen.focused is topics.list_widget()
         assert "esc Back" not in _footer_line(app)
+
+
+# ---------------------------------------------------------------------- walk-through: Recent's rows
+async def test_recent_rows_name_the_topic_before_its_folder(tmp_path):
+    """The demo's topics live in conversations/: at 120 columns the list cut every row to
+    "conversations/rewrit…"; the name comes first now, the folder after it."""
+    from tui_helpers import FROZEN
+
+    from memory_tui.demo import build_demo
+
+    state = build_demo(tmp_path / ".openprogram", clock=lambda: FROZEN)
+    app = _app(state)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("3")
+        await pilot.pause()
+        rows = app.view_screens["recent"].row_record_ids()
+        paths = {app.model.records[mid].topic_path.removeprefix("topics/").removesuffix(".md") for mid in rows}
+        names = {p.rpartition("/")[2] for p in paths if "/" in p}
+        assert len(names) >= 2 and all(len(n) >= 20 for n in names)  # long names in a folder: the case at hand
+        sidebar = [line.split("▎")[0] for line in screen_text(app).splitlines() if "▎" in line]
+        for name in names:  # (screen_text drops the blank cells between a row's parts)
+            assert any(line.replace(" ", "").startswith(f"2026-11-28{name[:18]}") for line in sidebar), (name, sidebar[:6])
+        assert not any("conversations/" in line.split("…")[0][:30] for line in sidebar if line.startswith("2026"))

@@ -93,8 +93,11 @@ class RecentScreen(RecordRows, RecordActions, CitationScreen):
         options = []
         for rec in self.recent():
             # Two columns (date, topic) over the text; each line is cut where the list ends.
+            # polish: the topic's name, then its folder (dim): a narrow list cuts the folder, not the name
+            folder, _, name = topic_name(rec.topic_path).rpartition("/")
             text = Text.assemble(
-                (rec.when or "undated", "dim"), "  ", (topic_name(rec.topic_path), "bold"), no_wrap=True, overflow="ellipsis",
+                (rec.when or "undated", "dim"), "  ", (name, "bold"), (f"  {folder}/" if folder else "", "dim"),
+                no_wrap=True, overflow="ellipsis",
             )
             badge = self.evidence_badge(rec)  # insights (issue 11)
             if badge is not None:
