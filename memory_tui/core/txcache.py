@@ -786,7 +786,8 @@ class WorkspaceCache:
             if key is not None and topic.ok:
                 store.put_derived("views", topic.path, key, part)
 
-        return view_cache_for(self.root).build(tree, lookup=lookup, store=remember, **kwargs)
+        # fresh-cli: key_of lets the views start from (and keep) the persisted snapshot
+        return view_cache_for(self.root).build(tree, lookup=lookup, store=remember, key_of=key_of, **kwargs)
 
     # -- canonical proofs -----------------------------------------------------------------
     def is_proven(self, rel: str, text: str, index: SourceIndex, token: object) -> bool:
@@ -865,6 +866,7 @@ class WorkspaceCache:
         (``parsecache``: what this process parsed). Best effort; only after an install."""
 
         store_for(self.root).flush()
+        view_cache_for(self.root).flush()  # fresh-cli: the combined views' snapshot
         if self.proofs == self._disk_snapshot or len(self.proofs) > MAX_DISK_PROOFS:
             return
         out: dict[str, dict[str, str]] = {}

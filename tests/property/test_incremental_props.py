@@ -40,7 +40,7 @@ def master(tmp_path_factory) -> Path:
 def _bytes(mem: Path) -> dict[str, bytes]:
     out = {}
     for dirpath, dirnames, filenames in os.walk(mem):
-        dirnames[:] = [d for d in dirnames if d not in (".git", parsecache.DIR_NAME)]
+        dirnames[:] = [d for d in dirnames if d not in (".git", parsecache.DIR_NAME, viewcache.SNAPSHOT_DIR)]
         for name in filenames:
             p = Path(dirpath, name)
             rel = p.relative_to(mem).as_posix()
@@ -161,6 +161,9 @@ def _damage(mem: Path, how: str, old: Path | None, n: int) -> None:
         verdict = mem / ".scriptorium" / noopcache.NAME  # the remembered no-op answer, cut short
         if verdict.is_file() and n % 2:
             verdict.write_bytes(verdict.read_bytes()[:-7])
+        snapshot = viewcache.snapshot_dir(mem)  # the combined views, cut short file by file
+        for p in sorted(snapshot.iterdir())[n % 4::4] if snapshot.is_dir() else []:
+            p.write_bytes(p.read_bytes()[:-3])
     elif how == "retype":  # intact entries holding a value of the wrong type for their kind
         for p in entries[n % 2::2]:
             rel, body = parsecache.decode(p.read_bytes()) or (None, None)

@@ -4,6 +4,7 @@ files (as the transaction caches do), and ``check`` mode catches a difference.""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import re
 from pathlib import Path
@@ -135,3 +136,123 @@ def test_check_mode_raises_on_a_difference(world, monkeypatch):
     monkeypatch.setenv(viewcache.MODE_ENV, "sideways")
     with pytest.raises(ValueError, match=viewcache.MODE_ENV):
         viewcache.ViewCache().build(tree, **kwargs)
+
+
+# --- fresh-cli: the persisted snapshot of the combined views --------------------------------
+
+SNAP_DAMAGES = st.sampled_from(["keep", "keep", "truncate_day", "flip_part", "drop_manifest", "garble_manifest", "drop_file"])
+
+
+def _spoil(root: Path, how: str, n: int) -> None:
+    """Damage the snapshot the way a crash, a disk or another version would."""
+    folder = viewcache.snapshot_dir(root)
+    if not folder.is_dir():
+        return
+    files = sorted(p for p in folder.iterdir() if p.name != "manifest")
+    days = [p for p in files if p.name.startswith("d-")]
+    parts = [p for p in files if p.name.startswith("p-")]
+    if how == "truncate_day" and days:
+        p = days[n % len(days)]
+        p.write_bytes(p.read_bytes()[:-3])
+    elif how == "flip_part" and parts:
+        p = parts[n % len(parts)]
+        data = bytearray(p.read_bytes())
+        data[-5] ^= 0x20
+        p.write_bytes(bytes(data))
+    elif how == "drop_manifest" and (folder / "manifest").is_file():
+        (folder / "manifest").unlink()
+    elif how == "garble_manifest" and (folder / "manifest").is_file():
+        data = (folder / "manifest").read_bytes()
+        (folder / "manifest").write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    elif how == "drop_file" and files:
+        files[n % len(files)].unlink()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(edits=EDITS, fresh=st.lists(st.booleans(), min_size=8, max_size=8),
+       damages=st.lists(SNAP_DAMAGES, min_size=8, max_size=8))
+@example(edits=[("reword", 1), ("link", 2), ("unlink", 2), ("redate", 3), ("drop", 4), ("swap", 5)],
+         fresh=[True] * 8, damages=["keep"] * 8)
+@example(edits=[("dup", 1), ("reword", 1), ("none", 0)], fresh=[True] * 8, damages=["keep"] * 8)
+def test_snapshot_equals_full_build(world, tmp_path_factory, edits, fresh, damages):
+    """Each step as a fresh process (nothing in memory but the snapshot on disk), or in the
+    same one, after random damage to the snapshot: always the full rebuild's bytes."""
+    index, base = world
+    root = tmp_path_factory.mktemp("snap") / "memory"
+    (root / ".scriptorium").mkdir(parents=True)
+    texts = dict(base)
+
+
+    def key_of(topic):
+        return (hashlib.sha256(texts_of[topic.path].encode()).hexdigest(),)
+
+    texts_of: dict[str, str] = {}
+    cache = viewcache.ViewCache(str(root))
+    duplicated = False
+    last_flushed = flushed = True
+    for step, (op, n) in enumerate([("none", 0), *edits]):
+        _edit(texts, op, n)
+        texts_of = dict(texts)
+        topics = [parse_topic(rel, texts[rel], resolve=index.resolve_target, strict=True)
+                  for rel in sorted(texts, key=topic_sort_key)]
+        tree = assemble_tree(topics)
+        master = tree.topic("core.md")
+        kwargs = dict(master_text=master.text if master is not None else None, trusted_ids=index.trusted_ids(),
+                      link_for=index.link_for)
+        if step and fresh[step % 8]:
+            _spoil(root, damages[step % 8], n)
+            cache = viewcache.ViewCache(str(root))
+            flushed = last_flushed
+        combined = []
+        cache.combine = lambda *a, _c=cache: combined.append(1) or viewcache.ViewCache.combine(_c, *a)
+        got = cache.build(tree, key_of=key_of, **kwargs)
+        want = build_views(tree, **kwargs)
+        assert got.files == want.files
+        last_flushed = bool(n % 3)
+        if last_flushed:  # an install (else a transaction that failed or changed nothing: nothing written)
+            cache.flush()
+        duplicated = duplicated or sum(len(t.units) for t in topics) != len(tree.units)
+        if step and not duplicated and (not fresh[step % 8] or (damages[step % 8] == "keep" and flushed)):
+            assert not combined, "an intact snapshot of the last step was not used"
+
+
+def test_snapshot_is_used_and_check_mode_catches_a_wrong_one(world, tmp_path, monkeypatch):
+    """A fresh cache with a snapshot builds without combining every part; a snapshot whose
+    text is wrong for its keys (what a bug in the patching would make) is caught by check."""
+    index, base = world
+    root = tmp_path / "memory"
+    (root / ".scriptorium").mkdir(parents=True)
+    texts = dict(base)
+
+
+    def tree_of():
+        return assemble_tree([parse_topic(rel, texts[rel], resolve=index.resolve_target, strict=True)
+                              for rel in sorted(texts, key=topic_sort_key)])
+
+    def key_of(topic):
+        return (hashlib.sha256(texts[topic.path].encode()).hexdigest(),)
+
+    kwargs = dict(trusted_ids=index.trusted_ids(), link_for=index.link_for)
+    first = viewcache.ViewCache(str(root))
+    first.build(tree_of(), key_of=key_of, **kwargs)
+    assert not viewcache.snapshot_dir(root).exists()  # written only by flush (after an install)
+    first.flush()
+    _edit(texts, "reword", 3)
+    cache = viewcache.ViewCache(str(root))
+    combined = []
+    monkeypatch.setattr(cache, "combine", lambda *a: combined.append(1) or viewcache.ViewCache.combine(cache, *a))
+    tree = tree_of()
+    assert cache.build(tree, key_of=key_of, **kwargs).files == build_views(tree, **kwargs).files
+    assert not combined  # answered from the snapshot and the one changed topic
+    # a snapshot that lies (what a bug in the patching would make): a reword leaves
+    # relations.json alone, so the lie comes out as it is; check mode raises on it
+    snap = viewcache.Snapshot.load(root)
+    snap.relations = snap.relations.replace('"outbound": {', '"outbound": {"zzz": [], ', 1)
+    snap.relations_name = None
+    assert snap.save(root)
+    _edit(texts, "reword", 5)
+    tree = tree_of()
+    assert '"zzz": []' in viewcache.ViewCache(str(root)).build(tree, key_of=key_of, **kwargs).relations
+    monkeypatch.setenv(viewcache.MODE_ENV, "check")
+    with pytest.raises(viewcache.ViewsMismatch, match="relations.json"):
+        viewcache.ViewCache(str(root)).build(tree, key_of=key_of, **kwargs)
