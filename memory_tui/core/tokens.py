@@ -118,37 +118,59 @@ class CountMemo:
     """Counts already made, by digest of the text, kept across processes.
 
     Building the encoder (200 000 ranks) costs more than everything else a fresh ``edit``
-    does; a process whose texts were all counted before never builds it. The file lives in
-    the user's cache dir (never in a state dir: reading a state writes nothing there), is
+    does; a process whose texts were all counted before never builds it. The files live in
+    the user's cache dir (never in a state dir: reading a state writes nothing there), are
     tagged with the ranks' official digest and tiktoken's version, and anything unreadable
-    is ignored. Losing it only costs time."""
+    is ignored. Losing them only costs time.
+
+    fresh-cli: the memo is split into 256 shards by the key's first two hex digits, each
+    read on first use. One file of every count made (47 000 here, up to 400 000) cost a
+    fresh ``apply`` that counts the two chunks of ``core.md`` 20 ms of JSON at 1.8 MB, and
+    would cost 0.3 s when full. The single-file memo of earlier versions is read once, by the
+    first process that finds no shards, and its counts go into them; it is left in place
+    (an older copy of memory-tui may still be using it)."""
 
     MAX = 400_000
+    SHARDS = 256
+    LEGACY_NAME = "o200k-counts.json"
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.counts: dict[str, int] | None = None
-        self.dirty = False
+        self.shards: dict[str, dict[str, int]] = {}  # shard name -> its counts (as loaded, plus ours)
+        self.changed: set[str] = set()  # shards holding counts not saved yet
+        self._registered = False
+
+    @property
+    def dirty(self) -> bool:
+        return bool(self.changed)
 
     @staticmethod
-    def path():
+    def base():
         import os
         from pathlib import Path
 
-        base = os.environ.get("MEMORY_TUI_CACHE_DIR") or os.path.join(
-            os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "memory-tui")
-        return Path(base) / "o200k-counts.json"
+        return Path(os.environ.get("MEMORY_TUI_CACHE_DIR") or os.path.join(
+            os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "memory-tui"))
+
+    @classmethod
+    def path(cls):
+        """The directory of the shards."""
+        return cls.base() / "o200k-counts"
+
+    @staticmethod
+    def shard_of(key: str) -> str:
+        return key[:2]
 
     @staticmethod
     def tag() -> str:
         return f"{O200K_SHA256[:16]}/tiktoken-{_tiktoken_version()}"
 
-    def _load(self) -> dict[str, int]:
+    def _load_file(self, path) -> dict[str, int]:
         import json
 
         counts: dict[str, int] = {}
         try:
-            body = json.loads(self.path().read_text(encoding="utf-8"))
+            body = json.loads(path.read_text(encoding="utf-8"))
             if isinstance(body, dict) and body.get("tag") == self.tag() and isinstance(body.get("counts"), dict):
                 counts = {k: v for k, v in body["counts"].items()
                           if isinstance(k, str) and type(v) is int and v >= 0}
@@ -156,52 +178,84 @@ class CountMemo:
             pass
         return counts
 
-    def get(self, key: str) -> int | None:
-        with self.lock:
-            if self.counts is None:
-                self.counts = self._load()
-                import atexit
+    def _load(self, shard: str) -> dict[str, int]:
+        return {k: v for k, v in self._load_file(self.path() / f"{shard}.json").items() if self.shard_of(k) == shard}
 
-                atexit.register(self.save)
-            return self.counts.get(key)
+    def get(self, key: str) -> int | None:
+        shard = self.shard_of(key)
+        with self.lock:
+            counts = self.shards.get(shard)
+            if counts is None:
+                if not self._registered:
+                    import atexit
+
+                    atexit.register(self.save)
+                    self._registered = True
+                    self._adopt_legacy()
+                counts = self.shards.get(shard)
+                if counts is None:
+                    counts = self.shards[shard] = self._load(shard)
+            return counts.get(key)
+
+    def _adopt_legacy(self) -> None:
+        """The single-file memo of earlier versions, when there are no shards yet: read whole
+        this once, its counts written into the shards by the next save."""
+        legacy = self.base() / self.LEGACY_NAME
+        if self.path().exists() or not legacy.is_file():
+            return
+        for k, v in self._load_file(legacy).items():
+            shard = self.shard_of(k)
+            counts = self.shards.get(shard)
+            if counts is None:
+                counts = self.shards[shard] = self._load(shard)
+            counts.setdefault(k, v)
+            self.changed.add(shard)
 
     def put(self, key: str, value: int) -> None:
+        shard = self.shard_of(key)
         with self.lock:
-            if self.counts is not None and len(self.counts) < self.MAX:
-                self.counts[key] = value
-                self.dirty = True
+            counts = self.shards.get(shard)
+            if counts is not None and len(counts) < self.MAX // self.SHARDS:
+                counts[key] = value
+                self.changed.add(shard)
 
     def save(self) -> None:
         import json
         import os
 
         with self.lock:
-            if not self.dirty or self.counts is None:
+            if not self.changed:
                 return
-            path = self.path()
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            # Counts other processes saved since this one read the file are kept (app-rss):
-            # each process wrote back only what it had loaded plus its own, so two that ran
-            # at once lost each other's counts and the next start rebuilt the encoder
-            # (~50 MB resident). A count is a function of its key, so merging is exact.
-            merged = self._load()
-            if len(merged) + len(self.counts) > self.MAX:
-                merged = {}
-            merged.update(self.counts)
+            folder = self.path()
             try:
-                path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                try:
-                    os.write(fd, json.dumps({"tag": self.tag(), "counts": merged}, separators=(",", ":")).encode())
-                finally:
-                    os.close(fd)
-                os.replace(tmp, path)
-                self.dirty = False
+                folder.mkdir(parents=True, exist_ok=True, mode=0o700)
             except OSError:
+                return
+            limit = self.MAX // self.SHARDS
+            for shard in sorted(self.changed):
+                # Counts other processes saved since this one read the shard are kept
+                # (app-rss): a count is a function of its key, so merging is exact.
+                merged = self._load(shard)
+                mine = self.shards.get(shard, {})
+                if len(merged) + len(mine) > limit:
+                    merged = {}
+                merged.update(mine)
+                path = folder / f"{shard}.json"
+                tmp = folder / f".{shard}.{os.getpid()}.tmp"
                 try:
-                    tmp.unlink()
+                    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                    try:
+                        os.write(fd, json.dumps({"tag": self.tag(), "counts": merged}, separators=(",", ":")).encode())
+                    finally:
+                        os.close(fd)
+                    os.replace(tmp, path)
                 except OSError:
-                    pass
+                    try:
+                        tmp.unlink()
+                    except OSError:
+                        pass
+                    return
+            self.changed.clear()
 
 
 COUNT_MEMO = CountMemo()

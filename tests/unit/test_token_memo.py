@@ -15,6 +15,21 @@ def _exact(text: str) -> int:
     return len(o200k_encoding().encode(text, disallowed_special=()))
 
 
+def _saved(tmp_path) -> dict[str, int]:
+    """Every count in the shards, each checked to be tagged and in the shard its key names."""
+    out: dict[str, int] = {}
+    for shard in sorted((tmp_path / "o200k-counts").glob("*.json")):
+        body = json.loads(shard.read_text())
+        assert body["tag"] == CountMemo.tag()
+        assert all(CountMemo.shard_of(k) == shard.stem for k in body["counts"])
+        out.update(body["counts"])
+    return out
+
+
+def _key(text: str) -> str:
+    return __import__("hashlib").blake2b(text.encode(), digest_size=16).hexdigest()
+
+
 def test_memo_round_trip_is_exact(tmp_path, monkeypatch):
     monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path))
     memo = CountMemo()
@@ -22,8 +37,7 @@ def test_memo_round_trip_is_exact(tmp_path, monkeypatch):
     counter = tokens.O200kCounter()
     assert [counter.count(t) for t in TEXTS] == [_exact(t) for t in TEXTS]
     memo.save()
-    body = json.loads((tmp_path / "o200k-counts.json").read_text())
-    assert body["tag"] == CountMemo.tag() and len(body["counts"]) == len(TEXTS)
+    assert len(_saved(tmp_path)) == len(TEXTS)
     again = CountMemo()
     monkeypatch.setattr(tokens, "COUNT_MEMO", again)
     assert [counter.count(t) for t in TEXTS] == [_exact(t) for t in TEXTS]
@@ -32,9 +46,10 @@ def test_memo_round_trip_is_exact(tmp_path, monkeypatch):
 
 def test_foreign_or_corrupt_memo_is_ignored(tmp_path, monkeypatch):
     monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path))
-    path = tmp_path / "o200k-counts.json"
+    key = _key("hello world")
+    path = tmp_path / "o200k-counts" / f"{CountMemo.shard_of(key)}.json"
+    path.parent.mkdir()
     counter = tokens.O200kCounter()
-    key = __import__("hashlib").blake2b(b"hello world", digest_size=16).hexdigest()
     for body in ('{"tag": "other", "counts": {"%s": 99}}' % key, "not json", '{"tag": "%s", "counts": {"%s": "9"}}'
                  % (CountMemo.tag(), key)):
         path.write_text(body)
@@ -53,8 +68,7 @@ def test_processes_saving_at_once_keep_each_others_counts(tmp_path, monkeypatch)
     counter.count(TEXTS[1])
     first.save()
     second.save()
-    body = json.loads((tmp_path / "o200k-counts.json").read_text())
-    assert len(body["counts"]) == 2
+    assert len(_saved(tmp_path)) == 2
     third = CountMemo()
     monkeypatch.setattr(tokens, "COUNT_MEMO", third)
     assert [counter.count(t) for t in TEXTS[:2]] == [_exact(t) for t in TEXTS[:2]]
@@ -68,3 +82,24 @@ def test_tiktoken_version_is_what_importlib_metadata_reports():
 
     assert tokens._tiktoken_version() == version("tiktoken")
     assert tokens.CountMemo.tag().endswith("/tiktoken-" + version("tiktoken"))
+
+
+def test_a_fresh_count_reads_one_shard_and_a_legacy_memo_is_folded_in(tmp_path, monkeypatch):
+    """fresh-cli: counting one text reads only its own shard; the single-file memo of earlier
+    versions is read when there are no shards yet, its counts answered and written into them
+    (the file itself is left for older copies), and not read again once they exist."""
+    monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path))
+    legacy = tmp_path / CountMemo.LEGACY_NAME
+    wrong = {_key(t): _exact(t) + 1000 for t in TEXTS}  # counts the encoder would never give: they must come from the file
+    legacy.write_text(json.dumps({"tag": CountMemo.tag(), "counts": wrong}))
+    memo = CountMemo()
+    monkeypatch.setattr(tokens, "COUNT_MEMO", memo)
+    counter = tokens.O200kCounter()
+    assert [counter.count(t) for t in TEXTS] == [wrong[_key(t)] for t in TEXTS]
+    memo.save()
+    assert legacy.exists() and _saved(tmp_path) == wrong
+    legacy.write_text(json.dumps({"tag": CountMemo.tag(), "counts": {k: 0 for k in wrong}}))
+    fresh = CountMemo()
+    monkeypatch.setattr(tokens, "COUNT_MEMO", fresh)
+    assert counter.count(TEXTS[0]) == wrong[_key(TEXTS[0])]
+    assert list(fresh.shards) == [CountMemo.shard_of(_key(TEXTS[0]))]
