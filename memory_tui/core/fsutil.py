@@ -8,7 +8,6 @@ ignore ``*.tmp``, so a crash leaves at most a stray temp file, never a torn targ
 from __future__ import annotations
 
 import os
-import uuid
 from pathlib import Path
 
 
@@ -43,7 +42,8 @@ def atomic_write(
     if isinstance(data, str):
         data = data.encode("utf-8")
     where = Path(tmp_dir) if tmp_dir is not None else path.parent
-    name = f"{tmp_prefix or path.name + '.'}{uuid.uuid4().hex}.tmp"
+    # 32 random hex digits, what uuid4().hex gave, without importing uuid (and platform) at start-up
+    name = f"{tmp_prefix or path.name + '.'}{os.urandom(16).hex()}.tmp"
     tmp = where / name
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:

@@ -35,8 +35,6 @@ The runtime dir name may be ``.scriptorium`` or the legacy ``.nativemem``; the s
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import errno
 import fcntl
 import hashlib
@@ -46,7 +44,6 @@ import shutil
 import stat as stat_mod
 import tempfile
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -343,6 +340,9 @@ _renameat2 = None
 def _exchange(a: Path, b: Path) -> bool:
     """Atomically swap two paths (Linux ``renameat2``); False when unsupported."""
     global _renameat2
+    import ctypes  # fresh-cli: imported on first use (ctypes, ctypes.util: ~5 ms of every fresh edit's start-up)
+    import ctypes.util
+
     if _renameat2 is None:
         try:
             libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
@@ -408,7 +408,7 @@ def make_stage_dir(layout: Layout, prefix: str = "stage-") -> StageDir:
             except FileExistsError:
                 pass
             refuse_symlink(area)
-            token = prefix + uuid.uuid4().hex[:16]
+            token = prefix + os.urandom(8).hex()  # 16 hex digits, as uuid4().hex[:16] gave (without importing uuid)
             lock_file = area / f"{token}.lock"
             try:
                 fd = os.open(lock_file, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
