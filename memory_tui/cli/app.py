@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -83,6 +82,8 @@ def run_demo(args: argparse.Namespace) -> int:
             raise CliError(f"demo --path {target}: the folder is not empty; give a new or empty folder")
         state_dir = _demo().build_demo(target, clock=lambda: datetime.now(timezone.utc))
         return _print_or_open(Path(state_dir), args)
+    import tempfile  # every command line imports this module (root options); only the demo needs tempfile
+
     target = Path(tempfile.mkdtemp(prefix="memory-tui-demo-"))
     keep = bool(args.no_open)  # the printed folder is what the user asked for
     try:

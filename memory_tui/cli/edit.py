@@ -5,10 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +78,11 @@ def _read_source(spec: str) -> str:
 
 
 def _editor_loop(state: Path, rel: str, git_commit: str) -> tx.TxResult:
+    # fresh-cli: only the interactive editor needs these; `edit --from` and `apply` start without them
+    import shlex
+    import subprocess
+    import tempfile
+
     root = tx.memory_root(state)
     current = root / rel
     text = current.read_text(encoding="utf-8") if current.is_file() else ""

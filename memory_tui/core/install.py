@@ -42,7 +42,6 @@ import json
 import os
 import shutil
 import stat as stat_mod
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -431,6 +430,8 @@ def make_stage_dir(layout: Layout, prefix: str = "stage-") -> StageDir:
             raise
         return StageDir(path, fd, lock_file)
     except (PermissionError, FileNotFoundError):
+        import tempfile  # only for this fallback: tempfile (and random) cost every fresh start-up
+
         return StageDir(Path(tempfile.mkdtemp(prefix="memory-tui-stage-")))
 
 

