@@ -174,6 +174,8 @@ def _spoil(root: Path, how: str, n: int) -> None:
 @example(edits=[("reword", 1), ("link", 2), ("unlink", 2), ("redate", 3), ("drop", 4), ("swap", 5)],
          fresh=[True] * 8, damages=["keep"] * 8)
 @example(edits=[("dup", 1), ("reword", 1), ("none", 0)], fresh=[True] * 8, damages=["keep"] * 8)
+@example(edits=[("reword", 0), ("reword", 4576), ("reword", 0), ("reword", 1)],  # a damaged part read a step later
+         fresh=[False, False, False, True] + [False] * 4, damages=["keep"] * 3 + ["flip_part"] + ["keep"] * 4)
 def test_snapshot_equals_full_build(world, tmp_path_factory, edits, fresh, damages):
     """Each step as a fresh process (nothing in memory but the snapshot on disk), or in the
     same one, after random damage to the snapshot: always the full rebuild's bytes."""
@@ -189,6 +191,10 @@ def test_snapshot_equals_full_build(world, tmp_path_factory, edits, fresh, damag
     texts_of: dict[str, str] = {}
     cache = viewcache.ViewCache(str(root))
     duplicated = False
+    # A damaged file is found only when a build reads it, and a snapshot built on a damaged one
+    # keeps naming its untouched files on disk, so once anything was damaged a later step may
+    # rightly combine: from then on only the bytes are checked.
+    spoiled = False
     last_flushed = flushed = True
     for step, (op, n) in enumerate([("none", 0), *edits]):
         _edit(texts, op, n)
@@ -201,6 +207,7 @@ def test_snapshot_equals_full_build(world, tmp_path_factory, edits, fresh, damag
                       link_for=index.link_for)
         if step and fresh[step % 8]:
             _spoil(root, damages[step % 8], n)
+            spoiled = spoiled or damages[step % 8] != "keep"
             cache = viewcache.ViewCache(str(root))
             flushed = last_flushed
         combined = []
@@ -212,7 +219,7 @@ def test_snapshot_equals_full_build(world, tmp_path_factory, edits, fresh, damag
         if last_flushed:  # an install (else a transaction that failed or changed nothing: nothing written)
             cache.flush()
         duplicated = duplicated or sum(len(t.units) for t in topics) != len(tree.units)
-        if step and not duplicated and (not fresh[step % 8] or (damages[step % 8] == "keep" and flushed)):
+        if step and not duplicated and not spoiled and (not fresh[step % 8] or flushed):
             assert not combined, "an intact snapshot of the last step was not used"
 
 
