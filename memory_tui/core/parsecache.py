@@ -43,7 +43,8 @@ import threading
 import time
 import zlib
 from functools import lru_cache
-from itertools import repeat
+from itertools import accumulate, chain, repeat
+from operator import add, and_, attrgetter, eq, is_, itemgetter, sub
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -302,55 +303,118 @@ def topic_rows(topic: Topic) -> tuple:
     """A topic as columns: the definitions, their links (one flat table with a count per
     definition), the annotations and the units (each with flat references and counts), and
     the strings that are slices of a longer one as spans (see ``_spans``). Each one-per-record
-    structure is then a handful of C-level ``map``/``zip`` calls to rebuild."""
+    structure is then a handful of C-level ``map``/``zip`` calls to rebuild.
+
+    Built the same way: every column is a ``map`` of an ``attrgetter`` over the objects (a
+    cold flush writes 20 000 units and definitions; a Python loop over them was half its
+    time), with a per-item loop only for what the C-level pass cannot vouch for."""
     path = topic.path
     same = {}.setdefault  # equal values written once (marshal refers back to an object it wrote)
     text = topic.text
-    ev_at = {id(ev): i for i, ev in enumerate(topic.evidence)}
-    evs, etexts, raws, links, link_counts = [], [], [], [], []
-    at = 0  # definitions and paragraphs come in file order: each is looked for after the last
-    for ev in topic.evidence:
-        if ev.topic_path != path:
-            raise _Unrepresentable(path)
-        links.extend([(same(l.label, l.label), l.target, l.source_id) for l in ev.links])
-        link_counts.append(len(ev.links))
-        etext, at = _located(ev.text, text, at)
-        etexts.append(etext)
-        raws.append(_span_in(ev.raw_sources, ev.text))
-        evs.append((ev.id, same(ev.raw_when, ev.raw_when), same(ev.when, ev.when), ev.line, ev.legacy,
-                    ev.non_ascii_time))
-    ann_at: dict[int, int] = {}
-    quotes: list[str] = []
-    cited: list[int] = []
-    cited_counts: list[int] = []
-    units, bodies, contents, refs, ref_counts = [], [], [], [], []
-    at = 0
-    for u in topic.units:
-        if u.topic_path != path:
-            raise _Unrepresentable(path)
-        for ann in u.annotations:
-            k = ann_at.get(id(ann))
-            if k is None:
-                try:
-                    cites = [ev_at[id(ev)] for ev in ann.evidence]
-                except KeyError:  # evidence that is not one of the topic's definitions
-                    raise _Unrepresentable(path) from None
-                k = ann_at[id(ann)] = len(quotes)
-                quotes.append(ann.quote)
-                cited.extend(cites)
-                cited_counts.append(len(cites))
-            refs.append(k)
-        ref_counts.append(len(u.annotations))
-        body, at = _located(u.body, text, at)
-        bodies.append(body)
-        contents.append(len(u.content) if u.content and u.body.startswith(u.content) else u.content)
-        units.append((u.memory_id, same(u.headings, u.headings), u.source_refs, u.relation_targets,
-                      same(u.when, u.when), u.line, u.end_line, u.aliases, u.legacy, u.non_ascii_time))
+    evidence = topic.evidence
+    units = topic.units
+    if any(map(path.__ne__, map(_TOPIC_PATH, evidence))) or any(map(path.__ne__, map(_TOPIC_PATH, units))):
+        raise _Unrepresentable(path)
+    starts = _line_starts(text)
+    ev_links = list(map(_LINKS, evidence))
+    flat_links = list(chain.from_iterable(ev_links))
+    if flat_links:
+        labels, targets, sids = zip(*map(_LINK_FIELDS, flat_links))
+        links = (tuple(map(same, labels, labels)), targets, sids)
+    else:
+        links = ()
+    etext_strs = list(map(_TEXT, evidence))
+    etexts = _spans_at(etext_strs, text, map(_LINE, evidence), starts)
+    raws = _tails_in(list(map(_RAW_SOURCES, evidence)), etext_strs)
+    if evidence:
+        ids, raw_whens, whens, lines, legacies, non_ascii = zip(*map(_EV_FIELDS, evidence))
+        evs = (ids, tuple(map(same, raw_whens, raw_whens)), tuple(map(same, whens, whens)), lines, legacies,
+               non_ascii)
+    else:
+        evs = ()
+    unit_anns = list(map(_ANNOTATIONS, units))
+    flat_anns = list(chain.from_iterable(unit_anns))
+    by_id = dict(zip(map(id, flat_anns), flat_anns))  # first appearance order; an alias shares its paragraph's
+    ann_at = dict(zip(by_id, range(len(by_id))))
+    distinct = list(by_id.values())
+    ann_evs = list(map(_EVIDENCE, distinct))
+    ev_at = dict(zip(map(id, evidence), range(len(evidence))))
+    try:
+        cited = tuple(map(ev_at.__getitem__, map(id, chain.from_iterable(ann_evs))))
+    except KeyError:  # evidence that is not one of the topic's definitions
+        raise _Unrepresentable(path) from None
+    quotes = tuple(map(_QUOTE, distinct))
+    refs = tuple(map(ann_at.__getitem__, map(id, flat_anns)))
+    body_strs = list(map(_BODY, units))
+    bodies = _spans_at(body_strs, text, map(_LINE, units), starts)
+    content_strs = list(map(_CONTENT, units))
+    if content_strs and all(content_strs) and all(map(str.startswith, body_strs, content_strs)):
+        contents: tuple | list = [tuple(map(len, content_strs))]
+    else:
+        contents = _prefixes([len(c) if c and b.startswith(c) else c for c, b in zip(content_strs, body_strs)])
+    if units:
+        mids, headings, source_refs, rels, uwhens, ulines, ends, aliases, ulegacies, unon_ascii = zip(
+            *map(_UNIT_FIELDS, units))
+        unit_cols = (mids, tuple(map(same, headings, headings)), source_refs, rels, tuple(map(same, uwhens, uwhens)),
+                     ulines, ends, aliases, ulegacies, unon_ascii)
+    else:
+        unit_cols = ()
     heads = tuple([(h.level, h.title, h.line) for h in topic.headings])
     problems = tuple([(p.code, p.message, p.path, p.line, p.column, p.details) for p in topic.problems])
-    return (path, text, heads, _columns(evs), _spans(etexts), _spans(raws), _columns(links), _counts(link_counts),
-            tuple(quotes), tuple(cited), _counts(cited_counts), _columns(units), _spans(bodies), _prefixes(contents),
-            tuple(refs), _counts(ref_counts), problems)
+    return (path, text, heads, evs, etexts, raws, links, _counts(list(map(len, ev_links))),
+            quotes, cited, _counts(list(map(len, ann_evs))), unit_cols, bodies, contents,
+            refs, _counts(list(map(len, unit_anns))), problems)
+
+
+_TOPIC_PATH = attrgetter("topic_path")
+_LINKS = attrgetter("links")
+_LINK_FIELDS = attrgetter("label", "target", "source_id")
+_TEXT = attrgetter("text")
+_LINE = attrgetter("line")
+_RAW_SOURCES = attrgetter("raw_sources")
+_EV_FIELDS = attrgetter("id", "raw_when", "when", "line", "legacy", "non_ascii_time")
+_ANNOTATIONS = attrgetter("annotations")
+_EVIDENCE = attrgetter("evidence")
+_QUOTE = attrgetter("quote")
+_BODY = attrgetter("body")
+_CONTENT = attrgetter("content")
+_UNIT_FIELDS = attrgetter("memory_id", "headings", "source_refs", "relation_targets", "when", "line", "end_line",
+                          "aliases", "legacy", "non_ascii_time")
+
+
+def _line_starts(text: str) -> list[int]:
+    """The offset of each LF-separated line of ``text`` (index = 1-based line number - 1)."""
+    return list(accumulate(map(add, map(len, text.split("\n")), repeat(1)), initial=0))
+
+
+def _spans_at(parts: list[str], whole: str, lines: Iterable[int], starts: list[int]) -> tuple | list:
+    """``_spans`` of ``parts``, each looked for in ``whole`` from the start of its 1-based line
+    (only where to start looking: any occurrence is the same string, and a line numbering
+    that is not LF's only makes a part be looked for again from the beginning)."""
+    last = len(starts) - 1
+    try:
+        hints = list(map(starts.__getitem__, map(min, map(sub, lines, repeat(1)), repeat(last))))
+    except (IndexError, TypeError):
+        hints = [0] * len(parts)
+    if all(map(whole.startswith, parts, hints)):  # a definition line, a paragraph from its first column
+        return [tuple(hints), tuple(map(add, hints, map(len, parts)))]
+    found = list(map(whole.find, parts, hints))
+    if -1 not in found:
+        return [tuple(found), tuple(map(add, found, map(len, parts)))]
+    items: list = []
+    for part, at in zip(parts, found):
+        if at < 0:
+            at = whole.find(part)
+        items.append(part if at < 0 else (at, at + len(part)))
+    return _spans(items)
+
+
+def _tails_in(parts: list[str], wholes: list[str]) -> tuple | list:
+    """``_spans`` of each part as its last occurrence in its own whole string."""
+    found = list(map(str.rfind, wholes, parts))
+    if -1 not in found:
+        return [tuple(found), tuple(map(add, found, map(len, parts)))]
+    return _spans([part if at < 0 else (at, at + len(part)) for part, at in zip(parts, found)])
 
 
 _TOPIC_ROW_WIDTH = 17
@@ -465,28 +529,6 @@ def topic_from_rows(rows: tuple) -> Topic:
 # Strings that are slices of another stored string are stored as where they sit in it (a
 # third of the bytes: less to read, check and decode); each is verified before it is used.
 
-def _span_in(part: str, whole: str) -> str | tuple[int, int]:
-    """``part`` as ``(start, end)`` in ``whole`` when it is the slice there, else itself."""
-    if part:
-        start = whole.rfind(part)
-        if start >= 0:
-            return (start, start + len(part))
-    return part
-
-
-def _located(part: str, whole: str, at: int) -> tuple[str | tuple[int, int], int]:
-    """``(span of part in whole, where it was found)``, looking from ``at`` first (any
-    occurrence is the same string); ``part`` itself when it is not in ``whole``."""
-    if not part:
-        return part, at
-    start = whole.find(part, at)
-    if start < 0:
-        start = whole.find(part)
-        if start < 0:
-            return part, at
-    return (start, start + len(part)), start
-
-
 def _text_in(text: str, lines: tuple[str, ...]) -> str | int:
     """A frame's text as the offset in its first line where it starts (the rest of the
     record lines follow it verbatim), else the text itself."""
@@ -509,13 +551,18 @@ def archive_rows(entry: ArchiveFile) -> tuple:
     what an index is built from; the rest of every frame is one marshal blob inside the
     entry, decoded only when the archive's frames are asked for (``ArchiveFile.deferred``)."""
     same = {}.setdefault  # equal values written once: speakers, tokens, stamps repeat
-    frames = []
-    for f in entry.frames:
-        if f.meta != (decode_meta(f.meta_token) if f.meta_token is not None else None):
+    frames = entry.frames
+    if frames:
+        (speakers, tokens, lines, stamps, labels, texts, pending, paths, numbers,
+         kinds) = zip(*map(_FRAME_FIELDS, frames))
+        # decode_meta is memoised: a frame read from its token holds the very object it returns
+        if list(map(decode_meta, tokens)) != list(map(_META, frames)):
             raise _Unrepresentable(entry.path)
-        frames.append((same(f.speaker_id_raw, f.speaker_id_raw), same(f.meta_token, f.meta_token), f.lines,
-                       same(f.timestamp, f.timestamp), same(f.speaker_label, f.speaker_label),
-                       _text_in(f.text, f.lines), f.pending, same(f.path, f.path), f.line, same(f.kind, f.kind)))
+        # stamps are not merged: nearly every record has its own
+        columns = (_shared(speakers, same), _shared(tokens, same), lines, stamps, _shared(labels, same),
+                   _texts_in(texts, lines), pending, _shared(paths, same), numbers, _shared(kinds, same))
+    else:
+        columns = ()
     scan = entry.scan
     if scan is None:
         scan_row = None
@@ -526,14 +573,40 @@ def archive_rows(entry: ArchiveFile) -> tuple:
     if entry.problem is not None:
         raise _Unrepresentable(entry.path)
     outline = entry.outline()
-    if not all(type(t) is bool for t in outline[2]):
+    if not set(map(type, outline[2])) <= {bool}:
         raise _Unrepresentable(entry.path)
     try:
-        blob = marshal.dumps(_columns(frames), 4)
+        blob = marshal.dumps(columns, 4)
     except ValueError:  # a value marshal cannot hold
         raise _Unrepresentable(entry.path) from None
     return (entry.path, entry.kind, entry.key, outline, blob, entry.complete, entry.comment_ids, entry.anchor_lines,
             entry.digest, scan_row)
+
+
+_FRAME_FIELDS = attrgetter("speaker_id_raw", "meta_token", "lines", "timestamp", "speaker_label", "text", "pending",
+                           "path", "line", "kind")
+_META = attrgetter("meta")
+
+
+def _shared(column: tuple, same: Any) -> tuple:
+    """``column`` with equal values as one object (marshal then writes each once); a column
+    that is one object throughout (a scan's path, its kind) is already that."""
+    if all(map(is_, column, repeat(column[0]))):
+        return column
+    return tuple(map(same, column, column))
+
+
+def _texts_in(texts: tuple[str, ...], lines: tuple[tuple[str, ...], ...]) -> tuple:
+    """``_text_in`` of every frame: for the one-line records, whose text ends their line, the
+    offsets in C; a frame of any other shape goes through ``_text_in``."""
+    try:
+        firsts = list(map(itemgetter(0), lines))
+    except IndexError:  # a frame without record lines
+        return tuple(map(_text_in, texts, lines))
+    one_line = map(eq, map(len, lines), repeat(1))
+    if all(map(and_, one_line, map(str.endswith, firsts, texts))):
+        return tuple(map(sub, map(len, firsts), map(len, texts)))
+    return tuple(map(_text_in, texts, lines))
 
 
 _ARCHIVE_ROW_WIDTH = 10

@@ -28,7 +28,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import chain, compress, repeat
-from operator import not_
+from operator import attrgetter, not_
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 from urllib.parse import quote, unquote
@@ -873,6 +873,7 @@ StatKey = tuple[int, int, int]
 
 # The fields two indexes of the same bytes agree on (``scan`` and ``by_anchor`` are derived).
 _COMPARED = ("path", "kind", "key", "frames", "complete", "problem", "comment_ids", "anchor_lines", "digest")
+_SOURCE_ID, _ANCHOR, _TRUSTED = attrgetter("source_id"), attrgetter("anchor"), attrgetter("trusted")
 
 
 @dataclass(frozen=True, eq=False)
@@ -944,8 +945,7 @@ class ArchiveFile:
         got = self.__dict__.get("_outline")
         if got is None:
             frames = self.frames
-            got = (tuple([fr.source_id for fr in frames]), tuple([fr.anchor for fr in frames]),
-                   tuple([fr.trusted for fr in frames]))
+            got = (tuple(map(_SOURCE_ID, frames)), tuple(map(_ANCHOR, frames)), tuple(map(_TRUSTED, frames)))
             got = self.__dict__.setdefault("_outline", got)
         return got
 

@@ -193,6 +193,108 @@ def test_rows_round_trip_keeps_sharing_and_equality(variant):
             assert _plain(again.scan) == _plain(entry.scan)
 
 
+# cold-rows: topic_rows/archive_rows read every column with C-level maps and fall back to a
+# per-item search only where that pass cannot vouch for an item; each case below makes one
+# item take one of those fallbacks (or the shortcut's edge), and the rows must still decode
+# to exactly the object.
+
+def _topic_with(topic, ev_change=None, unit_change=None):
+    """``topic`` with its first definition and/or first unit changed, annotations re-pointed."""
+    evs = list(topic.evidence)
+    if ev_change:
+        evs[0] = dataclasses.replace(evs[0], **ev_change(evs[0]))
+    by_id = {ev.id: ev for ev in evs}
+    anns: dict[int, object] = {}
+
+    def ann(a):
+        if id(a) not in anns:
+            anns[id(a)] = dataclasses.replace(a, evidence=tuple(by_id[e.id] for e in a.evidence))
+        return anns[id(a)]
+
+    units = [dataclasses.replace(u, annotations=tuple(ann(a) for a in u.annotations)) for u in topic.units]
+    if unit_change:
+        units[0] = dataclasses.replace(units[0], **unit_change(units[0]))
+    return dataclasses.replace(topic, evidence=tuple(evs), units=tuple(units))
+
+
+_TOPIC_CASES = {
+    "as parsed": (None, None),
+    "definition line past its text": (lambda ev: {"line": ev.line + 3}, None),
+    "definition line 0": (lambda ev: {"line": 0}, None),
+    "definition line far before the file": (lambda ev: {"line": -10**6}, None),
+    "definition line past the file": (lambda ev: {"line": 10**6}, None),
+    "definition text not in the file": (lambda ev: {"text": "[^zz]: nowhere", "raw_sources": "nowhere"}, None),
+    "definition text mid-line": (lambda ev: {"text": ev.text[2:]}, None),
+    "empty definition text and sources": (lambda ev: {"text": "", "raw_sources": ""}, None),
+    "sources not in the definition": (lambda ev: {"raw_sources": "[x](elsewhere)"}, None),
+    "body mid-line": (None, lambda u: {"body": u.body[2:], "content": u.body[2:5]}),
+    "body not in the file": (None, lambda u: {"body": "never written", "content": "never"}),
+    "body line past the file": (None, lambda u: {"line": 10**6}),
+    "content not a prefix of the body": (None, lambda u: {"content": "something else"}),
+    "empty content": (None, lambda u: {"content": ""}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_TOPIC_CASES))
+def test_topic_rows_fallbacks_decode_to_the_object(case):
+    topic = new_topics.parse_topic("people/dave.md", SEED.replace("^bad_id", ""), resolve=NEW_INDEX.resolve_target)
+    ev_change, unit_change = _TOPIC_CASES[case]
+    changed = _topic_with(topic, ev_change, unit_change)
+    assert len(changed.units) > 2 and len(changed.evidence) > 2
+    back = parsecache.topic_from_rows(parsecache.topic_rows(changed))
+    assert back == changed and _plain(back) == _plain(changed)
+    assert back.units[0].annotations[0].evidence[0] is back.evidence[back.evidence.index(
+        changed.units[0].annotations[0].evidence[0])]
+
+
+def test_topic_rows_refuse_what_they_cannot_hold():
+    topic = new_topics.parse_topic("people/dave.md", SEED.replace("^bad_id", ""), resolve=NEW_INDEX.resolve_target)
+    stranger = dataclasses.replace(topic.evidence[0], id="e-elsewhere")
+    cases = [
+        dataclasses.replace(topic, evidence=(dataclasses.replace(topic.evidence[0], topic_path="other.md"),
+                                             *topic.evidence[1:])),
+        dataclasses.replace(topic, units=(*topic.units[:-1], dataclasses.replace(topic.units[-1], topic_path="x.md"))),
+        dataclasses.replace(topic, units=(dataclasses.replace(topic.units[0], annotations=(
+            new_topics.Annotation("q", (stranger,)),)), *topic.units[1:])),
+    ]
+    for bad in cases:
+        with pytest.raises(parsecache._Unrepresentable):
+            parsecache.topic_rows(bad)
+
+
+_FRAME_CASES = {
+    "as scanned": lambda frames: frames,
+    "all one line": lambda frames: tuple(fr for fr in frames if len(fr.lines) == 1) * 3,
+    "a frame without record lines": lambda frames: (dataclasses.replace(frames[0], lines=()), *frames[1:]),
+    "a one-line text that does not end its line": lambda frames: (
+        dataclasses.replace(frames[0], text=frames[0].text[:-1]), *frames[1:]),
+    "a multi-line frame whose text ends its first line": lambda frames: tuple(
+        dataclasses.replace(fr, text=fr.lines[0][-3:]) if len(fr.lines) > 1 else fr for fr in frames),
+    "every speaker and token the same object": lambda frames: tuple(
+        dataclasses.replace(fr, speaker_id_raw=frames[0].speaker_id_raw, meta_token=frames[0].meta_token,
+                            meta=frames[0].meta) for fr in frames),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_FRAME_CASES))
+def test_archive_rows_fallbacks_decode_to_the_frames(case):
+    entry = next(e for e in NEW_INDEX.files.values() if e.kind == "v2")
+    assert any(len(fr.lines) > 1 for fr in entry.frames) and any(len(fr.lines) == 1 for fr in entry.frames)
+    frames = _FRAME_CASES[case](entry.frames)
+    changed = new_sources.ArchiveFile(entry.path, entry.kind, entry.key, frames, entry.complete, None,
+                                      entry.comment_ids, entry.anchor_lines, entry.digest)
+    again = parsecache.archive_from_rows(parsecache.archive_rows(changed))
+    assert again == changed and again.frames == frames and _plain(again) == _plain(changed)
+
+
+def test_archive_rows_refuse_a_meta_that_is_not_its_token():
+    entry = next(e for e in NEW_INDEX.files.values() if e.kind == "v2")
+    other = next(fr.meta for fr in entry.frames if fr.meta != entry.frames[0].meta)
+    frames = (dataclasses.replace(entry.frames[0], meta=other), *entry.frames[1:])
+    with pytest.raises(parsecache._Unrepresentable):
+        parsecache.archive_rows(new_sources.ArchiveFile(entry.path, entry.kind, entry.key, frames))
+
+
 def _age(root: Path) -> None:
     for p in root.rglob("*.md"):
         stat = p.stat()
