@@ -47,7 +47,7 @@ VERB_MODULE = {
     "evidence": "insights", "history": "insights", "revert": "insights", "alternatives": "insights",
     "demo": "app",
 }
-# edit-fresh: verbs that load the workspace, do one thing and exit run without the cyclic
+# verbs that load the workspace, do one thing and exit run without the cyclic
 # garbage collector. A fresh ``edit``/``apply`` unpickles millions of objects from the
 # persistent caches; with the collector on, every generation pass walks them again (~0.4 s of
 # a 1.2 s ``apply`` at scale 1) while they can never be garbage before the process ends.
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             return _main(argv)
         finally:  # main() also runs inside other processes (tests, the app's jobs)
             if program:
-                # fresh-apply: interpreter shutdown runs one last full collection whatever
+                # interpreter shutdown runs one last full collection whatever
                 # gc.disable() said, walking every object the caches unpickled (~0.15 s of
                 # a 0.75 s ``apply`` at scale 1) just before the process frees them all
                 # anyway. Frozen objects are skipped by it; atexit handlers, flushing and

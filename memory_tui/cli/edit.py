@@ -78,7 +78,7 @@ def _read_source(spec: str) -> str:
 
 
 def _editor_loop(state: Path, rel: str, git_commit: str) -> tx.TxResult:
-    # fresh-cli: only the interactive editor needs these; `edit --from` and `apply` start without them
+    # only the interactive editor needs these; `edit --from` and `apply` start without them
     import shlex
     import subprocess
     import tempfile

@@ -339,7 +339,7 @@ _renameat2 = None
 def _exchange(a: Path, b: Path) -> bool:
     """Atomically swap two paths (Linux ``renameat2``); False when unsupported."""
     global _renameat2
-    import ctypes  # fresh-cli: imported on first use (ctypes, ctypes.util: ~5 ms of every fresh edit's start-up)
+    import ctypes  # imported on first use (ctypes, ctypes.util: ~5 ms of every fresh edit's start-up)
     import ctypes.util
 
     if _renameat2 is None:

@@ -8,8 +8,8 @@ those of the paragraphs' id suffixes (duplicate ids, which the strict parse drop
 problem, still count). Every CLI verb and every write reads the real parse.
 
 The line classification it uses (``topics.iter_blocks``) is memoised by text; the strict
-parse that follows reads a well-formed file in its own single pass (``topics.parse_well_formed``,
-parse-cold) and classifies through the same memo only the files it reads the general way.
+parse that follows reads a well-formed file in its own single pass (``topics.parse_well_formed``)
+and classifies through the same memo only the files it reads the general way.
 """
 
 from __future__ import annotations

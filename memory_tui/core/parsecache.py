@@ -51,7 +51,7 @@ from typing import Any, Iterable, Iterator, Mapping
 from .errors import Problem
 from .fastdata import positional
 from .paths import Layout
-from .sources import (ArchiveFile, SourceFrame, SourceIndex, V2Scan, archive_paths, d_archive_path, decode_meta,
+from .sources import (ArchiveFile, SourceFrame, SourceIndex, archive_paths, d_archive_path, decode_meta,
                       parse_d_ref, walk_sources)
 from .topics import (Annotation, Evidence, Heading, SourceLink, Topic, Unit, assemble_tree, parse_topic,
                      read_topic_file, topic_sort_key)
@@ -131,7 +131,7 @@ PACK_SUFFIX = ".pack"
 # The parses themselves (big): their pack is a marshal pack (``decode_pack``).
 BULK = frozenset(("archives", "topics"))
 # Every packed kind (PACKED and BULK) is written the same way, so a flush costs what changed
-# (parse-cached; a pack rewritten whole cost ~10 ms per one-record edit at scale 4): a flush
+# (a pack rewritten whole cost ~10 ms per one-record edit at scale 4): a flush
 # that changes most entries of a kind (a cold start) writes the whole kind into its pack and
 # removes the per-entry files; a smaller one writes only the changed entries, as per-entry
 # files (``<kind>/<name>.pkl``) that win over the pack when read. Once more per-entry files
@@ -1103,7 +1103,7 @@ _STORES: dict[str, ParseStore] = {}
 _STORES_LOCK = threading.Lock()
 
 
-# edit-fresh: the store by the path as given, so the per-file lookups of one transaction
+# the store by the path as given, so the per-file lookups of one transaction
 # (a thousand at scale 1) do not resolve the root each time (~50 ms of a fresh edit)
 _BY_GIVEN: dict[str, ParseStore] = {}
 

@@ -513,7 +513,7 @@ def scan_v2(rel_path: str, data: bytes | str) -> V2Scan:
     return _scan_frames(rel_path, lines, 2, 0, [], set(), ends_lf)
 
 
-# parse-cold: a well-formed archive's frame head and first record line, read by one regex
+# a well-formed archive's frame head and first record line, read by one regex
 # match over the whole text instead of a list of lines and a dozen checks per line. Each
 # group accepts exactly what the line checks of ``_scan_frames`` accept (a line there never
 # holds "\n"; ``[^\S\n]`` is the one whitespace character ``str.isspace`` allows in a line).
@@ -883,7 +883,7 @@ class ArchiveFile:
     Besides its frames, an entry answers what an index is built from without them: the
     ``outline`` (source ids, anchors, trusted flags in frame order), ``sid_at`` / ``has_anchor``
     and ``frame_of``. :meth:`deferred` makes an entry whose frames are built only when asked
-    for (parse-cached: a cached load needs the ids, not the 32 800 frames behind them).
+    for (a cached load needs the ids, not the 32 800 frames behind them).
     """
 
     path: str  # workspace-relative posix
@@ -1133,7 +1133,7 @@ class SourceIndex:
 
     The id maps lead to the archive entry holding a frame, not to the frame: an index is
     built from the entries' outlines, so archives whose frames nobody asks for (a cached
-    load, a transaction) never build them (parse-cached)."""
+    load, a transaction) never build them."""
 
     root: Path
     files: Mapping[str, ArchiveFile]

@@ -50,7 +50,7 @@ def _load_ranks() -> dict[bytes, int]:
         raise TokenizerUnavailable(f"o200k_base ranks have hash {digest}, expected {O200K_SHA256}")
     ranks: dict[bytes, int] = {}
     # Line by line from a stream, not ``raw.splitlines()``: that list of 200 000 lines lived
-    # beside the dict and the Rust copy, and the app builds the encoder at its peak (app-rss).
+    # beside the dict and the Rust copy, and the app builds the encoder at its peak.
     for line in io.BytesIO(raw):
         if line.strip():
             token, rank = line.split()
@@ -80,7 +80,7 @@ def o200k_encoding():
         mergeable_ranks=spec["mergeable_ranks"],
         special_tokens=spec["special_tokens"],
     )
-    # app-rss (issue 12: peak RSS): the Rust core holds its own copy of the ranks; the Python
+    # the Rust core holds its own copy of the ranks; the Python
     # dict the Encoding keeps beside it (200 000 bytes keys, ~25 MB) serves only pickling,
     # which nothing here does. Dropped, pickling the encoding fails loudly instead.
     vars(enc).pop("_mergeable_ranks", None)
@@ -124,7 +124,7 @@ class CountMemo:
     tagged with the ranks' official digest and tiktoken's version, and anything unreadable
     is ignored. Losing them only costs time.
 
-    fresh-cli: the memo is split into 256 shards by the key's first two hex digits, each
+    The memo is split into 256 shards by the key's first two hex digits, each
     read on first use. One file of every count made (47 000 here, up to 400 000) cost a
     fresh ``apply`` that counts the two chunks of ``core.md`` 20 ms of JSON at 1.8 MB, and
     would cost 0.3 s when full. The single-file memo of earlier versions is read once, by the
@@ -235,7 +235,7 @@ class CountMemo:
             limit = self.MAX // self.SHARDS
             for shard in sorted(self.changed):
                 # Counts other processes saved since this one read the shard are kept
-                # (app-rss): a count is a function of its key, so merging is exact.
+                # a count is a function of its key, so merging is exact.
                 merged = self._load(shard)
                 mine = self.shards.get(shard, {})
                 if len(merged) + len(mine) > limit:

@@ -858,7 +858,7 @@ def parse_topic(
     return Topic(topic_path, text, tuple(units), tuple(evidence_order), tuple(headings), problems)
 
 
-# parse-cold: the one-pass reading of a well-formed topic file (what the owner's files are
+# the one-pass reading of a well-formed topic file (what the owner's files are
 # almost always). Line breaks other than LF, fences and multi-line paragraphs are left to the
 # general parser, as is every file with something to report.
 _OTHER_BREAKS_RE = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")  # str.splitlines' other line ends

@@ -724,7 +724,7 @@ class _Context:
     # ... or, when set, every block id of the baseline except these (``required_ids`` is then
     # not used): what a hand edit requires, without a set of every id of the workspace
     required_except: frozenset[str] | None = None
-    # edit-fresh: a hand edit with the default counter; its ``no change`` answer is remembered
+    # a hand edit with the default counter; its ``no change`` answer is remembered
     # (``noopcache``) under this config key, read before the transaction read the config
     noop_config: str | None = None
 

@@ -786,7 +786,7 @@ class WorkspaceCache:
             if key is not None and topic.ok:
                 store.put_derived("views", topic.path, key, part)
 
-        # fresh-cli: key_of lets the views start from (and keep) the persisted snapshot
+        # key_of lets the views start from (and keep) the persisted snapshot
         return view_cache_for(self.root).build(tree, lookup=lookup, store=remember, key_of=key_of, **kwargs)
 
     # -- canonical proofs -----------------------------------------------------------------
@@ -866,7 +866,7 @@ class WorkspaceCache:
         (``parsecache``: what this process parsed). Best effort; only after an install."""
 
         store_for(self.root).flush()
-        view_cache_for(self.root).flush()  # fresh-cli: the combined views' snapshot
+        view_cache_for(self.root).flush()  # the combined views' snapshot
         if self.proofs == self._disk_snapshot or len(self.proofs) > MAX_DISK_PROOFS:
             return
         out: dict[str, dict[str, str]] = {}

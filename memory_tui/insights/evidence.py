@@ -42,7 +42,7 @@ ASSISTANT_KINDS = frozenset({"runtime", "assistant", "agent", "model"})
 _DAY_RE = re.compile(r"(\d{4}-\d{2}-\d{2})")
 
 
-@dataclass(frozen=True, slots=True)  # app-rss: one per record/citation, built on every reload
+@dataclass(frozen=True, slots=True)  # one per record/citation, built on every reload
 class CitedSource:
     """One cited source of a record, placed in its episode."""
 
@@ -70,7 +70,7 @@ class CitedSource:
         }
 
 
-@dataclass(frozen=True, slots=True)  # app-rss: one per record/citation, built on every reload
+@dataclass(frozen=True, slots=True)  # one per record/citation, built on every reload
 class RecordEvidence:
     memory_id: str
     topic_path: str  # workspace-relative, "topics/people/ada.md"

@@ -17,7 +17,7 @@ from memory_tui.sessions.store import ROOT_ID, Session, SessionSnapshot
 OPENPROGRAM = "openprogram"
 
 
-@dataclass(frozen=True, slots=True)  # app-rss: one per record/citation, built on every reload
+@dataclass(frozen=True, slots=True)  # one per record/citation, built on every reload
 class SourcePlace:
     """The episode a source id belongs to: ``episode`` = ``provider/thread`` (or ``D<n>``)."""
 
@@ -61,8 +61,7 @@ class SessionLineage:
     session: Session
     _chains: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
     _members: dict[str, frozenset[str]] = field(default_factory=dict, repr=False)
-    # app-rss (issue 12: peak RSS; every cited session's lineage is alive during an insights
-    # run): a node's DFS (entry, exit) times packed in one int, entry << 32 | exit, and a
+    # a node's DFS (entry, exit) times packed in one int, entry << 32 | exit, and a
     # single child kept as its id rather than a one-element list.
     _times: dict[str, int] | None = field(default=None, repr=False)
     _children: dict[str, str | list[str]] = field(default_factory=dict, repr=False)

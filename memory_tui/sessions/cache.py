@@ -203,7 +203,7 @@ def remember(
 ) -> int:
     """Write the entries of a load made elsewhere (the app's full session load); returns how
     many were written. A session whose key moved since ``keys_before`` is skipped.
-    ``summaries`` (by session id) stand for analyses the caller did not keep (app-rss)."""
+    ``summaries`` (by session id) stand for analyses the caller did not keep."""
     ctag = counter_tag(counter)
     if ctag is None:
         return 0

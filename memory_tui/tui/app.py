@@ -32,7 +32,7 @@ from . import commands as registry
 from .commands import MemoryCommands
 from .jobs import JobPreviewReady, JobRequest, JobRunner, JobSpec, progress_bar, spec_for, summarize
 from .data import CORE_TOPIC, RecordVM, WorkspaceModel, changed_views, header_changed, load_model, with_sessions
-from .data import outline_model, with_session_list  # perf-app (issue 12)
+from .data import outline_model, with_session_list
 from .messages import JobFinished, JobProgress, WorkspaceChanged
 from .data import InsightsVM, insights_key, load_insights  # insights (issue 11)
 from .messages import InsightsReady  # insights (issue 11)
@@ -125,7 +125,7 @@ class MemoryApp(JobRunner, App[None]):
         self.background = background
         self.session_loader = session_loader
         self.loading: str | None = None  # "workspace" / "sessions" while a stage is loading
-        self._gc_frozen = False  # perf-app: see _load_worker
+        self._gc_frozen = False  # see _load_worker
         self.model: WorkspaceModel | None = None
         if not background:
             self.model = load_model(self.state_dir, counter=self.counter, home=self.home, session_loader=session_loader)
@@ -349,7 +349,7 @@ class MemoryApp(JobRunner, App[None]):
         # session carries the previous sessions over and needs no second stage.
         previous = self.model
         if previous is None:
-            # perf-app (issue 12): the Topics list first, from the cheap outline, while the
+            # the Topics list first, from the cheap outline, while the
             # workspace is parsed; the outline is never handed to the engine as ``previous``.
             outline = outline_model(self.state_dir, home=self.home)
             if outline is not None:
@@ -362,7 +362,7 @@ class MemoryApp(JobRunner, App[None]):
             if previous is None or not previous.sessions_loaded:
                 # Nothing shows sessions yet: paint the workspace now, sessions follow.
                 self.call_from_thread(self._loaded, seq, model, True, "sessions")
-                # perf-app: the sessions list and pending counts from the persistent cache
+                # the sessions list and pending counts from the persistent cache
                 # (when every session is in it), then the per-session detail.
                 listed = with_session_list(model, counter=self.counter)
                 if listed is not None:
@@ -370,7 +370,7 @@ class MemoryApp(JobRunner, App[None]):
             model = with_sessions(model, **kw)
         probe = probe_write_lock(self.state_dir / "memory")
         if not self._gc_frozen:
-            # perf-app (issue 12): the first whole model is millions of long-lived objects;
+            # the first whole model is millions of long-lived objects;
             # left to the cyclic GC, every later collection walks all of them, which was most
             # of a one-file reload. Frozen objects are still freed by reference counting when
             # a reload drops them; only a cycle among them would outlive its last use.

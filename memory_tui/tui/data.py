@@ -38,21 +38,21 @@ CORE_TOPIC = "topics/core.md"
 # View models (what the app renders). Everything textual in them is sanitised.
 
 
-@dataclass(frozen=True, slots=True)  # app-rss: 20 000+ of each alive
+@dataclass(frozen=True, slots=True)  # 20 000+ of each alive
 class SourceLinkVM:
     label: str
     target: str
     source_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True)  # app-rss: 20 000+ of each alive
+@dataclass(frozen=True, slots=True)  # 20 000+ of each alive
 class EvidenceVM:
     id: str
     when: str | None  # the evidence time as written ("2026-11"); None when undated
     links: tuple[SourceLinkVM, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)  # app-rss: 20 000+ of each alive
+@dataclass(frozen=True, slots=True)  # 20 000+ of each alive
 class RecordVM:
     memory_id: str  # the paragraph's identity (its last block id)
     topic_path: str  # "topics/people/ada.md"
@@ -89,7 +89,7 @@ class TopicVM:
     problems: tuple[Problem, ...] = ()  # errors: OpenProgram refuses writes until fixed
     raw: str = ""  # sanitised file text (only kept when there are errors, to show them)
     warnings: tuple[Problem, ...] = ()  # accepted by OpenProgram, refused by our normaliser
-    # perf-app (issue 12): set only on an outline model's topics (``records`` is empty there).
+    # set only on an outline model's topics (``records`` is empty there).
     outline_records: int | None = None
 
     @property
@@ -126,7 +126,7 @@ class FrameVM:
         return parts[2] if len(parts) == 3 else None
 
 
-@dataclass(frozen=True, slots=True)  # app-rss: 20 000+ of each alive
+@dataclass(frozen=True, slots=True)  # 20 000+ of each alive
 class TimelineRowVM:
     when: str  # "2026", "2026-11" or "2026-11-30"
     memory_id: str
@@ -198,7 +198,7 @@ class WorkspaceModel:
     # perf-ui (issue 12): False while the app's loader has not read sessions yet; then
     # ``sessions`` is empty and ``status.pending_turns`` is None until ``with_sessions`` runs.
     sessions_loaded: bool = True
-    # perf-app (issue 12): True for the app's first frame, painted from ``outline_model``: the
+    # True for the app's first frame, painted from ``outline_model``: the
     # topic list (paths, titles, record counts) and nothing else; the real model follows.
     outline: bool = False
     problems: tuple[Problem, ...] = ()  # errors only (warnings stay on their topic)
@@ -289,7 +289,7 @@ class _Cache:
 
     def count(self, counter: TokenCounter, text: str) -> int:
         if type(counter) is O200kCounter:
-            # app-rss: it memoizes by digest process-wide already; keyed by text here, every
+            # it memoizes by digest process-wide already; keyed by text here, every
             # record's paragraph text stayed alive a second time (~3.5 MB at scale 1).
             return counter.count(text)
         n = self.tokens.get(text)
@@ -299,7 +299,7 @@ class _Cache:
 
 
 def outline_model(state_dir: Path, *, home: Path | None = None) -> WorkspaceModel | None:
-    """The Topics list before the workspace is parsed (perf-app, issue 12): every topic file
+    """The Topics list before the workspace is parsed (issue 12): every topic file
     with its title and record count from ``core.outline`` (~0.1 s where the strict parse,
     archive scan and views take seconds). ``None`` when there is no memory to outline (the
     full load then says why). Nothing in it is validated: it is painted, never acted on."""
@@ -460,7 +460,7 @@ def with_session_list(model: WorkspaceModel, *, counter: TokenCounter | None = N
     the persistent per-session cache (``sessions.cache``), or ``None`` when any session is
     not in it. The model still says ``sessions_loaded=False``: the per-session detail (the
     snapshot the Sessions view and the insights read) follows in ``with_sessions``
-    (perf-app, issue 12: the sessions list before per-session detail)."""
+    (issue 12: the sessions list before per-session detail)."""
     if model.sessions_loaded or model.state is None or model.state.memory_missing:
         return None
     from memory_tui.sessions.cache import cached_summaries
@@ -686,7 +686,7 @@ def _row_key(r: Any) -> tuple[str, str, str]:
 
 
 def _row_vm(r: Any) -> TimelineRowVM:
-    # interned: one topic path string per topic, not one per row (app-rss)
+    # interned: one topic path string per topic, not one per row
     return TimelineRowVM(r.when, r.memory_id, sys.intern("topics/" + r.topic_path), sanitize(r.text))
 
 
@@ -836,14 +836,14 @@ def _sessions(
             # directory-stamp freshness rule is enough to reuse every unchanged session.
             snap = load_sessions(state.state_dir, previous=prev_snap, trust_dir_stamps=True)
         else:
-            if prev_snap is None:  # perf-app: a first load fills the persistent summary cache
+            if prev_snap is None:  # a first load fills the persistent summary cache
                 from memory_tui.sessions.cache import content_keys
 
                 keys_before = content_keys(state.state_dir)
             snap = load_sessions(state.state_dir, previous=prev_snap)
         wid = state.workspace_id or ""
         threshold = state.config.trigger_tokens
-        # app-rss (issue 12): per session only its summary (the list's pending figure and its
+        # per session only its summary (the list's pending figure and its
         # share of the status count) is kept, never the analysis: 200 analyses hold every
         # branch's records and mark sets (~30 MB at scale 1) and nothing here reads them
         # again. ``combine`` over the shares in snapshot order is ``status_pending_count``.

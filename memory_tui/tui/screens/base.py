@@ -75,7 +75,7 @@ def topic_name(path: str) -> str:
 class ViewScreen(RankedFooter, Screen[None]):
     VIEW: ClassVar[str] = ""
     NEEDS_SESSIONS: ClassVar[bool] = False  # perf-ui: shows "loading" until sessions are in
-    SHOWS_OUTLINE: ClassVar[bool] = False  # perf-app: can draw the first frame's topic outline
+    SHOWS_OUTLINE: ClassVar[bool] = False  # can draw the first frame's topic outline
     BINDINGS: ClassVar[list[BindingType]] = registry.screen_bindings(None)
 
     def __init__(self) -> None:
@@ -247,7 +247,7 @@ class ViewScreen(RankedFooter, Screen[None]):
         if m.outline and not self.SHOWS_OUTLINE:
             return Text.assemble((f"{g.pending} Loading the workspace…\n\n", "bold"), "The topic list is ready (1); this view follows.")
         if self.NEEDS_SESSIONS and not m.sessions_loaded and m.state_exists and m.sessions:
-            # perf-app: the list came from the persistent cache; the branches are being read
+            # the list came from the persistent cache; the branches are being read
             pending = m.status.pending_turns
             return Text.assemble(
                 (f"{g.pending} Loading session detail…\n\n", "bold"),

@@ -71,7 +71,7 @@ class TopicsScreen(RecordRows, RecordActions, TreeList, CitationScreen):
     VIEW = "topics"
     TREE_TITLE = "Topics"
     BINDINGS: ClassVar[list[BindingType]] = registry.screen_bindings("topics")
-    SHOWS_OUTLINE = True  # perf-app (issue 12): the first frame lists topics before they are parsed
+    SHOWS_OUTLINE = True  # the first frame lists topics before they are parsed
     # polish: the topic's records are the rows a delete's cursor lands among (RecordRows)
     ROW_PREFIX = "rec"
     ROW_LIST = "#topic-records"
@@ -96,7 +96,7 @@ class TopicsScreen(RecordRows, RecordActions, TreeList, CitationScreen):
         return tuple(r for r in topic.records if self.record_matches(r))
 
     def shown_count(self, topic: TopicVM) -> int:
-        # perf-app: an outline topic has a count but no records yet
+        # an outline topic has a count but no records yet
         return len(self.filtered_records(topic)) if self.filter_text else topic.record_count
 
     def topic_matches(self, topic: TopicVM) -> bool:
@@ -166,7 +166,7 @@ class TopicsScreen(RecordRows, RecordActions, TreeList, CitationScreen):
         if topic is None or m is None or m.outline:
             self._records_key = None  # the pane is about to show something else
         if topic is not None and m is not None and m.outline:
-            # perf-app (issue 12): the list is painted from the outline; records follow.
+            # the list is painted from the outline; records follow.
             records.show_message(Text.assemble(
                 (f"{self.glyphs.pending} Reading {topic.record_count} records…\n\n", "bold"),
                 "The topic list is ready; its records appear when the workspace is read.",
@@ -322,7 +322,7 @@ class TopicsScreen(RecordRows, RecordActions, TreeList, CitationScreen):
         if topic is None:
             self.notify("Select a topic to edit.", severity="warning")
             return
-        if self.model is not None and self.model.outline:  # perf-app: not read yet
+        if self.model is not None and self.model.outline:  # not read yet
             self.notify("Still reading the workspace; try again in a moment.", severity="warning")
             return
         open_editor(self.app, topic.path)
