@@ -51,6 +51,7 @@ from typing import Any, Iterable, Iterator, Mapping
 from .errors import Problem
 from .fastdata import positional
 from .paths import Layout
+from .sealed import seal, unseal
 from .sources import (ArchiveFile, SourceFrame, SourceIndex, archive_paths, d_archive_path, decode_meta,
                       parse_d_ref, walk_sources)
 from .topics import (Annotation, Evidence, Heading, SourceLink, Topic, Unit, assemble_tree, parse_topic,
@@ -206,8 +207,7 @@ def encode_rows(value: Any) -> bytes:
     reads back an order of magnitude faster than a pickle of the same data. A crc32 guards
     it: these entries are only ever written by this code, into the owner's 0700 runtime dir;
     the check is against damage (a torn write, a flipped bit), not against an author."""
-    payload = marshal.dumps(value, 4)
-    return ROWS_MAGIC + b"%08x\n" % zlib.crc32(payload) + payload
+    return seal(ROWS_MAGIC, value)
 
 
 def _pack_parts(kind: str, blobs: list[bytes]) -> tuple[bytes, ...]:
@@ -252,20 +252,7 @@ def decode_pack(data: bytes, kind: str) -> list[Any]:
 def decode(data: bytes) -> Any:
     """The stored value, or ``None`` for anything that is not an intact entry."""
     if data.startswith(ROWS_MAGIC):
-        head = len(ROWS_MAGIC) + 9
-        if len(data) < head or data[head - 1:head] != b"\n":
-            return None
-        try:
-            crc = int(data[len(ROWS_MAGIC):head - 1], 16)
-        except ValueError:
-            return None
-        payload = memoryview(data)[head:]
-        if zlib.crc32(payload) != crc:
-            return None
-        try:
-            return marshal.loads(payload)
-        except (EOFError, ValueError, TypeError):  # damaged beyond what the crc saw: a miss
-            return None
+        return unseal(ROWS_MAGIC, data)
     head = len(MAGIC) + 65
     if len(data) < head or not data.startswith(MAGIC) or data[head - 1:head] != b"\n":
         return None

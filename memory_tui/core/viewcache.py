@@ -48,10 +48,10 @@ import json
 import marshal
 import os
 import threading
-import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
+from .sealed import seal, unseal
 from .views import (
     DerivedViews,
     LinkFor,
@@ -498,27 +498,11 @@ _MANIFEST = "manifest"
 
 
 def _seal(value: Any) -> bytes:
-    """marshal (plain tuples, strings, bytes, ints) behind a crc32: these files are only
-    written by this code into the owner's 0700 runtime dir; the check is against damage."""
-    payload = marshal.dumps(value, 4)
-    return _MAGIC + b"%08x\n" % zlib.crc32(payload) + payload
+    return seal(_MAGIC, value)
 
 
 def _unseal(data: bytes) -> Any:
-    head = len(_MAGIC) + 9
-    if len(data) < head or not data.startswith(_MAGIC) or data[head - 1:head] != b"\n":
-        return None
-    try:
-        crc = int(data[len(_MAGIC):head - 1], 16)
-    except ValueError:
-        return None
-    payload = memoryview(data)[head:]
-    if zlib.crc32(payload) != crc:
-        return None
-    try:
-        return marshal.loads(payload)
-    except (EOFError, ValueError, TypeError):
-        return None
+    return unseal(_MAGIC, data)
 
 
 def snapshot_dir(memory_root: Any) -> Any:

@@ -1,0 +1,36 @@
+"""marshal behind a crc32: the entry format of memory-tui's own caches in the runtime dir.
+
+Only this code writes these files, into the owner's 0700 runtime dir, so the crc guards
+against damage (a torn write, a flipped bit), not against an author; marshal of plain
+tuples, strings, numbers and dicts reads back an order of magnitude faster than a pickle.
+"""
+
+from __future__ import annotations
+
+import marshal
+import zlib
+from typing import Any
+
+
+def seal(magic: bytes, value: Any) -> bytes:
+    """``magic``, the payload's crc32 as 8 hex digits and LF, then the payload."""
+    payload = marshal.dumps(value, 4)
+    return magic + b"%08x\n" % zlib.crc32(payload) + payload
+
+
+def unseal(magic: bytes, data: bytes) -> Any:
+    """The sealed value, or ``None`` for anything that is not an intact entry of ``magic``."""
+    head = len(magic) + 9
+    if len(data) < head or not data.startswith(magic) or data[head - 1:head] != b"\n":
+        return None
+    try:
+        crc = int(data[len(magic):head - 1], 16)
+    except ValueError:
+        return None
+    payload = memoryview(data)[head:]
+    if zlib.crc32(payload) != crc:
+        return None
+    try:
+        return marshal.loads(payload)
+    except (EOFError, ValueError, TypeError):  # damaged beyond what the crc saw: a miss
+        return None
