@@ -8,6 +8,7 @@ ignore ``*.tmp``, so a crash leaves at most a stray temp file, never a torn targ
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 
@@ -60,3 +61,32 @@ def atomic_write(
             pass
         raise
     fsync_dir(path.parent)
+
+
+def replace_cache_file(path: Path, data: bytes | tuple[bytes, ...]) -> None:
+    """Replace one of memory-tui's own cache files with ``data`` (bytes, or parts written in order).
+
+    A temp file beside it (named by process and thread, so concurrent writers never share one)
+    renamed over it: a reader sees the old bytes or the new, never a torn file. No fsync: a
+    cache entry lost to a crash only costs time, and every reader checks what it reads. On
+    failure the temp file is removed and the ``OSError`` raised; callers that treat the cache
+    as best effort catch it.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            for part in (data,) if isinstance(data, bytes) else data:
+                view = memoryview(part)
+                while view:  # a write may take less than it was given
+                    view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -38,6 +38,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
+from .fsutil import replace_cache_file
 from .parsecache import is_racy
 from .paths import Layout
 from .txcache import revision_walk
@@ -171,7 +172,6 @@ def record(memory_root: Path, stamps: Mapping[str, tuple], links: tuple[str, ...
             "core": None if core is None else [core[0], list(core[1]), core[2]], "warnings": list(warnings)}
     data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     runtime = path.parent
-    tmp = path.with_name(f".{NAME}.{os.getpid()}.tmp")
     try:
         if runtime.is_symlink() or not runtime.is_dir():
             return  # never write through a symlinked runtime dir, never create one for a cache
@@ -180,17 +180,9 @@ def record(memory_root: Path, stamps: Mapping[str, tuple], links: tuple[str, ...
                 return
         except OSError:
             pass
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, data)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+        replace_cache_file(path, data)
     except OSError:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
+        pass
 
 
 __all__ = ["NAME", "Verdict", "code_tag", "config_key", "holds", "lookup", "record", "workspace_key"]

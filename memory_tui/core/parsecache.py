@@ -50,6 +50,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from .errors import Problem
 from .fastdata import positional
+from .fsutil import replace_cache_file
 from .paths import Layout
 from .sealed import seal, unseal
 from .sources import (ArchiveFile, SourceFrame, SourceIndex, archive_paths, d_archive_path, decode_meta,
@@ -1068,22 +1069,7 @@ def _read(path: str) -> bytes:
 
 
 def _atomic(path: Path, data: bytes | tuple[bytes, ...]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        for part in (data,) if isinstance(data, bytes) else data:
-            view = memoryview(part)
-            while view:  # a write may take less than it was given
-                view = view[os.write(fd, view):]
-    except BaseException:
-        os.close(fd)
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    os.close(fd)
-    os.replace(tmp, path)
+    replace_cache_file(path, data)
 
 
 _STORES: dict[str, ParseStore] = {}

@@ -222,7 +222,8 @@ class CountMemo:
 
     def save(self) -> None:
         import json
-        import os
+
+        from .fsutil import replace_cache_file
 
         with self.lock:
             if not self.changed:
@@ -241,20 +242,10 @@ class CountMemo:
                 if len(merged) + len(mine) > limit:
                     merged = {}
                 merged.update(mine)
-                path = folder / f"{shard}.json"
-                tmp = folder / f".{shard}.{os.getpid()}.tmp"
                 try:
-                    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                    try:
-                        os.write(fd, json.dumps({"tag": self.tag(), "counts": merged}, separators=(",", ":")).encode())
-                    finally:
-                        os.close(fd)
-                    os.replace(tmp, path)
+                    replace_cache_file(folder / f"{shard}.json",
+                                       json.dumps({"tag": self.tag(), "counts": merged}, separators=(",", ":")).encode())
                 except OSError:
-                    try:
-                        tmp.unlink()
-                    except OSError:
-                        pass
                     return
             self.changed.clear()
 

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from .errors import Problem
+from .fsutil import replace_cache_file
 from .paths import RUNTIME_NAMES, Layout, is_internal_top
 from .sources import SourceIndex
 from .normalize import block_id_locations, file_block_ids, has_local_label
@@ -873,23 +874,13 @@ class WorkspaceCache:
         for (rel, digest), sig in sorted(self.proofs.items()):
             out.setdefault(rel, {})[digest] = sig
         body = json.dumps({"version": CACHE_VERSION, "code": code_tag(), "proofs": out}, separators=(",", ":"))
-        path = self._path(layout)
-        tmp = path.with_name(f"{CACHE_NAME}.{os.getpid()}.tmp")
         try:
             if not layout.runtime_dir.is_dir() or layout.runtime_dir.is_symlink():
                 return  # never write through a symlinked runtime dir
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            try:
-                os.write(fd, body.encode("utf-8"))
-            finally:
-                os.close(fd)
-            os.replace(tmp, path)
+            replace_cache_file(self._path(layout), body.encode("utf-8"))
             self._disk_snapshot = dict(self.proofs)
         except OSError:
-            try:
-                tmp.unlink()
-            except OSError:
-                pass
+            pass
 
 
 

@@ -51,6 +51,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
+from .fsutil import replace_cache_file
 from .sealed import seal, unseal
 from .views import (
     DerivedViews,
@@ -616,21 +617,7 @@ class Snapshot:
 
 def _write(folder: Any, prefix: str, data: bytes, name: str | None = None) -> str:
     name = name or prefix + hashlib.blake2b(data, digest_size=12).hexdigest()
-    path = folder / name
-    tmp = folder / f".{name}.{os.getpid()}.tmp"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    replace_cache_file(folder / name, data)
     return name
 
 

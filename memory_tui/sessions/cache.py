@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from memory_tui.core.errors import Problem
+from memory_tui.core.fsutil import replace_cache_file
 
 from .records import PendingCount, SessionAnalysis, analyze_session, status_pending_count
 from .store import Session, SessionSnapshot, discover, load_sessions, session_content_key
@@ -289,20 +290,11 @@ def _write(where: Path, state: Path, sid: str, key: str, s: SessionSummary) -> N
     body = {"format": FORMAT, "key": key, "session_id": sid, "title": s.title, "nodes": s.nodes,
             "updated_at": s.updated_at, "pending": s.pending, "status_ids": s.status_ids, "status_problems": problems}
     path = _entry_path(where, state, sid)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, json.dumps(body, separators=(",", ":")).encode())
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+        replace_cache_file(path, json.dumps(body, separators=(",", ":")).encode())
     except OSError:  # a cache that cannot be written only costs time
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
+        pass
 
 
 def _read(where: Path, state: Path, sid: str, key: str) -> SessionSummary | None:
