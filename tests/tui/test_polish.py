@@ -66,6 +66,13 @@ def test_choose_shown_drops_the_lowest_ranked_first_and_keeps_the_row_order():
     assert choose_shown(widths, ranks, 45) == [True, True, True, True, False, True]
     # a key ranked below the default shows only when everything above it fits
     assert choose_shown([10, 20, 5], [80, 70, 40], 20) == [True, False, False]
+    # a set shows whole or not at all: it goes when its lowest-ranked key would, and comes
+    # back only whole (without sets two of the three showed)
+    widths, ranks, sets = [10, 8, 13, 10, 8], [80, 75, 74, 73, 68], [None, "r", "r", "r", None]
+    assert choose_shown(widths, ranks, 28) == [True, True, False, True, False]
+    assert choose_shown(widths, ranks, 28, sets) == [True, False, False, False, True]
+    assert choose_shown(widths, ranks, 41, sets) == [True, True, True, True, False]
+    assert choose_shown(widths, ranks, 49, sets) == [True] * 5
 
 
 async def test_footer_widths_are_what_textual_draws(fixture_state):

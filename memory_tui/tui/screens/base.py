@@ -20,7 +20,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Input, Static
 
-from memory_tui.tui.widgets.footer import FittedFooter, RankedFooter
+from memory_tui.tui.widgets.footer import FILTER_RANK_OUT_OF_SIGHT, FittedFooter, RankedFooter
 
 from .. import commands as registry
 from ..data import RecordVM, WorkspaceModel
@@ -276,6 +276,12 @@ class ViewScreen(RankedFooter, Screen[None]):
                 f"Sessions found: {len(m.sessions)} (view 5).",
             )
         return None
+
+    def footer_ranks(self) -> dict[str, int]:
+        ranks = super().footer_ranks()
+        if self.narrow and self.pane == "detail":
+            ranks["filter"] = FILTER_RANK_OUT_OF_SIGHT
+        return ranks
 
     # ------------------------------------------------------------------ layout
     def on_resize(self, event: Resize) -> None:

@@ -27,10 +27,10 @@ from .external_editor import hand_to_editor
 
 Change = Callable[["str | None"], ra.ActionOutcome]  # base revision -> outcome
 
-# polish: what the footer keeps longest when the row is full (``FittedFooter``; higher stays),
-# on top of ``APP_RANKS`` (help, back, filter, quit, problems, reload). The record keys come
-# right after the filter; ``g`` gives way before the topic keys because a citation chip's
-# ``enter`` does the same.
+# What the footer keeps longest when the row is full (``FittedFooter``; higher stays), on top
+# of ``APP_RANKS`` (help, back, filter, quit, problems, reload). The record keys come right
+# after the filter and show as one set; ``g`` gives way before the topic keys because a
+# citation chip's ``enter`` does the same.
 FOOTER_RANKS: dict[str, int] = {
     "move_record": 75, "update_record": 74, "delete_record": 73,
     "toggle_core_sources": 72, "open_record": 71, "edit_topic": 70,
@@ -51,14 +51,22 @@ class RecordActions:
         self._neighbours: dict[str, tuple[str, ...]] = {}
 
     # ------------------------------------------------------------------ footer
+    FOOTER_SETS = (RECORD_KEYS,)  # m without u and d would read as the only record key
+
     def footer_ranks(self) -> dict[str, int]:
         """``FittedFooter``'s order of what to keep. Topics with only the tree on screen (the
         narrow list pane): the topic keys matter, the record keys act on a record out of
-        sight, so they go before the topic keys. On a citation chip ``g`` comes first."""
+        sight, so they go before the topic keys. Core has one topic, always topics/core.md:
+        its topic keys act on no selection, so they rank with the rarer keys, below quit and
+        problems. On a citation chip ``g`` comes first."""
         ranks = {**super().footer_ranks(), **FOOTER_RANKS}  # type: ignore[misc]
-        if getattr(self, "VIEW", "") == "topics" and getattr(self, "narrow", False) and getattr(self, "pane", "") == "list":
+        view = getattr(self, "VIEW", "")
+        if view == "topics" and getattr(self, "narrow", False) and getattr(self, "pane", "") == "list":
             ranks.update({a: 78 - i for i, a in enumerate(TOPIC_KEYS)})
             ranks.update({a: 42 - i for i, a in enumerate(RECORD_KEYS)})
+        elif view == "core":
+            # D there only says why topics/core.md cannot be deleted
+            ranks.update({"edit_topic": 64, "external_edit": 62, "delete_topic": 30})
         cited = getattr(self, "cited_frame", None)
         if callable(cited) and cited() is not None:
             ranks["goto_session"] = 77  # a citation chip under the cursor: g opens its source

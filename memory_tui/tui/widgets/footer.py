@@ -5,17 +5,20 @@ ones, so at 40 columns a label reads "Go to|^p palette". ``FittedFooter`` decide
 bindings show before they are drawn: every binding's width follows from its key and label
 (the footer's own padding rules, ``item_width``), so the choice is a pure function of the
 terminal width and the screen's bindings — the same on every run, also under a modal
-(polish: the earlier version fitted on a later refresh, so a snapshot taken under a dialog
-caught the row half fitted).
+(a version that fitted on a later refresh let a snapshot taken under a dialog catch the
+row half fitted).
 
 Which bindings go first when the row is full: without ranks, the last ones (the row is cut
 at the first binding that does not fit). A screen may rank its actions
 (``footer_ranks()`` → ``{action: rank}``, higher stays longer, unlisted actions rank
 ``DEFAULT_RANK``): the lowest-ranked go first, later before earlier, and the rest keep
 their order; a key that made room for nothing comes back if it fits after all (unless
-ranked below the default). The record views use this to keep ``m``/``u``/``d`` and ``? Help`` at 80
-columns while app-wide keys (reload, problems, quit) give way. Every binding stays in
-``?`` (help) and the palette.
+ranked below the default). A screen may also name sets of keys that show whole or not at
+all (``footer_sets()`` → tuples of actions): a set goes when its lowest-ranked key would,
+and comes back only whole. The record views use this to keep ``m``/``u``/``d`` together
+with ``? Help`` at 80 columns while app-wide keys (reload, problems, quit) give way, and
+never to show ``m`` without ``u`` and ``d``. Every binding stays in ``?`` (help) and the
+palette.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from textual.widgets import Footer
 
 DEFAULT_RANK = 50
 
-# polish: the ranks every screen starts from. ``? Help`` leads to every other key, so it stays
+# The ranks every screen starts from. ``? Help`` leads to every other key, so it stays
 # longest; leaving a screen (esc) next; then filtering. Of the app-wide keys, quit and
 # problems outrank a view's rarer keys (a new user looks for ``q``; ``p`` is where every
 # problem is listed), reload goes first (the watcher re-reads on its own; it stays in ``?``
@@ -38,16 +41,25 @@ APP_RANKS: dict[str, int] = {
     "help": 100, "back": 95, "close": 95, "filter": 80,
     "quit": 68, "problems": 66, "reload": 20,
 }
+# Where a narrow screen shows only the detail pane, the filter acts on a list out of sight:
+# it ranks below the keys of what is under the cursor (the record keys rank 73-75), above the
+# app-wide ones.
+FILTER_RANK_OUT_OF_SIGHT = 72
 
 
 class RankedFooter:
     """Mixin for a screen with a ``FittedFooter``: ``APP_RANKS`` plus the screen's own
-    ``FOOTER_RANKS`` ({action: rank}), so every screen keeps ``? Help`` and drops reload first."""
+    ``FOOTER_RANKS`` ({action: rank}), so every screen keeps ``? Help`` and drops reload first;
+    ``FOOTER_SETS``: the keys that show whole or not at all."""
 
     FOOTER_RANKS: ClassVar[dict[str, int]] = {}
+    FOOTER_SETS: ClassVar[tuple[tuple[str, ...], ...]] = ()
 
     def footer_ranks(self) -> dict[str, int]:
         return {**APP_RANKS, **self.FOOTER_RANKS}
+
+    def footer_sets(self) -> tuple[tuple[str, ...], ...]:
+        return self.FOOTER_SETS
 
 # Footer.DEFAULT_CSS: a key is drawn " k " (padding 0 1) then "label " (padding 0 1 0 0); in
 # compact mode "k" then " label" with a right margin of 1. (tests/tui/test_polish.py checks
@@ -68,28 +80,49 @@ def palette_width(key_display: str, description: str, *, compact: bool = False) 
     return item_width(key_display, description, compact=compact)
 
 
-def choose_shown(widths: list[int], ranks: list[int] | None, room: int) -> list[bool]:
-    """Which of the items (in row order, ``widths`` cells each) show in ``room`` cells."""
+def choose_shown(widths: list[int], ranks: list[int] | None, room: int,
+                 sets: list[object | None] | None = None) -> list[bool]:
+    """Which of the items (in row order, ``widths`` cells each) show in ``room`` cells.
+
+    ``sets``: per item, the set it belongs to (``None``: none); a set shows whole or not at all.
+    """
     if ranks is None:
         shown, used = [], 0
         for w in widths:
             used += w
             shown.append(used <= room and (not shown or shown[-1]))
         return shown
-    keep = [True] * len(widths)
+    n = len(widths)
+    members: dict[object, list[int]] = {}
+    for i, key in enumerate(sets or [None] * n):
+        if key is not None:
+            members.setdefault(key, []).append(i)
+
+    def unit(i: int) -> list[int]:
+        key = sets[i] if sets else None
+        return members[key] if key is not None else [i]
+
+    keep = [True] * n
     total = sum(widths)
-    for i in sorted(range(len(widths)), key=lambda i: (ranks[i], -i)):
+    for i in sorted(range(n), key=lambda i: (ranks[i], -i)):
         if total <= room:
             break
-        keep[i] = False
-        total -= widths[i]
+        for j in unit(i):
+            if keep[j]:
+                keep[j] = False
+                total -= widths[j]
     # A short key dropped for room that a later drop freed comes back, best-ranked first; a
-    # key ranked below the default never does (it shows only when all above it fit), so a
-    # set like m/u/d is not shown in part while better keys are missing.
-    for i in sorted((i for i in range(len(widths)) if not keep[i]), key=lambda i: (-ranks[i], i)):
-        if ranks[i] >= DEFAULT_RANK and total + widths[i] <= room:
-            keep[i] = True
-            total += widths[i]
+    # key ranked below the default never does (it shows only when all above it fit); a set
+    # comes back only whole.
+    for i in sorted((i for i in range(n) if not keep[i]), key=lambda i: (-ranks[i], i)):
+        if keep[i] or ranks[i] < DEFAULT_RANK:
+            continue
+        group = unit(i)
+        need = sum(widths[j] for j in group)
+        if total + need <= room:
+            for j in group:
+                keep[j] = True
+            total += need
     return keep
 
 
@@ -99,6 +132,11 @@ class FittedFooter(Footer):
     def _ranks(self) -> Mapping[str, int] | None:
         ranks = getattr(self.screen, "footer_ranks", None)
         return ranks() if callable(ranks) else None
+
+    def _sets(self) -> dict[str, int]:
+        """action -> the number of its set (``footer_sets``)."""
+        sets = getattr(self.screen, "footer_sets", None)
+        return {a: n for n, group in enumerate(sets() if callable(sets) else ()) for a in group}
 
     def fit(self, width: int) -> None:
         self._fit_keys(self.children, width)
@@ -113,7 +151,9 @@ class FittedFooter(Footer):
         widths = [item_width(k.key_display, k.description, compact=compact) for k in items]
         ranks = self._ranks()
         order = None if ranks is None else [ranks.get(k.action, DEFAULT_RANK) for k in items]
-        for key, show in zip(items, choose_shown(widths, order, room)):
+        in_set = self._sets()
+        sets = [in_set.get(k.action) for k in items]
+        for key, show in zip(items, choose_shown(widths, order, room, sets)):
             key.display = show
 
     def compose(self):
