@@ -498,37 +498,37 @@ def render_core(
 
 
 def special_token_problems(topics: Iterable[Any], counter: TokenCounter | None = None) -> tuple[Problem, ...]:
-    """A warning for every topic line holding special-token text such as ``<|endoftext|>``.
+    """A warning for every line of ``topics/core.md`` holding special-token text such as
+    ``<|endoftext|>``.
 
     memory-tui counts it as ordinary text (pitfall 15), so nothing here fails on it; the
-    owner still has to hear that OpenProgram's own counter raises on it: in ``topics/core.md``
-    it is counted on every install, so each OpenProgram transaction (its writer's, its edits)
-    fails while the text is there. Elsewhere OpenProgram accepts it, but the same text
-    moved into the core would fail it.
+    owner still has to hear that OpenProgram's own counter raises on it where OpenProgram
+    counts: ``topics/core.md`` is counted on every install (the core render, §8.4), so each
+    OpenProgram transaction (its writer's, its edits) fails while the text is there. Any
+    other topic OpenProgram accepts with that text (pitfall 15) and never counts, so there is
+    nothing to warn of; in a turn it blocks OpenProgram's writer, which ``why`` explains
+    (``special_token_blocks_writer``).
     """
     counter = counter or DEFAULT_COUNTER
     out: list[Problem] = []
     for topic in topics:
+        if f"topics/{topic.path}" != CORE_MASTER:
+            continue
         tokens = counter.special_tokens_in(topic.text)
         if not tokens:
             continue
-        in_core = f"topics/{topic.path}" == CORE_MASTER
         # numbered as the topic reader numbers lines (str.splitlines, memory spec §3.1)
         for number, line in enumerate(topic.text.splitlines(), start=1):
             found = sorted((line.find(tok), tok) for tok in tokens if tok in line)
             if not found:
                 continue
             names = [tok for _col, tok in found]
-            if in_core:
-                why = ("OpenProgram's token counter raises on it when it renders core.md, so every OpenProgram "
-                       "memory transaction (its writer's and its edits) fails until it is removed")
-            else:
-                why = ("OpenProgram accepts it in this topic, but its token counter raises on it in "
-                       "topics/core.md or in a turn")
+            why = ("OpenProgram's token counter raises on it when it renders core.md, so every OpenProgram "
+                   "memory transaction (its writer's and its edits) fails until it is removed")
             out.append(Problem(
                 SPECIAL_TOKEN_TEXT, f"special-token text {', '.join(names)}: {why}", f"topics/{topic.path}", number,
                 found[0][0] + 1,
-                {"severity": "warning", "tokens": names, "blocks_openprogram": in_core},
+                {"severity": "warning", "tokens": names, "blocks_openprogram": True},
             ))
     return tuple(out)
 

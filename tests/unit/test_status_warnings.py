@@ -36,30 +36,30 @@ def _status_json(state, capsys) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-def test_status_warns_of_special_token_text_in_topics(demo_state, capsys):
+def test_status_warns_of_special_token_text_in_topics_core_md_only(demo_state, capsys):
+    """OpenProgram counts topics/core.md on every install (its counter raises on the text);
+    another topic with the same text it accepts and never counts (pitfall 15): no warning there."""
     before = [p for p in _status_json(demo_state, capsys)["problems"] if p["code"] == "SPECIAL_TOKEN_TEXT"]
     assert before == []
     topics = demo_state / "memory" / "topics"
-    core_line = _insert(topics / "core.md", "short first", EOT)
+    core_line = _insert(topics / "core.md", "short first", "<|endofprompt|> and " + EOT)
     other = sorted((topics / "conversations").glob("*.md"))[0]
-    other_line = _insert(other, " said: “", "<|endofprompt|> and " + EOT)
+    _insert(other, " said: “", "<|endofprompt|> and " + EOT)
     found = {(p["path"], p["line"]): p for p in _status_json(demo_state, capsys)["problems"]
              if p["code"] == "SPECIAL_TOKEN_TEXT"}
     rel_other = f"topics/conversations/{other.name}"
-    assert set(found) == {("topics/core.md", core_line), (rel_other, other_line)}
+    assert set(found) == {("topics/core.md", core_line)}  # the other topic holds the same text
     core = found[("topics/core.md", core_line)]
-    assert core["details"]["tokens"] == [EOT] and core["details"]["severity"] == "warning"
+    assert core["details"]["tokens"] == ["<|endofprompt|>", EOT]  # in the order they stand
+    assert core["details"]["severity"] == "warning"
     assert core["details"]["blocks_openprogram"] is True and "every OpenProgram memory transaction" in core["message"]
     line_text = (topics / "core.md").read_text(encoding="utf-8").split("\n")[core_line - 1]
-    assert core["column"] == line_text.index(EOT) + 1
-    plain = found[(rel_other, other_line)]
-    assert plain["details"]["tokens"] == ["<|endofprompt|>", EOT]  # in the order they stand
-    assert plain["details"]["blocks_openprogram"] is False
-    # the text form names file and line too
+    assert core["column"] == line_text.index("<|endofprompt|>") + 1
+    # the text form names file and line too, and says nothing of the other topic
     assert main(["--state", str(demo_state), "status"]) == 0
     out = capsys.readouterr().out
-    assert f"topics/core.md:{core_line}: SPECIAL_TOKEN_TEXT: special-token text {EOT}" in out
-    assert f"{rel_other}:{other_line}: SPECIAL_TOKEN_TEXT" in out
+    assert f"topics/core.md:{core_line}: SPECIAL_TOKEN_TEXT: special-token text <|endofprompt|>, {EOT}" in out
+    assert f"{rel_other}:" not in out
 
 
 def test_status_reports_unknown_keymap_ids_as_the_app_does(demo_state, tmp_path, monkeypatch, capsys):
@@ -117,16 +117,22 @@ def test_a_refresh_keeps_warnings_of_unchanged_topics_and_rescans_changed_ones(d
         return sorted((p.path, p.line) for p in view.problems if p.code == "SPECIAL_TOKEN_TEXT")
 
     topics = demo_state / "memory" / "topics"
-    core_line = _insert(topics / "core.md", "short first", EOT)
+    core = topics / "core.md"
+    core_line = _insert(core, "short first", EOT)
     view = open_state(demo_state)
     assert warned(view) == [("topics/core.md", core_line)]
     other = sorted((topics / "conversations").glob("*.md"))[0]
-    other_line = _insert(other, " said: “", EOT)  # only this topic changes
+    _insert(other, " said: “", EOT)  # only this topic changes; it is never warned of
     before = view
     view = refresh(view)
     assert view.tree.topic("core.md") is before.tree.topic("core.md")  # so its warning is the kept one
-    assert warned(view) == sorted([("topics/core.md", core_line), (f"topics/conversations/{other.name}", other_line)])
-    core = topics / "core.md"
+    assert warned(view) == [("topics/core.md", core_line)]
+    lines = core.read_text(encoding="utf-8").split("\n")
+    second = next(i for i, line in enumerate(lines) if i + 1 > core_line and "said" in line) + 1
+    lines[second - 1] += f" {EOT}"  # a second line of the core: the changed core is rescanned
+    core.write_text("\n".join(lines), encoding="utf-8")
+    view = refresh(view)
+    assert warned(view) == sorted([("topics/core.md", core_line), ("topics/core.md", second)])
     core.write_text(core.read_text(encoding="utf-8").replace(f" {EOT}", ""), encoding="utf-8")
     view = refresh(view)
-    assert warned(view) == [(f"topics/conversations/{other.name}", other_line)]
+    assert warned(view) == []
