@@ -1,5 +1,5 @@
-"""polish (issue 10 leftovers): footers of the record views and the editor, the Topics list
-title, the view following a moved or deleted record, every editor error on its line.
+"""Footers of the record views and the editor, the Topics list title, the view following a
+moved or deleted record, every editor error on its line.
 
 Each test drives the app on a private copy of the fixture and reads what is on screen.
 """
@@ -8,14 +8,12 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from functools import partial
-from pathlib import Path
 
 import pytest
 from action_harness import until as until_held
 from textual.widgets import Static
-from tui_helpers import fake_editor, make_app, screen_text
+from tui_helpers import close_record_outcome, delete_highlighted_record, fake_editor, footer_keys, make_job_app, screen_text
 
-from memory_tui.core.gitlog import fixed_env
 from memory_tui.tui.screens.editor import EditorScreen
 from memory_tui.tui.widgets.footer import FittedFooter, choose_shown, item_width, palette_width
 
@@ -25,19 +23,10 @@ until = partial(until_held, tries=2000)
 
 def _footer(app) -> tuple[str, list]:
     """The footer's line as drawn, and its shown keys (the palette key apart)."""
-    line = screen_text(app).splitlines()[-1]
-    keys = [k for k in app.screen.query_one(FittedFooter).children if hasattr(k, "key_display")]
-    shown = [k for k in keys if k.display and not k.has_class("-command-palette")]
-    for k in shown:  # whole labels only
-        assert f"{k.key_display} {k.description}" in line, (k.description, line)
-    assert line.rstrip().endswith("^p palette"), line
-    return line, shown
+    return footer_keys(app)
 
 
-def _app(state: Path, **kw):
-    app = make_app(state, **kw)
-    app.job_context_options = {"git_env": fixed_env()}
-    return app
+_app = make_job_app
 
 
 async def test_topics_list_title_says_where_the_core_records_are(fixture_state):
@@ -139,17 +128,6 @@ async def test_editor_footer_shows_EDITOR_and_ctrl_o_works_while_typing(fixture_
 
 
 # ---------------------------------------------------------------------- the view follows a move
-async def _close_outcome(pilot, app) -> None:
-    from memory_tui.tui.dialogs.record_change import RecordOutcomeDialog
-
-    await until(pilot, lambda: isinstance(app.screen, RecordOutcomeDialog))
-    outcome = app.screen.outcome
-    assert outcome.ok, outcome.lines()
-    await pilot.press("escape")
-    await until(pilot, lambda: app.model.revision == outcome.revision and not [w for w in app.workers if w.group == "record-follow"])
-    await pilot.pause()
-
-
 async def _move_to(pilot, app, topic: str) -> None:
     """m on the highlighted record, the end of ``topic``'s first heading, Move; the result closed."""
     from textual.widgets import OptionList
@@ -162,13 +140,11 @@ async def _move_to(pilot, app, topic: str) -> None:
     picker.query_one("#topics", OptionList).highlighted = next(i for i, c in enumerate(picker.choices) if c.path == topic)
     await pilot.pause()
     await pilot.click("#move")
-    await _close_outcome(pilot, app)
+    await close_record_outcome(pilot, app)
 
 
 async def test_recent_keeps_its_cursor_on_the_moved_record_and_on_a_neighbour_after_a_delete(fixture_state):
     from textual.widgets import OptionList
-
-    from memory_tui.tui.dialogs.record_change import ConfirmRecordDelete
 
     app = _app(fixture_state)
     async with app.run_test(size=(160, 45)) as pilot:
@@ -191,11 +167,7 @@ async def test_recent_keeps_its_cursor_on_the_moved_record_and_on_a_neighbour_af
         lst.highlighted = i
         await pilot.pause()
         gone = recent.selected_record().memory_id
-        await pilot.press("d")
-        await until(pilot, lambda: isinstance(app.screen, ConfirmRecordDelete))
-        await until(pilot, lambda: bool(app.screen.query("#delete")))
-        await pilot.click("#delete")
-        await _close_outcome(pilot, app)
+        await delete_highlighted_record(pilot, app)
         assert gone not in recent.row_record_ids() and gone not in app.model.records
         assert recent.selected_record().memory_id == rows[i + 1]
 

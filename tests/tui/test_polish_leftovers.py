@@ -1,6 +1,6 @@
-"""polish (session 5 leftovers): the move picker's chosen position by glyph, the footers at
-every size, Topics' cursor after a delete, editor messages where the line leaves no room,
-the Sessions placeholder in ASCII.
+"""The move picker's chosen position by glyph, the footers at every size (the record keys as
+one set, the app-wide keys in every view), Topics' cursor after a delete, editor messages
+where the line leaves no room, the Sessions placeholder in ASCII.
 
 Each test drives the app (or one dialog) and reads what is drawn.
 """
@@ -12,7 +12,7 @@ from functools import partial
 import pytest
 from action_harness import DialogHarness, sample_choices
 from action_harness import until as until_held
-from tui_helpers import screen_text
+from tui_helpers import delete_highlighted_record, footer_keys, make_job_app, screen_text
 
 from memory_tui.tui.dialogs.move_picker import MovePicker
 
@@ -50,14 +50,8 @@ async def test_the_chosen_position_has_its_own_glyph_not_only_a_colour(monkeypat
 # ---------------------------------------------------------------------- 2. footers at every size
 def _footer_line(app) -> str:
     """The footer as drawn; every key it shows is whole, and ``? Help`` is one of them."""
-    from memory_tui.tui.widgets.footer import FittedFooter
-
-    line = screen_text(app).splitlines()[-1].rstrip()
-    keys = [k for k in app.screen.query_one(FittedFooter).children if hasattr(k, "key_display")]
-    shown = [k for k in keys if k.display and not k.has_class("-command-palette")]
-    for k in shown:
-        assert f"{k.key_display} {k.description}" in line, (type(app.screen).__name__, k.description, line)
-    assert line.endswith("^p palette") and "? Help" in line, (type(app.screen).__name__, line)
+    line, _ = footer_keys(app)
+    assert "? Help" in line, (type(app.screen).__name__, line)
     return line
 
 
@@ -123,13 +117,7 @@ async def test_every_footer_keeps_help_whole_labels_and_the_record_set_and_every
             assert "^r Reload" not in line, (name, line)
 
 
-def _app(state, **kw):
-    from memory_tui.core.gitlog import fixed_env
-    from tui_helpers import make_app
-
-    app = make_app(state, **kw)
-    app.job_context_options = {"git_env": fixed_env()}
-    return app
+_app = make_job_app
 
 
 @pytest.mark.parametrize("size", [(120, 40), (80, 24)])
@@ -170,20 +158,6 @@ async def test_on_a_citation_chip_the_topics_footer_shows_g(fixture_state, size)
 
 
 # ---------------------------------------------------------------------- 3. Topics after a delete
-async def _delete_highlighted(pilot, app) -> None:
-    from memory_tui.tui.dialogs.record_change import ConfirmRecordDelete, RecordOutcomeDialog
-
-    await pilot.press("d")
-    await until(pilot, lambda: isinstance(app.screen, ConfirmRecordDelete) and bool(app.screen.query("#delete")))
-    await pilot.click("#delete")
-    await until(pilot, lambda: isinstance(app.screen, RecordOutcomeDialog))
-    outcome = app.screen.outcome
-    assert outcome.ok, outcome.lines()
-    await pilot.press("escape")
-    await until(pilot, lambda: app.model.revision == outcome.revision and not [w for w in app.workers if w.group == "record-follow"])
-    await pilot.pause()
-
-
 @pytest.mark.parametrize("size", [(160, 45), (80, 24)])
 async def test_topics_puts_its_cursor_on_the_next_record_after_a_delete_and_on_the_previous_after_the_last(fixture_state, size):
     app = _app(fixture_state)
@@ -202,14 +176,14 @@ async def test_topics_puts_its_cursor_on_the_next_record_after_a_delete_and_on_t
         topics.land_on_record([rows[1]])  # the middle one: not where a plain reload puts the cursor
         await pilot.pause()
         assert topics.records.selected_record.memory_id == rows[1]
-        await _delete_highlighted(pilot, app)
+        await delete_highlighted_record(pilot, app)
         assert rows[1] not in app.model.records and topics.row_record_ids() == [rows[0], *rows[2:]]
         assert app.screen is topics and topics.records.selected_record.memory_id == rows[2]
         # the last record: the one before it takes the cursor
         rows = topics.row_record_ids()
         topics.land_on_record([rows[-1]])
         await pilot.pause()
-        await _delete_highlighted(pilot, app)
+        await delete_highlighted_record(pilot, app)
         assert topics.row_record_ids() == rows[:-1]
         assert topics.records.selected_record.memory_id == rows[-2]
         assert app.screen.focused is topics.records

@@ -94,7 +94,7 @@ def make_source_pending(state: Path, source_id: str) -> None:
 
 
 def screen_text(app) -> str:
-    """polish: the screen as text rows, read from the app's SVG screenshot (what is drawn)."""
+    """The screen as text rows, read from the app's SVG screenshot (what is drawn)."""
     import html
     import re
 
@@ -106,7 +106,7 @@ def screen_text(app) -> str:
 
 
 def fake_editor(tmp_path: Path, body: str) -> str:
-    """polish: an executable standing in for $EDITOR: ``body`` is Python run on the file it gets."""
+    """An executable standing in for $EDITOR: ``body`` is Python run on the file it gets."""
     import stat
     import sys
 
@@ -114,3 +114,55 @@ def fake_editor(tmp_path: Path, body: str) -> str:
     script.write_text(f"#!{sys.executable}\nimport sys, pathlib\np = pathlib.Path(sys.argv[1])\nt = p.read_text()\n{body}\n")
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     return str(script)
+
+
+def make_job_app(state_dir: Path, **kw):
+    """``make_app`` with git's identity and clock pinned for the jobs and record changes it runs."""
+    from memory_tui.core.gitlog import fixed_env
+
+    app = make_app(state_dir, **kw)
+    app.job_context_options = {"git_env": fixed_env()}
+    return app
+
+
+def footer_keys(app) -> tuple[str, list]:
+    """The footer's line as drawn and the keys it shows (the palette key apart); every shown
+    key is drawn whole, and the palette key ends the line."""
+    from memory_tui.tui.widgets.footer import FittedFooter
+
+    line = screen_text(app).splitlines()[-1].rstrip()
+    keys = [k for k in app.screen.query_one(FittedFooter).children if hasattr(k, "key_display")]
+    shown = [k for k in keys if k.display and not k.has_class("-command-palette")]
+    for k in shown:
+        assert f"{k.key_display} {k.description}" in line, (type(app.screen).__name__, k.description, line)
+    assert line.endswith("^p palette"), (type(app.screen).__name__, line)
+    return line, shown
+
+
+async def close_record_outcome(pilot, app) -> None:
+    """A record change has been confirmed: wait for its outcome dialog, check it succeeded,
+    close it (esc), then wait until the app has the new revision and the view that acted has
+    put its cursor where the record went."""
+    from action_harness import until
+
+    from memory_tui.tui.dialogs.record_change import RecordOutcomeDialog
+
+    await until(pilot, lambda: isinstance(app.screen, RecordOutcomeDialog), tries=2000)
+    outcome = app.screen.outcome
+    assert outcome.ok, outcome.lines()
+    await pilot.press("escape")
+    await until(pilot, lambda: app.model.revision == outcome.revision
+                and not [w for w in app.workers if w.group == "record-follow"], tries=2000)
+    await pilot.pause()
+
+
+async def delete_highlighted_record(pilot, app) -> None:
+    """``d`` on the highlighted record, Delete in the confirmation, the outcome closed."""
+    from action_harness import until
+
+    from memory_tui.tui.dialogs.record_change import ConfirmRecordDelete
+
+    await pilot.press("d")
+    await until(pilot, lambda: isinstance(app.screen, ConfirmRecordDelete) and bool(app.screen.query("#delete")), tries=2000)
+    await pilot.click("#delete")
+    await close_record_outcome(pilot, app)
