@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
-# perf-app: the persistent session-summary cache of every test run goes to a folder of its own
+# The persistent session-summary cache of every test run goes to a folder of its own
 # (the test states are temporary folders: their entries would pile up in the user's cache).
 os.environ.setdefault("MEMORY_TUI_SESSION_CACHE_DIR", tempfile.mkdtemp(prefix="memory-tui-session-cache-"))
 

@@ -1,4 +1,4 @@
-# The round-4 (pre parse-fast) sources parser, kept verbatim as an oracle for the equivalence tests
+# The round-4 sources parser (before the round-5 faster one), kept verbatim as an oracle for the equivalence tests
 # of the faster one (test_parse_fast_props.py). Not used by memory_tui itself.
 """OpenProgram's source archive: ids, the strict v2 format, legacy readers, an index, the appender.
 

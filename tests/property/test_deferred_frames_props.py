@@ -1,5 +1,5 @@
 """An index built from cached archive rows, whose frames are decoded on first use, answers
-every question exactly as the index of a fresh scan does, whatever is asked first (parse-cached).
+every question exactly as the index of a fresh scan does, whatever is asked first.
 
 The lazy index is ``SourceIndex.from_files`` over ``parsecache.archive_from_rows(archive_rows(e))``
 of each scanned entry (what a cached load builds); the full one is over the scanned entries.

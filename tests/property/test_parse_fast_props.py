@@ -1,4 +1,4 @@
-"""The faster parser, scanner and cache rows (parse-fast, round 5) give exactly what the
+"""The faster parser, scanner and cache rows (round 5) give exactly what the
 round-4 code gave: same units, evidence, problems (codes, messages, lines, columns), frames.
 
 The oracle is the round-4 code itself, kept verbatim in ``oracle_round4_topics.py`` /
@@ -193,7 +193,7 @@ def test_rows_round_trip_keeps_sharing_and_equality(variant):
             assert _plain(again.scan) == _plain(entry.scan)
 
 
-# cold-rows: topic_rows/archive_rows read every column with C-level maps and fall back to a
+# topic_rows/archive_rows read every column with C-level maps and fall back to a
 # per-item search only where that pass cannot vouch for an item; each case below makes one
 # item take one of those fallbacks (or the shortcut's edge), and the rows must still decode
 # to exactly the object.
@@ -367,7 +367,7 @@ def test_frame_lines_read_as_before(first, count, anchor_line, source_line):
     assert _plain(new_sources.scan_v2(rel, data)) == _plain(old_sources.scan_v2(rel, data))
 
 
-# parse-cold (round 7): a well-formed archive is read by one regex pass over the text
+# Round 7: a well-formed archive is read by one regex pass over the text
 # (``sources.scan_well_formed``); anything else by the line scanner. Well-formed archives
 # with every kind of record (several lines, odd whitespace, speakers, pending/trusted meta,
 # Unicode line separators that are not LF) must take that pass and read as before.
@@ -429,7 +429,7 @@ def test_damaged_well_formed_archives_read_as_before(records, data):
     assert _plain(new_sources.scan_v2(rel, text.encode())) == _plain(old_sources.scan_v2(rel, text.encode()))
 
 
-# parse-cold (round 7): a topic file with nothing to report and one-line records is read in
+# Round 7: a topic file with nothing to report and one-line records is read in
 # one pass (``topics.parse_well_formed``); everything else by the general parser.
 WORDS = st.lists(st.sampled_from(["tea", "Dave", "likes", "1", "x-y", "é", "(fact 3).", "a:b", "#", "^", "[", "]",
                                   "[x](dave.md#^97de5549)", "[y](z.md)", "<b>", "`c`", "!", "*"]),

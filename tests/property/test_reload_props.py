@@ -3,7 +3,7 @@ views from per-topic parts, the timeline merged from the changed topics' rows) e
 full load of the same directory with the views built whole (``MEMORY_TUI_VIEWS=full``), along
 random sequences of changes on disk: rewording, redating, dropping and moving records, links
 coming and going, a block id in two files, a topic that stops parsing, deleted and added
-topic files (reload-fast, issue 12)."""
+topic files (issue 12)."""
 
 from __future__ import annotations
 

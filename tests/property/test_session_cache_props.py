@@ -1,4 +1,4 @@
-"""perf-app (issue 12): the persistent per-session summary cache (``sessions.cache``) gives
+"""The persistent per-session summary cache (``sessions.cache``) gives
 exactly what a full uncached load and analysis give, after any sequence of the changes a
 writer (or a hostile neighbour of the cache) makes; an unchanged session is never re-read."""
 

@@ -138,7 +138,7 @@ def test_check_mode_raises_on_a_difference(world, monkeypatch):
         viewcache.ViewCache().build(tree, **kwargs)
 
 
-# --- fresh-cli: the persisted snapshot of the combined views --------------------------------
+# --- the persisted snapshot of the combined views (read by a fresh process) ----------------
 
 SNAP_DAMAGES = st.sampled_from(["keep", "keep", "truncate_day", "flip_part", "drop_manifest", "garble_manifest", "drop_file"])
 

@@ -1,4 +1,4 @@
-"""In-app snapshots of the owner's actions (editor-jobs, issue 10): the editor with every error
+"""In-app snapshots of the owner's actions (issue 10): the editor with every error
 of an edit on its line, a running job frozen mid-way, the job result, the conflict dialog, the
 confirm modal with its dry-run preview, the job-history panel.
 

@@ -107,7 +107,7 @@ async def test_backfill_end_to_end_from_the_key(fixture_state):
         assert summary.ok, summary.to_json()
         assert summary.revision != rev
         assert summary.git_commit and _git_log(root)[0].startswith("memory: backfill")  # the commit it made
-        # polish: the files it changed are listed, the same topic files its commit holds
+        # the files it changed are listed, the same topic files its commit holds
         committed = subprocess.run(["git", "-C", str(root), "show", "--name-only", "--format=", summary.git_commit],
                                    capture_output=True, text=True, check=True).stdout.split()
         assert summary.changed_files and set(summary.changed_files) == {f for f in committed if f.startswith("topics/")}
@@ -128,7 +128,7 @@ async def test_backfill_end_to_end_from_the_key(fixture_state):
         lst = panel.query_one(JobHistoryList)
         assert lst.option_count == 1 + len(panel.history.entries) and panel.history.entries
         first = str(lst.get_option_at_index(0).prompt)
-        # polish: backfill's files count here as the other jobs' do
+        # backfill's files count here as the other jobs' do
         assert first == f"✓ this run  {summary.title}: {summary.outcome.code} · {len(summary.changed_files)} file(s)"
         assert any(e.stage == "backfill" or "backfill" in e.summary for e in panel.history.entries), panel.history
         await pilot.press("enter")  # this run's job: its result again
@@ -241,7 +241,7 @@ async def test_a_lock_held_elsewhere_shows_in_the_header_and_a_write_offers_retr
             await pilot.press("escape")
             await settle_jobs(pilot, app)
             header = str(app.screen.query_one("#header").render())
-            # polish: the header takes its short words rather than cut the lock holder off the end
+            # the header takes its short words rather than cut the lock holder off the end
             assert f"locked: another program (pid {holder.pid})" in header and "…" not in header, header
             assert "writer ✗" not in header and "✗ CONCURRENT" not in header, header  # a lost race is no writer failure
             assert "lock busy: retry" in header

@@ -1,5 +1,5 @@
-"""perf-ui (issue 12): the app paints before sessions are read, and a one-file reload
-re-reads only that file."""
+"""The app paints before sessions are read (a visible loading state, never a frozen screen),
+and a one-file reload re-reads only that file (issue 12)."""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ async def test_one_file_reload_reads_only_that_file(fixture_state, monkeypatch):
 
 
 async def test_outline_paints_topics_before_the_workspace_is_parsed(fixture_state_ro, monkeypatch):
-    """perf-app (issue 12): the first frame lists every topic with its record count from the
+    """The first frame lists every topic with its record count from the
     cheap outline while the strict parse is still running; the real model then replaces it."""
     import memory_tui.tui.app as app_mod
 
@@ -151,7 +151,7 @@ async def test_outline_paints_topics_before_the_workspace_is_parsed(fixture_stat
 
 
 async def test_sessions_list_comes_from_the_cache_before_the_detail(fixture_state_ro, tmp_path, monkeypatch):
-    """perf-app (issue 12): once a load has filled the persistent session-summary cache, the
+    """Once a load has filled the persistent session-summary cache, the
     next app shows the sessions list and the pending count before any session is read."""
     monkeypatch.setenv("MEMORY_TUI_SESSION_CACHE_DIR", str(tmp_path / "cache"))
     full = load_model(fixture_state_ro, counter=COUNTER, home=fixture_state_ro.parent)  # fills the cache
@@ -200,7 +200,7 @@ def _phrase(content: str, text: str) -> str:
 
 
 async def test_reload_redraws_the_shown_topic_only_when_it_changed(fixture_state):
-    # reload-fast: the records of the shown topic are not re-rendered by a reload that changed
+    # the records of the shown topic are not re-rendered by a reload that changed
     # another file, and are by one that changed this topic
     app = make_app(fixture_state)
     async with app.run_test(size=(120, 40)) as pilot:

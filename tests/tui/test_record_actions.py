@@ -1,4 +1,4 @@
-"""records-ui (issue 10): record move/update/delete, topic delete and $EDITOR from the views.
+"""Record move/update/delete (issue 10), topic delete and $EDITOR from the views.
 
 Each test drives the app with keys on a private copy of the fixture, then checks the bytes
 on disk, the revision, what the screen shows, and that ``memory-tui topics --json`` agrees.
@@ -433,7 +433,7 @@ def test_move_picker_in_the_app(snap_compare, fixture_state):
 
 
 def test_move_picker_in_the_app_80x24(snap_compare, fixture_state):
-    """polish: at 80x24 the picker takes the screen: topic and heading lists side by side,
+    """At 80x24 the picker takes the screen: topic and heading lists side by side,
     one row per choice, the positions on one line, the anchors full width. (This snapshot
     was dropped once because the footer under the picker was fitted on a refresh after the
     first paint; FittedFooter now decides before it draws, and the picker covers it here.)"""
@@ -488,7 +488,7 @@ async def test_move_picker_fits_80x24(fixture_state):
         for button in ("#cancel", "#move"):
             region = picker.query_one(button, Button).region
             assert region.height > 0 and region.bottom <= 24 and region.right <= 80, (button, region)
-        # polish: the lists are usable, not 2 rows: 5+ rows inside their borders
+        # the lists are usable, not 2 rows: 5+ rows inside their borders
         for name in ("#topics", "#sections", "#anchors"):
             lst = picker.query_one(name, OptionList)
             assert lst.region.height - 2 >= 5 and lst.region.bottom <= picker.query_one("#cancel", Button).region.y, name
@@ -505,7 +505,7 @@ async def test_move_picker_fits_80x24(fixture_state):
 
 
 async def test_move_picker_at_40x12_scrolls_and_keeps_its_buttons(fixture_state):
-    """polish: at 40x12 everything stacks in one column that scrolls; the buttons stay."""
+    """At 40x12 everything stacks in one column that scrolls; the buttons stay."""
     app = _app(fixture_state)
     async with app.run_test(size=(40, 12)) as pilot:
         await _open_picker_on_302a9bb2(pilot)

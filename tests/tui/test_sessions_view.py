@@ -127,7 +127,7 @@ async def test_ascii_mode_draws_only_ascii_in_sessions(fixture_copy, size, pane)
 @pytest.mark.anyio
 async def test_the_same_screen_in_unicode_mode_draws_glyphs(fixture_copy):
     # the check above can fail: without ASCII mode the footer's enter key and the lanes are symbols
-    # (polish: at 80x24, where the footer has room for the graph's enter key beside ? Help)
+    # (at 80x24, where the footer has room for the graph's enter key beside ? Help)
     app = make_app(fixture_copy)
     async with app.run_test(size=(80, 24)) as pilot:
         await _open(SID, "a00000000002_reply")(pilot)

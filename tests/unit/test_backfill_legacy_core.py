@@ -76,7 +76,7 @@ def test_backfill_reports_and_processes_the_archived_core(tmp_path):
     assert out["legacy_core"] == "archived"
     assert out["candidates"] == 3  # two uncited turns + the legacy core
     assert out["processed"] == 3
-    # polish: the changed topic files ride beside the spec's keys, not in them; this writer
+    # the changed topic files ride beside the spec's keys, not in them; this writer
     # cited nothing (all 3 remain), so none is listed
     assert out["remaining"] == 3 and out.changed_files == () and "changed_files" not in out
     # what backfill installed is committed at once, not left for the next writer's `git add -A`
@@ -98,7 +98,7 @@ def test_parseable_root_core_is_promoted_not_archived(tmp_path):
     out = backfill(_ctx(state))
     assert out["legacy_core"] == "promoted"
     assert "The user is Ada." in (mem / "topics/core.md").read_text()
-    assert "topics/core.md" in out.changed_files  # polish: the job result lists the promoted file
+    assert "topics/core.md" in out.changed_files  # the job result lists the promoted file
     assert not (mem / "sources/openprogram-migration").exists()
 
 

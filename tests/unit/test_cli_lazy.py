@@ -96,7 +96,7 @@ def test_one_shot_verbs_run_without_the_cyclic_collector_and_restore_it(monkeypa
 
 
 def test_only_the_process_entry_point_freezes_its_objects_for_shutdown(tmp_path):
-    # fresh-apply: the process's own one-shot run freezes what it built, so shutdown's last
+    # the process's own one-shot run freezes what it built, so shutdown's last
     # collection skips it; main(argv) inside another process (tests, jobs) must not, or that
     # process could never collect those objects again.
     code = (
@@ -117,7 +117,7 @@ def test_only_the_process_entry_point_freezes_its_objects_for_shutdown(tmp_path)
 
 
 def test_a_fresh_edit_imports_no_module_only_other_paths_need(fixture_state, tmp_path):
-    """fresh-cli: a whole `edit --from FILE` in a new process (a real change, installed) never
+    """A whole `edit --from FILE` in a new process (a real change, installed) never
     imports what only the interactive editor, the demo, the encoder build or the renameat2
     fallback use (each cost every fresh edit and apply a few milliseconds of start-up)."""
     mem = fixture_state / "memory"

@@ -1,4 +1,4 @@
-"""perf-app (issue 12): the app's first-frame topic outline agrees with the strict parse on
+"""The app's first-frame topic outline (issue 12) agrees with the strict parse on
 every file the parse accepts."""
 
 from __future__ import annotations

@@ -102,7 +102,7 @@ def test_registry_membership_and_corrupt_registry(tmp_path):
     assert snap.sessions["reg"].in_registry and snap.sessions["copied"].in_registry
 
 
-# app-rss (issue 12): node metadata is a FrozenMap (shared key order + a tuple of values);
+# Node metadata is a FrozenMap (it keeps the app's memory down, issue 12) (shared key order + a tuple of values);
 # it must answer exactly as the read-only dict it replaced.
 
 

@@ -58,7 +58,7 @@ def test_foreign_or_corrupt_memo_is_ignored(tmp_path, monkeypatch):
 
 
 def test_processes_saving_at_once_keep_each_others_counts(tmp_path, monkeypatch):
-    """app-rss: two memos loaded before either saved; the second save keeps the first's."""
+    """Two memos loaded before either saved (two processes): the second save keeps the first's counts."""
     monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path))
     counter = tokens.O200kCounter()
     first, second = CountMemo(), CountMemo()
@@ -85,7 +85,7 @@ def test_tiktoken_version_is_what_importlib_metadata_reports():
 
 
 def test_a_fresh_count_reads_one_shard_and_a_legacy_memo_is_folded_in(tmp_path, monkeypatch):
-    """fresh-cli: counting one text reads only its own shard; the single-file memo of earlier
+    """Counting one text reads only its own shard; the single-file memo of earlier
     versions is read when there are no shards yet, its counts answered and written into them
     (the file itself is left for older copies), and not read again once they exist."""
     monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path))

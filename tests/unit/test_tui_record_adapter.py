@@ -1,4 +1,4 @@
-"""records-ui (issue 10): the app's record-change adapter without the app (its $EDITOR hand-over
+"""The app's record-change adapter (issue 10) without the app (its $EDITOR hand-over
 and how an outcome reads)."""
 
 from __future__ import annotations
