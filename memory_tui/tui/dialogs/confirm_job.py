@@ -23,6 +23,8 @@ from memory_tui.core.text import sanitize
 MAX_BATCH_ROWS = 8
 MAX_FILE_ROWS = 12
 
+# The buttons are docked at the dialog's foot: on a short screen the text above them is
+# clipped, never the way to answer.
 DIALOG_CSS = """
 {name} {{ align: center middle; }}
 {name} > Vertical {{
@@ -31,7 +33,7 @@ DIALOG_CSS = """
 }}
 {name} .dialog-title {{ text-style: bold; width: 100%; padding: 0 0 1 0; }}
 {name} .dialog-body {{ height: auto; max-height: 30; }}
-{name} .dialog-buttons {{ height: auto; align: right middle; padding-top: 1; }}
+{name} .dialog-buttons {{ dock: bottom; height: auto; align: right middle; padding-top: 1; }}
 {name} .dialog-buttons Button {{ margin-left: 1; }}
 {name} .dialog-warning {{ color: $warning; }}
 """

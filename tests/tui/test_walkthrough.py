@@ -1,0 +1,44 @@
+"""What a new user met trying the app at 120x40, 80x24 and 40x12 (the demo, every view, a
+dialog, the editor): each test drives the app or one dialog and reads what is drawn."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import pytest
+from action_harness import DialogHarness, sample_preview, sample_summary
+from action_harness import until as until_held
+from tui_helpers import screen_text
+
+from memory_tui.tui.dialogs.confirm_job import ConfirmJobDialog
+from memory_tui.tui.dialogs.job_result import JobResultDialog
+
+pytestmark = pytest.mark.anyio
+until = partial(until_held, tries=2000)
+
+
+# ---------------------------------------------------------------------- dialogs on a short screen
+@pytest.mark.parametrize("size", [(40, 12), (80, 24), (120, 40)])
+@pytest.mark.parametrize(("make", "labels"), [
+    (lambda: ConfirmJobDialog(sample_preview()), ("Cancel", "Run")),
+    (lambda: JobResultDialog(sample_summary()), ("Retry", "Close")),
+], ids=["confirm-job", "job-result"])
+async def test_a_dialog_keeps_its_buttons_on_screen_when_its_text_does_not_fit(make, labels, size):
+    """At 80x24 a write preview of two batches and five files pushed Cancel and Run below the
+    screen's last row (at 40x12 any preview did): the owner saw a question and no way to
+    answer it. The buttons stay at the dialog's foot; the text
+    above them is what gives way."""
+    app = DialogHarness(make)
+    async with app.run_test(size=size) as pilot:
+        await until(pilot, lambda: len(app.screen_stack) > 1 and bool(app.screen.query("Button")))
+        await pilot.pause()
+        screen = app.screen
+        buttons = list(screen.query("Button"))
+        assert [str(b.label) for b in buttons] == list(labels)
+        for b in buttons:
+            r = b.region
+            assert r.height == 3 and 0 <= r.y and r.y + r.height <= size[1] and r.x + r.width <= size[0], (b.label, r)
+        drawn = screen_text(app)
+        assert all(label in drawn for label in labels), drawn
+        title = screen.query_one(".dialog-title")
+        assert title.region.y >= 0 and title.region.height > 0  # the question itself still shows
