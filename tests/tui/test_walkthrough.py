@@ -42,3 +42,28 @@ async def test_a_dialog_keeps_its_buttons_on_screen_when_its_text_does_not_fit(m
         assert all(label in drawn for label in labels), drawn
         title = screen.query_one(".dialog-title")
         assert title.region.y >= 0 and title.region.height > 0  # the question itself still shows
+
+
+# ---------------------------------------------------------------------- history: one version
+async def test_the_history_of_a_topic_with_one_commit_says_1_version_and_offers_no_revert(tmp_path):
+    """Every demo topic has one commit: the line read "1 versions · v revert to the highlighted
+    one", an English slip and a revert to the text as it already is."""
+    from tui_helpers import FROZEN, make_app
+
+    from memory_tui.demo import build_demo
+    from memory_tui.tui.screens.history import HistoryScreen
+
+    state = build_demo(tmp_path / ".openprogram", clock=lambda: FROZEN)
+    app = make_app(state)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        app.view_screens["topics"].focus_list()
+        await pilot.press("h")
+        await until(pilot, lambda: isinstance(app.screen, HistoryScreen) and app.screen.history is not None
+                    and bool(app.screen.query("#history-commits")))
+        await pilot.pause()
+        screen = app.screen
+        assert len(screen.history.versions) == 1
+        line = str(screen.query_one("#history-outcome").render())
+        assert line.endswith(": 1 version, the current one"), line
+        assert "versions" not in line and "revert" not in line, line

@@ -118,7 +118,7 @@ def result_text(result: Any) -> Text:
 
 
 class HistoryScreen(RankedFooter, Screen[None]):
-    # polish: a footer that keeps ? Help and esc, revert first (FittedFooter)
+    # a footer that keeps ? Help and esc, revert first (FittedFooter)
     FOOTER_RANKS: ClassVar[dict[str, int]] = {"request_revert": 75, "toggle_side": 70}
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Back", key_display="esc", id="history.close"),
@@ -151,10 +151,10 @@ class HistoryScreen(RankedFooter, Screen[None]):
         self._show_loaded()
 
     def _show_loaded(self) -> None:
-        self.query_one("#history-outcome", Static).update(Text(
-            f"History of {self.history.kind} {self.history.target}: {len(self.history.versions)} versions · v revert to the highlighted one",
-            "dim",
-        ))
+        n = len(self.history.versions)
+        # one version is the text as it stands: there is nothing older to revert to
+        what = "1 version, the current one" if n == 1 else f"{n} versions · v revert to the highlighted one"
+        self.query_one("#history-outcome", Static).update(Text(f"History of {self.history.kind} {self.history.target}: {what}", "dim"))
         self.query_one("#history-commits").focus()
 
     @work(thread=True, exclusive=True, group="history-load", exit_on_error=False, description="history-load")
