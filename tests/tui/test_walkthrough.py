@@ -67,3 +67,32 @@ async def test_the_history_of_a_topic_with_one_commit_says_1_version_and_offers_
         line = str(screen.query_one("#history-outcome").render())
         assert line.endswith(": 1 version, the current one"), line
         assert "versions" not in line and "revert" not in line, line
+
+
+# ---------------------------------------------------------------------- the editor's title line
+@pytest.mark.parametrize("size", [(120, 40), (80, 24), (40, 12)])
+async def test_the_editor_title_is_never_cut_mid_word(tmp_path, size):
+    """At 80 columns the demo's title read "Edit topics/conversations/kyoto-trip-in-spring.md
+    (ctrl+s save · f8/shift+f8 e": the hint goes first when it does not fit (the footer has
+    the same keys), then the path's start (its name is at the end)."""
+    from tui_helpers import FROZEN, make_app
+
+    from memory_tui.demo import build_demo
+    from memory_tui.tui.screens.editor import EditorScreen
+
+    state = build_demo(tmp_path / ".openprogram", clock=lambda: FROZEN)
+    app = make_app(state)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        path = app.model.topics[0].path
+        assert len(path) > 40  # a folder and a long name: the case at hand
+        app.view_screens["topics"].reveal_topic(path)
+        await pilot.pause()
+        await pilot.press("e")
+        await until(pilot, lambda: isinstance(app.screen, EditorScreen) and bool(app.screen.query("#editor-title")))
+        await pilot.pause()
+        drawn = screen_text(app).splitlines()[0].strip()
+        hint = "(ctrl+s save · f8/shift+f8 errors · esc back)"
+        expected = {120: f"Edit {path}  {hint}", 80: f"Edit {path}", 40: "Edit …" + path[-32:]}[size[0]]
+        assert drawn == expected, drawn
+        assert len(drawn) <= size[0] - 2

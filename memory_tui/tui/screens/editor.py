@@ -63,7 +63,7 @@ class EditorScreen(Screen[None]):
         self._text, self._revision = read_topic_text(self.state_dir, path)
 
     def compose(self) -> ComposeResult:
-        yield Label(f"Edit {self.path}  (ctrl+s save · f8/shift+f8 errors · esc back)", id="editor-title")
+        yield Label(self.title_text(self.app.size.width), id="editor-title")
         with Horizontal():
             yield TopicEditor(self._text, path=self.path, ascii=self.ascii, id="topic-editor")
             yield DiagnosticsList(id="diagnostics")
@@ -76,8 +76,21 @@ class EditorScreen(Screen[None]):
         self.editor.mark_saved(self._text, self._revision)
         self.editor.focus()
 
+    def title_text(self, width: int) -> str:
+        """The title line, whole: the key hint goes first when the line cannot hold it (the
+        footer lists the same keys), then the path is cut at its start (its name is the end)."""
+        room = max(8, (width or 120) - 2)  # the label's padding
+        title = f"Edit {self.path}"
+        full = f"{title}  (ctrl+s save · f8/shift+f8 errors · esc back)"
+        if len(full) <= room:
+            return full
+        if len(title) <= room:
+            return title
+        return "Edit …" + self.path[len(self.path) - (room - 6):]
+
     def on_resize(self, event) -> None:
         self.set_class(event.size.width < self.NARROW, "-narrow")
+        self.query_one("#editor-title", Label).update(self.title_text(event.size.width))
 
     @property
     def editor(self) -> TopicEditor:
