@@ -96,3 +96,29 @@ async def test_the_editor_title_is_never_cut_mid_word(tmp_path, size):
         expected = {120: f"Edit {path}  {hint}", 80: f"Edit {path}", 40: "Edit …" + path[-32:]}[size[0]]
         assert drawn == expected, drawn
         assert len(drawn) <= size[0] - 2
+
+
+# ---------------------------------------------------------------------- the header on a narrow screen
+def test_the_header_drops_whole_parts_never_cuts_one_mid_word(tmp_path):
+    """At 40 columns the demo's header read "… │ ✓ 1d ag…". Whatever the width, each part after
+    the state dir is one the header has at some width, whole."""
+    from tui_helpers import FROZEN
+
+    from memory_tui.demo import build_demo
+    from memory_tui.tui.data import load_model
+    from memory_tui.tui.render import UNICODE
+    from memory_tui.tui.widgets.header import _header_line, header_text
+
+    state = build_demo(tmp_path / "demo-polish", clock=lambda: FROZEN)
+    model = load_model(state)
+
+    def parts(width: int) -> list[str]:
+        line = header_text(model, width, FROZEN, UNICODE, problems=0).plain
+        assert len(line) <= width, (width, line)
+        return line.split(" │ ")
+
+    whole = {p for narrow in (False, True) for p in _header_line(
+        model, FROZEN, UNICODE, 0, "", "", None, narrow=narrow, short_insights=narrow, ids=2).plain.split(" │ ")[1:]}
+    assert any(p.endswith(" ago") for p in whole)  # the writer's health, the part that was cut
+    for width in range(20, 121):
+        assert all(p in whole for p in parts(width)[1:]), (width, parts(width))

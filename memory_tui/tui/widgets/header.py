@@ -51,10 +51,11 @@ def header_text(
     ``problems`` is the count of every problem the app knows (the model's plus settings');
     clicking it opens the Problems screen.
     """
-    # polish: below 100 columns every part is short; above, the insight counts take their
-    # short words when the long ones would push the last count off the line; then the
-    # workspace id (the least used part) goes, then the revision. A cut is the last resort,
-    # and only cuts the end.
+    # Below 100 columns every part is short; above, the insight counts take their short words
+    # when the long ones would push the last count off the line; then the workspace id (the
+    # least used part) goes, then the revision. Last, the parts that fit whole, in their
+    # order: a part cut mid-word reads as another word ("✓ 1d ag…"); only a state dir too long
+    # for the line is cut, at its end.
     narrow = width < 100
     # (short words for the parts, short words for the insight counts, the ids shown: 2 both, 1 revision, 0 none)
     tiers = [(narrow, narrow, 2)] + ([] if narrow else [(False, True, 2), (True, True, 2)]) + [(True, True, 1), (True, True, 0)]
@@ -63,12 +64,15 @@ def header_text(
                             narrow=short_parts, short_insights=short_insights, ids=ids)
         if text.cell_len <= width:
             return text
+    text = _header_line(model, now, glyphs, problems, job, lock, insights, narrow=True, short_insights=True, ids=0,
+                        width=width)
     text.truncate(width, overflow="ellipsis")
     return text
 
 
 def _header_line(model, now, glyphs, problems, job, lock, insights, *, narrow: bool, short_insights: bool,
-                 ids: int) -> Text:
+                 ids: int, width: int | None = None) -> Text:
+    """The header's parts; with ``width``, only those that fit whole (the first is always kept)."""
     text = Text()
     text.append(" memory-tui ", "bold reverse")
     if model is None:
@@ -116,6 +120,8 @@ def _header_line(model, now, glyphs, problems, job, lock, insights, *, narrow: b
             parts.append((label, "yellow" if count != "0" else "dim", f"app.open_evidence('{target}')"))
     sep = " │ " if glyphs is UNICODE else " | "
     for i, (label, style, action) in enumerate(parts):
+        if width is not None and i > 0 and text.cell_len + len(sep) + Text(label).cell_len > width:
+            continue
         text.append(" " if i == 0 else sep, "dim")
         piece = Text(label, style)
         if action:
