@@ -36,7 +36,7 @@ class Command:
     priority: bool = False
     palette: bool = True
     scope: str = "app"  # "screen": the action lives on the view screens (``views`` or all)
-    footer_label: str | None = None  # polish: a shorter footer label than the palette's title
+    footer_label: str | None = None  # a shorter footer label than the palette's title
 
     def binding(self) -> Binding:
         return Binding(
@@ -69,7 +69,7 @@ COMMANDS: tuple[Command, ...] = (
         "record.open", "o", "open_record", "Open in Topics",
         "Show the selected record in its topic", views=("timeline", "recent", "core"), scope="screen",
     ),
-    # sessions-ui: the Sessions view
+    # the Sessions view
     Command("sessions.sort", "s", "cycle_sort", "Sort", "Sort sessions by pending, recency or title", views=("sessions",), scope="screen"),
     Command(
         "sessions.write", "w", "write_branch", "Write branch",
@@ -93,16 +93,16 @@ COMMANDS: tuple[Command, ...] = (
     Command("app.problems", "p", "problems", "Problems", "List every problem with its file and line"),
     Command("app.help", "question_mark,f1", "help", "Help", "Show the keys of every view", key_display="?"),
     Command("job.cancel", "x", "cancel_job", "Cancel job", "Stop the running job at its next safe point", footer=False),
-    # actions-ui: owner jobs, each previewed and confirmed (MemoryApp.start_job)
+    # owner jobs, each previewed and confirmed (MemoryApp.start_job)
     Command("job.write", "", "run_job('write')", "Write pending turns", "Preview, then run `memory-tui write` (per-turn rule)"),
     Command("job.write_all_forced", "", "run_job('write-all-forced')", "Write all sessions (forced)",
             "Preview, then write every session's pending turns now, below the token threshold too"),
     Command("job.reorganize", "R", "run_job('reorganize')", "Reorganize topics", "Preview, then run `memory-tui reorganize`", footer=False),
     Command("job.backfill", "B", "run_job('backfill')", "Backfill sources", "Preview, then run `memory-tui backfill`", footer=False),
     Command("topic.edit", "e", "edit_topic", "Edit topic", "Edit the selected topic's Markdown, checked as you type",
-            views=("topics", "core"), scope="screen"),  # polish: in the footer
+            views=("topics", "core"), scope="screen"),  # in the footer
     Command("job.migrate", "", "run_job('migrate')", "Migrate legacy cursors", "Preview, then run `memory-tui migrate`"),
-    # records-ui (issue 10): record changes, topic delete, $EDITOR. polish: in the footers too,
+    # issue 10: record changes, topic delete, $EDITOR. In the footers too,
     # with short labels; at 80 columns the footer keeps m/u/d and gives up app-wide keys first
     # (RecordActions.footer_ranks)
     Command("record.move", "m", "move_record", "Move record",
@@ -120,7 +120,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("topic.external_edit", "E", "external_edit", "Edit in $EDITOR",
             "Open the selected topic (Core: topics/core.md) in $EDITOR; checked on return, saved when valid",
             views=("topics", "core"), scope="screen", footer_label="$EDITOR"),
-    # editor-jobs: the job-history panel (this run's jobs + writer-status / agent-history)
+    # the job-history panel (this run's jobs + writer-status / agent-history)
     Command("job.history", "J", "job_history", "Job history", "This run's jobs, then the persisted writer history",
             footer=False),
     Command("app.quit", "q", "quit", "Quit", "Quit memory-tui"),

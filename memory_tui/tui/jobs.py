@@ -50,7 +50,7 @@ def backfill_job(settings: WriterSettings) -> JobSpec:
     return JobSpec("backfill", lambda ctx: backfill(ctx), settings)
 
 
-# --- actions-ui: the owner's job flow (MemoryApp.start_job takes a JobRequest) ---------------
+# --- the owner's job flow (MemoryApp.start_job takes a JobRequest) ---------------
 JOB_KINDS = ("write", "write-all-forced", "reorganize", "backfill", "migrate")
 
 

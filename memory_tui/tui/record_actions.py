@@ -1,4 +1,4 @@
-"""records-ui (issue 10): the app's bridge to the record and topic changes of the core.
+"""The app's bridge to the record and topic changes of the core.
 
 Screens never call the engine; they call these functions (from a worker thread: nothing
 here touches Textual). Each change is the same call the CLI's ``record move|update|delete``

@@ -102,7 +102,7 @@ class MovePicker(ModalScreen["MoveTarget | None"]):
     MovePicker #error { color: $error; height: auto; }
     MovePicker RadioSet { width: 100%; }
     MovePicker #position-row { height: auto; layout: vertical; }
-    /* polish: 80x24 and smaller — the whole screen, the lists side by side, the position
+    /* 80x24 and smaller — the whole screen, the lists side by side, the position
        radios on one line, the anchors full width under them; the heights are set in fit() */
     MovePicker.-narrow > Vertical { width: 100%; max-width: 100%; height: 100%; max-height: 100%; }
     MovePicker.-narrow .dialog-title { padding: 0; }

@@ -1,4 +1,4 @@
-"""records-ui (issue 10): the dialogs of a record change.
+"""The dialogs of a record change.
 
 * ``ConfirmRecordDelete(memory_id, content)`` → ``bool``.
 * ``RecordTextDialog(memory_id, text, save=..., base_revision=..., fresh_revision=...)``: a

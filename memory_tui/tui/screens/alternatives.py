@@ -41,7 +41,7 @@ class AlternativesLoaded(Message):
 
 
 class AlternativesScreen(RankedFooter, Screen[None]):
-    # polish: a footer that keeps ? Help and esc, stepping through the pairs first (FittedFooter)
+    # a footer that keeps ? Help and esc, stepping through the pairs first (FittedFooter)
     FOOTER_RANKS: ClassVar[dict[str, int]] = {"step(1)": 75, "step(-1)": 74, "goto_fork": 70}
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Back", key_display="esc", id="alternatives.close"),

@@ -74,7 +74,7 @@ def topic_name(path: str) -> str:
 
 class ViewScreen(RankedFooter, Screen[None]):
     VIEW: ClassVar[str] = ""
-    NEEDS_SESSIONS: ClassVar[bool] = False  # perf-ui: shows "loading" until sessions are in
+    NEEDS_SESSIONS: ClassVar[bool] = False  # shows "loading" until sessions are in
     SHOWS_OUTLINE: ClassVar[bool] = False  # can draw the first frame's topic outline
     BINDINGS: ClassVar[list[BindingType]] = registry.screen_bindings(None)
 
@@ -86,7 +86,7 @@ class ViewScreen(RankedFooter, Screen[None]):
         self.rendered_filter = ""
         self.rendered_ascii = False
         self.ready = False
-        # polish: suspended under a dialog or a screen of its own (editor, history …) rather
+        # suspended under a dialog or a screen of its own (editor, history …) rather
         # than left for another view: coming back keeps the pane and the focus the owner had
         self.covered = False
         self.notice_pane = False  # the narrow detail pane was taken by a blocking notice
@@ -197,7 +197,7 @@ class ViewScreen(RankedFooter, Screen[None]):
                 self.notice_pane = True
             return
         if self.notice_pane:
-            # polish: the notice (e.g. "Loading the workspace…") had the narrow screen; once
+            # the notice (e.g. "Loading the workspace…") had the narrow screen; once
             # the view can draw, it starts at its list, as it does when nothing was loading
             self.notice_pane = False
             if self.narrow and self.pane == "detail":
@@ -241,7 +241,7 @@ class ViewScreen(RankedFooter, Screen[None]):
         """A full-pane message when there is nothing to show (no state dir, no memory)."""
         m = self.model
         g = self.glyphs
-        # perf-ui (issue 12): the app paints before its model is loaded.
+        # issue 12: the app paints before its model is loaded.
         if m is None:
             return Text.assemble((f"{g.pending} Loading the workspace…\n\n", "bold"), "Topics appear as soon as they are read.")
         if m.outline and not self.SHOWS_OUTLINE:

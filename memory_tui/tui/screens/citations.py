@@ -57,7 +57,7 @@ class CitationScreen(ViewScreen):
             pane.update(text)
         else:
             pane.update(frame_text(None, g))
-        # polish: on a chip ``g`` is the key that matters (RecordActions.footer_ranks); the
+        # on a chip ``g`` is the key that matters (RecordActions.footer_ranks); the
         # footer is refitted only when that changes, not on every cursor move
         on_chip = self.cited_frame() is not None
         if on_chip != getattr(self, "_footer_on_chip", False):

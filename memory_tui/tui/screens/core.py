@@ -20,7 +20,7 @@ from ..widgets import RecordList, SourcePane
 from ..widgets.records import highlighted_key, restore_highlight
 from .base import flat, one_line
 from .citations import CitationScreen
-from .record_ops import RecordActions  # records-ui (issue 10)
+from .record_ops import RecordActions  # issue 10
 from .recent import RecordRow, RecordRows
 
 
@@ -231,7 +231,7 @@ class CoreScreen(RecordRows, RecordActions, CitationScreen):
             self.action_toggle_core_sources()
         self.query_one("#core-records", RecordList).select_record(record)
 
-    # actions-ui: ``e`` edits topics/core.md (the source records shown here)
+    # ``e`` edits topics/core.md (the source records shown here)
     def action_edit_topic(self) -> None:
         from .editor import open_editor
 

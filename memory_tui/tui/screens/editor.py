@@ -1,4 +1,4 @@
-"""The topic editor screen (actions-ui): edit a topic's Markdown with the core checking it.
+"""The topic editor screen: edit a topic's Markdown with the core checking it.
 
 Every buffer change is validated in a worker against the core's full-list validate API
 (``editor_model`` → ``transaction.edit_errors`` semantics), so all errors of every validation
@@ -32,11 +32,11 @@ class EditorScreen(Screen[None]):
         # ``[``/``]`` type text inside the editor (footnotes ``[^e1]``); outside it they jump.
         Binding("right_square_bracket", "next_error", "Next error", id="editor.next_error_outside", show=False),
         Binding("left_square_bracket", "previous_error", "Previous error", id="editor.previous_error_outside", show=False),
-        # records-ui (issue 10): E hands the buffer to $EDITOR (outside the text area, where E
-        # types). polish: ctrl+o does it from inside the text area too, so the footer can show it
+        # issue 10: E hands the buffer to $EDITOR (outside the text area, where E
+        # types). ctrl+o does it from inside the text area too, so the footer can show it
         Binding("ctrl+o,E", "external_edit", "$EDITOR", id="editor.external_edit"),
     ]
-    # polish: what the footer keeps when 80 columns cannot hold every key (FittedFooter)
+    # what the footer keeps when 80 columns cannot hold every key (FittedFooter)
     FOOTER_RANKS = {"help": 100, "save": 95, "leave": 90, "next_diagnostic": 85, "external_edit": 80,
                     "previous_diagnostic": 70, "reload": 20, "quit": 10}
     DEFAULT_CSS = """
@@ -115,7 +115,7 @@ class EditorScreen(Screen[None]):
             self.diagnostics_list.set_diagnostics(answer.diagnostics)
             self._follow_cursor()
 
-    # polish: the list highlights the error under the cursor (f8, a click, arrow keys), so
+    # the list highlights the error under the cursor (f8, a click, arrow keys), so
     # a message cut at the end of its line is there in full
     def on_text_area_selection_changed(self, event: TextArea.SelectionChanged) -> None:
         if event.text_area is self.editor:
@@ -142,7 +142,7 @@ class EditorScreen(Screen[None]):
         if self._outside_editor():
             self.editor.previous_diagnostic()
 
-    # records-ui (issue 10): the buffer through $EDITOR; what comes back is validated as if typed
+    # issue 10: the buffer through $EDITOR; what comes back is validated as if typed
     async def action_external_edit(self) -> None:
         from .external_editor import edit_buffer_outside
 

@@ -30,7 +30,7 @@ LIST_TITLES = {
 
 
 class EvidenceScreen(RankedFooter, Screen[None]):
-    # polish: a footer that keeps ? Help and esc, the list's own keys first (FittedFooter)
+    # a footer that keeps ? Help and esc, the list's own keys first (FittedFooter)
     FOOTER_RANKS: ClassVar[dict[str, int]] = {"cycle_sort": 75, "cycle_list": 74, "reverse_sort": 73, "history": 70, "alternatives": 69}
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Back", key_display="esc", id="evidence.close"),

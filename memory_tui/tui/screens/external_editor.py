@@ -1,4 +1,4 @@
-"""records-ui (issue 10): hand a text to ``$EDITOR`` with the terminal, and take it back.
+"""Hand a text to ``$EDITOR`` with the terminal, and take it back.
 
 Used by the record views' ``E`` (a topic file) and the editor screen's ``E`` (its buffer).
 The terminal goes over through ``App.suspend()``; a headless test sets ``app.editor_suspend``

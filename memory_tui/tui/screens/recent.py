@@ -19,7 +19,7 @@ from ..widgets import RecordList, SourcePane
 from ..widgets.records import highlighted_key, restore_highlight
 from .base import flat, plural, topic_name
 from .citations import CitationScreen
-from .record_ops import RecordActions  # records-ui (issue 10)
+from .record_ops import RecordActions  # issue 10
 
 
 class RecordRow(Option):
@@ -93,7 +93,7 @@ class RecentScreen(RecordRows, RecordActions, CitationScreen):
         options = []
         for rec in self.recent():
             # Two columns (date, topic) over the text; each line is cut where the list ends.
-            # polish: the topic's name, then its folder (dim): a narrow list cuts the folder, not the name
+            # the topic's name, then its folder (dim): a narrow list cuts the folder, not the name
             folder, _, name = topic_name(rec.topic_path).rpartition("/")
             text = Text.assemble(
                 (rec.when or "undated", "dim"), "  ", (name, "bold"), (f"  {folder}/" if folder else "", "dim"),

@@ -1,4 +1,4 @@
-"""records-ui (issue 10): record changes, topic delete and ``$EDITOR`` from the record views.
+"""Record changes, topic delete and ``$EDITOR`` from the record views.
 
 ``RecordActions`` is mixed into Topics, Recent and Core. It acts on the record under the
 cursor: ``m`` move (``MovePicker``), ``u`` update its text, ``d`` delete it; Topics adds
@@ -46,7 +46,7 @@ class RecordActions:
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.record_outcomes: list[ra.ActionOutcome] = []  # every outcome this screen showed (tests read it)
-        # polish: the rows around a record being moved or deleted, nearest first, so the view
+        # the rows around a record being moved or deleted, nearest first, so the view
         # it was acted on from can put its cursor on a neighbour when the record leaves it
         self._neighbours: dict[str, tuple[str, ...]] = {}
 

@@ -137,7 +137,7 @@ class SessionsScreen(ViewScreen):
     VIEW = "sessions"
     NEEDS_SESSIONS = True
     BINDINGS: ClassVar[list[BindingType]] = registry.screen_bindings("sessions")
-    # polish: writing a branch is what this view is for; then the graph's own keys
+    # writing a branch is what this view is for; then the graph's own keys
     FOOTER_RANKS: ClassVar[dict[str, int]] = {
         "write_branch": 75, "write": 75, "toggle_group": 72, "toggle_more": 72, "cycle_sort": 70,
         "toggle_order": 64, "toggle_ascii": 60,

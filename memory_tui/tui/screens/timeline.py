@@ -35,7 +35,7 @@ class TimelineScreen(TreeList, ViewScreen):
     VIEW = "timeline"
     TREE_TITLE = "Timeline"
     BINDINGS: ClassVar[list[BindingType]] = registry.screen_bindings("timeline")
-    FOOTER_RANKS: ClassVar[dict[str, int]] = {"open_record": 71}  # polish: over APP_RANKS
+    FOOTER_RANKS: ClassVar[dict[str, int]] = {"open_record": 71}  # over APP_RANKS
 
     def compose_detail(self) -> ComposeResult:
         with Vertical(id="timeline-detail", classes="view-detail"):

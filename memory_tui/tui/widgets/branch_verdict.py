@@ -141,7 +141,7 @@ class BranchVerdict(Static, can_focus=False):
             self.plain = verdict_text(self.vm, ascii=self.ascii_mode).plain
             self.update(verdict_renderable(self.vm, ascii=self.ascii_mode))
         elif self.analysing:
-            self.show_analysing()  # polish: the placeholder follows the glyphs too
+            self.show_analysing()  # the placeholder follows the glyphs too
 
     def action_write(self) -> None:
         if self.vm is not None:

@@ -79,7 +79,7 @@ class DiagnosticsList(OptionList):
 
     def show_diagnostic(self, diagnostic: Diagnostic) -> bool:
         """Highlight ``diagnostic``'s entry (scrolled into view) without jumping to it: the
-        editor's cursor is already there (polish: the list follows the cursor)."""
+        editor's cursor is already there (the list follows the cursor)."""
         index = next((i for i, d in enumerate(self._diagnostics) if d == diagnostic), None)
         if index is None:
             return False

@@ -89,7 +89,7 @@ def _header_line(model, now, glyphs, problems, job, lock, insights, *, narrow: b
         elif not model.writer_enabled:
             parts.append(("writer off", "bold yellow", None))
         elif st.last_outcome == "failure" and st.last_failure_code == LOST_LOCK_RACE:
-            # editor-jobs: losing the write-lock race is no writer failure: nothing was written
+            # losing the write-lock race is no writer failure: nothing was written
             # and a retry can succeed (issue 10)
             parts.append(("lock busy: retry" if narrow else "writer: lost the lock race, retry", "bold yellow", None))
         elif st.last_outcome == "failure":
@@ -105,9 +105,9 @@ def _header_line(model, now, glyphs, problems, job, lock, insights, *, narrow: b
     n = len(model.problems) if problems is None else problems
     if n:
         parts.append((f"{n} problem" + ("s" if n != 1 else ""), "bold yellow", "app.problems"))
-    if job:  # editor-jobs: a running job's progress goes first, so a narrow header keeps it
+    if job:  # a running job's progress goes first, so a narrow header keeps it
         parts.insert(1, (job, "bold cyan", None))
-    if lock:  # actions-ui: someone else holds the write lock; a job would wait, then stop
+    if lock:  # someone else holds the write lock; a job would wait, then stop
         parts.append((lock, "bold magenta", None))
     # insights (issue 11): the three counts, each opening its list in the Evidence screen.
     if insights is not None and model.memory_exists:

@@ -3,7 +3,7 @@
 * Each line with a diagnostic gets a mark in the gutter (after the line number), its text
   from the diagnostic's column on styled as an error (``get_line`` is TextArea's hook for
   styling a line's spans), and its message after the text, in the blank on the right of the
-  line's last row (polish; cut to the room there). When that row is (nearly) full, the
+  line's last row (cut to the room there). When that row is (nearly) full, the
   message goes on the blank line below, after ``↑``; with no blank line there, as much of
   its start as fits is drawn after the text. The diagnostics of the cursor's line are
   shown in the border subtitle too, and the screen highlights them in the diagnostics list,
@@ -353,7 +353,7 @@ class TopicEditor(TextArea):
         return below < self.document.line_count and not self.document.get_line(below).strip() and below not in self._by_row
 
     def _annotate(self, strip: Strip, diags: tuple[Diagnostic, ...], row: int) -> Strip:
-        # polish: every error's message at the end of its line (the last row of a wrapped
+        # every error's message at the end of its line (the last row of a wrapped
         # line), in the blank after the text, cut with "…" to the room there; the full text
         # is in the diagnostics list, which follows the cursor. Too little room: the blank
         # line below takes it, else its start is drawn where it fits.
