@@ -122,3 +122,22 @@ def test_the_header_drops_whole_parts_never_cuts_one_mid_word(tmp_path):
     assert any(p.endswith(" ago") for p in whole)  # the writer's health, the part that was cut
     for width in range(20, 121):
         assert all(p in whole for p in parts(width)[1:]), (width, parts(width))
+
+
+async def test_a_job_preview_taller_than_the_screen_scrolls_inside_the_dialog():
+    """80x24, a preview of twelve files: the dialog showed the first four and the rest were out
+    of reach (clipped, no scrollbar). The preview pane scrolls to its last file now."""
+    files = tuple(f"memory/topics/t{i}.md" for i in range(12))
+    app = DialogHarness(lambda: ConfirmJobDialog(sample_preview(files=files)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: len(app.screen_stack) > 1 and bool(app.screen.query(".dialog-body")))
+        await pilot.pause()
+        await pilot.pause()
+        body = app.screen.query_one(".dialog-body")
+        assert "memory/topics/t11.md" not in screen_text(app)
+        assert body.max_scroll_y > 0, (body.region, body.virtual_size)
+        body.scroll_end(animate=False)
+        await pilot.pause()
+        await pilot.pause()
+        drawn = screen_text(app)
+        assert "memory/topics/t11.md" in drawn and "Run" in drawn, drawn

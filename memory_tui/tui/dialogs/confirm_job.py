@@ -114,6 +114,21 @@ class ConfirmJobDialog(ModalScreen[JobConfirmation]):
 
     def on_mount(self) -> None:
         self.query_one("#cancel" if self.preview.nothing_to_do else "#run", Button).focus()
+        self.call_after_refresh(self.fit_body)
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self.fit_body)
+
+    def fit_body(self) -> None:
+        """A preview taller than the room the screen leaves scrolls inside its own pane (it was
+        clipped, the rest out of reach)."""
+        box = self.query_one(Vertical)
+        body = self.query_one(".dialog-body", VerticalScroll)
+        room = int(self.size.height * 0.9) - 2  # the box's max-height less its border
+        others = sum(w.outer_size.height for w in box.children if w is not body)
+        fit = max(1, min(30, room - others))
+        if body.styles.max_height is None or body.styles.max_height.value != fit:
+            body.styles.max_height = fit
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
