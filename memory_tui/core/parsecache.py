@@ -55,7 +55,7 @@ from .paths import Layout
 from .sealed import seal, unseal
 from .sources import (ArchiveFile, SourceFrame, SourceIndex, archive_paths, d_archive_path, decode_meta,
                       parse_d_ref, walk_sources)
-from .topics import (Annotation, Evidence, Heading, SourceLink, Topic, Unit, assemble_tree, parse_topic,
+from .topics import (Annotation, Evidence, Heading, SourceLink, Topic, Unit, assemble_tree, parse_topic, take_handed,
                      read_topic_file, topic_sort_key)
 
 
@@ -296,6 +296,9 @@ def topic_rows(topic: Topic) -> tuple:
     Built the same way: every column is a ``map`` of an ``attrgetter`` over the objects (a
     cold flush writes 20 000 units and definitions; a Python loop over them was half its
     time), with a per-item loop only for what the C-level pass cannot vouch for."""
+    handed = take_handed(topic)
+    if handed is not None:
+        return _handed_rows(topic, *handed)
     path = topic.path
     same = {}.setdefault  # equal values written once (marshal refers back to an object it wrote)
     text = topic.text
@@ -352,6 +355,49 @@ def topic_rows(topic: Topic) -> tuple:
     return (path, text, heads, evs, etexts, raws, links, _counts(list(map(len, ev_links))),
             quotes, cited, _counts(list(map(len, ann_evs))), unit_cols, bodies, contents,
             refs, _counts(list(map(len, unit_anns))), problems)
+
+
+def _handed_rows(topic: Topic, defs: list[tuple], link_fields: list[tuple], records: list[tuple]) -> tuple:
+    """``topic_rows`` of a topic the one-pass reader read, from the fields it handed over
+    (``topics.take_handed``) instead of the objects. What that reader accepts fixes the
+    shapes: every definition is a whole line and each record's body starts its line, one
+    annotation per record (its quote, a prefix of the body), no problems; the columns are
+    the ones ``topic_rows`` reads off the objects (tests compare the two)."""
+    same = {}.setdefault
+    starts = _line_starts(topic.text)
+    n_ev = len(defs)
+    if defs:
+        ids, raw_whens, whens, lines, src_starts, src_ends, lengths, n_links = zip(*defs)
+        falses = (False,) * n_ev
+        # a parsed time is memoised by its text: equal ones are one object already
+        evs = (ids, tuple(map(same, raw_whens, raw_whens)), whens, lines, falses, falses)
+        at = tuple(map(starts.__getitem__, map(sub, lines, repeat(1))))
+        etexts = [at, tuple(map(add, at, lengths))]
+        raws = [src_starts, src_ends]
+        link_counts = _counts(n_links)
+    else:
+        evs, etexts, raws, link_counts = (), [(), ()], [(), ()], None
+    if link_fields:
+        labels, targets, sids = zip(*link_fields)
+        links = (tuple(map(same, labels, labels)), targets, sids)
+    else:
+        links = ()
+    n = len(records)
+    if records:
+        mids, headings, quotes, body_lengths, cited_at, source_refs, rels, uwhens, ulines, aliases = zip(*records)
+        falses = (False,) * n
+        # a heading chain is one object for its section's records, a time one per text
+        unit_cols = (mids, headings, source_refs, rels, uwhens, ulines, ulines, aliases, falses, falses)
+        at = tuple(map(starts.__getitem__, map(sub, ulines, repeat(1))))
+        bodies = [at, tuple(map(add, at, body_lengths))]
+        contents = [tuple(map(len, quotes))]
+        cited = tuple(chain.from_iterable(cited_at))
+        cited_counts = _counts(list(map(len, cited_at)))
+    else:
+        quotes, unit_cols, bodies, contents, cited, cited_counts = (), (), [(), ()], (), (), None
+    heads = tuple([(h.level, h.title, h.line) for h in topic.headings])
+    return (topic.path, topic.text, heads, evs, etexts, raws, links, link_counts, quotes, cited, cited_counts,
+            unit_cols, bodies, contents, tuple(range(n)), None, ())
 
 
 _TOPIC_PATH = attrgetter("topic_path")

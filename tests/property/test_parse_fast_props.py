@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import marshal
 import os
 from pathlib import Path
 
@@ -483,10 +484,22 @@ def _same_as_before(path: str, text: str) -> None:
     fast = new_topics.parse_well_formed(path, text, resolve=NEW_INDEX.resolve_target)
     if fast is not None:
         assert _plain(fast) == _plain(old_topics.parse_topic(path, text, resolve=OLD_INDEX.resolve_target))
+        _handed_rows_are_the_rows(fast)
     plain = new_topics.parse_well_formed(path, text)
     if plain is not None:
         assert _plain(plain) == _plain(old_topics.parse_topic(path, text, strict=False))
     _same_parse(path, text)
+
+
+def _handed_rows_are_the_rows(topic) -> None:
+    """The cache rows made from the fields the one-pass reader handed over are the rows read
+    off the objects, and decode (after marshal) to the very parse."""
+    assert new_topics.HANDED in vars(topic)
+    handed = parsecache.topic_rows(topic)
+    assert new_topics.take_handed(topic) is None  # taken once; from now on the objects are read
+    assert handed == parsecache.topic_rows(topic)
+    back = parsecache.topic_from_rows(marshal.loads(marshal.dumps(handed, 4)))
+    assert back == topic and _plain(back) == _plain(topic)
 
 
 @SETTINGS
