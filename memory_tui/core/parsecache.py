@@ -55,6 +55,7 @@ from .paths import Layout
 from .sealed import seal, unseal
 from .sources import (ArchiveFile, SourceFrame, SourceIndex, archive_paths, d_archive_path, decode_meta,
                       parse_d_ref, walk_sources)
+from .sources import take_handed as take_handed_frames
 from .topics import (Annotation, Evidence, Heading, SourceLink, Topic, Unit, assemble_tree, parse_topic, take_handed,
                      read_topic_file, topic_sort_key)
 
@@ -585,6 +586,9 @@ def archive_rows(entry: ArchiveFile) -> tuple:
     what an index is built from; the rest of every frame is one marshal blob inside the
     entry, decoded only when the archive's frames are asked for (``ArchiveFile.deferred``)."""
     same = {}.setdefault  # equal values written once: speakers, tokens, stamps repeat
+    handed = None if entry.scan is None or entry.kind != "v2" else take_handed_frames(entry.scan)
+    if handed is not None:
+        return _handed_archive_rows(entry, handed, same)
     frames = entry.frames
     if frames:
         (speakers, tokens, lines, stamps, labels, texts, pending, paths, numbers,
@@ -615,6 +619,36 @@ def archive_rows(entry: ArchiveFile) -> tuple:
         raise _Unrepresentable(entry.path) from None
     return (entry.path, entry.kind, entry.key, outline, blob, entry.complete, entry.comment_ids, entry.anchor_lines,
             entry.digest, scan_row)
+
+
+def _handed_archive_rows(entry: ArchiveFile, handed: list[tuple], same: Any) -> tuple:
+    """``archive_rows`` of a v2 entry whose scan was the one-pass one, from the fields it
+    handed over (``sources.take_handed``) instead of the frames. That scan fixes the shapes:
+    every frame has record lines and its meta decoded from its token, path and kind are the
+    entry's, the scan is complete with no problem (tests compare the two row sets)."""
+    scan = entry.scan
+    frames = entry.frames
+    if (entry.problem is not None or scan.problem is not None or scan.frames is not frames
+            or len(handed) != len(frames)):
+        raise _Unrepresentable(entry.path)
+    n = len(handed)
+    if handed:
+        (sids, anchors, trusted, speakers, tokens, lines, stamps, labels, offsets, pending,
+         numbers) = zip(*handed)
+        columns = (_shared(speakers, same), _shared(tokens, same), lines, stamps, _shared(labels, same), offsets,
+                   pending, (entry.path,) * n, numbers, ("v2",) * n)
+        if frames[0].path != entry.path or not set(map(type, trusted)) <= {bool}:
+            raise _Unrepresentable(entry.path)
+        outline = vars(entry).setdefault("_outline", (sids, anchors, trusted))
+    else:
+        columns = ()
+        outline = entry.outline()
+    try:
+        blob = marshal.dumps(columns, 4)
+    except ValueError:
+        raise _Unrepresentable(entry.path) from None
+    return (entry.path, entry.kind, entry.key, outline, blob, entry.complete, entry.comment_ids, entry.anchor_lines,
+            entry.digest, (scan.complete, scan.ends_with_lf, scan.n_lines, scan.resumable))
 
 
 _FRAME_FIELDS = attrgetter("speaker_id_raw", "meta_token", "lines", "timestamp", "speaker_label", "text", "pending",
