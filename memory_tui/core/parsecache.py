@@ -55,7 +55,8 @@ from .paths import Layout
 from .sealed import seal, unseal
 from .sources import (ArchiveFile, SourceFrame, SourceIndex, archive_paths, d_archive_path, decode_meta,
                       parse_d_ref, walk_sources)
-from .topics import (Annotation, Evidence, Heading, SourceLink, Topic, Unit, assemble_tree, parse_topic,
+from .sources import take_handed as take_handed_frames
+from .topics import (Annotation, Evidence, Heading, SourceLink, Topic, Unit, assemble_tree, parse_topic, take_handed,
                      read_topic_file, topic_sort_key)
 
 
@@ -296,6 +297,9 @@ def topic_rows(topic: Topic) -> tuple:
     Built the same way: every column is a ``map`` of an ``attrgetter`` over the objects (a
     cold flush writes 20 000 units and definitions; a Python loop over them was half its
     time), with a per-item loop only for what the C-level pass cannot vouch for."""
+    handed = take_handed(topic)
+    if handed is not None:
+        return _handed_rows(topic, *handed)
     path = topic.path
     same = {}.setdefault  # equal values written once (marshal refers back to an object it wrote)
     text = topic.text
@@ -352,6 +356,49 @@ def topic_rows(topic: Topic) -> tuple:
     return (path, text, heads, evs, etexts, raws, links, _counts(list(map(len, ev_links))),
             quotes, cited, _counts(list(map(len, ann_evs))), unit_cols, bodies, contents,
             refs, _counts(list(map(len, unit_anns))), problems)
+
+
+def _handed_rows(topic: Topic, defs: list[tuple], link_fields: list[tuple], records: list[tuple]) -> tuple:
+    """``topic_rows`` of a topic the one-pass reader read, from the fields it handed over
+    (``topics.take_handed``) instead of the objects. What that reader accepts fixes the
+    shapes: every definition is a whole line and each record's body starts its line, one
+    annotation per record (its quote, a prefix of the body), no problems; the columns are
+    the ones ``topic_rows`` reads off the objects (tests compare the two)."""
+    same = {}.setdefault
+    starts = _line_starts(topic.text)
+    n_ev = len(defs)
+    if defs:
+        ids, raw_whens, whens, lines, src_starts, src_ends, lengths, n_links = zip(*defs)
+        falses = (False,) * n_ev
+        # a parsed time is memoised by its text: equal ones are one object already
+        evs = (ids, tuple(map(same, raw_whens, raw_whens)), whens, lines, falses, falses)
+        at = tuple(map(starts.__getitem__, map(sub, lines, repeat(1))))
+        etexts = [at, tuple(map(add, at, lengths))]
+        raws = [src_starts, src_ends]
+        link_counts = _counts(n_links)
+    else:
+        evs, etexts, raws, link_counts = (), [(), ()], [(), ()], None
+    if link_fields:
+        labels, targets, sids = zip(*link_fields)
+        links = (tuple(map(same, labels, labels)), targets, sids)
+    else:
+        links = ()
+    n = len(records)
+    if records:
+        mids, headings, quotes, body_lengths, cited_at, source_refs, rels, uwhens, ulines, aliases = zip(*records)
+        falses = (False,) * n
+        # a heading chain is one object for its section's records, a time one per text
+        unit_cols = (mids, headings, source_refs, rels, uwhens, ulines, ulines, aliases, falses, falses)
+        at = tuple(map(starts.__getitem__, map(sub, ulines, repeat(1))))
+        bodies = [at, tuple(map(add, at, body_lengths))]
+        contents = [tuple(map(len, quotes))]
+        cited = tuple(chain.from_iterable(cited_at))
+        cited_counts = _counts(list(map(len, cited_at)))
+    else:
+        quotes, unit_cols, bodies, contents, cited, cited_counts = (), (), [(), ()], (), (), None
+    heads = tuple([(h.level, h.title, h.line) for h in topic.headings])
+    return (topic.path, topic.text, heads, evs, etexts, raws, links, link_counts, quotes, cited, cited_counts,
+            unit_cols, bodies, contents, tuple(range(n)), None, ())
 
 
 _TOPIC_PATH = attrgetter("topic_path")
@@ -539,6 +586,9 @@ def archive_rows(entry: ArchiveFile) -> tuple:
     what an index is built from; the rest of every frame is one marshal blob inside the
     entry, decoded only when the archive's frames are asked for (``ArchiveFile.deferred``)."""
     same = {}.setdefault  # equal values written once: speakers, tokens, stamps repeat
+    handed = None if entry.scan is None or entry.kind != "v2" else take_handed_frames(entry.scan)
+    if handed is not None:
+        return _handed_archive_rows(entry, handed, same)
     frames = entry.frames
     if frames:
         (speakers, tokens, lines, stamps, labels, texts, pending, paths, numbers,
@@ -569,6 +619,36 @@ def archive_rows(entry: ArchiveFile) -> tuple:
         raise _Unrepresentable(entry.path) from None
     return (entry.path, entry.kind, entry.key, outline, blob, entry.complete, entry.comment_ids, entry.anchor_lines,
             entry.digest, scan_row)
+
+
+def _handed_archive_rows(entry: ArchiveFile, handed: list[tuple], same: Any) -> tuple:
+    """``archive_rows`` of a v2 entry whose scan was the one-pass one, from the fields it
+    handed over (``sources.take_handed``) instead of the frames. That scan fixes the shapes:
+    every frame has record lines and its meta decoded from its token, path and kind are the
+    entry's, the scan is complete with no problem (tests compare the two row sets)."""
+    scan = entry.scan
+    frames = entry.frames
+    if (entry.problem is not None or scan.problem is not None or scan.frames is not frames
+            or len(handed) != len(frames)):
+        raise _Unrepresentable(entry.path)
+    n = len(handed)
+    if handed:
+        (sids, anchors, trusted, speakers, tokens, lines, stamps, labels, offsets, pending,
+         numbers) = zip(*handed)
+        columns = (_shared(speakers, same), _shared(tokens, same), lines, stamps, _shared(labels, same), offsets,
+                   pending, (entry.path,) * n, numbers, ("v2",) * n)
+        if frames[0].path != entry.path or not set(map(type, trusted)) <= {bool}:
+            raise _Unrepresentable(entry.path)
+        outline = vars(entry).setdefault("_outline", (sids, anchors, trusted))
+    else:
+        columns = ()
+        outline = entry.outline()
+    try:
+        blob = marshal.dumps(columns, 4)
+    except ValueError:
+        raise _Unrepresentable(entry.path) from None
+    return (entry.path, entry.kind, entry.key, outline, blob, entry.complete, entry.comment_ids, entry.anchor_lines,
+            entry.digest, (scan.complete, scan.ends_with_lf, scan.n_lines, scan.resumable))
 
 
 _FRAME_FIELDS = attrgetter("speaker_id_raw", "meta_token", "lines", "timestamp", "speaker_label", "text", "pending",
@@ -643,13 +723,24 @@ def _frames_from_blob(path: str, blob: bytes, sids: tuple, anchors: tuple, trust
 def _bulk() -> Iterator[None]:
     """Pause the cyclic collector while a parse or its rows are built: they are ~10^5 acyclic
     objects, and each of the collections their allocation triggers traverses the whole young
-    heap to find nothing (half the time of a cached load). Re-enabled as it was found."""
+    heap to find nothing (half the time of a cached load). Re-enabled as it was found.
+
+    On the way out the new objects go straight to the oldest generation (freeze, then
+    unfreeze: two list splices, no traversal) instead of waiting in the youngest: left there,
+    the first collection after re-enabling walks all of them (0.12-0.18 s after a cold load
+    at scale 1, ~345 000 objects) and the next one of the middle generation walks them again,
+    only to promote what is nearly all long-lived. They are still examined by full
+    collections, like every old object. A process that froze objects itself (the app does,
+    after its first load) keeps its frozen set: then nothing is moved."""
     was = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if was:
+            if gc.get_freeze_count() == 0:
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
 
 

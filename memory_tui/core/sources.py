@@ -543,6 +543,8 @@ def scan_well_formed(rel_path: str, text: str) -> V2Scan | None:
     make = _make_frame
     place = "\x00"  # "provider/thread/" of ids already known to belong in rel_path
     ends_after_record = False
+    fields: list[tuple] = []  # what the parse cache stores of each frame (see take_handed)
+    handed = fields.append
     while pos < size:
         m = match(text, pos)
         if m is None:
@@ -589,11 +591,16 @@ def scan_well_formed(rel_path: str, text: str) -> V2Scan | None:
             body = (first, *rest.split("\n"))
             content = first_text + "\n" + rest
             end = at
+        trusted = meta is None or meta.trusted
+        pending = meta is not None and meta.pending
         # SourceFrame's fields in order (see _scan_frames)
         frames.append(make(
-            sid, anchor_value, speaker_raw, meta, body, ts, label, content, meta is None or meta.trusted,
-            meta is not None and meta.pending, rel_path, number, "v2", token,
+            sid, anchor_value, speaker_raw, meta, body, ts, label, content, trusted, pending, rel_path, number, "v2",
+            token,
         ))
+        # the text starts in the first record line where its first line's text does
+        handed((sid, anchor_value, trusted, speaker_raw, token, body, ts, label, len(first) - len(first_text),
+                pending, number))
         seen.add(sid)
         number += 3 + (marker is not None) + (token is not None) + count
         if end == size:
@@ -604,7 +611,23 @@ def scan_well_formed(rel_path: str, text: str) -> V2Scan | None:
         pos = end + 1
         number += 1
     n_lines = text.count("\n")  # the text ends with LF here
-    return V2Scan(tuple(frames), True, None, True, n_lines, bool(frames) and ends_after_record)
+    scan = V2Scan(tuple(frames), True, None, True, n_lines, bool(frames) and ends_after_record)
+    vars(scan)[HANDED] = fields
+    return scan
+
+
+# The one-pass scan hands the parse cache each frame's fields as it read them: reading them
+# back off 32 800 frames at a cold flush costs several times more (memory-bound attribute
+# reads). Kept on the scan (not a field: equality, hash and repr ignore it) until taken.
+HANDED = "_handed_fields"
+
+
+def take_handed(scan: V2Scan) -> list[tuple] | None:
+    """The fields ``scan_well_formed`` read the frames of ``scan`` from, at most once (``None``
+    after, or for a scan made another way): per frame, in order, ``(source_id, anchor,
+    trusted, speaker_id_raw, meta_token, lines, timestamp, speaker_label, offset of the text
+    in its first record line, pending, line)``; path and kind are the scan's own (``v2``)."""
+    return vars(scan).pop(HANDED, None)
 
 
 def scan_v2_appended(rel_path: str, data: bytes, prior: V2Scan, prior_size: int) -> V2Scan | None:
@@ -1258,8 +1281,8 @@ class SourceIndex:
         target = target.strip()
         if not target:
             return None
-        # 1. plain handle
-        if parse_d_ref(target) is not None:
+        # 1. plain handle (a D reference starts with its "D": the usual file link skips the regex)
+        if target[0] == "D" and parse_d_ref(target) is not None:
             return target
         if "#" not in target and is_v2_valid_id(target):
             return target

@@ -895,6 +895,10 @@ def parse_well_formed(topic_path: str, text: str, *, resolve: SourceResolver | N
     heads: tuple[str, ...] = ()
     in_text = False  # the previous line was a text line
     make_link, make_evidence = _make_link, _make_evidence
+    # the columns the parse cache stores, kept as they are made (see _hand_over)
+    def_fields: list[tuple] = []
+    link_fields: list[tuple[str, str, str | None]] = []
+    def_at: dict[str, int] = {}
     canon = _CANON_DEFINITION_RE.match
     links_in = SOURCE_LINK_RE.finditer
     one_link = SOURCE_LINK_RE.fullmatch
@@ -937,13 +941,17 @@ def parse_well_formed(topic_path: str, text: str, *, resolve: SourceResolver | N
                         if source_id is None and (resolve is not None or not target):
                             return None
                     links.append(make_link(label, target, source_id))
+                    link_fields.append((label, target, source_id))
                 if not links:
                     return None
                 # Evidence's fields in order (see _read_evidence)
                 ev = make_evidence(fid, raw_when, when, tuple(links), topic_path, number, False, False, raw_sources,
                                    line)
                 definitions[fid] = ev
+                def_at[fid] = len(evidence_order)
                 evidence_order.append(ev)
+                def_fields.append((fid, raw_when, when, number, m.end(), m.end() + len(raw_sources), len(line),
+                                   len(links)))
                 in_text = False
                 continue
             if DEFINITION_RE.match(line):  # a legacy or unreadable definition
@@ -972,6 +980,7 @@ def parse_well_formed(topic_path: str, text: str, *, resolve: SourceResolver | N
         paragraphs.append((number, line, heads))
 
     units: list[Unit] = []
+    unit_fields: list[tuple] = []
     seen_ids: set[str] = set()
     cited: set[str] = set()
     record = _RECORD_LINE_RE.fullmatch
@@ -988,6 +997,7 @@ def parse_well_formed(topic_path: str, text: str, *, resolve: SourceResolver | N
         if not quote:  # "missing memory content"
             return None
         evs = []
+        at = []
         refs: dict[str, None] = {}
         when = None
         for fid in group[2:-1].split("][^"):
@@ -996,19 +1006,52 @@ def parse_well_formed(topic_path: str, text: str, *, resolve: SourceResolver | N
                 return None
             cited.add(fid)
             evs.append(ev)
+            at.append(def_at[fid])
             for link in ev.links:
                 if link.source_id:
                     refs.setdefault(link.source_id, None)
             if when is None and ev.when is not None:
                 when = ev.when
         seen_ids.add(bid)
+        source_refs = tuple(refs)
+        relations = _relation_targets(body) if "#^" in body else ()
+        aliases = (bid,)
         # _make_unit: the body's [^..] are all in the group, so its content is the quote
         units.append(make_unit(bid, topic_path, heads, quote, body, (make_annotation(quote, tuple(evs)),),
-                               tuple(refs), _relation_targets(body) if "#^" in body else (), when, number, number,
-                               (bid,), False, False))
+                               source_refs, relations, when, number, number, aliases, False, False))
+        unit_fields.append((bid, heads, quote, len(body), at, source_refs, relations, when, number, aliases))
     if len(cited) != len(definitions):  # an unused definition: said in a strict parse
         return None
-    return Topic(topic_path, text, tuple(units), tuple(evidence_order), tuple(headings), ())
+    topic = Topic(topic_path, text, tuple(units), tuple(evidence_order), tuple(headings), ())
+    _hand_over(topic, (def_fields, link_fields, unit_fields))
+    return topic
+
+
+# The one-pass reader hands the parse cache the fields it read, as it read them: writing a
+# cold tree's rows from the 80 000 objects costs several times more (memory-bound attribute
+# reads). Kept on the topic (not a field: equality, hash and repr ignore it) until the cache
+# takes it (parsecache.topic_rows); a copy made by dataclasses.replace has none.
+HANDED = "_handed_fields"
+
+
+def _hand_over(topic: Topic, fields: tuple) -> None:
+    try:
+        vars(topic)[HANDED] = fields
+    except TypeError:  # a Topic without an instance dict: the cache reads the objects instead
+        pass
+
+
+def take_handed(topic: Topic) -> tuple | None:
+    """The fields ``parse_well_formed`` read ``topic`` from, at most once (``None`` after, or
+    for a topic read another way): ``(definitions, links, records)``, each a list of tuples —
+    a definition ``(id, raw_when, when, line, sources start, sources end, line length,
+    number of links)`` (offsets in its line), a link ``(label, target, source_id)`` in
+    definition order, a record ``(id, headings, quote, body length, definition indexes,
+    source_refs, relation_targets, when, line, aliases)``."""
+    try:
+        return vars(topic).pop(HANDED, None)
+    except TypeError:
+        return None
 
 
 def _nth_ref_offset(text: str, group_start: int, n: int) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import marshal
 import os
 from pathlib import Path
 
@@ -400,6 +401,30 @@ def test_well_formed_archives_take_the_one_pass_scan_and_read_as_before(records,
     if fast is not None:
         assert _plain(fast) == _plain(old_sources.scan_v2(rel, text.encode()))
     assert _plain(new_sources.index_file(rel, text.encode())) == _plain(old_sources.index_file(rel, text.encode()))
+    if fast is not None:
+        _handed_archive_rows_are_the_rows(rel, text)
+
+
+def _unsealed(rows: tuple) -> tuple:
+    return rows[:4] + (marshal.loads(rows[4]),) + rows[5:]
+
+
+def _handed_archive_rows_are_the_rows(rel: str, text: str) -> None:
+    """The archive rows made from the fields the one-pass scan handed over are the rows read
+    off the frames of another index of the same bytes, their outline is the frames' own, and
+    they decode to the very entry."""
+    handed_entry = new_sources.index_file(rel, text.encode(), (1, len(text), 2))
+    plain_entry = new_sources.index_file(rel, text.encode(), (1, len(text), 2))
+    assert new_sources.HANDED in vars(handed_entry.scan)
+    assert new_sources.take_handed(plain_entry.scan) is not None  # now read off the frames
+    rows = parsecache.archive_rows(handed_entry)
+    assert new_sources.take_handed(handed_entry.scan) is None  # taken once
+    frames = plain_entry.frames
+    assert rows[3] == (tuple(f.source_id for f in frames), tuple(f.anchor for f in frames),
+                       tuple(f.trusted for f in frames))
+    assert _unsealed(rows) == _unsealed(parsecache.archive_rows(plain_entry))
+    back = parsecache.archive_from_rows(marshal.loads(marshal.dumps(rows, 4)))
+    assert back == plain_entry and _plain(back) == _plain(plain_entry)
 
 
 @SETTINGS
@@ -427,6 +452,8 @@ def test_damaged_well_formed_archives_read_as_before(records, data):
             text = "\n".join(lines)
     assert _plain(new_sources.scan_v2(rel, text)) == _plain(old_sources.scan_v2(rel, text))
     assert _plain(new_sources.scan_v2(rel, text.encode())) == _plain(old_sources.scan_v2(rel, text.encode()))
+    if new_sources.HANDED in vars(new_sources.scan_v2(rel, text)):  # read by the one-pass scan
+        _handed_archive_rows_are_the_rows(rel, text)
 
 
 # Round 7: a topic file with nothing to report and one-line records is read in
@@ -483,10 +510,22 @@ def _same_as_before(path: str, text: str) -> None:
     fast = new_topics.parse_well_formed(path, text, resolve=NEW_INDEX.resolve_target)
     if fast is not None:
         assert _plain(fast) == _plain(old_topics.parse_topic(path, text, resolve=OLD_INDEX.resolve_target))
+        _handed_rows_are_the_rows(fast)
     plain = new_topics.parse_well_formed(path, text)
     if plain is not None:
         assert _plain(plain) == _plain(old_topics.parse_topic(path, text, strict=False))
     _same_parse(path, text)
+
+
+def _handed_rows_are_the_rows(topic) -> None:
+    """The cache rows made from the fields the one-pass reader handed over are the rows read
+    off the objects, and decode (after marshal) to the very parse."""
+    assert new_topics.HANDED in vars(topic)
+    handed = parsecache.topic_rows(topic)
+    assert new_topics.take_handed(topic) is None  # taken once; from now on the objects are read
+    assert handed == parsecache.topic_rows(topic)
+    back = parsecache.topic_from_rows(marshal.loads(marshal.dumps(handed, 4)))
+    assert back == topic and _plain(back) == _plain(topic)
 
 
 @SETTINGS

@@ -1,0 +1,58 @@
+"""A cold load leaves its objects to the oldest collector generation, and never undoes a
+freeze the process made itself."""
+
+from __future__ import annotations
+
+import gc
+import os
+from pathlib import Path
+
+import pytest
+
+from memory_tui.core import parsecache
+
+
+def _age(root: Path) -> None:
+    for p in root.rglob("*.md"):
+        st = p.stat()
+        os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns - 5_000_000_000))
+
+
+@pytest.fixture
+def mem(fixture_state) -> Path:
+    m = fixture_state / "memory"
+    _age(m)
+    parsecache.drop(m)
+    return m
+
+
+def _in_generation(obj: object, generation: int) -> bool:
+    return any(o is obj for o in gc.get_objects(generation))
+
+
+@pytest.mark.parametrize("persist", [False, True])
+def test_a_cold_load_puts_its_objects_in_the_oldest_generation(mem, persist):
+    if not gc.isenabled():
+        pytest.skip("the collector is off in this process")
+    _index, tree = parsecache.load_tree(mem, persist=persist)
+    unit = tree.units[0]
+    assert gc.is_tracked(unit)
+    # the youngest generations would walk it (twice) before promoting it
+    assert _in_generation(unit, 2)
+    assert not _in_generation(unit, 0) and not _in_generation(unit, 1)
+
+
+def test_a_freeze_made_by_the_process_is_kept(mem):
+    if not gc.isenabled():
+        pytest.skip("the collector is off in this process")
+    kept = [object(), {}]  # tracked objects frozen by "someone else" before the load
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        _index, tree = parsecache.load_tree(mem, persist=True)
+        assert gc.get_freeze_count() >= frozen  # an unfreeze would have let them all go back
+        assert len(tree.units) > 0
+    finally:
+        gc.unfreeze()
+    del kept
