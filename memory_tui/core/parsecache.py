@@ -29,6 +29,7 @@ only costs time.
 from __future__ import annotations
 
 import contextlib
+import errno
 import dataclasses
 import gc
 import hashlib
@@ -548,7 +549,7 @@ def topic_deferred(head: tuple, reparse: Callable[[str, str], Topic]) -> Topic:
     path, text, heads, problems, mids, blob = head
     if type(path) is not str or type(text) is not str or type(blob) is not bytes or type(mids) is not tuple:
         raise ValueError("a topic head of the wrong shape")
-    if not all(type(m) is str for m in mids):
+    if mids and set(map(type, mids)) != {str}:
         raise ValueError("a memory id that is not a string")
     headings = tuple([Heading(*h) for h in heads])
     problem_objs = tuple([Problem(c, m, p, ln, col, dict(d)) for c, m, p, ln, col, d in problems])
@@ -1167,6 +1168,43 @@ def drop(memory_root: Path | str) -> None:
     forget_in_process()
 
 
+_IGNORED_ERRNOS = frozenset((errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP))  # pathlib's _ignore_error
+
+
+def topic_stats(topics_dir: Path) -> dict[str, StatKey]:
+    """topics-relative path -> stat key of each file ``topics_dir.rglob("*.md")`` lists that
+    ``Path.stat()`` (symlinks followed) finds regular — the topic files — by the same walk
+    (every real directory, a symlinked one neither entered; every entry whose name ends in
+    ``.md``) with ``os.scandir`` and strings instead of a dozen pathlib objects per file."""
+    out: dict[str, StatKey] = {}
+    stack = [(os.fspath(topics_dir), "")]
+    while stack:
+        directory, rel = stack.pop()
+        try:
+            with os.scandir(directory) as it:
+                entries = list(it)
+        except PermissionError:  # what rglob skips; anything else it raises
+            continue
+        for entry in entries:
+            name = entry.name
+            try:
+                is_dir = entry.is_dir()
+            except OSError as e:
+                if e.errno not in _IGNORED_ERRNOS:
+                    raise
+                is_dir = False
+            if is_dir and not entry.is_symlink():
+                stack.append((entry.path, rel + name + "/"))
+            if name.endswith(".md"):
+                try:
+                    st = os.stat(entry.path)
+                except OSError:
+                    continue
+                if stat_mod.S_ISREG(st.st_mode):
+                    out[rel + name] = stat_key(st)
+    return out
+
+
 def load_tree(memory_root: Path | str, *, persist: bool = False) -> tuple[Any, Any]:
     """``(SourceIndex, strict TopicTree)`` of the committed workspace, through the cache.
 
@@ -1185,15 +1223,7 @@ def _load_tree(root: Path, persist: bool) -> tuple[Any, Any]:
     topics_dir = root / "topics"
     problems = []
     parsed = []
-    rels: dict[str, StatKey] = {}
-    if topics_dir.is_dir():
-        for file in sorted(topics_dir.rglob("*.md")):
-            try:
-                st = file.stat()
-            except OSError:
-                continue
-            if stat_mod.S_ISREG(st.st_mode):
-                rels[file.relative_to(topics_dir).as_posix()] = stat_key(st)
+    rels = topic_stats(topics_dir) if topics_dir.is_dir() else {}
     for rel in sorted(rels, key=topic_sort_key):
         topic = store.topic_for_stat(rel, rels[rel], index)
         if topic is None:
