@@ -46,6 +46,9 @@ TARGETS = {
 ROWS = (
     ("parse_cold", "strict parse of the topic tree, cold (no cache)"),
     ("parse_cached", "strict parse, from the persistent cache"),
+    # the cached tree builds a topic's units when first read: this is the same load with
+    # every unit (and its evidence and annotations) built, what a reader of all units pays
+    ("parse_cached_full", "strict parse, from the persistent cache, every unit built"),
     # parse-cold: what a reader (open_state, the app's first load) pays cold; readers never
     # write the cache (the next transaction does), so this is parse_cold without the flush.
     ("parse_cold_read", "strict parse, cold, without writing the cache"),
@@ -76,6 +79,7 @@ from pathlib import Path
 mem = Path(sys.argv[1]) / "memory"
 cold = sys.argv[2] in ("cold", "coldread")
 persist = sys.argv[2] != "coldread"
+full = sys.argv[2] == "warmfull"
 n = int(sys.argv[3])
 try:
     from memory_tui.core import parsecache
@@ -95,6 +99,8 @@ for _ in range(n):
         tree = parse_tree(mem / "topics", resolve=index.resolve_target, strict=True)
     else:
         index, tree = parsecache.load_tree(mem, persist=persist)
+    if full:
+        tree.units
     out.append(_T() - t0)
     assert not tree.problems and len(tree.units) > 0, tree.problems[:3]
 print(json.dumps(out))
@@ -319,6 +325,9 @@ def measure(row: str, state: Path, runs: int, app_cache: dict) -> tuple[list[flo
     if row == "parse_cached":
         _child(CHILD_PARSE, state, "warm", 1)  # make sure the cache exists
         return _child(CHILD_PARSE, state, "warm", runs), "s"
+    if row == "parse_cached_full":
+        _child(CHILD_PARSE, state, "warm", 1)
+        return _child(CHILD_PARSE, state, "warmfull", runs), "s"
     if row == "revision":
         return _child(CHILD_REVISION, state, runs), "s"
     if row == "pending_cold":

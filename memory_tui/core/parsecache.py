@@ -29,6 +29,7 @@ only costs time.
 from __future__ import annotations
 
 import contextlib
+import errno
 import dataclasses
 import gc
 import hashlib
@@ -46,7 +47,7 @@ from functools import lru_cache
 from itertools import accumulate, chain, repeat
 from operator import add, and_, attrgetter, eq, is_, itemgetter, sub
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from .errors import Problem
 from .fastdata import positional
@@ -561,6 +562,61 @@ def topic_from_rows(rows: tuple) -> Topic:
                  tuple([Problem(c, m, p, ln, col, dict(d)) for c, m, p, ln, col, d in problems]))
 
 
+# A topic's stored entry is its head — what a tree needs before any unit is built: path,
+# text, headings, problems, the units' ids — and the rest of its rows as one marshal blob
+# inside it, decoded when the topic's units are first read. The pack's crc covers the blob
+# when the pack is read; reading the pack then decodes a handful of objects per topic instead
+# of ~10^3 tuples (and the collection that follows does not traverse them).
+_TOPIC_HEAD_WIDTH = 6
+
+
+def topic_head(rows: tuple) -> tuple:
+    """The stored form of ``topic_rows``' rows (see above)."""
+    units = rows[11]
+    try:
+        return (rows[0], rows[1], rows[2], rows[16], units[0] if units else (), marshal.dumps(rows[2:], 4))
+    except ValueError:  # a value marshal cannot hold (say, a details object)
+        raise _Unrepresentable(rows[0]) from None
+
+
+def rows_of_head(head: tuple) -> tuple:
+    """``topic_rows``' rows back from their stored form."""
+    rows = (head[0], head[1], *marshal.loads(head[5]))
+    if len(rows) != _TOPIC_ROW_WIDTH:
+        raise ValueError("a topic blob of the wrong width")
+    return rows
+
+
+def topic_deferred(head: tuple, reparse: Callable[[str, str], Topic]) -> Topic:
+    """``topic_from_rows(rows_of_head(head))`` with its units and evidence built on first use
+    (``Topic.deferred``). What is read now — path, text, headings, problems, the units' ids —
+    is checked now; the rest comes from the same crc-checked pack, so building it can fail
+    only on a bug, and then the topic is parsed from its text (``reparse(path, text)``, the
+    parse these rows were made from) instead; either way its ids are checked."""
+    path, text, heads, problems, mids, blob = head
+    if type(path) is not str or type(text) is not str or type(blob) is not bytes or type(mids) is not tuple:
+        raise ValueError("a topic head of the wrong shape")
+    if mids and set(map(type, mids)) != {str}:
+        raise ValueError("a memory id that is not a string")
+    headings = tuple([Heading(*h) for h in heads])
+    problem_objs = tuple([Problem(c, m, p, ln, col, dict(d)) for c, m, p, ln, col, d in problems])
+
+    def build() -> tuple[tuple, tuple]:
+        try:
+            with _bulk():
+                topic = topic_from_rows(rows_of_head(head))
+        except (*_ROW_ERRORS, EOFError):
+            topic = reparse(path, text)
+        if tuple(map(_MID, topic.units)) != mids:
+            raise RuntimeError(f"the cached parse of {path} does not hold its ids")
+        return topic.units, topic.evidence
+
+    return Topic.deferred(path, text, headings, problem_objs, mids, build)
+
+
+_MID = attrgetter("memory_id")
+
+
 # Strings that are slices of another stored string are stored as where they sit in it (a
 # third of the bytes: less to read, check and decode); each is verified before it is used.
 
@@ -767,6 +823,7 @@ class _TopicEntry:
     topic: Any  # memory_tui.core.topics.Topic
     deps: tuple[str, ...]
     sig: str
+    rows: tuple | None = None  # the stored head (``topic_head``) ``topic`` was made from
 
 
 class ParseStore:
@@ -870,20 +927,22 @@ class ParseStore:
             for rel, body in loaded.items():
                 if (isinstance(body, tuple) and len(body) == 5 and _is_key(body[0]) and isinstance(body[1], str)
                         and isinstance(body[3], tuple) and isinstance(body[4], str) and isinstance(body[2], tuple)
-                        and len(body[2]) == _TOPIC_ROW_WIDTH and body[2][0] == rel):
+                        and len(body[2]) == _TOPIC_HEAD_WIDTH and body[2][0] == rel):
                     self._topics[rel] = _TopicEntry(tuple(body[0]), body[1], _Stored(body[2]), tuple(body[3]), body[4])
         return self._topics
 
-    def _topic_of(self, rel: str, hit: _TopicEntry) -> Any:
+    def _topic_of(self, rel: str, hit: _TopicEntry, index: Any) -> Any:
         topic = hit.topic
         if isinstance(topic, _Stored):
+            rows = topic.rows
+            resolve = index.resolve_target
             try:
-                with _bulk():
-                    topic = topic_from_rows(topic.rows)
+                topic = topic_deferred(rows, lambda path, text: parse_topic(path, text, resolve=resolve, strict=True))
             except _ROW_ERRORS:
                 del self._topic_map()[rel]
                 return None
             hit.topic = topic
+            hit.rows = rows  # what a flush writes again for it, without building or encoding it
         return topic
 
     # -- archives -----------------------------------------------------------------------
@@ -933,7 +992,7 @@ class ParseStore:
                 return None
             if deps_signature(index, hit.deps) != hit.sig:
                 return None
-            return self._topic_of(rel, hit)
+            return self._topic_of(rel, hit, index)
 
     def topic_for_sha(self, rel: str, sha: str, index: Any) -> tuple[Any, tuple[str, ...], str] | None:
         """``(topic, deps, sig)`` cached for this exact text (by digest), deps unchanged."""
@@ -944,7 +1003,7 @@ class ParseStore:
                 return None
             if deps_signature(index, hit.deps) != hit.sig:
                 return None
-            topic = self._topic_of(rel, hit)
+            topic = self._topic_of(rel, hit, index)
             return None if topic is None else (topic, hit.deps, hit.sig)
 
     def put_topic(self, rel: str, key: StatKey | None, sha: str, topic: Any, deps: tuple[str, ...], sig: str) -> None:
@@ -1116,7 +1175,7 @@ def _entry_value(kind: str, rel: str, entry: Any) -> tuple | None:
             value = (rel, (key, rows))
         else:
             value = entry.topic
-            rows = value.rows if isinstance(value, _Stored) else topic_rows(value)
+            rows = value.rows if isinstance(value, _Stored) else entry.rows or topic_head(topic_rows(value))
             value = (rel, (entry.key, entry.sha, rows, entry.deps, entry.sig))
         return value
     except _Unrepresentable:
@@ -1200,6 +1259,43 @@ def drop(memory_root: Path | str) -> None:
     forget_in_process()
 
 
+_IGNORED_ERRNOS = frozenset((errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP))  # pathlib's _ignore_error
+
+
+def topic_stats(topics_dir: Path) -> dict[str, StatKey]:
+    """topics-relative path -> stat key of each file ``topics_dir.rglob("*.md")`` lists that
+    ``Path.stat()`` (symlinks followed) finds regular — the topic files — by the same walk
+    (every real directory, a symlinked one neither entered; every entry whose name ends in
+    ``.md``) with ``os.scandir`` and strings instead of a dozen pathlib objects per file."""
+    out: dict[str, StatKey] = {}
+    stack = [(os.fspath(topics_dir), "")]
+    while stack:
+        directory, rel = stack.pop()
+        try:
+            with os.scandir(directory) as it:
+                entries = list(it)
+        except PermissionError:  # what rglob skips; anything else it raises
+            continue
+        for entry in entries:
+            name = entry.name
+            try:
+                is_dir = entry.is_dir()
+            except OSError as e:
+                if e.errno not in _IGNORED_ERRNOS:
+                    raise
+                is_dir = False
+            if is_dir and not entry.is_symlink():
+                stack.append((entry.path, rel + name + "/"))
+            if name.endswith(".md"):
+                try:
+                    st = os.stat(entry.path)
+                except OSError:
+                    continue
+                if stat_mod.S_ISREG(st.st_mode):
+                    out[rel + name] = stat_key(st)
+    return out
+
+
 def load_tree(memory_root: Path | str, *, persist: bool = False) -> tuple[Any, Any]:
     """``(SourceIndex, strict TopicTree)`` of the committed workspace, through the cache.
 
@@ -1218,15 +1314,7 @@ def _load_tree(root: Path, persist: bool) -> tuple[Any, Any]:
     topics_dir = root / "topics"
     problems = []
     parsed = []
-    rels: dict[str, StatKey] = {}
-    if topics_dir.is_dir():
-        for file in sorted(topics_dir.rglob("*.md")):
-            try:
-                st = file.stat()
-            except OSError:
-                continue
-            if stat_mod.S_ISREG(st.st_mode):
-                rels[file.relative_to(topics_dir).as_posix()] = stat_key(st)
+    rels = topic_stats(topics_dir) if topics_dir.is_dir() else {}
     for rel in sorted(rels, key=topic_sort_key):
         topic = store.topic_for_stat(rel, rels[rel], index)
         if topic is None:

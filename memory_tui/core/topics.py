@@ -16,6 +16,7 @@ not make a strict parse fail; the normaliser turns them into errors for new cont
 from __future__ import annotations
 
 import functools
+import gc
 import hashlib
 import itertools
 import operator
@@ -192,7 +193,7 @@ class Topic:
 
     @property
     def block_ids(self) -> tuple[str, ...]:
-        return tuple(u.memory_id for u in self.units)
+        return self.memory_ids
 
     def evidence_by_id(self, eid: str) -> Evidence | None:
         for ev in self.evidence:
@@ -200,8 +201,108 @@ class Topic:
                 return ev
         return None
 
+    # A topic from the persistent parse cache holds its path, text, headings and problems and
+    # builds ``units`` and ``evidence`` (~300 objects per file, most of a cached load) the
+    # first time either is read: a load of the whole tree then costs what its readers touch.
+    # Reached only for a name missing from the instance dict, so a built topic (and every
+    # topic the parser made) reads its fields at plain attribute speed.
+    def __getattr__(self, name: str):
+        if name == "units" or name == "evidence":
+            d = self.__dict__
+            build = d.get("_deferred")
+            if build is not None:
+                units, evidence = d.setdefault("_built", build())  # racing threads keep one result
+                d.setdefault("evidence", evidence)
+                d.setdefault("units", units)
+                d.pop("_deferred", None)  # the rows are no longer needed
+                d.pop("_built", None)
+            if name in d:
+                return d[name]
+        raise AttributeError(name)
 
+    @classmethod
+    def deferred(cls, path: str, text: str, headings: tuple[Heading, ...], problems: tuple[Problem, ...],
+                 memory_ids: tuple[str, ...], build: Callable[[], tuple[tuple[Unit, ...], tuple[Evidence, ...]]]
+                 ) -> Topic:
+        """A topic whose ``units`` and ``evidence`` are ``build()``'s, made on first use;
+        ``memory_ids`` must be its units' ids in order (what a tree needs before it builds
+        them). Equal to, and pickled as, the topic it stands for."""
+        topic = object.__new__(cls)
+        d = topic.__dict__
+        d["path"], d["text"] = path, text
+        d["headings"], d["problems"] = headings, problems
+        d["_deferred"], d["_mids"] = build, memory_ids
+        return topic
+
+    def __getstate__(self) -> dict:
+        self.units  # noqa: B018 - a deferred topic is pickled built
+        d = self.__dict__
+        return {name: d[name] for name in _TOPIC_FIELDS}
+
+    @property
+    def memory_ids(self) -> tuple[str, ...]:
+        """Its units' ids in order, without building a deferred topic's units."""
+        mids = self.__dict__.get("_mids")
+        if mids is None:
+            mids = self.__dict__.setdefault("_mids", tuple(map(_MEMORY_ID, self.units)))
+        return mids
+
+    def _units_by_id(self) -> dict[str, Unit]:
+        d = self.__dict__
+        found = d.get("_by_id")
+        if found is None:
+            units = self.units
+            found = d.setdefault("_by_id", dict(zip(map(_MEMORY_ID, units), units)))
+        return found
+
+
+_TOPIC_FIELDS = ("path", "text", "units", "evidence", "headings", "problems")
+_MEMORY_ID = operator.attrgetter("memory_id")
 _MISSING = object()
+
+
+class _IdsByTopic(Mapping):
+    """The id map of a tree without duplicate ids, before its units are built: each id names
+    the topic holding it, and a lookup builds that topic's units (once) and answers with the
+    unit. Keys in tree order, as ``assemble_tree``'s dict. Read-only; shared as the base of
+    the ``IdOverlay`` of the trees reassembled from it."""
+
+    __slots__ = ("where", "found")
+
+    def __init__(self, where: dict[str, Topic]) -> None:
+        self.where = where
+        self.found: dict[str, Unit] = {}  # the units of the topics looked into so far
+
+    def __getitem__(self, key):
+        unit = self.found.get(key)
+        if unit is None:
+            topic = self.where[key]
+            unit = topic._units_by_id()[key]
+            self.found.update(topic._units_by_id())
+        return unit
+
+    def get(self, key, default=None):
+        unit = self.found.get(key)
+        if unit is None:
+            topic = self.where.get(key)
+            if topic is None:
+                return default
+            units = topic._units_by_id()
+            self.found.update(units)
+            unit = units[key]
+        return unit
+
+    def __contains__(self, key) -> bool:
+        return key in self.where
+
+    def __iter__(self):
+        return iter(self.where)
+
+    def __len__(self) -> int:
+        return len(self.where)
+
+    def keys(self):
+        return self.where.keys()
 
 
 class IdOverlay(Mapping):
@@ -272,6 +373,37 @@ class TopicTree:
         if not self._topic_index:
             for topic in self.topics:
                 self._topic_index[topic.path] = topic
+
+    # ``units`` of a tree made by ``assemble_tree`` from topics without duplicate ids is built
+    # on first read (the concatenation of the topics' units, which builds deferred topics):
+    # the id map, the problems and the topics answer without it. Reached only while
+    # ``units`` is missing from the instance dict.
+    def __getattr__(self, name: str):
+        if name == "units":
+            d = self.__dict__
+            units_of = d.get("_lazy_units")
+            if units_of is not None:
+                return d.setdefault("units", units_of(d["topics"]))
+        raise AttributeError(name)
+
+    def __getstate__(self) -> dict:
+        self.units  # noqa: B018 - pickled built, with a plain id map
+        d = dict(self.__dict__)
+        d.pop("_lazy_units", None)
+        if not isinstance(d["_index"], dict):
+            d["_index"] = dict(d["_index"].items())
+        return d
+
+    @classmethod
+    def _lazy(cls, topics: tuple[Topic, ...], problems: tuple[Problem, ...], index: Mapping[str, Unit],
+              topic_index: dict[str, Topic], units_of: Callable[[tuple[Topic, ...]], tuple[Unit, ...]] | None = None
+              ) -> TopicTree:
+        """A duplicate-free tree whose ``units`` is ``units_of(topics)`` (by default the
+        topics' units one after the other), built on first read."""
+        tree = object.__new__(cls)
+        tree.__dict__.update(topics=topics, problems=problems, _index=index, _topic_index=topic_index,
+                             _dupfree=True, _lazy_units=units_of or _concat_units)
+        return tree
 
     def by_id(self, memory_id: str) -> Unit | None:
         return self._index.get(memory_id)
@@ -1185,6 +1317,20 @@ def assemble_tree(parsed: Iterable[Topic], problems: Iterable[Problem] = ()) -> 
     parses use this so they can never drift from ``parse_tree``."""
     parsed = tuple(parsed)
     problems = list(problems)
+    # Without a duplicate id (every workspace OpenProgram accepts) the tree is its topics in
+    # order, an id map from the topics' id columns and their problems; the units tuple, and
+    # the units of topics from the cache, are built when first read.
+    where: dict[str, Topic] = {}
+    total = 0
+    for topic in parsed:
+        mids = topic.memory_ids
+        total += len(mids)
+        where.update(zip(mids, itertools.repeat(topic)))
+    if len(where) == total:
+        for topic in parsed:
+            problems.extend(topic.problems)
+        problems.sort(key=_problem_order)
+        return TopicTree._lazy(parsed, tuple(problems), _IdsByTopic(where), {t.path: t for t in parsed})
     units: list[Unit] = []
     first_seen: dict[str, Unit] = {}
     for topic in parsed:
@@ -1251,7 +1397,7 @@ def reassemble_tree(previous: TopicTree, parsed: Iterable[Topic]) -> TopicTree:
         if not added and not gone:  # the same topics: the same tree, if in the same order
             return previous if all(a is b for a, b in zip(parsed, previous.topics)) else assemble_tree(parsed)
     previous_map = previous._index
-    leaving = {unit.memory_id for topic in gone for unit in topic.units}
+    leaving = {mid for topic in gone for mid in topic.memory_ids}
     arriving: dict[str, Unit] = {}
     for topic in added:
         for unit in topic.units:
@@ -1275,32 +1421,52 @@ def reassemble_tree(previous: TopicTree, parsed: Iterable[Topic]) -> TopicTree:
         index = IdOverlay(base, over, frozenset(removed))
     else:  # built by insertion: no deleted slots, so the next copy (if any) is one memcpy
         index = {mid: unit for mid, unit in IdOverlay(base, over, frozenset(removed)).items()}
+    # The units tuple is its topics' units one after the other (no duplicate), made when first
+    # read: an edit whose readers never ask for it pays nothing for it.
     if moved is not None:
-        # ``previous.units`` is its topics' units one after the other (no duplicate): the
-        # replaced topics' runs are swapped by slicing
-        counts = list(map(len, map(operator.attrgetter("units"), old_topics)))
-        starts = [0, *itertools.accumulate(counts)]
-        pieces: list[tuple[Unit, ...]] = []
-        at = 0
-        for i in moved:
-            pieces.append(previous.units[at:starts[i]])
-            pieces.append(tuple(parsed[i].units))
-            at = starts[i + 1]
-        pieces.append(previous.units[at:])
-        units = pieces[0] + pieces[1] + pieces[2] if len(pieces) == 3 else tuple(itertools.chain.from_iterable(pieces))
+        built = previous.__dict__.get("units")
+        units_of = _concat_units if built is None else functools.partial(_splice_units, built, old_topics, moved)
         if not previous.problems and not any(t.problems for t in added):
-            return TopicTree(parsed, units, (), index, topic_index, True)
+            return TopicTree._lazy(parsed, (), index, topic_index, units_of)
     else:
-        units = tuple(u for topic in parsed for u in topic.units) if len(parsed) < 4 else _concat_units(parsed)
+        units_of = _concat_units
     problems = [p for topic in parsed for p in topic.problems]
     problems.sort(key=_problem_order)
-    return TopicTree(parsed, units, tuple(problems), index, topic_index, True)
+    return TopicTree._lazy(parsed, tuple(problems), index, topic_index, units_of)
+
+
+def _splice_units(previous: tuple[Unit, ...], old_topics: tuple[Topic, ...], moved: list[int],
+                  parsed: tuple[Topic, ...]) -> tuple[Unit, ...]:
+    """The units of ``parsed`` from the units of ``old_topics`` (``previous``), where the
+    topics at ``moved`` were replaced: the replaced runs swapped by slicing."""
+    starts = [0, *itertools.accumulate(map(len, map(_MEMORY_IDS, old_topics)))]
+    pieces: list[tuple[Unit, ...]] = []
+    at = 0
+    for i in moved:
+        pieces.append(previous[at:starts[i]])
+        pieces.append(tuple(parsed[i].units))
+        at = starts[i + 1]
+    pieces.append(previous[at:])
+    return pieces[0] + pieces[1] + pieces[2] if len(pieces) == 3 else tuple(itertools.chain.from_iterable(pieces))
+
+
+_MEMORY_IDS = operator.attrgetter("memory_ids")
 
 
 def _concat_units(parsed: tuple[Topic, ...]) -> tuple[Unit, ...]:
+    if len(parsed) < 4:
+        return tuple(u for topic in parsed for u in topic.units)
     out: list[Unit] = []
-    for topic in parsed:
-        out.extend(topic.units)
+    # Building deferred topics makes ~10^5 acyclic objects: with the collector running between
+    # topics, each collection their allocation triggers traverses them all again.
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        for topic in parsed:
+            out.extend(topic.units)
+    finally:
+        if was:
+            gc.enable()
     return tuple(out)
 
 

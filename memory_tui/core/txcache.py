@@ -32,7 +32,8 @@ import threading
 import time
 from dataclasses import dataclass
 from functools import lru_cache
-from operator import itemgetter
+from itertools import compress, repeat
+from operator import and_, attrgetter, is_, is_not, itemgetter, not_, or_
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -106,6 +107,10 @@ def derive(what: str, incremental, full, same=None):
     if not (same(a, b) if same is not None else a == b):
         raise IncrementalMismatch(f"incremental {what} differs from the full derivation:\n{a!r}\n!=\n{b!r}"[:4000])
     return b
+
+
+_PATH = attrgetter("path")
+_NOT_HANDED = (None,)  # a path no parse was handed out for
 
 
 def same_tree(a: TopicTree, b: TopicTree) -> bool:
@@ -287,7 +292,8 @@ class WorkspaceCache:
         self._proven_now: dict[str, tuple[str, object]] = {}  # rel -> (text object, token) proven
         self._links_fast: dict[str, tuple[str, tuple, str]] = {}  # rel -> (text object, locations, rewrite)
         # the last tree's parses: (archive token, its paths in the order given, path -> (text, topic), topics)
-        self._last_parsed: tuple[object, tuple[str, ...], dict[str, tuple[str, Topic, bool]], list[Topic]] | None = None
+        self._last_parsed: tuple[object, tuple[str, ...], dict[str, tuple[str, Topic, bool]], list[Topic], list[str],
+                                 list[bool], list[str], list[str]] | None = None
         # the last block-id locations: ({rel: (text, its file ids)}, id -> rel, no id in two files)
         self._locations: tuple[dict[str, tuple[str, tuple[str, ...]]], dict[str, str], bool] | None = None
         self._disk_loaded = False
@@ -614,21 +620,39 @@ class WorkspaceCache:
         with self.lock:
             last = self._last_parsed
             keys = tuple(texts)
-            if last is not None and last[1] == keys and len(last[3]) == len(topics):
-                # the same paths: keep last call's entries, replace those whose parse or text moved
-                seen = last[2]
-                moved = [t for t, old in zip(topics, last[3]) if t is not old or seen[t.path][0] is not texts[t.path]]
+            same_order = last is not None and last[1] == keys and len(last[3]) == len(topics)
+            # the same path set given in the same order: the same tree order, so the same paths
+            paths = last[7] if same_order else list(map(_PATH, topics))
+            order_texts = list(map(texts.__getitem__, paths))
+            if same_order:
+                # the same paths: keep last call's entries, replace those whose parse or text
+                # moved (found by C-level passes: last call's lists are aligned with these)
+                seen, oks, others = last[2], last[5], last[6]
+                last_topics, last_texts = last[3], last[4]
+                moved = list(compress(range(len(topics)), map(or_, map(is_not, topics, last_topics),
+                                                              map(is_not, order_texts, last_texts))))
                 if moved:
-                    seen = dict(seen)
-                    seen.update((t.path, (texts[t.path], t, t.ok)) for t in moved)
+                    seen, oks, others = dict(seen), list(oks), list(others)
+                    for i in moved:
+                        t = topics[i]
+                        oks[i] = t.ok
+                        seen[t.path] = (order_texts[i], t, oks[i])
+                        # the same parse of the same path is the same bytes (parses are kept by
+                        # digest): last call's text object is then one equal to this one
+                        others[i] = last_texts[i] if t is last_topics[i] else order_texts[i]
             else:
                 seen = {t.path: (texts[t.path], t, t.ok) for t in topics}
-            self._last_parsed = (token, keys, seen, topics)
+                oks = [seen[t.path][2] for t in topics]
+                others = order_texts
+            # (token, keys, path -> (text, topic, ok), topics, their texts, their ok flags, for
+            # each a text object of equal bytes: an edit alternates between the committed
+            # texts and the stage's, equal but other objects, and is then seen without a compare)
+            self._last_parsed = (token, keys, seen, topics, order_texts, oks, others, paths)
         # The tree is a function of its topics alone: the baseline of an edit is the tree the
         # previous edit installed (the same parses), so it is not assembled again.
         with self.lock:
             for known in self._trees:
-                if len(known.topics) == len(topics) and all(a is b for a, b in zip(known.topics, topics)):
+                if len(known.topics) == len(topics) and all(map(is_, known.topics, topics)):
                     self._trees = [known, *(t for t in self._trees if t is not known)]
                     return known
             previous = self._trees[0] if self._trees else None
@@ -652,23 +676,35 @@ class WorkspaceCache:
         if last is None or last[0] is not token:
             order = sorted(texts, key=topic_sort_key)
             return [self.entry(rel, texts[rel], index, token, shas.get(rel)).topic for rel in order]
-        _token, last_keys, seen, last_topics = last
-        if len(last_keys) == len(texts) and tuple(texts) == last_keys:
-            order = [t.path for t in last_topics]  # the same paths: the same tree order
-        else:
-            order = sorted(texts, key=topic_sort_key)
+        _token, last_keys, seen, last_topics, last_texts, last_oks, others, last_paths = last
         keys = self._topic_keys
-        out: list[Topic] = []
-        for rel in order:
-            text = texts[rel]
-            hit = seen.get(rel)
-            if hit is not None and hit[2] and (hit[0] is text or hit[0] == text):
-                known = keys.get(rel)
-                if known is not None and known[0] is hit[1]:
-                    out.append(hit[1])
-                    continue
-            out.append(self.entry(rel, text, index, token, shas.get(rel)).topic)
-        return out
+        if len(last_keys) == len(texts) and tuple(texts) == last_keys:
+            # the same paths in the same tree order: a parse is kept where its text is the very
+            # object last seen (or one known to hold the same bytes), it had no problem and it
+            # is still the one handed out for its path -- decided for every topic by C-level
+            # passes; the rest as below
+            order = last_paths  # the paths of last_topics
+            now = list(map(texts.__getitem__, order))
+            handed = map(itemgetter(0), map(keys.get, order, repeat(_NOT_HANDED)))
+            same = map(or_, map(is_, now, last_texts), map(is_, now, others))
+            keep = list(map(and_, map(and_, same, last_oks), map(is_, handed, last_topics)))
+            out = list(last_topics)
+            for i in compress(range(len(order)), map(not_, keep)):
+                out[i] = self._topic_since_last(order[i], texts, index, token, shas, seen, keys)
+            return out
+        order = sorted(texts, key=topic_sort_key)
+        return [self._topic_since_last(rel, texts, index, token, shas, seen, keys) for rel in order]
+
+    def _topic_since_last(self, rel: str, texts: Mapping[str, str], index: SourceIndex, token: object,
+                          shas: Mapping[str, str], seen: Mapping[str, tuple[str, Topic, bool]],
+                          keys: Mapping[str, tuple[Topic, str, str]]) -> Topic:
+        text = texts[rel]
+        hit = seen.get(rel)
+        if hit is not None and hit[2] and (hit[0] is text or hit[0] == text):
+            known = keys.get(rel)
+            if known is not None and known[0] is hit[1]:
+                return hit[1]
+        return self.entry(rel, text, index, token, shas.get(rel)).topic
 
     def refs_ok(self, topic: Topic, index: SourceIndex) -> bool:
         """Every source ref of ``topic`` exists (a cached answer while its deps are unchanged)."""

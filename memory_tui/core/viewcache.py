@@ -151,13 +151,16 @@ class ViewCache:
         self._parts[topic.path] = (topic, made)
         return made
 
-    def recent(self, tree: Any, topics: tuple, units: tuple, creation_order: Mapping[str, int] | None, limit: int) -> str:
+    def recent(self, tree: Any, topics: tuple, units: tuple | None, creation_order: Mapping[str, int] | None,
+               limit: int) -> str:
         """``recent_events.jsonl`` (== ``views.render_recent``) without ranking every unit when the
         creation order already holds every id of the tree (a transaction grows it first):
         then the newest units are the first ids of that order, newest first, that the tree
         still has. Kept per creation-order object: its ids by falling order, and which topic
         parses were seen to be covered by it. Equal orders (a hand-edited runtime.json) or an
         uncovered id take the full ranking, whose position tie-break needs every unit."""
+        if units is None:  # the full ranking reads the tree's units; the common path does not
+            units = tree
         if limit <= 0 or not creation_order:
             return render_recent(units, creation_order, limit)
         with self.lock:
@@ -300,7 +303,9 @@ class ViewCache:
         build start from, and update, the persisted snapshot."""
         how = mode()
         topics = tuple(tree.topics)
-        if how == "full" or sum(len(t.units) for t in topics) != len(tree.units):
+        # a duplicate-free tree's units are its topics' units (its ``units`` is then not built)
+        if how == "full" or (not getattr(tree, "dupfree", False)
+                             and sum(len(t.units) for t in topics) != len(tree.units)):
             return build_views(tree, **options)
         link_for = options.get("link_for")
         persist = key_of is not None and parts_out is None and self.root is not None
@@ -316,7 +321,7 @@ class ViewCache:
                     self._snapshot_combined(topics, key_of)
             else:
                 timeline, relations = made
-        recent = self.recent(tree, topics, tuple(tree.units), options.get("creation_order"), options.get("recent_limit", 50))
+        recent = self.recent(tree, topics, None, options.get("creation_order"), options.get("recent_limit", 50))
         master = options.get("master_text")
         pending = _core_pending(master, options.get("trusted_ids"), tree) if master is not None else None
         views = build_views(tree, timeline=timeline, relations=relations, recent=recent, core_pending=pending, **options)

@@ -613,7 +613,9 @@ def build_views(
     """Every derived view of the units. ``timeline`` / ``relations`` / ``recent``, when given,
     are those files already derived from the same units (``viewcache`` keeps them from
     per-topic parts); ``core_pending`` the pending ids among the master's blocks."""
-    units = _units(tree_or_units)
+    # every view given, the units are not read (a tree builds them on first read)
+    given = timeline is not None and recent is not None and relations is not None
+    units = () if given and (master_text is None or core_pending is not None) else _units(tree_or_units)
     core = None
     if master_text is not None:
         core = render_core(master_text, trusted_ids, counter, budget, units=units, pending_ids=core_pending)
