@@ -416,6 +416,11 @@ class ViewCache:
                 put_back.setdefault(when, []).append(TimelineRow(when, mid, "", "", sort_ref, line))
         texts, metas = dict(snap.texts), dict(snap.metas)
         for when in dirty:
+            if when in texts:
+                spliced = _splice_day(when, texts[when], metas[when], moved, put_back.get(when, ()))
+                if spliced is not None:
+                    texts[when], metas[when] = spliced
+                    continue
             rows = []
             if when in texts:
                 text, at = texts[when], len(when) + 3  # after "# <when>\n"
@@ -491,6 +496,43 @@ def _owner(ordered: list[TimelineRow], new: dict[str, tuple]) -> list[str]:
     the only rows of their id, and ids are unique across topics."""
     owner_of = {mid: path for path, flat in new.items() for _w, _s, mid, _l in flat[0]}
     return [r.topic_path or owner_of[r.memory_id] for r in ordered]
+
+
+def _splice_day(when: str, text: str, meta: bytes, moved: set[str], put_back: Iterable[TimelineRow],
+                ) -> tuple[str, bytes] | None:
+    """The day file and its meta with the rows of the ``moved`` topics replaced by
+    ``put_back``, without sorting, when those are the same rows by sort key (a reword: the
+    lines change, the order cannot) -- what sorting every row again gives, since the file
+    is in sort-key order and no other row's key ties with theirs (ids are unique across
+    topics, and a key that occurs twice here takes the sort). ``None`` otherwise."""
+    lines: dict[tuple[str, str], str] = {}
+    for row in put_back:
+        key = (row.sort_ref, row.memory_id)
+        if key in lines:
+            return None
+        lines[key] = row.line
+    rows = list(marshal.loads(meta))
+    pieces: list[str] = []
+    matched: set[tuple[str, str]] = set()
+    at, last = len(when) + 3, 0  # after "# <when>\n"
+    for i, (path, sort_ref, mid, n) in enumerate(rows):
+        if path in moved:
+            key = (sort_ref, mid)
+            line = lines.get(key)
+            if line is None or key in matched:
+                return None
+            matched.add(key)
+            start = at + 1
+            pieces.append(text[last:start])
+            pieces.append(line)
+            last = start + n
+            if len(line) != n:
+                rows[i] = (path, sort_ref, mid, len(line))
+        at += n + 2  # "\n<line>\n"
+    if len(matched) != len(lines) or not matched:
+        return None
+    pieces.append(text[last:])
+    return "".join(pieces), marshal.dumps(tuple(rows), 4)
 
 
 def _meta(ordered: list[TimelineRow], owners: list[str]) -> bytes:
