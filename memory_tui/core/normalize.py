@@ -825,7 +825,12 @@ def rewrite_block_links(
         if value is None:
             out[key] = None
             continue
-        linked = memo(path, value, _linked_ids) if memo is not None else _linked_ids(value)
+        fast = _LINKED.get(path)
+        if fast is not None and fast[0] is value:  # a pure function of the very text
+            linked = fast[1]
+        else:
+            linked = memo(path, value, _linked_ids) if memo is not None else _linked_ids(value)
+            _LINKED[path] = (value, linked)
         if linked is None:
             out[key] = value
             continue
@@ -836,6 +841,10 @@ def rewrite_block_links(
         out[key] = rewritten(path, value, found,
                              lambda path=path, value=value: _rewrite_file(path, value, where))
     return out
+
+
+# path -> (the last text object seen there, its ``_linked_ids``): asked of every file per edit
+_LINKED: dict[str, tuple[str, tuple[str, ...] | None]] = {}
 
 
 def _linked_ids(text: str) -> tuple[str, ...] | None:

@@ -866,9 +866,18 @@ def _check_units(tree: TopicTree, baseline: TopicTree, index: SourceIndex, ctx: 
     # blocks; if every ref it cites exists (cached per deps signature) it needs no check.
     skip: set[str] = set()
     if stage is not None:
-        for topic in tree.topics:
-            if baseline.topic(topic.path) is topic and stage.cache.refs_ok(topic, index):
-                skip.add(topic.path)
+        cache = stage.cache
+
+        def full() -> set[str]:
+            return {t.path for t in tree.topics if baseline.topic(t.path) is t and cache.refs_ok(t, index)}
+
+        def incremental() -> set[str]:
+            diff = _differing(tree, baseline)
+            if diff is None:
+                return full()
+            return cache.refs_fine(tree.topics, {t.path for t in diff[0]}, index)
+
+        skip = derive("unchanged topics with every ref found", incremental, full)
     if tree.dupfree:  # its units are its topics' units in order: skip whole topics
         checked: Iterable[Unit] = [u for topic in tree.topics if topic.path not in skip for u in topic.units]
     else:

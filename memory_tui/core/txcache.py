@@ -413,6 +413,7 @@ class WorkspaceCache:
         self._last_parsed: tuple[object, tuple[str, ...], dict[str, tuple[str, Topic, bool]], list[Topic]] | None = None
         # the last block-id locations: ({rel: (text, its file ids)}, id -> rel, no id in two files)
         self._locations: tuple[dict[str, tuple[str, tuple[str, ...]]], dict[str, str], bool] | None = None
+        self._refs_fine: tuple[object, dict[str, Topic]] = (None, {})  # ``refs_fine``: (index, path -> parse)
         self._disk_loaded = False
         self._disk_snapshot: dict[tuple[str, str], str] = {}
 
@@ -665,11 +666,15 @@ class WorkspaceCache:
                 "would replace or remove it, so none is made until it is a regular file or gone",
                 "topics/" + rel, None, None, {"kind": "symlink"},
             ))
+        # ``is_racy`` against one clock reading taken before any check: an earlier "now" only
+        # calls more stamps young (read again), never fewer
+        young_after = time.time_ns() - RACY_NS
+        files_get = self.files.get
         for rel, stamp in listing:
             # a file changed twice within one clock tick keeps its stamps (git's "racily clean"
             # rule): a young stamp proves nothing, and the file is read again next time
-            key = (-1, -1, -1, -1) if is_racy(stamp[0], stamp[3]) else stamp
-            hit = self.files.get(rel)
+            key = (-1, -1, -1, -1) if (stamp[0] > young_after or stamp[3] > young_after) else stamp
+            hit = files_get(rel)
             if hit is not None and key[0] != -1 and hit[0] == key:
                 seen[rel] = hit
                 texts[rel], shas[rel] = hit[1], hit[2]
@@ -813,6 +818,29 @@ class WorkspaceCache:
                 if topic.ok:
                     store.put_derived("refs", topic.path, key, hit.refs_ok)
         return hit.refs_ok
+
+    def refs_fine(self, topics: Iterable[Topic], exclude: set[str], index: SourceIndex) -> set[str]:
+        """The paths of ``topics`` (but ``exclude``) whose ``refs_ok`` holds. A True found for a
+        parse under this very index is not asked again: the answer is a function of the parse
+        and of the archives (the index), and the parse entry of a live text is neither dropped
+        nor replaced while the index stands."""
+        with self.lock:
+            last_index, fine = self._refs_fine
+        if last_index is not index:
+            fine = {}
+        seen: dict[str, Topic] = {}
+        out: set[str] = set()
+        fine_get = fine.get
+        for topic in topics:
+            path = topic.path
+            if path in exclude:
+                continue
+            if fine_get(path) is topic or self.refs_ok(topic, index):
+                out.add(path)
+                seen[path] = topic
+        with self.lock:
+            self._refs_fine = (index, seen)
+        return out
 
     def memo(self, rel: str, text: str, fn):
         """``fn(text)``, remembered per (path, function) while the text stays the same; the
