@@ -527,6 +527,7 @@ def normalize_tree(
     memo: Callable[[str, str, Callable[[str], object]], object] | None = None,
     refuse_drops: bool = False,
     proof_key: object | None = None,
+    mode: str = "incremental",
 ) -> NormalizeResult:
     """Run §3.8 steps 1-7 over a staged topics tree.
 
@@ -551,8 +552,8 @@ def normalize_tree(
     ``proof_key``: an object for which the caller guarantees that, while it is the same object,
     ``proven_canonical`` keeps answering True for a (path, text object) it answered True for;
     the passthrough test of a file whose text and committed topic are the objects of the last
-    call's is then not asked again (``MEMORY_TUI_TX=full`` asks it every time, ``check``
-    compares).
+    call's is then not asked again. ``mode`` (the transaction's ``MEMORY_TUI_TX``): ``full``
+    asks every file and sorts every time, ``check`` also compares the remembered answer.
     """
     if memo is None:
         def memo(_path, text, fn):  # type: ignore[no-redef]
@@ -579,7 +580,7 @@ def normalize_tree(
             committed_set |= set(committed_tree.ids)
 
     live = {p: t for p, t in inputs.items() if t is not None}
-    order_inputs = _sorted_paths(inputs)  # distinct paths: the order of any subset is this one's
+    order_inputs = _sorted_paths(inputs, mode)  # distinct paths: the order of any subset is this one's
     order_all = order_inputs if len(live) == len(inputs) else [p for p in order_inputs if p in live]
     if committed_tree is not None:
         _keep_only(_OWN_IDS, committed_tree.topics)
@@ -590,7 +591,7 @@ def normalize_tree(
         # those three (its own ids, its label, the committed text, the proof).
         own_of = {t.path: t for t in committed_tree.topics} if committed_tree is not None else {}
         last_key, known = _PASSED
-        if proof_key is None or last_key is not proof_key or _tx_mode() == "full":
+        if proof_key is None or last_key is not proof_key or mode == "full":
             known = {}
         passed: dict[str, tuple[str, Topic]] = {}
         known_get, own_get = known.get, own_of.get
@@ -617,7 +618,7 @@ def normalize_tree(
                     passed[path] = (text, own)
         if proof_key is not None:
             _remember_passed(proof_key, passed)
-        if _tx_mode() == "check":
+        if mode == "check":
             _check_passthrough(passthrough, live, committed_texts, committed_tree, committed_set,
                                proven_canonical, memo)
     order = [p for p in order_all if p not in passthrough]
@@ -985,9 +986,8 @@ _PASSED: tuple[object, dict[str, tuple[str, Topic]]] = (None, {})
 _ORDER: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
 
 
-def _tx_mode() -> str:
-    from .txcache import tx_mode  # txcache imports this module
-    return tx_mode()
+class PassthroughMismatch(AssertionError):
+    """``mode="check"``: the remembered passthrough set differs from the file-by-file test."""
 
 
 def _remember_passed(proof_key: object, passed: dict[str, tuple[str, Topic]]) -> None:
@@ -995,13 +995,13 @@ def _remember_passed(proof_key: object, passed: dict[str, tuple[str, Topic]]) ->
     _PASSED = (proof_key, passed)
 
 
-def _sorted_paths(paths: Mapping[str, object]) -> list[str]:
+def _sorted_paths(paths: Mapping[str, object], mode: str = "incremental") -> list[str]:
     """``sorted(paths, key=topic_sort_key)``, remembered for the last tuple of keys (a
     transaction hands the same keys in the same order every time)."""
     global _ORDER
     keys = tuple(paths)
     last_keys, last_order = _ORDER
-    if last_keys == keys and _tx_mode() != "full":
+    if last_keys == keys and mode != "full":
         return list(last_order)
     order = tuple(sorted(keys, key=topic_sort_key))
     _ORDER = (keys, order)
@@ -1020,8 +1020,7 @@ def _check_passthrough(passthrough, live, committed_texts, committed_tree, commi
                 proven_canonical is None or proven_canonical(path, text)):
             full.add(path)
     if full != passthrough:
-        from .txcache import IncrementalMismatch
-        raise IncrementalMismatch(f"incremental passthrough differs: {sorted(full ^ passthrough)[:10]}")
+        raise PassthroughMismatch(f"incremental passthrough differs: {sorted(full ^ passthrough)[:10]}")
 
 
 def _keep_only(memo: dict[int, tuple], topics: tuple[Topic, ...]) -> None:

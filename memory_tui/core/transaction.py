@@ -804,6 +804,7 @@ def _normalize(texts: Mapping[str, str], stage: Stage, refuse_drops: bool = Fals
         refuse_drops=refuse_drops,
         # is_proven's True for a text object under this token stands while the token does
         proof_key=token,
+        mode=tx_mode(),
     )
 
 
