@@ -89,6 +89,8 @@ class NormalizeResult:
     dropped: tuple[Problem, ...]  # content pruning removed (pitfalls 2/13); errors when new
     problems: tuple[Problem, ...] = ()  # other refusals (pitfall 14 id placement, ...)
     inputs: dict[str, str | None] = field(default_factory=dict, compare=False, repr=False)
+    # the files passed through unchanged (their proof held: ``proven_canonical``)
+    passed: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
     @property
     def changed(self) -> dict[str, str | None]:
@@ -524,6 +526,8 @@ def normalize_tree(
     proven_canonical: Callable[[str, str], bool] | None = None,
     memo: Callable[[str, str, Callable[[str], object]], object] | None = None,
     refuse_drops: bool = False,
+    proof_key: object | None = None,
+    mode: str = "incremental",
 ) -> NormalizeResult:
     """Run §3.8 steps 1-7 over a staged topics tree.
 
@@ -545,6 +549,11 @@ def normalize_tree(
     the identity); every other file is re-normalised as OpenProgram would.
     ``memo(path, text, fn)``: returns ``fn(text)``, possibly remembered from an earlier call
     with the same path and text (per-file facts of passed-through files).
+    ``proof_key``: an object for which the caller guarantees that, while it is the same object,
+    ``proven_canonical`` keeps answering True for a (path, text object) it answered True for;
+    the passthrough test of a file whose text and committed topic are the objects of the last
+    call's is then not asked again. ``mode`` (the transaction's ``MEMORY_TUI_TX``): ``full``
+    asks every file and sorts every time, ``check`` also compares the remembered answer.
     """
     if memo is None:
         def memo(_path, text, fn):  # type: ignore[no-redef]
@@ -571,20 +580,47 @@ def normalize_tree(
             committed_set |= set(committed_tree.ids)
 
     live = {p: t for p, t in inputs.items() if t is not None}
-    order_all = sorted(live, key=topic_sort_key)
+    order_inputs = _sorted_paths(inputs, mode)  # distinct paths: the order of any subset is this one's
+    order_all = order_inputs if len(live) == len(inputs) else [p for p in order_inputs if p in live]
     if committed_tree is not None:
         _keep_only(_OWN_IDS, committed_tree.topics)
     passthrough: set[str] = set()
     if assume_committed_normal:
+        # A file passed through last time with the very same text object, committed topic
+        # object and proof key passes again: every input of the test below is a function of
+        # those three (its own ids, its label, the committed text, the proof).
+        own_of = {t.path: t for t in committed_tree.topics} if committed_tree is not None else {}
+        last_key, known = _PASSED
+        if proof_key is None or last_key is not proof_key or mode == "full":
+            known = {}
+        passed: dict[str, tuple[str, Topic]] = {}
+        known_get, own_get = known.get, own_of.get
         for path in order_all:
             text = live[path]
+            own = own_get(path)
+            hit = known_get(path)
+            if hit is not None and hit[0] is text and hit[1] is own:
+                passthrough.add(path)
+                passed[path] = hit
+                continue
             if committed_texts.get(path) != text or memo(path, text, has_local_label):
                 continue
             ids = memo(path, text, _text_line_end_ids)
-            own = committed_tree.topic(path) if committed_tree is not None else None
-            if ((own is not None and _ids_own(own, ids)) or ids <= committed_set) and (
-                    proven_canonical is None or proven_canonical(path, text)):
+            if own is not None and _ids_own(own, ids):
+                by_own = True
+            elif ids <= committed_set:
+                by_own = False  # a function of the whole committed tree: not remembered
+            else:
+                continue
+            if proven_canonical is None or proven_canonical(path, text):
                 passthrough.add(path)
+                if by_own and own is not None:
+                    passed[path] = (text, own)
+        if proof_key is not None:
+            _remember_passed(proof_key, passed)
+        if mode == "check":
+            _check_passthrough(passthrough, live, committed_texts, committed_tree, committed_set,
+                               proven_canonical, memo)
     order = [p for p in order_all if p not in passthrough]
     work: dict[str, list[str]] = {p: split_lines(live[p]) for p in order}
     problems: list[Problem] = []
@@ -693,7 +729,7 @@ def normalize_tree(
     for path, value in inputs.items():
         if value is None:
             texts[path] = None
-    texts = {p: texts[p] for p in sorted(texts, key=topic_sort_key)}
+    texts = {p: texts[p] for p in order_inputs}  # every input path is in texts
     used_labels = {label: eid for label, eid in labels.items()}
     return NormalizeResult(
         texts=texts,
@@ -702,6 +738,7 @@ def normalize_tree(
         dropped=tuple(dropped),
         problems=tuple(problems),
         inputs=inputs,
+        passed=frozenset(passthrough),
     )
 
 
@@ -789,7 +826,12 @@ def rewrite_block_links(
         if value is None:
             out[key] = None
             continue
-        linked = memo(path, value, _linked_ids) if memo is not None else _linked_ids(value)
+        fast = _LINKED.get(path)
+        if fast is not None and fast[0] is value:  # a pure function of the very text
+            linked = fast[1]
+        else:
+            linked = memo(path, value, _linked_ids) if memo is not None else _linked_ids(value)
+            _LINKED[path] = (value, linked)
         if linked is None:
             out[key] = value
             continue
@@ -800,6 +842,10 @@ def rewrite_block_links(
         out[key] = rewritten(path, value, found,
                              lambda path=path, value=value: _rewrite_file(path, value, where))
     return out
+
+
+# path -> (the last text object seen there, its ``_linked_ids``): asked of every file per edit
+_LINKED: dict[str, tuple[str, tuple[str, ...] | None]] = {}
 
 
 def _linked_ids(text: str) -> tuple[str, ...] | None:
@@ -931,6 +977,50 @@ def topic_link_findings(topic: Topic) -> tuple[tuple[Unit, tuple[tuple[str | Non
     value = tuple(out)
     _TOPIC_FINDINGS[id(topic)] = (topic, value)
     return value
+
+
+# (proof key, {path: (text object, committed topic object)}) passed through by the last call
+# with a proof key; replaced whole, so a thread reads one consistent pair
+_PASSED: tuple[object, dict[str, tuple[str, Topic]]] = (None, {})
+# the last path order asked for: (the paths in the order given, topic order)
+_ORDER: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+
+
+class PassthroughMismatch(AssertionError):
+    """``mode="check"``: the remembered passthrough set differs from the file-by-file test."""
+
+
+def _remember_passed(proof_key: object, passed: dict[str, tuple[str, Topic]]) -> None:
+    global _PASSED
+    _PASSED = (proof_key, passed)
+
+
+def _sorted_paths(paths: Mapping[str, object], mode: str = "incremental") -> list[str]:
+    """``sorted(paths, key=topic_sort_key)``, remembered for the last tuple of keys (a
+    transaction hands the same keys in the same order every time)."""
+    global _ORDER
+    keys = tuple(paths)
+    last_keys, last_order = _ORDER
+    if last_keys == keys and mode != "full":
+        return list(last_order)
+    order = tuple(sorted(keys, key=topic_sort_key))
+    _ORDER = (keys, order)
+    return list(order)
+
+
+def _check_passthrough(passthrough, live, committed_texts, committed_tree, committed_set, proven_canonical, memo) -> None:
+    """``MEMORY_TUI_TX=check``: the passthrough set as the test for every file gives it."""
+    full: set[str] = set()
+    for path, text in live.items():
+        if committed_texts.get(path) != text or memo(path, text, has_local_label):
+            continue
+        ids = memo(path, text, _text_line_end_ids)
+        own = committed_tree.topic(path) if committed_tree is not None else None
+        if ((own is not None and _ids_own(own, ids)) or ids <= committed_set) and (
+                proven_canonical is None or proven_canonical(path, text)):
+            full.add(path)
+    if full != passthrough:
+        raise PassthroughMismatch(f"incremental passthrough differs: {sorted(full ^ passthrough)[:10]}")
 
 
 def _keep_only(memo: dict[int, tuple], topics: tuple[Topic, ...]) -> None:

@@ -29,6 +29,8 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+from itertools import compress
+from operator import is_not
 import threading
 import time
 from contextlib import contextmanager
@@ -44,7 +46,7 @@ from .install import (InstallPlan, install, make_stage_dir, needs_recovery, plan
 from .lock import TIMEOUT_DEFAULT, TIMEOUT_EDIT, write_lock
 from .paths import Layout, check_writable
 from .sources import SourceIndex, SourceRecord
-from .topics import (CITATION_RE, DEFINITION_RE, TopicTree, Unit, is_error, iter_blocks, parse_topic, read_topic_texts,
+from .topics import (CITATION_RE, DEFINITION_RE, Topic, TopicTree, Unit, is_error, iter_blocks, parse_topic, read_topic_texts,
                      topic_sort_key)
 from .parsecache import store_for
 from .txcache import (RevisionJob, WorkspaceCache, any_racy, cache_for, derive, installed_stamps, revision_walk,
@@ -800,6 +802,9 @@ def _normalize(texts: Mapping[str, str], stage: Stage, refuse_drops: bool = Fals
         proven_canonical=lambda rel, text: cache.is_proven(rel, text, index, token),
         memo=cache.memo,
         refuse_drops=refuse_drops,
+        # is_proven's True for a text object under this token stands while the token does
+        proof_key=token,
+        mode=tx_mode(),
     )
 
 
@@ -862,9 +867,18 @@ def _check_units(tree: TopicTree, baseline: TopicTree, index: SourceIndex, ctx: 
     # blocks; if every ref it cites exists (cached per deps signature) it needs no check.
     skip: set[str] = set()
     if stage is not None:
-        for topic in tree.topics:
-            if baseline.topic(topic.path) is topic and stage.cache.refs_ok(topic, index):
-                skip.add(topic.path)
+        cache = stage.cache
+
+        def full() -> set[str]:
+            return {t.path for t in tree.topics if baseline.topic(t.path) is t and cache.refs_ok(t, index)}
+
+        def incremental() -> set[str]:
+            diff = _differing(tree, baseline)
+            if diff is None:
+                return full()
+            return cache.refs_fine(tree.topics, {t.path for t in diff[0]}, index)
+
+        skip = derive("unchanged topics with every ref found", incremental, full)
     if tree.dupfree:  # its units are its topics' units in order: skip whole topics
         checked: Iterable[Unit] = [u for topic in tree.topics if topic.path not in skip for u in topic.units]
     else:
@@ -888,6 +902,24 @@ def _check_units(tree: TopicTree, baseline: TopicTree, index: SourceIndex, ctx: 
     return problems
 
 
+def _differing(tree: TopicTree, baseline: TopicTree) -> tuple[list[Topic], list[Topic]] | None:
+    """``(made, gone)``: the topics of ``tree`` that are not the very parse ``baseline`` holds
+    at their path, and the topics of ``baseline`` that ``tree`` does not hold as the very same
+    parse, both in tree order -- found by one C-level identity pass when both trees list the
+    same paths in the same order (every edit that adds or drops no file), else ``None``.
+    Equal objects at a position mean equal paths there, so only the differing positions are
+    compared by path."""
+    a, b = tree.topics, baseline.topics
+    if len(a) != len(b):
+        return None
+    at = list(compress(range(len(a)), map(is_not, a, b)))
+    made = [a[i] for i in at]
+    gone = [b[i] for i in at]
+    if any(x.path != y.path for x, y in zip(made, gone)):
+        return None
+    return made, gone
+
+
 def _missing_ids(ctx: _Context, tree: TopicTree, baseline: TopicTree) -> set[str]:
     """The required block ids ``tree`` lacks."""
     excluded = ctx.required_except
@@ -901,7 +933,8 @@ def _missing_ids(ctx: _Context, tree: TopicTree, baseline: TopicTree) -> set[str
         # every unit id of a topic is an id of its tree, so an id of a baseline topic that the
         # new tree holds unchanged (the same parse) cannot be missing
         out: set[str] = set()
-        for topic in baseline.topics:
+        diff = _differing(tree, baseline)
+        for topic in (diff[1] if diff is not None else baseline.topics):
             if tree.topic(topic.path) is topic:
                 continue
             out.update(u.memory_id for u in topic.units if u.memory_id not in excluded and not tree.has_id(u.memory_id))
@@ -1004,7 +1037,8 @@ def _write_runtime(stage: Stage, tree: TopicTree) -> RuntimeState:
             return full()
         # every id of the baseline is in the order already, so only ids of the topics this
         # change made can be new, and they are numbered in the same (tree) order
-        made = [t for t in tree.topics if baseline.topic(t.path) is not t]
+        diff = _differing(tree, baseline)
+        made = diff[0] if diff is not None else [t for t in tree.topics if baseline.topic(t.path) is not t]
         return state.with_creation_order(
             u.memory_id for topic in sorted(made, key=lambda t: topic_sort_key(t.path)) for u in topic.units)
 
@@ -1113,7 +1147,9 @@ def _prepare(stage: Stage, ctx: _Context) -> _Prepared:
     # pruning moved lines: what later stages find would point at the wrong lines
     errors.stop(result.errors)
     noted = {p.path for p in (*result.problems, *result.dropped)}
-    for rel, out in result.texts.items():
+    # a file passed through was found proven under this token, and proofs of live texts stay
+    for rel in result.texts.keys() - result.passed:
+        out = result.texts[rel]
         if out is not None and texts.get(rel) == out and "topics/" + rel not in noted:
             cache.prove(rel, out, index, token)
     dropped = tuple(p for p in result.dropped if not is_error(p))

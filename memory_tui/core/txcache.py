@@ -42,7 +42,7 @@ from .fsutil import replace_cache_file
 from .paths import RUNTIME_NAMES, Layout, is_internal_top
 from .sources import SourceIndex
 from .normalize import block_id_locations, file_block_ids, has_local_label
-from .parsecache import deps_signature, forget_in_process, is_racy, store_for, topic_deps
+from .parsecache import RACY_NS, deps_signature, forget_in_process, is_racy, store_for, topic_deps
 from .topics import (INVALID_TOPIC_FORMAT, Topic, TopicTree, assemble_tree, parse_topic, read_topic_file,
                      reassemble_tree, topic_sort_key)
 from .viewcache import TopicPart, view_cache_for
@@ -134,12 +134,22 @@ def revision_walk(root: Path) -> tuple[dict[str, Stamp], tuple[str, ...]]:
     ``workspace.iter_revision_files``, in its order) and the workspace-relative paths of the
     symbolic links met in the same places (never followed, never part of the revision).
 
-    One ``lstat`` per entry and plain strings (no ``Path`` per file): every transaction walks
-    the workspace once or twice, and with tens of thousands of files the objects cost more
-    than the system calls."""
+    Every file is ``lstat``-ed on every call: a writer that takes no lock and rewrites a file
+    in place moves no folder's mtime, so only the file's own stamp shows it. What is reused is
+    a folder's *listing* (names and kinds, in order), while the folder's own stamp is the one
+    it was listed under and that stamp was older than the clock tick then: a name cannot
+    appear, vanish or change kind without moving its folder's mtime and ctime, and a change
+    after the listing is stamped later than the tick. The files are then ``lstat``-ed by one
+    C-level ``map`` instead of one ``DirEntry`` and a Python loop each. ``MEMORY_TUI_TX=full``
+    walks every folder; ``check`` does both and compares."""
+    base = os.fspath(root)
+    return derive("revision walk", lambda: _walk_listed(base), lambda: _walk_full(base),
+                  lambda a, b: list(a[0].items()) == list(b[0].items()) and a[1] == b[1])
+
+
+def _walk_full(base: str) -> tuple[dict[str, Stamp], tuple[str, ...]]:
     found: dict[str, Stamp] = {}
     links: list[str] = []
-    base = os.fspath(root)
     if os.path.isdir(base):
         _walk_revision(base, "", found, links)
     return found, tuple(links)
@@ -177,6 +187,119 @@ def _walk_revision(dir_path: str, prefix: str, found: dict[str, Stamp], links: l
             _walk_revision(entry.path, prefix + name + "/", found, links)
         elif stat_mod.S_ISLNK(mode):
             links.append(prefix + name)
+
+
+# memory root -> folder path -> (its stamp when listed, its listing as segments): see revision_walk
+_LISTINGS: dict[str, dict[str, tuple[tuple, tuple]]] = {}
+_STAMP_OF = attrgetter("st_mtime_ns", "st_size", "st_ino", "st_ctime_ns")
+_MODE_OF = attrgetter("st_mode")
+_FILES, _DIR, _RUNTIME, _LINK = 0, 1, 2, 3
+
+
+class _Moved(Exception):
+    """The workspace changed under the listed walk (a race): walk every folder instead."""
+
+
+def _list_folder(dir_path: str, prefix: str) -> tuple:
+    """A folder's entries in name order as segments: runs of regular files (their relative and
+    full paths), sub-folders, the runtime folder and symbolic links -- the classification of
+    ``_walk_revision``."""
+    with os.scandir(dir_path) as it:
+        entries = sorted(it, key=lambda e: e.name)
+    top = not prefix
+    segments: list[tuple] = []
+    rels: list[str] = []
+    fulls: list[str] = []
+    for entry in entries:
+        name = entry.name
+        if top and is_internal_top(name) and name not in RUNTIME_NAMES:
+            continue
+        mode = entry.stat(follow_symlinks=False).st_mode
+        if stat_mod.S_ISREG(mode):
+            rels.append(prefix + name)
+            fulls.append(entry.path)
+            continue
+        if stat_mod.S_ISDIR(mode) or stat_mod.S_ISLNK(mode):
+            if rels:
+                segments.append((_FILES, tuple(rels), tuple(fulls)))
+                rels, fulls = [], []
+            if stat_mod.S_ISLNK(mode):
+                segments.append((_LINK, prefix + name))
+            elif top and name in RUNTIME_NAMES:
+                segments.append((_RUNTIME, name, entry.path))
+            else:
+                segments.append((_DIR, prefix + name + "/", entry.path))
+    if rels:
+        segments.append((_FILES, tuple(rels), tuple(fulls)))
+    return tuple(segments)
+
+
+def _walk_listed(base: str) -> tuple[dict[str, Stamp], tuple[str, ...]]:
+    """``_walk_full(base)`` from the folders' remembered listings (see ``revision_walk``);
+    anything unexpected -- a folder or file that vanished or changed kind meanwhile -- walks
+    every folder instead, as the full walk would meet it."""
+    try:
+        return _walk_listed_once(base)
+    except (OSError, _Moved):
+        return _walk_full(base)
+
+
+def _walk_listed_once(base: str) -> tuple[dict[str, Stamp], tuple[str, ...]]:
+    now = time.time_ns()  # before any folder's stat (the listings' proof below)
+    try:
+        st = os.stat(base)
+    except OSError:
+        return {}, ()
+    if not stat_mod.S_ISDIR(st.st_mode):
+        return {}, ()
+    previous = _LISTINGS.get(base) or {}
+    listings: dict[str, tuple[tuple, tuple]] = {}
+    rels: list[str] = []
+    fulls: list[str] = []
+    links: list[str] = []
+
+    def visit(dir_path: str, prefix: str, st: os.stat_result) -> None:
+        key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+        hit = previous.get(dir_path)
+        if hit is not None and hit[0] == key:
+            segments = hit[1]
+            listings[dir_path] = hit
+        else:
+            segments = _list_folder(dir_path, prefix)
+            # a listing is reused only if a later change must move this stamp: the stamp was
+            # taken after ``now``, so a change after it is stamped at least a tick later
+            if now - max(st.st_mtime_ns, st.st_ctime_ns) >= RACY_NS:
+                listings[dir_path] = (key, segments)
+        for seg in segments:
+            kind = seg[0]
+            if kind == _FILES:
+                rels.extend(seg[1])
+                fulls.extend(seg[2])
+            elif kind == _DIR:
+                sub = os.lstat(seg[2])
+                if not stat_mod.S_ISDIR(sub.st_mode):
+                    raise _Moved
+                visit(seg[2], seg[1], sub)
+            elif kind == _RUNTIME:
+                # only its runtime.json, while that is a regular file (it is not listed: the
+                # folder's other files are memory-tui's own caches, rewritten all the time)
+                path = os.path.join(seg[2], "runtime.json")
+                try:
+                    rst = os.lstat(path)
+                except OSError:
+                    continue
+                if stat_mod.S_ISREG(rst.st_mode):
+                    rels.append(seg[1] + "/runtime.json")
+                    fulls.append(path)
+            else:
+                links.append(seg[1])
+
+    visit(base, "", st)
+    _LISTINGS[base] = listings
+    stats = list(map(os.lstat, fulls))  # FileNotFoundError: the race, walked in full
+    if not all(map(stat_mod.S_ISREG, map(_MODE_OF, stats))):
+        raise _Moved
+    return dict(zip(rels, map(_STAMP_OF, stats))), tuple(links)
 
 
 def installed_stamps(root: Path, before: Mapping[str, Stamp], targets: Iterable[tuple[str, str]]) -> dict[str, Stamp] | None:
@@ -296,6 +419,7 @@ class WorkspaceCache:
                                  list[bool], list[str], list[str]] | None = None
         # the last block-id locations: ({rel: (text, its file ids)}, id -> rel, no id in two files)
         self._locations: tuple[dict[str, tuple[str, tuple[str, ...]]], dict[str, str], bool] | None = None
+        self._refs_fine: tuple[object, dict[str, Topic]] = (None, {})  # ``refs_fine``: (index, path -> parse)
         self._disk_loaded = False
         self._disk_snapshot: dict[tuple[str, str], str] = {}
 
@@ -548,11 +672,15 @@ class WorkspaceCache:
                 "would replace or remove it, so none is made until it is a regular file or gone",
                 "topics/" + rel, None, None, {"kind": "symlink"},
             ))
+        # ``is_racy`` against one clock reading taken before any check: an earlier "now" only
+        # calls more stamps young (read again), never fewer
+        young_after = time.time_ns() - RACY_NS
+        files_get = self.files.get
         for rel, stamp in listing:
             # a file changed twice within one clock tick keeps its stamps (git's "racily clean"
             # rule): a young stamp proves nothing, and the file is read again next time
-            key = (-1, -1, -1, -1) if is_racy(stamp[0], stamp[3]) else stamp
-            hit = self.files.get(rel)
+            key = (-1, -1, -1, -1) if (stamp[0] > young_after or stamp[3] > young_after) else stamp
+            hit = files_get(rel)
             if hit is not None and key[0] != -1 and hit[0] == key:
                 seen[rel] = hit
                 texts[rel], shas[rel] = hit[1], hit[2]
@@ -726,6 +854,29 @@ class WorkspaceCache:
                 if topic.ok:
                     store.put_derived("refs", topic.path, key, hit.refs_ok)
         return hit.refs_ok
+
+    def refs_fine(self, topics: Iterable[Topic], exclude: set[str], index: SourceIndex) -> set[str]:
+        """The paths of ``topics`` (but ``exclude``) whose ``refs_ok`` holds. A True found for a
+        parse under this very index is not asked again: the answer is a function of the parse
+        and of the archives (the index), and the parse entry of a live text is neither dropped
+        nor replaced while the index stands."""
+        with self.lock:
+            last_index, fine = self._refs_fine
+        if last_index is not index:
+            fine = {}
+        seen: dict[str, Topic] = {}
+        out: set[str] = set()
+        fine_get = fine.get
+        for topic in topics:
+            path = topic.path
+            if path in exclude:
+                continue
+            if fine_get(path) is topic or self.refs_ok(topic, index):
+                out.add(path)
+                seen[path] = topic
+        with self.lock:
+            self._refs_fine = (index, seen)
+        return out
 
     def memo(self, rel: str, text: str, fn):
         """``fn(text)``, remembered per (path, function) while the text stays the same; the

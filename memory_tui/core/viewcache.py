@@ -49,6 +49,8 @@ import marshal
 import os
 import threading
 from dataclasses import dataclass
+from itertools import compress
+from operator import attrgetter, is_not
 from typing import Any, Callable, Iterable, Mapping
 
 from .fsutil import replace_cache_file
@@ -136,7 +138,10 @@ class ViewCache:
         self._recent_order: Mapping[str, int] | None = None  # the creation order ``recent`` last saw
         self._recent_desc: list[str] = []
         self._covered: dict[str, Any] = {}  # topic path -> the parse seen covered by that order
-
+        # the last ``_keys``: (its topics, its keys); and what the last call changed of the one
+        # before: (the keys it started from, the topics at the positions that differ)
+        self._keyed: tuple[tuple, dict[str, tuple]] | None = None
+        self._keys_delta: tuple[dict[str, tuple], list] | None = None
 
     def part(self, topic: Any, link_for: LinkFor | None, lookup: Callable[[Any], TopicPart | None] | None = None,
              store: Callable[[Any, TopicPart], None] | None = None) -> TopicPart:
@@ -305,7 +310,7 @@ class ViewCache:
         topics = tuple(tree.topics)
         # a duplicate-free tree's units are its topics' units (its ``units`` is then not built)
         if how == "full" or (not getattr(tree, "dupfree", False)
-                             and sum(len(t.units) for t in topics) != len(tree.units)):
+                             and sum(map(len, map(_UNITS, topics))) != len(tree.units)):
             return build_views(tree, **options)
         link_for = options.get("link_for")
         persist = key_of is not None and parts_out is None and self.root is not None
@@ -335,12 +340,35 @@ class ViewCache:
 
     # -- the persisted snapshot ---------------------------------------------------------------
     def _keys(self, topics: tuple, key_of: Callable[[Any], tuple | None]) -> dict[str, tuple] | None:
+        self._keys_delta = None
+        last = self._keyed
+        if last is not None and len(last[0]) == len(topics):
+            # A key describes the parse it was taken of (the digest of its text and the deps
+            # signature it was parsed under; a parse is immutable and a tree holds a parse only
+            # while its signature stands), so the topics that are the very parses of the last
+            # call keep their keys; one C-level identity pass finds the others.
+            before, before_keys = last
+            at = list(compress(range(len(topics)), map(is_not, topics, before)))
+            if len(at) <= MAX_CHANGED and all(topics[i].path == before[i].path for i in at):
+                keys = dict(before_keys)  # the same paths in the same order
+                for i in at:
+                    t = topics[i]
+                    key = key_of(t) if t.ok else None
+                    if key is None:
+                        self._keyed = None
+                        return None
+                    keys[t.path] = tuple(key)
+                self._keyed = (topics, keys)
+                self._keys_delta = (before_keys, [topics[i] for i in at])
+                return keys
         keys = {}
         for t in topics:
             key = key_of(t) if t.ok else None  # a part with errors is not stored: it cannot be a base
             if key is None:
+                self._keyed = None
                 return None
             keys[t.path] = tuple(key)
+        self._keyed = (topics, keys)
         return keys
 
     def _from_snapshot(self, topics: tuple, key_of: Callable[[Any], tuple | None],
@@ -355,8 +383,19 @@ class ViewCache:
             snap = self._snap = Snapshot.load(self.root)
             if snap is None:
                 return None
-        changed = [t for t in topics if snap.keys.get(t.path) != keys[t.path]]
-        gone = [p for p in snap.keys if p not in keys]
+        delta = self._keys_delta
+        if delta is not None and delta[0] is snap.keys:
+            # the snapshot holds the keys of the last call's topics, and these topics differ
+            # from those only at the positions ``_keys`` found (the same paths: none gone)
+            changed = [t for t in delta[1] if snap.keys.get(t.path) != keys[t.path]]
+            gone: list[str] = []
+        else:
+            changed = [t for t in topics if snap.keys.get(t.path) != keys[t.path]]
+            gone = [p for p in snap.keys if p not in keys]
+        if mode() == "check":
+            want = [t for t in topics if snap.keys.get(t.path) != keys[t.path]]
+            if [t.path for t in changed] != [t.path for t in want] or gone != [p for p in snap.keys if p not in keys]:
+                raise ViewsMismatch("incremental snapshot delta differs from comparing every key")
         if len(changed) + len(gone) > MAX_CHANGED:
             return None
         old: dict[str, tuple] = {}
@@ -382,6 +421,11 @@ class ViewCache:
                 put_back.setdefault(when, []).append(TimelineRow(when, mid, "", "", sort_ref, line))
         texts, metas = dict(snap.texts), dict(snap.metas)
         for when in dirty:
+            if when in texts:
+                spliced = _splice_day(when, texts[when], metas[when], moved, put_back.get(when, ()))
+                if spliced is not None:
+                    texts[when], metas[when] = spliced
+                    continue
             rows = []
             if when in texts:
                 text, at = texts[when], len(when) + 3  # after "# <when>\n"
@@ -404,10 +448,16 @@ class ViewCache:
             relations = _patch_relations(relations, [old[p] for p in moved if p in old], list(new.values()))
         # kept in memory, written by ``flush`` (after an install: a no-op writes nothing); the
         # next build in this process starts from it either way
+        if gone or delta is None or delta[0] is not snap.keys:
+            part_names = {p: n for p, n in snap.part_names.items() if p in keys and p not in new}
+        else:  # the snapshot's parts are all of paths in ``keys`` (its keys, the same paths)
+            part_names = dict(snap.part_names)
+            for path in new:
+                part_names.pop(path, None)
         self._snap = Snapshot(keys, texts, metas, relations,
                               {w: n for w, n in snap.names.items() if w in texts and w not in dirty},
                               snap.relations_name if relations is snap.relations else None,
-                              {p: n for p, n in snap.part_names.items() if p in keys and p not in new},
+                              part_names,
                               {**{p: f for p, f in snap.flats.items() if p in keys and p not in new}, **new})
         return dict(sorted((timeline_path(w), t) for w, t in texts.items())), relations
 
@@ -433,6 +483,9 @@ class ViewCache:
                 self._snap.save(self.root)
 
 
+_UNITS = attrgetter("units")
+
+
 def _row_key(row: TimelineRow) -> tuple[str, str]:
     return (row.sort_ref, row.memory_id)  # == timeline_file_text's order
 
@@ -448,6 +501,43 @@ def _owner(ordered: list[TimelineRow], new: dict[str, tuple]) -> list[str]:
     the only rows of their id, and ids are unique across topics."""
     owner_of = {mid: path for path, flat in new.items() for _w, _s, mid, _l in flat[0]}
     return [r.topic_path or owner_of[r.memory_id] for r in ordered]
+
+
+def _splice_day(when: str, text: str, meta: bytes, moved: set[str], put_back: Iterable[TimelineRow],
+                ) -> tuple[str, bytes] | None:
+    """The day file and its meta with the rows of the ``moved`` topics replaced by
+    ``put_back``, without sorting, when those are the same rows by sort key (a reword: the
+    lines change, the order cannot) -- what sorting every row again gives, since the file
+    is in sort-key order and no other row's key ties with theirs (ids are unique across
+    topics, and a key that occurs twice here takes the sort). ``None`` otherwise."""
+    lines: dict[tuple[str, str], str] = {}
+    for row in put_back:
+        key = (row.sort_ref, row.memory_id)
+        if key in lines:
+            return None
+        lines[key] = row.line
+    rows = list(marshal.loads(meta))
+    pieces: list[str] = []
+    matched: set[tuple[str, str]] = set()
+    at, last = len(when) + 3, 0  # after "# <when>\n"
+    for i, (path, sort_ref, mid, n) in enumerate(rows):
+        if path in moved:
+            key = (sort_ref, mid)
+            line = lines.get(key)
+            if line is None or key in matched:
+                return None
+            matched.add(key)
+            start = at + 1
+            pieces.append(text[last:start])
+            pieces.append(line)
+            last = start + n
+            if len(line) != n:
+                rows[i] = (path, sort_ref, mid, len(line))
+        at += n + 2  # "\n<line>\n"
+    if len(matched) != len(lines) or not matched:
+        return None
+    pieces.append(text[last:])
+    return "".join(pieces), marshal.dumps(tuple(rows), 4)
 
 
 def _meta(ordered: list[TimelineRow], owners: list[str]) -> bytes:

@@ -263,3 +263,55 @@ def test_snapshot_is_used_and_check_mode_catches_a_wrong_one(world, tmp_path, mo
     monkeypatch.setenv(viewcache.MODE_ENV, "check")
     with pytest.raises(viewcache.ViewsMismatch, match="relations.json"):
         viewcache.ViewCache(str(root)).build(tree, key_of=key_of, **kwargs)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(edits=st.lists(st.tuples(st.sampled_from(["reword", "reword", "redate", "drop", "link", "unlink", "swap", "none"]),
+                                st.integers(0, 10_000)), min_size=1, max_size=10),
+       flushes=st.lists(st.booleans(), min_size=11, max_size=11))
+@example(edits=[("reword", 3), ("reword", 3), ("reword", 3)], flushes=[True] * 11)  # one day file spliced thrice
+@example(edits=[("reword", 3), ("swap", 3), ("reword", 3), ("redate", 3)], flushes=[False, True] * 5 + [True])
+def test_snapshot_with_reused_parses_equals_full_build(world, tmp_path_factory, edits, flushes):
+    """In one process, with the parses of unchanged files reused (as the transaction caches
+    hand them out): the snapshot keys kept for the very same parses and the day files spliced
+    for a reword give the full rebuild's bytes, step after step (each step starts from the
+    last one's snapshot, so a wrong splice or a stale key shows in a later step too)."""
+    index, base = world
+    root = tmp_path_factory.mktemp("snapreuse") / "memory"
+    (root / ".scriptorium").mkdir(parents=True)
+    texts = dict(base)
+    parsed: dict[str, tuple[str, object]] = {}
+    texts_of: dict[str, str] = {}
+
+    def key_of(topic):
+        return (hashlib.sha256(texts_of[topic.path].encode()).hexdigest(),)
+
+    cache = viewcache.ViewCache(str(root))
+    spliced = []
+    real_splice = viewcache._splice_day
+    reworded = False
+    for step, (op, n) in enumerate([("none", 0), ("none", 0), *edits]):
+        before = dict(texts)
+        _edit(texts, op, n)
+        reworded = reworded or (op == "reword" and texts != before)
+        texts_of = dict(texts)
+        topics = []
+        for rel in sorted(texts, key=topic_sort_key):
+            hit = parsed.get(rel)
+            if hit is None or hit[0] != texts[rel]:
+                hit = parsed[rel] = (texts[rel], parse_topic(rel, texts[rel], resolve=index.resolve_target, strict=True))
+            topics.append(hit[1])
+        tree = assemble_tree(topics)
+        master = tree.topic("core.md")
+        kwargs = dict(master_text=master.text if master is not None else None, trusted_ids=index.trusted_ids(),
+                      link_for=index.link_for)
+        viewcache._splice_day = lambda *a: (lambda r: spliced.append(r is not None) or r)(real_splice(*a))
+        try:
+            got = cache.build(tree, key_of=key_of, **kwargs)
+        finally:
+            viewcache._splice_day = real_splice
+        assert got.files == build_views(tree, **kwargs).files, (step, op)
+        if flushes[step % 11]:
+            cache.flush()
+    if reworded:
+        assert any(spliced), "no reword was spliced into its day file"
