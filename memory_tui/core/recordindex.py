@@ -8,8 +8,8 @@ not touch is only (a) which file holds an id and (b) whether a ``new-evidence-re
 footnote id is taken. Both are a pure function of the committed texts, stored here as
 
 * ``shas``: every topic file's SHA-256 (the key: the entry describes exactly these texts),
-* ``owner``: id -> the one file whose scan holds it (only when no id is in two files: then
-  the order files are scanned in cannot change any location, see ``changes._OwnedIndex``),
+* ``ids``: file -> the ids its scan holds, one per line (only when no id is in two files:
+  then the order files are scanned in cannot change any location, see ``changes._OwnedIndex``),
 * ``labels``: file -> the ``new-evidence-record-`` footnote ids it cites or defines,
 
 in ``<M>/<runtime-dir>/memory-tui-records`` (marshal behind a crc32, ``sealed``), written by
@@ -34,19 +34,44 @@ from .paths import Layout
 from .sealed import seal, unseal
 
 NAME = "memory-tui-records"
-MAGIC = b"memory-tui-records 1\n"
+MAGIC = b"memory-tui-records 2\n"
 MAX_UPDATED = 16  # files changed since the entry beyond this: rebuilt from the summaries
 
 
 class Owners:
-    """``owner`` (id -> file) and ``labels`` (the taken ``new-evidence-record-`` ids) of one
-    set of texts, as ``changes._Work(owned=...)`` reads them."""
+    """Which file holds each id (``ids``: file -> its ids, each on a line of its own, so one
+    substring search finds an id's file without building a map of all 20 000) and ``labels``
+    (the taken ``new-evidence-record-`` ids), as ``changes._Work(owned=...)`` reads them."""
 
-    __slots__ = ("owner", "labels")
+    __slots__ = ("ids", "labels", "owner")
 
-    def __init__(self, owner: Mapping[str, str], labels: frozenset[str]) -> None:
-        self.owner = owner
+    def __init__(self, ids: Mapping[str, str], labels: frozenset[str]) -> None:
+        self.ids = ids
         self.labels = labels
+        self.owner = _Finder(ids)
+
+
+class _Finder:
+    """``owner.get(mid)``: the file holding ``mid``, or ``None``."""
+
+    __slots__ = ("_ids", "_seen")
+
+    def __init__(self, ids: Mapping[str, str]) -> None:
+        self._ids = ids
+        self._seen: dict[str, str | None] = {}
+
+    def get(self, mid: str, default: None = None) -> str | None:
+        if mid in self._seen:
+            return self._seen[mid]
+        needle = f"\n{mid}\n"
+        found = None
+        if "\n" not in mid:
+            for path, held in self._ids.items():
+                if needle in held:
+                    found = path
+                    break
+        self._seen[mid] = found
+        return found
 
 
 def _file(root: Path) -> Path:
@@ -61,26 +86,18 @@ def _read(root: Path) -> tuple[dict[str, str], dict[str, str], dict[str, tuple[s
     value = unseal(MAGIC, data)
     if not (type(value) is tuple and len(value) == 4 and value[0] == code_tag()):
         return None
-    _, shas, owner, labels = value
-    if not (type(shas) is dict and type(owner) is dict and type(labels) is dict):
+    _, shas, ids, labels = value
+    if not (type(shas) is dict and type(ids) is dict and type(labels) is dict):
         return None
-    return shas, owner, labels
+    return shas, ids, labels
 
 
-def _labels_of(summary: ScanSummary) -> tuple[str, ...]:
-    return tuple(sorted(n for n in summary[1] if n.startswith(NEW_EVIDENCE_PREFIX)))
-
-
-def _add(owner: dict[str, str], labels: dict[str, tuple[str, ...]], path: str, summary: ScanSummary) -> bool:
-    """Enter one file; ``False`` when one of its ids is already another file's."""
-    for unit in summary[0]:
-        mid = unit[0]
-        if owner.setdefault(mid, path) != path:
-            return False
-    found = _labels_of(summary)
-    if found:
-        labels[path] = found
-    return True
+def _entry(summary: ScanSummary) -> tuple[str, tuple[str, ...]] | None:
+    """One file's ids (one per line) and taken labels; ``None`` for an id no line can hold."""
+    mids = [unit[0] for unit in summary[0]]
+    if any("\n" in m or not m for m in mids):
+        return None
+    return "\n" + "".join(m + "\n" for m in mids), tuple(sorted(n for n in summary[1] if n.startswith(NEW_EVIDENCE_PREFIX)))
 
 
 def _valid(summary: Any) -> bool:
@@ -97,37 +114,62 @@ def owners(root: Path, texts: Mapping[str, str], shas: Mapping[str, str],
     if set(texts) != set(shas):
         return None
     found = _read(root)
-    owner: dict[str, str] | None = None
+    ids: dict[str, str] | None = None
     labels: dict[str, tuple[str, ...]] = {}
     if found is not None:
-        old_shas, owner, labels = found
+        old_shas, ids, labels = found
         if old_shas == shas:
-            return _owners(owner, labels)
-        moved = [p for p in shas if old_shas.get(p) != shas[p]]
+            return _owners(ids, labels)
+        moved = sorted((p for p in shas if old_shas.get(p) != shas[p]), key=lambda p: tuple(p.split("/")))
         gone = [p for p in old_shas if p not in shas]
         if len(moved) + len(gone) > MAX_UPDATED:
-            owner = None
+            ids = None
         else:
             drop = set(moved) | set(gone)
-            owner = {mid: p for mid, p in owner.items() if p not in drop}
+            before = {p: ids[p] for p in moved if p in ids}
+            ids = {p: v for p, v in ids.items() if p not in drop}
             labels = {p: v for p, v in labels.items() if p not in drop}
-            for path in sorted(moved, key=lambda p: tuple(p.split("/"))):
-                if not _add(owner, labels, path, scan_summary(path, texts[path])):
+            entries = {}
+            for path in moved:
+                entry = _entry(scan_summary(path, texts[path]))
+                if entry is None:
                     return None
-    if owner is None:
-        owner, labels = {}, {}
+                entries[path] = entry
+                ids[path] = entry[0]
+                if entry[1]:
+                    labels[path] = entry[1]
+            for path, entry in entries.items():
+                # an id a file held before was in no other file then (the entry had no id
+                # twice): only an id new to a file can be another file's now
+                held = set(before.get(path, "").split("\n"))
+                new = [mid for mid in entry[0].split("\n")[1:-1] if mid not in held]
+                if new:
+                    others = "".join(v for p, v in ids.items() if p != path)
+                    if any(f"\n{mid}\n" in others for mid in new):
+                        return None
+    if ids is None:
+        ids, labels = {}, {}
+        seen: set[str] = set()
         for path in sorted(texts, key=lambda p: tuple(p.split("/"))):
             summary = summaries(path, texts[path]) if summaries is not None else None
             if not _valid(summary):
                 summary = scan_summary(path, texts[path])
-            if not _add(owner, labels, path, summary):  # type: ignore[arg-type]
+            entry = _entry(summary)  # type: ignore[arg-type]
+            if entry is None:
                 return None
+            mids = [unit[0] for unit in summary[0]]  # type: ignore[index]
+            if not seen.isdisjoint(mids):
+                return None
+            seen.update(mids)
+            ids[path] = entry[0]
+            if entry[1]:
+                labels[path] = entry[1]
     try:
-        replace_cache_file(_file(root), seal(MAGIC, (code_tag(), dict(shas), owner, labels)))
+        replace_cache_file(_file(root), seal(MAGIC, (code_tag(), dict(shas), ids, labels)))
     except OSError:
         pass  # a cache: the next process rebuilds it
-    return _owners(owner, labels)
+    return _owners(ids, labels)
 
 
-def _owners(owner: dict[str, str], labels: Mapping[str, tuple[str, ...]]) -> Owners:
-    return Owners(owner, frozenset(n for v in labels.values() for n in v))
+def _owners(ids: dict[str, str], labels: Mapping[str, tuple[str, ...]]) -> Owners:
+    return Owners(ids, frozenset(n for v in labels.values() for n in v))

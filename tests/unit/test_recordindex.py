@@ -64,10 +64,10 @@ def test_an_entry_updated_from_the_changed_files_equals_one_built_from_scratch(f
         assert updated is None
         return
     assert updated is not None
-    assert (dict(updated.owner), updated.labels) == (dict(scratch.owner), scratch.labels)
+    assert (updated.ids, updated.labels) == (scratch.ids, scratch.labels)
     assert _run(after, second, updated) == _run(after, second, None)
     again = recordindex.owners(root, after, _shas(after))  # written back: read as it is now
-    assert (dict(again.owner), again.labels) == (dict(scratch.owner), scratch.labels)
+    assert (again.ids, again.labels) == (scratch.ids, scratch.labels)
 
 
 def test_an_id_in_two_files_is_never_indexed():
@@ -93,7 +93,7 @@ def test_a_damaged_or_foreign_entry_is_rebuilt(damage, monkeypatch):
     else:
         monkeypatch.setattr(recordindex, "code_tag", lambda: "0123456789abcdef")
     got = recordindex.owners(root, OWNED_TEXTS, _shas(OWNED_TEXTS))
-    assert (dict(got.owner), got.labels) == (dict(want.owner), want.labels)
+    assert (got.ids, got.labels) == (want.ids, want.labels)
     assert "new-evidence-record-1" in got.labels
 
 
@@ -107,7 +107,7 @@ def test_the_summaries_given_build_the_same_entry():
     a = recordindex.owners(_root(), OWNED_TEXTS, _shas(OWNED_TEXTS), summaries)
     b = recordindex.owners(_root(), OWNED_TEXTS, _shas(OWNED_TEXTS))
     assert sorted(calls) == sorted(OWNED_TEXTS)
-    assert (dict(a.owner), a.labels) == (dict(b.owner), b.labels)
+    assert (a.ids, a.labels) == (b.ids, b.labels)
 
 
 # --- through the transaction: fresh processes, the kept index against MEMORY_TUI_TX=full ----
@@ -202,9 +202,9 @@ def test_check_mode_catches_a_lying_entry(fixture_state, monkeypatch):
     path.unlink()
     texts = {p.relative_to(mem / "topics").as_posix(): p.read_text(encoding="utf-8") for p in (mem / "topics").rglob("*.md")}
     assert recordindex.owners(mem, texts, _shas(texts)) is not None
-    tag, shas, owner, labels = unseal(recordindex.MAGIC, path.read_bytes())
+    tag, shas, ids, labels = unseal(recordindex.MAGIC, path.read_bytes())
     labels = dict(labels, **{KYOTO[len("topics/"):]: (NEW_EVIDENCE_PREFIX + "1",)})
-    path.write_bytes(seal(recordindex.MAGIC, (tag, shas, owner, labels)))
+    path.write_bytes(seal(recordindex.MAGIC, (tag, shas, ids, labels)))
     monkeypatch.setenv(txcache.TX_MODE_ENV, "check")
     with pytest.raises(txcache.IncrementalMismatch):
         tx.update(fixture_state, workspace_revision(mem), memory_changes=ops_, git_commit="off")
