@@ -79,8 +79,11 @@ def _file(root: Path) -> Path:
 
 
 def _read(root: Path) -> tuple[dict[str, str], dict[str, str], dict[str, tuple[str, ...]]] | None:
+    path = _file(root)
     try:
-        data = _file(root).read_bytes()
+        if path.parent.is_symlink():
+            return None
+        data = path.read_bytes()
     except OSError:
         return None
     value = unseal(MAGIC, data)
@@ -164,8 +167,11 @@ def owners(root: Path, texts: Mapping[str, str], shas: Mapping[str, str],
             ids[path] = entry[0]
             if entry[1]:
                 labels[path] = entry[1]
+    path = _file(root)
     try:
-        replace_cache_file(_file(root), seal(MAGIC, (code_tag(), dict(shas), ids, labels)))
+        # never through a symlinked runtime dir, never creating one for a cache
+        if not path.parent.is_symlink() and path.parent.is_dir():
+            replace_cache_file(path, seal(MAGIC, (code_tag(), dict(shas), ids, labels)))
     except OSError:
         pass  # a cache: the next process rebuilds it
     return _owners(ids, labels)

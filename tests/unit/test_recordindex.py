@@ -208,3 +208,17 @@ def test_check_mode_catches_a_lying_entry(fixture_state, monkeypatch):
     monkeypatch.setenv(txcache.TX_MODE_ENV, "check")
     with pytest.raises(txcache.IncrementalMismatch):
         tx.update(fixture_state, workspace_revision(mem), memory_changes=ops_, git_commit="off")
+
+
+def test_never_written_through_a_symlinked_or_into_a_missing_runtime_dir(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / RUNTIME_DIR).symlink_to(elsewhere, target_is_directory=True)
+    assert recordindex.owners(linked, OWNED_TEXTS, _shas(OWNED_TEXTS)) is not None  # still answers
+    assert list(elsewhere.iterdir()) == []
+    missing = tmp_path / "missing"
+    missing.mkdir()
+    assert recordindex.owners(missing, OWNED_TEXTS, _shas(OWNED_TEXTS)) is not None
+    assert list(missing.iterdir()) == []
