@@ -171,8 +171,16 @@ def test_fresh_applies_from_the_kept_index_equal_the_full_path(fixture_state, tm
         real(self, texts, link_for, summaries, owned)
 
     monkeypatch.setattr(changes._Work, "__init__", spy)
+    scanned = []
+    real_scan = recordindex.scan_summary
+    monkeypatch.setattr(recordindex, "scan_summary", lambda path, text: scanned.append(path) or real_scan(path, text))
     got = _session(fixture_state, "incremental", monkeypatch)
     assert owned_runs == [True] * 4  # the index was used by every apply
+    # built once from the kept summaries, then updated from just the file each apply changed
+    # (the stage's SHA-256s key it across processes)
+    # (the first apply changed kyoto-trip.md, the second another file and kyoto-trip.md, the
+    # third kyoto-trip.md; the fourth changed nothing)
+    assert len(scanned) == 4 and scanned.count(KYOTO[len("topics/"):]) == 3, scanned
     owned_runs.clear()
     want = _session(full, "full", monkeypatch)
     assert owned_runs == [False] * 4
