@@ -1182,8 +1182,8 @@ class _Lines(dict):
 
 
 class _OwnedIndex(dict):
-    """``_Work.index`` when every id's file is known up front (``owners``: id -> the one file
-    whose scan holds it; no id in two files). A file is scanned when one of its ids is first
+    """``_Work.index`` when every id's file is known up front (``owners.get(id)``: the one
+    file whose scan holds it; no id in two files). A file is scanned when one of its ids is first
     looked up -- before any ``setdefault`` too, so an id a changed file gains never shadows
     the same id of a file not scanned yet. That is the index the full scan would have built:
     with every id in one file, the order files are scanned in cannot matter."""
