@@ -1144,10 +1144,12 @@ class _Scans(dict):
     def __missing__(self, path: str) -> _Scan:
         if path in self._work.summarized:
             return self._work.materialize(path)
+        if path in self._work.pending:
+            return self._work.load(path)
         raise KeyError(path)
 
     def __contains__(self, path: object) -> bool:
-        return dict.__contains__(self, path) or path in self._work.summarized
+        return dict.__contains__(self, path) or path in self._work.summarized or path in self._work.pending
 
     def get(self, path: str, default: Any = None) -> Any:
         return self[path] if path in self else default
@@ -1179,23 +1181,72 @@ class _Lines(dict):
         return self[path]
 
 
+class _OwnedIndex(dict):
+    """``_Work.index`` when every id's file is known up front (``owners.get(id)``: the one
+    file whose scan holds it; no id in two files). A file is scanned when one of its ids is first
+    looked up -- before any ``setdefault`` too, so an id a changed file gains never shadows
+    the same id of a file not scanned yet. That is the index the full scan would have built:
+    with every id in one file, the order files are scanned in cannot matter."""
+
+    def __init__(self, work: "_Work", owners: Mapping[str, str]) -> None:
+        super().__init__()
+        self._work = work
+        self._owners = owners
+
+    def _resolve(self, mid: object) -> None:
+        if not dict.__contains__(self, mid):
+            path = self._owners.get(mid)  # type: ignore[call-overload]
+            if path is not None and path in self._work.pending:
+                self._work.load(path)
+
+    def __missing__(self, mid: str) -> _Loc:
+        self._resolve(mid)
+        if dict.__contains__(self, mid):
+            return dict.__getitem__(self, mid)
+        raise KeyError(mid)
+
+    def __contains__(self, mid: object) -> bool:
+        self._resolve(mid)
+        return dict.__contains__(self, mid)
+
+    def get(self, mid: str, default: Any = None) -> Any:
+        self._resolve(mid)
+        return dict.get(self, mid, default)
+
+    def setdefault(self, mid: str, default: Any = None) -> Any:
+        self._resolve(mid)
+        return dict.setdefault(self, mid, default)
+
+
 class _Work:
     """Mutable working copy of the staged texts with an id index kept current per file.
 
     With ``summaries(path, text) -> ScanSummary | None``, a file is first known by its summary
     (the index and footnote ids are built from it) and fully scanned only when an op looks at
-    it; the index then holds that scan's locations, exactly as if every file had been scanned."""
+    it; the index then holds that scan's locations, exactly as if every file had been scanned.
+
+    With ``owned`` (``recordindex.Owners`` of exactly these texts: no id in two files), no
+    file is looked at up front: a file is scanned when an op names it or one of its ids, and
+    ``footnote_ids`` holds only the ``new-evidence-record-`` ids (the only ones a new label
+    is checked against)."""
 
     def __init__(self, texts: Mapping[str, str], link_for: LinkFor | None,
-                 summaries: Callable[[str, str], ScanSummary | None] | None = None) -> None:
+                 summaries: Callable[[str, str], ScanSummary | None] | None = None,
+                 owned: Any = None) -> None:
         self.original = dict(texts)
         self.lines: dict[str, list[str]] = _Lines(self.original)
         self.summarized: dict[str, dict[str, _Loc]] = {}
+        self.pending: set[str] = set()  # files of ``owned`` not scanned yet
         self.scans: dict[str, _Scan] = _Scans(self)
         self.index: dict[str, _Loc] = {}
         self.footnote_ids: set[str] = set()
         self.link_for = link_for
         self.touched: set[str] = set()
+        if owned is not None:
+            self.index = _OwnedIndex(self, owned.owner)
+            self.pending = set(self.original)
+            self.footnote_ids = set(owned.labels)
+            return
         for path in sorted(self.original, key=lambda p: tuple(p.split("/"))):
             summary = summaries(path, texts[path]) if summaries is not None else None
             if summary is not None:
@@ -1222,6 +1273,17 @@ class _Work:
             if self.index.get(mid) is units.get(mid):
                 self.index[mid] = loc
         dict.__setitem__(self.scans, path, scan)
+        return scan
+
+    def load(self, path: str) -> _Scan:
+        """Scan a file not looked at yet (``owned``), as the full scan would have at the start."""
+        self.pending.discard(path)
+        if dict.__contains__(self.lines, path) and self.lines[path] != split_lines(self.original[path]):
+            raise RuntimeError(f"internal: topics/{path} changed before it was scanned")
+        scan = _scan(path, self.lines[path])
+        dict.__setitem__(self.scans, path, scan)
+        for mid, loc in scan.units.items():
+            dict.setdefault(self.index, mid, loc)
         return scan
 
     def _rescan(self, path: str) -> _Scan:
@@ -1594,11 +1656,14 @@ def apply_memory_changes(
     *,
     link_for: LinkFor | None = None,
     summaries: Callable[[str, str], ScanSummary | None] | None = None,
+    owned: Any = None,
 ) -> ChangeOutcome:
     """Apply record ops (§6.1) to the staged topic texts.
 
     ``summaries(path, text)``: a caller's kept ``scan_summary`` of that text (or None), so the
-    files no op touches are not scanned; the outcome is the same either way.
+    files no op touches are not scanned; the outcome is the same either way. ``owned``
+    (``recordindex.Owners`` of exactly ``texts``) goes further: only the files the ops name
+    are scanned, and no summary is looked up.
 
     ``ops`` are validated ``RecordOp``s (raw dicts are validated here). Memory ids are looked up
     in ``texts`` (at this point of a transaction they equal the committed tree);
@@ -1610,11 +1675,15 @@ def apply_memory_changes(
         ops = validate_memory_changes(list(ops))
     if not ops:
         raise _bad(f"memory_changes must be a list of 1 to {MAX_CHANGES} changes", field="memory_changes")
-    work = _Work(texts, link_for, summaries)
-    committed_ids = getattr(committed_tree, "ids", None) if committed_tree is not None else None
+    work = _Work(texts, link_for, summaries, owned)
+    # ``has_id``: the tree's own lookup, not a set of all its ids built for a few questions
+    in_tree = getattr(committed_tree, "has_id", None) if committed_tree is not None else None
+    if in_tree is None and committed_tree is not None:
+        committed_ids = getattr(committed_tree, "ids", None)
+        in_tree = committed_ids.__contains__ if committed_ids is not None else None
 
     def exists(mid: str) -> bool:
-        return mid in work.index and (committed_ids is None or mid in committed_ids)
+        return mid in work.index and (in_tree is None or in_tree(mid))
 
     # existence and the rules that need the tree
     update_block: dict[tuple[Any, ...], int] = {}

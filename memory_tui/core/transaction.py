@@ -1681,10 +1681,19 @@ def update(
                         return cache.kept("scan", path, text, lambda: forms.scan_summary(path, text),
                                           forms.is_scan_summary)
 
-                    outcome = forms.apply_memory_changes(
+                    def owned() -> Any:
+                        from . import recordindex
+
+                        return forms.apply_memory_changes(
+                            texts, stage.baseline, req.memory_changes, link_for=stage.index.link_for,
+                            summaries=summaries,
+                            owned=recordindex.owners(root, texts, stage.committed_shas, summaries),
+                        )
+
+                    outcome = derive("record ops", owned, lambda: forms.apply_memory_changes(
                         texts, stage.baseline, req.memory_changes, link_for=stage.index.link_for,
                         summaries=summaries,
-                    )
+                    ))
                     rule = RULE_RECORDS
                     allowed = frozenset(source_ids.values()) | outcome.allowed_refs
                 elif req.form == "changes":
