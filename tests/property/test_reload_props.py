@@ -115,5 +115,8 @@ def test_one_file_reload_equals_a_full_load(built, tmp_path_factory, monkeypatch
         assert model.state.views.core == fresh.state.views.core
         assert model.timeline == fresh.timeline
         assert model.topics == fresh.topics
+        # the record index in its order (the Sessions view's citation lists follow it)
+        assert list(model.records.items()) == list(fresh.records.items())
+        assert model.revision == fresh.revision  # the resumed revision stream of the refresh
         assert model.state.problems == fresh.state.problems
         assert model == fresh
