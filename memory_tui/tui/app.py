@@ -47,10 +47,19 @@ from .widgets import header_text
 from memory_tui.pipeline.settings import Settings, load_config
 
 
-def load_app_settings(path: Path | None = None) -> Settings:
-    from .binding_ids import known_binding_ids
+class _KnownBindingIds:
+    """The ids a ``[keymap]`` entry may name, found only when one is checked: finding them
+    imports every screen, widget and dialog module (~0.05-0.1 s before the first frame), and
+    a config without a keymap never asks."""
 
-    return load_config(path, binding_ids=known_binding_ids())
+    def __contains__(self, binding_id: object) -> bool:
+        from .binding_ids import known_binding_ids
+
+        return binding_id in known_binding_ids()
+
+
+def load_app_settings(path: Path | None = None) -> Settings:
+    return load_config(path, binding_ids=_KnownBindingIds())  # type: ignore[arg-type]
 
 
 # layout (issue 8): ASCII mode filters every drawn line; Screenshot saves under the cwd.

@@ -308,7 +308,7 @@ def outline_model(state_dir: Path, *, home: Path | None = None) -> WorkspaceMode
     archive scan and views take seconds). ``None`` when there is no memory to outline (the
     full load then says why). Nothing in it is validated: it is painted, never acted on."""
     from memory_tui.core.config import load_memory_config
-    from memory_tui.core.outline import topic_outline
+    from memory_tui.core.outline import OutlineCache, topic_outline
     from memory_tui.core.workspace import read_workspace_id
 
     state_dir = Path(state_dir)
@@ -318,7 +318,12 @@ def outline_model(state_dir: Path, *, home: Path | None = None) -> WorkspaceMode
     shown = display_path(state_dir, home=home) if home is not None else display_path(state_dir)
     config = load_memory_config(state_dir)  # never raises: problems ride on the config
     topics = []
-    for t in topic_outline(memory):
+    # a start on unchanged files reads no topic file here: the outline of each is remembered
+    # by its stat key outside the state dir (``core.outline.OutlineCache``)
+    cache = OutlineCache(memory)
+    outlines = topic_outline(memory, cache=cache)
+    cache.save()
+    for t in outlines:
         wpath = "topics/" + t.path
         if wpath == CORE_TOPIC:
             continue
