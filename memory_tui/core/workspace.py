@@ -533,7 +533,8 @@ class StateView:
     writer_disabled: bool
     empty_workspace: bool
     # refresh bookkeeping
-    revision_stamps: Mapping[str, FileStamp] = field(default_factory=dict, repr=False, compare=False)
+    # rel -> (mtime_ns, size, inode, ctime_ns), as txcache.revision_walk lists them
+    revision_stamps: Mapping[str, tuple] = field(default_factory=dict, repr=False, compare=False)
     state_stamps: Mapping[str, FileStamp | None] = field(default_factory=dict, repr=False, compare=False)
     topic_entries: Mapping[str, _TopicEntry] = field(default_factory=dict, repr=False, compare=False)
     counter: Any = field(default=None, repr=False, compare=False)
@@ -694,6 +695,22 @@ def _special_token_problems(tree: Any, prev: StateView | None, counter: Any) -> 
     return out
 
 
+def _revision_of(memory_root: Path, prev: StateView | None) -> tuple[Mapping[str, Any], str]:
+    """``(stamps, revision)``. The revision is one SHA-256 stream over every file, so a
+    refresh after a one-file change used to read and hash the whole workspace again (most of
+    an app reload); the transaction cache's stream resumes from the hash state saved before
+    the first changed file and feeds exactly the bytes ``workspace_revision`` feeds."""
+    from .txcache import cache_for, revision_walk
+
+    stamps, _links = revision_walk(memory_root)
+    if prev is not None and prev.revision_stamps == stamps:
+        return stamps, prev.revision
+    try:
+        return stamps, cache_for(memory_root).revision(stamps)
+    except OSError:  # a file renamed away mid-read: the plain walk retries, or says so
+        return stamps, workspace_revision(memory_root)
+
+
 def _build(state_dir: Path, prev: StateView | None, counter: Any) -> StateView:
     from .config import load_memory_config
     from .tokens import DEFAULT_COUNTER
@@ -785,11 +802,7 @@ def _build(state_dir: Path, prev: StateView | None, counter: Any) -> StateView:
             row_cache=row_cache,
         )
 
-    rev_stamps = revision_stamps(memory_root)
-    if prev is not None and prev.revision_stamps == rev_stamps:
-        revision = prev.revision
-    else:
-        revision = workspace_revision(memory_root)
+    rev_stamps, revision = _revision_of(memory_root, prev)
 
     return StateView(
         state_dir=state_dir,

@@ -286,6 +286,10 @@ class _Cache:
     tl_rows: list[Any] = field(default_factory=list)
     tl_keys: list[tuple[str, str, str]] = field(default_factory=list)
     tl_vms: list["TimelineRowVM"] = field(default_factory=list)
+    # the backlinks mapping the last ``_topics`` keyed its view models with (see there)
+    topics_links: Any = None
+    # id(TopicVM) -> (the VM, its records by block id, first id winning): see ``_record_index``
+    by_topic: dict[int, tuple["TopicVM", dict[str, "RecordVM"]]] = field(default_factory=dict)
 
     def count(self, counter: TokenCounter, text: str) -> int:
         if type(counter) is O200kCounter:
@@ -304,7 +308,7 @@ def outline_model(state_dir: Path, *, home: Path | None = None) -> WorkspaceMode
     archive scan and views take seconds). ``None`` when there is no memory to outline (the
     full load then says why). Nothing in it is validated: it is painted, never acted on."""
     from memory_tui.core.config import load_memory_config
-    from memory_tui.core.outline import topic_outline
+    from memory_tui.core.outline import OutlineCache, topic_outline
     from memory_tui.core.workspace import read_workspace_id
 
     state_dir = Path(state_dir)
@@ -314,7 +318,12 @@ def outline_model(state_dir: Path, *, home: Path | None = None) -> WorkspaceMode
     shown = display_path(state_dir, home=home) if home is not None else display_path(state_dir)
     config = load_memory_config(state_dir)  # never raises: problems ride on the config
     topics = []
-    for t in topic_outline(memory):
+    # a start on unchanged files reads no topic file here: the outline of each is remembered
+    # by its stat key outside the state dir (``core.outline.OutlineCache``)
+    cache = OutlineCache(memory)
+    outlines = topic_outline(memory, cache=cache)
+    cache.save()
+    for t in outlines:
         wpath = "topics/" + t.path
         if wpath == CORE_TOPIC:
             continue
@@ -392,11 +401,7 @@ def load_model(
     backlinks = _backlinks(state, cache)
     topics, core_topic_vm = _topics(state, counter, cache, backlinks)
     core = _core(state, core_topic_vm)
-    records: dict[str, RecordVM] = {}
-    for topic in topics + ((core_topic_vm,) if core_topic_vm else ()):
-        for rec in topic.records:
-            for mid in rec.ids:
-                records.setdefault(mid, rec)
+    records = _record_index(topics + ((core_topic_vm,) if core_topic_vm else ()), cache)
     timeline = _timeline(state, previous, cache)
     recent = _recent(state, records)
     model = WorkspaceModel(
@@ -507,6 +512,39 @@ def _clean(problem: Problem) -> Problem:
 # -- topics -------------------------------------------------------------------------------
 
 
+def _record_index(topics: Iterable[TopicVM], cache: _Cache) -> dict[str, RecordVM]:
+    """Every record by block id, the first in topic order winning, in that order (the
+    Sessions view's citation lists follow it). Each topic's own index is kept with its view
+    model, so a reload merges 300 small dicts instead of walking 20 000 records' ids; when a
+    block id is in two topics the merge would let the later one win, so that case is built
+    record by record, as it always was."""
+    seen: dict[int, tuple[TopicVM, dict[str, RecordVM]]] = {}
+    parts = []
+    total = 0
+    for topic in topics:
+        hit = cache.by_topic.get(id(topic))
+        if hit is None or hit[0] is not topic:
+            own: dict[str, RecordVM] = {}
+            for rec in topic.records:
+                for mid in rec.ids:
+                    own.setdefault(mid, rec)
+            hit = (topic, own)
+        seen[id(topic)] = hit
+        parts.append(hit[1])
+        total += len(hit[1])
+    cache.by_topic = seen
+    records: dict[str, RecordVM] = {}
+    for own in parts:
+        records.update(own)
+    if len(records) == total:
+        return records
+    records = {}
+    for own in parts:
+        for mid, rec in own.items():
+            records.setdefault(mid, rec)
+    return records
+
+
 def _backlinks(state: Any, cache: _Cache) -> dict[str, list[str]]:
     text = state.views.relations if state.views is not None else ""
     if text != cache.backlinks_text:
@@ -535,15 +573,25 @@ def _topics(
     core_vm: TopicVM | None = None
     seen: dict[str, tuple[Any, Any, TopicVM]] = {}
     listed: set[str] = set()
+    # The key's backlinks part is a function of the topic's ids (the same Topic object, the
+    # same ids) and of ``backlinks``, which ``_backlinks`` replaces whenever relations.json
+    # changes: with the very mapping of last time it cannot differ, and building it walked
+    # every record of every topic on each reload.
+    same_links = backlinks is cache.topics_links
+    core_key = (tuple(sorted(chunk_tokens.items())),)
     for topic in tree.topics:
         wpath = topic.workspace_path
         listed.add(wpath)
         found = tuple(by_path.get(wpath, ()))
-        ids = tuple(u.memory_id for u in topic.units)
-        key = (found, tuple(tuple(backlinks.get(i, ())) for i in ids))
-        if wpath == CORE_TOPIC:
-            key = key + (tuple(sorted(chunk_tokens.items())),)
         prior = cache.topics.get(wpath)
+        if (same_links and prior is not None and prior[0] is topic and prior[1][0] == found
+                and (wpath != CORE_TOPIC or prior[1][2:] == core_key)):
+            key = prior[1]
+        else:
+            ids = tuple(u.memory_id for u in topic.units)
+            key = (found, tuple(tuple(backlinks.get(i, ())) for i in ids))
+            if wpath == CORE_TOPIC:
+                key = key + core_key
         if prior is not None and prior[0] is topic and prior[1] == key:
             vm = prior[2]
         else:
@@ -560,6 +608,7 @@ def _topics(
             if errs:
                 out.append(TopicVM(sanitize(wpath), sanitize(PurePosixPath(wpath).stem), (), errs))
     cache.topics = seen
+    cache.topics_links = backlinks
     out.sort(key=lambda t: tuple(t.path.split("/")))
     return tuple(out), core_vm
 
@@ -704,15 +753,28 @@ def _timeline_from_parts(parts: Mapping[str, Any], cache: _Cache) -> tuple[Timel
         gone = [rows for path, rows in old.items() if new.get(path) is not rows]
         came = [rows for path, rows in new.items() if old.get(path) is not rows]
         if len(gone) + len(came) <= max(8, len(new) // 8):
-            rows, keys, vms = cache.tl_rows, cache.tl_keys, cache.tl_vms
-            drop = {id(r) for g in gone for r in g}
-            if drop:
+            rows, keys, vms = list(cache.tl_rows), list(cache.tl_keys), list(cache.tl_vms)
+            # Each gone row is found by its key (the list is sorted by key; among equal keys,
+            # by identity), not by a pass over all 20 000 rows.
+            at_list = []
+            for r in (r for g in gone for r in g):
+                k = _row_key(r)
+                at = bisect.bisect_left(keys, k)
+                while at < len(rows) and rows[at] is not r and keys[at] == k:
+                    at += 1
+                if at >= len(rows) or rows[at] is not r:
+                    at_list = None  # not where its key says: take the whole-list path below
+                    break
+                at_list.append(at)
+            if at_list is None:
+                drop = {id(r) for g in gone for r in g}
                 keep = [i for i, r in enumerate(rows) if id(r) not in drop]
                 rows = [rows[i] for i in keep]
                 keys = [keys[i] for i in keep]
                 vms = [vms[i] for i in keep]
             else:
-                rows, keys, vms = list(rows), list(keys), list(vms)
+                for at in sorted(at_list, reverse=True):
+                    del rows[at], keys[at], vms[at]
             clash = False
             for r in sorted((r for c in came for r in c), key=_row_key):
                 k = _row_key(r)

@@ -115,5 +115,13 @@ def test_one_file_reload_equals_a_full_load(built, tmp_path_factory, monkeypatch
         assert model.state.views.core == fresh.state.views.core
         assert model.timeline == fresh.timeline
         assert model.topics == fresh.topics
+        # the record index in its order (the Sessions view's citation lists follow it): every
+        # record of every topic by each of its ids, topics in order, core last, first one winning
+        index: dict = {}
+        for rec in [r for t in fresh.topics for r in t.records] + list(fresh.core.records if fresh.core else ()):
+            for mid in rec.ids:
+                index.setdefault(mid, rec)
+        assert list(model.records.items()) == list(fresh.records.items()) == list(index.items())
+        assert model.revision == fresh.revision  # the resumed revision stream of the refresh
         assert model.state.problems == fresh.state.problems
         assert model == fresh

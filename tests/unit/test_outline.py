@@ -44,3 +44,63 @@ def test_outline_counts_aliases_legacy_ids_and_skips_bad_suffixes(tmp_path):
     assert (out["a/x.md"].title, out["a/x.md"].records) == ("Ex", 3)
     assert (out["a/y.md"].readable, out["a/y.md"].records, out["a/y.md"].title) == (False, 0, "y")
     assert topic_outline(tmp_path / "nowhere") == ()
+
+
+def _aged(path: Path, seconds: float = 10) -> None:
+    """Move a file's mtime back past the clock tick, as any file not written just now is."""
+    import os
+    import time
+
+    t = time.time() - seconds
+    os.utime(path, (t, t))
+
+
+def test_outline_cache_answers_unchanged_files_only(tmp_path, monkeypatch):
+    """A second start reads no topic file whose stat key is unchanged, and re-reads one that
+    was rewritten (same size, other bytes); the answers are always the uncached outline's;
+    a file written within the clock tick is never remembered; a foreign table is empty."""
+    import json
+
+    from memory_tui.core import outline as O
+
+    memory = tmp_path / "memory"
+    topics = memory / "topics"
+    topics.mkdir(parents=True)
+    a, b = topics / "a.md", topics / "b.md"
+    a.write_text("# A\n\nOne.[^e1] ^blk-aaaa1111\n\nTwo.[^e1] ^blk-aaaa2222\n\n[^e1]: 2026-01 [s](../sources/x.md)\n")
+    b.write_text("# B\n\nOne.[^e1] ^blk-bbbb1111\n\n[^e1]: 2026-01 [s](../sources/x.md)\n")
+    _aged(a), _aged(b)
+    folder = tmp_path / "cache"
+    reads: list[str] = []
+    real = O.read_topic_file
+    monkeypatch.setattr(O, "read_topic_file", lambda d, rel: (reads.append(rel), real(d, rel))[1])
+
+    def outline():
+        cache = O.OutlineCache(memory, folder)
+        got = O.topic_outline(memory, cache=cache)
+        cache.save()
+        return got
+
+    assert outline() == O.topic_outline(memory) and sorted(set(reads)) == ["a.md", "b.md"]
+    reads.clear()
+    first = outline()
+    assert reads == [] and [(t.path, t.title, t.records) for t in first] == [("a.md", "A", 2), ("b.md", "B", 1)]
+    # rewritten in place, same size, a title and a record count of another file
+    b.write_text(b.read_text().replace("# B", "# C").replace("One.[^e1] ^blk-bbbb1111", "On2.[^e1] ^blk-bbbb1112"))
+    _aged(b, 5)
+    got = outline()
+    assert reads == ["b.md"] and got == O.topic_outline(memory) and got[1].title == "C"
+    # just written (racy): answered, but not remembered
+    a.write_text("# A2\n")
+    reads.clear()
+    assert outline()[0].title == "A2" and reads == ["a.md"]
+    reads.clear()
+    assert outline()[0].title == "A2" and reads == ["a.md"]
+    # a table of other code or another root is not read
+    table = next(folder.glob("*.json"))
+    data = json.loads(table.read_text())
+    for bad in ({**data, "code": "other"}, {**data, "root": "/elsewhere"}, {**data, "format": 0}):
+        table.write_text(json.dumps(bad))
+        assert O.OutlineCache(memory, folder).entries == {}
+    table.write_text("garbage")
+    assert O.OutlineCache(memory, folder).entries == {}
