@@ -6,9 +6,9 @@ Wraps the edit path's functions and prints, per part, the calling thread's CPU a
 per edit (median edit for the whole; nested parts are inside their parents), over N rewords
 of the middle topic file with ``git_commit="off"`` (as ``run.py``'s ``edit_reword_inproc``).
 Run it with ``PYTHONPATH`` at another checkout to profile that code on the same state."""
-import json, sys, time, statistics, functools
+import sys, time, statistics, functools
 from pathlib import Path
-from memory_tui.core import transaction as tx, txcache, normalize, install as inst, viewcache, parsecache
+from memory_tui.core import transaction as tx, txcache, normalize, viewcache, parsecache
 state = Path(sys.argv[1]); n = int(sys.argv[2]) if len(sys.argv) > 2 else 20
 files = sorted(p.relative_to(state / "memory").as_posix() for p in (state / "memory" / "topics").rglob("t*.md"))
 rel = files[len(files) // 2]
@@ -83,7 +83,6 @@ r = tx.staged_edit(state, rel, a, git_commit="off"); assert r.ok
 for i in range(3):
     r = tx.staged_edit(state, rel, b if i % 2 == 0 else a, git_commit="off")
 acc.clear()
-import resource
 tot = []; wall = []; proc = []
 for i in range(n):
     t0 = tt(); w0 = time.perf_counter(); p0 = time.process_time()

@@ -204,7 +204,6 @@ def test_check_mode_catches_a_lying_entry(fixture_state, monkeypatch):
     txcache.clear_caches()
     path = mem / RUNTIME_DIR / recordindex.NAME
     from memory_tui.core.changes import NEW_EVIDENCE_PREFIX
-    from memory_tui.core.topics import split_lines  # noqa: F401
 
     # the entry of the current texts, rebuilt, then made to claim the first label is taken
     path.unlink()
