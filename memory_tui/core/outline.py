@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import stat as stat_mod
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .fsutil import replace_cache_file
+from .fsutil import replace_cache_file, user_cache_dir
 from .parsecache import is_racy
 from .topics import is_mem_id, iter_blocks, paragraph_shape, read_topic_file, topic_sort_key
 
@@ -94,14 +93,8 @@ def outline_code_tag() -> str:
 
 
 def outline_cache_dir() -> Path:
-    """``$MEMORY_TUI_OUTLINE_CACHE_DIR`` (the test suite points it at a temporary folder),
-    else ``outline/`` in memory-tui's cache dir (the one the token memo uses)."""
-    own = os.environ.get("MEMORY_TUI_OUTLINE_CACHE_DIR")
-    if own:
-        return Path(own)
-    base = os.environ.get("MEMORY_TUI_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "memory-tui")
-    return Path(base) / "outline"
+    """``$MEMORY_TUI_OUTLINE_CACHE_DIR``, else ``outline/`` in memory-tui's cache dir."""
+    return user_cache_dir("outline", "MEMORY_TUI_OUTLINE_CACHE_DIR")
 
 
 class OutlineCache:

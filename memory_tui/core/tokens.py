@@ -147,11 +147,9 @@ class CountMemo:
 
     @staticmethod
     def base():
-        import os
-        from pathlib import Path
+        from .fsutil import user_cache_dir
 
-        return Path(os.environ.get("MEMORY_TUI_CACHE_DIR") or os.path.join(
-            os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "memory-tui"))
+        return user_cache_dir()
 
     @classmethod
     def path(cls):

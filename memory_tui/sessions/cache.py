@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from memory_tui.core.errors import Problem
-from memory_tui.core.fsutil import replace_cache_file
+from memory_tui.core.fsutil import replace_cache_file, user_cache_dir
 
 from .records import PendingCount, SessionAnalysis, analyze_session, status_pending_count
 from .store import Session, SessionSnapshot, discover, load_sessions, session_content_key
@@ -54,14 +54,8 @@ class SummaryResult:
 
 
 def cache_dir() -> Path:
-    """``$MEMORY_TUI_SESSION_CACHE_DIR`` (the test suite points it at a temporary folder), else
-    ``sessions/`` in the cache dir the token memo uses."""
-    own = os.environ.get("MEMORY_TUI_SESSION_CACHE_DIR")
-    if own:
-        return Path(own)
-    base = os.environ.get("MEMORY_TUI_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "memory-tui")
-    return Path(base) / "sessions"
+    """``$MEMORY_TUI_SESSION_CACHE_DIR``, else ``sessions/`` in memory-tui's cache dir."""
+    return user_cache_dir("sessions", "MEMORY_TUI_SESSION_CACHE_DIR")
 
 
 def _code_tag() -> str:
