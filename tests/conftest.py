@@ -17,10 +17,37 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
-# The persistent session-summary cache of every test run goes to a folder of its own
-# (the test states are temporary folders: their entries would pile up in the user's cache).
-os.environ.setdefault("MEMORY_TUI_SESSION_CACHE_DIR", tempfile.mkdtemp(prefix="memory-tui-session-cache-"))
-os.environ.setdefault("MEMORY_TUI_OUTLINE_CACHE_DIR", tempfile.mkdtemp(prefix="memory-tui-outline-cache-"))
+
+# memory-tui's caches outside the state dir (session summaries, the outline table, the token
+# memo) go to folders of the test run's own: the test states are temporary folders, so their
+# entries would pile up in the user's cache, and a test must not depend on what an earlier
+# run (or another checkout's) left there. Under pytest-xdist every worker gets its own, so a
+# test that counts cache entries never sees another worker's. A folder the caller set is kept.
+_OWN_CACHES = "MEMORY_TUI_TEST_OWN_CACHES"  # names the variables below that this file created
+_CACHE_VARS = ("MEMORY_TUI_CACHE_DIR", "MEMORY_TUI_SESSION_CACHE_DIR", "MEMORY_TUI_OUTLINE_CACHE_DIR")
+_made = set(os.environ.get(_OWN_CACHES, "").split())
+for _var in _CACHE_VARS:
+    # xdist's workers inherit the controller's environment, folders included: make new ones
+    if _var not in os.environ or (_var in _made and os.environ.get("PYTEST_XDIST_WORKER")):
+        os.environ[_var] = tempfile.mkdtemp(prefix=f"memory-tui-{_var.lower()}-")
+        _made.add(_var)
+os.environ[_OWN_CACHES] = " ".join(sorted(_made))
+
+
+def _short_source_index(obj, printer, cycle) -> None:
+    printer.text(f"SourceIndex(root={str(obj.root)!r}, {len(obj.files)} archives)")
+
+
+# Hypothesis pretty-prints every argument of an explicit @example before running it, pytest
+# fixtures included (the text is shown only if the example fails). Its generic dataclass
+# printer walks a SourceIndex of even the 0.01-scale bench state into ~120 MB of text, three
+# minutes per example: a property taking one as a fixture spent nearly all its time there.
+try:
+    from hypothesis.vendor.pretty import for_type_by_name
+except ImportError:  # a Hypothesis that moved its printer: the examples only get slower
+    pass
+else:
+    for_type_by_name("memory_tui.core.sources", "SourceIndex", _short_source_index)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_FIXTURES = Path(os.environ.get("MEMORY_TUI_SHARED", REPO.parent / "shared")) / "fixtures"
