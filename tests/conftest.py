@@ -97,3 +97,34 @@ def expected() -> dict:
     if not FIXTURE_EXPECTED.is_file():
         pytest.skip(_NO_SHARED)
     return json.loads(FIXTURE_EXPECTED.read_text(encoding="utf-8"))
+
+
+def _load_bench_builder(name: str = "bench_make_state"):
+    """``benchmarks/make_state.py`` as a module (benchmarks/ is not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / "make_state.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="session")
+def bench_state_small(tmp_path_factory) -> Path:
+    """``benchmarks/make_state.py``'s state directory at scale 0.01, built once per test run
+    (about 9 s of CPU; its output is a function of scale and seed only, which
+    tests/unit/test_bench_state.py checks). Read-only: a test that writes copies it first
+    (``shutil.copytree(bench_state_small, dest, symlinks=True)``)."""
+    from filelock import FileLock
+
+    # pytest-xdist's workers each have a basetemp below one folder of this run: build there once
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder = shared / "bench-state-0.01"
+    with FileLock(str(folder) + ".lock"):
+        if not (folder / "built").is_file():
+            shutil.rmtree(folder, ignore_errors=True)  # a worker that died half-way
+            _load_bench_builder().build(folder / "state", 0.01)
+            (folder / "built").touch()
+    return folder / "state"

@@ -6,7 +6,6 @@ randomly damaged, stale (an older snapshot of the cache) or from other code befo
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import posixpath
 import re
@@ -22,18 +21,13 @@ from memory_tui.core import transaction as tx
 from memory_tui.core.sources import SourceIndex
 from memory_tui.core.topics import parse_tree
 
-_MAKE = Path(__file__).resolve().parents[2] / "benchmarks" / "make_state.py"
-
 
 @pytest.fixture(scope="module")
-def master(tmp_path_factory) -> Path:
-    spec = importlib.util.spec_from_file_location("bench_make_state", _MAKE)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+def master(bench_state_small, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("incr") / "state"
-    mod.build(out, 0.01)
-    shutil.rmtree(out / "sessions")  # the edit path never reads them
+    # without the sessions: the edit path never reads them
+    shutil.copytree(bench_state_small, out, symlinks=True,
+                    ignore=lambda d, names: ["sessions"] if Path(d) == bench_state_small else [])
     return out
 
 

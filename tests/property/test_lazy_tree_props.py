@@ -7,10 +7,10 @@ edit did not touch. Also: the scandir walk of ``topics/`` lists what ``rglob("*.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import pickle
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -25,16 +25,10 @@ from memory_tui.core.topics import assemble_tree, parse_topic, parse_tree, reass
 _STATE: dict[str, Path] = {}
 
 
-def _bench_memory(tmp_path_factory) -> Path:
+def _bench_memory(tmp_path_factory, bench_state_small) -> Path:
     if "mem" not in _STATE:
-        path = Path(__file__).resolve().parents[2] / "benchmarks" / "make_state.py"
-        spec = importlib.util.spec_from_file_location("bench_make_state_lazy_tree", path)
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        root = tmp_path_factory.mktemp("lazy-tree") / "state"
-        mod.build(root, 0.01)
-        mem = root / "memory"
+        mem = tmp_path_factory.mktemp("lazy-tree") / "memory"
+        shutil.copytree(bench_state_small / "memory", mem, symlinks=True)
         for p in mem.rglob("*.md"):  # older than the clock tick: the cache keeps them
             stat = p.stat()
             os.utime(p, ns=(stat.st_atime_ns, stat.st_mtime_ns - 5_000_000_000))
@@ -45,8 +39,8 @@ def _bench_memory(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def bench_mem(tmp_path_factory):
-    return _bench_memory(tmp_path_factory)
+def bench_mem(tmp_path_factory, bench_state_small):
+    return _bench_memory(tmp_path_factory, bench_state_small)
 
 
 def _fresh(mem: Path):

@@ -8,9 +8,9 @@ The oracle is the round-4 code itself, kept verbatim in ``oracle_round4_topics.p
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import marshal
 import os
+import shutil
 from pathlib import Path
 
 import oracle_round4_sources as old_sources
@@ -332,13 +332,8 @@ def test_cached_parse_equals_fresh_and_old_on_the_fixture(fixture_state, monkeyp
     _cached_equals_fresh(fixture_state / "memory", monkeypatch)
 
 
-def test_cached_parse_equals_fresh_and_old_on_a_bench_state(tmp_path, monkeypatch):
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "make_state.py"
-    spec = importlib.util.spec_from_file_location("bench_make_state_parse_fast", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    mod.build(tmp_path / "state", 0.01)
+def test_cached_parse_equals_fresh_and_old_on_a_bench_state(bench_state_small, tmp_path, monkeypatch):
+    shutil.copytree(bench_state_small, tmp_path / "state", symlinks=True)
     _cached_equals_fresh(tmp_path / "state" / "memory", monkeypatch)
 
 

@@ -7,7 +7,6 @@ topic files (issue 12)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
@@ -20,18 +19,10 @@ from hypothesis import strategies as st
 from memory_tui.core import viewcache
 from memory_tui.tui.data import load_model
 
-_MAKE = Path(__file__).resolve().parents[2] / "benchmarks" / "make_state.py"
-
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    spec = importlib.util.spec_from_file_location("bench_make_state_reload", _MAKE)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    out = tmp_path_factory.mktemp("reload") / "state"
-    mod.build(out, 0.01)
-    return out
+def built(bench_state_small):
+    return bench_state_small  # each example copies it
 
 
 OPS = ["reword", "redate", "drop", "swap", "link", "unlink", "dup", "break", "delete", "add", "none"]

@@ -5,7 +5,6 @@ files (as the transaction caches do), and ``check`` mode catches a difference.""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import re
 from pathlib import Path
 
@@ -18,18 +17,10 @@ from memory_tui.core.sources import SourceIndex
 from memory_tui.core.topics import assemble_tree, parse_topic, topic_sort_key
 from memory_tui.core.views import build_views
 
-_MAKE = Path(__file__).resolve().parents[2] / "benchmarks" / "make_state.py"
-
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    spec = importlib.util.spec_from_file_location("bench_make_state_vc", _MAKE)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    out = tmp_path_factory.mktemp("vc") / "state"
-    mod.build(out, 0.01)
-    mem = out / "memory"
+def world(bench_state_small):
+    mem = bench_state_small / "memory"  # only read
     index = SourceIndex.load(mem)
     texts = {p.relative_to(mem / "topics").as_posix(): p.read_text() for p in (mem / "topics").rglob("*.md")}
     return index, texts
