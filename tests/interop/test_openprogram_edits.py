@@ -61,6 +61,10 @@ PITFALL_12_CODES = {"staged_edit": "INVALID_TOPIC_FORMAT", "changes": "INVALID_A
 
 _RESULTS: dict[str, tuple[bool, bool | None]] = {}  # case -> (verdict ok, bytes equal or None)
 
+# test_summary counts the cases of its own process: under pytest-xdist (``--dist loadgroup``)
+# the whole module runs on one worker, so the count is the corpus's, not a share of it.
+pytestmark = pytest.mark.xdist_group("openprogram-edits")
+
 
 @pytest.fixture(scope="session")
 def edits_dir(tmp_path_factory) -> Path:
