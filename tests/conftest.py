@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tarfile
 import tempfile
@@ -63,6 +64,55 @@ def pytest_configure(config: pytest.Config) -> None:
     # snapshots a warning: with ../shared present an orphaned snapshot still fails the run.
     if not FIXTURE_TGZ.is_file() and hasattr(config.option, "warn_unused_snapshots"):
         config.option.warn_unused_snapshots = True
+
+
+# Syrupy fails a run that leaves a stored snapshot unused, but not under pytest-xdist (it
+# skips the check in the workers and in the controller alike). The controller does it here
+# for the SVGs of pytest-textual-snapshot: a stored snapshot whose test no worker collected
+# (a renamed or deleted test) fails the run, when the run took whole files.
+_COLLECTED = pytest.StashKey[set]()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids) -> None:
+    node.config.stash.setdefault(_COLLECTED, set()).update(ids)
+
+
+def _orphaned_snapshots(config: pytest.Config, collected: set[str]) -> list[str]:
+    by_module: dict[str, set[str]] = {}
+    for nodeid in collected:
+        module, _, name = nodeid.partition("::")
+        by_module.setdefault(module, set()).add(name.replace("::", "."))
+    orphans = []
+    for svg in sorted(REPO.glob("tests/**/__snapshots__/*/*.svg")):
+        module = (svg.parent.parent.parent / f"{svg.parent.name}.py").relative_to(config.rootpath).as_posix()
+        if module in by_module:  # a module this run did not take is none of its business
+            name = re.sub(r"\.\d+$", "", svg.stem)  # a test's second snapshot is <name>.1
+            if name not in by_module[module]:
+                orphans.append(svg.relative_to(config.rootpath).as_posix())
+    return orphans
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    collected = config.stash.get(_COLLECTED, None)
+    if collected is None:  # not an xdist controller: syrupy checks for itself
+        return
+    option = config.option
+    if option.keyword or option.markexpr or getattr(option, "deselect", None) or any("::" in a for a in config.args):
+        return  # part of a file was taken: its other snapshots are not unused
+    orphans = _orphaned_snapshots(config, collected)
+    if not orphans:
+        return
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    warn_only = getattr(option, "warn_unused_snapshots", False)
+    if reporter is not None:
+        reporter.line("")
+        for path in orphans:
+            reporter.write_line(f"snapshot without a test (delete it, or bring its test back): {path}",
+                                yellow=warn_only, red=not warn_only)
+    if not warn_only and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def _unpack(dest: Path) -> Path:
