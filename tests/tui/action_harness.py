@@ -5,10 +5,19 @@ from __future__ import annotations
 from typing import Any, Callable
 
 async def until(pilot, condition, tries: int = 500) -> None:
-    """Let the app process messages until ``condition()`` holds (bounded; never a timing assertion)."""
+    """Let the app process messages until ``condition()`` holds (bounded; never a timing assertion).
+
+    A condition that queries a screen just pushed may run before its widgets are mounted (on
+    a busy machine, or beside other pytest-xdist workers, it does): ``NoMatches`` then means
+    "not yet", and only a condition that never holds fails."""
+    from textual.css.query import NoMatches
+
     for _ in range(tries):
-        if condition():
-            return
+        try:
+            if condition():
+                return
+        except NoMatches:
+            pass
         await pilot.pause(0.02)
     raise AssertionError("condition never held")
 
