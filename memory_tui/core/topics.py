@@ -1186,6 +1186,16 @@ def take_handed(topic: Topic) -> tuple | None:
         return None
 
 
+def handed_links(topic: Topic) -> list[tuple[str, str, str | None]] | None:
+    """The link fields ``take_handed`` would give (``(label, target, source_id)`` of every
+    link, in definition order), without taking them; ``None`` when there are none."""
+    try:
+        fields = vars(topic).get(HANDED)
+    except TypeError:
+        return None
+    return None if fields is None else fields[1]
+
+
 def _nth_ref_offset(text: str, group_start: int, n: int) -> int:
     """Offset (relative to the group start) of the n-th [^..] of a citation group."""
     pos = group_start

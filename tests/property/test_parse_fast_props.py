@@ -510,11 +510,65 @@ def _same_as_before(path: str, text: str) -> None:
     fast = new_topics.parse_well_formed(path, text, resolve=NEW_INDEX.resolve_target)
     if fast is not None:
         assert _plain(fast) == _plain(old_topics.parse_topic(path, text, resolve=OLD_INDEX.resolve_target))
+        _deps_as_before(fast)
         _handed_rows_are_the_rows(fast)
+    _deps_as_before(new_topics.parse_topic(path, text, resolve=NEW_INDEX.resolve_target))
     plain = new_topics.parse_well_formed(path, text)
     if plain is not None:
         assert _plain(plain) == _plain(old_topics.parse_topic(path, text, strict=False))
     _same_parse(path, text)
+
+
+def _deps_reference(topic) -> tuple[str, ...]:
+    """``parsecache.topic_deps`` as it was first written: link by link, off the objects."""
+    deps: set[str] = set()
+    topic_dir = os.path.dirname("topics/" + topic.path)
+    for ev in topic.evidence:
+        for link in ev.links:
+            rel_part = link.target.strip().partition("#")[0]
+            if rel_part and not rel_part.startswith("/") and "\\" not in rel_part:
+                joined = os.path.normpath(os.path.join(topic_dir, rel_part))
+                if joined.startswith("sources/"):
+                    deps.add(joined)
+            sid = link.source_id
+            if not sid:
+                continue
+            if sid[0] == "D" and new_sources.parse_d_ref(sid) is not None:
+                deps.add(new_sources.d_archive_path(sid))
+                continue
+            try:
+                v2, legacy = new_sources.archive_paths(sid)
+            except (ValueError, UnicodeEncodeError):
+                continue
+            deps.add(v2)
+            deps.add(legacy)
+    return tuple(sorted(deps))
+
+
+def _deps_as_before(topic) -> None:
+    """The archives a topic depends on, from the fields the one-pass reader kept (when it
+    kept them) and from the objects, are the ones the link-by-link reading finds."""
+    want = _deps_reference(topic)
+    assert parsecache.topic_deps(topic) == want
+    kept = vars(topic).pop(new_topics.HANDED, None)
+    assert parsecache.topic_deps(topic) == want  # now read off the objects
+    if kept is not None:
+        vars(topic)[new_topics.HANDED] = kept
+
+
+@pytest.mark.parametrize("sources", [
+    "[a](openprogram/s/m), [b](openprogram/s/n)",  # one place
+    "[a](openprogram/s/m), [b](openprogram/t/m), [c](other/s/m)",  # several
+    "[a](openprogram/s/m), [b](D1:2), [c](#d3-4)",  # a place and D references
+    "[a](openprogram/s/m), [b](openprogram/s/m/deeper)",  # a message holding "/"
+    "[a](../../sources/openprogram/_v2/s.md#source-9047c1917b2f0777), [b](../../sources/x/../D1.md#d1-2)",
+    "[a](openprogram/s%2Fx/m), [b](op%C3%A9n/s/m)",
+])
+def test_topic_deps_of_every_kind_of_link(sources):
+    text = f"Dave likes tea.[^e1] ^97de5549\n\n[^e1]: Time: `2026`; Sources: {sources}\n"
+    for path in ("people/dave.md", "dave.md", "a/b/c.md"):
+        # (a link that does not resolve from this path is a problem, and still a dependency)
+        _deps_as_before(new_topics.parse_topic(path, text, resolve=NEW_INDEX.resolve_target))
 
 
 def _handed_rows_are_the_rows(topic) -> None:
