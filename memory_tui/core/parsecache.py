@@ -1353,7 +1353,7 @@ def _load_tree(root: Path, persist: bool) -> tuple[Any, Any]:
             if problem is not None:
                 problems.append(problem)
                 continue
-            topic = parse_topic(rel, text, resolve=index.resolve_target, strict=True)
+            topic = parse_topic(rel, text, resolve=index.resolver, strict=True)
             deps = topic_deps(topic)
             key = rels[rel] if len(data) == rels[rel][1] else None
             store.put_topic(rel, key, hashlib.sha256(data).hexdigest(), topic, deps, deps_signature(index, deps))

@@ -508,7 +508,13 @@ def _same_as_before(path: str, text: str) -> None:
     """The one-pass reading, when it reads the file, is what the general parser and the round-4
     one give; parse_topic (either way) is the round-4 parse."""
     fast = new_topics.parse_well_formed(path, text, resolve=NEW_INDEX.resolve_target)
+    # the index's resolver, whose file_lookup answers a file's links from one lookup, reads alike
+    via = new_topics.parse_well_formed(path, text, resolve=NEW_INDEX.resolver)
+    assert (via is None) == (fast is None)
+    assert _plain(new_topics.parse_topic(path, text, resolve=NEW_INDEX.resolver)) == _plain(
+        new_topics.parse_topic(path, text, resolve=NEW_INDEX.resolve_target))
     if fast is not None:
+        assert _plain(via) == _plain(fast)
         assert _plain(fast) == _plain(old_topics.parse_topic(path, text, resolve=OLD_INDEX.resolve_target))
         _deps_as_before(fast)
         _handed_rows_are_the_rows(fast)
@@ -571,6 +577,26 @@ def test_topic_deps_of_every_kind_of_link(sources):
         _deps_as_before(new_topics.parse_topic(path, text, resolve=NEW_INDEX.resolve_target))
 
 
+@pytest.mark.parametrize("target", [
+    "../../sources/openprogram/_v2/s.md#source-222d54fe04a224cf",  # a frame of a v2 archive
+    "../../sources/openprogram/_v2/s.md#source-0000000000000000",  # no such anchor: resolve decides
+    "../../sources/openprogram/s.md#source-222d54fe04a224cf",  # a legacy archive's anchor
+    "../../sources/openprogram/s.md#nowhere",
+    "../../sources/D1.md#d1-2",  # a D file: never answered by the lookup
+    "../../sources/none.md#source-222d54fe04a224cf",  # a file not indexed
+    "../x.md#source-222d54fe04a224cf",  # outside sources/
+    "../../sources/openprogram/_v2/s.md#d1-2",  # the #d fallback after a file that does not answer
+])
+def test_the_resolvers_file_lookup_reads_as_resolve_target(target):
+    legacy = "<!-- openprogram-source-archive -->\n\n" + new_sources.render_frame(_REC)
+    index, _old = _index_pair({**_ARCHIVES, "sources/openprogram/s.md": legacy})
+    text = f"Dave likes tea.[^e1] ^97de5549\n\n[^e1]: Time: `2026`; Sources: [a]({target}), [b]({target})\n"
+    for path in ("people/dave.md", "dave.md"):
+        plain = new_topics.parse_topic(path, text, resolve=index.resolve_target)
+        assert _plain(new_topics.parse_topic(path, text, resolve=index.resolver)) == _plain(plain)
+        assert index.resolver(path, target) == index.resolve_target(path, target)
+
+
 def _handed_rows_are_the_rows(topic) -> None:
     """The cache rows made from the fields the one-pass reader handed over are the rows read
     off the objects, and decode (after marshal) to the very parse."""
@@ -626,3 +652,19 @@ def test_record_counts_with_leading_zeros_read_as_before(count):
     fast = new_sources.scan_well_formed(rel, text)
     assert fast is not None and len(fast.frames) == 2
     assert _plain(fast) == _plain(old_sources.scan_v2(rel, text.encode()))
+
+
+@SETTINGS
+@given(st.lists(st.sampled_from(["source-a", "source-b", "source-c", ""]), max_size=8))
+def test_by_anchor_keeps_the_first_frame_of_each_anchor(anchors):
+    """``ArchiveFile.by_anchor`` is built in one pass when the anchors are distinct; with an
+    anchor twice (a legacy file may repeat a record) the first frame holding it still wins."""
+    base = new_sources.SourceFrame("openprogram/s/m", "", None, None, ("x",), "", "user", "x", True, False,
+                                   "sources/openprogram/s.md", 1, "legacy")
+    frames = tuple(dataclasses.replace(base, anchor=a, line=i + 1) for i, a in enumerate(anchors))
+    want: dict = {}
+    for fr in frames:
+        want.setdefault(fr.anchor, fr)
+    got = new_sources.ArchiveFile("sources/openprogram/s.md", "legacy", (0, 0, 0), frames).by_anchor
+    assert list(got.items()) == list(want.items())
+    assert all(got[a] is want[a] for a in want)
