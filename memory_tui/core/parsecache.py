@@ -45,7 +45,7 @@ import time
 import zlib
 from functools import lru_cache
 from itertools import accumulate, chain, repeat
-from operator import add, and_, attrgetter, eq, is_, itemgetter, sub
+from operator import add, and_, attrgetter, eq, is_, itemgetter, methodcaller, sub
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
@@ -55,10 +55,10 @@ from .fsutil import replace_cache_file
 from .paths import Layout
 from .sealed import seal, unseal
 from .sources import (ArchiveFile, SourceFrame, SourceIndex, archive_paths, d_archive_path, decode_meta,
-                      parse_d_ref, walk_sources)
+                      parse_d_ref, split_source_id, walk_sources)
 from .sources import take_handed as take_handed_frames
-from .topics import (Annotation, Evidence, Heading, SourceLink, Topic, Unit, assemble_tree, parse_topic, take_handed,
-                     read_topic_file, topic_sort_key)
+from .topics import (Annotation, Evidence, Heading, SourceLink, Topic, Unit, assemble_tree, handed_links, parse_topic,
+                     take_handed, read_topic_file, topic_sort_key)
 
 
 RACY_NS = 100_000_000
@@ -71,26 +71,57 @@ def is_racy(mtime_ns: int, ctime_ns: int | None = None, now_ns: int | None = Non
 
 def topic_deps(topic: Topic) -> tuple[str, ...]:
     """Every ``sources/`` file whose content can change how ``topic`` parses or normalises."""
+    handed = handed_links(topic)
+    if handed is not None:  # the link fields the one-pass reader kept: no read of the objects
+        targets, sids = list(map(_SECOND, handed)), list(map(_THIRD, handed))
+    else:
+        links = list(chain.from_iterable(map(_LINKS, topic.evidence)))
+        targets, sids = list(map(_TARGET, links)), list(map(_SOURCE_ID, links))
     deps: set[str] = set()
     topic_dir = posixpath.dirname("topics/" + topic.path)
-    for ev in topic.evidence:
-        for link in ev.links:
-            joined = _file_dep(topic_dir, link.target.strip().partition("#")[0])
-            if joined is not None:
-                deps.add(joined)
-            sid = link.source_id
-            if not sid:
-                continue
-            if sid[0] == "D" and parse_d_ref(sid) is not None:
-                deps.add(d_archive_path(sid))
-                continue
-            try:
-                v2, legacy = archive_paths(sid)
-            except (ValueError, UnicodeEncodeError):
-                continue
-            deps.add(v2)
-            deps.add(legacy)
+    # the file part of each link target (a topic links into a handful of archives)
+    for rel_part in set(map(_FIRST, map(_PARTITION_HASH, map(str.strip, targets)))):
+        joined = _file_dep(topic_dir, rel_part)
+        if joined is not None:
+            deps.add(joined)
+    cited = set(sids)
+    cited.discard(None)
+    cited.discard("")
+    if not cited:
+        return tuple(sorted(deps))
+    # an archive pair per place (provider and thread); most topics cite one or two places, so
+    # the ids of the place of any one id are checked together: an id starting with
+    # "<provider>/<thread>/" and longer splits into exactly those (neither holds a "/")
+    places: dict[tuple[str, str], str] = {}  # (provider, thread) -> one id of it
+    rest = cited
+    some = next(iter(cited))
+    parts = split_source_id(some)
+    if parts is not None:
+        place = f"{parts[0]}/{parts[1]}/"
+        if all(map(str.startswith, cited, repeat(place))) and min(map(len, cited)) > len(place):
+            places[parts[0], parts[1]] = some
+            rest = ()
+    for sid in rest:
+        if sid[0] == "D" and parse_d_ref(sid) is not None:
+            deps.add(d_archive_path(sid))
+            continue
+        parts = split_source_id(sid)
+        if parts is not None:
+            places.setdefault((parts[0], parts[1]), sid)
+    for sid in places.values():  # the two paths depend on the place only
+        try:
+            v2, legacy = archive_paths(sid)
+        except (ValueError, UnicodeEncodeError):
+            continue
+        deps.add(v2)
+        deps.add(legacy)
     return tuple(sorted(deps))
+
+
+_FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
+_PARTITION_HASH = methodcaller("partition", "#")
+_TARGET = attrgetter("target")
+_SOURCE_ID = attrgetter("source_id")
 
 
 @lru_cache(maxsize=16384)
@@ -1322,7 +1353,7 @@ def _load_tree(root: Path, persist: bool) -> tuple[Any, Any]:
             if problem is not None:
                 problems.append(problem)
                 continue
-            topic = parse_topic(rel, text, resolve=index.resolve_target, strict=True)
+            topic = parse_topic(rel, text, resolve=index.resolver, strict=True)
             deps = topic_deps(topic)
             key = rels[rel] if len(data) == rels[rel][1] else None
             store.put_topic(rel, key, hashlib.sha256(data).hexdigest(), topic, deps, deps_signature(index, deps))

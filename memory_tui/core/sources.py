@@ -922,9 +922,12 @@ class ArchiveFile:
     by_anchor: Mapping[str, SourceFrame] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        mapping: dict[str, SourceFrame] = {}
-        for fr in self.frames:
-            mapping.setdefault(fr.anchor, fr)
+        frames = self.frames
+        mapping: dict[str, SourceFrame] = dict(zip(map(_ANCHOR, frames), frames))
+        if len(mapping) != len(frames):  # an anchor twice: the first frame with it wins
+            mapping = {}
+            for fr in frames:
+                mapping.setdefault(fr.anchor, fr)
         object.__setattr__(self, "by_anchor", mapping)
 
     @classmethod
@@ -1150,6 +1153,19 @@ def _ref_problem(message: str, ref: str, rule: str) -> Problem:
     return Problem(REF_PROBLEM, message, None, None, None, {"ref": ref, "rule": rule})
 
 
+class SourceResolver:
+    """``index.resolve_target`` as a callable, with the index's ``file_lookup``."""
+
+    __slots__ = ("_resolve", "file_lookup")
+
+    def __init__(self, index: "SourceIndex") -> None:
+        self._resolve = index.resolve_target
+        self.file_lookup = index.file_lookup
+
+    def __call__(self, topic_path: str, target: str) -> str | None:
+        return self._resolve(topic_path, target)
+
+
 @dataclass(frozen=True, eq=False)
 class SourceIndex:
     """Every archive under ``<M>/sources`` scanned once; lookups are dictionary reads.
@@ -1297,6 +1313,23 @@ class SourceIndex:
         if m:
             return f"D{m.group(1)}:{m.group(2)}"
         return None
+
+    @property
+    def resolver(self) -> "SourceResolver":
+        """``resolve_target`` as a resolver that also offers ``file_lookup`` (see ``topics``).
+        A new one each time: kept on the index it would make the index part of a cycle, freed
+        only by a full collection."""
+        return SourceResolver(self)
+
+    def file_lookup(self, topic_path: str, rel_part: str) -> Callable[[str], str | None] | None:
+        """The function from a fragment to what ``resolve_target(topic_path, rel_part + "#" +
+        fragment)`` finds in the file ``rel_part`` names, when that is an indexed v2 or legacy
+        archive (steps 1 and 3 never apply to a target with "#" that the file answers)."""
+        joined = _sources_file_of(topic_path, rel_part)
+        entry = None if joined is None else self.files.get(joined)
+        if entry is None or entry.kind not in ("v2", "legacy"):
+            return None
+        return entry.sid_at
 
     def _resolve_file_fragment(self, topic_path: str, rel_part: str, fragment: str) -> str | None:
         joined = _sources_file_of(topic_path, rel_part)
@@ -1590,6 +1623,7 @@ __all__ = [
     "LegacyScan",
     "SourceFrame",
     "SourceIndex",
+    "SourceResolver",
     "SourceRecord",
     "TrustMeta",
     "V2Scan",

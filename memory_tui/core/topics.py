@@ -33,6 +33,11 @@ INVALID_TOPIC_FORMAT = "INVALID_TOPIC_FORMAT"
 
 # (topic path relative to topics/, link target as written) -> source id, or None.
 SourceResolver = Callable[[str, str], "str | None"]
+# A resolver may also offer ``file_lookup(topic_path, rel_part)``: for the file a link's path
+# part names, a function from a fragment to the source id ``resolve(topic_path, rel_part +
+# "#" + fragment)`` answers, or ``None`` (then ``resolve`` itself is asked). The one-pass
+# reader asks it once per file instead of resolving each of thousands of links from scratch.
+_NO_FILE: Callable[[str], None] = lambda fragment: None  # noqa: E731
 
 BLOCK_ID_LENGTH = 8
 EVIDENCE_ID_HEX = 10
@@ -1032,6 +1037,8 @@ def parse_well_formed(topic_path: str, text: str, *, resolve: SourceResolver | N
     link_fields: list[tuple[str, str, str | None]] = []
     def_at: dict[str, int] = {}
     canon = _CANON_DEFINITION_RE.match
+    file_lookup = getattr(resolve, "file_lookup", None)
+    in_file: dict[str, Callable[[str], str | None]] = {}  # a link's path part -> file_lookup's answer
     links_in = SOURCE_LINK_RE.finditer
     one_link = SOURCE_LINK_RE.fullmatch
     for number, line in enumerate(lines, 1):
@@ -1060,10 +1067,18 @@ def parse_well_formed(topic_path: str, text: str, *, resolve: SourceResolver | N
                     if not label.strip():
                         return None
                     if resolve is not None and "#" in target:  # resolve_source_target: no plain handle has "#"
-                        try:
-                            source_id = resolve(topic_path, target)
-                        except (OSError, ValueError):
-                            source_id = None
+                        source_id = None
+                        if file_lookup is not None:
+                            rel_part, _, fragment = target.partition("#")
+                            find = in_file.get(rel_part)
+                            if find is None:
+                                find = in_file[rel_part] = file_lookup(topic_path, rel_part) or _NO_FILE
+                            source_id = find(fragment)
+                        if not source_id:
+                            try:
+                                source_id = resolve(topic_path, target)
+                            except (OSError, ValueError):
+                                source_id = None
                         if not source_id:
                             source_id = resolve_plain_target(target, fallback=True)
                             if source_id is None:
@@ -1184,6 +1199,16 @@ def take_handed(topic: Topic) -> tuple | None:
         return vars(topic).pop(HANDED, None)
     except TypeError:
         return None
+
+
+def handed_links(topic: Topic) -> list[tuple[str, str, str | None]] | None:
+    """The link fields ``take_handed`` would give (``(label, target, source_id)`` of every
+    link, in definition order), without taking them; ``None`` when there are none."""
+    try:
+        fields = vars(topic).get(HANDED)
+    except TypeError:
+        return None
+    return None if fields is None else fields[1]
 
 
 def _nth_ref_offset(text: str, group_start: int, n: int) -> int:

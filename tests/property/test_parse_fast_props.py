@@ -503,13 +503,93 @@ def _same_as_before(path: str, text: str) -> None:
     """The one-pass reading, when it reads the file, is what the general parser and the round-4
     one give; parse_topic (either way) is the round-4 parse."""
     fast = new_topics.parse_well_formed(path, text, resolve=NEW_INDEX.resolve_target)
+    # the index's resolver, whose file_lookup answers a file's links from one lookup, reads alike
+    via = new_topics.parse_well_formed(path, text, resolve=NEW_INDEX.resolver)
+    assert (via is None) == (fast is None)
+    assert _plain(new_topics.parse_topic(path, text, resolve=NEW_INDEX.resolver)) == _plain(
+        new_topics.parse_topic(path, text, resolve=NEW_INDEX.resolve_target))
     if fast is not None:
+        assert _plain(via) == _plain(fast)
         assert _plain(fast) == _plain(old_topics.parse_topic(path, text, resolve=OLD_INDEX.resolve_target))
+        _deps_as_before(fast)
         _handed_rows_are_the_rows(fast)
+    _deps_as_before(new_topics.parse_topic(path, text, resolve=NEW_INDEX.resolve_target))
     plain = new_topics.parse_well_formed(path, text)
     if plain is not None:
         assert _plain(plain) == _plain(old_topics.parse_topic(path, text, strict=False))
     _same_parse(path, text)
+
+
+def _deps_reference(topic) -> tuple[str, ...]:
+    """``parsecache.topic_deps`` as it was first written: link by link, off the objects."""
+    deps: set[str] = set()
+    topic_dir = os.path.dirname("topics/" + topic.path)
+    for ev in topic.evidence:
+        for link in ev.links:
+            rel_part = link.target.strip().partition("#")[0]
+            if rel_part and not rel_part.startswith("/") and "\\" not in rel_part:
+                joined = os.path.normpath(os.path.join(topic_dir, rel_part))
+                if joined.startswith("sources/"):
+                    deps.add(joined)
+            sid = link.source_id
+            if not sid:
+                continue
+            if sid[0] == "D" and new_sources.parse_d_ref(sid) is not None:
+                deps.add(new_sources.d_archive_path(sid))
+                continue
+            try:
+                v2, legacy = new_sources.archive_paths(sid)
+            except (ValueError, UnicodeEncodeError):
+                continue
+            deps.add(v2)
+            deps.add(legacy)
+    return tuple(sorted(deps))
+
+
+def _deps_as_before(topic) -> None:
+    """The archives a topic depends on, from the fields the one-pass reader kept (when it
+    kept them) and from the objects, are the ones the link-by-link reading finds."""
+    want = _deps_reference(topic)
+    assert parsecache.topic_deps(topic) == want
+    kept = vars(topic).pop(new_topics.HANDED, None)
+    assert parsecache.topic_deps(topic) == want  # now read off the objects
+    if kept is not None:
+        vars(topic)[new_topics.HANDED] = kept
+
+
+@pytest.mark.parametrize("sources", [
+    "[a](openprogram/s/m), [b](openprogram/s/n)",  # one place
+    "[a](openprogram/s/m), [b](openprogram/t/m), [c](other/s/m)",  # several
+    "[a](openprogram/s/m), [b](D1:2), [c](#d3-4)",  # a place and D references
+    "[a](openprogram/s/m), [b](openprogram/s/m/deeper)",  # a message holding "/"
+    "[a](../../sources/openprogram/_v2/s.md#source-9047c1917b2f0777), [b](../../sources/x/../D1.md#d1-2)",
+    "[a](openprogram/s%2Fx/m), [b](op%C3%A9n/s/m)",
+])
+def test_topic_deps_of_every_kind_of_link(sources):
+    text = f"Dave likes tea.[^e1] ^97de5549\n\n[^e1]: Time: `2026`; Sources: {sources}\n"
+    for path in ("people/dave.md", "dave.md", "a/b/c.md"):
+        # (a link that does not resolve from this path is a problem, and still a dependency)
+        _deps_as_before(new_topics.parse_topic(path, text, resolve=NEW_INDEX.resolve_target))
+
+
+@pytest.mark.parametrize("target", [
+    "../../sources/openprogram/_v2/s.md#source-222d54fe04a224cf",  # a frame of a v2 archive
+    "../../sources/openprogram/_v2/s.md#source-0000000000000000",  # no such anchor: resolve decides
+    "../../sources/openprogram/s.md#source-222d54fe04a224cf",  # a legacy archive's anchor
+    "../../sources/openprogram/s.md#nowhere",
+    "../../sources/D1.md#d1-2",  # a D file: never answered by the lookup
+    "../../sources/none.md#source-222d54fe04a224cf",  # a file not indexed
+    "../x.md#source-222d54fe04a224cf",  # outside sources/
+    "../../sources/openprogram/_v2/s.md#d1-2",  # the #d fallback after a file that does not answer
+])
+def test_the_resolvers_file_lookup_reads_as_resolve_target(target):
+    legacy = "<!-- openprogram-source-archive -->\n\n" + new_sources.render_frame(_REC)
+    index, _old = _index_pair({**_ARCHIVES, "sources/openprogram/s.md": legacy})
+    text = f"Dave likes tea.[^e1] ^97de5549\n\n[^e1]: Time: `2026`; Sources: [a]({target}), [b]({target})\n"
+    for path in ("people/dave.md", "dave.md"):
+        plain = new_topics.parse_topic(path, text, resolve=index.resolve_target)
+        assert _plain(new_topics.parse_topic(path, text, resolve=index.resolver)) == _plain(plain)
+        assert index.resolver(path, target) == index.resolve_target(path, target)
 
 
 def _handed_rows_are_the_rows(topic) -> None:
@@ -567,3 +647,19 @@ def test_record_counts_with_leading_zeros_read_as_before(count):
     fast = new_sources.scan_well_formed(rel, text)
     assert fast is not None and len(fast.frames) == 2
     assert _plain(fast) == _plain(old_sources.scan_v2(rel, text.encode()))
+
+
+@SETTINGS
+@given(st.lists(st.sampled_from(["source-a", "source-b", "source-c", ""]), max_size=8))
+def test_by_anchor_keeps_the_first_frame_of_each_anchor(anchors):
+    """``ArchiveFile.by_anchor`` is built in one pass when the anchors are distinct; with an
+    anchor twice (a legacy file may repeat a record) the first frame holding it still wins."""
+    base = new_sources.SourceFrame("openprogram/s/m", "", None, None, ("x",), "", "user", "x", True, False,
+                                   "sources/openprogram/s.md", 1, "legacy")
+    frames = tuple(dataclasses.replace(base, anchor=a, line=i + 1) for i, a in enumerate(anchors))
+    want: dict = {}
+    for fr in frames:
+        want.setdefault(fr.anchor, fr)
+    got = new_sources.ArchiveFile("sources/openprogram/s.md", "legacy", (0, 0, 0), frames).by_anchor
+    assert list(got.items()) == list(want.items())
+    assert all(got[a] is want[a] for a in want)
