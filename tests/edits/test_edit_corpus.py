@@ -30,6 +30,10 @@ def _snapshot(root: Path) -> dict[str, bytes]:
             full = Path(dirpath) / name
             if name == "write.lock":
                 continue
+            # memory-tui's remembered no-op verdict (noopcache): outside the revision, written by
+            # a no-op once its stamps are older than the clock tick, so on a slow run only
+            if name == "memory-tui-noop.json" and Path(dirpath).name == ".scriptorium":
+                continue
             out[full.relative_to(root).as_posix()] = full.read_bytes()
     return out
 
