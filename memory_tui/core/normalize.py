@@ -510,7 +510,7 @@ def _ids_own(topic: Topic, ids: frozenset[str]) -> bool:
     hit = _OWN_IDS.get(id(topic))
     if hit is not None and hit[0] is topic and hit[1] is ids:
         return hit[2]
-    value = ids <= frozenset(u.memory_id for u in topic.units)
+    value = ids <= frozenset(topic.memory_ids)  # a cached topic answers without building its units
     _OWN_IDS[id(topic)] = (topic, ids, value)
     return value
 
@@ -979,6 +979,23 @@ def topic_link_findings(topic: Topic) -> tuple[tuple[Unit, tuple[tuple[str | Non
     return value
 
 
+def topic_link_summary(topic: Topic) -> tuple[bool, tuple[str, ...]]:
+    """What the link check needs of ``topic`` besides the tree it is in: whether any of its
+    units holds a topic link without ``#^id`` (reported when the unit changed), and the
+    sorted block ids its block links name (each reported when the tree lacks it). Like
+    ``topic_link_findings``, a function of the topic's path and text, so it can be kept by
+    them across processes and answer for a topic whose units were never built."""
+    bids: set[str] = set()
+    bare = False
+    for _unit, findings in topic_link_findings(topic):
+        for bid, _problem in findings:
+            if bid is None:
+                bare = True
+            else:
+                bids.add(bid)
+    return bare, tuple(sorted(bids))
+
+
 # (proof key, {path: (text object, committed topic object)}) passed through by the last call
 # with a proof key; replaced whole, so a thread reads one consistent pair
 _PASSED: tuple[object, dict[str, tuple[str, Topic]]] = (None, {})
@@ -1033,17 +1050,28 @@ def _keep_only(memo: dict[int, tuple], topics: tuple[Topic, ...]) -> None:
                 memo.pop(key, None)
 
 
-def check_cross_topic_links_incremental(tree: TopicTree, *, committed: TopicTree | None = None) -> list[Problem]:
+def check_cross_topic_links_incremental(
+    tree: TopicTree, *, committed: TopicTree | None = None,
+    summary: Callable[[Topic], tuple[bool, tuple[str, ...]] | None] | None = None,
+) -> list[Problem]:
     """``check_cross_topic_links(tree, committed=committed)`` from per-topic findings kept
     across calls: a topic's findings are a function of the topic alone, and what the tree adds
     (is the id there, did the unit's content change) is looked up for the few units that hold
     a link. Only for a tree free of duplicate ids (its units are its topics' units in order);
-    anything else takes the full check."""
+    anything else takes the full check. ``summary(topic)``: ``topic_link_summary(topic)``
+    (possibly remembered by path and text) or ``None``; a topic it clears is not looked into."""
     if not tree.dupfree:
         return check_cross_topic_links(tree, committed=committed)
     _keep_only(_TOPIC_FINDINGS, tree.topics)
     problems: list[Problem] = []
+    has_id = tree.has_id
     for topic in tree.topics:
+        if summary is not None:
+            known = summary(topic)
+            # no bare topic link and every block link's id in the tree: nothing to report,
+            # whatever changed, so a cached topic's units need not be built to know it
+            if known is not None and not known[0] and all(map(has_id, known[1])):
+                continue
         for unit, findings in topic_link_findings(topic):
             if not findings:
                 continue
@@ -1065,6 +1093,6 @@ def _links_with_positions(lines: list[str], unit: Unit):
 
 __all__ = [
     "LinkFor", "NormalizeResult", "allocate_evidence_ids", "definition_ids", "check_cross_topic_links",
-    "block_id_locations", "check_cross_topic_links_incremental", "default_link_for", "topic_link_findings",
+    "block_id_locations", "check_cross_topic_links_incremental", "default_link_for", "topic_link_findings", "topic_link_summary",
     "definition_seed", "file_block_ids", "has_local_label", "normalize_tree", "prune_topic", "rewrite_block_links",
 ]

@@ -157,11 +157,12 @@ FORMAT = 4
 # "lineids" / "defids" (sha256,) -> normalize's per-text id sets (``WorkspaceCache.memo``);
 # "links" (sha256, digest of the locations of the ids it links to) -> rewrite_block_links'
 # output for the file; "scan" (sha256,) -> changes.scan_summary (what a record op needs of a
-# file it does not touch). Readers check the value's type: anything else is a miss.
-DERIVED = ("views", "ids", "refs", "lineids", "defids", "links", "scan")
+# file it does not touch); "blinks" (sha256,) -> normalize.topic_link_summary. Readers check
+# the value's type: anything else is a miss.
+DERIVED = ("views", "ids", "refs", "lineids", "defids", "links", "scan", "blinks")
 # Kinds whose values are small: one pickle holds every entry of the kind (``<kind>.pack``), so
 # a fresh process opens, digests and unpickles one file instead of one per topic.
-PACKED = frozenset(("ids", "refs", "lineids", "defids", "links", "scan"))
+PACKED = frozenset(("ids", "refs", "lineids", "defids", "links", "scan", "blinks"))
 PACK_SUFFIX = ".pack"
 # The parses themselves (big): their pack is a marshal pack (``decode_pack``).
 BULK = frozenset(("archives", "topics"))

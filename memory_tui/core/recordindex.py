@@ -23,6 +23,8 @@ callers do). The file is outside the revision, git and every stage; OpenProgram 
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -54,22 +56,38 @@ class Owners:
 class _Finder:
     """``owner.get(mid)``: the file holding ``mid``, or ``None``."""
 
-    __slots__ = ("_ids", "_seen")
+    __slots__ = ("_ids", "_seen", "_all", "_starts", "_paths")
 
     def __init__(self, ids: Mapping[str, str]) -> None:
         self._ids = ids
         self._seen: dict[str, str | None] = {}
+        self._all: str | None = None
 
     def get(self, mid: str, default: None = None) -> str | None:
         if mid in self._seen:
             return self._seen[mid]
-        needle = f"\n{mid}\n"
         found = None
-        if "\n" not in mid:
-            for path, held in self._ids.items():
-                if needle in held:
-                    found = path
-                    break
+        needle = f"\n{mid}\n"
+        if mid and "\n" not in mid:
+            if self._all is None:
+                # every file's lines in one string: a lookup is one C-level search, not one
+                # per file (a changed file's rescan looks up each of its ~200 ids)
+                self._paths = list(self._ids)
+                held = list(self._ids.values())
+                self._starts = list(itertools.accumulate(map(len, held), initial=0))
+                framed = all(h[:1] == "\n" and h[-1:] == "\n" for h in held)
+                self._all = "".join(held) if framed else ""
+            if self._all:
+                # every file's string starts and ends with a line break, so the needle of a
+                # non-empty id without one lies inside one file's string
+                at = self._all.find(needle)
+                if at >= 0:
+                    found = self._paths[bisect.bisect_right(self._starts, at) - 1]
+            else:
+                for path, held_ids in self._ids.items():
+                    if needle in held_ids:
+                        found = path
+                        break
         self._seen[mid] = found
         return found
 

@@ -1029,7 +1029,8 @@ def _write_runtime(stage: Stage, tree: TopicTree) -> RuntimeState:
     cache, baseline = stage.cache, stage.baseline
 
     def full() -> RuntimeState:
-        ids = [u.memory_id for topic in sorted(tree.topics, key=lambda t: topic_sort_key(t.path)) for u in topic.units]
+        # a cached topic's ids, without building its units
+        ids = [mid for topic in sorted(tree.topics, key=lambda t: topic_sort_key(t.path)) for mid in topic.memory_ids]
         return state.with_creation_order(ids)
 
     def incremental() -> RuntimeState:
@@ -1120,6 +1121,22 @@ class _Prepared:
     revision_job: RevisionJob | None = None  # the post-install revision, hashing since the plan was known
 
 
+def _is_link_summary(value: object) -> bool:
+    return (type(value) is tuple and len(value) == 2 and type(value[0]) is bool and type(value[1]) is tuple
+            and all(type(b) is str for b in value[1]))
+
+
+def _link_summaries(cache: WorkspaceCache):
+    """``normalize.topic_link_summary`` of a topic, kept by its path and bytes in the parse
+    cache: a fresh process checks the links of the topics it did not change without building
+    their units (the check builds a topic only when its summary names an id the tree lacks)."""
+    from .normalize import topic_link_summary
+
+    def summary(topic: Topic) -> tuple[bool, tuple[str, ...]]:
+        return cache.kept("blinks", topic.path, topic.text, lambda: topic_link_summary(topic), _is_link_summary)
+    return summary
+
+
 def _prepare(stage: Stage, ctx: _Context) -> _Prepared:
     """Normalise, validate and rebuild views in the stage; plan the install. No lock needed:
     everything read here comes from the stage and the caches (the caller checks the revision
@@ -1168,7 +1185,8 @@ def _prepare(stage: Stage, ctx: _Context) -> _Prepared:
     missing = _missing_ids(ctx, tree, stage.baseline)
     if missing:
         errors.add([_removed_error(missing, stage.baseline).as_problem()])
-    errors.add(derive("cross-topic link check", lambda: check_cross_topic_links_incremental(tree, committed=stage.baseline),
+    errors.add(derive("cross-topic link check", lambda: check_cross_topic_links_incremental(
+                          tree, committed=stage.baseline, summary=_link_summaries(cache)),
                       lambda: check_cross_topic_links(tree, committed=stage.baseline)))
     errors.add(tree.problems)
     errors.add(_non_ascii_times(tree, changed) + _check_units(tree, stage.baseline, index, ctx, stage))

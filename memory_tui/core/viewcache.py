@@ -176,7 +176,7 @@ class ViewCache:
             covered = self._covered
             for topic in topics:
                 if covered.get(topic.path) is not topic:
-                    if not all(u.memory_id in creation_order for u in topic.units):
+                    if not all(map(creation_order.__contains__, topic.memory_ids)):  # no unit built
                         return render_recent(units, creation_order, limit)
                     covered[topic.path] = topic
             if len(covered) != len(topics):

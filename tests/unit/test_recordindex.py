@@ -229,3 +229,22 @@ def test_never_written_through_a_symlinked_or_into_a_missing_runtime_dir(tmp_pat
     missing.mkdir()
     assert recordindex.owners(missing, OWNED_TEXTS, _shas(OWNED_TEXTS)) is not None
     assert list(missing.iterdir()) == []
+
+
+_ID = st.text(alphabet="ab\n", max_size=3)
+
+
+@settings(max_examples=400, deadline=None)
+@given(files=st.dictionaries(st.sampled_from(["a.md", "b.md", "c/d.md", "e.md"]),
+                             st.lists(_ID, max_size=4).map(lambda ids: "\n" + "".join(i + "\n" for i in ids))
+                             | st.text(alphabet="ab\n", max_size=6), max_size=4),
+       asked=st.lists(_ID, max_size=8))
+def test_the_finder_names_the_first_file_holding_an_id_line(files, asked):
+    # the one-string search equals asking each file's lines in turn, for files as _entry
+    # frames them and for any other strings (which take the per-file loop)
+    finder = recordindex._Finder(files)
+    for mid in asked + asked:
+        want = None
+        if mid and "\n" not in mid:
+            want = next((path for path, held in files.items() if f"\n{mid}\n" in held), None)
+        assert finder.get(mid) == want
