@@ -417,11 +417,14 @@ class WorkspaceCache:
         # the last tree's parses: (archive token, its paths in the order given, path -> (text, topic), topics)
         self._last_parsed: tuple[object, tuple[str, ...], dict[str, tuple[str, Topic, bool]], list[Topic], list[str],
                                  list[bool], list[str], list[str]] | None = None
-        # the last block-id locations: ({rel: (text, its file ids)}, id -> rel, no id in two files)
-        self._locations: tuple[dict[str, tuple[str, tuple[str, ...]]], dict[str, str], bool] | None = None
+        # the last block-id locations: (paths, their texts, each one's file ids, id -> rel, no id in two files)
+        self._locations: tuple[tuple[str, ...], list[str], list[tuple[str, ...]], Mapping[str, str], bool] | None = None
         self._refs_fine: tuple[object, dict[str, Topic]] = (None, {})  # ``refs_fine``: (index, path -> parse)
         self._disk_loaded = False
-        self._disk_snapshot: dict[tuple[str, str], str] = {}
+        self._unsaved: dict[tuple[str, str], str] = {}  # proofs made since the last ``save_disk``
+        self._base_bytes = 0  # the proofs file's size when last read or written
+        # ``retain``'s last live paths, their text objects and (path, sha256) keys, aligned
+        self._retained: tuple[tuple[str, ...], list[str], list[tuple[str, str]]] | None = None
 
     # -- the revision -------------------------------------------------------------------
     def revision(self, stamps: Mapping[str, tuple]) -> str:
@@ -508,7 +511,7 @@ class WorkspaceCache:
         def incremental() -> dict[str, str]:
             with self.lock:
                 last = self._locations
-            if last is not None and last[2]:
+            if last is not None and last[4]:
                 where = self._moved_locations(last, texts)
                 if where is not None:
                     return where
@@ -518,41 +521,64 @@ class WorkspaceCache:
 
     def _full_locations(self, texts: Mapping[str, str]) -> dict[str, str]:
         where = block_id_locations(texts, self.file_ids)
-        files = {rel: (text, self.file_ids(rel, text)) for rel, text in texts.items()}
-        dupfree = len(where) == sum(len(set(ids)) for _text, ids in files.values())
+        rels = tuple(texts)
+        values = list(texts.values())
+        ids = list(map(self.file_ids, rels, values))
+        dupfree = len(where) == sum(map(len, map(set, ids)))
         with self.lock:
-            self._locations = (files, where, dupfree)
+            self._locations = (rels, values, ids, where, dupfree)
         return where
 
-    def _moved_locations(self, last, texts: Mapping[str, str]) -> dict[str, str] | None:
-        files_old, where_old, _ = last
-        changed = [rel for rel, text in texts.items()
-                   if (old := files_old.get(rel)) is None or (old[0] is not text and old[0] != text)]
-        removed = [rel for rel in files_old if rel not in texts]
+    def _moved_locations(self, last, texts: Mapping[str, str]) -> Mapping[str, str] | None:
+        """The last call's locations with the changed files' ids taken out and put back, as
+        a ``Locations`` over the last plain map (copying the 80 000 entries on every edit
+        touched every key's reference count); ``None`` when that cannot be decided here."""
+        rels_old, texts_old, ids_old, where_old, _ = last
+        rels = tuple(texts)
+        values = list(texts.values())
+        if rels == rels_old:
+            # one C-level identity pass; only texts that are other objects are compared
+            changed_at = [i for i in compress(range(len(rels)), map(is_not, values, texts_old))
+                          if values[i] != texts_old[i]]
+            changed = [rels[i] for i in changed_at]
+            removed: list[str] = []
+            ids = ids_old
+        else:
+            at_old = dict(zip(rels_old, range(len(rels_old))))
+            changed = [rel for rel, text in zip(rels, values)
+                       if (k := at_old.get(rel)) is None or (texts_old[k] is not text and texts_old[k] != text)]
+            removed = [rel for rel in rels_old if rel not in texts]
+            ids = None
         if len(changed) + len(removed) > 64 or any(rel.startswith("topics/") for rel in changed):
             return None
         if not changed and not removed:
+            with self.lock:
+                self._locations = (rels, values, ids_old if ids is not None else list(map(self.file_ids, rels, values)),
+                                   where_old, True)
             return where_old
-        where = dict(where_old)
-        files = dict(files_old)
+        old_ids = dict(zip(rels_old, ids_old)) if ids is None else None
         leaving: dict[str, str] = {}
         for rel in (*changed, *removed):
-            old = files.pop(rel, None)
-            if old is not None:
-                leaving.update((bid, rel) for bid in old[1])
+            before = old_ids.get(rel) if old_ids is not None else ids_old[rels_old.index(rel)]
+            if before is not None:
+                leaving.update((bid, rel) for bid in before)
         arriving: dict[str, str] = {}
+        new_ids: dict[str, tuple[str, ...]] = {}
         for rel in changed:
-            ids = self.file_ids(rel, texts[rel])
-            for bid in ids:
-                if arriving.setdefault(bid, rel) != rel or (bid in where and bid not in leaving):
+            found = new_ids[rel] = self.file_ids(rel, texts[rel])
+            for bid in found:
+                if arriving.setdefault(bid, rel) != rel or (bid in where_old and bid not in leaving):
                     return None  # an id in two files: the first in tree order wins, decided in full
-            files[rel] = (texts[rel], ids)
-        # ids that stay are overwritten in place, only ids that go are deleted (see reassemble_tree)
-        for bid in leaving.keys() - arriving.keys():
-            del where[bid]
-        where.update(arriving)
+        if ids is None:
+            ids = [new_ids[rel] if rel in new_ids else (old_ids[rel] if rel in old_ids else self.file_ids(rel, text))
+                   for rel, text in zip(rels, values)]
+        else:
+            ids = list(ids)
+            for i, rel in zip(changed_at, changed):
+                ids[i] = new_ids[rel]
+        where = Locations.moved(where_old, leaving.keys() - arriving.keys(), arriving)
         with self.lock:
-            self._locations = (files, where, True)
+            self._locations = (rels, values, ids, where, True)
         return where
 
     # -- creation order -------------------------------------------------------------------
@@ -1000,6 +1026,7 @@ class WorkspaceCache:
             if has_local_label(text) or not entry.topic.ok:
                 return
             self.proofs[(rel, digest)] = entry.sig
+            self._unsaved[(rel, digest)] = entry.sig
         self._proven_now[rel] = (text, token)
 
     def _proven_as(self, rel: str, text: str, token: object) -> bool:
@@ -1016,7 +1043,43 @@ class WorkspaceCache:
         return sha(text)
 
     def retain(self, live: Mapping[str, str], extra: Iterable[tuple[str, str]] = ()) -> None:
-        """Forget entries for texts no longer committed (bounded memory)."""
+        """Forget entries for texts no longer committed (bounded memory).
+
+        Exactly ``_retain_full``: each kept dict is the old one without the entries whose key
+        is not live, in the same order. Every edit asks this of every cached entry, so the
+        entries to drop are found by C-level passes (set differences over the keys, ``map``/
+        ``compress`` for the keys that hold a path inside), and the live texts' digests are
+        reused for the very text objects the last call was given; a dict with nothing to
+        drop is kept as it is."""
+        rels = tuple(live)
+        texts = list(live.values())
+        last = self._retained
+        if last is not None and last[0] == rels:
+            keys = last[2]
+            stale = list(compress(range(len(rels)), map(is_not, texts, last[1])))
+            if stale:
+                keys = list(keys)
+                for i in stale:
+                    keys[i] = (rels[i], self._sha_of(rels[i], texts[i]))
+        else:
+            keys = list(zip(rels, map(self._sha_of, rels, texts)))
+        self._retained = (rels, texts, keys)
+        keep = set(keys)
+        keep.update(extra)
+        names = live.keys() if isinstance(live, dict) else frozenset(rels)
+        self.parsed = _without(self.parsed, self.parsed.keys() - keep)
+        self.proofs = _without(self.proofs, self.proofs.keys() - keep)
+        self._ids = _without(self._ids, self._ids.keys() - names)
+        self._topic_keys = _without(self._topic_keys, self._topic_keys.keys() - names)
+        self._memo = _without(self._memo, compress(self._memo, map(not_, map(names.__contains__, map(itemgetter(0), self._memo)))))
+        self._links = _without(self._links, self._links.keys() - names)
+        self._links_fast = _without(self._links_fast, self._links_fast.keys() - names)
+        self._kept = _without(self._kept, compress(self._kept, map(not_, map(names.__contains__, map(itemgetter(1), self._kept)))))
+        self._proven_now = _without(self._proven_now, compress(
+            self._proven_now, map(is_not, map(live.get, self._proven_now), map(itemgetter(0), self._proven_now.values()))))
+
+    def _retain_full(self, live: Mapping[str, str], extra: Iterable[tuple[str, str]] = ()) -> None:
+        """What ``retain`` does, one entry at a time (the property tests' reference)."""
         keep = {(rel, self._sha_of(rel, text)) for rel, text in live.items()} | set(extra)
         self.parsed = {k: v for k, v in self.parsed.items() if k in keep}
         self.proofs = {k: v for k, v in self.proofs.items() if k in keep}
@@ -1036,40 +1099,129 @@ class WorkspaceCache:
         if self._disk_loaded:
             return
         self._disk_loaded = True
+        on_disk: dict[tuple[str, str], str] = {}
         try:
-            body = json.loads(self._path(layout).read_text(encoding="utf-8"))
-            if body.get("version") != CACHE_VERSION or body.get("code") != code_tag():
-                return
-            proofs = body["proofs"]
-            for rel, pairs in proofs.items():
-                for digest, sig in pairs.items():
-                    if isinstance(rel, str) and isinstance(digest, str) and isinstance(sig, str):
-                        self.proofs.setdefault((rel, digest), sig)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            return
-        self._disk_snapshot = dict(self.proofs)
+            raw = self._path(layout).read_bytes()
+            body = json.loads(raw.decode("utf-8"))
+            if body.get("version") == CACHE_VERSION and body.get("code") == code_tag():
+                for rel, pairs in body["proofs"].items():
+                    for digest, sig in pairs.items():
+                        if isinstance(rel, str) and isinstance(digest, str) and isinstance(sig, str):
+                            on_disk[(rel, digest)] = sig
+                self._base_bytes = len(raw)
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
+            on_disk.clear()
+        on_disk.update(read_proof_log(layout.runtime_dir / LOG_NAME))  # later proofs win, as in memory
+        for key, sig in on_disk.items():
+            self.proofs.setdefault(key, sig)
 
     def save_disk(self, layout: Layout) -> None:
-        """Write the proofs if they changed (atomic replace, 0600), and the parse cache
-        (``parsecache``: what this process parsed). Best effort; only after an install."""
+        """Write the proofs made since the last save (best effort; only after an install),
+        and the parse cache (``parsecache``: what this process parsed).
+
+        The proofs file is rewritten whole only now and then: in between, each save appends
+        its new proofs to ``LOG_NAME`` (every edit proves about one text, and re-sorting and
+        dumping every live proof after each one cost O(topics)). A rewrite (atomic replace,
+        0600) holds every live proof, then starts an empty log. Proofs are facts about
+        ``(path, sha256, signature)`` under one code tag, true whichever base file they sit
+        beside; a proof on disk for a text no longer live costs only bytes, until the next
+        rewrite leaves it out."""
 
         store_for(self.root).flush()
         view_cache_for(self.root).flush()  # the combined views' snapshot
-        if self.proofs == self._disk_snapshot or len(self.proofs) > MAX_DISK_PROOFS:
+        added = [(key, sig) for key, sig in self._unsaved.items() if self.proofs.get(key) == sig]
+        self._unsaved = dict(added)  # what retain dropped is not written (nor kept for later)
+        if not added:
             return
+        if len(self.proofs) > MAX_DISK_PROOFS:
+            return
+        runtime = layout.runtime_dir
+        try:
+            if not runtime.is_dir() or runtime.is_symlink():
+                return  # never write through a symlinked runtime dir
+            size = append_proof_log(runtime / LOG_NAME, added)
+            if size is not None and size <= max(LOG_MIN_BYTES, self._base_bytes // 2):
+                self._unsaved = {}
+                return
+            self._write_proofs(layout)
+        except OSError:
+            pass
+
+    def _write_proofs(self, layout: Layout) -> None:
         out: dict[str, dict[str, str]] = {}
         for (rel, digest), sig in sorted(self.proofs.items()):
             out.setdefault(rel, {})[digest] = sig
         body = json.dumps({"version": CACHE_VERSION, "code": code_tag(), "proofs": out}, separators=(",", ":"))
+        data = body.encode("utf-8")
+        replace_cache_file(self._path(layout), data)
+        # only now: a log dropped before the base holding its proofs is in place loses them
+        replace_cache_file(layout.runtime_dir / LOG_NAME, _log_header())
+        self._base_bytes = len(data)
+        self._unsaved = {}
+
+
+LOG_NAME = "memory-tui-canonical.log"
+LOG_MIN_BYTES = 64 << 10  # the log is folded into the proofs file past this, or half that file's size
+_HEX = frozenset("0123456789abcdef")
+
+
+def _log_header() -> bytes:
+    return json.dumps({"version": CACHE_VERSION, "code": code_tag()}, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def _log_line(rel: str, digest: str, sig: str) -> bytes:
+    return json.dumps([rel, digest, sig], separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def read_proof_log(path: Path) -> dict[tuple[str, str], str]:
+    """The proofs ``path`` holds, in order (a later one for the same key wins): none unless
+    its first line names this code; only whole lines (ending in a newline) that are a JSON
+    ``[path, sha256, signature]``, so a line cut short by a crash, or what a crash left in
+    its place, is skipped."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return {}
+    header, _, rest = data.partition(b"\n")
+    if header + b"\n" != _log_header():
+        return {}
+    out: dict[tuple[str, str], str] = {}
+    lines = rest.split(b"\n")
+    for line in lines[:-1]:  # the last piece has no newline: empty, or cut short
         try:
-            if not layout.runtime_dir.is_dir() or layout.runtime_dir.is_symlink():
-                return  # never write through a symlinked runtime dir
-            replace_cache_file(self._path(layout), body.encode("utf-8"))
-            self._disk_snapshot = dict(self.proofs)
-        except OSError:
-            pass
+            item = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            continue
+        if (isinstance(item, list) and len(item) == 3 and all(isinstance(x, str) for x in item)
+                and len(item[1]) == 64 and _HEX.issuperset(item[1])):
+            out[(item[0], item[1])] = item[2]
+    return out
 
 
+def append_proof_log(path: Path, proofs: list[tuple[tuple[str, str], str]]) -> int | None:
+    """Append ``proofs`` to the log at ``path`` in one write and return its size after;
+    ``None`` (nothing written) when there is no log for this code to append to. The header
+    is read through the very descriptor written to, so a log replaced meanwhile by another
+    process (or code) only takes the lines into the file it no longer names."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except OSError:  # none yet, or not a file memory-tui made (a symlink): the caller starts one
+        return None
+    try:
+        header = _log_header()
+        st = os.fstat(fd)
+        if not stat_mod.S_ISREG(st.st_mode) or os.pread(fd, len(header), 0) != header:
+            return None
+        data = b"".join(_log_line(rel, digest, sig) for (rel, digest), sig in proofs)
+        if st.st_size > len(header) and os.pread(fd, 1, st.st_size - 1) != b"\n":
+            data = b"\n" + data  # what a crash cut short stays a line of its own, and is skipped
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        return os.fstat(fd).st_size
+    finally:
+        os.close(fd)
 
 
 # ---------------------------------------------------------------------- the revision stream
@@ -1085,6 +1237,91 @@ TAIL_BYTES = 48 << 20  # stream bytes held in memory at most (the end of the str
 MAX_RUNS = 16  # held bytes spread over more separate buffers than this are joined into one
 
 Entry = tuple  # (rel, stamp | None, check | None, state | None, seg | None)
+
+
+_GONE = None  # a ``Locations`` delta value: the id is no longer anywhere
+_ABSENT = object()
+LOCATIONS_DELTA_MAX = 4096  # past this many ids laid over the base, a plain dict again
+
+
+class Locations(Mapping):
+    """``block_id_locations``'s id -> path map as a shared plain ``base`` (never changed)
+    with ``delta`` laid over it (id -> path, or ``_GONE`` for an id taken out). Read-only."""
+
+    __slots__ = ("base", "delta", "_len")
+
+    def __init__(self, base: dict[str, str], delta: dict[str, str | None]) -> None:
+        self.base, self.delta = base, delta
+        size = len(base)
+        for key, value in delta.items():
+            if value is _GONE:
+                size -= 1
+            elif key not in base:
+                size += 1
+        self._len = size
+
+    @classmethod
+    def moved(cls, last: Mapping[str, str], gone: Iterable[str], arriving: Mapping[str, str]) -> Mapping[str, str]:
+        """``last`` without the ids in ``gone`` (which it holds) and with ``arriving`` set."""
+        if isinstance(last, cls):
+            base, delta = last.base, dict(last.delta)
+        else:
+            base, delta = last, {}
+        for key in gone:
+            if key in base:
+                delta[key] = _GONE
+            else:
+                del delta[key]
+        for key, rel in arriving.items():
+            if base.get(key, _ABSENT) == rel:
+                delta.pop(key, None)
+            else:
+                delta[key] = rel
+        if len(delta) > LOCATIONS_DELTA_MAX:
+            return dict(cls(base, delta).items())
+        return cls(base, delta) if delta else base
+
+    def __getitem__(self, key: str) -> str:
+        value = self.delta.get(key, _ABSENT)
+        if value is _ABSENT:
+            return self.base[key]
+        if value is _GONE:
+            raise KeyError(key)
+        return value
+
+    def get(self, key, default=None):
+        value = self.delta.get(key, _ABSENT)
+        if value is _ABSENT:
+            return self.base.get(key, default)
+        return default if value is _GONE else value
+
+    def __contains__(self, key) -> bool:
+        value = self.delta.get(key, _ABSENT)
+        return key in self.base if value is _ABSENT else value is not _GONE
+
+    def __iter__(self):
+        base, delta = self.base, self.delta
+        for key in base:
+            if delta.get(key, _ABSENT) is not _GONE:
+                yield key
+        for key, value in delta.items():
+            if value is not _GONE and key not in base:
+                yield key
+
+    def __len__(self) -> int:
+        return self._len
+
+
+def _without(entries: dict, drop: Iterable) -> dict:
+    """``entries`` without the keys in ``drop`` (which it holds): a new dict in the same order
+    when there is any (a reader holding the old one never sees it change), else ``entries``."""
+    drop = list(drop)
+    if not drop:
+        return entries
+    out = dict(entries)
+    for key in drop:
+        del out[key]
+    return out
 
 
 def any_racy(stamps: Mapping[str, Stamp], now: int) -> bool:
@@ -1371,5 +1608,5 @@ def clear_caches() -> None:
     forget_views()
 
 
-__all__ = ["CACHE_NAME", "WorkspaceCache", "assemble_tree", "cache_for", "clear_caches", "code_tag", "revision_walk",
+__all__ = ["CACHE_NAME", "LOG_NAME", "WorkspaceCache", "assemble_tree", "cache_for", "clear_caches", "code_tag", "revision_walk",
            "deps_signature", "topic_deps"]

@@ -38,7 +38,7 @@ def _bytes(mem: Path) -> dict[str, bytes]:
         for name in filenames:
             p = Path(dirpath, name)
             rel = p.relative_to(mem).as_posix()
-            if name in (txcache.CACHE_NAME, noopcache.NAME):  # caches: keyed by this copy's stamps
+            if name in (txcache.CACHE_NAME, txcache.LOG_NAME, noopcache.NAME):  # caches: keyed by this copy's stamps
                 continue
             out[rel] = p.read_bytes()
     return out

@@ -1,0 +1,231 @@
+"""The per-edit structures a transaction keeps as deltas instead of rebuilding them equal what
+the rebuild gives: the block-id locations laid over a shared map (``txcache.Locations``), the
+cache's ``retain`` by C-level passes (against ``_retain_full``, the per-entry filter), and the
+proofs kept on disk as a file plus an append-only log (against the proofs the process held,
+through crashes that cut the log short or leave garbage in it)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memory_tui.core import txcache
+from memory_tui.core.paths import Layout
+
+KEYS = tuple(f"id{n}" for n in range(10))
+RELS = ("a.md", "b.md", "c.md", "sub/d.md")
+
+
+@settings(max_examples=60, deadline=None)
+@given(first=st.dictionaries(st.sampled_from(KEYS), st.sampled_from(RELS)),
+       steps=st.lists(st.tuples(st.sets(st.sampled_from(KEYS)), st.dictionaries(st.sampled_from(KEYS), st.sampled_from(RELS))),
+                      max_size=8),
+       limit=st.sampled_from([0, 2, 4096]))
+def test_locations_overlay_is_the_dict_it_stands_for(first, steps, limit):
+    saved, txcache.LOCATIONS_DELTA_MAX = txcache.LOCATIONS_DELTA_MAX, limit
+    try:
+        ref = dict(first)
+        where = dict(first)
+        for gone, arriving in steps:
+            gone = {key for key in gone if key in ref and key not in arriving}
+            where = txcache.Locations.moved(where, gone, arriving)
+            for key in gone:
+                del ref[key]
+            ref.update(arriving)
+            assert len(where) == len(ref)
+            assert sorted(where) == sorted(ref)
+            assert dict(where.items()) == ref and where == ref
+            for key in KEYS:
+                assert (key in where) == (key in ref)
+                assert where.get(key) == ref.get(key) and where.get(key, 0) == ref.get(key, 0)
+                if key in ref:
+                    assert where[key] == ref[key]
+                else:
+                    try:
+                        where[key]
+                    except KeyError:
+                        pass
+                    else:
+                        raise AssertionError(f"{key} found in the overlay, not in the dict")
+            if isinstance(where, txcache.Locations):
+                assert len(where.delta) <= limit
+                assert not isinstance(where.base, txcache.Locations)
+    finally:
+        txcache.LOCATIONS_DELTA_MAX = saved
+
+
+TEXTS = st.sampled_from(["x", "y", "z", "x\n"])
+ENTRY_RELS = st.sampled_from(RELS + ("e.md",))
+
+
+@settings(max_examples=60, deadline=None)
+@given(rounds=st.lists(st.tuples(
+    st.one_of(st.dictionaries(ENTRY_RELS, TEXTS, min_size=0, max_size=5),  # the live texts
+              st.lists(TEXTS, min_size=5, max_size=5)),  # the last round's paths, in order, with these texts
+    st.lists(st.tuples(st.sampled_from(["parsed", "proofs", "_ids", "_topic_keys", "_memo", "_links", "_links_fast",
+                                        "_kept", "_proven_now", "files"]), ENTRY_RELS, TEXTS), max_size=8),
+    st.booleans(),  # the same text objects as the last round where the text is equal
+    st.booleans(),  # an extra key kept
+), min_size=1, max_size=6))
+def test_retain_equals_the_per_entry_filter(rounds, tmp_path_factory):
+    root = tmp_path_factory.mktemp("retain")
+    fast, slow = txcache.WorkspaceCache(root), txcache.WorkspaceCache(root)
+    objects: dict[str, str] = {}
+    last: dict[str, str] = {}
+    for live_spec, adds, reuse, extra in rounds:
+        if isinstance(live_spec, list):
+            live_spec = dict(zip(last, live_spec))
+        live = {}
+        for rel, text in live_spec.items():
+            if reuse and last.get(rel) == text:
+                live[rel] = last[rel]  # the very object
+            else:
+                live[rel] = "".join(list(text))  # an equal text, another object (most of the time)
+                objects[rel] = live[rel]
+        for cache in (fast, slow):
+            for kind, rel, text in adds:
+                if rel in live and text == "z":
+                    text = live[rel]  # an entry for a live text (most of the others are for dead ones)
+                digest = txcache.sha(text)
+                value = live.get(rel, text)
+                if kind in ("parsed", "proofs"):
+                    getattr(cache, kind)[(rel, digest)] = kind
+                elif kind == "_memo":
+                    cache._memo[(rel, "fn")] = (text, 1)
+                elif kind == "_kept":
+                    cache._kept[("kind", rel)] = (text, 1)
+                elif kind == "_proven_now":
+                    cache._proven_now[rel] = (value, None)
+                elif kind == "files":
+                    cache.files[rel] = ((0, 0, 0, 0), value, txcache.sha(value))
+                else:
+                    getattr(cache, kind)[rel] = (text, ())
+        keep = [(RELS[0], txcache.sha("x"))] if extra else []
+        fast.retain(live, keep)
+        slow._retain_full(live, keep)
+        for name in ("parsed", "proofs", "_ids", "_topic_keys", "_memo", "_links", "_links_fast", "_kept", "_proven_now"):
+            got, want = getattr(fast, name), getattr(slow, name)
+            assert list(got.items()) == list(want.items()), name  # the same entries in the same order
+        last = live
+
+
+SIG = "sig"
+
+
+def _digest(n: int) -> str:
+    return hashlib.sha256(str(n).encode()).hexdigest()
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps=st.lists(st.tuples(
+    st.lists(st.tuples(st.sampled_from(RELS), st.integers(0, 5), st.sampled_from(["s1", "s2"])), max_size=4),  # proofs made
+    st.sampled_from(["save", "save", "restart", "cut", "garbage", "foreign"]),
+    st.integers(0, 400),
+), min_size=1, max_size=8), log_min=st.sampled_from([0, 200, 1 << 20]))
+def test_proofs_on_disk_are_the_ones_made(steps, log_min, tmp_path_factory):
+    """What a process loads is every proof the processes before it held at their last save
+    (unless a crash cut the log: then a subset), and only proofs some process made, whatever
+    a crash left at the end of the log."""
+    root = tmp_path_factory.mktemp("proofs")
+    layout = Layout(root)
+    layout.runtime_dir.mkdir()
+    log = layout.runtime_dir / txcache.LOG_NAME
+    saved, txcache.LOG_MIN_BYTES = txcache.LOG_MIN_BYTES, log_min
+    try:
+        cache = txcache.WorkspaceCache(root)
+        cache.load_disk(layout)
+        made: set[tuple[tuple[str, str], str]] = set()  # every proof any process made
+        sure: dict[tuple[str, str], str] = {}  # saved since the last damage: must be loaded
+        for proofs, event, where in steps:
+            for rel, n, sig in proofs:
+                key = (rel, _digest(n))
+                cache.proofs[key] = sig  # as ``prove`` records one
+                cache._unsaved[key] = sig
+                made.add((key, sig))
+            if event == "save":
+                sure.update(cache._unsaved)
+                cache.save_disk(layout)
+            elif event in ("cut", "garbage", "foreign") and log.exists():
+                data = log.read_bytes()
+                if event == "cut":
+                    data = data[:where % (len(data) + 1)]  # a crash mid-append (or mid-replace)
+                elif event == "garbage":
+                    data += b"\0" * (where % 7) + b'["a.md","' + b"0" * (where % 70)  # what a torn write may leave
+                else:
+                    data = b'{"version":1,"code":"other"}\n' + _line("a.md", _digest(0), "forged")
+                log.write_bytes(data)
+                sure = {}  # a crash may lose proofs (it only costs speed), never invent one
+            else:  # a new process
+                cache = txcache.WorkspaceCache(root)
+                cache.load_disk(layout)
+                loaded = set(cache.proofs.items())
+                assert loaded <= made, "a proof nobody made was loaded"
+                assert set(sure.items()) <= loaded, "a saved proof was lost"
+        fresh = txcache.WorkspaceCache(root)
+        fresh.load_disk(layout)
+        assert set(fresh.proofs.items()) <= made
+        base = json.loads((layout.runtime_dir / txcache.CACHE_NAME).read_text()) if (
+            layout.runtime_dir / txcache.CACHE_NAME).exists() else None
+        if base is not None:
+            assert base["code"] == txcache.code_tag()
+    finally:
+        txcache.LOG_MIN_BYTES = saved
+
+
+def _line(rel: str, digest: str, sig: str) -> bytes:
+    return json.dumps([rel, digest, sig], separators=(",", ":")).encode() + b"\n"
+
+
+def test_old_proofs_file_without_log_is_read_and_a_log_started(tmp_path):
+    layout = Layout(tmp_path)
+    layout.runtime_dir.mkdir()
+    old = {"version": txcache.CACHE_VERSION, "code": txcache.code_tag(), "proofs": {"a.md": {_digest(1): "s"}}}
+    (layout.runtime_dir / txcache.CACHE_NAME).write_text(json.dumps(old))
+    cache = txcache.WorkspaceCache(tmp_path)
+    cache.load_disk(layout)
+    assert cache.proofs == {("a.md", _digest(1)): "s"}
+    cache.proofs[("b.md", _digest(2))] = cache._unsaved[("b.md", _digest(2))] = "t"
+    cache.save_disk(layout)  # no log yet: the file is rewritten whole, and an empty log started
+    body = json.loads((layout.runtime_dir / txcache.CACHE_NAME).read_text())
+    assert body["proofs"] == {"a.md": {_digest(1): "s"}, "b.md": {_digest(2): "t"}}
+    assert txcache.read_proof_log(layout.runtime_dir / txcache.LOG_NAME) == {}
+    cache.proofs[("c.md", _digest(3))] = cache._unsaved[("c.md", _digest(3))] = "u"
+    cache.save_disk(layout)  # now only appended
+    assert txcache.read_proof_log(layout.runtime_dir / txcache.LOG_NAME) == {("c.md", _digest(3)): "u"}
+    again = txcache.WorkspaceCache(tmp_path)
+    again.load_disk(layout)
+    assert again.proofs == cache.proofs
+
+
+def test_log_is_not_written_through_a_symlink(tmp_path):
+    layout = Layout(tmp_path)
+    layout.runtime_dir.mkdir()
+    target = tmp_path / "elsewhere"
+    target.write_bytes(b"")
+    os.symlink(target, layout.runtime_dir / txcache.LOG_NAME)
+    assert txcache.append_proof_log(layout.runtime_dir / txcache.LOG_NAME, [(("a.md", _digest(1)), "s")]) is None \
+        or target.read_bytes() == b""
+    assert target.read_bytes() == b""
+
+
+def test_a_line_cut_short_costs_only_itself(tmp_path):
+    layout = Layout(tmp_path)
+    layout.runtime_dir.mkdir()
+    log = layout.runtime_dir / txcache.LOG_NAME
+    cache = txcache.WorkspaceCache(tmp_path)
+    cache.proofs[("a.md", _digest(1))] = cache._unsaved[("a.md", _digest(1))] = "s"
+    cache.save_disk(layout)  # starts the log
+    for n, rel in enumerate(("b.md", "c.md"), start=2):
+        cache.proofs[(rel, _digest(n))] = cache._unsaved[(rel, _digest(n))] = "s"
+        cache.save_disk(layout)
+    data = log.read_bytes()
+    log.write_bytes(data[:-9])  # a crash in the middle of the last append
+    cache.proofs[("d.md", _digest(4))] = cache._unsaved[("d.md", _digest(4))] = "s"
+    cache.save_disk(layout)
+    again = txcache.WorkspaceCache(tmp_path)
+    again.load_disk(layout)
+    assert set(again.proofs) == {("a.md", _digest(1)), ("b.md", _digest(2)), ("d.md", _digest(4))}
