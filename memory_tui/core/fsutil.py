@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import threading
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 
 def fsync_dir(path: Path) -> None:
@@ -24,6 +26,20 @@ def fsync_dir(path: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+@contextmanager
+def _temp_removed_on_failure(tmp: Path) -> Iterator[None]:
+    """If the block fails (a crash of ours, a full disk, ^C), the temp file goes and the error
+    is raised: a failed replace leaves the target as it was and no stray temp file."""
+    try:
+        yield
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def atomic_write(
@@ -47,19 +63,13 @@ def atomic_write(
     name = f"{tmp_prefix or path.name + '.'}{os.urandom(16).hex()}.tmp"
     tmp = where / name
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    try:
+    with _temp_removed_on_failure(tmp):
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
     fsync_dir(path.parent)
 
 
@@ -74,7 +84,7 @@ def replace_cache_file(path: Path, data: bytes | tuple[bytes, ...]) -> None:
     """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
+    with _temp_removed_on_failure(tmp):
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             for part in (data,) if isinstance(data, bytes) else data:
@@ -84,12 +94,6 @@ def replace_cache_file(path: Path, data: bytes | tuple[bytes, ...]) -> None:
         finally:
             os.close(fd)
         os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def user_cache_dir(sub: str = "", own_env: str | None = None) -> Path:

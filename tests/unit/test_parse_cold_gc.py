@@ -4,26 +4,11 @@ freeze the process made itself."""
 from __future__ import annotations
 
 import gc
-import os
-from pathlib import Path
 
 import pytest
+from parsecache_helpers import mem  # noqa: F401  (a fixture)
 
 from memory_tui.core import parsecache
-
-
-def _age(root: Path) -> None:
-    for p in root.rglob("*.md"):
-        st = p.stat()
-        os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns - 5_000_000_000))
-
-
-@pytest.fixture
-def mem(fixture_state) -> Path:
-    m = fixture_state / "memory"
-    _age(m)
-    parsecache.drop(m)
-    return m
 
 
 def _in_generation(obj: object, generation: int) -> bool:

@@ -8,6 +8,7 @@ import pickle
 from pathlib import Path
 
 import pytest
+from parsecache_helpers import age, mem  # noqa: F401  (mem is a fixture)
 
 from memory_tui.core import parsecache
 from memory_tui.core import transaction as tx
@@ -35,21 +36,6 @@ def _same(mem: Path) -> None:
 def _entries(mem: Path) -> list[Path]:
     root = mem / ".scriptorium" / parsecache.DIR_NAME
     return sorted([*root.rglob("*.pkl"), *root.rglob("*" + parsecache.PACK_SUFFIX)])
-
-
-def _age(root: Path) -> None:
-    """Make every stamp older than the racy window (a cache never stores younger stamps)."""
-    for p in root.rglob("*.md"):
-        st = p.stat()
-        os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns - 5_000_000_000))
-
-
-@pytest.fixture
-def mem(fixture_state) -> Path:
-    m = fixture_state / "memory"
-    _age(m)
-    parsecache.drop(m)
-    return m
 
 
 def test_cache_round_trip_equals_a_fresh_parse(mem):
@@ -180,7 +166,7 @@ def _install_once(mem: Path) -> None:
     r = tx.staged_edit(mem.parent, "topics/people/ada.md", ada.read_text().replace("short answers", "brief answers", 1),
                        git_commit="off")
     assert r.ok, r
-    _age(mem)
+    age(mem)
 
 
 def test_refs_answer_persists_under_bytes_and_archives(mem, monkeypatch):

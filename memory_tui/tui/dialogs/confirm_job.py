@@ -36,11 +36,57 @@ DIALOG_CSS = """
 {name} .dialog-buttons {{ dock: bottom; height: auto; align: right middle; padding-top: 1; }}
 {name} .dialog-buttons Button {{ margin-left: 1; }}
 {name} .dialog-warning {{ color: $warning; }}
+{name}.-low .dialog-title {{ padding: 0; }}
+{name}.-low .dialog-buttons {{ padding-top: 0; }}
+{name}.-slim .dialog-buttons Button {{ min-width: 0; }}
 """
+
+
+SHORT = 16  # rows: below this a dialog drops its spacing
+NARROW = 60  # columns: below this its buttons drop their minimum width
 
 
 def dialog_css(name: str) -> str:
     return DIALOG_CSS.format(name=name)
+
+
+class FitsBody:
+    """A dialog whose text pane (``BODY``, at most ``BODY_MAX`` rows) gets the room the screen
+    leaves beside its title, notes and docked buttons, and scrolls past it: sized by its
+    content alone it ran below the box's foot, clipped, its last lines out of reach."""
+
+    BODY = ".dialog-body"
+    BODY_MAX = 30
+
+    def fitted_body(self):
+        """The text pane, or None for a dialog that has none this time (a refusal's lone reason)."""
+        found = self.query(self.BODY)  # type: ignore[attr-defined]
+        return found.first() if found else None
+
+    def on_mount(self) -> None:
+        self.call_after_refresh(self.fit_body)  # type: ignore[attr-defined]
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self.fit_body)  # type: ignore[attr-defined]
+
+    def room(self) -> int:
+        """The rows inside the box at its largest (its max-height less its border)."""
+        return int(self.size.height * 0.9) - 2  # type: ignore[attr-defined]
+
+    def fit_body(self) -> None:
+        # a short screen gives the text the blank rows that part title, text and buttons
+        self.set_class(self.size.height < SHORT, "-low")  # type: ignore[attr-defined]
+        # and a narrow one sizes its buttons by their labels, so a row of them fits the box
+        self.set_class(self.size.width < NARROW, "-slim")  # type: ignore[attr-defined]
+        box = self.query_one(Vertical)  # type: ignore[attr-defined]
+        body = self.fitted_body()
+        if body is None:
+            return
+        room = self.room()
+        others = sum(w.outer_size.height for w in box.children if w is not body and w.display)
+        fit = max(1, min(self.BODY_MAX, room - others))
+        if body.styles.max_height is None or body.styles.max_height.value != fit:
+            body.styles.max_height = fit
 
 
 @dataclass(frozen=True)
@@ -54,7 +100,7 @@ def preview_renderable(preview) -> Table:
     """The preview as a two-column table (also used by the CLI-facing tests)."""
     t = Table.grid(padding=(0, 2))
     t.add_column(style="bold", no_wrap=True)
-    t.add_column()
+    t.add_column(overflow="fold")  # a path or revision wider than the box folds, never loses its end
     t.add_row("job", sanitize(preview.title))
     t.add_row("writer", sanitize(preview.writer or "—"))
     t.add_row(preview.unit, f"{preview.count}" + (f" · {preview.tokens} tokens" if preview.tokens else ""))
@@ -83,7 +129,7 @@ def preview_renderable(preview) -> Table:
     return t
 
 
-class ConfirmJobDialog(ModalScreen[JobConfirmation]):
+class ConfirmJobDialog(FitsBody, ModalScreen[JobConfirmation]):
     """``ConfirmJobDialog(preview, lock=None)``."""
 
     DEFAULT_CSS = dialog_css("ConfirmJobDialog")
@@ -114,21 +160,6 @@ class ConfirmJobDialog(ModalScreen[JobConfirmation]):
 
     def on_mount(self) -> None:
         self.query_one("#cancel" if self.preview.nothing_to_do else "#run", Button).focus()
-        self.call_after_refresh(self.fit_body)
-
-    def on_resize(self) -> None:
-        self.call_after_refresh(self.fit_body)
-
-    def fit_body(self) -> None:
-        """A preview taller than the room the screen leaves scrolls inside its own pane (it was
-        clipped, the rest out of reach)."""
-        box = self.query_one(Vertical)
-        body = self.query_one(".dialog-body", VerticalScroll)
-        room = int(self.size.height * 0.9) - 2  # the box's max-height less its border
-        others = sum(w.outer_size.height for w in box.children if w is not body)
-        fit = max(1, min(30, room - others))
-        if body.styles.max_height is None or body.styles.max_height.value != fit:
-            body.styles.max_height = fit
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()

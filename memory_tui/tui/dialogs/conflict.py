@@ -21,7 +21,7 @@ from textual.widgets import Button, Label
 from memory_tui.core.text import sanitize
 
 from ..widgets.diff_view import DiffView
-from .confirm_job import dialog_css
+from .confirm_job import SHORT, FitsBody, dialog_css
 
 KEEP_MINE = "keep_mine"
 TAKE_THEIRS = "take_theirs"
@@ -33,13 +33,17 @@ class ConflictResolution:
     text: str  # the text the buffer should hold now
 
 
-class ConflictDialog(ModalScreen["ConflictResolution | None"]):
+class ConflictDialog(FitsBody, ModalScreen["ConflictResolution | None"]):
     """``ConflictDialog(path, mine, theirs)``."""
 
     DEFAULT_CSS = dialog_css("ConflictDialog") + """
     ConflictDialog DiffView { height: 18; display: none; }
     ConflictDialog DiffView.shown { display: block; }
+    ConflictDialog #kept { width: 100%; }
+    ConflictDialog.-low DiffView { border: none; }
     """
+    BODY = "DiffView"
+    BODY_MAX = 18
     BINDINGS = [
         Binding("escape", "later", "Decide later", id="dialog.cancel"),
         Binding("d", "toggle_diff", "See diff", id="conflict.diff"),
@@ -54,7 +58,7 @@ class ConflictDialog(ModalScreen["ConflictResolution | None"]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label(f"{sanitize(self.path)} changed on disk while you were editing it", classes="dialog-title")
-            yield Label("Your buffer is kept until you choose.")
+            yield Label("Your buffer is kept until you choose.", id="kept")
             yield DiffView(self.theirs, self.mine, old_label="on disk (theirs)", new_label="buffer (mine)", id="diff")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("See diff", id="diff-toggle")
@@ -69,9 +73,26 @@ class ConflictDialog(ModalScreen["ConflictResolution | None"]):
         return self.query_one(DiffView).has_class("shown")
 
     def action_toggle_diff(self) -> None:
-        view = self.query_one(DiffView)
-        view.toggle_class("shown")
-        self.query_one("#diff-toggle", Button).label = "Hide diff" if view.has_class("shown") else "See diff"
+        self.query_one(DiffView).toggle_class("shown")
+        self.label_buttons()
+        self.call_after_refresh(self.fit_body)
+
+    def label_buttons(self) -> None:
+        # a narrow box holds three buttons only under one-word labels (the keys d, t, m still work)
+        narrow = self.has_class("-slim")
+        shown = self.diff_shown
+        labels = {"diff-toggle": ("Hide" if shown else "Diff") if narrow else ("Hide diff" if shown else "See diff"),
+                  "theirs": "Theirs" if narrow else "Take theirs", "mine": "Mine" if narrow else "Keep mine"}
+        for button_id, label in labels.items():
+            button = self.query_one(f"#{button_id}", Button)
+            if str(button.label) != label:
+                button.label = label
+
+    def fit_body(self) -> None:
+        # on a short screen the open diff takes the note's row (the title says what happened)
+        self.query_one("#kept").display = not (self.size.height < SHORT and self.diff_shown)
+        super().fit_body()
+        self.label_buttons()
 
     def action_keep_mine(self) -> None:
         self.dismiss(ConflictResolution(KEEP_MINE, self.mine))

@@ -17,7 +17,7 @@ from textual.widgets import Button, Label, Static
 
 from memory_tui.core.text import sanitize
 
-from .confirm_job import dialog_css
+from .confirm_job import FitsBody, dialog_css
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ def delete_buttons() -> ComposeResult:
         yield Button("Delete", id="delete", variant="error")
 
 
-class DeleteTopicDialog(ModalScreen[TopicDeleteDecision]):
+class DeleteTopicDialog(FitsBody, ModalScreen[TopicDeleteDecision]):
     """``DeleteTopicDialog(check)`` with ``check`` from ``core.recordops.topic_delete_check``."""
 
     # the reason is a long sentence: it wraps inside the dialog instead of running off its edge

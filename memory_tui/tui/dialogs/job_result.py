@@ -18,7 +18,7 @@ from textual.widgets import Button, Label, Static
 
 from memory_tui.core.text import sanitize
 
-from .confirm_job import dialog_css
+from .confirm_job import FitsBody, dialog_css
 
 MAX_FILES = 15
 
@@ -31,7 +31,7 @@ class JobResultChoice:
 def summary_renderable(summary) -> Table:
     t = Table.grid(padding=(0, 2))
     t.add_column(style="bold", no_wrap=True)
-    t.add_column()
+    t.add_column(overflow="fold")  # a path or revision wider than the box folds, never loses its end
     o = summary.outcome
     status = Text(o.code, style="bold green" if not o.failed else "bold red")
     t.add_row("outcome", status)
@@ -58,7 +58,7 @@ def summary_renderable(summary) -> Table:
     return t
 
 
-class JobResultDialog(ModalScreen[JobResultChoice]):
+class JobResultDialog(FitsBody, ModalScreen[JobResultChoice]):
     """``JobResultDialog(summary)``."""
 
     DEFAULT_CSS = dialog_css("JobResultDialog")

@@ -25,7 +25,7 @@ from textual.widgets import Button, Label, Static, TextArea
 from memory_tui.core.text import sanitize
 
 from ..record_actions import ActionOutcome, short
-from .confirm_job import dialog_css
+from .confirm_job import FitsBody, dialog_css
 from .delete_topic import delete_buttons
 
 
@@ -42,7 +42,7 @@ def outcome_text(outcome: ActionOutcome) -> Text:
     return out
 
 
-class ConfirmRecordDelete(ModalScreen[bool]):
+class ConfirmRecordDelete(FitsBody, ModalScreen[bool]):
     DEFAULT_CSS = dialog_css("ConfirmRecordDelete")
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel")]
 
@@ -70,11 +70,15 @@ class ConfirmRecordDelete(ModalScreen[bool]):
         self.dismiss(event.button.id == "delete")
 
 
-class RecordTextDialog(ModalScreen["ActionOutcome | None"]):
+class RecordTextDialog(FitsBody, ModalScreen["ActionOutcome | None"]):
     DEFAULT_CSS = dialog_css("RecordTextDialog") + """
     RecordTextDialog TextArea { height: 8; }
-    RecordTextDialog #text-errors { height: auto; max-height: 10; }
+    RecordTextDialog.-low TextArea { border: none; }
+    RecordTextDialog #text-errors-pane { height: auto; max-height: 10; display: none; }
+    RecordTextDialog #text-errors-pane.shown { display: block; }
     """
+    BODY = "TextArea"
+    BODY_MAX = 8
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="dialog.cancel"),
         Binding("ctrl+s", "save", "Save", id="record_text.save", priority=True),
@@ -95,7 +99,8 @@ class RecordTextDialog(ModalScreen["ActionOutcome | None"]):
         with Vertical():
             yield Label(f"Edit the text of ^{sanitize(self.memory_id)} (its sources are kept)", classes="dialog-title")
             yield TextArea(self.original, id="record-text", soft_wrap=True, show_line_numbers=False)
-            yield Static("", id="text-errors")
+            with VerticalScroll(id="text-errors-pane"):
+                yield Static("", id="text-errors")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Cancel", id="cancel")
                 yield Button("Save (ctrl+s)", id="save", variant="primary")
@@ -153,6 +158,16 @@ class RecordTextDialog(ModalScreen["ActionOutcome | None"]):
 
     def show_errors(self, text: Text) -> None:
         self.query_one("#text-errors", Static).update(text)
+        self.query_one("#text-errors-pane").set_class(bool(text.plain), "shown")  # no blank row under the text
+        self.call_after_refresh(self.fit_body)
+
+    def fit_body(self) -> None:
+        # the reasons of a refusal share the room with the text: each keeps a part, and scrolls
+        errors = self.query_one("#text-errors-pane", VerticalScroll)
+        share = max(2, min(10, self.room() // 3))
+        if errors.styles.max_height is None or errors.styles.max_height.value != share:
+            errors.styles.max_height = share
+        super().fit_body()
 
     def on_worker_state_changed(self, event: Any) -> None:
         from textual.worker import WorkerState
@@ -163,7 +178,7 @@ class RecordTextDialog(ModalScreen["ActionOutcome | None"]):
             self.show_errors(Text(f"The save crashed: {event.worker.error!r}. The text is still here.", "bold red"))
 
 
-class RecordOutcomeDialog(ModalScreen[bool]):
+class RecordOutcomeDialog(FitsBody, ModalScreen[bool]):
     DEFAULT_CSS = dialog_css("RecordOutcomeDialog")
     BINDINGS = [Binding("escape", "close", "Close", id="dialog.cancel")]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Callable, ClassVar, Protocol
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -70,6 +71,26 @@ def flat(text: str) -> str:
 
 def topic_name(path: str) -> str:
     return path.removeprefix("topics/").removesuffix(".md")
+
+
+def fit_path(path: str, width: int, ellipsis: str = "…") -> str:
+    """``path`` in at most ``width`` cells, never cut mid-word by a wrap: whole folders give
+    way in the middle first (``topics/…/kyoto.md``), then the root, then the middle of the
+    file name itself (its end, the ``.md``, stays)."""
+    if cell_len(path) <= width:
+        return path
+    parts = path.split("/")
+    for start in range(2, len(parts)):
+        candidate = "/".join([parts[0], ellipsis, *parts[start:]])
+        if cell_len(candidate) <= width:
+            return candidate
+    candidate = f"{ellipsis}/{parts[-1]}" if len(parts) > 1 else parts[-1]
+    if cell_len(candidate) <= width:
+        return candidate
+    name = parts[-1]
+    keep = max(width - len(ellipsis), 2)
+    tail = keep // 2
+    return name[: keep - tail] + ellipsis + name[len(name) - tail:]
 
 
 class ViewScreen(RankedFooter, Screen[None]):

@@ -13,7 +13,7 @@ from memory_tui.core.errors import Problem
 
 from ..data import FrameVM, RecordVM, WorkspaceModel
 from ..widgets import CitationOption, RecordList, RecordOption, SourcePane, frame_text
-from .base import ViewScreen, topic_name
+from .base import ViewScreen, fit_path, topic_name
 
 
 def unresolved(m: WorkspaceModel, rec: RecordVM, target: str) -> Problem:
@@ -52,7 +52,8 @@ class CitationScreen(ViewScreen):
             if rec.relation_targets:
                 text.append(f"\n{g.arrow} Links to: ", "bold")
                 text.append(", ".join(f"{t} ({_topic_of(m, t)})" for t in rec.relation_targets))
-            text.append(f"\n{rec.topic_path}:{rec.line}", "dim")
+            width = pane.content_size.width or self.app.size.width - 2
+            text.append(f"\n{fit_path(f'{rec.topic_path}:{rec.line}', width, g.ellipsis)}", "dim")
             text.append(f"  {g.dot} select a chip to see its source", "dim")
             pane.update(text)
         else:

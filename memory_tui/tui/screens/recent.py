@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.console import Group
+from rich.table import Table
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -25,7 +27,7 @@ from .record_ops import RecordActions  # issue 10
 class RecordRow(Option):
     """A list row standing for one record (Recent, Core)."""
 
-    def __init__(self, prompt: Text, record: RecordVM, prefix: str) -> None:
+    def __init__(self, prompt, record: RecordVM, prefix: str) -> None:
         super().__init__(prompt, id=f"{prefix}:{record.memory_id}")
         self.record = record
 
@@ -63,6 +65,23 @@ class RecordRows:
         return False
 
 
+def recent_row(rec: RecordVM, badge: Text | None) -> Group:
+    """Date, topic and evidence badge over the record's text, each line cut where the list
+    ends. The topic's name gives way first (its folder, dim, before it), never the date or
+    the badge: appended to one cut line, the badge went behind any long topic name."""
+    folder, _, name = topic_name(rec.topic_path).rpartition("/")
+    head = Table.grid(expand=True, padding=(0, 0, 0, 2), pad_edge=False)
+    head.add_column(no_wrap=True)
+    head.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
+    cells: list[Text] = [Text(rec.when or "undated", "dim"),
+                         Text.assemble((name, "bold"), (f"  {folder}/" if folder else "", "dim"))]
+    if badge is not None:
+        head.add_column(no_wrap=True, justify="right")
+        cells.append(badge)
+    head.add_row(*cells)
+    return Group(head, Text(flat(rec.content), no_wrap=True, overflow="ellipsis"))
+
+
 class RecentScreen(RecordRows, RecordActions, CitationScreen):
     VIEW = "recent"
     ROW_PREFIX = "recent"
@@ -92,19 +111,7 @@ class RecentScreen(RecordRows, RecordActions, CitationScreen):
         keep = highlighted_key(lst)
         options = []
         for rec in self.recent():
-            # Two columns (date, topic) over the text; each line is cut where the list ends.
-            # the topic's name, then its folder (dim): a narrow list cuts the folder, not the name
-            folder, _, name = topic_name(rec.topic_path).rpartition("/")
-            text = Text.assemble(
-                (rec.when or "undated", "dim"), "  ", (name, "bold"), (f"  {folder}/" if folder else "", "dim"),
-                no_wrap=True, overflow="ellipsis",
-            )
-            badge = self.evidence_badge(rec)  # insights (issue 11)
-            if badge is not None:
-                text.append("  ")
-                text.append_text(badge)
-            text.append("\n" + flat(rec.content))
-            options.append(RecordRow(text, rec, "recent"))
+            options.append(RecordRow(recent_row(rec, self.evidence_badge(rec)), rec, "recent"))
         lst.set_options(options)
         lst.highlighted = None
         restore_highlight(lst, keep)

@@ -5,20 +5,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Vertical
 from textual.widget import Widget
-from textual.widgets import OptionList, Tree
+from textual.events import Resize
+from textual.widgets import OptionList, Static, Tree
 
 from .. import commands as registry
 from ..data import RecordVM, TopicVM
 from ..widgets import RecordList, SourcePane
 from ..widgets.records import RecordOption
 from ..widgets.tree import walk
-from .base import one_line, plural
+from .base import fit_path, one_line, plural
 from .citations import CitationScreen
 from .recent import RecordRows
 from .record_ops import RecordActions  # records-ui (issue 10)
@@ -249,7 +251,11 @@ class TopicsScreen(RecordRows, RecordActions, TreeList, CitationScreen):
         n = topic.record_count
         shown = self.shown_count(topic)
         whens = sorted({r.when for r in topic.records if r.when})
-        out = Text.assemble((topic.title, "bold"), "  ", (topic.path, "dim"))
+        width = self.title_width()
+        if cell_len(topic.title) + 2 + cell_len(topic.path) <= width:
+            out = Text.assemble((topic.title, "bold"), "  ", (topic.path, "dim"))
+        else:  # a line of its own, cut at its folders: a wrap broke it mid-word ("kyoto-trip-in-spr / ing.md")
+            out = Text.assemble((topic.title, "bold"), "\n", (fit_path(topic.path, width, g.ellipsis), "dim"))
         count = f"{shown}/{n} records" if self.filter_text else f"{n} record" + ("s" if n != 1 else "")
         out.append(f"\n{count}")
         if whens:
@@ -259,6 +265,23 @@ class TopicsScreen(RecordRows, RecordActions, TreeList, CitationScreen):
         if topic.problems:
             out.append(f" {g.dot} {g.bad} does not parse", "bold red")
         return out
+
+    def title_width(self) -> int:
+        """The columns the detail title has for text (before the first layout: the screen's)."""
+        width = self.query_one("#detail-title", Static).content_size.width
+        if width <= 0:
+            width = (self.size.width or self.app.size.width or 120) - 2
+        return width
+
+    def render_titles(self) -> None:
+        super().render_titles()
+        topic = self.current_topic()
+        cut = topic is not None and topic.path not in str(self.query_one("#detail-title", Static).render())
+        self.query_one("#detail-title", Static).tooltip = topic.path if cut else None
+
+    def on_resize(self, event: Resize) -> None:
+        # the path is fitted to the title's width: refit once the new width is laid out
+        self.call_after_refresh(self.render_titles)
 
     def list_title(self) -> Text:
         m = self.model

@@ -10,6 +10,9 @@ Public API::
 
 from __future__ import annotations
 
+import math
+from datetime import datetime
+
 from rich.console import Group
 from rich.padding import Padding
 from rich.text import Text
@@ -18,7 +21,11 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from memory_tui.tui.sessions_model import BranchVerdictVM
+from memory_tui.tui.sessions_model import BranchVerdictVM, EvidenceVM
+
+# Evidence fields that hold a Unix time (meta.json and the registry's updated_at, a node's
+# created_at); session-end.json maps a session id to the updated_at the watcher handled.
+TIME_FIELDS = frozenset({"updated_at", "created_at"})
 
 # One word and one glyph per verdict (never colour alone).
 VERDICT_GLYPHS = {
@@ -31,6 +38,47 @@ VERDICT_STYLE = {"written": "bold green", "partly written": "bold yellow", "unwr
 def analysing_text(ascii: bool = False) -> Text:
     """What the verdict panel and node detail say while a big session's reasons are computed."""
     return Text(f"analysing the session's branches{'...' if ascii else '…'} (the verdict and its reasons follow)", "dim")
+
+
+def evidence_epoch(ev: EvidenceVM) -> float | None:
+    """The Unix time an evidence line shows, or None when its value is not one."""
+    if ev.field.rsplit(".", 1)[-1] not in TIME_FIELDS and not ev.file.endswith("session-end.json"):
+        return None
+    try:
+        value = float(ev.value)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value > 0 else None
+
+
+def local_time(ts: float) -> str | None:
+    """``ts`` as the owner's local date and time, with the zone's name."""
+    try:
+        return datetime.fromtimestamp(ts).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z").rstrip()
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def evidence_line(ev: EvidenceVM) -> str:
+    """``ev.line`` with a Unix time shown as a local date and time (a raw epoch reads as noise;
+    the exact value is in ``raw_times`` and the CLI's JSON)."""
+    ts = evidence_epoch(ev)
+    shown = local_time(ts) if ts is not None else None
+    if shown is None:
+        return ev.line
+    where = ev.file or "(no file)"
+    return f"{where} {ev.field} = {shown}" if ev.field else f"{where} = {shown}"
+
+
+def raw_times(reasons) -> str | None:
+    """The exact values behind the dates shown (a tooltip): the idle watcher compares them to
+    the digit, which a date to the second does not show."""
+    seen: dict[str, None] = {}
+    for r in reasons:
+        for ev in r.evidence:
+            if evidence_epoch(ev) is not None:
+                seen.setdefault(f"{ev.file} {ev.field} = {ev.value}".strip(), None)
+    return "exact values:\n" + "\n".join(seen) if seen else None
 
 
 def verdict_lines(vm: BranchVerdictVM, *, ascii: bool = False) -> list[tuple[int, Text]]:
@@ -57,7 +105,7 @@ def verdict_lines(vm: BranchVerdictVM, *, ascii: bool = False) -> list[tuple[int
     for r in vm.reasons:
         add(2, (r.message, ""), (f"  [{r.code}]", "dim"))
         for ev in r.evidence:
-            add(4, (ev.line, "dim"))
+            add(4, (evidence_line(ev), "dim"))
     add(0)
     add(0, ("what would happen now", "bold underline"))
     plan = vm.plan
@@ -127,12 +175,14 @@ class BranchVerdict(Static, can_focus=False):
         self.analysing = False
         self.plain = verdict_text(vm, ascii=self.ascii_mode).plain if vm is not None else "no branch selected"
         self.update(verdict_renderable(vm, ascii=self.ascii_mode) if vm is not None else "no branch selected")
+        self.tooltip = raw_times(vm.reasons) if vm is not None else None
 
     def show_analysing(self) -> None:
         """The verdict is not known yet: the session's reasons are being computed."""
         self.vm = None
         self.analysing = True
         text = analysing_text(self.ascii_mode)
+        self.tooltip = None
         self.plain = text.plain
         self.update(text)
 
@@ -148,4 +198,5 @@ class BranchVerdict(Static, can_focus=False):
             self.post_message(self.WriteRequested(self, self.vm))
 
 
-__all__ = ["BranchVerdict", "analysing_text", "verdict_lines", "verdict_renderable", "verdict_text"]
+__all__ = ["BranchVerdict", "analysing_text", "evidence_line", "raw_times", "verdict_lines", "verdict_renderable",
+           "verdict_text"]

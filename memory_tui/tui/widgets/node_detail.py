@@ -23,6 +23,8 @@ from textual.widgets.option_list import Option
 from memory_tui.sessions import graph as G
 from memory_tui.tui.sessions_model import CitationVM, NodeDetailVM
 
+from .branch_verdict import evidence_line, raw_times
+
 PREVIEW_CHARS = 600
 
 
@@ -83,7 +85,7 @@ def detail_text(vm: NodeDetailVM, *, ascii: bool = False, show_more: bool = Fals
         out.append(f"\n{r.code}", "bold")
         out.append(f": {r.message}\n")
         for ev in r.evidence:
-            out.append(f"  {ev.line}\n", "dim")
+            out.append(f"  {evidence_line(ev)}\n", "dim")
     out.append(f"\ncited by {len(vm.citations)} record(s)" if vm.citations else "\nno topic record cites this turn")
     return out
 
@@ -134,6 +136,7 @@ class NodeDetail(Vertical, can_focus=False):
     def _render_body(self) -> None:
         body = self.query_one("#node-detail-body", Static)
         body.update(detail_text(self.vm, ascii=self.ascii_mode, show_more=self.show_more) if self.vm else "no node selected")
+        body.tooltip = raw_times(self.vm.reasons) if self.vm else None
 
     def watch_show_more(self) -> None:
         if self.is_mounted:
