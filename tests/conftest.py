@@ -21,6 +21,7 @@ os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 # (the test states are temporary folders: their entries would pile up in the user's cache).
 os.environ.setdefault("MEMORY_TUI_SESSION_CACHE_DIR", tempfile.mkdtemp(prefix="memory-tui-session-cache-"))
 os.environ.setdefault("MEMORY_TUI_OUTLINE_CACHE_DIR", tempfile.mkdtemp(prefix="memory-tui-outline-cache-"))
+os.environ.setdefault("MEMORY_TUI_LAYOUT_CACHE_DIR", tempfile.mkdtemp(prefix="memory-tui-layout-cache-"))
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_FIXTURES = Path(os.environ.get("MEMORY_TUI_SHARED", REPO.parent / "shared")) / "fixtures"
