@@ -691,19 +691,14 @@ def session_fingerprint(session_id: str, nodes: Sequence[LayoutNode]) -> tuple:
     return (session_id, hash(tuple(nodes)), len(nodes))
 
 
-def _cached(key: tuple, nodes: tuple[LayoutNode, ...], opts: LayoutOptions, persist: bool = False) -> Layout:
+def _cached(key: tuple, nodes: tuple[LayoutNode, ...], opts: LayoutOptions, compute: Callable | None = None) -> Layout:
     hit = _CACHE.get(key)
     if hit is not None and (hit[0] is nodes or hit[0] == nodes):
         _CACHE.move_to_end(key)
         return hit[1]
-    if persist:
-        # A big session's layout is read from the table kept between processes when that
-        # exact input was laid out before (the app's open of an unchanged session).
-        from . import layout_table
-
-        result = layout_table.layout(nodes, opts)
-    else:
-        result = layout(nodes, opts)
+    # ``compute`` may read a big session's layout from the table kept between processes
+    # (``layout_table.layout``: the app's open of an unchanged session).
+    result = (compute or layout)(nodes, opts)
     _CACHE[key] = (nodes, result)
     if len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)
@@ -735,18 +730,18 @@ def _memo_nodes(source: Any, build: Callable[[Any], tuple[LayoutNode, ...]]) -> 
     return nodes, fp
 
 
-def layout_overview(ov: O.SessionOverview, options: LayoutOptions | None = None) -> Layout:
+def layout_overview(ov: O.SessionOverview, options: LayoutOptions | None = None, compute: Callable | None = None) -> Layout:
     """:func:`layout_session` from the one-pass overview: equal nodes, the same cache."""
     nodes, fp = _memo_nodes(ov, nodes_from_overview)
     opts = options or LayoutOptions()
-    return _cached((fp, opts), nodes, opts, persist=True)
+    return _cached((fp, opts), nodes, opts, compute)
 
 
-def layout_session(se: SessionExplanation, options: LayoutOptions | None = None) -> Layout:
+def layout_session(se: SessionExplanation, options: LayoutOptions | None = None, compute: Callable | None = None) -> Layout:
     """The session's layout, computed once per (session fingerprint, options)."""
     nodes, fp = _memo_nodes(se, nodes_from_session)
     opts = options or LayoutOptions()
-    return _cached((fp, opts), nodes, opts, persist=True)
+    return _cached((fp, opts), nodes, opts, compute)
 
 
 # --------------------------------------------------------------------------- lineage
