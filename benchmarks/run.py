@@ -69,6 +69,9 @@ ROWS = (
     ("app_reload_one_file", "app reload after a one-file change"),
     ("app_peak_rss", "peak RSS of the app (MiB)"),
     ("sessions_open_10k", "open a 10 000-node session in Sessions"),
+    # the layout of a big session is kept between processes (exact key: the layout's input);
+    # this is the open that has to compute it (a new or changed session)
+    ("sessions_open_10k_nocache", "open a 10 000-node session, empty layout table"),
 )
 NOT_YET: dict[str, str] = {}
 
@@ -370,6 +373,8 @@ def measure(row: str, state: Path, runs: int, app_cache: dict) -> tuple[list[flo
         return _apply_update(state, TOPIC, runs), "s"
     if row == "sessions_open_10k":
         return sessions_open_10k(state.parent, runs), "s"
+    if row == "sessions_open_10k_nocache":
+        return sessions_open_10k(state.parent, runs, fresh_table=True), "s"
     if row == "app_first_paint_nocache":
         out = []
         for _ in range(runs):
@@ -455,11 +460,14 @@ def _sessions_state(states: Path) -> tuple[Path, str]:
     return state, "big"
 
 
-def sessions_open_10k(states: Path, runs: int) -> list[list[float]]:
+def sessions_open_10k(states: Path, runs: int, fresh_table: bool = False) -> list[list[float]]:
     state, sid = _sessions_state(states)
     out = []
     for _ in range(runs):
-        got = _child(CHILD_SESSIONS, state, sid)
+        # The layout table next to the states (like the other caches): the first run fills it.
+        with tempfile.TemporaryDirectory() as empty, _env(
+                MEMORY_TUI_LAYOUT_CACHE_DIR=empty if fresh_table else str(states / "layout-cache-sessions-10k")):
+            got = _child(CHILD_SESSIONS, state, sid)
         # Not the row's figure (that is the graph's paint); what still follows it, printed aside.
         print(f"    sessions_open_10k: graph painted {got['open'][0]:.3f} s [{got['open'][1]:.2f}], verdict panel "
               f"{got['verdict'][0]:.3f} s [{got['verdict'][1]:.2f}], dry run {got['dry_run'][0]:.3f} s "

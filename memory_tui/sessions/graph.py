@@ -227,52 +227,64 @@ def nodes_from_overview(ov: O.SessionOverview) -> tuple[LayoutNode, ...]:
 def _layout_nodes(session: Session, rows: Sequence[Branch], state_of) -> tuple[LayoutNode, ...]:
     listed = {r.head_msg_id for r in rows}
     merge_sources = _merge_sources(session)
+    nodes = session.nodes
+    head_id = session.head_id
     out: list[LayoutNode] = []
+    append = out.append
+    # One pass over 10 000 nodes on a big session's open: each metadata key is read once
+    # (Node's properties each look one up), with the same meaning as those properties.
     for nid in session.order:
-        node = session.nodes[nid]
+        node = nodes[nid]
+        md = node.metadata
+        pred = node.predecessor
+        spawn_root = bool(md.get("spawn_branch_root")) or md.get("source") == "agent_spawn"
         parents: list[str] = []
         note = ""
-        if node.predecessor and session.get(node.predecessor) is not None:
-            parents.append(node.predecessor)
-        elif node.predecessor:
-            note = f"predecessor {node.predecessor} is missing"
+        if pred and pred in nodes:
+            parents.append(pred)
+        elif pred:
+            note = f"predecessor {pred} is missing"
         elif node.caller not in ("", "ROOT"):
-            if session.get(node.caller) is not None:
+            if node.caller in nodes:
                 parents.append(node.caller)
-            elif node.is_spawn_root:
+            elif spawn_root:
                 note = f"spawned from {node.caller} in another session"
-        parents.extend(p for p in merge_sources.get(nid, ()) if p not in parents)
+        merged = merge_sources.get(nid)
+        if merged:
+            parents.extend(p for p in merged if p not in parents)
         markers: list[str] = []
-        if nid == session.head_id:
+        if nid == head_id:
             markers.append(HEAD_M)
         elif nid in listed:
             markers.append(TIP_M)
-        if node.is_spawn_root and not node.predecessor:  # replies in a spawn branch share its source
+        if spawn_root and not pred:  # replies in a spawn branch share its source
             markers.append(SPAWN_M)
-        if merge_sources.get(nid):
+        if merged:
             markers.append(MERGE_M)
-        if node.is_attach:
-            target = node.metadata.get("attach")
+        if md.get("function") == "attach":
+            target = md.get("attach")
             head = target.get("head_id") if hasattr(target, "get") else None
             note = f"attach pointer to {head}" if head else "attach pointer"
-        if node.covers_ids is not None:
-            note = f"covers {len(node.covers_ids)} turns"
-        if node.is_root:
+        covers = md.get("covers_ids")
+        if isinstance(covers, tuple):
+            note = f"covers {len(covers)} turns"
+        role = node.role
+        if md.get("display") == "root":
             text = "ROOT"
-        elif node.role == "code":
+        elif role == "code":
             text = f"tool {sanitize(node.name) or '?'}"
         else:
             text = first_line(node.output)
-        out.append(LayoutNode(
+        append(LayoutNode(
             id=nid,
             parents=tuple(parents),
             seq=node.seq,
             state=state_of(nid),
             markers=tuple(markers),
-            role=node.role,
+            role=role,
             text=text,
             note=note,
-            tool=node.role == "code" and not node.predecessor,
+            tool=role == "code" and not pred,
         ))
     return tuple(out)
 
@@ -679,12 +691,14 @@ def session_fingerprint(session_id: str, nodes: Sequence[LayoutNode]) -> tuple:
     return (session_id, hash(tuple(nodes)), len(nodes))
 
 
-def _cached(key: tuple, nodes: tuple[LayoutNode, ...], opts: LayoutOptions) -> Layout:
+def _cached(key: tuple, nodes: tuple[LayoutNode, ...], opts: LayoutOptions, compute: Callable | None = None) -> Layout:
     hit = _CACHE.get(key)
     if hit is not None and (hit[0] is nodes or hit[0] == nodes):
         _CACHE.move_to_end(key)
         return hit[1]
-    result = layout(nodes, opts)
+    # ``compute`` may read a big session's layout from the table kept between processes
+    # (``layout_table.layout``: the app's open of an unchanged session).
+    result = (compute or layout)(nodes, opts)
     _CACHE[key] = (nodes, result)
     if len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)
@@ -716,18 +730,18 @@ def _memo_nodes(source: Any, build: Callable[[Any], tuple[LayoutNode, ...]]) -> 
     return nodes, fp
 
 
-def layout_overview(ov: O.SessionOverview, options: LayoutOptions | None = None) -> Layout:
+def layout_overview(ov: O.SessionOverview, options: LayoutOptions | None = None, compute: Callable | None = None) -> Layout:
     """:func:`layout_session` from the one-pass overview: equal nodes, the same cache."""
     nodes, fp = _memo_nodes(ov, nodes_from_overview)
     opts = options or LayoutOptions()
-    return _cached((fp, opts), nodes, opts)
+    return _cached((fp, opts), nodes, opts, compute)
 
 
-def layout_session(se: SessionExplanation, options: LayoutOptions | None = None) -> Layout:
+def layout_session(se: SessionExplanation, options: LayoutOptions | None = None, compute: Callable | None = None) -> Layout:
     """The session's layout, computed once per (session fingerprint, options)."""
     nodes, fp = _memo_nodes(se, nodes_from_session)
     opts = options or LayoutOptions()
-    return _cached((fp, opts), nodes, opts)
+    return _cached((fp, opts), nodes, opts, compute)
 
 
 # --------------------------------------------------------------------------- lineage

@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from memory_tui.core.text import sanitize
 from memory_tui.core.tokens import TokenCounter
+from memory_tui.sessions import layout_table
 from memory_tui.sessions.graph import Layout, LayoutOptions, first_line, layout_overview, layout_session
 from memory_tui.sessions.overview import SessionOverview, session_overview
 from memory_tui.sessions.reasons import Explanation, Reason, SessionExplanation, WriterContext, explain, load_context
@@ -417,8 +418,8 @@ class SessionsModel:
     def layout(self, sid: str, options: LayoutOptions | None = None) -> Layout:
         ov = self.overviews.get(sid)
         if ov is not None:
-            return layout_overview(ov, options)
-        return layout_session(self.session(sid), options)
+            return layout_overview(ov, options, layout_table.layout)
+        return layout_session(self.session(sid), options, layout_table.layout)
 
     def locate(self, source_id: str) -> tuple[str, str] | None:
         """A citation's source id -> (session, node) when that node exists here."""

@@ -1,0 +1,182 @@
+"""Finished layouts of big sessions kept across processes (the Sessions view's open).
+
+Laying out a 10 000-node session is one pure-Python sweep over every row (a few hundred ms),
+while its result, written as plain tuples, reads back in a few tens. The layout is a pure
+function of its input nodes and options, so an entry is keyed by a SHA-256 of exactly those
+(every :class:`~.graph.LayoutNode` field, in order, with its type: ``marshal`` keeps
+``True`` and ``1`` apart) and of this code: a hit is the layout :func:`.graph.layout` would
+compute, never one of an older session state or an older layout algorithm.
+
+Only layouts worth it are kept: at least :data:`MIN_NODES` nodes, and no group expanded by
+hand (the options a session opens with; every expand would otherwise write a new entry).
+Entries live in memory-tui's cache directory (``$MEMORY_TUI_LAYOUT_CACHE_DIR``, else
+``layouts/`` under :func:`memory_tui.core.fsutil.user_cache_dir`), never in the state dir;
+at most :data:`KEEP` of them, the least recently used go first. Anything unreadable, of
+another format or key, or of the wrong shape is a miss; losing the folder only costs time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import marshal
+import os
+from pathlib import Path
+from typing import Callable, Sequence
+
+from memory_tui.core.fsutil import replace_cache_file, user_cache_dir
+
+from . import graph as G
+
+FORMAT = "memory-tui/layout-table/1"
+MIN_NODES = 2000  # below this a layout takes a few ms: not worth a file
+KEEP = 24  # entries kept (about 1 MB per 10 000 nodes)
+# The key's bytes: marshal's version 2 writes no back-references, so equal data written twice
+# gives equal bytes (version 3 marks shared objects, which depends on how the caller built them).
+_KEY_MARSHAL = 2
+_ENTRY_MARSHAL = 4  # the entry's: shared ids written once (half the size, as fast to read)
+_SUFFIX = ".layout"
+
+
+def table_dir() -> Path:
+    return user_cache_dir("layouts", "MEMORY_TUI_LAYOUT_CACHE_DIR")
+
+
+_CODE_TAG: bytes | None = None
+
+
+def _code_tag() -> bytes:
+    """The layout's code and this table's: an entry of other code is a miss."""
+    global _CODE_TAG
+    if _CODE_TAG is None:
+        h = hashlib.sha256(FORMAT.encode())
+        for path in (Path(G.__file__), Path(__file__)):
+            h.update(path.read_bytes())
+        _CODE_TAG = h.digest()
+    return _CODE_TAG
+
+
+def persistable(nodes: Sequence[G.LayoutNode], opts: G.LayoutOptions) -> bool:
+    return len(nodes) >= MIN_NODES and not opts.expanded
+
+
+def table_key(nodes: Sequence[G.LayoutNode], opts: G.LayoutOptions) -> str | None:
+    """The digest of everything :func:`.graph.layout` reads, or ``None`` when a field holds
+    something ``marshal`` cannot write exactly (then the layout is not kept)."""
+    plain = tuple((n.id, n.parents, n.seq, n.state, n.markers, n.role, n.text, n.note, n.tool) for n in nodes)
+    options = (opts.reverse, opts.collapse, tuple(sorted(opts.expanded)), opts.linear_min, opts.linear_keep,
+               opts.tool_min)
+    try:
+        data = marshal.dumps((plain, options), _KEY_MARSHAL)
+    except ValueError:  # a str subclass, say: equal to a str, but not what marshal writes
+        return None
+    h = hashlib.sha256(_code_tag())
+    h.update(data)
+    return h.hexdigest()
+
+
+def _path(where: Path, key: str) -> Path:
+    return where / f"{key}{_SUFFIX}"
+
+
+def _encode(key: str, lay: G.Layout) -> bytes:
+    rows = tuple((r.kind, r.id, r.lane, r.cells, r.hgap, r.above, r.below, r.members, r.text) for r in lay.rows)
+    # The edges too: deriving them again from the nodes costs more than reading them.
+    return marshal.dumps((FORMAT, key, rows, dict(lay.collapsible), lay.dropped_edges, lay.lanes, dict(lay.parents),
+                          dict(lay.children)), _ENTRY_MARSHAL)
+
+
+def _decode(key: str, data: bytes, nodes: Sequence[G.LayoutNode], opts: G.LayoutOptions) -> G.Layout | None:
+    try:
+        fmt, got, rows, collapsible, dropped, lanes, parents, children = marshal.loads(data)
+    except (EOFError, ValueError, TypeError):
+        return None
+    if fmt != FORMAT or got != key:
+        return None
+    by_id: dict[str, G.LayoutNode] = {}
+    for n in nodes:
+        by_id.setdefault(n.id, n)  # as the layout resolves a duplicate id: its first occurrence
+    Row = G.Row
+    out = []
+    row_of: dict[str, int] = {}
+    get = by_id.get
+    try:
+        for i, (kind, rid, lane, cells, hgap, above, below, members, text) in enumerate(rows):
+            node = None
+            if kind == "node":
+                node = get(rid)
+                if node is None:
+                    return None
+            out.append(Row(kind, rid, lane, cells, hgap, above, below, node, members, text))
+            for m in members:
+                row_of[m] = i
+    except (TypeError, ValueError):  # the wrong shape: not an entry this code wrote
+        return None
+    return G.Layout(
+        rows=tuple(out),
+        nodes=by_id,
+        row_of=row_of,
+        parents=parents,
+        collapsible=collapsible,
+        lanes=lanes,
+        options=opts,
+        dropped_edges=tuple(dropped),
+        children=children,
+    )
+
+
+def read(key: str, nodes: Sequence[G.LayoutNode], opts: G.LayoutOptions, where: Path | None = None) -> G.Layout | None:
+    path = _path(where if where is not None else table_dir(), key)
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    lay = _decode(key, data, nodes, opts)
+    if lay is not None:
+        try:
+            os.utime(path)  # recently used: pruned last
+        except OSError:
+            pass
+    return lay
+
+
+def write(key: str, lay: G.Layout, where: Path | None = None) -> None:
+    """Best effort: a cache that cannot be written only costs the next open its time."""
+    folder = where if where is not None else table_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        replace_cache_file(_path(folder, key), _encode(key, lay))
+    except OSError:
+        return
+    _prune(folder)
+
+
+def _prune(folder: Path) -> None:
+    try:
+        entries = [(e.stat().st_mtime_ns, e.path) for e in os.scandir(folder) if e.name.endswith(_SUFFIX)]
+    except OSError:
+        return
+    if len(entries) <= KEEP:
+        return
+    entries.sort(reverse=True)
+    for _mtime, path in entries[KEEP:]:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def layout(nodes: Sequence[G.LayoutNode], opts: G.LayoutOptions,
+           compute: Callable[[Sequence[G.LayoutNode], G.LayoutOptions], G.Layout] = G.layout) -> G.Layout:
+    """``compute(nodes, opts)``, read from the table when it has that exact input's layout."""
+    key = table_key(nodes, opts) if persistable(nodes, opts) else None
+    if key is None:
+        return compute(nodes, opts)
+    hit = read(key, nodes, opts)
+    if hit is not None:
+        return hit
+    lay = compute(nodes, opts)
+    write(key, lay)
+    return lay
+
+
+__all__ = ["FORMAT", "KEEP", "MIN_NODES", "layout", "persistable", "read", "table_dir", "table_key", "write"]
