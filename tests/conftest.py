@@ -20,8 +20,8 @@ import pytest
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 
 # memory-tui's caches outside the state dir (session summaries, the outline table, the token
-# memo, the Sessions layout table) go to folders of the test run's own: the test states are temporary folders, so their
-# entries would pile up in the user's cache, and a test must not depend on what an earlier
+# memo, the Sessions layout table) go to folders of the test run's own: the test states are
+# temporary folders, so their entries would pile up in the user's cache, and a test must not depend on what an earlier
 # run (or another checkout's) left there. Under pytest-xdist every worker gets its own, so a
 # test that counts cache entries never sees another worker's. A folder the caller set is kept.
 _OWN_CACHES = "MEMORY_TUI_TEST_OWN_CACHES"  # names the variables below that this file created
