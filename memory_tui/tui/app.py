@@ -381,6 +381,12 @@ class MemoryApp(JobRunner, App[None]):
             outline = outline_model(self.state_dir, home=self.home)
             if outline is not None:
                 self.call_from_thread(self._loaded, seq, outline, True, "workspace")
+                # Let the list reach the screen before the engine's modules are imported
+                # here: compiling a module holds the GIL, and a start that imports them while
+                # the UI thread paints paints no sooner than one that imported them first.
+                painted = threading.Event()
+                self.call_from_thread(self.call_after_refresh, painted.set)
+                painted.wait(2.0)
         elif previous.outline:
             previous = None
         kw = dict(counter=self.counter, previous=previous, touched=touched, session_loader=self.session_loader)
