@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import stat as stat_mod
 from dataclasses import dataclass, field, replace
 from pathlib import Path
