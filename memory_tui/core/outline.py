@@ -22,7 +22,6 @@ from functools import lru_cache
 from pathlib import Path
 
 from .fsutil import replace_cache_file, user_cache_dir
-from .parsecache import is_racy
 from .topics import is_mem_id, iter_blocks, paragraph_shape, read_topic_file, topic_sort_key
 
 
@@ -129,6 +128,8 @@ class OutlineCache:
         return TopicOutline(rel, e[3], e[4], e[5])
 
     def put(self, rel: str, key: tuple[int, int, int], outline: TopicOutline) -> None:
+        from .parsecache import is_racy  # the parse cache's code, only when something is stored
+
         if is_racy(key[0]):
             if self.entries.pop(rel, None) is not None:
                 self.changed = True

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
@@ -141,3 +142,22 @@ def relpath(target: str, start: str) -> str:
         i += 1
     parts = [".."] * (len(s) - i) + t[i:]
     return "/".join(parts) or "."
+
+
+WORKSPACE_ID_RE = re.compile(r"w-[0-9a-f]{8}")
+
+
+# Here rather than in workspace.py: the app's first paint reads the id and nothing else of
+# the engine's snapshot code.
+def read_workspace_id(memory_root: Path, layout: Layout | None = None) -> str | None:
+    """The marker value (§2.5), or ``None`` when absent or not exactly ``w-`` + hex8.
+
+    OpenProgram would generate a new id in that case; a reader never does.
+    """
+    layout = layout or Layout(memory_root)
+    try:
+        raw = layout.workspace_id_file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    value = raw.strip()
+    return value if WORKSPACE_ID_RE.fullmatch(value) else None

@@ -18,21 +18,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import stat as stat_mod
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from .errors import CORRUPT_FILE, SPECIAL_TOKEN_TEXT, STATE_NOT_FOUND, WRITE_FAILURE_CODES, MemoryError, Problem
-from .paths import RUNTIME_NAMES, Layout, is_internal_top
+from .paths import RUNTIME_NAMES, WORKSPACE_ID_RE, Layout, is_internal_top, read_workspace_id  # noqa: F401 (re-exported)
 from .tokens import TokenCounter
 from .viewcache import view_cache_for
 from .views import ViewMismatch, compare_views, core_injection, special_token_problems
 from .parsecache import deps_signature, stat_key, store_for, topic_deps
 
 EMPTY_REVISION = hashlib.sha256(b"").hexdigest()[:32]
-WORKSPACE_ID_RE = re.compile(r"w-[0-9a-f]{8}")
 RUNTIME_KEYS = ("creation_order", "write_commits_since_global", "local_batches", "local_tokens", "last_global_at")
 
 
@@ -147,20 +145,6 @@ def revision_stamps(memory_root: Path) -> dict[str, FileStamp]:
 # --------------------------------------------------------------------------------------------
 # workspace-id
 # --------------------------------------------------------------------------------------------
-
-
-def read_workspace_id(memory_root: Path, layout: Layout | None = None) -> str | None:
-    """The marker value (§2.5), or ``None`` when absent or not exactly ``w-`` + hex8.
-
-    OpenProgram would generate a new id in that case; a reader never does.
-    """
-    layout = layout or Layout(memory_root)
-    try:
-        raw = layout.workspace_id_file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
-    value = raw.strip()
-    return value if WORKSPACE_ID_RE.fullmatch(value) else None
 
 
 # --------------------------------------------------------------------------------------------

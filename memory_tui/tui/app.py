@@ -16,7 +16,7 @@ import os
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 from rich.text import Text
 from textual import work
@@ -36,12 +36,14 @@ from .data import outline_model, with_session_list
 from .messages import JobFinished, JobProgress, WorkspaceChanged
 from .data import InsightsVM, insights_key, load_insights  # insights (issue 11)
 from .messages import InsightsReady  # insights (issue 11)
-from memory_tui.pipeline.context import JobEvent
 from .render import Glyphs, glyphs_for
-from .screens import SCREENS, HelpScreen, ProblemsScreen, ViewScreen
+from .screens import MODES as SCREEN_MODES, ViewScreen
 from .views import VIEWS
 from .watcher import watch_changes
 from .widgets import header_text
+
+if TYPE_CHECKING:
+    from memory_tui.pipeline.context import JobEvent
 
 # settings (issue 8): the one loader is the engine's; the app adds the binding ids it knows.
 from memory_tui.pipeline.settings import Settings, load_config
@@ -76,7 +78,7 @@ class MemoryApp(JobRunner, App[None]):
     CSS_PATH = "app.tcss"
     COMMANDS = App.COMMANDS | {MemoryCommands}
     BINDINGS: ClassVar[list[BindingType]] = registry.app_bindings()
-    MODES: ClassVar = dict(SCREENS)
+    MODES: ClassVar = dict(SCREEN_MODES)
     DEFAULT_MODE: ClassVar[str] = "topics"
 
     def __init__(
@@ -328,11 +330,15 @@ class MemoryApp(JobRunner, App[None]):
             screen.refresh_view()
 
     def action_help(self) -> None:
+        from .screens.help import HelpScreen
+
         if isinstance(self.screen, HelpScreen):
             return
         self.push_screen(HelpScreen(self.keymap, self.view, self.ascii_mode))
 
     def action_problems(self) -> None:
+        from .screens.problems import ProblemsScreen
+
         if isinstance(self.screen, ProblemsScreen):
             return
         self.push_screen(ProblemsScreen(self.all_problems(), self.open_problem))
@@ -375,6 +381,12 @@ class MemoryApp(JobRunner, App[None]):
             outline = outline_model(self.state_dir, home=self.home)
             if outline is not None:
                 self.call_from_thread(self._loaded, seq, outline, True, "workspace")
+                # Let the list reach the screen before the engine's modules are imported
+                # here: compiling a module holds the GIL, and a start that imports them while
+                # the UI thread paints paints no sooner than one that imported them first.
+                painted = threading.Event()
+                self.call_from_thread(self.call_after_refresh, painted.set)
+                painted.wait(2.0)
         elif previous.outline:
             previous = None
         kw = dict(counter=self.counter, previous=previous, touched=touched, session_loader=self.session_loader)
@@ -540,6 +552,8 @@ class MemoryApp(JobRunner, App[None]):
 
     def launch_job(self, spec: JobSpec) -> None:
         """Start ``spec`` in the job worker (one job at a time); the app keeps its progress."""
+        from memory_tui.pipeline.context import JobEvent
+
         self.jobs[spec.name] = JobEvent("starting")
         self.run_spec(spec)
         self._redraw_header()
@@ -579,6 +593,8 @@ class MemoryApp(JobRunner, App[None]):
         if message.event.phase == "warning":
             self.notify(f"{message.job}: {message.event.message}", severity="warning")
             return
+        from memory_tui.pipeline.context import JobEvent
+
         event = message.event
         request = self._job_request
         if (event.total is None and event.phase in ("batch", "writer") and self._job_planned

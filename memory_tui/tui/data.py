@@ -309,7 +309,7 @@ def outline_model(state_dir: Path, *, home: Path | None = None) -> WorkspaceMode
     full load then says why). Nothing in it is validated: it is painted, never acted on."""
     from memory_tui.core.config import load_memory_config
     from memory_tui.core.outline import OutlineCache, topic_outline
-    from memory_tui.core.workspace import read_workspace_id
+    from memory_tui.core.paths import read_workspace_id
 
     state_dir = Path(state_dir)
     memory = state_dir / "memory"

@@ -10,22 +10,41 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from textual import work
 from textual.dom import DOMNode
 from textual.message import Message
 
 from memory_tui.core.errors import MemoryError
-from memory_tui.pipeline.backfill import backfill
-from memory_tui.pipeline.context import Context, JobCancelled, JobEvent
-from memory_tui.pipeline.reorganize import reorganize
 from memory_tui.pipeline.settings import WriterSettings
-from memory_tui.pipeline.write import write
 
 from .messages import JobFinished, JobProgress
 
-Job = Callable[[Context], Any]
+if TYPE_CHECKING:
+    from memory_tui.pipeline.context import Context, JobEvent
+
+# The pipeline (writer, reorganize, backfill and the engine under them) is imported when a
+# job runs: at import it is most of the app's start, and the first paint needs none of it.
+Job = Callable[["Context"], Any]
+
+
+def write(ctx: Context, *args: Any, **kwargs: Any) -> Any:
+    from memory_tui.pipeline.write import write
+
+    return write(ctx, *args, **kwargs)
+
+
+def reorganize(ctx: Context) -> Any:
+    from memory_tui.pipeline.reorganize import reorganize
+
+    return reorganize(ctx)
+
+
+def backfill(ctx: Context) -> Any:
+    from memory_tui.pipeline.backfill import backfill
+
+    return backfill(ctx)
 
 
 @dataclass
@@ -136,6 +155,7 @@ class JobRunner:
         # A preview reads every pending session and counts tokens: seconds on a big state,
         # so never on the UI thread. It answers with one JobPreviewReady.
         from memory_tui.core.lockprobe import probe_write_lock
+        from memory_tui.pipeline.context import Context
         from memory_tui.pipeline.preview import preview_job
 
         node: DOMNode = self  # type: ignore[assignment]
@@ -161,6 +181,8 @@ class JobRunner:
 
     @work(thread=True, exclusive=True, group="job", exit_on_error=False, description="job")
     def _job_worker(self, spec: JobSpec, cancel: threading.Event) -> None:
+        from memory_tui.pipeline.context import Context, JobCancelled
+
         node: DOMNode = self  # type: ignore[assignment]
 
         def progress(event: JobEvent) -> None:

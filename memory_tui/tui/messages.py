@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 
-from memory_tui.pipeline.context import JobEvent
+if TYPE_CHECKING:  # the pipeline is imported when a job runs, not when the app starts
+    from memory_tui.pipeline.context import JobEvent
 
 
 class WorkspaceChanged(Message):

@@ -11,14 +11,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
-from markdown_it import MarkdownIt
-from markdown_it.token import Token
-from mdit_py_plugins.footnote import footnote_plugin
 from rich.text import Text
 
 from memory_tui.core.text import sanitize
+
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+    from markdown_it.token import Token
 
 _BLOCK_ID_TAIL = re.compile(r"(?:[ \t]+\^[A-Za-z0-9-]+)+[ \t]*$", re.M)
 _EVIDENCE_TIME = re.compile(r"^\s*Time:\s*`?([^`;]*)`?\s*;\s*Sources:\s*", re.S)
@@ -45,6 +46,10 @@ ASCII = Glyphs("*", "->", "*", "+", "x", ">", "-", "...", "<-", "~", "-")
 
 @lru_cache(maxsize=1)
 def _parser() -> MarkdownIt:
+    # imported on the first render: the Topics list paints before any record is shown
+    from markdown_it import MarkdownIt
+    from mdit_py_plugins.footnote import footnote_plugin
+
     return MarkdownIt("commonmark", {"html": True}).use(footnote_plugin).enable("table")
 
 

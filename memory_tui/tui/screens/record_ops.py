@@ -12,20 +12,20 @@ cursor: ``m`` move (``MovePicker``), ``u`` update its text, ``d`` delete it; Top
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from textual import work
 from textual.worker import Worker, WorkerState
 
-from .. import record_actions as ra
 from ..data import CORE_TOPIC, RecordVM
-from ..dialogs.delete_topic import DeleteTopicDialog
-from ..dialogs.move_picker import MovePicker
-from ..dialogs.record_change import ConfirmRecordDelete, RecordOutcomeDialog, RecordTextDialog
 from .citations import selected_record_of
-from .external_editor import hand_to_editor
 
-Change = Callable[["str | None"], ra.ActionOutcome]  # base revision -> outcome
+if TYPE_CHECKING:
+    from .. import record_actions as ra
+
+# The adapter (and the engine's record operations under it) and the dialogs are imported
+# when a change is first asked for: the screens that mix this in paint without them.
+Change = Callable[["str | None"], "ra.ActionOutcome"]  # base revision -> outcome
 
 # What the footer keeps longest when the row is full (``FittedFooter``; higher stays), on top
 # of ``APP_RANKS`` (help, back, filter, quit, problems, reload). The record keys come right
@@ -98,6 +98,8 @@ class RecordActions:
         self.app.call_from_thread(then, result)
 
     def run_change(self, change: Change, base: str | None) -> None:
+        from .. import record_actions as ra
+
         state_dir = self.app.state_dir
 
         def attempt() -> tuple[ra.ActionOutcome, str | None]:
@@ -107,6 +109,8 @@ class RecordActions:
         self.off_thread(attempt, lambda found: self.change_done(change, *found))
 
     def change_done(self, change: Change | None, outcome: ra.ActionOutcome, fresh: str | None) -> None:
+        from ..dialogs.record_change import RecordOutcomeDialog
+
         self.record_outcomes.append(outcome)
         if outcome.ok:
             self.app.load_in_background(None)  # the new model (and new revision) for every view
@@ -156,6 +160,8 @@ class RecordActions:
 
     # ------------------------------------------------------------------ move
     def action_move_record(self) -> None:
+        from .. import record_actions as ra
+
         rec = self._record_or_say()
         if rec is None:
             return
@@ -164,6 +170,9 @@ class RecordActions:
         self.off_thread(lambda: ra.move_choices(state_dir), lambda choices: self._pick_move(rec, base, choices))
 
     def _pick_move(self, rec: RecordVM, base: str | None, choices: Any) -> None:
+        from .. import record_actions as ra
+        from ..dialogs.move_picker import MovePicker
+
         state_dir, kw = self.app.state_dir, self._tx_options()
 
         def picked(target: Any) -> None:
@@ -176,6 +185,9 @@ class RecordActions:
 
     # ------------------------------------------------------------------ update text
     def action_update_record(self) -> None:
+        from .. import record_actions as ra
+        from ..dialogs.record_change import RecordTextDialog
+
         rec = self._record_or_say()
         if rec is None:
             return
@@ -195,6 +207,9 @@ class RecordActions:
 
     # ------------------------------------------------------------------ delete
     def action_delete_record(self) -> None:
+        from .. import record_actions as ra
+        from ..dialogs.record_change import ConfirmRecordDelete
+
         rec = self._record_or_say()
         if rec is None:
             return
@@ -210,6 +225,9 @@ class RecordActions:
 
     # ------------------------------------------------------------------ topic delete (Topics)
     def delete_topic_at(self, path: str) -> None:
+        from .. import record_actions as ra
+        from ..dialogs.delete_topic import DeleteTopicDialog
+
         base = self._base_revision()
         state_dir, kw = self.app.state_dir, self._tx_options()
 
@@ -240,6 +258,7 @@ class RecordActions:
         transaction, compare-and-set on the revision it was read at), invalid opens the
         in-app editor on that text with every error on its line. Nothing typed is lost."""
         from ..editor_model import read_topic_text, save_topic_text, validate_topic_text
+        from .external_editor import hand_to_editor
 
         state_dir, kw = self.app.state_dir, self._tx_options()
         text, revision = read_topic_text(state_dir, path)
@@ -260,6 +279,8 @@ class RecordActions:
         self.off_thread(lambda: validate_topic_text(state_dir, path, edited), checked)
 
     def _outside_saved(self, path: str, edited: str, revision: str | None, saved: Any) -> None:
+        from .. import record_actions as ra
+
         result = saved.result
         if saved.ok:
             outcome = ra.ActionOutcome("edit", path, True, revision_before=revision, revision=result.revision,

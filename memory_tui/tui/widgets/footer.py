@@ -156,12 +156,50 @@ class FittedFooter(Footer):
         for key, show in zip(items, choose_shown(widths, order, room, sets)):
             key.display = show
 
+    _composed_from: tuple[Any, ...] | None = None
+
+    def _inputs(self) -> tuple[Any, ...] | None:
+        """Everything ``compose`` reads: the shown bindings with their key names, enabled
+        state and tooltips, the palette key, the style flags, the width and the screen's
+        ranks and sets. ``None`` before the bindings are ready (compose yields nothing)."""
+        if not self._bindings_ready:
+            return None
+        display = self.app.get_key_display
+        shown = tuple(
+            (b.key, display(b), b.description, b.action, enabled, tooltip, b.tooltip,
+             None if b.group is None else (id(b.group), b.group.description, b.group.compact))
+            for (_node, b, enabled, tooltip) in self.screen.active_bindings.values() if b.show
+        )
+        palette = self.screen.active_bindings.get(self.app.COMMAND_PALETTE_BINDING)
+        palette_key = None if palette is None else (palette[1].key, display(palette[1]), palette[1].description,
+                                                     palette[1].action, palette[2], palette[1].tooltip)
+        ranks = self._ranks()
+        return (shown, palette_key, self.show_command_palette, self.app.ENABLE_COMMAND_PALETTE, self.compact,
+                self.size.width or self.app.size.width,
+                None if ranks is None else tuple(sorted(ranks.items())), tuple(sorted(self._sets().items())))
+
     def compose(self):
         # Decided before the keys are mounted: nothing is drawn that a later pass hides.
+        self._composed_from = self._inputs()
         keys = list(super().compose())
         width = self.size.width or self.app.size.width
         self._fit_keys(keys, width)
         yield from keys
+
+    def bindings_changed(self, screen) -> None:
+        # Textual recomposes the footer on every bindings update: six times while the app
+        # starts, each building every key again for the same row. A recompose whose inputs
+        # are those of the keys on screen would build the very same keys; it is skipped.
+        self._bindings_ready = True
+        if not screen.app.app_focus:
+            return
+        if self.is_attached and screen is self.screen:
+            self.call_after_refresh(self._recompose_if_changed)
+
+    async def _recompose_if_changed(self) -> None:
+        if self._composed_from is not None and self._inputs() == self._composed_from:
+            return
+        await self.recompose()
 
     def on_resize(self, event: Resize) -> None:
         self.fit(event.size.width)
