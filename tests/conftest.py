@@ -13,11 +13,16 @@ import re
 import shutil
 import tarfile
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+# Screens show times in the local zone: the run gets one zone, so a machine's own zone cannot
+# change a snapshot (a test about zones sets its own and restores this one).
+os.environ["TZ"] = "UTC"
+time.tzset()
 
 # memory-tui's caches outside the state dir (session summaries, the outline table, the token
 # memo, the Sessions layout table) go to folders of the test run's own: the test states are

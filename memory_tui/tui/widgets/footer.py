@@ -197,6 +197,8 @@ class FittedFooter(Footer):
             self.call_after_refresh(self._recompose_if_changed)
 
     async def _recompose_if_changed(self) -> None:
+        if not self.is_attached:  # its screen went away before the refresh came
+            return
         if self._composed_from is not None and self._inputs() == self._composed_from:
             return
         await self.recompose()
