@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from .errors import CORRUPT_FILE, SPECIAL_TOKEN_TEXT, STATE_NOT_FOUND, WRITE_FAILURE_CODES, MemoryError, Problem
-from .paths import RUNTIME_NAMES, WORKSPACE_ID_RE, Layout, is_internal_top, read_workspace_id  # noqa: F401 (re-exported)
+from .paths import RUNTIME_NAMES, Layout, is_internal_top, read_workspace_id  # noqa: F401 (re-exported)
 from .tokens import TokenCounter
 from .viewcache import view_cache_for
 from .views import ViewMismatch, compare_views, core_injection, special_token_problems
