@@ -30,8 +30,9 @@ from . import graph as G
 FORMAT = "memory-tui/layout-table/1"
 MIN_NODES = 2000  # below this a layout takes a few ms: not worth a file
 KEEP = 24  # entries kept (about 1 MB per 10 000 nodes)
-# The key's bytes: marshal's version 2 writes no back-references, so equal data written twice
-# gives equal bytes (version 3 marks shared objects, which depends on how the caller built them).
+# The key's bytes: marshal's version 2 writes neither back-references nor whether a string
+# was interned (version 3 on writes both, and both depend on how the caller built the data),
+# so equal data written twice gives equal bytes.
 _KEY_MARSHAL = 2
 _ENTRY_MARSHAL = 4  # the entry's: shared ids written once (half the size, as fast to read)
 _SUFFIX = ".layout"
