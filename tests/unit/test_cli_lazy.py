@@ -128,6 +128,14 @@ def test_a_fresh_edit_imports_no_module_only_other_paths_need(fixture_state, tmp
     assert words, rel
     new = tmp_path / "new.md"
     new.write_text(text.replace(words[0], words[0].upper(), 1), encoding="utf-8")
+    # An owner's token memo already knows the Core text (any earlier view build counted it);
+    # with an empty memo the edit must build the encoder, which is the one path that imports
+    # importlib.resources. Warm it here so the test does not depend on what ran before it.
+    warm = subprocess.run(
+        [sys.executable, "-m", "memory_tui", "--state", str(fixture_state), "views", "--check"],
+        capture_output=True, text=True,
+    )
+    assert warm.returncode == 0, warm.stdout + warm.stderr
     code = (
         "import sys, json\n"
         "from memory_tui import cli\n"
