@@ -220,8 +220,10 @@ async def main():
         out["loaded"] = _T() - t_start
 
         async def quiet():
-            # The insight figures are recomputed in a worker after every model; a reload
-            # timed while they run would time both (this is a process CPU clock).
+            # The insight figures are recomputed in a worker after every model (started one
+            # refresh after it is applied); a reload timed while they run would time both
+            # (this is a process CPU clock).
+            await pilot.pause(0.05)
             busy = [w for w in app.workers if w.group == "insights" and not w.is_finished]
             if busy:
                 await app.workers.wait_for_complete(busy)

@@ -1295,11 +1295,17 @@ _IGNORED_ERRNOS = frozenset((errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELO
 
 
 def topic_stats(topics_dir: Path) -> dict[str, StatKey]:
-    """topics-relative path -> stat key of each file ``topics_dir.rglob("*.md")`` lists that
+    """topics-relative path -> stat key of each topic file (``topic_file_stats``)."""
+    return {rel: stat_key(st) for rel, st in topic_file_stats(topics_dir).items()}
+
+
+def topic_file_stats(topics_dir: Path) -> dict[str, os.stat_result]:
+    """topics-relative path -> ``stat`` of each file ``topics_dir.rglob("*.md")`` lists that
     ``Path.stat()`` (symlinks followed) finds regular — the topic files — by the same walk
     (every real directory, a symlinked one neither entered; every entry whose name ends in
-    ``.md``) with ``os.scandir`` and strings instead of a dozen pathlib objects per file."""
-    out: dict[str, StatKey] = {}
+    ``.md``) with ``os.scandir`` and strings instead of a dozen pathlib objects per file.
+    In walk order, not ``sorted`` order."""
+    out: dict[str, os.stat_result] = {}
     stack = [(os.fspath(topics_dir), "")]
     while stack:
         directory, rel = stack.pop()
@@ -1324,7 +1330,7 @@ def topic_stats(topics_dir: Path) -> dict[str, StatKey]:
                 except OSError:
                     continue
                 if stat_mod.S_ISREG(st.st_mode):
-                    out[rel + name] = stat_key(st)
+                    out[rel + name] = st
     return out
 
 

@@ -28,7 +28,7 @@ from .paths import RUNTIME_NAMES, Layout, is_internal_top, read_workspace_id  # 
 from .tokens import TokenCounter
 from .viewcache import view_cache_for
 from .views import ViewMismatch, compare_views, core_injection, special_token_problems
-from .parsecache import deps_signature, stat_key, store_for, topic_deps
+from .parsecache import deps_signature, stat_key, store_for, topic_deps, topic_file_stats
 
 EMPTY_REVISION = hashlib.sha256(b"").hexdigest()[:32]
 RUNTIME_KEYS = ("creation_order", "write_commits_since_global", "local_batches", "local_tokens", "last_global_at")
@@ -583,23 +583,24 @@ def _state_file_paths(state_dir: Path, layout: Layout) -> dict[str, Path]:
 
 
 def _topic_files(topics_dir: Path) -> dict[str, tuple[FileStamp, os.stat_result]]:
-    """Same file set as ``topics.read_topic_texts``: ``rglob("*.md")`` that are files."""
-    out: dict[str, tuple[FileStamp, os.stat_result]] = {}
+    """Same file set as ``topics.read_topic_texts`` (``rglob("*.md")`` that are files), in
+    ``sorted(Path)`` order: by path parts, which is not the order of the strings."""
     if not topics_dir.is_dir():
-        return out
-    for file in sorted(topics_dir.rglob("*.md")):
-        try:
-            st = file.stat()
-        except OSError:
-            continue
-        if stat_mod.S_ISREG(st.st_mode):
-            out[file.relative_to(topics_dir).as_posix()] = (FileStamp.of(st), st)
-    return out
+        return {}
+    found = topic_file_stats(topics_dir)
+    return {rel: (FileStamp.of(found[rel]), found[rel]) for rel in sorted(found, key=_path_parts)}
 
 
-def _assemble_tree(entries: Mapping[str, _TopicEntry]) -> Any:
-    """A TopicTree from cached per-file parses."""
-    from .topics import assemble_tree, topic_sort_key
+def _path_parts(rel: str) -> list[str]:
+    return rel.split("/")
+
+
+def _assemble_tree(entries: Mapping[str, _TopicEntry], previous: Any = None) -> Any:
+    """A TopicTree from cached per-file parses. With ``previous`` (the last snapshot's tree,
+    over the same sources) and no file that failed to read, only the changed topics' ids are
+    swapped in its id map (``reassemble_tree``, equal to a full assembly) instead of every
+    id of the workspace being mapped again."""
+    from .topics import assemble_tree, reassemble_tree, topic_sort_key
 
     problems: list[Problem] = []
     parsed = []
@@ -609,6 +610,8 @@ def _assemble_tree(entries: Mapping[str, _TopicEntry]) -> Any:
             problems.append(entry.problem)
         if entry.topic is not None:
             parsed.append(entry.topic)
+    if previous is not None and not problems:
+        return reassemble_tree(previous, parsed)
     return assemble_tree(parsed, problems)
 
 
@@ -751,7 +754,7 @@ def _build(state_dir: Path, prev: StateView | None, counter: Any) -> StateView:
     if prev is not None and sources_same and not reparsed and set(entries) == set(prev_entries):
         tree = prev.tree
     else:
-        tree = _assemble_tree(entries)
+        tree = _assemble_tree(entries, prev.tree if prev is not None and sources_same else None)
     problems.extend(tree.problems)
     problems.extend(_special_token_problems(tree, prev, counter))
 
@@ -767,7 +770,7 @@ def _build(state_dir: Path, prev: StateView | None, counter: Any) -> StateView:
     else:
         # Per-topic parts (``viewcache``): a refresh re-derives only the topics it re-parsed,
         # byte for byte what ``build_views`` gives (``MEMORY_TUI_VIEWS=full|check``).
-        if prev is not None and sources_same:
+        if prev is not None and sources_same and prev.row_cache:  # filled only by a whole build
             for unit in tree.units:  # units of unchanged topics are the very same objects
                 hit = prev.row_cache.get(id(unit))
                 if hit is not None and hit[0] is unit:

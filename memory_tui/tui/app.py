@@ -429,7 +429,7 @@ class MemoryApp(JobRunner, App[None]):
         old = self.model
         if explicit:
             self.apply_model(model)
-            self.compute_insights()
+            self._insights_after_paint()
             return
         changed = changed_views(old, model)
         if not changed and not header_changed(old, model):
@@ -438,10 +438,16 @@ class MemoryApp(JobRunner, App[None]):
             self.model = model
             for screen in self.view_screens.values():
                 screen.model_changed(model, redraw=False, now=False)
-            self.compute_insights()
+            self._insights_after_paint()
             return
         self.apply_model(model, changed)
-        self.compute_insights()
+        self._insights_after_paint()
+
+    def _insights_after_paint(self) -> None:
+        # The insights worker holds the GIL for 1-2 s of CPU in bursts; started at once, it
+        # halves the UI thread's share while the new model is being drawn. One refresh later
+        # the screen already shows the model.
+        self.call_after_refresh(self.compute_insights)
 
     @work(exclusive=True, group="watch", exit_on_error=False, description="watch")
     async def _watch_worker(self) -> None:

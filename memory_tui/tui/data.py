@@ -290,6 +290,9 @@ class _Cache:
     topics_links: Any = None
     # id(TopicVM) -> (the VM, its records by block id, first id winning): see ``_record_index``
     by_topic: dict[int, tuple["TopicVM", dict[str, "RecordVM"]]] = field(default_factory=dict)
+    # the last ``_record_index``'s per-topic indexes and its merge, kept when no id was in two
+    index_parts: list[dict[str, "RecordVM"]] = field(default_factory=list)
+    index: dict[str, "RecordVM"] | None = None
 
     def count(self, counter: TokenCounter, text: str) -> int:
         if type(counter) is O200kCounter:
@@ -533,15 +536,37 @@ def _record_index(topics: Iterable[TopicVM], cache: _Cache) -> dict[str, RecordV
         parts.append(hit[1])
         total += len(hit[1])
     cache.by_topic = seen
-    records: dict[str, RecordVM] = {}
-    for own in parts:
-        records.update(own)
+    last, prior = cache.index_parts, cache.index
+    cache.index_parts, cache.index = parts, None
+    records = _index_patched(last, prior, parts)
+    if records is None:
+        records = {}
+        for own in parts:
+            records.update(own)
     if len(records) == total:
+        cache.index = records
         return records
     records = {}
     for own in parts:
         for mid, rec in own.items():
             records.setdefault(mid, rec)
+    return records
+
+
+def _index_patched(last: list[dict[str, RecordVM]], prior: dict[str, RecordVM] | None,
+                   parts: list[dict[str, RecordVM]]) -> dict[str, RecordVM] | None:
+    """The merge of ``parts`` from ``prior`` (the duplicate-free merge of ``last``) when only a
+    few topics' indexes changed and each kept its ids in their order (a reword): a copy of
+    ``prior`` with their records written over, every key where the full merge puts it.
+    ``None`` when that does not hold."""
+    if prior is None or len(last) != len(parts):
+        return None
+    pairs = [(old, own) for old, own in zip(last, parts) if old is not own]
+    if len(pairs) > 8 or any(list(old) != list(own) for old, own in pairs):
+        return None
+    records = dict(prior)
+    for _old, own in pairs:
+        records.update(own)
     return records
 
 

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from memory_tui.core import parsecache
 from memory_tui.core import topics as topics_mod
+from memory_tui.core import workspace
 from memory_tui.core.sources import SourceIndex
 from memory_tui.core.topics import assemble_tree, parse_topic, parse_tree, reassemble_tree
 
@@ -186,7 +187,7 @@ def test_topic_walk_lists_what_rglob_does(tmp_path):
     (outside / "o.md").write_text("o\n")
     (outside / "deep" / "p.md").write_text("p\n")
     for rel in ("a.md", ".hidden.md", ".md", "x.MD", "notes.txt", "sub/b.md", "sub/.dot/c.md", "sub/deeper/d.md",
-                "dir.md/e.md", "s p a c e/é.md"):
+                "dir.md/e.md", "s p a c e/é.md", "a/b.md", "a-b.md", "a.b/c.md"):
         (top / rel).parent.mkdir(parents=True, exist_ok=True)
         (top / rel).write_text("t\n")
     (top / "linked-dir").symlink_to(outside, target_is_directory=True)  # not entered
@@ -197,4 +198,9 @@ def test_topic_walk_lists_what_rglob_does(tmp_path):
     os.mkfifo(top / "sub" / "fifo.md")
     want = _rglob_stats(top)
     assert parsecache.topic_stats(top) == want
+    # the snapshot's file list: the same files, in sorted(Path) order ("a/b.md" first: by parts)
+    files = workspace._topic_files(top)
+    assert list(files) == list(want) and list(want).index("a/b.md") < list(want).index("a-b.md")
+    assert all(parsecache.stat_key(found) == want[rel] and stamp == workspace.FileStamp.of(found)
+               for rel, (stamp, found) in files.items())
     assert "linked.md" in want and "dir.md/e.md" in want and not any(k.startswith("linked-dir") for k in want)

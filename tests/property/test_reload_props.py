@@ -116,3 +116,79 @@ def test_one_file_reload_equals_a_full_load(built, tmp_path_factory, monkeypatch
         assert model.revision == fresh.revision  # the resumed revision stream of the refresh
         assert model.state.problems == fresh.state.problems
         assert model == fresh
+
+
+def _topics_screen(app) -> tuple[list[str], str | None, list[str]]:
+    """What the Topics screen shows: every tree label (depth first), the topic under the
+    cursor and its records list, as plain text."""
+    from rich.console import Console
+
+    screen = app.screen
+    labels, nodes = [], [screen.tree.root]
+    while nodes:
+        node = nodes.pop()
+        labels.append(str(node.label))
+        nodes.extend(reversed(node.children))
+    shown = screen.current_topic()
+    console = Console(width=200, record=True, file=open(os.devnull, "w"))
+    records = []
+    for i in range(screen.records.option_count):
+        console.print(screen.records.get_option_at_index(i).prompt)
+        records.append(console.export_text())
+    return labels, shown.path if shown is not None else None, records
+
+
+async def _settled(app, pilot) -> None:
+    loads = [w for w in app.workers if w.group == "load"]
+    if loads:
+        await app.workers.wait_for_complete(loads)
+    await pilot.pause()
+    await pilot.pause()
+
+
+async def _fresh_screen(state: Path):
+    from memory_tui.tui.app import create_app
+
+    app = create_app(state, watch=False, background=False, insights=False, home=state.parent)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _settled(app, pilot)
+        return _topics_screen(app)
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 10_000)), min_size=1, max_size=4))
+@example(steps=[("reword", 0), ("break", 0), ("drop", 3), ("delete", 2), ("add", 5)])
+def test_app_reload_after_one_file_changes_shows_what_a_fresh_start_shows(built, tmp_path_factory, steps):
+    """The app's own path (the load worker streaming in the first model, then the watcher's
+    one-file reloads, the redraw that keeps what did not change): after every change the
+    model is a fresh load's and the Topics screen shows what a fresh app shows."""
+    import asyncio
+
+    from memory_tui.tui.app import create_app
+
+    state = tmp_path_factory.mktemp("app") / "state"
+    shutil.copytree(built, state, symlinks=True)
+    topics = state / "memory" / "topics"
+    viewcache.forget_in_process()
+
+    async def run():
+        app = create_app(state, watch=False, background=True, insights=False, home=state.parent)
+        removed: list[tuple[str, bytes]] = []
+        async with app.run_test(size=(120, 40)) as pilot:
+            while app.model is None or app.model.outline or app.loading:
+                await pilot.pause(0.01)
+            await _settled(app, pilot)
+            for op, n in steps:
+                touched = _change(topics, op, n, removed)
+                if not touched:
+                    continue
+                before = app.reloads
+                app.load_in_background(touched)
+                await _settled(app, pilot)
+                assert app.reloads == before + 1
+                assert app.model.state.reparsed_topics == tuple(p[len("memory/topics/"):] for p in touched
+                                                                if (state / p).is_file())
+                assert app.model == load_model(state, home=state.parent)
+                assert _topics_screen(app) == await _fresh_screen(state)
+
+    asyncio.run(run())
