@@ -28,10 +28,8 @@ only costs time.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import dataclasses
-import gc
 import hashlib
 import io
 import marshal
@@ -47,10 +45,10 @@ from functools import lru_cache
 from itertools import accumulate, chain, repeat
 from operator import add, and_, attrgetter, eq, is_, itemgetter, methodcaller, sub
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from .errors import Problem
-from .fastdata import positional
+from .fastdata import bulk, positional
 from .fsutil import replace_cache_file
 from .paths import Layout
 from .sealed import seal, unseal
@@ -635,7 +633,7 @@ def topic_deferred(head: tuple, reparse: Callable[[str, str], Topic]) -> Topic:
 
     def build() -> tuple[tuple, tuple]:
         try:
-            with _bulk():
+            with bulk():
                 topic = topic_from_rows(rows_of_head(head))
         except (*_ROW_ERRORS, EOFError):
             topic = reparse(path, text)
@@ -787,7 +785,7 @@ def archive_from_rows(rows: tuple) -> ArchiveFile:
         raise ValueError(f"archive rows of {path} are malformed")
 
     def build() -> tuple[SourceFrame, ...]:
-        with _bulk():
+        with bulk():
             return _frames_from_blob(path, blob, sids, anchors, trusted, len(sids))
 
     return ArchiveFile.deferred(path, kind, tuple(key), (tuple(sids), tuple(anchors), tuple(trusted)), build,
@@ -805,31 +803,6 @@ def _frames_from_blob(path: str, blob: bytes, sids: tuple, anchors: tuple, trust
              for t, ls in zip(texts, lines)]
     return tuple(map(_make_frame, sids, anchors, speakers, metas, lines, stamps, labels, texts, trusted, pending,
                      paths, numbers, kinds, tokens))
-
-
-@contextlib.contextmanager
-def _bulk() -> Iterator[None]:
-    """Pause the cyclic collector while a parse or its rows are built: they are ~10^5 acyclic
-    objects, and each of the collections their allocation triggers traverses the whole young
-    heap to find nothing (half the time of a cached load). Re-enabled as it was found.
-
-    On the way out the new objects go straight to the oldest generation (freeze, then
-    unfreeze: two list splices, no traversal) instead of waiting in the youngest: left there,
-    the first collection after re-enabling walks all of them (0.12-0.18 s after a cold load
-    at scale 1, ~345 000 objects) and the next one of the middle generation walks them again,
-    only to promote what is nearly all long-lived. They are still examined by full
-    collections, like every old object. A process that froze objects itself (the app does,
-    after its first load) keeps its frozen set: then nothing is moved."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            if gc.get_freeze_count() == 0:
-                gc.freeze()
-                gc.unfreeze()
-            gc.enable()
 
 
 class _Stored:
@@ -890,7 +863,7 @@ class ParseStore:
         return {rel: body for rel, body in value[1].items() if isinstance(rel, str)}
 
     def _load_kind(self, kind: str) -> dict[str, Any]:
-        with _bulk():
+        with bulk():
             return self._load_kind_files(kind)
 
     def _load_kind_files(self, kind: str) -> dict[str, Any]:
@@ -1336,7 +1309,7 @@ def load_tree(memory_root: Path | str, *, persist: bool = False) -> tuple[Any, A
     (writers; the benchmarks) or by the next transaction of this process.
     """
 
-    with _bulk():
+    with bulk():
         return _load_tree(Path(memory_root), persist)
 
 
