@@ -672,9 +672,9 @@ def archive_rows(entry: ArchiveFile) -> tuple:
     what an index is built from; the rest of every frame is one marshal blob inside the
     entry, decoded only when the archive's frames are asked for (``ArchiveFile.deferred``)."""
     same = {}.setdefault  # equal values written once: speakers, tokens, stamps repeat
-    handed = None if entry.scan is None or entry.kind != "v2" else take_handed_frames(entry.scan)
+    handed = take_handed_frames(entry)
     if handed is not None:
-        return _handed_archive_rows(entry, handed, same)
+        return _handed_archive_rows(entry, *handed, same)
     frames = entry.frames
     if frames:
         (speakers, tokens, lines, stamps, labels, texts, pending, paths, numbers,
@@ -707,34 +707,30 @@ def archive_rows(entry: ArchiveFile) -> tuple:
             entry.digest, scan_row)
 
 
-def _handed_archive_rows(entry: ArchiveFile, handed: list[tuple], same: Any) -> tuple:
-    """``archive_rows`` of a v2 entry whose scan was the one-pass one, from the fields it
-    handed over (``sources.take_handed``) instead of the frames. That scan fixes the shapes:
+def _handed_archive_rows(entry: ArchiveFile, handed: list[tuple], scan_row: tuple, same: Any) -> tuple:
+    """``archive_rows`` of a well-formed v2 archive's entry from the fields it was made from
+    (``sources.take_handed``), without building its frames. That reading fixes the shapes:
     every frame has record lines and its meta decoded from its token, path and kind are the
     entry's, the scan is complete with no problem (tests compare the two row sets)."""
-    scan = entry.scan
-    frames = entry.frames
-    if (entry.problem is not None or scan.problem is not None or scan.frames is not frames
-            or len(handed) != len(frames)):
+    outline = entry.outline()
+    if entry.problem is not None or entry.kind != "v2" or len(handed) != len(outline[0]):
         raise _Unrepresentable(entry.path)
     n = len(handed)
     if handed:
-        (sids, anchors, trusted, speakers, tokens, lines, stamps, labels, offsets, pending,
+        (_sids, _anchors, _trusted, speakers, tokens, lines, stamps, labels, offsets, pending,
          numbers) = zip(*handed)
         columns = (_shared(speakers, same), _shared(tokens, same), lines, stamps, _shared(labels, same), offsets,
                    pending, (entry.path,) * n, numbers, ("v2",) * n)
-        if frames[0].path != entry.path or not set(map(type, trusted)) <= {bool}:
+        if not set(map(type, outline[2])) <= {bool}:
             raise _Unrepresentable(entry.path)
-        outline = vars(entry).setdefault("_outline", (sids, anchors, trusted))
     else:
         columns = ()
-        outline = entry.outline()
     try:
         blob = marshal.dumps(columns, 4)
     except ValueError:
         raise _Unrepresentable(entry.path) from None
     return (entry.path, entry.kind, entry.key, outline, blob, entry.complete, entry.comment_ids, entry.anchor_lines,
-            entry.digest, (scan.complete, scan.ends_with_lf, scan.n_lines, scan.resumable))
+            entry.digest, scan_row)
 
 
 _FRAME_FIELDS = attrgetter("speaker_id_raw", "meta_token", "lines", "timestamp", "speaker_label", "text", "pending",

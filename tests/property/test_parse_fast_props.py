@@ -407,14 +407,19 @@ def _unsealed(rows: tuple) -> tuple:
 def _handed_archive_rows_are_the_rows(rel: str, text: str) -> None:
     """The archive rows made from the fields the one-pass scan handed over are the rows read
     off the frames of another index of the same bytes, their outline is the frames' own, and
-    they decode to the very entry."""
+    they decode to the very entry. The entry builds no frame until asked, and then the very
+    frames the line scanner reads (its builder let go of)."""
     handed_entry = new_sources.index_file(rel, text.encode(), (1, len(text), 2))
     plain_entry = new_sources.index_file(rel, text.encode(), (1, len(text), 2))
-    assert new_sources.HANDED in vars(handed_entry.scan)
-    assert new_sources.take_handed(plain_entry.scan) is not None  # now read off the frames
+    assert new_sources.HANDED in vars(handed_entry) and "_frames" not in vars(handed_entry)
+    assert new_sources.take_handed(plain_entry) is not None  # now read off the frames
     rows = parsecache.archive_rows(handed_entry)
-    assert new_sources.take_handed(handed_entry.scan) is None  # taken once
+    assert "_frames" not in vars(handed_entry)  # the rows were written without a frame
+    assert new_sources.take_handed(handed_entry) is None  # taken once
     frames = plain_entry.frames
+    assert "_build" not in vars(plain_entry)
+    old = old_sources.index_file(rel, text.encode(), (1, len(text), 2))
+    assert _plain(plain_entry) == _plain(old)  # (the scan and by_anchor too: they are fields)
     assert rows[3] == (tuple(f.source_id for f in frames), tuple(f.anchor for f in frames),
                        tuple(f.trusted for f in frames))
     assert _unsealed(rows) == _unsealed(parsecache.archive_rows(plain_entry))
@@ -448,7 +453,7 @@ def test_damaged_well_formed_archives_read_as_before(records, data):
             text = "\n".join(lines)
     assert _plain(new_sources.scan_v2(rel, text)) == _plain(old_sources.scan_v2(rel, text))
     assert _plain(new_sources.scan_v2(rel, text.encode())) == _plain(old_sources.scan_v2(rel, text.encode()))
-    if new_sources.HANDED in vars(new_sources.scan_v2(rel, text)):  # read by the one-pass scan
+    if new_sources.HANDED in vars(new_sources.index_file(rel, text.encode())):  # read by the one-pass scan
         _handed_archive_rows_are_the_rows(rel, text)
 
 
