@@ -552,7 +552,7 @@ def _well_formed_fields(rel_path: str, text: str) -> tuple[list[tuple], int, boo
     place = "\x00"  # "provider/thread/" of ids already known to belong in rel_path
     ends_after_record = False
     fields: list[tuple] = []
-    handed = fields.append
+    keep = fields.append
     while pos < size:
         m = match(text, pos)
         if m is None:
@@ -599,8 +599,8 @@ def _well_formed_fields(rel_path: str, text: str) -> tuple[list[tuple], int, boo
         trusted = meta is None or meta.trusted
         pending = meta is not None and meta.pending
         # the text starts in the first record line where its first line's text does
-        handed((sid, anchor_value, trusted, speaker_raw, token, body, ts, label, len(first) - len(first_text),
-                pending, number))
+        keep((sid, anchor_value, trusted, speaker_raw, token, body, ts, label, len(first) - len(first_text),
+              pending, number))
         seen.add(sid)
         number += 3 + (marker is not None) + (token is not None) + count
         if end == size:
@@ -610,7 +610,8 @@ def _well_formed_fields(rel_path: str, text: str) -> tuple[list[tuple], int, boo
             return None
         pos = end + 1
         number += 1
-    return fields, text.count("\n"), bool(fields) and ends_after_record  # the text ends with LF here
+    # the text ends with the LF of line ``number - 1`` here: its last record line's or blank line's
+    return fields, number - 1, bool(fields) and ends_after_record
 
 
 def _frames_of(rel_path: str, fields: list[tuple]) -> tuple[SourceFrame, ...]:
