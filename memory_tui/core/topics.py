@@ -16,7 +16,6 @@ not make a strict parse fail; the normaliser turns them into errors for new cont
 from __future__ import annotations
 
 import functools
-import gc
 import hashlib
 import itertools
 import operator
