@@ -52,6 +52,9 @@ ROWS = (
     # parse-cold: what a reader (open_state, the app's first load) pays cold; readers never
     # write the cache (the next transaction does), so this is parse_cold without the flush.
     ("parse_cold_read", "strict parse, cold, without writing the cache"),
+    # a cold load builds a topic's units and an archive's frames when first read (as a load
+    # from the cache does): this is parse_cold with every unit and frame built
+    ("parse_cold_full", "strict parse, cold, every unit and frame built"),
     ("revision", "workspace revision"),
     ("pending_cold", "pending, all sessions, cold"),
     ("pending_nocache", "pending, all sessions, cold, empty session cache"),
@@ -83,9 +86,9 @@ CHILD_PARSE = r"""
 import json, sys, time
 from pathlib import Path
 mem = Path(sys.argv[1]) / "memory"
-cold = sys.argv[2] in ("cold", "coldread")
+cold = sys.argv[2] in ("cold", "coldread", "coldfull")
 persist = sys.argv[2] != "coldread"
-full = sys.argv[2] == "warmfull"
+full = sys.argv[2] in ("warmfull", "coldfull")
 n = int(sys.argv[3])
 try:
     from memory_tui.core import parsecache
@@ -107,6 +110,9 @@ for _ in range(n):
         index, tree = parsecache.load_tree(mem, persist=persist)
     if full:
         tree.units
+        if sys.argv[2] == "coldfull":
+            for entry in index.files.values():
+                entry.frames
     out.append(_T() - t0)
     assert not tree.problems and len(tree.units) > 0, tree.problems[:3]
 print(json.dumps(out))
@@ -330,6 +336,8 @@ def measure(row: str, state: Path, runs: int, app_cache: dict) -> tuple[list[flo
         return _child(CHILD_PARSE, state, "cold", runs), "s"
     if row == "parse_cold_read":
         return _child(CHILD_PARSE, state, "coldread", runs), "s"
+    if row == "parse_cold_full":
+        return _child(CHILD_PARSE, state, "coldfull", runs), "s"
     if row == "parse_cached":
         _child(CHILD_PARSE, state, "warm", 1)  # make sure the cache exists
         return _child(CHILD_PARSE, state, "warm", runs), "s"

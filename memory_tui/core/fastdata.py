@@ -1,10 +1,12 @@
 """Building many frozen dataclass instances cheaply (the parser, the archive scanner and the
-parse cache build ~10^5 of them per workspace)."""
+parse cache build ~10^5 of them per workspace), and with the collector out of the way."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from typing import Callable
+import gc
+from typing import Callable, Iterator
 
 
 def positional(cls: type) -> Callable[..., object]:
@@ -32,4 +34,29 @@ def positional(cls: type) -> Callable[..., object]:
     return make  # type: ignore[return-value]
 
 
-__all__ = ["positional"]
+@contextlib.contextmanager
+def bulk() -> Iterator[None]:
+    """Pause the cyclic collector while a parse or its rows are built: they are ~10^5 acyclic
+    objects, and each of the collections their allocation triggers traverses the whole young
+    heap to find nothing (half the time of a cached load). Re-enabled as it was found.
+
+    On the way out the new objects go straight to the oldest generation (freeze, then
+    unfreeze: two list splices, no traversal) instead of waiting in the youngest: left there,
+    the first collection after re-enabling walks all of them (0.12-0.18 s after a cold load
+    at scale 1, ~345 000 objects) and the next one of the middle generation walks them again,
+    only to promote what is nearly all long-lived. They are still examined by full
+    collections, like every old object. A process that froze objects itself (the app does,
+    after its first load) keeps its frozen set: then nothing is moved."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            if gc.get_freeze_count() == 0:
+                gc.freeze()
+                gc.unfreeze()
+            gc.enable()
+
+
+__all__ = ["bulk", "positional"]

@@ -28,10 +28,8 @@ only costs time.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import dataclasses
-import gc
 import hashlib
 import io
 import marshal
@@ -47,10 +45,10 @@ from functools import lru_cache
 from itertools import accumulate, chain, repeat
 from operator import add, and_, attrgetter, eq, is_, itemgetter, methodcaller, sub
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from .errors import Problem
-from .fastdata import positional
+from .fastdata import bulk, positional
 from .fsutil import replace_cache_file
 from .paths import Layout
 from .sealed import seal, unseal
@@ -635,7 +633,7 @@ def topic_deferred(head: tuple, reparse: Callable[[str, str], Topic]) -> Topic:
 
     def build() -> tuple[tuple, tuple]:
         try:
-            with _bulk():
+            with bulk():
                 topic = topic_from_rows(rows_of_head(head))
         except (*_ROW_ERRORS, EOFError):
             topic = reparse(path, text)
@@ -674,9 +672,9 @@ def archive_rows(entry: ArchiveFile) -> tuple:
     what an index is built from; the rest of every frame is one marshal blob inside the
     entry, decoded only when the archive's frames are asked for (``ArchiveFile.deferred``)."""
     same = {}.setdefault  # equal values written once: speakers, tokens, stamps repeat
-    handed = None if entry.scan is None or entry.kind != "v2" else take_handed_frames(entry.scan)
+    handed = take_handed_frames(entry)
     if handed is not None:
-        return _handed_archive_rows(entry, handed, same)
+        return _handed_archive_rows(entry, *handed, same)
     frames = entry.frames
     if frames:
         (speakers, tokens, lines, stamps, labels, texts, pending, paths, numbers,
@@ -709,34 +707,30 @@ def archive_rows(entry: ArchiveFile) -> tuple:
             entry.digest, scan_row)
 
 
-def _handed_archive_rows(entry: ArchiveFile, handed: list[tuple], same: Any) -> tuple:
-    """``archive_rows`` of a v2 entry whose scan was the one-pass one, from the fields it
-    handed over (``sources.take_handed``) instead of the frames. That scan fixes the shapes:
+def _handed_archive_rows(entry: ArchiveFile, handed: list[tuple], scan_row: tuple, same: Any) -> tuple:
+    """``archive_rows`` of a well-formed v2 archive's entry from the fields it was made from
+    (``sources.take_handed``), without building its frames. That reading fixes the shapes:
     every frame has record lines and its meta decoded from its token, path and kind are the
     entry's, the scan is complete with no problem (tests compare the two row sets)."""
-    scan = entry.scan
-    frames = entry.frames
-    if (entry.problem is not None or scan.problem is not None or scan.frames is not frames
-            or len(handed) != len(frames)):
+    outline = entry.outline()
+    if entry.problem is not None or entry.kind != "v2" or len(handed) != len(outline[0]):
         raise _Unrepresentable(entry.path)
     n = len(handed)
     if handed:
-        (sids, anchors, trusted, speakers, tokens, lines, stamps, labels, offsets, pending,
+        (_sids, _anchors, _trusted, speakers, tokens, lines, stamps, labels, offsets, pending,
          numbers) = zip(*handed)
         columns = (_shared(speakers, same), _shared(tokens, same), lines, stamps, _shared(labels, same), offsets,
                    pending, (entry.path,) * n, numbers, ("v2",) * n)
-        if frames[0].path != entry.path or not set(map(type, trusted)) <= {bool}:
+        if not set(map(type, outline[2])) <= {bool}:
             raise _Unrepresentable(entry.path)
-        outline = vars(entry).setdefault("_outline", (sids, anchors, trusted))
     else:
         columns = ()
-        outline = entry.outline()
     try:
         blob = marshal.dumps(columns, 4)
     except ValueError:
         raise _Unrepresentable(entry.path) from None
     return (entry.path, entry.kind, entry.key, outline, blob, entry.complete, entry.comment_ids, entry.anchor_lines,
-            entry.digest, (scan.complete, scan.ends_with_lf, scan.n_lines, scan.resumable))
+            entry.digest, scan_row)
 
 
 _FRAME_FIELDS = attrgetter("speaker_id_raw", "meta_token", "lines", "timestamp", "speaker_label", "text", "pending",
@@ -787,7 +781,7 @@ def archive_from_rows(rows: tuple) -> ArchiveFile:
         raise ValueError(f"archive rows of {path} are malformed")
 
     def build() -> tuple[SourceFrame, ...]:
-        with _bulk():
+        with bulk():
             return _frames_from_blob(path, blob, sids, anchors, trusted, len(sids))
 
     return ArchiveFile.deferred(path, kind, tuple(key), (tuple(sids), tuple(anchors), tuple(trusted)), build,
@@ -805,31 +799,6 @@ def _frames_from_blob(path: str, blob: bytes, sids: tuple, anchors: tuple, trust
              for t, ls in zip(texts, lines)]
     return tuple(map(_make_frame, sids, anchors, speakers, metas, lines, stamps, labels, texts, trusted, pending,
                      paths, numbers, kinds, tokens))
-
-
-@contextlib.contextmanager
-def _bulk() -> Iterator[None]:
-    """Pause the cyclic collector while a parse or its rows are built: they are ~10^5 acyclic
-    objects, and each of the collections their allocation triggers traverses the whole young
-    heap to find nothing (half the time of a cached load). Re-enabled as it was found.
-
-    On the way out the new objects go straight to the oldest generation (freeze, then
-    unfreeze: two list splices, no traversal) instead of waiting in the youngest: left there,
-    the first collection after re-enabling walks all of them (0.12-0.18 s after a cold load
-    at scale 1, ~345 000 objects) and the next one of the middle generation walks them again,
-    only to promote what is nearly all long-lived. They are still examined by full
-    collections, like every old object. A process that froze objects itself (the app does,
-    after its first load) keeps its frozen set: then nothing is moved."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            if gc.get_freeze_count() == 0:
-                gc.freeze()
-                gc.unfreeze()
-            gc.enable()
 
 
 class _Stored:
@@ -890,7 +859,7 @@ class ParseStore:
         return {rel: body for rel, body in value[1].items() if isinstance(rel, str)}
 
     def _load_kind(self, kind: str) -> dict[str, Any]:
-        with _bulk():
+        with bulk():
             return self._load_kind_files(kind)
 
     def _load_kind_files(self, kind: str) -> dict[str, Any]:
@@ -1342,7 +1311,7 @@ def load_tree(memory_root: Path | str, *, persist: bool = False) -> tuple[Any, A
     (writers; the benchmarks) or by the next transaction of this process.
     """
 
-    with _bulk():
+    with bulk():
         return _load_tree(Path(memory_root), persist)
 
 

@@ -28,13 +28,13 @@ import unicodedata
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import chain, compress, repeat
-from operator import attrgetter, not_
+from operator import attrgetter, itemgetter, not_
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 from urllib.parse import quote, unquote
 
 from .errors import TRUNCATED_ARCHIVE, CORRUPT_FILE, MemoryError, Problem
-from .fastdata import positional
+from .fastdata import bulk, positional
 from .fsutil import atomic_write
 from .paths import Layout, relpath
 from .text import header_part
@@ -533,18 +533,26 @@ def scan_well_formed(rel_path: str, text: str) -> V2Scan | None:
     text; ``None`` as soon as anything is not (then the line scanner decides what it is, and
     reports it). Gives exactly the frames, lines and flags the line scanner gives:
     ``tests/property/test_parse_fast_props.py`` compares the two."""
+    read = _well_formed_fields(rel_path, text)
+    if read is None:
+        return None
+    fields, n_lines, resumable = read
+    return V2Scan(_frames_of(rel_path, fields), True, None, True, n_lines, resumable)
+
+
+def _well_formed_fields(rel_path: str, text: str) -> tuple[list[tuple], int, bool] | None:
+    """``scan_well_formed``'s reading without the frames: per frame the fields ``take_handed``
+    describes, then the scan's ``n_lines`` and ``resumable``; ``None`` where it gives ``None``."""
     size = len(text)
     pos = len(_V2_START)
     number = 3  # 1-based line of the frame's anchor
-    frames: list[SourceFrame] = []
     seen: set[str] = set()
     match = _FRAME_HEAD.match
     find = text.find
-    make = _make_frame
     place = "\x00"  # "provider/thread/" of ids already known to belong in rel_path
     ends_after_record = False
-    fields: list[tuple] = []  # what the parse cache stores of each frame (see take_handed)
-    handed = fields.append
+    fields: list[tuple] = []
+    keep = fields.append
     while pos < size:
         m = match(text, pos)
         if m is None:
@@ -578,7 +586,6 @@ def scan_well_formed(rel_path: str, text: str) -> V2Scan | None:
         count = int(digits)
         if count == 1:
             body: tuple[str, ...] = (first,)
-            content = first_text
         else:
             if count < 1:
                 return None
@@ -587,20 +594,13 @@ def scan_well_formed(rel_path: str, text: str) -> V2Scan | None:
                 at = find("\n", at) + 1
                 if at == 0:  # the record runs past the end of the file (or its last LF)
                     return None
-            rest = text[end:at - 1]
-            body = (first, *rest.split("\n"))
-            content = first_text + "\n" + rest
+            body = (first, *text[end:at - 1].split("\n"))
             end = at
         trusted = meta is None or meta.trusted
         pending = meta is not None and meta.pending
-        # SourceFrame's fields in order (see _scan_frames)
-        frames.append(make(
-            sid, anchor_value, speaker_raw, meta, body, ts, label, content, trusted, pending, rel_path, number, "v2",
-            token,
-        ))
         # the text starts in the first record line where its first line's text does
-        handed((sid, anchor_value, trusted, speaker_raw, token, body, ts, label, len(first) - len(first_text),
-                pending, number))
+        keep((sid, anchor_value, trusted, speaker_raw, token, body, ts, label, len(first) - len(first_text),
+              pending, number))
         seen.add(sid)
         number += 3 + (marker is not None) + (token is not None) + count
         if end == size:
@@ -610,24 +610,62 @@ def scan_well_formed(rel_path: str, text: str) -> V2Scan | None:
             return None
         pos = end + 1
         number += 1
-    n_lines = text.count("\n")  # the text ends with LF here
-    scan = V2Scan(tuple(frames), True, None, True, n_lines, bool(frames) and ends_after_record)
-    vars(scan)[HANDED] = fields
-    return scan
+    # the text ends with the LF of line ``number - 1`` here: its last record line's or blank line's
+    return fields, number - 1, bool(fields) and ends_after_record
 
 
-# The one-pass scan hands the parse cache each frame's fields as it read them: reading them
-# back off 32 800 frames at a cold flush costs several times more (memory-bound attribute
-# reads). Kept on the scan (not a field: equality, hash and repr ignore it) until taken.
+def _frames_of(rel_path: str, fields: list[tuple]) -> tuple[SourceFrame, ...]:
+    """The frames of ``_well_formed_fields``' fields (a well-formed v2 archive at ``rel_path``)."""
+    make = _make_frame
+    frames = []
+    for sid, anchor_value, trusted, speaker_raw, token, body, ts, label, at, pending, number in fields:
+        first = body[0]
+        content = first[at:] if len(body) == 1 else "\n".join([first[at:], *body[1:]])
+        # SourceFrame's fields in order (see _scan_frames); a meta token was decoded when read
+        frames.append(make(sid, anchor_value, speaker_raw, None if token is None else decode_meta(token), body, ts,
+                           label, content, trusted, pending, rel_path, number, "v2", token))
+    return tuple(frames)
+
+
+def _well_formed_entry(rel: str, data: bytes, key: StatKey, digest: str) -> ArchiveFile | None:
+    """``index_file``'s entry for a well-formed v2 archive, its frames built when first asked
+    for (a cold load's readers need the ids, anchors and trust flags, not 32 800 frames, as
+    the parse cache's entries do); ``None`` for any other archive."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    read = _well_formed_fields(rel, text) if text.startswith(_V2_START) else None
+    if read is None:
+        return None
+    fields, n_lines, resumable = read
+    sids, anchors, trusted = (tuple(map(itemgetter(i), fields)) for i in range(3))
+
+    def build() -> tuple[SourceFrame, ...]:
+        with bulk():
+            return _frames_of(rel, fields)
+
+    entry = ArchiveFile.deferred(rel, "v2", key, (sids, anchors, trusted), build, True, digest=digest,
+                                 scan_row=(True, True, n_lines, resumable))
+    vars(entry)[HANDED] = (fields, (True, True, n_lines, resumable))
+    return entry
+
+
+# A well-formed archive's entry hands the parse cache each frame's fields as they were read:
+# reading them back off 32 800 frames at a cold flush costs several times more (memory-bound
+# attribute reads). Kept on the entry (not a field: equality, hash and repr ignore it) until
+# taken.
 HANDED = "_handed_fields"
 
 
-def take_handed(scan: V2Scan) -> list[tuple] | None:
-    """The fields ``scan_well_formed`` read the frames of ``scan`` from, at most once (``None``
-    after, or for a scan made another way): per frame, in order, ``(source_id, anchor,
-    trusted, speaker_id_raw, meta_token, lines, timestamp, speaker_label, offset of the text
-    in its first record line, pending, line)``; path and kind are the scan's own (``v2``)."""
-    return vars(scan).pop(HANDED, None)
+def take_handed(entry: ArchiveFile) -> tuple[list[tuple], tuple[bool, bool, int, bool]] | None:
+    """What ``entry`` (an ``index_file`` entry of a well-formed v2 archive) was made from, at
+    most once (``None`` after, or for an entry made another way): the fields of every frame,
+    in order, ``(source_id, anchor, trusted, speaker_id_raw, meta_token, lines, timestamp,
+    speaker_label, offset of the text in its first record line, pending, line)`` (path and
+    kind are the entry's own, ``v2``), and its scan's ``(complete, ends_with_lf, n_lines,
+    resumable)``."""
+    return vars(entry).pop(HANDED, None)
 
 
 def scan_v2_appended(rel_path: str, data: bytes, prior: V2Scan, prior_size: int) -> V2Scan | None:
@@ -1017,12 +1055,17 @@ class _DeferredArchiveFile(ArchiveFile):
 
     @property
     def frames(self) -> tuple[SourceFrame, ...]:  # type: ignore[override]
-        got = self.__dict__.get("_frames")
+        d = self.__dict__
+        got = d.get("_frames")
         if got is None:
-            built = self.__dict__["_build"]()
-            if len(built) != len(self.__dict__["_outline"][0]):
+            build = d.get("_build")
+            if build is None:  # another thread built them (it keeps them before it lets go of the builder)
+                return d["_frames"]
+            built = build()
+            if len(built) != len(d["_outline"][0]):
                 raise ValueError(f"frames of {self.path} do not match the outline they were indexed by")
-            got = self.__dict__.setdefault("_frames", built)
+            got = d.setdefault("_frames", built)
+            d.pop("_build", None)  # what it built them from is no longer needed
         return got
 
     @property
@@ -1099,8 +1142,11 @@ def index_file(rel: str, data: bytes, key: StatKey = (0, 0, 0), previous: Archiv
                     hasher.update(data[previous.key[1] :])
                     digest = hasher.hexdigest()
         if scan is None:
-            scan = scan_v2(rel, data)
             digest = hashlib.sha256(data).hexdigest()
+            entry = _well_formed_entry(rel, data, key, digest)
+            if entry is not None:
+                return entry
+            scan = scan_v2(rel, data)
         return ArchiveFile(rel, kind, key, scan.frames, scan.complete, scan.problem, digest=digest, scan=scan)
     legacy = scan_d(rel, data) if kind == "d" else scan_legacy(rel, data)
     return ArchiveFile(

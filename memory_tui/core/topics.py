@@ -16,7 +16,6 @@ not make a strict parse fail; the normaliser turns them into errors for new cont
 from __future__ import annotations
 
 import functools
-import gc
 import hashlib
 import itertools
 import operator
@@ -27,7 +26,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .errors import MemoryError, Problem
-from .fastdata import positional
+from .fastdata import bulk, positional
 
 INVALID_TOPIC_FORMAT = "INVALID_TOPIC_FORMAT"
 
@@ -1024,18 +1023,18 @@ def parse_well_formed(topic_path: str, text: str, *, resolve: SourceResolver | N
     lines = text.split("\n")
     if text.endswith("\n"):
         lines.pop()  # str.splitlines gives no empty last line
-    definitions: dict[str, Evidence] = {}
-    evidence_order: list[Evidence] = []
     headings: list[Heading] = []
     paragraphs: list[tuple[int, str, tuple[str, ...]]] = []
     chain: list[str] = []
     heads: tuple[str, ...] = ()
     in_text = False  # the previous line was a text line
-    make_link, make_evidence = _make_link, _make_evidence
-    # the columns the parse cache stores, kept as they are made (see _hand_over)
+    # the fields the objects are built from when first read (_built_well_formed), which are
+    # also the columns the parse cache stores (see _hand_over)
     def_fields: list[tuple] = []
     link_fields: list[tuple[str, str, str | None]] = []
-    def_at: dict[str, int] = {}
+    def_at: dict[str, int] = {}  # a definition's id -> its index
+    def_refs: list[tuple[str, ...]] = []  # a definition's links' source ids that are set
+    def_whens: list = []
     canon = _CANON_DEFINITION_RE.match
     file_lookup = getattr(resolve, "file_lookup", None)
     in_file: dict[str, Callable[[str], str | None]] = {}  # a link's path part -> file_lookup's answer
@@ -1050,7 +1049,7 @@ def parse_well_formed(topic_path: str, text: str, *, resolve: SourceResolver | N
             m = canon(line)
             if m is not None:
                 fid, raw_when = m.groups()
-                if fid in definitions:
+                if fid in def_at:
                     return None
                 if raw_when.startswith("`"):
                     raw_when = raw_when[1:-1]
@@ -1060,7 +1059,7 @@ def parse_well_formed(topic_path: str, text: str, *, resolve: SourceResolver | N
                     return None
                 raw_sources = line[m.end():].rstrip()
                 one = one_link(raw_sources)  # the usual single link: finditer would find just it
-                links = []
+                n_links = len(link_fields)
                 for label, target in ((one.groups(),) if one is not None else
                                       [lm.groups() for lm in links_in(raw_sources)]):
                     target = target.strip()
@@ -1087,18 +1086,15 @@ def parse_well_formed(topic_path: str, text: str, *, resolve: SourceResolver | N
                         source_id = resolve_source_target(topic_path, target, resolve)
                         if source_id is None and (resolve is not None or not target):
                             return None
-                    links.append(make_link(label, target, source_id))
                     link_fields.append((label, target, source_id))
-                if not links:
+                n_links = len(link_fields) - n_links
+                if not n_links:
                     return None
-                # Evidence's fields in order (see _read_evidence)
-                ev = make_evidence(fid, raw_when, when, tuple(links), topic_path, number, False, False, raw_sources,
-                                   line)
-                definitions[fid] = ev
-                def_at[fid] = len(evidence_order)
-                evidence_order.append(ev)
+                def_at[fid] = len(def_fields)
+                def_refs.append(tuple(dict.fromkeys([f[2] for f in link_fields[-n_links:] if f[2]])))
+                def_whens.append(when)
                 def_fields.append((fid, raw_when, when, number, m.end(), m.end() + len(raw_sources), len(line),
-                                   len(links)))
+                                   n_links))
                 in_text = False
                 continue
             if DEFINITION_RE.match(line):  # a legacy or unreadable definition
@@ -1126,12 +1122,10 @@ def parse_well_formed(topic_path: str, text: str, *, resolve: SourceResolver | N
         in_text = True
         paragraphs.append((number, line, heads))
 
-    units: list[Unit] = []
     unit_fields: list[tuple] = []
     seen_ids: set[str] = set()
     cited: set[str] = set()
     record = _RECORD_LINE_RE.fullmatch
-    make_annotation, make_unit = _make_annotation, _make_unit_fields
     for number, line, heads in paragraphs:
         m = record(line)
         if m is None:
@@ -1143,35 +1137,54 @@ def parse_well_formed(topic_path: str, text: str, *, resolve: SourceResolver | N
         quote = quote.strip()
         if not quote:  # "missing memory content"
             return None
-        evs = []
         at = []
-        refs: dict[str, None] = {}
-        when = None
         for fid in group[2:-1].split("][^"):
-            ev = definitions.get(fid)
-            if ev is None:
+            i = def_at.get(fid)
+            if i is None:
                 return None
             cited.add(fid)
-            evs.append(ev)
-            at.append(def_at[fid])
-            for link in ev.links:
-                if link.source_id:
-                    refs.setdefault(link.source_id, None)
-            if when is None and ev.when is not None:
-                when = ev.when
+            at.append(i)
+        if len(at) == 1:  # the usual one citation: its definition's source ids and time
+            source_refs, when = def_refs[i], def_whens[i]
+        else:  # the source ids in first-seen order, the first time given
+            source_refs = tuple(dict.fromkeys(itertools.chain.from_iterable(map(def_refs.__getitem__, at))))
+            when = next((w for w in map(def_whens.__getitem__, at) if w is not None), None)
         seen_ids.add(bid)
-        source_refs = tuple(refs)
         relations = _relation_targets(body) if "#^" in body else ()
-        aliases = (bid,)
-        # _make_unit: the body's [^..] are all in the group, so its content is the quote
-        units.append(make_unit(bid, topic_path, heads, quote, body, (make_annotation(quote, tuple(evs)),),
-                               source_refs, relations, when, number, number, aliases, False, False))
-        unit_fields.append((bid, heads, quote, len(body), at, source_refs, relations, when, number, aliases))
-    if len(cited) != len(definitions):  # an unused definition: said in a strict parse
+        unit_fields.append((bid, heads, quote, len(body), at, source_refs, relations, when, number, (bid,)))
+    if len(cited) != len(def_at):  # an unused definition: said in a strict parse
         return None
-    topic = Topic(topic_path, text, tuple(units), tuple(evidence_order), tuple(headings), ())
-    _hand_over(topic, (def_fields, link_fields, unit_fields))
+    fields = (def_fields, link_fields, unit_fields)
+    topic = Topic.deferred(topic_path, text, tuple(headings), (), tuple([f[0] for f in unit_fields]),
+                           lambda: _built_well_formed(topic_path, text, fields))
+    _hand_over(topic, fields)
     return topic
+
+
+def _built_well_formed(topic_path: str, text: str, fields: tuple) -> tuple[tuple[Unit, ...], tuple[Evidence, ...]]:
+    """The units and evidence ``parse_well_formed`` read ``fields`` off ``text`` for (see
+    ``take_handed`` for their layout): built when the topic's units are first read, since a
+    cold load's readers touch few of its 80 000 objects (what a topic from the cache does)."""
+    def_fields, link_fields, unit_fields = fields
+    lines = text.split("\n")
+    make_evidence, make_unit, make_annotation = _make_evidence, _make_unit_fields, _make_annotation
+    with bulk():
+        links = list(map(_make_link, *zip(*link_fields))) if link_fields else []
+        evidence = []
+        at = 0
+        for fid, raw_when, when, number, sources_start, sources_end, _length, n_links in def_fields:
+            line = lines[number - 1]
+            # Evidence's fields in order (see _read_evidence)
+            evidence.append(make_evidence(fid, raw_when, when, tuple(links[at:at + n_links]), topic_path, number, False,
+                                          False, line[sources_start:sources_end], line))
+            at += n_links
+        units = []
+        for mid, heads, quote, body_length, cited, source_refs, relations, when, number, aliases in unit_fields:
+            # _make_unit: the body's [^..] are all in its one group, so its content is the quote
+            units.append(make_unit(mid, topic_path, heads, quote, lines[number - 1][:body_length],
+                                   (make_annotation(quote, tuple(map(evidence.__getitem__, cited))),), source_refs,
+                                   relations, when, number, number, aliases, False, False))
+    return tuple(units), tuple(evidence)
 
 
 # The one-pass reader hands the parse cache the fields it read, as it read them: writing a
@@ -1484,14 +1497,9 @@ def _concat_units(parsed: tuple[Topic, ...]) -> tuple[Unit, ...]:
     out: list[Unit] = []
     # Building deferred topics makes ~10^5 acyclic objects: with the collector running between
     # topics, each collection their allocation triggers traverses them all again.
-    was = gc.isenabled()
-    gc.disable()
-    try:
+    with bulk():
         for topic in parsed:
             out.extend(topic.units)
-    finally:
-        if was:
-            gc.enable()
     return tuple(out)
 
 

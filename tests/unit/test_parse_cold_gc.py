@@ -44,3 +44,16 @@ def test_a_freeze_made_by_the_process_is_kept(mem):
     finally:
         gc.unfreeze()
     del kept
+
+
+def test_frames_built_after_a_cold_load_go_to_the_oldest_generation(mem):
+    """A cold load builds an archive's frames when first asked for: that build, too, leaves
+    them to the oldest generation (it is ~10^4 objects per archive at scale)."""
+    if not gc.isenabled():
+        pytest.skip("the collector is off in this process")
+    gc.unfreeze()
+    index, _tree = parsecache.load_tree(mem)
+    entry = next(e for e in index.files.values() if e.kind == "v2" and "_build" in vars(e))
+    frame = entry.frames[0]
+    assert gc.is_tracked(frame) and _in_generation(frame, 2)
+    assert not _in_generation(frame, 0) and not _in_generation(frame, 1)
