@@ -39,6 +39,7 @@ from typing import Iterable, Mapping
 
 from .errors import Problem
 from .fsutil import replace_cache_file
+from . import revmemo
 from .paths import RUNTIME_NAMES, Layout, is_internal_top
 from .sources import SourceIndex
 from .normalize import block_id_locations, file_block_ids, has_local_label
@@ -441,14 +442,31 @@ class WorkspaceCache:
                 return last[1]
             chain = self._chain
         now = time.time_ns()
-        fed = _feed_stream(os.fspath(self.root), chain, list(stamps.items()), {}, now)
-        assert fed is not None  # only a cancelled feed stops early
-        value, entries = fed
+
+        def fed() -> tuple[str, list | None]:
+            out = _feed_stream(os.fspath(self.root), chain, list(stamps.items()), {}, now)
+            assert out is not None  # only a cancelled feed stops early
+            return out
+
+        def kept() -> tuple[str, list | None]:
+            # a fresh process has no chain: the revision the last process kept, when it proves
+            # these files (the chain stays empty; the next feed reads the files)
+            value = revmemo.lookup(self.root, stamps) if not chain else None
+            return (value, None) if value is not None else fed()
+
+        value, entries = derive("revision", kept, fed, lambda a, b: a[0] == b[0])
         with self.lock:
-            self._chain = entries
+            if entries is not None:
+                self._chain = entries
             if not any_racy(stamps, now):
                 self._revision = (dict(stamps), value)
+        if entries is not None:
+            self._keep_revision(value, entries)
         return value
+
+    def _keep_revision(self, value: str, entries: list) -> None:
+        if tx_mode() != "full":  # the full mode is the code before any cache: it keeps none
+            revmemo.keep(self.root, value, entries)
 
     def note_walk(self, stamps: Mapping[str, Stamp], links: tuple[str, ...], revision: str) -> None:
         """``revision_walk(root)`` as an install under the lock just left it, and the revision
@@ -477,6 +495,7 @@ class WorkspaceCache:
             self._chain = entries
             if not any_racy(stamps, now):
                 self._revision = (dict(stamps), value)
+        self._keep_revision(value, entries)
 
     def by_bytes(self, key: str, path: Path, load):
         """``load()`` (which reads ``path``), remembered per ``key`` while ``path`` holds the
@@ -907,7 +926,10 @@ class WorkspaceCache:
     def memo(self, rel: str, text: str, fn):
         """``fn(text)``, remembered per (path, function) while the text stays the same; the
         functions in ``PERSISTED_MEMOS`` (frozensets of str) also across processes."""
-        name = getattr(fn, "__qualname__", repr(fn))
+        try:  # not ``getattr(fn, "__qualname__", repr(fn))``: that builds the repr on every call
+            name = fn.__qualname__
+        except AttributeError:
+            name = repr(fn)
         key = (rel, name)
         hit = self._memo.get(key)
         if hit is not None and hit[0] == text:
@@ -918,7 +940,7 @@ class WorkspaceCache:
             store = store_for(self.root)
             digest = self._sha_of(rel, text)
             value = store.derived(kind, rel, (digest,))
-            if not (type(value) is frozenset and all(type(v) is str for v in value)):
+            if not (type(value) is frozenset and all(map(is_, map(type, value), repeat(str)))):
                 value = None
         if value is None:
             value = fn(text)
@@ -972,7 +994,7 @@ class WorkspaceCache:
         store = store_for(self.root)
         digest = self._sha_of(rel, text)
         ids = store.derived("ids", rel, (digest,))
-        if not (isinstance(ids, tuple) and all(isinstance(i, str) for i in ids)):
+        if not (isinstance(ids, tuple) and all(map(isinstance, ids, repeat(str)))):
             ids = file_block_ids(text)
             store.put_derived("ids", rel, (digest,), ids)
         self._ids[rel] = (text, ids)
