@@ -30,12 +30,13 @@ import os
 import stat as stat_mod
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import compress, repeat
 from operator import and_, attrgetter, is_, is_not, itemgetter, not_, or_
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable, Iterator, Mapping
 
 from .errors import Problem
 from .fsutil import replace_cache_file
@@ -428,14 +429,16 @@ class WorkspaceCache:
         self._retained: tuple[tuple[str, ...], list[str], list[tuple[str, str]]] | None = None
 
     # -- the revision -------------------------------------------------------------------
-    def revision(self, stamps: Mapping[str, tuple]) -> str:
+    def revision(self, stamps: Mapping[str, tuple], installed: bool = False) -> str:
         """The workspace revision (memory spec §2.6) of the files named by ``stamps`` (as
         ``revision_walk`` lists them: sorted, ``rel -> (mtime_ns, size, inode, ctime_ns)``).
 
         The revision is one SHA-256 stream over every file in order, so per-file digests cannot
         be combined into it; what can be reused is the hash *state* after a prefix of files,
         and the bytes of the files after it (``_feed_stream``). The bytes fed are exactly
-        ``workspace.workspace_revision``'s (a property test compares the two)."""
+        ``workspace.workspace_revision``'s (a property test compares the two). ``installed``:
+        the files a transaction of this process just installed, whose revision is kept for the
+        next process (``revmemo``; only then, so a refused or read-only run writes nothing)."""
         with self.lock:
             last = self._revision
             if last is not None and last[0] == stamps:
@@ -460,7 +463,7 @@ class WorkspaceCache:
                 self._chain = entries
             if not any_racy(stamps, now):
                 self._revision = (dict(stamps), value)
-        if entries is not None:
+        if installed and entries is not None:
             self._keep_revision(value, entries)
         return value
 
@@ -1521,6 +1524,25 @@ def _feed_stream(base: str, chain: list, items: list, new: Mapping[str, bytes], 
     return digest.hexdigest()[:32], out
 
 
+_ONE_SHOT = [0]  # ``one_shot`` blocks open in this process
+
+
+@contextmanager
+def one_shot() -> Iterator[None]:
+    """For a process that runs one transaction and exits (the CLI's ``apply``, ``edit``): the
+    post-install revision holds no file bytes in memory for a next transaction that will not
+    come (with no chain, a fresh process would hold every file: ≈ 28 MB at scale 1, a page
+    fault per 4 kB). The revision is the same either way; only what a later feed reads from
+    memory instead of disk differs."""
+    with _CACHES_LOCK:
+        _ONE_SHOT[0] += 1
+    try:
+        yield
+    finally:
+        with _CACHES_LOCK:
+            _ONE_SHOT[0] -= 1
+
+
 class RevisionJob:
     """``WorkspaceCache.start_revision``'s worker: the revision after an install, hashed while
     the install runs. Nothing it computes is kept unless :meth:`result` is handed the stamps
@@ -1548,6 +1570,7 @@ class RevisionJob:
             chain = cache._chain
         now = time.time_ns()
         base = os.fspath(cache.root)
+        hold = not _ONE_SHOT[0]
 
         def run() -> None:
             try:
@@ -1557,7 +1580,7 @@ class RevisionJob:
                     items.sort(key=lambda item: tuple(item[0].split("/")))
                 else:
                     items = [(rel, None if rel in puts else st) for rel, st in before.items()]
-                self._out = _feed_stream(base, chain, items, puts, now, self._cancel, hold=True)
+                self._out = _feed_stream(base, chain, items, puts, now, self._cancel, hold=hold)
             except BaseException as exc:  # handed to ``result``, which re-raises what is not a race
                 self._error = exc
 
@@ -1579,23 +1602,23 @@ class RevisionJob:
             error, self._error = self._error, None
             if not isinstance(error, OSError):
                 raise error
-            return self.cache.revision(stamps)
+            return self.cache.revision(stamps, installed=True)
         out, self._out = self._out, None
         if out is None or len(out[1]) != len(stamps):
-            return self.cache.revision(stamps)
+            return self.cache.revision(stamps, installed=True)
         value, entries = out
         now = time.time_ns()
         fixed: list = []
         puts = self._puts
         for entry, (rel, st) in zip(entries, stamps.items()):
             if entry[0] != rel:
-                return self.cache.revision(stamps)
+                return self.cache.revision(stamps, installed=True)
             if entry[1] is None:  # written by the install: its stamp proves it once old enough
                 data = puts[rel]
                 check = None if len(data) == st[1] and not is_racy(st[0], st[3], now) else entry[2]
                 entry = (rel, st, check, entry[3], entry[4])
             elif entry[1] != st:
-                return self.cache.revision(stamps)
+                return self.cache.revision(stamps, installed=True)
             fixed.append(entry)
         self.cache._commit_stream(fixed, stamps, value, now)
         return value

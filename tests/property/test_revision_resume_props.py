@@ -44,7 +44,7 @@ def _run(tmp_path_factory, steps, fresh: bool) -> None:
     root = tmp_path_factory.mktemp("rev") / "memory"
     root.mkdir()
     cache = WorkspaceCache(root)
-    assert cache.revision(revision_stamps(root)) == workspace_revision(root)
+    assert cache.revision(revision_stamps(root), installed=fresh) == workspace_revision(root)
     for step, (op, name, data) in enumerate(steps):
         if fresh:
             cache = WorkspaceCache(root)
@@ -77,4 +77,4 @@ def _run(tmp_path_factory, steps, fresh: bool) -> None:
         listed = [("/".join(parts), (s.st_mtime_ns, s.st_size, s.st_ino, s.st_ctime_ns)) for parts, _p, s in iter_revision_files(root)]
         assert list(stamps.items()) == listed  # the same files, stamps and order as the revision's own walk
         assert all(os.path.islink(root / rel) for rel in links)
-        assert cache.revision(revision_stamps(root)) == workspace_revision(root), (op, name)
+        assert cache.revision(revision_stamps(root), installed=fresh) == workspace_revision(root), (op, name)
