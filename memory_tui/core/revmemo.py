@@ -29,9 +29,8 @@ from itertools import compress
 from operator import ne
 from pathlib import Path
 
-from .fsutil import replace_cache_file
 from .paths import Layout
-from .sealed import seal, unseal
+from .sealed import read_kept, write_kept
 
 NAME = "memory-tui-revision"
 MAGIC = b"memory-tui-revision 1\n"
@@ -44,14 +43,7 @@ def _file(root: Path) -> Path:
 def lookup(root: Path, stamps: Mapping[str, tuple]) -> str | None:
     """The kept revision when it is the revision of the files ``stamps`` names (as
     ``txcache.revision_walk`` lists them, in the revision's order), else ``None``."""
-    path = _file(root)
-    try:
-        if path.parent.is_symlink():
-            return None
-        data = path.read_bytes()
-    except OSError:
-        return None
-    value = unseal(MAGIC, data)
+    value = read_kept(_file(root), MAGIC)
     if not (type(value) is tuple and len(value) == 4):
         return None
     revision, paths, kept, young = value
@@ -83,10 +75,4 @@ def keep(root: Path, revision: str, entries: Sequence[tuple]) -> None:
     paths = tuple(e[0] for e in entries)
     kept = tuple(e[1] for e in entries)
     young = {i: e[2] for i, e in enumerate(entries) if e[2] is not None}
-    path = _file(root)
-    try:
-        # never through a symlinked runtime dir, never creating one for a cache
-        if not path.parent.is_symlink() and path.parent.is_dir():
-            replace_cache_file(path, seal(MAGIC, (revision, paths, kept, young)))
-    except (OSError, ValueError):  # ValueError: a stamp marshal cannot hold; a cache either way
-        pass
+    write_kept(_file(root), MAGIC, (revision, paths, kept, young))
