@@ -1435,8 +1435,11 @@ def _feed_stream(base: str, chain: list, items: list, new: Mapping[str, bytes], 
             if e is not None and e[2] is None and e[1] == st and e[4] is not None:
                 todo.append((rel, st, None, e[4], None))
                 continue
-        data = _read(base, rel)
-        todo.append((rel, st, _proof(data, st, now), None, data))
+        if hold:
+            data = _read(base, rel)
+            todo.append((rel, st, _proof(data, st, now), None, data))
+        else:  # read as it is fed: one file in memory at a time, not the whole stream
+            todo.append((rel, st, None, None, None))
 
     # what stays in memory: the last TAIL_BYTES of the stream
     budget = TAIL_BYTES
@@ -1507,6 +1510,9 @@ def _feed_stream(base: str, chain: list, items: list, new: Mapping[str, bytes], 
             return None
         if cancelled is not None and cancelled.is_set():
             return None
+        if data is None:
+            data = _read(base, rel)
+            check = _proof(data, st, now)
         name = rel.encode("utf-8")
         if held[j]:
             piece = b"".join((name, b"\x00", data, b"\x00"))
