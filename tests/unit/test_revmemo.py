@@ -42,6 +42,7 @@ def _feeds(monkeypatch) -> list:
 
 
 def test_a_fresh_process_takes_the_kept_revision_without_hashing(tmp_path, monkeypatch):
+    monkeypatch.setenv(txcache.TX_MODE_ENV, "incremental")  # ``check`` hashes as well, to compare
     root = _workspace(tmp_path)
     _age()
     stamps, _ = revision_walk(root)
