@@ -14,6 +14,7 @@ from memory_tui.core import transaction as tx
 from memory_tui.core.errors import RETRYABLE_TRANSACTION_CODES, MemoryError
 from memory_tui.core.paths import check_writable, discover_state_dir
 from memory_tui.core.text import sanitize
+from memory_tui.core.txcache import one_shot
 
 
 def _state(args: argparse.Namespace) -> Path:
@@ -132,16 +133,17 @@ def _cmd_edit(args: argparse.Namespace) -> int:
     if args.delete and args.source is not None:
         raise CliError("--delete and --from are exclusive", EXIT_USAGE)
     if args.delete:
-        result = tx.staged_edit(state, rel, None, git_commit=args.git_commit, validate_only=args.check)
+        with one_shot():
+            result = tx.staged_edit(state, rel, None, git_commit=args.git_commit, validate_only=args.check)
     elif args.source is not None and not args.create and _missing_topic(state, rel):
         # OpenProgram's own CLI edit refuses a missing file: a mistyped path must not quietly
         # start a new topic. --create says it on purpose (the web PUT allows new files).
         result = tx.TxResult(ok=False, code="MEMORY_NOT_FOUND", message=f"No memory file at '{rel}'.", path=rel,
                              validate_only=args.check)
     elif args.source is not None:
-        result = tx.staged_edit(
-            state, rel, _read_source(args.source), git_commit=args.git_commit, validate_only=args.check
-        )
+        text = _read_source(args.source)
+        with one_shot():
+            result = tx.staged_edit(state, rel, text, git_commit=args.git_commit, validate_only=args.check)
     else:
         if as_json:
             raise CliError("--json needs --from FILE|- or --delete", EXIT_USAGE)
@@ -200,7 +202,8 @@ def _cmd_apply(args: argparse.Namespace) -> int:
                 kwargs["provenance"] = tx.owner_provenance(state, APPLY_ORIGIN)
             except MemoryError as exc:
                 return _report_apply(args, tx.TxResult.failure(exc, validate_only=args.check))
-        result = tx.update(state, base, validate_only=args.check, **kwargs)
+        with one_shot():
+            result = tx.update(state, base, validate_only=args.check, **kwargs)
     return _report_apply(args, result)
 
 

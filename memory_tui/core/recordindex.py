@@ -30,10 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from .changes import NEW_EVIDENCE_PREFIX, ScanSummary, scan_summary
-from .fsutil import replace_cache_file
 from .parsecache import code_tag
 from .paths import Layout
-from .sealed import seal, unseal
+from .sealed import read_kept, write_kept
 
 NAME = "memory-tui-records"
 MAGIC = b"memory-tui-records 2\n"
@@ -97,14 +96,7 @@ def _file(root: Path) -> Path:
 
 
 def _read(root: Path) -> tuple[dict[str, str], dict[str, str], dict[str, tuple[str, ...]]] | None:
-    path = _file(root)
-    try:
-        if path.parent.is_symlink():
-            return None
-        data = path.read_bytes()
-    except OSError:
-        return None
-    value = unseal(MAGIC, data)
+    value = read_kept(_file(root), MAGIC)
     if not (type(value) is tuple and len(value) == 4 and value[0] == code_tag()):
         return None
     _, shas, ids, labels = value
@@ -185,13 +177,7 @@ def owners(root: Path, texts: Mapping[str, str], shas: Mapping[str, str],
             ids[path] = entry[0]
             if entry[1]:
                 labels[path] = entry[1]
-    path = _file(root)
-    try:
-        # never through a symlinked runtime dir, never creating one for a cache
-        if not path.parent.is_symlink() and path.parent.is_dir():
-            replace_cache_file(path, seal(MAGIC, (code_tag(), dict(shas), ids, labels)))
-    except OSError:
-        pass  # a cache: the next process rebuilds it
+    write_kept(_file(root), MAGIC, (code_tag(), dict(shas), ids, labels))
     return _owners(ids, labels)
 
 

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import marshal
 import zlib
+from pathlib import Path
 from typing import Any
+
+from .fsutil import replace_cache_file
 
 
 def seal(magic: bytes, value: Any) -> bytes:
@@ -34,3 +37,25 @@ def unseal(magic: bytes, data: bytes) -> Any:
         return marshal.loads(payload)
     except (EOFError, ValueError, TypeError):  # damaged beyond what the crc saw: a miss
         return None
+
+
+def read_kept(path: Path, magic: bytes) -> Any:
+    """The sealed value of one of memory-tui's files in the runtime dir (``path``), or ``None``
+    when it is missing, unreadable, damaged, or the runtime dir is a symbolic link."""
+    try:
+        if path.parent.is_symlink():
+            return None
+        data = path.read_bytes()
+    except OSError:
+        return None
+    return unseal(magic, data)
+
+
+def write_kept(path: Path, magic: bytes, value: Any) -> None:
+    """Replace ``path`` with ``value`` sealed; never through a symlinked runtime dir, never
+    creating one for a cache. Best effort: a cache the next process rebuilds."""
+    try:
+        if not path.parent.is_symlink() and path.parent.is_dir():
+            replace_cache_file(path, seal(magic, value))
+    except (OSError, ValueError):  # ValueError: a value marshal cannot hold
+        pass

@@ -1247,7 +1247,7 @@ def _finish(stage: Stage, ctx: _Context, prep: _Prepared) -> TxResult:
 
         stamps = derive("post-install stamps", after_install, lambda: revision_stamps(root))
         revision = derive("post-install revision",
-                          lambda: job.result(stamps) if job is not None else stage.cache.revision(stamps),
+                          lambda: job.result(stamps) if job is not None else stage.cache.revision(stamps, installed=True),
                           lambda: workspace_revision(root))
         if all(t.kind == "file" for t in prep.plan.targets):
             # one regular file renamed over (or removed) per target: no link came or went

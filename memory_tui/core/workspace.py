@@ -20,6 +20,8 @@ import json
 import os
 import stat as stat_mod
 from dataclasses import dataclass, field, replace
+from itertools import repeat
+from operator import is_
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
@@ -249,7 +251,10 @@ def parse_runtime_state(data: Any, rel: str = ".scriptorium/runtime.json") -> tu
         return RuntimeState(exists=True, corrupt=True), tuple(problems)
     order_raw = data.get("creation_order", {})
     order: dict[str, int] = {}
-    if isinstance(order_raw, dict):
+    if type(order_raw) is dict and all(map(is_, map(type, order_raw.values()), repeat(int))):
+        # every value a plain int (what a sound file holds): the loop below would keep each one
+        order = dict(order_raw)
+    elif isinstance(order_raw, dict):
         for key, value in order_raw.items():
             if _is_int(value):
                 order[key] = value

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core import noopcache, parsecache, txcache, viewcache
+from memory_tui.core import noopcache, parsecache, revmemo, txcache, viewcache
 from memory_tui.core import transaction as tx
 from memory_tui.core.sources import SourceIndex
 from memory_tui.core.topics import parse_tree
@@ -38,7 +38,7 @@ def _bytes(mem: Path) -> dict[str, bytes]:
         for name in filenames:
             p = Path(dirpath, name)
             rel = p.relative_to(mem).as_posix()
-            if name in (txcache.CACHE_NAME, txcache.LOG_NAME, noopcache.NAME):  # caches: keyed by this copy's stamps
+            if name in (txcache.CACHE_NAME, txcache.LOG_NAME, noopcache.NAME, revmemo.NAME):  # caches: keyed by this copy's stamps
                 continue
             out[rel] = p.read_bytes()
     return out

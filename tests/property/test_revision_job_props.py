@@ -8,6 +8,7 @@ failed) the chain still gives the right revision."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -41,13 +42,20 @@ def _write(path, data: bytes) -> None:
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.lists(CHANGE, min_size=2, max_size=8), txs=st.lists(TX, min_size=1, max_size=6), limits=LIMITS)
+@given(seed=st.lists(CHANGE, min_size=2, max_size=8), txs=st.lists(TX, min_size=1, max_size=6), limits=LIMITS,
+       one_shot=st.booleans())
 @example(seed=[("timeline/2026/01.md", b"t1"), ("topics/a.md", b"a"), ("topics/z.md", b"z")],
          txs=[([("timeline/2026/01.md", b"t2"), ("topics/a.md", b"a2")], "plain", "core.md"),
               ([("timeline/2026/01.md", b"t3"), ("topics/a.md", b"a3")], "plain", "core.md"),
               ([("topics/z.md", b"z2")], "foreign", "topics/a-b.md")],
-         limits=(1 << 30, 1 << 30, 16))
-def test_revision_hashed_ahead_equals_the_full_stream(tmp_path_factory, monkeypatch, seed, txs, limits):
+         limits=(1 << 30, 1 << 30, 16), one_shot=False)
+def test_revision_hashed_ahead_equals_the_full_stream(tmp_path_factory, monkeypatch, seed, txs, limits, one_shot):
+    """``one_shot``: the jobs hold no bytes for the next feed (the CLI's one transaction)."""
+    with txcache.one_shot() if one_shot else contextlib.nullcontext():
+        _transactions(tmp_path_factory, monkeypatch, seed, txs, limits)
+
+
+def _transactions(tmp_path_factory, monkeypatch, seed, txs, limits) -> None:
     tail, checkpoint, runs = limits
     monkeypatch.setattr(txcache, "TAIL_BYTES", tail)
     monkeypatch.setattr(txcache, "CHECKPOINT_BYTES", checkpoint)

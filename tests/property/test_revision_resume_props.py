@@ -27,11 +27,27 @@ STEPS = st.lists(st.tuples(st.sampled_from(["write", "replace", "append", "delet
 @example(steps=[("write", "core.md", b"a"), ("write", "topics/a.md", b"b"), ("age", "core.md", b""),
                 ("write", "topics/a.md", b"c"), ("age", "core.md", b""), ("replace", "core.md", b"d")])
 def test_resumed_revision_equals_the_full_stream(tmp_path_factory, steps):
+    _run(tmp_path_factory, steps, fresh=False)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=STEPS)
+@example(steps=[("write", ".scriptorium/runtime.json", b"{}"), ("age", "core.md", b""),
+                ("same_size", ".scriptorium/runtime.json", b""), ("write", "core.md", b"a")])
+def test_the_revision_kept_between_processes_equals_the_full_stream(tmp_path_factory, steps):
+    """Every step's revision asked of a new cache (a fresh process, no chain: the revision
+    kept in the runtime dir by the previous one, when it proves the files)."""
+    _run(tmp_path_factory, steps, fresh=True)
+
+
+def _run(tmp_path_factory, steps, fresh: bool) -> None:
     root = tmp_path_factory.mktemp("rev") / "memory"
     root.mkdir()
     cache = WorkspaceCache(root)
-    assert cache.revision(revision_stamps(root)) == workspace_revision(root)
+    assert cache.revision(revision_stamps(root), installed=fresh) == workspace_revision(root)
     for step, (op, name, data) in enumerate(steps):
+        if fresh:
+            cache = WorkspaceCache(root)
         data = data + f" {step}".encode()  # every write changes the bytes
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -61,4 +77,4 @@ def test_resumed_revision_equals_the_full_stream(tmp_path_factory, steps):
         listed = [("/".join(parts), (s.st_mtime_ns, s.st_size, s.st_ino, s.st_ctime_ns)) for parts, _p, s in iter_revision_files(root)]
         assert list(stamps.items()) == listed  # the same files, stamps and order as the revision's own walk
         assert all(os.path.islink(root / rel) for rel in links)
-        assert cache.revision(revision_stamps(root)) == workspace_revision(root), (op, name)
+        assert cache.revision(revision_stamps(root), installed=fresh) == workspace_revision(root), (op, name)

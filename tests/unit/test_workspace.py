@@ -181,6 +181,16 @@ def test_runtime_bad_field_types_default_with_problems():
     assert len(problems) == 3
 
 
+def test_runtime_creation_order_refuses_bools_and_floats():
+    # ``True`` is an ``int`` to ``isinstance``, never a position; an all-int order is taken whole
+    for bad in (True, 2.0):
+        state, problems = parse_runtime_state({"creation_order": {"a": bad, "b": 1}})
+        assert state.creation_order == {"b": 1}
+        assert [p.message for p in problems] == ["creation_order['a'] is not an integer; ignored"]
+    state, problems = parse_runtime_state({"creation_order": {"b": 1, "a": 0}})
+    assert problems == () and list(state.creation_order.items()) == [("b", 1), ("a", 0)]
+
+
 def test_creation_order_only_grows():
     state = RuntimeState(creation_order={"a": 0, "b": 4})
     grown = state.with_creation_order(["b", "c", "a", "d"])

@@ -1,0 +1,78 @@
+"""The last workspace revision a process computed, kept for the next process, so a fresh
+``apply`` or ``edit`` does not read and hash every file (≈ 28 MB at scale 1) only to learn
+the revision the previous transaction installed.
+
+The revision (memory spec §2.6) is one SHA-256 stream over every file in order, so it cannot
+be put together from parts, and ``hashlib`` cannot save a stream's state. What is kept is the
+value with what proves it, exactly what the in-process chain resumes by
+(``txcache._feed_stream``): for every file of the revision, in order, its path and stat
+stamp ``(mtime_ns, size, inode, ctime_ns)``, and for each file whose stamp was younger than
+the clock tick when its bytes were hashed (a later write in the same tick could leave that
+stamp as it was) the SHA-256 of those bytes. The value holds for a walk that lists the same
+paths in the same order, every other file with the kept stamp (no write keeps a stamp older
+than the tick: the ctime moves) and every young one holding bytes of the kept SHA-256, which
+are read again to know.
+
+``<M>/<runtime-dir>/memory-tui-revision``: marshal behind a crc32 (``sealed``), written by
+this code only; never through a symlinked runtime dir. Outside the revision, git and every
+stage; OpenProgram ignores it. A missing, damaged or foreign file is a miss (the revision is
+hashed as before). ``MEMORY_TUI_TX=full`` neither reads nor writes it; ``check`` hashes the
+files as well and compares (``txcache.WorkspaceCache.revision``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping, Sequence
+from itertools import compress
+from operator import ne
+from pathlib import Path
+
+from .paths import Layout
+from .sealed import read_kept, write_kept
+
+NAME = "memory-tui-revision"
+MAGIC = b"memory-tui-revision 1\n"
+
+
+def _file(root: Path) -> Path:
+    return Layout(Path(root)).runtime_dir / NAME
+
+
+def lookup(root: Path, stamps: Mapping[str, tuple]) -> str | None:
+    """The kept revision when it is the revision of the files ``stamps`` names (as
+    ``txcache.revision_walk`` lists them, in the revision's order), else ``None``."""
+    value = read_kept(_file(root), MAGIC)
+    if not (type(value) is tuple and len(value) == 4):
+        return None
+    revision, paths, kept, young = value
+    if not (type(revision) is str and type(paths) is tuple and type(kept) is tuple and type(young) is dict):
+        return None
+    if paths != tuple(stamps) or len(kept) != len(paths):
+        return None
+    now = list(stamps.values())
+    # a stamp that moved is fine only for a young file, whose bytes decide
+    if any(i not in young for i in compress(range(len(now)), map(ne, now, kept))):
+        return None
+    base = os.fspath(root)
+    for i, digest in young.items():
+        if type(i) is not int or not 0 <= i < len(paths):
+            return None
+        try:
+            with open(os.path.join(base, paths[i]), "rb") as fh:
+                held = fh.read()
+        except OSError:
+            return None
+        if hashlib.sha256(held).hexdigest() != digest:
+            return None
+    return revision
+
+
+def keep(root: Path, revision: str, entries: Sequence[tuple]) -> None:
+    """Remember ``revision`` of the files ``entries`` name: the revision stream's chain
+    (``(rel, stamp, sha256 of a young file's bytes or None, ...)`` per file, in order)."""
+    paths = tuple(e[0] for e in entries)
+    kept = tuple(e[1] for e in entries)
+    young = {i: e[2] for i, e in enumerate(entries) if e[2] is not None}
+    write_kept(_file(root), MAGIC, (revision, paths, kept, young))
