@@ -30,7 +30,7 @@ import hashlib
 import os
 import shutil
 from itertools import compress
-from operator import attrgetter, is_not, itemgetter
+from operator import is_not
 import threading
 import time
 from contextlib import contextmanager
@@ -49,8 +49,8 @@ from .sources import SourceIndex, SourceRecord
 from .topics import (CITATION_RE, DEFINITION_RE, Topic, TopicTree, Unit, is_error, iter_blocks, parse_topic, read_topic_texts,
                      topic_sort_key)
 from .parsecache import store_for
-from .txcache import (RevisionJob, WorkspaceCache, any_racy, cache_for, derive, installed_stamps, paths_under,
-                      revision_walk, tx_mode)
+from .txcache import (RevisionJob, WorkspaceCache, any_racy, cache_for, derive, installed_stamps, revision_walk,
+                      tx_mode)
 from . import noopcache
 from .viewcache import mode as views_mode
 from .workspace import RuntimeState, dump_runtime_json, load_runtime_state, workspace_revision
@@ -329,7 +329,6 @@ def _state_dir(root: Path) -> Path:
 # ---------------------------------------------------------------------------------- stage
 
 _INDEX_CACHE: dict[str, SourceIndex] = {}
-_KEY3, _KEY = itemgetter(slice(0, 3)), attrgetter("key")  # a stamp's (mtime, size, inode); an archive's
 
 
 def source_index(root: Path, stamps: Mapping[str, tuple[int, int, int, int]] | None = None) -> SourceIndex:
@@ -349,10 +348,16 @@ def source_index(root: Path, stamps: Mapping[str, tuple[int, int, int, int]] | N
     def incremental() -> SourceIndex:
         if previous is not None and stamps is not None and Path(previous.root) == Path(root):
             files = previous.files
-            rels = paths_under(stamps, "sources/", ".md")
-            if (len(rels) == len(files) and all(map(files.__contains__, rels))
-                    and list(map(_KEY3, map(stamps.__getitem__, rels))) == list(map(_KEY, map(files.__getitem__, rels)))):
-                return previous
+            n = 0
+            for rel, st in stamps.items():
+                if rel.startswith("sources/") and rel.endswith(".md"):
+                    entry = files.get(rel)
+                    if entry is None or entry.key != st[:3]:
+                        break
+                    n += 1
+            else:
+                if n == len(files):
+                    return previous
         return full()
 
     index = derive("source index", incremental, full, lambda a, b: a is b or (a.files == b.files))

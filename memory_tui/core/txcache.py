@@ -663,7 +663,7 @@ class WorkspaceCache:
             return texts, shas, problems
         if walk is not None and "topics" not in walk[1]:
             stamps = walk[0]
-            rels = paths_under(stamps, "topics/", ".md")
+            rels = _paths_under(stamps, "topics/", ".md")
             listed = list(map(stamps.__getitem__, rels))
             links = [rel[7:] for rel in walk[1] if rel.startswith("topics/")]
 
@@ -730,7 +730,7 @@ class WorkspaceCache:
                 again.add(i)
         self.files = seen
         self._last_read = (rels, listed, again, (texts, shas), seen)
-        return dict(texts), dict(shas), problems
+        return texts, shas, problems  # never changed once answered: the next call copies them
 
     def _read_one(self, topics_dir: Path, rel: str, stamp: Stamp, young_after: int,
                   ) -> tuple[Stamp, str, str] | Problem:
@@ -783,7 +783,7 @@ class WorkspaceCache:
         # what ``_read_again`` starts from: only for a walk's listing without symbolic links
         self._last_read = (walked, [st for _rel, st in listing], again, (texts, shas), seen) \
             if walked is not None and not links else None
-        return dict(texts), dict(shas), problems
+        return texts, shas, problems
 
     # -- parsing --------------------------------------------------------------------------
     def entry(self, rel: str, text: str, index: SourceIndex, token: object, digest: str | None = None) -> ParsedEntry:
@@ -1386,7 +1386,7 @@ def _without(entries: dict, drop: Iterable) -> dict:
     return out
 
 
-def paths_under(stamps: Mapping[str, Stamp], prefix: str, suffix: str) -> list[str]:
+def _paths_under(stamps: Mapping[str, Stamp], prefix: str, suffix: str) -> list[str]:
     """The paths in ``stamps`` under ``prefix`` whose names end in ``suffix``, in order (C-level
     passes: every transaction asks it of every file's path)."""
     return list(compress(stamps, map(and_, map(str.startswith, stamps, repeat(prefix)),
@@ -1677,5 +1677,5 @@ def clear_caches() -> None:
     forget_views()
 
 
-__all__ = ["CACHE_NAME", "LOG_NAME", "WorkspaceCache", "assemble_tree", "cache_for", "clear_caches", "code_tag", "paths_under", "revision_walk",
+__all__ = ["CACHE_NAME", "LOG_NAME", "WorkspaceCache", "assemble_tree", "cache_for", "clear_caches", "code_tag", "revision_walk",
            "deps_signature", "topic_deps"]

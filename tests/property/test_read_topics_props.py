@@ -66,31 +66,3 @@ def test_read_again_equals_reading_every_file(tmp_path_factory, ops, monkeypatch
     if ops and ops[0] == ("age", 0):
         assert any(answered), "the last answer was never reused"
 
-
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ops=st.lists(st.tuples(st.sampled_from(["append", "touch", "remove", "none"]), st.integers(0, 1_000)),
-                    min_size=1, max_size=5))
-@example(ops=[("append", 0), ("none", 0), ("touch", 1)])
-def test_source_index_from_the_walk_equals_a_scan(bench_state_small, tmp_path_factory, ops, monkeypatch):
-    """``transaction.source_index`` given the walk's stamps reuses the last index only when
-    every archive's stamp is the one it was indexed under; ``check`` compares it with a scan."""
-    import shutil
-
-    from memory_tui.core import transaction
-
-    root = tmp_path_factory.mktemp("sources") / "state"
-    shutil.copytree(bench_state_small, root, symlinks=True)
-    mem = root / "memory"
-    monkeypatch.setenv(txcache.TX_MODE_ENV, "check")
-    transaction.source_index(mem, txcache.revision_walk(mem)[0])
-    for op, n in ops:
-        archives = sorted((mem / "sources").rglob("*.md"))
-        path = archives[n % len(archives)]
-        if op == "append":
-            with path.open("a") as out:
-                out.write("\n")
-        elif op == "touch":  # the same bytes, another stamp
-            path.write_bytes(path.read_bytes())
-        elif op == "remove" and len(archives) > 1:
-            path.unlink()
-        transaction.source_index(mem, txcache.revision_walk(mem)[0])  # IncrementalMismatch on a stale index
