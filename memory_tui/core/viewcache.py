@@ -598,8 +598,8 @@ _MAGIC = b"memory-tui-views\n"
 _MANIFEST = "manifest"
 
 
-def _seal(value: Any) -> bytes:
-    return seal(_MAGIC, value)
+def _seal(value: Any, version: int = 4) -> bytes:
+    return seal(_MAGIC, value, version)
 
 
 def _unseal(data: bytes) -> Any:
@@ -772,9 +772,11 @@ class Snapshot:
                 self.chunk_names = [None] * len(self.chunks)
             for i, name in enumerate(self.chunk_names):
                 if name is None:
-                    rows = tuple((path, *self.keys[path], self.part_names[path]) for path in self.chunks[i])
-                    self.chunk_names[i] = _write(folder, "k-", _seal((i, rows)))
-            _write(folder, "", _seal((_tag(), tuple(self.chunk_names), tuple(self.names.items()), self.relations_name)),
+                    # marshal version 0: the bytes (and so the name) are the value's alone, whichever
+                    # of its strings this process happened to intern or share
+                    chunk = (i, tuple((path, *self.keys[path], self.part_names[path]) for path in self.chunks[i]))
+                    self.chunk_names[i] = _write(folder, "k-", _seal(chunk, 0))
+            _write(folder, "", _seal((_tag(), tuple(self.chunk_names), tuple(self.names.items()), self.relations_name), 0),
                    _MANIFEST)
             if self.replaced is None:
                 live = {*self.names.values(), *self.part_names.values(), *self.chunk_names, self.relations_name,
