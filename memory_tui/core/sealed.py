@@ -15,9 +15,11 @@ from typing import Any
 from .fsutil import replace_cache_file
 
 
-def seal(magic: bytes, value: Any) -> bytes:
-    """``magic``, the payload's crc32 as 8 hex digits and LF, then the payload."""
-    payload = marshal.dumps(value, 4)
+def seal(magic: bytes, value: Any, version: int = 4) -> bytes:
+    """``magic``, the payload's crc32 as 8 hex digits and LF, then the payload. ``version`` 0
+    gives bytes that are a function of the value alone (later versions record which strings
+    were interned or shared), for files whose bytes must not depend on the process's history."""
+    payload = marshal.dumps(value, version)
     return magic + b"%08x\n" % zlib.crc32(payload) + payload
 
 

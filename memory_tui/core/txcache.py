@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import compress, repeat
-from operator import and_, attrgetter, is_, is_not, itemgetter, not_, or_
+from operator import and_, attrgetter, is_, is_not, itemgetter, ne, not_, or_
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
@@ -398,6 +398,9 @@ class WorkspaceCache:
         self.root = Path(root)
         self.lock = threading.RLock()
         self.files: dict[str, tuple[tuple[int, int, int, int], str, str]] = {}  # rel -> (stat, text, sha)
+        # the last walked ``read_topics``: (its paths, their stamps, the positions to read again,
+        # (texts, shas) answered, the ``files`` it left)
+        self._last_read: tuple | None = None
         self.parsed: dict[tuple[str, str], ParsedEntry] = {}
         self.proofs: dict[tuple[str, str], str] = {}  # (rel, sha) -> deps signature
         self._ids: dict[str, tuple[str, tuple[str, ...]]] = {}
@@ -678,12 +681,19 @@ class WorkspaceCache:
         problems: list[Problem] = []
         if not topics_dir.is_dir():
             self.files.clear()
+            self._last_read = None
             return texts, shas, problems
         if walk is not None and "topics" not in walk[1]:
             stamps = walk[0]
-            listing = [(rel[7:], stamps[rel]) for rel in stamps if rel.startswith("topics/") and rel.endswith(".md")]
+            rels = _paths_under(stamps, "topics/", ".md")
+            listed = list(map(stamps.__getitem__, rels))
             links = [rel[7:] for rel in walk[1] if rel.startswith("topics/")]
-            return self._read_listed(topics_dir, listing, links)
+
+            def full() -> tuple[dict[str, str], dict[str, str], list[Problem]]:
+                return self._read_listed(topics_dir, [(rel[7:], st) for rel, st in zip(rels, listed)], links, rels)
+
+            return derive("committed topic texts", lambda: self._read_again(topics_dir, rels, listed, links) or full(),
+                          full, lambda a, b: a == b and list(a[0]) == list(b[0]))
         try:
             found = sorted(topics_dir.rglob("*.md"))
         except OSError as exc:
@@ -704,8 +714,65 @@ class WorkspaceCache:
             listing.append((rel, (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)))
         return self._read_listed(topics_dir, listing, links)
 
+    def _read_again(self, topics_dir: Path, rels: list[str], listed: list[Stamp], links: list[str],
+                    ) -> tuple[dict[str, str], dict[str, str], list[Problem]] | None:
+        """``_read_listed``'s answer from the last one's, when the walk lists the same topic
+        files: only those whose stamps moved, or that were young or unreadable last time,
+        are looked at again (a stamp that did not move and was old then is what the full
+        loop would find in ``files`` under that very key). ``None`` when it cannot tell:
+        another listing, a symbolic link, too many changes, or a file that becomes readable
+        (the full loop would put it in its place in the order)."""
+        last = self._last_read
+        if last is None or links or last[4] is not self.files or last[0] != rels:
+            return None
+        _rels, before, again, answer, _seen = last
+        at = sorted(again.union(compress(range(len(listed)), map(ne, listed, before))))
+        if len(at) > READ_AGAIN_MAX:
+            return None
+        texts, shas = dict(answer[0]), dict(answer[1])
+        seen = dict(self.files)
+        problems: list[Problem] = []
+        again = set()
+        young_after = time.time_ns() - RACY_NS
+        for i in at:
+            rel, stamp = rels[i][7:], listed[i]
+            read = self._read_one(topics_dir, rel, stamp, young_after)
+            if isinstance(read, Problem):
+                problems.append(read)
+                texts.pop(rel, None)
+                shas.pop(rel, None)
+                seen.pop(rel, None)
+                again.add(i)
+                continue
+            if rel not in texts:
+                return None
+            seen[rel] = read
+            texts[rel], shas[rel] = read[1], read[2]
+            if read[0][0] == -1:
+                again.add(i)
+        self.files = seen
+        self._last_read = (rels, listed, again, (texts, shas), seen)
+        return texts, shas, problems  # never changed once answered: the next call copies them
+
+    def _read_one(self, topics_dir: Path, rel: str, stamp: Stamp, young_after: int,
+                  ) -> tuple[Stamp, str, str] | Problem:
+        """One listed file as ``files`` keeps it, from ``files`` when its stamp proves it."""
+        # a file changed twice within one clock tick keeps its stamps (git's "racily clean"
+        # rule): a young stamp proves nothing, and the file is read again next time
+        key = (-1, -1, -1, -1) if (stamp[0] > young_after or stamp[3] > young_after) else stamp
+        hit = self.files.get(rel)
+        if hit is not None and key[0] != -1 and hit[0] == key:
+            return hit
+        text, data, problem = read_topic_file(topics_dir, rel)
+        if problem is not None:
+            return problem
+        assert text is not None
+        if len(data) != stamp[1]:
+            key = (-1, -1, -1, -1)  # changed while reading: read again next time
+        return key, text, hashlib.sha256(data).hexdigest()
+
     def _read_listed(self, topics_dir: Path, listing: list[tuple[str, Stamp]], links: list[str],
-                     ) -> tuple[dict[str, str], dict[str, str], list[Problem]]:
+                     walked: list[str] | None = None) -> tuple[dict[str, str], dict[str, str], list[Problem]]:
         texts: dict[str, str] = {}
         shas: dict[str, str] = {}
         problems: list[Problem] = []
@@ -723,27 +790,21 @@ class WorkspaceCache:
         # ``is_racy`` against one clock reading taken before any check: an earlier "now" only
         # calls more stamps young (read again), never fewer
         young_after = time.time_ns() - RACY_NS
-        files_get = self.files.get
-        for rel, stamp in listing:
-            # a file changed twice within one clock tick keeps its stamps (git's "racily clean"
-            # rule): a young stamp proves nothing, and the file is read again next time
-            key = (-1, -1, -1, -1) if (stamp[0] > young_after or stamp[3] > young_after) else stamp
-            hit = files_get(rel)
-            if hit is not None and key[0] != -1 and hit[0] == key:
-                seen[rel] = hit
-                texts[rel], shas[rel] = hit[1], hit[2]
+        again: set[int] = set()  # positions to look at again next time: young or unreadable
+        for i, (rel, stamp) in enumerate(listing):
+            read = self._read_one(topics_dir, rel, stamp, young_after)
+            if isinstance(read, Problem):
+                problems.append(read)
+                again.add(i)
                 continue
-            text, data, problem = read_topic_file(topics_dir, rel)
-            if problem is not None:
-                problems.append(problem)
-                continue
-            assert text is not None
-            if len(data) != stamp[1]:
-                key = (-1, -1, -1, -1)  # changed while reading: read again next time
-            digest = hashlib.sha256(data).hexdigest()
-            seen[rel] = (key, text, digest)
-            texts[rel], shas[rel] = text, digest
+            seen[rel] = read
+            texts[rel], shas[rel] = read[1], read[2]
+            if read[0][0] == -1:
+                again.add(i)
         self.files = seen
+        # what ``_read_again`` starts from: only for a walk's listing without symbolic links
+        self._last_read = (walked, [st for _rel, st in listing], again, (texts, shas), seen) \
+            if walked is not None and not links else None
         return texts, shas, problems
 
     # -- parsing --------------------------------------------------------------------------
@@ -1258,6 +1319,7 @@ def append_proof_log(path: Path, proofs: list[tuple[tuple[str, str], str]]) -> i
 # (``path NUL bytes NUL``) when they are held in memory.
 
 CHECKPOINT_BYTES = 4 << 20  # along bytes fed from memory, a hash state at least this often
+READ_AGAIN_MAX = 64  # topic files looked at again by ``_read_again``; beyond that the full loop
 TAIL_BYTES = 48 << 20  # stream bytes held in memory at most (the end of the stream)
 MAX_RUNS = 16  # held bytes spread over more separate buffers than this are joined into one
 
@@ -1347,6 +1409,13 @@ def _without(entries: dict, drop: Iterable) -> dict:
     for key in drop:
         del out[key]
     return out
+
+
+def _paths_under(stamps: Mapping[str, Stamp], prefix: str, suffix: str) -> list[str]:
+    """The paths in ``stamps`` under ``prefix`` whose names end in ``suffix``, in order (C-level
+    passes: every transaction asks it of every file's path)."""
+    return list(compress(stamps, map(and_, map(str.startswith, stamps, repeat(prefix)),
+                                     map(str.endswith, stamps, repeat(suffix)))))
 
 
 def any_racy(stamps: Mapping[str, Stamp], now: int) -> bool:

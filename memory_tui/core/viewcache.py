@@ -448,17 +448,21 @@ class ViewCache:
             relations = _patch_relations(relations, [old[p] for p in moved if p in old], list(new.values()))
         # kept in memory, written by ``flush`` (after an install: a no-op writes nothing); the
         # next build in this process starts from it either way
-        if gone or delta is None or delta[0] is not snap.keys:
-            part_names = {p: n for p, n in snap.part_names.items() if p in keys and p not in new}
-        else:  # the snapshot's parts are all of paths in ``keys`` (its keys, the same paths)
+        same_paths = not gone and ((delta is not None and delta[0] is snap.keys) or list(keys) == list(snap.keys))
+        if same_paths:  # the snapshot's parts are all of paths in ``keys`` (its keys, the same paths)
             part_names = dict(snap.part_names)
             for path in new:
                 part_names.pop(path, None)
-        self._snap = Snapshot(keys, texts, metas, relations,
-                              {w: n for w, n in snap.names.items() if w in texts and w not in dirty},
-                              snap.relations_name if relations is snap.relations else None,
-                              part_names,
-                              {**{p: f for p, f in snap.flats.items() if p in keys and p not in new}, **new})
+        else:
+            part_names = {p: n for p, n in snap.part_names.items() if p in keys and p not in new}
+        made = Snapshot(keys, texts, metas, relations,
+                        {w: n for w, n in snap.names.items() if w in texts and w not in dirty},
+                        snap.relations_name if relations is snap.relations else None,
+                        part_names,
+                        {**{p: f for p, f in snap.flats.items() if p in keys and p not in new}, **new})
+        if same_paths:
+            made.follow(snap, dirty, moved)
+        self._snap = made
         return dict(sorted((timeline_path(w), t) for w, t in texts.items())), relations
 
     def _snapshot_combined(self, topics: tuple, key_of: Callable[[Any], tuple | None]) -> None:
@@ -587,14 +591,15 @@ def _patch_relations(text: str, old: list[tuple], new: list[tuple]) -> str:
 # ---------------------------------------------------------------------------- the snapshot
 
 SNAPSHOT_DIR = "memory-tui-views"
-SNAPSHOT_FORMAT = 1
+SNAPSHOT_FORMAT = 2  # 2: the keys in chunks
 MAX_CHANGED = 48  # topics whose keys moved; beyond that combining every part costs about the same
+CHUNK = 128  # topics per chunk of the keys' rows
 _MAGIC = b"memory-tui-views\n"
 _MANIFEST = "manifest"
 
 
-def _seal(value: Any) -> bytes:
-    return seal(_MAGIC, value)
+def _seal(value: Any, version: int = 4) -> bytes:
+    return seal(_MAGIC, value, version)
 
 
 def _unseal(data: bytes) -> Any:
@@ -620,10 +625,20 @@ class Snapshot:
     rows and relation fragments (``_flat``), per timeline day its text and the marshalled
     ``(topic path, sort_ref, id, line length)`` of its rows in file order, and
     ``relations.json``. On disk: one sealed file per day and per part (named by a digest of
-    its bytes, so a rewrite writes only what changed), one for ``relations.json`` and a
-    manifest naming them all, replaced last and atomically."""
+    its bytes, so a rewrite writes only what changed), one for ``relations.json``, the keys'
+    rows in chunks of ``CHUNK`` topics (also named by their bytes: a one-topic edit rewrites
+    one chunk, not 1 200 rows), and a manifest naming them all, replaced last and atomically.
 
-    __slots__ = ("keys", "texts", "metas", "relations", "names", "relations_name", "part_names", "flats", "saved")
+    Every file's bytes name its slot (a day file holds its day, a part its topic path, a
+    chunk its position), so a name dropped from a slot is garbage unless that very slot
+    names it again (the same bytes came back): a snapshot made from the one before
+    remembers what it dropped (``replaced``, name -> slot) and its save unlinks only those,
+    instead of listing the folder. ``replaced is None`` (a snapshot loaded, combined, or
+    made with other paths) sweeps the whole folder, which also collects what a crashed or
+    concurrent process left: the first save in each process does."""
+
+    __slots__ = ("keys", "texts", "metas", "relations", "names", "relations_name", "part_names", "flats", "saved",
+                 "chunks", "chunk_of", "chunk_names", "replaced")
 
     def __init__(self, keys: dict[str, tuple], texts: dict[str, str], metas: dict[str, bytes], relations: str,
                  names: dict[str, str], relations_name: str | None, part_names: dict[str, str],
@@ -634,6 +649,48 @@ class Snapshot:
         self.part_names = part_names  # topic path -> file on disk holding its part (under keys[path])
         self.flats = flats  # topic path -> its part, not written yet
         self.saved = False
+        # the keys' paths in chunks (None: cut from ``keys`` when saved), path -> its chunk,
+        # and each chunk's file (None: to be written)
+        self.chunks: list[tuple[str, ...]] | None = None
+        self.chunk_of: dict[str, int] = {}
+        self.chunk_names: list[str | None] = []
+        self.replaced: dict[str, tuple] | None = None  # file -> the slot it was dropped from
+
+    def follow(self, before: Snapshot, dirty: Iterable[str], moved: Iterable[str]) -> None:
+        """Take ``before``'s chunks (this snapshot has its paths in its order) and remember
+        the files this one no longer names: those of the ``dirty`` days, the ``moved``
+        topics' parts and chunks, and ``relations.json`` if it changed."""
+        if before.chunks is None:
+            return
+        self.chunks, self.chunk_of, self.chunk_names = before.chunks, before.chunk_of, list(before.chunk_names)
+        replaced = None if before.replaced is None else dict(before.replaced)  # None: not swept yet
+        for path in moved:
+            i = self.chunk_of[path]
+            name, self.chunk_names[i] = self.chunk_names[i], None
+            if replaced is not None:
+                if name is not None:
+                    replaced[name] = ("k", i)
+                name = before.part_names.get(path)
+                if name is not None:
+                    replaced[name] = ("p", path)
+        if replaced is None:
+            return
+        for when in dirty:
+            name = before.names.get(when)
+            if name is not None:
+                replaced[name] = ("d", when)
+        if before.relations_name is not None and self.relations_name is None:
+            replaced[before.relations_name] = ("r",)
+        self.replaced = replaced
+
+    def _names_slot(self, slot: tuple) -> str | None:
+        if slot[0] == "d":
+            return self.names.get(slot[1])
+        if slot[0] == "p":
+            return self.part_names.get(slot[1])
+        if slot[0] == "k":
+            return self.chunk_names[slot[1]]
+        return self.relations_name
 
     def part(self, memory_root: Any, path: str) -> tuple | None:
         """The flattened part of ``path`` under ``keys[path]`` (read from disk), else ``None``."""
@@ -658,9 +715,18 @@ class Snapshot:
             manifest = _unseal((folder / _MANIFEST).read_bytes())
             if not (isinstance(manifest, tuple) and len(manifest) == 4 and manifest[0] == _tag()):
                 return None
-            _tag_, topics, days, relations_name = manifest
-            keys = {row[0]: tuple(row[1:-1]) for row in topics}
-            part_names = {row[0]: row[-1] for row in topics}
+            _tag_, chunk_names, days, relations_name = manifest
+            keys, part_names, chunks = {}, {}, []
+            for i, name in enumerate(chunk_names):
+                chunk = _unseal((folder / name).read_bytes())
+                if not (isinstance(chunk, tuple) and len(chunk) == 2 and chunk[0] == i):
+                    return None
+                for row in chunk[1]:
+                    keys[row[0]] = tuple(row[1:-1])
+                    part_names[row[0]] = row[-1]
+                chunks.append(tuple(row[0] for row in chunk[1]))
+            if len(keys) != sum(map(len, chunks)):
+                return None  # a path in two chunks: not a snapshot this code wrote
             texts, metas, names = {}, {}, {}
             for when, name in days:
                 day = _unseal((folder / name).read_bytes())
@@ -674,6 +740,8 @@ class Snapshot:
         if not isinstance(relations, str):
             return None
         snap = cls(keys, texts, metas, relations, names, relations_name, part_names, {})
+        snap.chunks, snap.chunk_names = chunks, list(chunk_names)
+        snap.chunk_of = {path: i for i, paths in enumerate(chunks) for path in paths}
         snap.saved = True
         return snap
 
@@ -697,15 +765,31 @@ class Snapshot:
             self.flats = {}
             if self.relations_name is None:
                 self.relations_name = _write(folder, "r-", _seal(self.relations))
-            topics = tuple((path, *key, self.part_names[path]) for path, key in self.keys.items())
-            _write(folder, "", _seal((_tag(), topics, tuple(self.names.items()), self.relations_name)), _MANIFEST)
-            live = {*self.names.values(), *self.part_names.values(), self.relations_name, _MANIFEST}
-            for name in os.listdir(folder):
-                if name not in live and not name.startswith("."):
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(folder / name)
+            if self.chunks is None:
+                paths = tuple(self.keys)
+                self.chunks = [paths[i:i + CHUNK] for i in range(0, len(paths), CHUNK)]
+                self.chunk_of = {path: i for i, chunk in enumerate(self.chunks) for path in chunk}
+                self.chunk_names = [None] * len(self.chunks)
+            for i, name in enumerate(self.chunk_names):
+                if name is None:
+                    # marshal version 0: the bytes (and so the name) are the value's alone, whichever
+                    # of its strings this process happened to intern or share
+                    chunk = (i, tuple((path, *self.keys[path], self.part_names[path]) for path in self.chunks[i]))
+                    self.chunk_names[i] = _write(folder, "k-", _seal(chunk, 0))
+            _write(folder, "", _seal((_tag(), tuple(self.chunk_names), tuple(self.names.items()), self.relations_name), 0),
+                   _MANIFEST)
+            if self.replaced is None:
+                live = {*self.names.values(), *self.part_names.values(), *self.chunk_names, self.relations_name,
+                        _MANIFEST}
+                dropped = [name for name in os.listdir(folder) if name not in live and not name.startswith(".")]
+            else:
+                dropped = [name for name, slot in self.replaced.items() if self._names_slot(slot) != name]
+            for name in dropped:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(folder / name)
         except (OSError, ValueError, KeyError):
             return False
+        self.replaced = {}
         self.saved = True
         return True
 

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from memory_tui.core import viewcache
@@ -306,3 +306,87 @@ def test_snapshot_with_reused_parses_equals_full_build(world, tmp_path_factory, 
             cache.flush()
     if reworded:
         assert any(spliced), "no reword was spliced into its day file"
+
+
+def _named_on_disk(root: Path) -> tuple[set[str], viewcache.Snapshot | None]:
+    folder = viewcache.snapshot_dir(root)
+    files = {p.name for p in folder.iterdir() if not p.name.startswith(".")}
+    return files, viewcache.Snapshot.load(root)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture], phases=[Phase.explicit, Phase.generate])
+@given(edits=st.lists(st.tuples(st.sampled_from(["reword", "reword", "redate", "drop", "link", "unlink", "swap",
+                                                 "remove", "restore", "none", "fresh"]),
+                                st.integers(0, 10_000)), min_size=1, max_size=12),
+       flushes=st.lists(st.booleans(), min_size=13, max_size=13), chunk=st.sampled_from([1, 3, 128]))
+@example(edits=[("reword", 3), ("reword", 3), ("reword", 7)], flushes=[True] * 13, chunk=3)
+@example(edits=[("swap", 3), ("swap", 3), ("swap", 3)], flushes=[True] * 13, chunk=3)  # the same bytes come back
+@example(edits=[("reword", 3), ("reword", 7), ("reword", 3), ("reword", 3)], flushes=[True, False] * 6 + [True], chunk=3)
+@example(edits=[("reword", 3), ("remove", 5), ("reword", 3), ("restore", 0), ("fresh", 0), ("reword", 1)],
+         flushes=[True] * 13, chunk=1)
+def test_snapshot_save_names_exactly_its_files(world, tmp_path_factory, edits, flushes, chunk, monkeypatch):
+    """The snapshot saved after edits in one process (only the chunks of the keys holding a
+    changed topic rewritten, only the files it dropped unlinked) is what a fresh process
+    loads -- the same keys, parts, days and relations -- and its folder holds exactly the
+    files its manifest names, after topics come and go, saves are skipped, and a fresh
+    process takes over (which sweeps the whole folder once)."""
+    monkeypatch.setattr(viewcache, "CHUNK", chunk)
+    index, base = world
+    root = tmp_path_factory.mktemp("snapsave") / "memory"
+    (root / ".scriptorium").mkdir(parents=True)
+    texts = dict(base)
+    removed: list[tuple[str, str]] = []
+    parsed: dict[str, tuple[str, object]] = {}
+    texts_of: dict[str, str] = {}
+
+    def key_of(topic):
+        return (hashlib.sha256(texts_of[topic.path].encode()).hexdigest(),)
+
+    listed: list[bool] = []
+    real_listdir = viewcache.os.listdir
+    monkeypatch.setattr(viewcache.os, "listdir", lambda *a: listed.append(True) or real_listdir(*a))
+    cache = viewcache.ViewCache(str(root))
+    swept_here = False  # this process saved since the last time topics came or went
+    for step, (op, n) in enumerate([("none", 0), *edits]):
+        if op == "remove" and len(texts) > 2:
+            rel = sorted(texts)[n % len(texts)]
+            removed.append((rel, texts.pop(rel)))
+            swept_here = False
+        elif op == "restore" and removed:
+            rel, text = removed.pop()
+            texts[rel] = text
+            swept_here = False
+        elif op == "fresh":
+            cache = viewcache.ViewCache(str(root))
+            swept_here = False
+        else:
+            _edit(texts, op, n)
+        texts_of = dict(texts)
+        topics = []
+        for rel in sorted(texts, key=topic_sort_key):
+            hit = parsed.get(rel)
+            if hit is None or hit[0] != texts[rel]:
+                hit = parsed[rel] = (texts[rel], parse_topic(rel, texts[rel], resolve=index.resolve_target, strict=True))
+            topics.append(hit[1])
+        tree = assemble_tree(topics)
+        kwargs = dict(trusted_ids=index.trusted_ids(), link_for=index.link_for)
+        assert cache.build(tree, key_of=key_of, **kwargs).files == build_views(tree, **kwargs).files, (step, op)
+        if not flushes[step % 13]:
+            continue
+        listed.clear()
+        cache.flush()
+        # the whole folder is listed only by the first save of a process or after topics came
+        # or went; else the save unlinks what it replaced
+        assert bool(listed) == (not swept_here), (step, op)
+        swept_here = True
+        mine = cache._snap
+        files, loaded = _named_on_disk(root)
+        assert loaded is not None, (step, op)
+        assert list(loaded.keys.items()) == list(mine.keys.items()), (step, op)
+        assert loaded.part_names == mine.part_names and loaded.names == mine.names, (step, op)
+        assert loaded.relations == mine.relations and loaded.texts == mine.texts, (step, op)
+        named = {"manifest", loaded.relations_name, *loaded.names.values(), *loaded.part_names.values(),
+                 *loaded.chunk_names}
+        assert files == named, (step, op, sorted(files - named), sorted(named - files))
+        for path in loaded.keys:  # every part named is the part of that key
+            assert loaded.part(str(root), path) is not None, (step, op, path)
