@@ -191,13 +191,17 @@ class MovePicker(ModalScreen["MoveTarget | None"]):
         for name, lst in lists.items():
             lst.styles.height = heights[name]
 
+    def shown(self) -> bool:
+        """False once dismissed: dismissed before its compose ran (m then esc on a busy
+        machine), its lists were never mounted, yet its mount and resize events still come."""
+        return self in self.app.screen_stack
+
     def on_resize(self, event: Resize) -> None:
-        self.fit(event.size.width, event.size.height)
+        if self.shown():
+            self.fit(event.size.width, event.size.height)
 
     def on_mount(self) -> None:
-        if self not in self.app.screen_stack:
-            # dismissed before it was composed (m then esc on a busy machine): its lists were
-            # never mounted and nothing of it will be drawn
+        if not self.shown():
             return
         self.fit(self.app.size.width, self.app.size.height)  # before the first layout, not only on a resize
         topics = self.query_one("#topics", OptionList)

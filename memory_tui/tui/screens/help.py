@@ -82,6 +82,11 @@ class HelpScreen(ModalScreen[None]):
         self.ascii_mode = ascii_mode
 
     def compose(self) -> ComposeResult:
+        self.set_class(self.ascii_mode, "-ascii")
+        with VerticalScroll():
+            yield Static(self.key_rows())
+
+    def key_rows(self) -> KeyRows:
         text = KeyRows()
         text.line(Text("Keys", "bold underline"))
         text.line(Text("Rebind any id in ~/.config/memory-tui/config.toml under [keymap].\n", "dim"))
@@ -102,9 +107,7 @@ class HelpScreen(ModalScreen[None]):
                 self._row(text, cmd)
             for keys, what in extra:
                 text.row(keys, Text(what))
-        self.set_class(self.ascii_mode, "-ascii")
-        with VerticalScroll():
-            yield Static(text)
+        return text
 
     def _row(self, text: KeyRows, cmd: registry.Command) -> None:
         keys = registry.key_label(registry.effective_keys(cmd, self.keymap))
