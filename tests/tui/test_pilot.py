@@ -154,7 +154,7 @@ async def test_help_lists_keys_per_view_from_the_registry(fixture_state_ro, tmp_
         assert app.view == "core"
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
-        text = str(app.screen.query_one(Static).render())
+        text = str(app.screen.query_one(Static).content)  # the rows unwrapped
         core_row = next(line for line in text.split("\n") if "[view.core]" in line)
         assert core_row.split()[0] == "f4"  # the rebound key, not the default "4"
         assert "Core  (current)" in text

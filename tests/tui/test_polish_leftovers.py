@@ -387,3 +387,111 @@ async def test_recent_rows_name_the_topic_before_its_folder(tmp_path):
         for name in names:  # (screen_text drops the blank cells between a row's parts)
             assert any(line.replace(" ", "").startswith(f"2026-11-28{name[:18]}") for line in sidebar), (name, sidebar[:6])
         assert not any("conversations/" in line.split("…")[0][:30] for line in sidebar if line.startswith("2026"))
+
+
+# ---------------------------------------------------------------------- 5. round 10: short screens, help, paths, picker
+async def test_at_40x12_the_record_list_keeps_the_source_panes_rows_off_a_chip(fixture_state):
+    """At 40x12 the pane under Topics' records took 4 of the 6 rows left: one row of a
+    record showed (its date line, not its text). Off a chip the list has them; on a chip the
+    pane shows the cited turn, in a few lines. At 80x24 nothing changed."""
+    from memory_tui.tui.widgets import CitationOption, SourcePane
+
+    for size, short in (((40, 12), True), ((80, 24), False)):
+        app = _app(fixture_state)
+        async with app.run_test(size=size) as pilot:
+            topics = app.view_screens["topics"]
+            topics.reveal_topic("topics/people/ada.md")
+            await pilot.pause()
+            records, pane = topics.records, topics.query_one("#source-pane", SourcePane)
+            records.highlighted = 0  # a record row
+            await pilot.pause()
+            assert topics.has_class("-short") == short
+            if short:
+                assert pane.region.height == 0 and records.region.height >= 5, (pane.region, records.region)
+            else:
+                assert pane.region.height >= 3, pane.region
+            records.highlighted = next(i for i in range(records.option_count)
+                                       if isinstance(records.get_option_at_index(i), CitationOption))
+            await pilot.pause()
+            await pilot.pause()
+            assert 2 <= pane.region.height <= (4 if short else 12) and records.region.height >= 1, (pane.region, records.region)
+
+
+def test_the_help_wraps_a_description_under_itself_not_under_its_key():
+    """At 40 columns a description's second line started at the margin, under the keys."""
+    import io
+
+    from rich.console import Console
+
+    from memory_tui.tui.screens import HelpScreen
+
+    rows = HelpScreen({}, "topics", False).key_rows()
+    console = Console(width=30, file=io.StringIO(), record=True, color_system=None)
+    console.print(rows)
+    import re
+
+    tagged = [line for line in console.export_text().splitlines() if re.search(r"\[\w+\.[\w.]+\]", line)]  # a command's id
+    follow = [line for line in tagged if line.startswith(" " * 13)]
+    assert follow, tagged  # the width makes descriptions wrap: the case at hand
+    for line in tagged:  # a row's own line (its keys at column 2) or a description's next line
+        assert (line.startswith("  ") and line[2] != " ") or line.startswith(" " * 13), line
+
+
+def test_the_preview_folds_a_long_path_after_a_slash():
+    """The job preview cut memory/sources/…/local_a1b2c|3d4e5.md mid-name at 80 columns."""
+    import io
+
+    from rich.console import Console
+
+    from memory_tui.tui.dialogs.confirm_job import FoldedPaths
+
+    paths = ["memory/sources/openprogram/_v2/local_a1b2c3d4e5.md", "memory/core.md",
+             "sessions/local_a1b2c3d4e5/history/0003-l-a1.json"]
+    console = Console(width=24, file=io.StringIO(), record=True, color_system=None)
+    console.print(FoldedPaths(paths))
+    lines = console.export_text().splitlines()
+    assert len(lines) > len(paths)  # some fold
+    joined: list[str] = []
+    for line in lines:
+        if line.startswith("  "):  # a fold's continuation
+            assert joined[-1].endswith("/"), lines  # the fold came after a folder, not mid-name
+            joined[-1] += line.strip()
+        else:
+            joined.append(line.strip())
+    assert joined == paths
+
+
+async def test_at_80x24_the_new_chain_input_is_set_apart_from_the_heading_list():
+    """The picker's chain input sat on the row under the heading list, against the topic list."""
+    from textual.widgets import Input, OptionList
+
+    app = DialogHarness(lambda: MovePicker(sample_choices(), "845c11f8", topic="topics/people/ada.md", headings=("Ada",)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, MovePicker) and app.screen.section is not None)
+        await pilot.pause()
+        picker = app.screen
+        field = picker.query_one("#new-headings", Input).region
+        sections, topics = (picker.query_one(f"#{n}", OptionList).region for n in ("sections", "topics"))
+        assert field.y >= sections.bottom + 1 and field.x > topics.right, (field, sections, topics)
+        assert field.bottom <= topics.bottom  # the two columns still end together
+
+
+async def test_a_move_picker_dismissed_before_it_was_composed_leaves_the_app_running():
+    """m then esc faster than the picker composes (a busy machine): its on_mount ran with no
+    lists and raised NoMatches for #topics, which stopped the app."""
+    from textual.app import App
+    from textual.widgets import Label
+
+    class Host(App):
+        def compose(self):
+            yield Label("host")
+
+    app = Host()
+    async with app.run_test(size=(80, 24)) as pilot:
+        picker = MovePicker(sample_choices(), "845c11f8", topic="topics/people/ada.md", headings=("Ada",))
+        app.push_screen(picker)
+        app.pop_screen()  # in the same tick: before the picker's compose ran
+        for _ in range(4):
+            await pilot.pause()
+        assert app.screen is not picker and app.is_running
+    assert app.return_code in (None, 0)

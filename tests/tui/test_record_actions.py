@@ -449,7 +449,7 @@ async def test_help_and_palette_list_the_record_commands(fixture_state):
     async with app.run_test(size=(160, 45)) as pilot:
         await pilot.press("question_mark")
         await until(pilot, lambda: isinstance(app.screen, HelpScreen))
-        lines = "\n".join(str(s.render()) for s in app.screen.query(Static)).split("\n")
+        lines = "\n".join(str(s.content) for s in app.screen.query(Static)).split("\n")  # unwrapped rows
         for cid, key in ids.items():
             row = next((line for line in lines if f"[{cid}]" in line), "")
             assert row.split()[:1] == [key], (cid, row)

@@ -16,6 +16,15 @@ from memory_tui.core.workspace import workspace_revision
 from test_install_support import STATE_A, STATE_B, assert_valid, make_stage, make_workspace, revisions
 
 
+@pytest.fixture
+def no_fsync(monkeypatch):
+    """``os.fsync`` does nothing, in this process and the children it forks. A SIGKILL or an
+    ``os._exit`` ends the process, not the kernel: every byte it wrote is in the page cache,
+    where the recovering reader sees it, so fsync (durability across a power loss) plays no
+    part in what these tests check; on a busy disk it was most of their time."""
+    monkeypatch.setattr(os, "fsync", lambda fd: None)
+
+
 def _count_points(tmp_path) -> int:
     root = make_workspace(tmp_path / "count", STATE_A)
     stage = make_stage(tmp_path / "count-stage", STATE_B)
@@ -50,7 +59,7 @@ def _check(root, ra, rb) -> str:
 
 
 @pytest.mark.slow
-def test_crash_at_every_install_step(tmp_path):
+def test_crash_at_every_install_step(tmp_path, no_fsync):
     ra, rb = revisions(tmp_path)
     n = _count_points(tmp_path)
     assert n >= 10
@@ -75,7 +84,7 @@ def test_crash_at_every_install_step(tmp_path):
 
 
 @pytest.mark.slow
-def test_sigkill_at_random_times_during_install_and_recovery(tmp_path):
+def test_sigkill_at_random_times_during_install_and_recovery(tmp_path, no_fsync):
     """A child flips the workspace A <-> B in a loop (recover, plan, install); it is SIGKILLed
     at a random moment. Every kill must recover to exactly A or B.
 

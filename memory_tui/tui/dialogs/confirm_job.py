@@ -8,8 +8,12 @@ Dismisses with ``JobConfirmation(run, job, preview)``: ``run`` is True only for 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -96,6 +100,38 @@ class JobConfirmation:
     preview: object  # the JobPreview shown
 
 
+class FoldedPaths:
+    """Paths one a line; one wider than its column folds after a ``/`` (its continuation
+    indented), so a file or folder name is cut only when it alone is wider than the column."""
+
+    def __init__(self, paths: list[str], tail: Text | None = None) -> None:
+        self.paths, self.tail = paths, tail
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        names = [part for path in self.paths for part in _path_parts(path)]
+        return Measurement(max(map(cell_len, names)), max(map(cell_len, self.paths)))
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        indent = "  " if width > 12 else ""
+        for path in self.paths:
+            line = ""
+            for part in _path_parts(path):
+                if line.strip() and cell_len(line + part) > width:
+                    yield Text(line, overflow="fold")
+                    # a name wider than the column folds anyway: then from the column's start
+                    line = indent if cell_len(indent + part) <= width else ""
+                line += part
+            yield Text(line, overflow="fold")
+        if self.tail is not None:
+            yield self.tail
+
+
+def _path_parts(path: str) -> list[str]:
+    """``a/b/c.md`` as ``a/``, ``b/``, ``c.md``: the places a path may fold."""
+    return re.findall(r"[^/]*/|[^/]+$", path)
+
+
 def preview_renderable(preview) -> Table:
     """The preview as a two-column table (also used by the CLI-facing tests)."""
     t = Table.grid(padding=(0, 2))
@@ -117,13 +153,12 @@ def preview_renderable(preview) -> Table:
     if rows:
         rows.rstrip()
         t.add_row("", rows)
-    files = Text()
-    for f in preview.files[:MAX_FILE_ROWS]:
-        files.append(sanitize(f) + "\n")
-    if len(preview.files) > MAX_FILE_ROWS:
-        files.append(f"… {len(preview.files) - MAX_FILE_ROWS} more\n", style="dim")
-    files.rstrip()
-    t.add_row("files likely to change", files if files else Text("none", style="dim"))
+    files: RenderableType = Text("none", style="dim")
+    if preview.files:
+        more = len(preview.files) - MAX_FILE_ROWS
+        files = FoldedPaths([sanitize(f) for f in preview.files[:MAX_FILE_ROWS]],
+                            Text(f"… {more} more", style="dim") if more > 0 else None)
+    t.add_row("files likely to change", files)
     for note in preview.notes:
         t.add_row("note", Text(sanitize(note), style="italic"))
     return t

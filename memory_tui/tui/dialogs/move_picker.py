@@ -112,6 +112,7 @@ class MovePicker(ModalScreen["MoveTarget | None"]):
     MovePicker.-narrow .columns > Vertical { height: auto; }
     MovePicker.-narrow #col-position { column-span: 2; }
     MovePicker.-narrow OptionList { height: auto; }
+    MovePicker.-narrow #new-headings { margin: 1 0 0 1; }
     MovePicker.-narrow .wide-only { display: none; }
     MovePicker.-narrow #position-row { height: 1; layout: horizontal; }
     MovePicker.-narrow #position-row Label { width: auto; padding-right: 1; }
@@ -177,7 +178,8 @@ class MovePicker(ModalScreen["MoveTarget | None"]):
             return
         self.query_one(".columns").styles.height = "auto"
         # The whole screen less border 2, title 1, error 1, buttons 3 is the body; in it the
-        # side-by-side lists (+ the one-line chain input), the position line and the anchors.
+        # side-by-side lists (the headings' one a row shorter for the blank row and the one-line
+        # chain input under it), the position line and the anchors.
         # Below a usable size the lists keep a minimum and the body scrolls (the buttons stay).
         body = height - 7
         if tiny:
@@ -185,14 +187,22 @@ class MovePicker(ModalScreen["MoveTarget | None"]):
             heights = {"topics": each, "sections": each, "anchors": max(4, body - 2 - 2 * each)}
         else:
             top = max(5, (body - 2 + 1) // 2)
-            heights = {"topics": top + 1, "sections": top, "anchors": max(4, body - 2 - top)}
+            heights = {"topics": top + 1, "sections": top - 1, "anchors": max(4, body - 2 - top)}
         for name, lst in lists.items():
             lst.styles.height = heights[name]
 
+    def shown(self) -> bool:
+        """False once dismissed: dismissed before its compose ran (m then esc on a busy
+        machine), its lists were never mounted, yet its mount and resize events still come."""
+        return self in self.app.screen_stack
+
     def on_resize(self, event: Resize) -> None:
-        self.fit(event.size.width, event.size.height)
+        if self.shown():
+            self.fit(event.size.width, event.size.height)
 
     def on_mount(self) -> None:
+        if not self.shown():
+            return
         self.fit(self.app.size.width, self.app.size.height)  # before the first layout, not only on a resize
         topics = self.query_one("#topics", OptionList)
         index = next((i for i, c in enumerate(self.choices) if c.path == self.start_topic), 0)

@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from datetime import datetime
 
 NARROW = 100  # below this many columns, list and detail are shown one at a time
+SHORT = 20  # below this many rows, a record list keeps the rows its source pane took (app.tcss)
 
 
 class Shell(Protocol):
@@ -306,7 +307,7 @@ class ViewScreen(RankedFooter, Screen[None]):
 
     # ------------------------------------------------------------------ layout
     def on_resize(self, event: Resize) -> None:
-        self.apply_layout(event.size.width)
+        self.apply_layout(event.size.width, event.size.height)
 
     @on(ScreenSuspend)
     def _suspended(self) -> None:
@@ -341,9 +342,10 @@ class ViewScreen(RankedFooter, Screen[None]):
         if arrival is not None:
             arrival(self)
 
-    def apply_layout(self, width: int) -> None:
+    def apply_layout(self, width: int, height: int | None = None) -> None:
         self.narrow = width < NARROW
         self.set_class(self.narrow, "-narrow")
+        self.set_class((self.app.size.height if height is None else height) < SHORT, "-short")
         detail = self.narrow and self.pane == "detail"
         self.set_class(detail, "-detail")
         self.set_class(not detail, "-list")

@@ -37,6 +37,8 @@ class CitationScreen(ViewScreen):
         opt = records.highlighted_option
         m = self.model
         g = self.glyphs
+        # a short screen gives the pane's rows to the list except on a chip (app.tcss)
+        pane.set_class(not isinstance(opt, CitationOption), "-no-chip")
         if isinstance(opt, CitationOption) and m is not None:
             link = opt.link
             frame = m.frame(link.source_id) if link.source_id else unresolved(m, opt.record, link.target)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -20,6 +23,45 @@ VIEW_HELP = {
     "recent": (("enter", "show the record"),),
     "sessions": (("enter", "show the session"),),
 }
+
+
+KEYS_WIDTH = 10  # the key column: a description starts after it on every line it wraps to
+
+
+class KeyRows:
+    """The help's lines: a key row is its keys, then its description, which wraps under
+    itself (a hanging indent) rather than back under the keys at a narrow width."""
+
+    def __init__(self) -> None:
+        self.parts: list[Text | tuple[str, Text, str]] = []
+
+    def line(self, text: Text) -> None:
+        self.parts.append(text)
+
+    def row(self, keys: str, what: Text, key_style: str = "") -> None:
+        self.parts.append((keys, what, key_style))
+
+    def __str__(self) -> str:
+        """The lines unwrapped, as plain text."""
+        return "\n".join(p.plain if isinstance(p, Text) else self._lead(p[0], "").plain + p[1].plain for p in self.parts)
+
+    @staticmethod
+    def _lead(keys: str, style: str) -> Text:
+        return Text(f"  {keys:<{KEYS_WIDTH}} ", style)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        widest = max((cell_len(line) for line in str(self).split("\n")), default=0)
+        return Measurement(min(KEYS_WIDTH + 13, widest), widest)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for part in self.parts:
+            if isinstance(part, Text):
+                yield part
+                continue
+            keys, what, style = part
+            lead = self._lead(keys, style)
+            for i, line in enumerate(what.wrap(console, max(8, options.max_width - lead.cell_len))):
+                yield Text.assemble(lead if i == 0 else " " * lead.cell_len, line)
 
 
 class HelpScreen(ModalScreen[None]):
@@ -40,35 +82,36 @@ class HelpScreen(ModalScreen[None]):
         self.ascii_mode = ascii_mode
 
     def compose(self) -> ComposeResult:
-        text = Text()
-        text.append("Keys\n", "bold underline")
-        text.append("Rebind any id in ~/.config/memory-tui/config.toml under [keymap].\n\n", "dim")
-        text.append("Everywhere\n", "bold")
+        self.set_class(self.ascii_mode, "-ascii")
+        with VerticalScroll():
+            yield Static(self.key_rows())
+
+    def key_rows(self) -> KeyRows:
+        text = KeyRows()
+        text.line(Text("Keys", "bold underline"))
+        text.line(Text("Rebind any id in ~/.config/memory-tui/config.toml under [keymap].\n", "dim"))
+        text.line(Text("Everywhere", "bold"))
         for cmd in registry.COMMANDS:
             if not cmd.views:
                 self._row(text, cmd)
-        text.append("  ^p         command palette (every action)\n")
-        text.append("  tab        next pane\n")
+        text.row("^p", Text("command palette (every action)"))
+        text.row("tab", Text("next pane"))
         for view in VIEWS:
             cmds = [c for c in registry.COMMANDS if view in c.views]
             extra = VIEW_HELP.get(view, ())
             if not cmds and not extra:
                 continue
             marker = "  (current)" if view == self.view else ""
-            text.append(f"\n{VIEW_TITLES[view]}{marker}\n", "bold")
+            text.line(Text(f"\n{VIEW_TITLES[view]}{marker}", "bold"))
             for cmd in cmds:
                 self._row(text, cmd)
             for keys, what in extra:
-                text.append(f"  {keys:<10} {what}\n")
-        self.set_class(self.ascii_mode, "-ascii")
-        with VerticalScroll():
-            yield Static(text)
+                text.row(keys, Text(what))
+        return text
 
-    def _row(self, text: Text, cmd: registry.Command) -> None:
+    def _row(self, text: KeyRows, cmd: registry.Command) -> None:
         keys = registry.key_label(registry.effective_keys(cmd, self.keymap))
-        text.append(f"  {keys:<10} ", "bold")
-        text.append(f"{cmd.help}")
-        text.append(f"  [{cmd.id}]\n", "dim")
+        text.row(keys, Text.assemble(cmd.help, (f"  [{cmd.id}]", "dim")), "bold")
 
     def action_dismiss_help(self) -> None:
         self.dismiss(None)

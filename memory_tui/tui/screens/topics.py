@@ -256,12 +256,15 @@ class TopicsScreen(RecordRows, RecordActions, TreeList, CitationScreen):
             out = Text.assemble((topic.title, "bold"), "  ", (topic.path, "dim"))
         else:  # a line of its own, cut at its folders: a wrap broke it mid-word ("kyoto-trip-in-spr / ing.md")
             out = Text.assemble((topic.title, "bold"), "\n", (fit_path(topic.path, width, g.ellipsis), "dim"))
-        count = f"{shown}/{n} records" if self.filter_text else f"{n} record" + ("s" if n != 1 else "")
-        out.append(f"\n{count}")
+        line = f"{shown}/{n} records" if self.filter_text else f"{n} record" + ("s" if n != 1 else "")
         if whens:
-            out.append(f" {g.dot} {whens[0]}" + (f" {g.arrow} {whens[-1]}" if whens[-1] != whens[0] else ""))
-        if topic.outline_records is None:
-            out.append(f" {g.dot} {sum(r.tokens for r in topic.records)} tok in records", "dim")
+            line += f" {g.dot} {whens[0]}" + (f" {g.arrow} {whens[-1]}" if whens[-1] != whens[0] else "")
+        out.append(f"\n{line}")
+        tokens = f" {g.dot} {sum(r.tokens for r in topic.records)} tok in records"
+        # the token total is the line's extra: on a narrow screen it gives way rather than
+        # wrap into a row the record list needs
+        if topic.outline_records is None and cell_len(line + tokens) <= width:
+            out.append(tokens, "dim")
         if topic.problems:
             out.append(f" {g.dot} {g.bad} does not parse", "bold red")
         return out
