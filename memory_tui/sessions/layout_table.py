@@ -126,34 +126,40 @@ def _decode(key: str, data: bytes, nodes: Sequence[G.LayoutNode], opts: G.Layout
 
 
 def read(key: str, nodes: Sequence[G.LayoutNode], opts: G.LayoutOptions, where: Path | None = None) -> G.Layout | None:
-    path = _path(where if where is not None else table_dir(), key)
+    data = read_entry(_path(where if where is not None else table_dir(), key))
+    return None if data is None else _decode(key, data, nodes, opts)
+
+
+def write(key: str, lay: G.Layout, where: Path | None = None) -> None:
+    write_entry(where if where is not None else table_dir(), _path(Path(), key).name, _encode(key, lay))
+
+
+# The file side, shared with ``overview_table``: one file per entry, the least recently read
+# pruned first, every failure a miss (a cache that cannot be read or written only costs time).
+def read_entry(path: Path) -> bytes | None:
     try:
         data = path.read_bytes()
     except OSError:
         return None
-    lay = _decode(key, data, nodes, opts)
-    if lay is not None:
-        try:
-            os.utime(path)  # recently used: pruned last
-        except OSError:
-            pass
-    return lay
+    try:
+        os.utime(path)  # recently used: pruned last
+    except OSError:
+        pass
+    return data
 
 
-def write(key: str, lay: G.Layout, where: Path | None = None) -> None:
-    """Best effort: a cache that cannot be written only costs the next open its time."""
-    folder = where if where is not None else table_dir()
+def write_entry(folder: Path, name: str, data: bytes) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        replace_cache_file(_path(folder, key), _encode(key, lay))
+        replace_cache_file(folder / name, data)
     except OSError:
         return
-    _prune(folder)
+    _prune(folder, Path(name).suffix)
 
 
-def _prune(folder: Path) -> None:
+def _prune(folder: Path, suffix: str) -> None:
     try:
-        entries = [(e.stat().st_mtime_ns, e.path) for e in os.scandir(folder) if e.name.endswith(_SUFFIX)]
+        entries = [(e.stat().st_mtime_ns, e.path) for e in os.scandir(folder) if e.name.endswith(suffix)]
     except OSError:
         return
     if len(entries) <= KEEP:
@@ -180,4 +186,5 @@ def layout(nodes: Sequence[G.LayoutNode], opts: G.LayoutOptions,
     return lay
 
 
-__all__ = ["FORMAT", "KEEP", "MIN_NODES", "layout", "persistable", "read", "table_dir", "table_key", "write"]
+__all__ = ["FORMAT", "KEEP", "MIN_NODES", "layout", "persistable", "read", "read_entry", "table_dir", "table_key", "write",
+           "write_entry"]

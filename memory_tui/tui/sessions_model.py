@@ -30,7 +30,8 @@ from memory_tui.core.text import sanitize
 from memory_tui.core.tokens import TokenCounter
 from memory_tui.sessions import layout_table
 from memory_tui.sessions.graph import Layout, LayoutOptions, first_line, layout_overview, layout_session
-from memory_tui.sessions.overview import SessionOverview, session_overview
+from memory_tui.sessions.overview import SessionOverview
+from memory_tui.sessions.overview_table import cached_overview
 from memory_tui.sessions.reasons import Explanation, Reason, SessionExplanation, WriterContext, explain, load_context
 from memory_tui.sessions.records import MARK_KEY, CachedCounter, cached_counter, message_text
 from memory_tui.sessions.store import Session, SessionSnapshot, load_sessions, thaw
@@ -309,7 +310,7 @@ class SessionsModel:
         snap = snapshot if snapshot is not None else load_sessions(state)
         ctx = load_context(state, now=time.time() if now is None else now)
         cc = cached_counter(counter)
-        overviews = {sid: session_overview(s, ctx.workspace_id, cc) for sid, s in snap.sessions.items()}
+        overviews = {sid: cached_overview(s, ctx.workspace_id, cc) for sid, s in snap.sessions.items()}
         model = cls(snapshot=snap, context=ctx, counter=cc, overviews=overviews, citations=citation_index(records))
         if any(o is None for o in overviews.values()) or sum(o.walk_total for o in overviews.values() if o) < INLINE_WALKS:
             model.explain_now()
