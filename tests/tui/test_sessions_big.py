@@ -68,6 +68,7 @@ async def test_the_keys_walk_a_big_session_to_its_last_node(big_state, opening, 
 
         monkeypatch.setattr(overview_table, "session_overview", computed)
         monkeypatch.setattr(layout_table, "write", computed)  # a layout computed is written; a hit is not
+        monkeypatch.setattr(G, "_CACHE", OrderedDict())  # the app reads the table, not this process's memo
     app = make_app(big_state)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
