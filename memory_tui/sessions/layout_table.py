@@ -186,5 +186,11 @@ def layout(nodes: Sequence[G.LayoutNode], opts: G.LayoutOptions,
     return lay
 
 
-__all__ = ["FORMAT", "KEEP", "MIN_NODES", "layout", "persistable", "read", "read_entry", "table_dir", "table_key", "write",
+def lookup(nodes: Sequence[G.LayoutNode], opts: G.LayoutOptions) -> G.Layout | None:
+    """The table's layout of exactly this input, or ``None`` (nothing is computed)."""
+    key = table_key(nodes, opts) if persistable(nodes, opts) else None
+    return read(key, nodes, opts) if key is not None else None
+
+
+__all__ = ["FORMAT", "KEEP", "MIN_NODES", "layout", "lookup", "persistable", "read", "read_entry", "table_dir", "table_key", "write",
            "write_entry"]

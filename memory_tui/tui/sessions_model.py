@@ -9,6 +9,7 @@ Public API::
     model = SessionsModel.load(state_dir, now=..., records=workspace_model.records.values())
     model.session_ids                       -> tuple[str, ...]
     model.layout(sid, LayoutOptions())      -> sessions.graph.Layout (cached per fingerprint)
+    model.layout_ready(sid)                 -> the open's Layout if it needs no laying out, else None
     model.node_detail(sid, node_id)         -> NodeDetailVM
     model.branch_verdict(sid, tip, plan=None) -> BranchVerdictVM
     model.tip_for(sid, node_id)             -> the tip whose verdict explains that node
@@ -419,8 +420,17 @@ class SessionsModel:
     def layout(self, sid: str, options: LayoutOptions | None = None) -> Layout:
         ov = self.overviews.get(sid)
         if ov is not None:
-            return layout_overview(ov, options, layout_table.layout)
+            return layout_overview(ov, options, layout_table.layout)  # type: ignore[return-value]
         return layout_session(self.session(sid), options, layout_table.layout)
+
+    def layout_ready(self, sid: str) -> Layout | None:
+        """The open's layout when it is had without laying a big session out (a small session,
+        this process's memo, the layout table), else ``None``: :meth:`layout` then computes it
+        (the Sessions screen does, in a worker)."""
+        ov = self.overviews.get(sid)
+        if ov is None or len(ov.session.nodes) < layout_table.MIN_NODES:
+            return self.layout(sid)
+        return layout_overview(ov, None, layout_table.lookup)
 
     def locate(self, source_id: str) -> tuple[str, str] | None:
         """A citation's source id -> (session, node) when that node exists here."""

@@ -7,6 +7,7 @@ whether the open computed the layout or read it (and the overview) back from the
 from __future__ import annotations
 
 import sys
+import threading
 from collections import OrderedDict
 from pathlib import Path
 
@@ -46,6 +47,16 @@ def _engine_layout(state: Path) -> G.Layout:
     return G.layout(G.nodes_from_overview(ov), G.LayoutOptions())
 
 
+async def layouts_done(pilot, app) -> None:
+    """Wait for the Sessions screen's layout worker (a layout the tables lack) and its paint."""
+    await pilot.pause()
+    runs = [w for w in app.workers if w.group == "sessions-layout"]
+    if runs:
+        await app.workers.wait_for_complete(runs)
+    await pilot.pause()
+    await pilot.pause()
+
+
 def _last_selectable(lay: G.Layout) -> int:
     return max(i for i, r in enumerate(lay.rows) if r.kind != "gap")
 
@@ -73,7 +84,7 @@ async def test_the_keys_walk_a_big_session_to_its_last_node(big_state, opening, 
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
         await pilot.press("5")
-        await pilot.pause()
+        await layouts_done(pilot, app)
         screen = app.screen
         graph = screen.query_one("#sessions-graph")
         assert graph.layout_data == want
@@ -99,6 +110,49 @@ async def test_the_keys_walk_a_big_session_to_its_last_node(big_state, opening, 
             before = graph.cursor_row
             await pilot.press("pagedown")
             assert graph.cursor_row > before
+        workers = [w for w in app.workers if w.group in ("sessions-explain", "sessions-dry-run")]
+        if workers:
+            await app.workers.wait_for_complete(workers)
+
+
+@pytest.mark.anyio
+async def test_a_layout_the_tables_lack_is_computed_in_a_worker(big_state, tmp_path, monkeypatch):
+    """The first open of a big session: the screen paints (list, header) with the graph saying
+    "laying out N nodes…" and no cursor while a worker lays it out; then the graph is the
+    engine's layout with the cursor on its first row."""
+    want = _engine_layout(big_state)
+    monkeypatch.setattr(sessions_model, "INLINE_WALKS", 0)
+    monkeypatch.setattr(G, "_CACHE", OrderedDict())
+    monkeypatch.setenv("MEMORY_TUI_OVERVIEW_CACHE_DIR", str(tmp_path / "overviews"))
+    monkeypatch.setenv("MEMORY_TUI_LAYOUT_CACHE_DIR", str(tmp_path / "layouts"))
+    gate = threading.Event()
+    real = sessions_model.SessionsModel.layout
+
+    def held(self, sid, options=None):  # the worker waits until the test has seen the pending graph
+        if threading.current_thread() is not threading.main_thread():
+            gate.wait(20)
+        return real(self, sid, options)
+
+    monkeypatch.setattr(sessions_model.SessionsModel, "layout", held)
+    app = make_app(big_state)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("5")
+        await pilot.pause()
+        screen = app.screen
+        graph = screen.query_one("#sessions-graph")
+        assert graph.layout_data is None and graph.session_id == "big"
+        assert graph.render_line(0).text.strip() == f"laying out {len(want.nodes)} nodes…"
+        assert screen.query_one("#sessions-list").option_count == 1
+        assert "big" in str(screen.query_one("#sessions-text").render())
+        await pilot.press("enter", "end", "down")  # nothing to move yet, and nothing breaks
+        assert graph.layout_data is None and graph.cursor_row == 0
+        gate.set()
+        await layouts_done(pilot, app)
+        assert graph.layout_data == want and graph.rendered_rows > 0
+        assert graph.cursor_row == 0 and graph.selected_row.id == want.rows[0].id
+        assert screen.query_one("#sessions-node").vm.node_id == want.rows[0].id
+        assert list((tmp_path / "layouts").iterdir())  # kept for the next open
         workers = [w for w in app.workers if w.group in ("sessions-explain", "sessions-dry-run")]
         if workers:
             await app.workers.wait_for_complete(workers)
