@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import marshal
 import os
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -42,18 +43,19 @@ def table_dir() -> Path:
     return user_cache_dir("layouts", "MEMORY_TUI_LAYOUT_CACHE_DIR")
 
 
-_CODE_TAG: bytes | None = None
+def code_digest(fmt: str, *files: str) -> bytes:
+    """A table's format and the source of the modules its entries depend on, digested: an
+    entry of other code is a miss."""
+    h = hashlib.sha256(fmt.encode())
+    for name in files:
+        h.update(Path(name).read_bytes())
+    return h.digest()
 
 
+@lru_cache(maxsize=1)
 def _code_tag() -> bytes:
-    """The layout's code and this table's: an entry of other code is a miss."""
-    global _CODE_TAG
-    if _CODE_TAG is None:
-        h = hashlib.sha256(FORMAT.encode())
-        for path in (Path(G.__file__), Path(__file__)):
-            h.update(path.read_bytes())
-        _CODE_TAG = h.digest()
-    return _CODE_TAG
+    """The layout's code and this table's."""
+    return code_digest(FORMAT, G.__file__, __file__)
 
 
 def persistable(nodes: Sequence[G.LayoutNode], opts: G.LayoutOptions) -> bool:
@@ -66,11 +68,17 @@ def table_key(nodes: Sequence[G.LayoutNode], opts: G.LayoutOptions) -> str | Non
     plain = tuple((n.id, n.parents, n.seq, n.state, n.markers, n.role, n.text, n.note, n.tool) for n in nodes)
     options = (opts.reverse, opts.collapse, tuple(sorted(opts.expanded)), opts.linear_min, opts.linear_keep,
                opts.tool_min)
+    return digest_key(_code_tag(), (plain, options))
+
+
+def digest_key(code: bytes, plain: object) -> str | None:
+    """SHA-256 of ``code`` and ``plain`` as ``marshal`` version 2 writes it, or ``None`` when it
+    cannot write it exactly (a str subclass, say: equal to a str, but not what marshal writes)."""
     try:
-        data = marshal.dumps((plain, options), _KEY_MARSHAL)
-    except ValueError:  # a str subclass, say: equal to a str, but not what marshal writes
+        data = marshal.dumps(plain, _KEY_MARSHAL)
+    except ValueError:
         return None
-    h = hashlib.sha256(_code_tag())
+    h = hashlib.sha256(code)
     h.update(data)
     return h.hexdigest()
 
@@ -192,5 +200,5 @@ def lookup(nodes: Sequence[G.LayoutNode], opts: G.LayoutOptions) -> G.Layout | N
     return read(key, nodes, opts) if key is not None else None
 
 
-__all__ = ["FORMAT", "KEEP", "MIN_NODES", "layout", "lookup", "persistable", "read", "read_entry", "table_dir", "table_key", "write",
+__all__ = ["FORMAT", "KEEP", "code_digest", "digest_key", "MIN_NODES", "layout", "lookup", "persistable", "read", "read_entry", "table_dir", "table_key", "write",
            "write_entry"]

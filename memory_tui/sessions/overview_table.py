@@ -22,9 +22,9 @@ dir; unreadable, truncated, of another format or key: a miss.
 
 from __future__ import annotations
 
-import hashlib
 import marshal
 from collections.abc import Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +33,13 @@ from memory_tui.core.fsutil import user_cache_dir
 from . import dag, overview, records, store
 from .cache import counter_tag
 from .dag import forced_pass_branch_order, list_branches, tips_of
-from .layout_table import read_entry, write_entry
+from .layout_table import code_digest, digest_key, read_entry, write_entry
 from .overview import SessionOverview, session_overview
 from .records import CachedCounter, cached_counter
 from .store import FrozenMap, Node, Session
 
 FORMAT = "memory-tui/overview-table/1"
 MIN_NODES = 2000  # below this an overview takes a few ms: not worth a file
-_KEY_MARSHAL = 2  # no back-references, no interned flags: equal data, equal bytes
 _ENTRY_MARSHAL = 4
 _SUFFIX = ".overview"
 _LEAVES = frozenset({str, int, float, bool, type(None)})
@@ -51,19 +50,10 @@ def table_dir() -> Path:
     return user_cache_dir("overviews", "MEMORY_TUI_OVERVIEW_CACHE_DIR")
 
 
-_CODE_TAG: bytes | None = None
-
-
+@lru_cache(maxsize=1)
 def _code_tag() -> bytes:
-    """The code an overview is computed and read by: an entry of other code is a miss."""
-    global _CODE_TAG
-    if _CODE_TAG is None:
-        h = hashlib.sha256(FORMAT.encode())
-        for module in (overview, records, dag, store):
-            h.update(Path(module.__file__).read_bytes())
-        h.update(Path(__file__).read_bytes())
-        _CODE_TAG = h.digest()
-    return _CODE_TAG
+    """The code an overview is computed and read by, and this table's."""
+    return code_digest(FORMAT, overview.__file__, records.__file__, dag.__file__, store.__file__, __file__)
 
 
 def _plain(value: Any) -> Any:
@@ -101,12 +91,9 @@ def table_key(session: Session, workspace_id: str, counter: Any) -> str | None:
         whole = (session.id, str(session.dir), session.rel, _plain(session.meta), session.order, session.head_id,
                  _plain(session.branches_meta), session.merged_heads, session.in_registry,
                  _plain(session.registry_entry), session.updated_at, session.commit_parent_heads)
-        data = marshal.dumps((nodes, whole, workspace_id, ctag), _KEY_MARSHAL)
-    except ValueError:  # a str subclass, say: equal to a str, but not what marshal writes
+    except ValueError:  # a value no parsed JSON holds
         return None
-    h = hashlib.sha256(_code_tag())
-    h.update(data)
-    return h.hexdigest()
+    return digest_key(_code_tag(), (nodes, whole, workspace_id, ctag))
 
 
 def _encode(key: str, ov: SessionOverview) -> bytes:

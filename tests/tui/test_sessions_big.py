@@ -12,7 +12,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 import pytest
-from tui_helpers import COUNTER, make_app, settle
+from tui_helpers import COUNTER, make_app, settle, workers_done
 
 from memory_tui.core.tokens import O200kCounter
 from memory_tui.sessions import graph as G
@@ -49,11 +49,7 @@ def _engine_layout(state: Path) -> G.Layout:
 
 async def layouts_done(pilot, app) -> None:
     """Wait for the Sessions screen's layout worker (a layout the tables lack) and its paint."""
-    await pilot.pause()
-    runs = [w for w in app.workers if w.group == "sessions-layout"]
-    if runs:
-        await app.workers.wait_for_complete(runs)
-    await pilot.pause()
+    await workers_done(pilot, app, "sessions-layout")
     await pilot.pause()
 
 
