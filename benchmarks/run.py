@@ -74,7 +74,7 @@ ROWS = (
     ("sessions_open_10k", "open a 10 000-node session in Sessions"),
     # the layout of a big session is kept between processes (exact key: the layout's input);
     # this is the open that has to compute it (a new or changed session)
-    ("sessions_open_10k_nocache", "open a 10 000-node session, empty layout table"),
+    ("sessions_open_10k_nocache", "open a 10 000-node session, empty layout and overview tables"),
 )
 NOT_YET: dict[str, str] = {}
 
@@ -474,9 +474,11 @@ def sessions_open_10k(states: Path, runs: int, fresh_table: bool = False) -> lis
     state, sid = _sessions_state(states)
     out = []
     for _ in range(runs):
-        # The layout table next to the states (like the other caches): the first run fills it.
+        # The layout and overview tables next to the states (like the other caches): the first
+        # run fills them.
         with tempfile.TemporaryDirectory() as empty, _env(
-                MEMORY_TUI_LAYOUT_CACHE_DIR=empty if fresh_table else str(states / "layout-cache-sessions-10k")):
+                MEMORY_TUI_LAYOUT_CACHE_DIR=empty if fresh_table else str(states / "layout-cache-sessions-10k"),
+                MEMORY_TUI_OVERVIEW_CACHE_DIR=empty if fresh_table else str(states / "overview-cache-sessions-10k")):
             got = _child(CHILD_SESSIONS, state, sid)
         # Not the row's figure (that is the graph's paint); what still follows it, printed aside.
         print(f"    sessions_open_10k: graph painted {got['open'][0]:.3f} s [{got['open'][1]:.2f}], verdict panel "

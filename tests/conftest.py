@@ -26,13 +26,13 @@ os.environ["TZ"] = "UTC"
 time.tzset()
 
 # memory-tui's caches outside the state dir (session summaries, the outline table, the token
-# memo, the Sessions layout table) go to folders of the test run's own: the test states are
+# memo, the Sessions layout and overview tables) go to folders of the test run's own: the test states are
 # temporary folders, so their entries would pile up in the user's cache, and a test must not depend on what an earlier
 # run (or another checkout's) left there. Under pytest-xdist every worker gets its own, so a
 # test that counts cache entries never sees another worker's. A folder the caller set is kept.
 _OWN_CACHES = "MEMORY_TUI_TEST_OWN_CACHES"  # names the variables below that this file created
 _CACHE_VARS = ("MEMORY_TUI_CACHE_DIR", "MEMORY_TUI_SESSION_CACHE_DIR", "MEMORY_TUI_OUTLINE_CACHE_DIR",
-               "MEMORY_TUI_LAYOUT_CACHE_DIR")
+               "MEMORY_TUI_LAYOUT_CACHE_DIR", "MEMORY_TUI_OVERVIEW_CACHE_DIR")
 _made = set(os.environ.get(_OWN_CACHES, "").split())
 for _var in _CACHE_VARS:
     # xdist's workers inherit the controller's environment, folders included: make new ones

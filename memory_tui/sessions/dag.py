@@ -271,3 +271,48 @@ def to_message(session: Session, node: Node) -> dict[str, Any]:
         msg["role"] = "user" if node.role == "user" else node.role
     msg.setdefault("status", "done")
     return msg
+
+
+# The keys ``to_message`` sets itself; any other key of a message comes from the metadata.
+_BASE_KEYS = frozenset({"id", "session_id", "role", "content", "predecessor", "caller", "timestamp", "token_model",
+                        "function", "extra", "status"})
+_ABSENT = object()
+
+
+class MessageView:
+    """``to_message(session, node)`` read one key at a time: ``view.get(k, d)`` equals
+    ``to_message(session, node).get(k, d)``. Deciding whether a node is a record reads a dozen
+    keys; building the whole message thaws every metadata value and, for a tool row, dumps its
+    output and arguments as JSON, on every node of a session each time it is opened."""
+
+    __slots__ = ("session", "node", "_full")
+
+    def __init__(self, session: Session, node: Node) -> None:
+        self.session = session
+        self.node = node
+        self._full: dict[str, Any] | None = None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        node = self.node
+        meta = node.metadata
+        if key not in _BASE_KEYS:
+            value = meta.get(key, _ABSENT)
+            return default if value is _ABSENT else thaw(value)
+        if key == "role":  # set after the metadata is merged in, as to_message does
+            if node.role == "llm":
+                role = meta.get("role")
+                return role if isinstance(role, str) and role else "assistant"
+            return "tool" if node.role == "code" else node.role
+        if key == "caller" and node.role == "llm":
+            return node.caller
+        if key != "predecessor" and key in meta:
+            return thaw(meta[key])
+        if key == "id":
+            return node.id
+        if key == "timestamp":
+            return node.created_at
+        if key == "content" and node.role != "code":
+            return thaw(node.output) or ""
+        if self._full is None:
+            self._full = to_message(self.session, node)
+        return self._full.get(key, default)

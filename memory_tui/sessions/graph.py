@@ -691,7 +691,7 @@ def session_fingerprint(session_id: str, nodes: Sequence[LayoutNode]) -> tuple:
     return (session_id, hash(tuple(nodes)), len(nodes))
 
 
-def _cached(key: tuple, nodes: tuple[LayoutNode, ...], opts: LayoutOptions, compute: Callable | None = None) -> Layout:
+def _cached(key: tuple, nodes: tuple[LayoutNode, ...], opts: LayoutOptions, compute: Callable | None = None) -> Layout | None:
     hit = _CACHE.get(key)
     if hit is not None and (hit[0] is nodes or hit[0] == nodes):
         _CACHE.move_to_end(key)
@@ -699,6 +699,8 @@ def _cached(key: tuple, nodes: tuple[LayoutNode, ...], opts: LayoutOptions, comp
     # ``compute`` may read a big session's layout from the table kept between processes
     # (``layout_table.layout``: the app's open of an unchanged session).
     result = (compute or layout)(nodes, opts)
+    if result is None:  # ``compute`` only looked (``layout_table.lookup``): nothing to keep
+        return None
     _CACHE[key] = (nodes, result)
     if len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)
@@ -730,8 +732,10 @@ def _memo_nodes(source: Any, build: Callable[[Any], tuple[LayoutNode, ...]]) -> 
     return nodes, fp
 
 
-def layout_overview(ov: O.SessionOverview, options: LayoutOptions | None = None, compute: Callable | None = None) -> Layout:
-    """:func:`layout_session` from the one-pass overview: equal nodes, the same cache."""
+def layout_overview(ov: O.SessionOverview, options: LayoutOptions | None = None, compute: Callable | None = None
+                    ) -> Layout | None:
+    """:func:`layout_session` from the one-pass overview: equal nodes, the same cache (``None``
+    only when ``compute`` returns it: a lookup that does not lay out)."""
     nodes, fp = _memo_nodes(ov, nodes_from_overview)
     opts = options or LayoutOptions()
     return _cached((fp, opts), nodes, opts, compute)

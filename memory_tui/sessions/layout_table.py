@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import marshal
 import os
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -42,18 +43,19 @@ def table_dir() -> Path:
     return user_cache_dir("layouts", "MEMORY_TUI_LAYOUT_CACHE_DIR")
 
 
-_CODE_TAG: bytes | None = None
+def code_digest(fmt: str, *files: str) -> bytes:
+    """A table's format and the source of the modules its entries depend on, digested: an
+    entry of other code is a miss."""
+    h = hashlib.sha256(fmt.encode())
+    for name in files:
+        h.update(Path(name).read_bytes())
+    return h.digest()
 
 
+@lru_cache(maxsize=1)
 def _code_tag() -> bytes:
-    """The layout's code and this table's: an entry of other code is a miss."""
-    global _CODE_TAG
-    if _CODE_TAG is None:
-        h = hashlib.sha256(FORMAT.encode())
-        for path in (Path(G.__file__), Path(__file__)):
-            h.update(path.read_bytes())
-        _CODE_TAG = h.digest()
-    return _CODE_TAG
+    """The layout's code and this table's."""
+    return code_digest(FORMAT, G.__file__, __file__)
 
 
 def persistable(nodes: Sequence[G.LayoutNode], opts: G.LayoutOptions) -> bool:
@@ -66,11 +68,17 @@ def table_key(nodes: Sequence[G.LayoutNode], opts: G.LayoutOptions) -> str | Non
     plain = tuple((n.id, n.parents, n.seq, n.state, n.markers, n.role, n.text, n.note, n.tool) for n in nodes)
     options = (opts.reverse, opts.collapse, tuple(sorted(opts.expanded)), opts.linear_min, opts.linear_keep,
                opts.tool_min)
+    return digest_key(_code_tag(), (plain, options))
+
+
+def digest_key(code: bytes, plain: object) -> str | None:
+    """SHA-256 of ``code`` and ``plain`` as ``marshal`` version 2 writes it, or ``None`` when it
+    cannot write it exactly (a str subclass, say: equal to a str, but not what marshal writes)."""
     try:
-        data = marshal.dumps((plain, options), _KEY_MARSHAL)
-    except ValueError:  # a str subclass, say: equal to a str, but not what marshal writes
+        data = marshal.dumps(plain, _KEY_MARSHAL)
+    except ValueError:
         return None
-    h = hashlib.sha256(_code_tag())
+    h = hashlib.sha256(code)
     h.update(data)
     return h.hexdigest()
 
@@ -126,34 +134,40 @@ def _decode(key: str, data: bytes, nodes: Sequence[G.LayoutNode], opts: G.Layout
 
 
 def read(key: str, nodes: Sequence[G.LayoutNode], opts: G.LayoutOptions, where: Path | None = None) -> G.Layout | None:
-    path = _path(where if where is not None else table_dir(), key)
+    data = read_entry(_path(where if where is not None else table_dir(), key))
+    return None if data is None else _decode(key, data, nodes, opts)
+
+
+def write(key: str, lay: G.Layout, where: Path | None = None) -> None:
+    write_entry(where if where is not None else table_dir(), _path(Path(), key).name, _encode(key, lay))
+
+
+# The file side, shared with ``overview_table``: one file per entry, the least recently read
+# pruned first, every failure a miss (a cache that cannot be read or written only costs time).
+def read_entry(path: Path) -> bytes | None:
     try:
         data = path.read_bytes()
     except OSError:
         return None
-    lay = _decode(key, data, nodes, opts)
-    if lay is not None:
-        try:
-            os.utime(path)  # recently used: pruned last
-        except OSError:
-            pass
-    return lay
+    try:
+        os.utime(path)  # recently used: pruned last
+    except OSError:
+        pass
+    return data
 
 
-def write(key: str, lay: G.Layout, where: Path | None = None) -> None:
-    """Best effort: a cache that cannot be written only costs the next open its time."""
-    folder = where if where is not None else table_dir()
+def write_entry(folder: Path, name: str, data: bytes) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        replace_cache_file(_path(folder, key), _encode(key, lay))
+        replace_cache_file(folder / name, data)
     except OSError:
         return
-    _prune(folder)
+    _prune(folder, Path(name).suffix)
 
 
-def _prune(folder: Path) -> None:
+def _prune(folder: Path, suffix: str) -> None:
     try:
-        entries = [(e.stat().st_mtime_ns, e.path) for e in os.scandir(folder) if e.name.endswith(_SUFFIX)]
+        entries = [(e.stat().st_mtime_ns, e.path) for e in os.scandir(folder) if e.name.endswith(suffix)]
     except OSError:
         return
     if len(entries) <= KEEP:
@@ -180,4 +194,11 @@ def layout(nodes: Sequence[G.LayoutNode], opts: G.LayoutOptions,
     return lay
 
 
-__all__ = ["FORMAT", "KEEP", "MIN_NODES", "layout", "persistable", "read", "table_dir", "table_key", "write"]
+def lookup(nodes: Sequence[G.LayoutNode], opts: G.LayoutOptions) -> G.Layout | None:
+    """The table's layout of exactly this input, or ``None`` (nothing is computed)."""
+    key = table_key(nodes, opts) if persistable(nodes, opts) else None
+    return read(key, nodes, opts) if key is not None else None
+
+
+__all__ = ["FORMAT", "KEEP", "code_digest", "digest_key", "MIN_NODES", "layout", "lookup", "persistable", "read", "read_entry", "table_dir", "table_key", "write",
+           "write_entry"]

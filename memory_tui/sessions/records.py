@@ -17,7 +17,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from memory_tui.core.errors import Problem
 from memory_tui.core.tokens import TokenCounter
 
-from .dag import Branch, Chain, forced_pass_branch_order, get_branch, legal_terminus, list_branches, tips_of, to_message, walk_chain
+from .dag import (Branch, Chain, MessageView, forced_pass_branch_order, get_branch, legal_terminus, list_branches, tips_of,
+                  walk_chain)
 from .store import Node, Session, SessionSnapshot
 
 MARK_KEY = "memory_written_scriptorium"
@@ -63,11 +64,12 @@ def message_text(content: Any) -> str | None:
     return None
 
 
-def is_runtime_message(msg: Mapping[str, Any]) -> bool:
-    return msg.get("display") == "runtime" or msg.get("source") in RUNTIME_SOURCES
+def is_runtime_message(msg: Mapping[str, Any] | MessageView) -> bool:
+    source = msg.get("source")  # a list there (bad input) is no runtime source, not a TypeError
+    return msg.get("display") == "runtime" or (isinstance(source, str) and source in RUNTIME_SOURCES)
 
 
-def authority_state(msg: Mapping[str, Any]) -> str:
+def authority_state(msg: Mapping[str, Any] | MessageView) -> str:
     """'allowed' | 'denied' | 'missing' (stamped, incomplete) | 'legacy' (unstamped, incomplete)."""
     values = [msg.get(k) for k in AUTHORITY_FIELDS]
     complete = all(isinstance(v, str) and v.strip() for v in values)
@@ -84,7 +86,7 @@ def classify_message(msg: Mapping[str, Any]) -> tuple[str | None, str | None]:
     return code, text
 
 
-def _classify(msg: Mapping[str, Any]) -> tuple[str | None, str | None, str | None]:
+def _classify(msg: Mapping[str, Any] | MessageView) -> tuple[str | None, str | None, str | None]:
     """:func:`classify_message` plus the authority state it decided on (None when it did not look)."""
     if msg.get("role") not in ("user", "assistant"):
         return "filtered_role", None, None
@@ -104,34 +106,34 @@ def _classify(msg: Mapping[str, Any]) -> tuple[str | None, str | None, str | Non
     return None, text, auth
 
 
-def _classified(session: Session, node: Node, cache: dict | None) -> tuple[dict[str, Any], str | None, str | None]:
+def _classified(session: Session, node: Node, cache: dict | None) -> tuple[MessageView, str | None, str | None, bool]:
+    """The node's message (read lazily), exclusion code, text, and whether a record of it is legacy."""
     if cache is not None:
         hit = cache.get(node.id)
         if hit is not None and hit[0] is node:
-            return hit[1], hit[2], hit[3]
-    msg = to_message(session, node)
+            return hit[1], hit[2], hit[3], hit[4]
+    msg = MessageView(session, node)
     code, text, auth = _classify(msg)
-    if code is None:
-        msg["__legacy__"] = auth == "legacy"
+    legacy = code is None and auth == "legacy"
     if cache is not None:
-        cache[node.id] = (node, msg, code, text)
-    return msg, code, text
+        cache[node.id] = (node, msg, code, text, legacy)
+    return msg, code, text, legacy
 
 
 def _node_entry(session: Session, node: Node, cache: dict | None) -> tuple[Record | None, str | None, Problem | None]:
     """What one branch node contributes to §4.2: its record, or why it is not one (and the
     precondition problem that exclusion raises in OpenProgram's writer, if any)."""
-    msg, code, text = _classified(session, node, cache)
+    msg, code, text, legacy = _classified(session, node, cache)
     if code is None:
         ts = msg.get("timestamp")
         return (
             Record(
-                id=msg["id"],
-                role=msg["role"],
+                id=msg.get("id"),
+                role=msg.get("role"),
                 content=text or "",
                 timestamp=float(ts) if isinstance(ts, (int, float)) and not isinstance(ts, bool) else None,
                 node=node,
-                legacy=bool(msg.get("__legacy__")),
+                legacy=legacy,
             ),
             None,
             None,

@@ -9,6 +9,7 @@ Public API::
     model = SessionsModel.load(state_dir, now=..., records=workspace_model.records.values())
     model.session_ids                       -> tuple[str, ...]
     model.layout(sid, LayoutOptions())      -> sessions.graph.Layout (cached per fingerprint)
+    model.layout_ready(sid)                 -> the open's Layout if it needs no laying out, else None
     model.node_detail(sid, node_id)         -> NodeDetailVM
     model.branch_verdict(sid, tip, plan=None) -> BranchVerdictVM
     model.tip_for(sid, node_id)             -> the tip whose verdict explains that node
@@ -30,7 +31,8 @@ from memory_tui.core.text import sanitize
 from memory_tui.core.tokens import TokenCounter
 from memory_tui.sessions import layout_table
 from memory_tui.sessions.graph import Layout, LayoutOptions, first_line, layout_overview, layout_session
-from memory_tui.sessions.overview import SessionOverview, session_overview
+from memory_tui.sessions.overview import SessionOverview
+from memory_tui.sessions.overview_table import cached_overview
 from memory_tui.sessions.reasons import Explanation, Reason, SessionExplanation, WriterContext, explain, load_context
 from memory_tui.sessions.records import MARK_KEY, CachedCounter, cached_counter, message_text
 from memory_tui.sessions.store import Session, SessionSnapshot, load_sessions, thaw
@@ -309,7 +311,7 @@ class SessionsModel:
         snap = snapshot if snapshot is not None else load_sessions(state)
         ctx = load_context(state, now=time.time() if now is None else now)
         cc = cached_counter(counter)
-        overviews = {sid: session_overview(s, ctx.workspace_id, cc) for sid, s in snap.sessions.items()}
+        overviews = {sid: cached_overview(s, ctx.workspace_id, cc) for sid, s in snap.sessions.items()}
         model = cls(snapshot=snap, context=ctx, counter=cc, overviews=overviews, citations=citation_index(records))
         if any(o is None for o in overviews.values()) or sum(o.walk_total for o in overviews.values() if o) < INLINE_WALKS:
             model.explain_now()
@@ -418,8 +420,17 @@ class SessionsModel:
     def layout(self, sid: str, options: LayoutOptions | None = None) -> Layout:
         ov = self.overviews.get(sid)
         if ov is not None:
-            return layout_overview(ov, options, layout_table.layout)
+            return layout_overview(ov, options, layout_table.layout)  # type: ignore[return-value]
         return layout_session(self.session(sid), options, layout_table.layout)
+
+    def layout_ready(self, sid: str) -> Layout | None:
+        """The open's layout when it is had without laying a big session out (a small session,
+        this process's memo, the layout table), else ``None``: :meth:`layout` then computes it
+        (the Sessions screen does, in a worker)."""
+        ov = self.overviews.get(sid)
+        if ov is None or len(ov.session.nodes) < layout_table.MIN_NODES:
+            return self.layout(sid)
+        return layout_overview(ov, None, layout_table.lookup)
 
     def locate(self, source_id: str) -> tuple[str, str] | None:
         """A citation's source id -> (session, node) when that node exists here."""

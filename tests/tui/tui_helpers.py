@@ -50,8 +50,13 @@ async def settle(pilot, app) -> None:
 
 async def dry_runs_done(pilot, app) -> None:
     """Wait for the Sessions verdict panel's dry run (a worker started after the panel painted)."""
+    await workers_done(pilot, app, "sessions-dry-run")
+
+
+async def workers_done(pilot, app, group: str) -> None:
+    """Wait for the app's workers of ``group`` and what they post."""
     await pilot.pause()
-    runs = [w for w in app.workers if w.group == "sessions-dry-run"]
+    runs = [w for w in app.workers if w.group == group]
     if runs:
         await app.workers.wait_for_complete(runs)
     await pilot.pause()

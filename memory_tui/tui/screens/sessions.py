@@ -237,10 +237,31 @@ class SessionsScreen(ViewScreen):
             self.focus_node = None
         key = (s.session_id, id(sm))
         if self.shown != key or select is not None:
-            # The same session id again keeps the graph's selected node (a reload).
-            graph.show(s.session_id, partial(sm.layout, s.session_id), select=select)
+            if sm.layout_ready(s.session_id) is not None:
+                # The same session id again keeps the graph's selected node (a reload).
+                graph.show(s.session_id, partial(sm.layout, s.session_id), select=select)
+            else:
+                node = graph.selected_node if graph.session_id == s.session_id else None
+                keep = select or (node.id if node is not None else None)
+                graph.show_pending(s.session_id, f"laying out {plural(len(sm.session_data(s.session_id).nodes), 'node')}…")
+                self._compute_layout(sm, s.session_id, keep)
             self.shown = key
         self.render_titles()
+
+    # A big session's layout that neither this process nor the layout table holds is a sweep
+    # over every row (~0.5 s for 10 000 nodes): computed in a worker, so the list, the header
+    # and the rest of the screen paint and answer at once, the graph saying what it waits for.
+    # An error here is a bug, as it was on the UI thread: it ends the app with its traceback.
+    @work(thread=True, exclusive=True, group="sessions-layout", description="sessions-layout")
+    def _compute_layout(self, sm: SessionsModel, sid: str, select: str | None) -> None:
+        sm.layout(sid)
+        self.app.call_from_thread(self._layout_done, sm, sid, select)
+
+    def _layout_done(self, sm: SessionsModel, sid: str, select: str | None) -> None:
+        graph = self.query_one(ScreenGraph)
+        if self.sessions is not sm or graph.session_id != sid or graph.layout_data is not None:
+            return  # a reload or another session took its place
+        graph.show(sid, partial(sm.layout, sid), select=select)
 
     def detail_title(self) -> Text:
         sm = self.sessions

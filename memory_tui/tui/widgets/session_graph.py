@@ -9,6 +9,7 @@ Public API::
 
     graph = SessionGraph(id="session-graph")
     graph.show(session_id, layout_for)   # layout_for(LayoutOptions) -> Layout, e.g. partial(model.layout, sid)
+    graph.show_pending(session_id, text) # the layout is being computed elsewhere: ``text`` until show()
     graph.select_node(node_id)           # cursor + scroll to it (expands its folded run); the ``g`` jump
     graph.ascii_mode = True              # or press ``a``
     graph.reverse = True                 # or press ``o`` (newest first)
@@ -138,6 +139,7 @@ class SessionGraph(ScrollView, can_focus=True):
         self.rendered_rows = 0  # rows built (cache misses): what a benchmark counts
         self.painted_generation = -1  # the layout generation whose rows were last drawn
         self._center_pending = False
+        self.pending: str | None = None  # what the graph says while its layout is computed
 
     # ------------------------------------------------------------------ data
 
@@ -147,10 +149,27 @@ class SessionGraph(ScrollView, can_focus=True):
         keep = self.selected_node.id if same and self.selected_node is not None else None
         self.session_id = session_id
         self._layout_for = layout_for
+        self.pending = None
         if not same:
             self._expanded = frozenset()
             self.cursor_row = 0
         self._relayout(select or keep)
+
+    def show_pending(self, session_id: str, text: str) -> None:
+        """Show a session whose layout is still being computed: ``text`` on the first line, no
+        rows, no cursor (the keys do nothing) until :meth:`show` brings the layout."""
+        self.session_id = session_id
+        self._layout_for = None
+        self._expanded = frozenset()
+        self.layout_data = None
+        self.cursor_row = 0
+        self.lineage_ids = frozenset()
+        self.pending = text
+        self._generation += 1
+        self._strips.clear()
+        self.virtual_size = Size(self.size.width or 80, 1)
+        self.scroll_to(y=0, animate=False, force=True)
+        self.refresh()
 
     def _options(self) -> G.LayoutOptions:
         return G.LayoutOptions(reverse=self.reverse, expanded=self._expanded)
@@ -351,6 +370,8 @@ class SessionGraph(ScrollView, can_focus=True):
         lay = self.layout_data
         index = int(self.scroll_y) + y
         width = self.size.width
+        if lay is None and self.pending and index == 0 and width > 0:
+            return Strip([Segment(" " + self.pending, DIM_LABEL)]).crop(0, width).extend_cell_length(width)
         if lay is None or not 0 <= index < len(lay.rows) or width <= 0:
             return Strip.blank(width, self.rich_style)
         row = lay.rows[index]

@@ -1,0 +1,154 @@
+"""The Sessions view on a big session (``benchmarks/bench_graph.py``'s shape: a trunk with
+tool rows, retries, spawns and merges; above the sizes the layout and overview tables keep
+and above the inline limit of the explanation): the keyboard reaches every row of its graph,
+the last one included, and what it lands on is the row the engine's own layout puts there,
+whether the open computed the layout or read it (and the overview) back from the tables."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections import OrderedDict
+from pathlib import Path
+
+import pytest
+from tui_helpers import COUNTER, make_app, settle, workers_done
+
+from memory_tui.core.tokens import O200kCounter
+from memory_tui.sessions import graph as G
+from memory_tui.sessions import layout_table, overview_table
+from memory_tui.sessions.overview import session_overview
+from memory_tui.sessions.reasons import load_context
+from memory_tui.sessions.store import load_sessions
+from memory_tui.tui import sessions_model
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from bench_graph import WS, build  # noqa: E402
+
+NODES = 2300
+
+
+@pytest.fixture(scope="module")
+def big_state(tmp_path_factory):
+    state = tmp_path_factory.mktemp("big-session") / ".openprogram"
+    scriptorium = state / "memory" / ".scriptorium"
+    scriptorium.mkdir(parents=True)
+    (state / "memory" / "topics").mkdir()
+    (state / "memory" / "sources").mkdir()
+    (scriptorium / "workspace-id").write_text(WS + "\n")
+    build(state, NODES)
+    return state
+
+
+def _engine_layout(state: Path) -> G.Layout:
+    """The layout computed straight from the engine's overview: no table, no app."""
+    session = load_sessions(state).sessions["big"]
+    ov = session_overview(session, load_context(state, now=0.0).workspace_id, O200kCounter())
+    return G.layout(G.nodes_from_overview(ov), G.LayoutOptions())
+
+
+async def layouts_done(pilot, app) -> None:
+    """Wait for the Sessions screen's layout worker (a layout the tables lack) and its paint."""
+    await workers_done(pilot, app, "sessions-layout")
+    await pilot.pause()
+
+
+def _last_selectable(lay: G.Layout) -> int:
+    return max(i for i, r in enumerate(lay.rows) if r.kind != "gap")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("opening", ["computed", "from the tables"])
+async def test_the_keys_walk_a_big_session_to_its_last_node(big_state, opening, tmp_path, monkeypatch):
+    want = _engine_layout(big_state)
+    assert len(want.rows) > 1500
+    monkeypatch.setattr(sessions_model, "INLINE_WALKS", 0)  # the big-session path (reasons in a worker)
+    monkeypatch.setattr(G, "_CACHE", OrderedDict())  # no layout of an earlier test in this process
+    monkeypatch.setenv("MEMORY_TUI_OVERVIEW_CACHE_DIR", str(tmp_path / "overviews"))
+    monkeypatch.setenv("MEMORY_TUI_LAYOUT_CACHE_DIR", str(tmp_path / "layouts"))
+    if opening == "from the tables":
+        sessions_model.SessionsModel.load(big_state, now=0.0, counter=COUNTER).layout("big")  # an earlier open fills them
+        assert list((tmp_path / "overviews").iterdir()) and list((tmp_path / "layouts").iterdir())
+
+        def computed(*_args, **_kw):
+            raise AssertionError("computed although the table holds it")
+
+        monkeypatch.setattr(overview_table, "session_overview", computed)
+        monkeypatch.setattr(layout_table, "write", computed)  # a layout computed is written; a hit is not
+        monkeypatch.setattr(G, "_CACHE", OrderedDict())  # the app reads the table, not this process's memo
+    app = make_app(big_state)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("5")
+        await layouts_done(pilot, app)
+        screen = app.screen
+        graph = screen.query_one("#sessions-graph")
+        assert graph.layout_data == want
+        await pilot.press("enter")  # from the list into the graph
+        await pilot.pause()
+        assert app.focused is graph
+        await pilot.press("end")
+        await pilot.pause()
+        last = _last_selectable(want)
+        assert graph.cursor_row == last and graph.selected_row.id == want.rows[last].id
+        top = int(graph.scroll_y)
+        assert top <= last < top + graph.scrollable_content_region.height  # scrolled to it, drawn
+        assert graph.render_line(last - top).text.startswith("▶")
+        if want.rows[last].node is not None:
+            assert screen.query_one("#sessions-node").vm.node_id == want.rows[last].id
+        await pilot.press("pageup", "up", "pagedown", "down")
+        await pilot.pause()
+        assert graph.cursor_row == last
+        await pilot.press("home")
+        await pilot.pause()
+        assert graph.cursor_row == 0 and graph.scroll_y == 0
+        for _ in range(3):
+            before = graph.cursor_row
+            await pilot.press("pagedown")
+            assert graph.cursor_row > before
+        workers = [w for w in app.workers if w.group in ("sessions-explain", "sessions-dry-run")]
+        if workers:
+            await app.workers.wait_for_complete(workers)
+
+
+@pytest.mark.anyio
+async def test_a_layout_the_tables_lack_is_computed_in_a_worker(big_state, tmp_path, monkeypatch):
+    """The first open of a big session: the screen paints (list, header) with the graph saying
+    "laying out N nodes…" and no cursor while a worker lays it out; then the graph is the
+    engine's layout with the cursor on its first row."""
+    want = _engine_layout(big_state)
+    monkeypatch.setattr(sessions_model, "INLINE_WALKS", 0)
+    monkeypatch.setattr(G, "_CACHE", OrderedDict())
+    monkeypatch.setenv("MEMORY_TUI_OVERVIEW_CACHE_DIR", str(tmp_path / "overviews"))
+    monkeypatch.setenv("MEMORY_TUI_LAYOUT_CACHE_DIR", str(tmp_path / "layouts"))
+    gate = threading.Event()
+    real = sessions_model.SessionsModel.layout
+
+    def held(self, sid, options=None):  # the worker waits until the test has seen the pending graph
+        if threading.current_thread() is not threading.main_thread():
+            gate.wait(20)
+        return real(self, sid, options)
+
+    monkeypatch.setattr(sessions_model.SessionsModel, "layout", held)
+    app = make_app(big_state)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("5")
+        await pilot.pause()
+        screen = app.screen
+        graph = screen.query_one("#sessions-graph")
+        assert graph.layout_data is None and graph.session_id == "big"
+        assert graph.render_line(0).text.strip() == f"laying out {len(want.nodes)} nodes…"
+        assert screen.query_one("#sessions-list").option_count == 1
+        assert "big" in str(screen.query_one("#sessions-text").render())
+        await pilot.press("enter", "end", "down")  # nothing to move yet, and nothing breaks
+        assert graph.layout_data is None and graph.cursor_row == 0
+        gate.set()
+        await layouts_done(pilot, app)
+        assert graph.layout_data == want and graph.rendered_rows > 0
+        assert graph.cursor_row == 0 and graph.selected_row.id == want.rows[0].id
+        assert screen.query_one("#sessions-node").vm.node_id == want.rows[0].id
+        assert list((tmp_path / "layouts").iterdir())  # kept for the next open
+        workers = [w for w in app.workers if w.group in ("sessions-explain", "sessions-dry-run")]
+        if workers:
+            await app.workers.wait_for_complete(workers)
