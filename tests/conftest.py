@@ -50,7 +50,11 @@ os.environ[_OWN_CACHES] = " ".join(sorted(_made))
 if sys.flags.dont_write_bytecode and not os.environ.get("PYTHONPYCACHEPREFIX"):
     import compileall
 
+    import atexit
+
     sys.pycache_prefix = tempfile.mkdtemp(prefix="memory-tui-pycache-")
+    # the controller exits after its workers: one run's bytecode must not outlive the run
+    atexit.register(shutil.rmtree, sys.pycache_prefix, ignore_errors=True)
     compileall.compile_dir(Path(__file__).resolve().parents[1] / "memory_tui", quiet=1)
     os.environ["PYTHONPYCACHEPREFIX"] = sys.pycache_prefix
 
