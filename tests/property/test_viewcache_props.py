@@ -256,6 +256,18 @@ def test_snapshot_is_used_and_check_mode_catches_a_wrong_one(world, tmp_path, mo
         viewcache.ViewCache(str(root)).build(tree, key_of=key_of, **kwargs)
 
 
+def _tree_reusing(texts: dict[str, str], parsed: dict, index: SourceIndex):
+    """The tree of ``texts``, each file parsed again only when its text changed (``parsed``
+    keeps rel -> (text, topic) across calls): the same topic objects come back, as in txcache."""
+    topics = []
+    for rel in sorted(texts, key=topic_sort_key):
+        hit = parsed.get(rel)
+        if hit is None or hit[0] != texts[rel]:
+            hit = parsed[rel] = (texts[rel], parse_topic(rel, texts[rel], resolve=index.resolve_target, strict=True))
+        topics.append(hit[1])
+    return assemble_tree(topics)
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(edits=st.lists(st.tuples(st.sampled_from(["reword", "reword", "redate", "drop", "link", "unlink", "swap", "none"]),
                                 st.integers(0, 10_000)), min_size=1, max_size=10),
@@ -286,13 +298,7 @@ def test_snapshot_with_reused_parses_equals_full_build(world, tmp_path_factory, 
         _edit(texts, op, n)
         reworded = reworded or (op == "reword" and texts != before)
         texts_of = dict(texts)
-        topics = []
-        for rel in sorted(texts, key=topic_sort_key):
-            hit = parsed.get(rel)
-            if hit is None or hit[0] != texts[rel]:
-                hit = parsed[rel] = (texts[rel], parse_topic(rel, texts[rel], resolve=index.resolve_target, strict=True))
-            topics.append(hit[1])
-        tree = assemble_tree(topics)
+        tree = _tree_reusing(texts, parsed, index)
         master = tree.topic("core.md")
         kwargs = dict(master_text=master.text if master is not None else None, trusted_ids=index.trusted_ids(),
                       link_for=index.link_for)
@@ -362,13 +368,7 @@ def test_snapshot_save_names_exactly_its_files(world, tmp_path_factory, edits, f
         else:
             _edit(texts, op, n)
         texts_of = dict(texts)
-        topics = []
-        for rel in sorted(texts, key=topic_sort_key):
-            hit = parsed.get(rel)
-            if hit is None or hit[0] != texts[rel]:
-                hit = parsed[rel] = (texts[rel], parse_topic(rel, texts[rel], resolve=index.resolve_target, strict=True))
-            topics.append(hit[1])
-        tree = assemble_tree(topics)
+        tree = _tree_reusing(texts, parsed, index)
         kwargs = dict(trusted_ids=index.trusted_ids(), link_for=index.link_for)
         assert cache.build(tree, key_of=key_of, **kwargs).files == build_views(tree, **kwargs).files, (step, op)
         if not flushes[step % 13]:
