@@ -10,7 +10,7 @@ import re
 import shutil
 
 import pytest
-from tui_helpers import dry_runs_done, make_app, settle
+from tui_helpers import dry_runs_done, footer_keys, make_app, screen_text, settle
 
 SID = "local_a1b2c3d4e5"  # forks, a retry, a rewind, tool rows, a stranded turn, a compaction summary
 
@@ -250,3 +250,77 @@ async def test_a_big_session_paints_before_its_reasons(fixture_copy, monkeypatch
         assert "analysing" not in screen.query_one("#sessions-verdict").plain
         assert screen.query_one("#sessions-node").vm == inline_detail
         await dry_runs_done(pilot, app)
+
+
+# ---------------------------------------------------------------------------- live resizes
+SIZES = [(40, 12), (80, 24), (120, 40)]
+
+
+def _cursor_drawn(app) -> bool:
+    """The graph's cursor row is on screen: its gutter glyph is drawn, above the footer."""
+    return any("\u25b6 " in line for line in screen_text(app).splitlines()[:-1])
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("size", SIZES, ids=["40x12", "80x24", "120x40"])
+async def test_the_cursor_row_stays_on_screen(fixture_copy, size):
+    """At 40x12 the graph kept its 6-row minimum where 4 fit: after `end` the cursor row was
+    drawn under the footer. Every size, and every live resize from it, shows the cursor."""
+    app = make_app(fixture_copy)
+    async with app.run_test(size=size) as pilot:
+        await _open(SID, "a00000000002_reply", keys=("end",))(pilot)
+        graph = app.screen.query_one("#sessions-graph")
+        assert graph.cursor_row == len(graph.layout_data.rows) - 1
+        assert _cursor_drawn(app), size
+        for other in [s for s in SIZES if s != size] + [size]:
+            await pilot.resize_terminal(*other)
+            await pilot.pause()
+            await pilot.pause()
+            assert _cursor_drawn(app), (size, other)
+            cursor_y = graph.region.y + graph.cursor_row - int(graph.scroll_y)
+            assert graph.region.y <= cursor_y < app.screen.query_one("FittedFooter").region.y, (size, other)
+
+
+@pytest.mark.anyio
+async def test_a_live_resize_shows_the_pane_that_has_the_focus(fixture_copy):
+    """With the graph focused at 120x40, a resize to 80x24 showed the list while the focus
+    stayed in the hidden graph: enter toggled a group no one could see, esc did nothing."""
+    app = make_app(fixture_copy)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _open(None)(pilot)
+        screen = app.screen
+        lst, graph = screen.query_one("#sessions-list"), screen.query_one("#sessions-graph")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.focused is graph
+
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        assert screen.pane == "detail" and graph.region.height > 0 and app.focused is graph
+        assert "esc Back" in footer_keys(app)[0]
+        await pilot.press("escape")  # what the footer says: back to the list
+        await pilot.pause()
+        assert screen.pane == "list" and app.focused is lst and lst.region.height > 0
+        await pilot.press("enter")  # and enter opens the detail again
+        await pilot.pause()
+        assert screen.pane == "detail" and app.focused is graph
+
+        # wide again, the focus moved to the list there: narrow shows the list, not the old pane
+        await pilot.resize_terminal(120, 40)
+        await pilot.pause()
+        screen.focus_list()
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        assert screen.pane == "list" and app.focused is lst and lst.region.height > 0
+        assert "esc Back" not in footer_keys(app)[0]
+        await pilot.press("enter")
+        await pilot.pause()
+        assert screen.pane == "detail" and app.focused is graph and graph.region.height > 0
+
+        # nothing focused (the wide screen lost it): the pane the narrow screen shows takes it
+        await pilot.resize_terminal(120, 40)
+        await pilot.pause()
+        screen.set_focus(None)
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        assert screen.pane == "detail" and app.focused is graph

@@ -308,6 +308,22 @@ class ViewScreen(RankedFooter, Screen[None]):
     # ------------------------------------------------------------------ layout
     def on_resize(self, event: Resize) -> None:
         self.apply_layout(event.size.width, event.size.height)
+        if self.narrow and not self.notice_pane:
+            self.follow_focus()
+
+    def follow_focus(self) -> None:
+        """On a narrow screen, show the pane that has the focus (or focus the pane shown).
+
+        The wide layout shows both panes and never changes ``pane``: a live resize to narrow
+        would show the list while the focus stays in the hidden detail, so enter and escape
+        would act on what cannot be seen. The focus says where the user was."""
+        focused = self.focused
+        if focused is None:
+            (self.detail_focus() if self.pane == "detail" else self.list_widget()).focus()
+            return
+        pane = "detail" if self.query_one("#content") in focused.ancestors_with_self else "list"
+        if pane != self.pane:
+            self.set_pane(pane)
 
     @on(ScreenSuspend)
     def _suspended(self) -> None:

@@ -159,15 +159,20 @@ class SessionsScreen(ViewScreen):
     def compose_detail(self) -> ComposeResult:
         with Vertical(id="sessions-detail", classes="view-detail"):
             yield Static(id="sessions-text")
-            yield ScreenGraph(id="sessions-graph")
-            with VerticalScroll(id="sessions-side"):
-                yield BranchVerdict(id="sessions-verdict")
-                yield NodeDetail(id="sessions-node")
-                yield Static(id="sessions-legend")
+            with Vertical(id="sessions-panes"):
+                yield ScreenGraph(id="sessions-graph")
+                with VerticalScroll(id="sessions-side"):
+                    yield BranchVerdict(id="sessions-verdict")
+                    yield NodeDetail(id="sessions-node")
+                    yield Static(id="sessions-legend")
 
     DEFAULT_CSS = """
     #sessions-text { height: auto; padding: 0 1; }
-    #sessions-graph { height: 2fr; min-height: 6; }
+    #sessions-panes { height: 1fr; }
+    /* The graph keeps 6 rows against the side panels, but never more than the room under
+       the session's header: rows past it would be drawn under the footer, the cursor with
+       them (max-height is applied after min-height; 100% is what the header leaves). */
+    #sessions-graph { height: 2fr; min-height: 6; max-height: 100%; }
     #sessions-side { height: 3fr; border-top: solid $panel; max-width: 112; padding: 0 1; }
     App.-ascii #sessions-side { border-top: ascii $panel; }
     """

@@ -82,7 +82,9 @@ class SessionGraph(ScrollView, can_focus=True):
     """A session's branch DAG, one layout row per line."""
 
     DEFAULT_CSS = """
-    SessionGraph { height: 1fr; }
+    /* Rows are cut where the widget ends (labels too), so there is nothing to scroll to
+       sideways: a horizontal scrollbar would only take a row from the graph. */
+    SessionGraph { height: 1fr; overflow-x: hidden; }
     """
 
     BINDINGS = [
