@@ -158,6 +158,7 @@ async def _fresh_screen(state: Path):
 @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 10_000)), min_size=1, max_size=4))
 @example(steps=[("reword", 0), ("break", 0), ("drop", 3), ("delete", 2), ("add", 5)])
+@example(steps=[("unlink", 1)])  # the same bytes written again (found by hypothesis in CI)
 def test_app_reload_after_one_file_changes_shows_what_a_fresh_start_shows(built, tmp_path_factory, steps):
     """The app's own path (the load worker streaming in the first model, then the watcher's
     one-file reloads, the redraw that keeps what did not change): after every change the
@@ -179,13 +180,17 @@ def test_app_reload_after_one_file_changes_shows_what_a_fresh_start_shows(built,
                 await pilot.pause(0.01)
             await _settled(app, pilot)
             for op, n in steps:
+                held = {p: p.read_bytes() for p in topics.rglob("*.md")}
                 touched = _change(topics, op, n, removed)
                 if not touched:
                     continue
+                # a rewrite may leave the bytes as they were (an "unlink" of a topic with no
+                # link): the file is read again, but nothing is redrawn (no flicker)
+                visible = held != {p: p.read_bytes() for p in topics.rglob("*.md")}
                 before = app.reloads
                 app.load_in_background(touched)
                 await _settled(app, pilot)
-                assert app.reloads == before + 1
+                assert app.reloads == before + visible
                 assert app.model.state.reparsed_topics == tuple(p[len("memory/topics/"):] for p in touched
                                                                 if (state / p).is_file())
                 assert app.model == load_model(state, home=state.parent)

@@ -6,16 +6,18 @@ import json
 import subprocess
 from pathlib import Path
 
+from memory_tui.core import revmemo
 from memory_tui.demo import build_demo
 
 NOW = 1796000000.0
 
 
 def files(root: Path) -> dict[str, bytes]:
+    # the kept revision names this copy's inodes and times (a cache, like git's index)
     return {
         p.relative_to(root).as_posix(): p.read_bytes()
         for p in sorted(root.rglob("*"))
-        if p.is_file() and ".git" not in p.relative_to(root).parts
+        if p.is_file() and ".git" not in p.relative_to(root).parts and p.name != revmemo.NAME
     }
 
 
