@@ -674,8 +674,9 @@ def _unchanged(stage: Stage) -> bool:
     stage.locked_stamps, stage.locked_links = stamps, links
     if links != stage.links:
         return False  # a link appeared or vanished: the stage may have read through it
-    if not stage.stamps_racy and stamps == stage.stamps:
-        return True
+    if stamps == stage.stamps and (not stage.stamps_racy or (
+            tx_mode() != "full" and stage.cache.holds_revision(stamps, stage.revision))):
+        return True  # inside the clock tick only the files young then are read again, not the stream
     return stage.cache.revision(stamps) == stage.revision
 
 

@@ -411,6 +411,9 @@ class WorkspaceCache:
         self._revision: tuple[dict, str] | None = None
         self._walk: tuple[dict[str, Stamp], tuple[str, ...], str] | None = None  # ``note_walk``
         self._chain: list[Entry] = []  # the revision stream's chain (``_feed_stream``)
+        # the last revision hashed here: (its stamps, its value, rel -> SHA-256 of every file
+        # whose stamp did not prove its bytes then); see ``holds_revision``
+        self._hashed: tuple[dict[str, Stamp], str, dict[str, str]] | None = None
         self._topic_keys: dict[str, tuple[Topic, str, str]] = {}  # path -> (topic, sha256, deps sig) last handed out
         self._index_files: Mapping | None = None
         self._trees: list[TopicTree] = []  # the last two assembled trees
@@ -464,6 +467,7 @@ class WorkspaceCache:
         with self.lock:
             if entries is not None:
                 self._chain = entries
+                self._note_hashed(stamps, value, entries)
             if not any_racy(stamps, now):
                 self._revision = (dict(stamps), value)
         if installed and entries is not None:
@@ -496,9 +500,37 @@ class WorkspaceCache:
         value out only for the very stamps the install left; anything else is recomputed."""
         return RevisionJob(self, before, changes)
 
+    def _note_hashed(self, stamps: Mapping[str, Stamp], value: str, entries: list) -> None:
+        if len(entries) == len(stamps):  # call with ``self.lock`` held
+            self._hashed = (dict(stamps), value, {e[0]: e[2] for e in entries if e[2] is not None})
+
+    def holds_revision(self, stamps: Mapping[str, Stamp], revision: str) -> bool:
+        """The files ``stamps`` names (just walked) provably hold the bytes of ``revision``
+        without hashing the stream again: the last revision hashed here is ``revision``, of these
+        very stamps, and every file whose stamp did not prove its bytes then (inside the clock
+        tick: a same-size write in place may keep the stamp) holds the bytes hashed, by SHA-256
+        read again now. A file whose stamp proved its bytes then still does (its stamp is
+        unchanged, and no later write can keep it). What is read is the files young at that
+        hash -- after an install, the ones it wrote -- not the whole stream. ``False`` means
+        "not proven" (the caller compares revisions), never "changed"."""
+        with self.lock:
+            hashed = self._hashed
+        if hashed is None or hashed[1] != revision or hashed[0] != stamps:
+            return False
+        base = os.fspath(self.root)
+        for rel, check in hashed[2].items():
+            try:
+                data = _read(base, rel)
+            except OSError:
+                return False
+            if hashlib.sha256(data).hexdigest() != check:
+                return False
+        return True
+
     def _commit_stream(self, entries: list, stamps: Mapping[str, Stamp], value: str, now: int) -> None:
         with self.lock:
             self._chain = entries
+            self._note_hashed(stamps, value, entries)
             if not any_racy(stamps, now):
                 self._revision = (dict(stamps), value)
         self._keep_revision(value, entries)

@@ -298,3 +298,73 @@ def test_a_symlink_appearing_between_transactions_is_seen(ws, tmp_path):
     fresh = tx.staged_edit(copy, "topics/core.md", again, git_commit="off")
     assert (here.ok, here.code, here.message) == (fresh.ok, fresh.code, fresh.message)
     assert {p: b for p, b in _snapshot(mem).items()} == {p: b for p, b in _snapshot(copy / "memory").items()}
+
+
+# ------------------------- inside the clock tick: the files young then are read again, not the stream
+
+
+def _reword_twice(ws: Path) -> None:
+    edit = _cur(ws, "topics/core.md") + f"\nThe user likes rain.[^e2]\n\n[^e2]: Time: `2026-11`; Sources: [rain]({IDS[3]})\n"
+    assert tx.staged_edit(ws, "topics/core.md", edit, git_commit="off").ok
+    reword = _cur(ws, "topics/core.md").replace("likes rain", "likes hail")  # one file per target
+    assert tx.staged_edit(ws, "topics/core.md", reword, git_commit="off").ok
+
+
+def test_an_edit_inside_the_clock_tick_does_not_hash_the_stream_again(ws, monkeypatch):
+    """Right after an install every stamp it left is young; the walk under the lock then proves
+    the workspace unchanged by reading again only the young files, not by re-hashing the
+    revision stream from the first of them to the end (what made a one-record edit grow with
+    the workspace)."""
+    from memory_tui.core import parsecache
+    monkeypatch.setattr(parsecache, "RACY_NS", 10**15)  # every stamp young, however slow the machine
+    _reword_twice(ws)
+    hashed = []
+    real = txcache.WorkspaceCache.revision
+    monkeypatch.setattr(txcache.WorkspaceCache, "revision", lambda self, *a, **k: hashed.append(a) or real(self, *a, **k))
+    calls = []
+    real_prepare = tx._prepare
+    monkeypatch.setattr(tx, "_prepare", lambda stage, ctx: calls.append(1) or real_prepare(stage, ctx))
+    result = tx.staged_edit(ws, "topics/core.md", _cur(ws, "topics/core.md").replace("likes hail", "likes snow"),
+                            git_commit="off")
+    assert result.ok, result
+    assert len(calls) == 1 and hashed == []  # one optimistic pass, accepted without a revision hash
+    assert result.revision == workspace_revision(ws / "memory")
+
+
+def test_a_same_stamp_write_inside_the_clock_tick_is_still_seen(ws, tmp_path, monkeypatch):
+    """A writer without the lock rewriting a young file in place inside the tick can leave its
+    stamp as it was; the walk under the lock then finds every stamp unchanged, and only the
+    young file's bytes, read again, show the change: the optimistic pass is refused and the
+    edit answers as a fresh process would."""
+    mem = ws / "memory"
+    _reword_twice(ws)
+    remembered = txcache.cache_for(mem)._walk
+    assert remembered is not None
+    core = mem / "topics/core.md"
+    with open(core, "r+b") as fh:  # same size, in place
+        fh.write(core.read_bytes().replace(b"likes hail", b"likes gale"))
+    copy = tmp_path / "copy"
+    shutil.copytree(ws, copy)
+    walks = []
+    real_walk = tx.revision_walk
+
+    def same_stamps(root):  # the first walk under the lock: as if the write kept core.md's stamp
+        if not walks:
+            walks.append(root)
+            return dict(remembered[0]), remembered[1]
+        return real_walk(root)
+
+    monkeypatch.setattr(tx, "revision_walk", same_stamps)
+    calls = []
+    real_prepare = tx._prepare
+    monkeypatch.setattr(tx, "_prepare", lambda stage, ctx: calls.append(1) or real_prepare(stage, ctx))
+    ada = _cur(ws, "topics/people/ada.md").replace("drinks tea", "drinks milk")
+    here = tx.staged_edit(ws, "topics/people/ada.md", ada, git_commit="off")
+    assert here.ok, here
+    assert walks and len(calls) == 2  # the pass on the unchanged stamps was refused, and redone
+    assert here.revision == workspace_revision(mem)
+    monkeypatch.setattr(tx, "revision_walk", real_walk)
+    txcache.clear_caches()
+    fresh = tx.staged_edit(copy, "topics/people/ada.md", ada, git_commit="off")
+    assert fresh.ok and fresh.revision == here.revision
+    assert _snapshot(mem) == _snapshot(copy / "memory")
