@@ -171,9 +171,9 @@ class SessionsScreen(ViewScreen):
             yield Static(id="sessions-hint")
 
     DEFAULT_CSS = """
-    /* The header never takes more than 3 rows (the title is cut to one): a long title
-       that wrapped left the graph no row at all. */
-    #sessions-text { height: auto; max-height: 3; padding: 0 1; }
+    /* The title is cut to one line and the header capped (3 rows on a short screen, in
+       app.tcss): a long title that wrapped left the graph no row at all. */
+    #sessions-text { height: auto; max-height: 4; padding: 0 1; }
     #sessions-hint { display: none; height: 1; padding: 0 1; }
     #sessions-panes { height: 1fr; }
     /* The graph keeps 6 rows against the side panels, but never more than the room under
@@ -482,9 +482,17 @@ class SessionsScreen(ViewScreen):
             return
         super().action_back()
 
+    def apply_layout(self, width: int, height: int | None = None) -> None:
+        super().apply_layout(width, height)
+        if self.is_mounted:
+            self.refresh_bindings()  # `d` is offered on a short screen only
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "back" and self.has_class("-node"):
             return True
+        if action == "toggle_node_detail":
+            # a taller screen shows the node detail beside the graph: nothing to swap
+            return self.has_class("-short") and self.selected_session() is not None
         return super().check_action(action, parameters)
 
     def action_cycle_sort(self) -> None:
