@@ -72,6 +72,11 @@ COMMANDS: tuple[Command, ...] = (
     # the Sessions view
     Command("sessions.sort", "s", "cycle_sort", "Sort", "Sort sessions by pending, recency or title", views=("sessions",), scope="screen"),
     Command(
+        "sessions.node", "d", "toggle_node_detail", "Node detail",
+        "Show the selected node's detail in place of the graph (a short screen has no room for both)",
+        views=("sessions",), scope="screen",
+    ),
+    Command(
         "sessions.write", "w", "write_branch", "Write branch",
         "Write the selected branch now (asks first, shows the dry run)", views=("sessions",), scope="screen",
     ),

@@ -249,6 +249,19 @@ class WorkspaceModel:
         return out
 
     # -- sessions-ui: the Sessions view ---------------------------------------------------
+    def sessions_view_built(self) -> "SessionsModel | None":
+        """The Sessions view's model if ``sessions_view`` has built it already (never builds)."""
+        return self._sessions_view.get("model")
+
+    def sessions_view_heavy(self) -> bool:
+        """Whether building ``sessions_view`` may take long: a session big enough that its
+        overview is a sweep of its whole DAG when the overview table misses (the Sessions
+        screen builds it in a worker then)."""
+        from memory_tui.sessions.overview_table import MIN_NODES
+
+        snap = self.session_snapshot
+        return snap is not None and any(len(s.nodes) >= MIN_NODES for s in snap.sessions.values())
+
     def sessions_view(self, now: float, counter: TokenCounter | None = None) -> "SessionsModel | None":
         """Every session's explanation (``tui.sessions_model``) for this snapshot, built once
         (the reasons engine is the expensive part); ``None`` when sessions/ could not be read.

@@ -48,7 +48,8 @@ def _engine_layout(state: Path) -> G.Layout:
 
 
 async def layouts_done(pilot, app) -> None:
-    """Wait for the Sessions screen's layout worker (a layout the tables lack) and its paint."""
+    """Wait for the Sessions screen's overview and layout workers (what the tables lack) and their paint."""
+    await workers_done(pilot, app, "sessions-overview")
     await workers_done(pilot, app, "sessions-layout")
     await pilot.pause()
 
@@ -134,7 +135,7 @@ async def test_a_layout_the_tables_lack_is_computed_in_a_worker(big_state, tmp_p
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
         await pilot.press("5")
-        await pilot.pause()
+        await workers_done(pilot, app, "sessions-overview")  # not the layout: the gate holds it
         screen = app.screen
         graph = screen.query_one("#sessions-graph")
         assert graph.layout_data is None and graph.session_id == "big"
@@ -149,6 +150,55 @@ async def test_a_layout_the_tables_lack_is_computed_in_a_worker(big_state, tmp_p
         assert graph.cursor_row == 0 and graph.selected_row.id == want.rows[0].id
         assert screen.query_one("#sessions-node").vm.node_id == want.rows[0].id
         assert list((tmp_path / "layouts").iterdir())  # kept for the next open
+        workers = [w for w in app.workers if w.group in ("sessions-explain", "sessions-dry-run")]
+        if workers:
+            await app.workers.wait_for_complete(workers)
+
+
+@pytest.mark.anyio
+async def test_an_overview_the_table_lacks_is_computed_in_a_worker(big_state, tmp_path, monkeypatch):
+    """The big session's overview (its overview table empty) was computed on the UI thread
+    when the view opened: the screen froze. Now the view says "Analysing…" while a worker
+    computes it, the app answers keys meanwhile, and then shows the same overview."""
+    session = load_sessions(big_state).sessions["big"]
+    want = session_overview(session, load_context(big_state, now=0.0).workspace_id, O200kCounter())
+    monkeypatch.setattr(G, "_CACHE", OrderedDict())
+    monkeypatch.setenv("MEMORY_TUI_OVERVIEW_CACHE_DIR", str(tmp_path / "overviews"))
+    monkeypatch.setenv("MEMORY_TUI_LAYOUT_CACHE_DIR", str(tmp_path / "layouts"))
+    gate = threading.Event()
+    real = overview_table.session_overview
+    threads = []
+
+    def held(*args, **kw):  # the worker waits until the test has seen the notice
+        threads.append(threading.current_thread())
+        if threading.current_thread() is not threading.main_thread():
+            gate.wait(20)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(overview_table, "session_overview", held)
+    app = make_app(big_state)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("5")
+        await pilot.pause()
+        screen = app.screen
+        assert screen.query_one("#notice-detail").display
+        assert "Analysing 1 session…" in str(screen.query_one("#notice-text").render())
+        assert screen.query_one("#sessions-list").option_count == 0
+        await pilot.press("s")  # the UI thread answers while the worker waits
+        await pilot.pause()
+        assert screen.sort_key == "recency"
+        gate.set()
+        await layouts_done(pilot, app)
+        assert threads and all(t is not threading.main_thread() for t in threads)
+        assert not screen.query_one("#notice-detail").display
+        assert screen.query_one("#sessions-list").option_count == 1
+        sm = screen.sessions
+        got = sm.overviews["big"]
+        for field in ("kinds", "foreign_ids", "best_tip", "tip_of", "archived", "pending_turns", "pending_tokens",
+                      "stranded", "foreign", "runtime_only_tips", "walk_total"):
+            assert getattr(got, field) == getattr(want, field), field
+        assert screen.query_one("#sessions-graph").layout_data == _engine_layout(big_state)
         workers = [w for w in app.workers if w.group in ("sessions-explain", "sessions-dry-run")]
         if workers:
             await app.workers.wait_for_complete(workers)

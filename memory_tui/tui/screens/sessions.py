@@ -27,13 +27,14 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option, OptionDoesNotExist
 
 from .. import commands as registry
+from ..data import WorkspaceModel
 from ..jobs import JobRequest
 from ..sessions_model import BranchVerdictVM, DryRunVM, SessionRowVM, SessionsModel, dry_run
 from ..widgets.branch_verdict import BranchVerdict
 from ..widgets.node_detail import NodeDetail
 from ..widgets.records import highlighted_key, restore_highlight
 from ..widgets.session_graph import SessionGraph, legend_text
-from .base import ViewScreen, flat, plural
+from .base import ViewScreen, flat, one_line, plural
 
 SORTS = ("pending", "recency", "title")
 
@@ -140,7 +141,7 @@ class SessionsScreen(ViewScreen):
     # writing a branch is what this view is for; then the graph's own keys
     FOOTER_RANKS: ClassVar[dict[str, int]] = {
         "write_branch": 75, "write": 75, "toggle_group": 72, "toggle_more": 72, "cycle_sort": 70,
-        "toggle_order": 64, "toggle_ascii": 60,
+        "toggle_order": 64, "toggle_ascii": 60, "toggle_node_detail": 74,
     }
 
     def __init__(self) -> None:
@@ -151,6 +152,8 @@ class SessionsScreen(ViewScreen):
         self.verdict: BranchVerdictVM | None = None  # the verdict panel's branch (what `w` writes)
         self._plans: dict[tuple[int, str, str], DryRunVM] = {}
         self._explaining: SessionsModel | None = None  # the model whose explanation a worker builds
+        self._building: WorkspaceModel | None = None  # the model whose Sessions model a worker builds
+        self._pending_focus: tuple[str, str | None] | None = None  # a `g` arrival while analysing
 
     # ------------------------------------------------------------------ composition
     def compose_list(self) -> ComposeResult:
@@ -165,9 +168,13 @@ class SessionsScreen(ViewScreen):
                     yield BranchVerdict(id="sessions-verdict")
                     yield NodeDetail(id="sessions-node")
                     yield Static(id="sessions-legend")
+            yield Static(id="sessions-hint")
 
     DEFAULT_CSS = """
-    #sessions-text { height: auto; padding: 0 1; }
+    /* The title is cut to one line and the header capped (3 rows on a short screen, in
+       app.tcss): a long title that wrapped left the graph no row at all. */
+    #sessions-text { height: auto; max-height: 4; padding: 0 1; }
+    #sessions-hint { display: none; height: 1; padding: 0 1; }
     #sessions-panes { height: 1fr; }
     /* The graph keeps 6 rows against the side panels, but never more than the room under
        the session's header: rows past it would be drawn under the footer, the cursor with
@@ -186,7 +193,48 @@ class SessionsScreen(ViewScreen):
         m = self.model
         if m is None:
             return None
+        built = m.sessions_view_built()
+        if built is not None or self._analysing(m):
+            return built
         return m.sessions_view(self.shell.now().timestamp(), getattr(self.app, "counter", None))
+
+    # The overviews of a big session (every node classified, its DAG swept twice: seconds on
+    # 10 000 nodes when the overview table misses) are built in a worker: the screen says
+    # "analysing…" meanwhile and answers its keys, then draws what the UI thread would have.
+    def _analysing(self, m: WorkspaceModel) -> bool:
+        """True while the Sessions model of ``m`` is being built in a worker (starting it)."""
+        if m.sessions_view_built() is not None or not m.state_exists or not m.sessions_view_heavy():
+            return False
+        if self._building is not m:
+            self._building = m
+            self._build_sessions(m, self.shell.now().timestamp(), getattr(self.app, "counter", None))
+        return True
+
+    # An error here is a bug, as it was on the UI thread: it ends the app with its traceback.
+    @work(thread=True, exclusive=True, group="sessions-overview", description="sessions-overview")
+    def _build_sessions(self, m: WorkspaceModel, now: float, counter) -> None:
+        m.sessions_view(now, counter)
+        self.app.call_from_thread(self._sessions_built, m)
+
+    def _sessions_built(self, m: WorkspaceModel) -> None:
+        if self.model is not m:
+            return  # a reload replaced the model; its own build follows
+        self.refresh_view(force=True)
+        pending, self._pending_focus = self._pending_focus, None
+        if pending is not None:
+            self.focus_session(*pending)
+
+    def blocking_notice(self) -> Text | None:
+        notice = super().blocking_notice()
+        m = self.model
+        if notice is None and m is not None and m.sessions_loaded and self._analysing(m):
+            snap = m.session_snapshot
+            n = len(snap.sessions) if snap is not None else 0
+            return Text.assemble(
+                (f"{self.glyphs.pending} Analysing {plural(n, 'session')}…\n\n", "bold"),
+                "A big session's branches are being classified; the other views are ready.",
+            )
+        return notice
 
     def matches(self, r: SessionRowVM) -> bool:
         needle = self.filter_text.lower()
@@ -225,14 +273,14 @@ class SessionsScreen(ViewScreen):
             text.append("No sessions found under sessions/." if not self.filter_text else "No session matches the filter.", "dim")
             self.query_one("#sessions-text", Static).update(text)
             self.shown = None
-            graph.display = False
-            self.query_one("#sessions-side").display = False
+            # the container, not its children: the short layout's CSS decides which child shows
+            self.query_one("#sessions-panes").display = False
             self.render_titles()
             return
-        graph.display = True
-        self.query_one("#sessions-side").display = True
+        self.query_one("#sessions-panes").display = True
         g = self.glyphs
-        text.append(s.title or "(untitled)", "bold")
+        width = self.query_one("#sessions-text", Static).content_region.width or 80
+        text.append(one_line(s.title or "(untitled)", max(width, 4)), "bold")
         text.append(f"\n{s.session_id} {g.dot} {s.pending_turns} pending turns {g.dot} "
                     f"{s.pending_tokens}/{s.threshold} tokens {g.dot} {plural(s.tips, 'tip')}", "dim")
         self.query_one("#sessions-text", Static).update(text)
@@ -251,6 +299,7 @@ class SessionsScreen(ViewScreen):
                 graph.show_pending(s.session_id, f"laying out {plural(len(sm.session_data(s.session_id).nodes), 'node')}…")
                 self._compute_layout(sm, s.session_id, keep)
             self.shown = key
+        self.render_hint()
         self.render_titles()
 
     # A big session's layout that neither this process nor the layout table holds is a sweep
@@ -381,6 +430,10 @@ class SessionsScreen(ViewScreen):
         if self.filter_text:
             self.clear_filter()
         self.refresh_view()
+        m = self.model
+        if m is not None and m.sessions_loaded and self._analysing(m):
+            self._pending_focus = (session_id, node_id)  # shown once the analysis is in
+            return True
         lst = self.query_one("#sessions-list", OptionList)
         try:
             index = lst.get_option_index(f"session:{session_id}")
@@ -402,6 +455,46 @@ class SessionsScreen(ViewScreen):
         self.open_detail(self.query_one(ScreenGraph))
 
     # ------------------------------------------------------------------ keys
+    def render_hint(self) -> None:
+        key = "d"
+        hint = f"{key}: back to the graph" if self.has_class("-node") else f"{key}: node detail"
+        self.query_one("#sessions-hint", Static).update(Text(hint, "dim"))
+
+    def action_toggle_node_detail(self) -> None:
+        """On a short screen the node detail takes the graph's place (and gives it back); on
+        a taller one both are shown already and the key only moves the focus to the graph."""
+        node = not self.has_class("-node") and self.has_class("-short")
+        self.set_class(node, "-node")
+        self.render_hint()
+        if self.selected_session() is None:
+            return
+        side = self.query_one("#sessions-side", VerticalScroll)
+        self.open_detail(side if node else self.query_one(ScreenGraph))
+        if node:
+            # the verdict comes first in the side panel; the key said "node detail"
+            self.call_after_refresh(side.scroll_to_widget, self.query_one(NodeDetail), top=True, animate=False)
+
+    def action_back(self) -> None:
+        if self.has_class("-node"):
+            self.set_class(False, "-node")
+            self.render_hint()
+            self.query_one(ScreenGraph).focus()
+            return
+        super().action_back()
+
+    def apply_layout(self, width: int, height: int | None = None) -> None:
+        super().apply_layout(width, height)
+        if self.is_mounted:
+            self.refresh_bindings()  # `d` is offered on a short screen only
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "back" and self.has_class("-node"):
+            return True
+        if action == "toggle_node_detail":
+            # a taller screen shows the node detail beside the graph: nothing to swap
+            return self.has_class("-short") and self.selected_session() is not None
+        return super().check_action(action, parameters)
+
     def action_cycle_sort(self) -> None:
         self.sort_key = SORTS[(SORTS.index(self.sort_key) + 1) % len(SORTS)]
         self.refresh_view(force=True)
