@@ -85,3 +85,17 @@ async def test_a_long_title_leaves_the_graph_rows(fixture_copy, size):
         assert header.region.height <= 3
         assert screen.query_one("#sessions-graph").region.height >= 3, size
         assert "…" in screen_text(app)
+
+
+@pytest.mark.anyio
+async def test_the_hint_names_the_owners_key(fixture_copy):
+    """A ``[keymap]`` entry moving the command moves the hint with it."""
+    app = make_app(fixture_copy)
+    async with app.run_test(size=(40, 12)) as pilot:
+        app.keymap = {"sessions.node": "n"}
+        app.set_keymap(app.keymap)
+        await _graph(pilot, app)
+        assert "n: node detail" in screen_text(app)
+        await pilot.press("n")
+        await pilot.pause()
+        assert "n: back to the graph" in screen_text(app)

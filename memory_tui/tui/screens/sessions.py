@@ -456,7 +456,9 @@ class SessionsScreen(ViewScreen):
 
     # ------------------------------------------------------------------ keys
     def render_hint(self) -> None:
-        key = "d"
+        # the owner's key for the command (a keymap can move it), as the help and palette show it
+        cmd = next(c for c in registry.COMMANDS if c.id == "sessions.node")
+        key = registry.key_label(registry.effective_keys(cmd, getattr(self.app, "keymap", {})))
         hint = f"{key}: back to the graph" if self.has_class("-node") else f"{key}: node detail"
         self.query_one("#sessions-hint", Static).update(Text(hint, "dim"))
 
