@@ -11,7 +11,6 @@ back as messages (harlequin's rule).
 from __future__ import annotations
 
 import asyncio
-import gc
 import os
 import threading
 from datetime import datetime, timezone
@@ -25,6 +24,7 @@ from textual.binding import BindingType
 from textual.worker import Worker, WorkerState
 
 from memory_tui.core.errors import Problem
+from memory_tui.core.fastdata import hold_heap
 from memory_tui.core.lockprobe import LockProbe, probe_write_lock
 from memory_tui.core.tokens import O200kCounter, TokenCounter
 
@@ -407,7 +407,7 @@ class MemoryApp(JobRunner, App[None]):
             # left to the cyclic GC, every later collection walks all of them, which was most
             # of a one-file reload. Frozen objects are still freed by reference counting when
             # a reload drops them; only a cycle among them would outlive its last use.
-            gc.freeze()
+            hold_heap()
             self._gc_frozen = True
         self.call_from_thread(self._loaded, seq, model, touched is None, None, probe)
 
