@@ -7,6 +7,7 @@ when that folder is absent.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
@@ -39,6 +40,8 @@ for _var in _CACHE_VARS:
     if _var not in os.environ or (_var in _made and os.environ.get("PYTEST_XDIST_WORKER")):
         os.environ[_var] = tempfile.mkdtemp(prefix=f"memory-tui-{_var.lower()}-")
         _made.add(_var)
+        # the process that made a folder removes it (each run left five per worker behind)
+        atexit.register(shutil.rmtree, os.environ[_var], ignore_errors=True)
 os.environ[_OWN_CACHES] = " ".join(sorted(_made))
 
 # Where PYTHONDONTWRITEBYTECODE is set (this sandbox sets it) no bytecode is ever cached, so
@@ -49,8 +52,6 @@ os.environ[_OWN_CACHES] = " ".join(sorted(_made))
 # sources. A prefix the caller set is kept.
 if sys.flags.dont_write_bytecode and not os.environ.get("PYTHONPYCACHEPREFIX"):
     import compileall
-
-    import atexit
 
     sys.pycache_prefix = tempfile.mkdtemp(prefix="memory-tui-pycache-")
     # the controller exits after its workers: one run's bytecode must not outlive the run

@@ -28,8 +28,12 @@ def _shas(texts):
     return {p: hashlib.sha256(t.encode("utf-8")).hexdigest() for p, t in texts.items()}
 
 
+# every example's root inside one folder removed with the module (~900 per run were left in the temp dir)
+_SCRATCH = tempfile.TemporaryDirectory(prefix="memory-tui-recordindex-")
+
+
 def _root() -> Path:
-    root = Path(tempfile.mkdtemp(prefix="memory-tui-recordindex-"))
+    root = Path(tempfile.mkdtemp(dir=_SCRATCH.name))
     (root / RUNTIME_DIR).mkdir()
     return root
 
