@@ -17,6 +17,7 @@ import time
 from functools import partial
 from typing import ClassVar
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -134,6 +135,43 @@ class SessionList(OptionList):
                 restore_highlight(self, keep)
 
 
+# the session header's rows, as the CSS caps them (here and, on a short screen, in app.tcss)
+HEADER_ROWS, SHORT_HEADER_ROWS = 4, 3
+
+
+def fact_lines(s: SessionRowVM, width: int, rows: int, dot: str) -> list[str]:
+    """The session's facts (id, pending turns, tokens, tips) packed into at most ``rows``
+    lines of ``width`` cells, a fact never split: the long words, else the short ones, else
+    the short ones with the id cut (it is also the list's row)."""
+    tail_long = [f"{s.pending_turns} pending turns", f"{s.pending_tokens}/{s.threshold} tokens", plural(s.tips, "tip")]
+    tail_short = [f"{s.pending_turns} pending", f"{s.pending_tokens}/{s.threshold} tok", plural(s.tips, "tip")]
+    sep = f" {dot} "
+    for parts in ([s.session_id, *tail_long], [s.session_id, *tail_short]):
+        lines = _pack(parts, width, sep)
+        if len(lines) <= rows and all(cell_len(line) <= width for line in lines):
+            return lines
+    lines = _pack([one_line(s.session_id, width), *tail_short], width, sep)
+    if len(lines) > rows:
+        lines = lines[:rows]
+        lines[-1] = one_line(lines[-1] + " …", width)  # more facts than rows: say so
+    return [one_line(line, width) for line in lines]
+
+
+def _pack(parts: list[str], width: int, sep: str) -> list[str]:
+    lines: list[str] = []
+    line = ""
+    for part in parts:
+        joined = f"{line}{sep}{part}" if line else part
+        if line and cell_len(joined) > width:
+            lines.append(line)
+            line = part
+        else:
+            line = joined
+    if line:
+        lines.append(line)
+    return lines
+
+
 class SessionsScreen(ViewScreen):
     VIEW = "sessions"
     NEEDS_SESSIONS = True
@@ -172,7 +210,7 @@ class SessionsScreen(ViewScreen):
 
     DEFAULT_CSS = """
     /* The title is cut to one line and the header capped (3 rows on a short screen, in
-       app.tcss): a long title that wrapped left the graph no row at all. */
+       app.tcss; HEADER_ROWS): a long title that wrapped left the graph no row at all. */
     #sessions-text { height: auto; max-height: 4; padding: 0 1; }
     #sessions-hint { display: none; height: 1; padding: 0 1; }
     #sessions-panes { height: 1fr; }
@@ -260,6 +298,33 @@ class SessionsScreen(ViewScreen):
         self.query_one("#sessions-legend", Static).update(legend_text(ascii))
         self.show_session()
 
+    def _show_header(self, s: SessionRowVM) -> None:
+        """The session's title on one line, its facts in the rows the header has left: a
+        fact never split over two rows, shorter words and then a cut id when they do not
+        fit (the capped header dropped the last row: the tips on a short screen)."""
+        header = self.query_one("#sessions-text", Static)
+        width = max(header.content_region.width or 80, 4)
+        rows = (SHORT_HEADER_ROWS if self.has_class("-short") else HEADER_ROWS) - 1
+        self._header_fit = (s, width, rows)
+        text = Text()
+        text.append(one_line(s.title or "(untitled)", width), "bold")
+        text.append("\n" + "\n".join(fact_lines(s, width, rows, self.glyphs.dot)), "dim")
+        header.update(text)
+
+    def _refit_header(self) -> None:
+        fit = getattr(self, "_header_fit", None)
+        if fit is None or self.selected_session() is not fit[0]:
+            return
+        width = max(self.query_one("#sessions-text", Static).content_region.width or 80, 4)
+        rows = (SHORT_HEADER_ROWS if self.has_class("-short") else HEADER_ROWS) - 1
+        if (width, rows) != fit[1:]:
+            self._show_header(fit[0])
+
+    def render_chrome(self) -> None:
+        super().render_chrome()
+        # a resize: the header is fitted to its new width once the layout has it
+        self.call_after_refresh(self._refit_header)
+
     def selected_session(self) -> SessionRowVM | None:
         opt = self.query_one("#sessions-list", OptionList).highlighted_option
         return opt.session if isinstance(opt, SessionOption) else None
@@ -278,12 +343,7 @@ class SessionsScreen(ViewScreen):
             self.render_titles()
             return
         self.query_one("#sessions-panes").display = True
-        g = self.glyphs
-        width = self.query_one("#sessions-text", Static).content_region.width or 80
-        text.append(one_line(s.title or "(untitled)", max(width, 4)), "bold")
-        text.append(f"\n{s.session_id} {g.dot} {s.pending_turns} pending turns {g.dot} "
-                    f"{s.pending_tokens}/{s.threshold} tokens {g.dot} {plural(s.tips, 'tip')}", "dim")
-        self.query_one("#sessions-text", Static).update(text)
+        self._show_header(s)
         select = None
         if self.focus_node and self.focus_node[0] == s.session_id:
             select = self.focus_node[1]
