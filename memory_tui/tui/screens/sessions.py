@@ -192,6 +192,7 @@ class SessionsScreen(ViewScreen):
         self._explaining: SessionsModel | None = None  # the model whose explanation a worker builds
         self._building: WorkspaceModel | None = None  # the model whose Sessions model a worker builds
         self._pending_focus: tuple[str, str | None] | None = None  # a `g` arrival while analysing
+        self._header_fit: tuple[SessionRowVM, int, int] | None = None  # the header's session, width, rows
 
     # ------------------------------------------------------------------ composition
     def compose_list(self) -> ComposeResult:
@@ -302,22 +303,21 @@ class SessionsScreen(ViewScreen):
         """The session's title on one line, its facts in the rows the header has left: a
         fact never split over two rows, shorter words and then a cut id when they do not
         fit (the capped header dropped the last row: the tips on a short screen)."""
-        header = self.query_one("#sessions-text", Static)
-        width = max(header.content_region.width or 80, 4)
-        rows = (SHORT_HEADER_ROWS if self.has_class("-short") else HEADER_ROWS) - 1
+        width, rows = self._header_room()
         self._header_fit = (s, width, rows)
         text = Text()
         text.append(one_line(s.title or "(untitled)", width), "bold")
         text.append("\n" + "\n".join(fact_lines(s, width, rows, self.glyphs.dot)), "dim")
-        header.update(text)
+        self.query_one("#sessions-text", Static).update(text)
+
+    def _header_room(self) -> tuple[int, int]:
+        """The header's width and the rows it leaves under the title."""
+        width = max(self.query_one("#sessions-text", Static).content_region.width or 80, 4)
+        return width, (SHORT_HEADER_ROWS if self.has_class("-short") else HEADER_ROWS) - 1
 
     def _refit_header(self) -> None:
-        fit = getattr(self, "_header_fit", None)
-        if fit is None or self.selected_session() is not fit[0]:
-            return
-        width = max(self.query_one("#sessions-text", Static).content_region.width or 80, 4)
-        rows = (SHORT_HEADER_ROWS if self.has_class("-short") else HEADER_ROWS) - 1
-        if (width, rows) != fit[1:]:
+        fit = self._header_fit
+        if fit is not None and self.selected_session() is fit[0] and self._header_room() != fit[1:]:
             self._show_header(fit[0])
 
     def render_chrome(self) -> None:
