@@ -1163,8 +1163,8 @@ class WorkspaceCache:
     def retain(self, live: Mapping[str, str], extra: Iterable[tuple[str, str]] = ()) -> None:
         """Forget entries for texts no longer committed (bounded memory).
 
-        Exactly ``_retain_full``: each kept dict is the old one without the entries whose key
-        is not live, in the same order. Every edit asks this of every cached entry, so the
+        Each kept dict is the old one without the entries whose key is not live, in the same
+        order (``test_edit_deltas_props`` compares it with a filter of one entry at a time). Every edit asks this of every cached entry, so the
         entries to drop are found by C-level passes (set differences over the keys, ``map``/
         ``compress`` for the keys that hold a path inside), and the live texts' digests are
         reused for the very text objects the last call was given; a dict with nothing to
@@ -1195,19 +1195,6 @@ class WorkspaceCache:
         self._kept = _without(self._kept, compress(self._kept, map(not_, map(names.__contains__, map(itemgetter(1), self._kept)))))
         self._proven_now = _without(self._proven_now, compress(
             self._proven_now, map(is_not, map(live.get, self._proven_now), map(itemgetter(0), self._proven_now.values()))))
-
-    def _retain_full(self, live: Mapping[str, str], extra: Iterable[tuple[str, str]] = ()) -> None:
-        """What ``retain`` does, one entry at a time (the property tests' reference)."""
-        keep = {(rel, self._sha_of(rel, text)) for rel, text in live.items()} | set(extra)
-        self.parsed = {k: v for k, v in self.parsed.items() if k in keep}
-        self.proofs = {k: v for k, v in self.proofs.items() if k in keep}
-        self._ids = {k: v for k, v in self._ids.items() if k in live}
-        self._topic_keys = {k: v for k, v in self._topic_keys.items() if k in live}
-        self._memo = {k: v for k, v in self._memo.items() if k[0] in live}
-        self._links = {k: v for k, v in self._links.items() if k in live}
-        self._links_fast = {k: v for k, v in self._links_fast.items() if k in live}
-        self._kept = {k: v for k, v in self._kept.items() if k[1] in live}
-        self._proven_now = {k: v for k, v in self._proven_now.items() if live.get(k) is v[0]}
 
     # -- persistence ----------------------------------------------------------------------
     def _path(self, layout: Layout) -> Path:

@@ -1,6 +1,6 @@
 """The per-edit structures a transaction keeps as deltas instead of rebuilding them equal what
 the rebuild gives: the block-id locations laid over a shared map (``txcache.Locations``), the
-cache's ``retain`` by C-level passes (against ``_retain_full``, the per-entry filter), and the
+cache's ``retain`` by C-level passes (against ``_retain_full`` here, the per-entry filter), and the
 proofs kept on disk as a file plus an append-only log (against the proofs the process held,
 through crashes that cut the log short or leave garbage in it)."""
 
@@ -18,6 +18,20 @@ from memory_tui.core.paths import Layout
 
 KEYS = tuple(f"id{n}" for n in range(10))
 RELS = ("a.md", "b.md", "c.md", "sub/d.md")
+
+
+def _retain_full(cache, live, extra=()) -> None:
+    """What ``WorkspaceCache.retain`` does, one entry at a time (the reference)."""
+    keep = {(rel, cache._sha_of(rel, text)) for rel, text in live.items()} | set(extra)
+    cache.parsed = {k: v for k, v in cache.parsed.items() if k in keep}
+    cache.proofs = {k: v for k, v in cache.proofs.items() if k in keep}
+    cache._ids = {k: v for k, v in cache._ids.items() if k in live}
+    cache._topic_keys = {k: v for k, v in cache._topic_keys.items() if k in live}
+    cache._memo = {k: v for k, v in cache._memo.items() if k[0] in live}
+    cache._links = {k: v for k, v in cache._links.items() if k in live}
+    cache._links_fast = {k: v for k, v in cache._links_fast.items() if k in live}
+    cache._kept = {k: v for k, v in cache._kept.items() if k[1] in live}
+    cache._proven_now = {k: v for k, v in cache._proven_now.items() if live.get(k) is v[0]}
 
 
 @settings(max_examples=60, deadline=None)
@@ -106,7 +120,7 @@ def test_retain_equals_the_per_entry_filter(rounds, tmp_path_factory):
                     getattr(cache, kind)[rel] = (text, ())
         keep = [(RELS[0], txcache.sha("x"))] if extra else []
         fast.retain(live, keep)
-        slow._retain_full(live, keep)
+        _retain_full(slow, live, keep)
         for name in ("parsed", "proofs", "_ids", "_topic_keys", "_memo", "_links", "_links_fast", "_kept", "_proven_now"):
             got, want = getattr(fast, name), getattr(slow, name)
             assert list(got.items()) == list(want.items()), name  # the same entries in the same order
