@@ -420,7 +420,9 @@ class SessionsModel:
     def layout(self, sid: str, options: LayoutOptions | None = None) -> Layout:
         ov = self.overviews.get(sid)
         if ov is not None:
-            return layout_overview(ov, options, layout_table.layout)  # type: ignore[return-value]
+            laid = layout_overview(ov, options, layout_table.layout)
+            assert laid is not None  # None only from a compute that looks up without laying out
+            return laid
         return layout_session(self.session(sid), options, layout_table.layout)
 
     def layout_ready(self, sid: str) -> Layout | None:
