@@ -1164,11 +1164,11 @@ class WorkspaceCache:
         """Forget entries for texts no longer committed (bounded memory).
 
         Each kept dict is the old one without the entries whose key is not live, in the same
-        order (``test_edit_deltas_props`` compares it with a filter of one entry at a time). Every edit asks this of every cached entry, so the
-        entries to drop are found by C-level passes (set differences over the keys, ``map``/
-        ``compress`` for the keys that hold a path inside), and the live texts' digests are
-        reused for the very text objects the last call was given; a dict with nothing to
-        drop is kept as it is."""
+        order (``test_edit_deltas_props`` compares it with a filter of one entry at a time).
+        Every edit asks this of every cached entry, so the entries to drop are found by C-level
+        passes (set differences over the keys, ``map``/``compress`` for the keys that hold a
+        path inside), and the live texts' digests are reused for the very text objects the
+        last call was given; a dict with nothing to drop is kept as it is."""
         rels = tuple(live)
         texts = list(live.values())
         last = self._retained

@@ -23,6 +23,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Vertical, VerticalScroll
+from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option, OptionDoesNotExist
@@ -172,6 +173,17 @@ def _pack(parts: list[str], width: int, sep: str) -> list[str]:
     return lines
 
 
+class SessionHeader(Static):
+    """The session's title and facts, fitted to the header's width by the screen: a new size
+    (the first layout gives the real width, then every resize) asks for a refit."""
+
+    class Resized(Message):
+        pass
+
+    def on_resize(self) -> None:
+        self.post_message(self.Resized())
+
+
 class SessionsScreen(ViewScreen):
     VIEW = "sessions"
     NEEDS_SESSIONS = True
@@ -200,7 +212,7 @@ class SessionsScreen(ViewScreen):
 
     def compose_detail(self) -> ComposeResult:
         with Vertical(id="sessions-detail", classes="view-detail"):
-            yield Static(id="sessions-text")
+            yield SessionHeader(id="sessions-text")
             with Vertical(id="sessions-panes"):
                 yield ScreenGraph(id="sessions-graph")
                 with VerticalScroll(id="sessions-side"):
@@ -315,14 +327,15 @@ class SessionsScreen(ViewScreen):
         width = max(self.query_one("#sessions-text", Static).content_region.width or 80, 4)
         return width, (SHORT_HEADER_ROWS if self.has_class("-short") else HEADER_ROWS) - 1
 
+    @on(SessionHeader.Resized)
     def _refit_header(self) -> None:
         fit = self._header_fit
         if fit is not None and self.selected_session() is fit[0] and self._header_room() != fit[1:]:
             self._show_header(fit[0])
 
-    def render_chrome(self) -> None:
-        super().render_chrome()
-        # a resize: the header is fitted to its new width once the layout has it
+    def on_resize(self) -> None:
+        # a short screen leaves the header fewer rows, whatever its width (ViewScreen's own
+        # handler, which sets -short, runs too: Textual calls each class's)
         self.call_after_refresh(self._refit_header)
 
     def selected_session(self) -> SessionRowVM | None:
