@@ -58,6 +58,7 @@ JOURNAL_NAME = "install-journal.json"
 JOURNAL_VERSION = 1
 TREE_TARGETS = ("topics", "timeline")
 FILE_TARGETS = ("recent_events.jsonl", "commitments.jsonl", "relations.json", "core.md")
+ROOT_DROPS = "."  # ``plan_install``'s ``sparse`` key: the root files a sparse stage removes
 OPENPROGRAM_BACKUP_SUFFIX = "-block-backup"
 
 CRASH_ENV = "MEMORY_TUI_CRASH_AT"  # test hook: os._exit at the N-th crash point of a process
@@ -541,7 +542,9 @@ def plan_install(memory_root: Path, stage_root: Path, *, compare_sources: bool =
     committed one with those applied. Only the staged files are compared (the cost grows with
     the change, not the workspace). A change of exactly one file (added or replaced) becomes a
     ``file`` target: one atomic rename is as atomic as the directory exchange and leaves
-    every other file's inode (and so its stat stamp) alone.
+    every other file's inode (and so its stat stamp) alone. A sparse stage also holds only
+    the root files (``FILE_TARGETS``, ``<rt>/runtime.json``) it writes: one it lacks is
+    unchanged, unless ``sparse[ROOT_DROPS]`` names it (removed).
     """
     layout = Layout(Path(memory_root))
     root = layout.root
@@ -583,6 +586,8 @@ def plan_install(memory_root: Path, stage_root: Path, *, compare_sources: bool =
                 changed.append(f"{name}/{rel}")
     rt = layout.runtime_name
     for name in (*FILE_TARGETS, f"{rt}/runtime.json"):
+        if sparse is not None and name not in sparse_trees.get(ROOT_DROPS, ()) and not os.path.lexists(stage / name):
+            continue  # a sparse stage holds only the root files it writes (``Stage.root_file``)
         if _same_bytes(root / name, stage / name):
             continue  # what the hashes below would find equal, at the cost of one compare
         old = _target_hash(root / name, "file")

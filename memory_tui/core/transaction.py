@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 from . import gitlog
 from .errors import CORRUPT_FILE, MemoryError, Problem
 from .confine import check_write_confinement
-from .install import (InstallPlan, install, make_stage_dir, needs_recovery, plan_install, recover,
+from .install import (FILE_TARGETS, InstallPlan, install, make_stage_dir, needs_recovery, plan_install, recover,
                       remove_stage_dir)
 from .lock import TIMEOUT_DEFAULT, TIMEOUT_EDIT, write_lock
 from .paths import Layout, check_writable
@@ -475,22 +475,43 @@ class Stage:
                 _copy_entry(topics, self.path / "topics")
             else:
                 (self.path / "topics").mkdir()
-            # timeline/ is not copied: every transaction deletes and regenerates it (§8.1)
-            for name in ("recent_events.jsonl", "commitments.jsonl", "relations.json", "core.md"):
-                _copy_entry(self.memory_root / name, self.path / name)
-            rt = self.layout.runtime_name
-            _copy_entry(self.memory_root / rt / "runtime.json", self.path / rt / "runtime.json")
+            # timeline/ is not copied: every transaction deletes and regenerates it (§8.1).
+            # A sparse stage does not copy the root files either (``relations.json`` and
+            # ``runtime.json`` grow with the workspace: ≈ 3 MB copied, then compared back, per
+            # edit at scale 4): it reads the committed ones, whose bytes the walk under the
+            # lock proves, and holds only those it writes, until ``own_root_files``.
+            self.root_owned = False
+            if not self.sparse:
+                self.own_root_files()
             if copy_sources and not restricted:
                 self.ensure_sources()
         except BaseException:
             self.discard()
             raise
 
+    def own_root_files(self) -> None:
+        """Copy the committed root files (derived views, legacy commitments, runtime.json) into
+        the stage, once: before anything that reads or writes the stage as a whole tree."""
+        if self.root_owned:
+            return
+        for name in (*FILE_TARGETS, f"{self.layout.runtime_name}/runtime.json"):
+            dest = self.path / name
+            if not dest.exists():  # a file the stage already wrote stays
+                _copy_entry(self.memory_root / name, dest)
+        self.root_owned = True
+
+    def root_file(self, name: str) -> Path:
+        """Where this stage's root file ``name`` (``FILE_TARGETS`` or ``<rt>/runtime.json``) is read: the stage's copy when
+        it holds one, else the committed file (a sparse stage's untouched root file)."""
+        staged = self.path / name
+        return staged if self.root_owned or os.path.lexists(staged) else self.memory_root / name
+
     # -- sources ------------------------------------------------------------------------
     def ensure_sources(self) -> Path:
         """Copy ``sources/`` into the stage, read-only (0444); refused for restricted stages."""
         if self.restricted:
             raise MemoryError("WRITER_PRECONDITION_FAILED", "a restricted stage has no sources/")
+        self.own_root_files()
         dest = self.path / "sources"
         if not self.sources_copied:
             src = self.memory_root / "sources"
@@ -516,6 +537,7 @@ class Stage:
             raise MemoryError("WRITER_PRECONDITION_FAILED", "a restricted stage cannot archive sources")
         if self.sources_copied:
             raise MemoryError("WRITER_PRECONDITION_FAILED", "this stage already holds a full copy of sources/")
+        self.own_root_files()  # the appender keeps its temporary files in the stage's runtime dir
         committed_sources = (self.memory_root / "sources").resolve()
         dest = self.path / "sources"
         dest.mkdir(exist_ok=True)
@@ -1018,7 +1040,14 @@ def _write_runtime(stage: Stage, tree: TopicTree) -> RuntimeState:
     """Grow ``creation_order``; keep every byte when nothing changed (pitfall 1)."""
     rt = stage.layout.runtime_name
     path = stage.path / rt / "runtime.json"
-    state, problems = stage.cache.by_bytes("runtime.json", path, lambda: load_runtime_state(stage.path, Layout(stage.path)))
+    source = stage.root_file(f"{rt}/runtime.json")
+    if source == path:
+        def load() -> tuple[RuntimeState, tuple[Problem, ...]]:
+            return load_runtime_state(stage.path, Layout(stage.path))
+    else:
+        def load() -> tuple[RuntimeState, tuple[Problem, ...]]:
+            return load_runtime_state(stage.memory_root, stage.layout)
+    state, problems = stage.cache.by_bytes("runtime.json", source, load)
     if state.corrupt:  # rewriting it from defaults would lose creation_order and legacy cursors
         first = problems[0]
         raise MemoryError(
@@ -1046,7 +1075,7 @@ def _write_runtime(stage: Stage, tree: TopicTree) -> RuntimeState:
 
     grown = derive("creation order", incremental, full, lambda a, b: a == b and (a is state) == (b is state))
     cache.note_order_covers(tree, grown)
-    if grown is not state or not path.exists():
+    if grown is not state or not source.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(dump_runtime_json(grown), encoding="utf-8", newline="")
     return grown
@@ -1088,7 +1117,7 @@ def _promote_legacy_core(stage: Stage, normalized: dict[str, str], ctx: _Context
 
     if "core.md" in normalized:
         return normalized, None
-    root_core = stage.path / "core.md"
+    root_core = stage.root_file("core.md")
     try:
         if root_core.is_symlink() or not root_core.is_file():
             return normalized, None

@@ -15,15 +15,17 @@ from memory_tui.core.workspace import workspace_revision
 
 from test_install_support import INTERNAL, STATE_A, STATE_B, assert_valid, make_stage, make_workspace, snapshot
 
-TREES = ("topics/", "timeline/")
+ROOT_FILES = (*inst.FILE_TARGETS, ".scriptorium/runtime.json")
 
 
 def sparse_stage(path, old: dict[str, str], new: dict[str, str]):
-    """The sparse stage taking ``old`` to ``new``: tree files only where they differ, every
-    other file whole (as a transaction's stage holds them); and the drops per tree."""
-    files = {rel: text for rel, text in new.items() if not rel.startswith(TREES) or old.get(rel) != text}
+    """The sparse stage taking ``old`` to ``new``: tree and root files only where they differ
+    (sources whole, as a transaction's stage holds the archives it appends to); and the drops
+    per tree and of the root files."""
+    files = {rel: text for rel, text in new.items() if rel.startswith("sources/") or old.get(rel) != text}
     drops = {name: frozenset(rel[len(name) + 1:] for rel in old if rel.startswith(name + "/") and rel not in new)
              for name in ("topics", "timeline")}
+    drops[inst.ROOT_DROPS] = frozenset(rel for rel in old if rel in ROOT_FILES and rel not in new)
     stage = make_stage(path, files)
     for name in drops:
         (stage / name).mkdir(exist_ok=True)

@@ -368,3 +368,51 @@ def test_a_same_stamp_write_inside_the_clock_tick_is_still_seen(ws, tmp_path, mo
     fresh = tx.staged_edit(copy, "topics/people/ada.md", ada, git_commit="off")
     assert fresh.ok and fresh.revision == here.revision
     assert _snapshot(mem) == _snapshot(copy / "memory")
+
+
+def _root_files(memory: Path) -> dict[str, bytes]:
+    names = ("recent_events.jsonl", "commitments.jsonl", "relations.json", "core.md", ".scriptorium/runtime.json")
+    return {n: (memory / n).read_bytes() for n in names if (memory / n).is_file()}
+
+
+@pytest.mark.parametrize("stage_mode", ["sparse", "full"])
+def test_a_sparse_stage_copies_no_root_file_and_installs_what_a_full_stage_does(ws, tmp_path, monkeypatch, stage_mode):
+    """A hand edit's stage reads the committed root files instead of copying them in (they
+    grow with the workspace) and holds only those it writes; the bytes installed are those a
+    full stage (every root file copied, every one compared) installs."""
+    other = tmp_path / "other"
+    shutil.copytree(ws, other)
+    copied: list[str] = []
+    real_copy = tx._copy_entry
+
+    def spy(src: Path, dst: Path) -> None:
+        copied.append(src.name)
+        real_copy(src, dst)
+
+    monkeypatch.setattr(tx, "_copy_entry", spy)
+    monkeypatch.setenv(tx.STAGE_MODE_ENV, stage_mode)
+    committed = (ws / "memory" / "topics" / "people" / "ada.md").read_text()
+    new = committed.replace("Ada drinks tea.", "Ada drinks green tea.") + (
+        f"\nAda rows a boat.[^e2]\n\n[^e2]: Time: `2026-11-03`; Sources: [row]({IDS[2]})\n")
+    memory = ws / "memory"
+    before = _root_files(memory)
+    inodes = {n: (memory / n).stat().st_ino for n in before}
+    r = tx.staged_edit(ws, "topics/people/ada.md", new, git_commit="off")
+    assert r.ok, r
+    after = _root_files(memory)
+    assert after[".scriptorium/runtime.json"] != before[".scriptorium/runtime.json"]  # the new record's order
+    kept = [n for n in before if after.get(n) == before[n]]
+    assert "core.md" in kept  # not the core's record: the rendered core is the same
+    assert all((memory / n).stat().st_ino == inodes[n] for n in kept)  # not installed again
+    if stage_mode == "sparse":
+        assert copied == []
+    else:
+        assert {"relations.json", "runtime.json"} <= set(copied)
+    # the other copy, edited with every root file staged, ends with the same bytes
+    monkeypatch.setenv(tx.STAGE_MODE_ENV, "full")
+    txcache.clear_caches()
+    r2 = tx.staged_edit(other, "topics/people/ada.md", new, git_commit="off")
+    assert r2.ok, r2
+    assert _root_files(other / "memory") == after
+    assert workspace_revision(other / "memory") == workspace_revision(ws / "memory") == r.revision
+
