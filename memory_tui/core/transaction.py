@@ -501,8 +501,9 @@ class Stage:
         self.root_owned = True
 
     def root_file(self, name: str) -> Path:
-        """Where this stage's root file ``name`` (``FILE_TARGETS`` or ``<rt>/runtime.json``) is read: the stage's copy when
-        it holds one, else the committed file (a sparse stage's untouched root file)."""
+        """Where this stage's root file ``name`` (``FILE_TARGETS``, ``<rt>/runtime.json``) is
+        read: the stage's copy when it holds one, else the committed file (a sparse stage's
+        untouched root file)."""
         staged = self.path / name
         return staged if self.root_owned or os.path.lexists(staged) else self.memory_root / name
 
@@ -1041,13 +1042,8 @@ def _write_runtime(stage: Stage, tree: TopicTree) -> RuntimeState:
     rt = stage.layout.runtime_name
     path = stage.path / rt / "runtime.json"
     source = stage.root_file(f"{rt}/runtime.json")
-    if source == path:
-        def load() -> tuple[RuntimeState, tuple[Problem, ...]]:
-            return load_runtime_state(stage.path, Layout(stage.path))
-    else:
-        def load() -> tuple[RuntimeState, tuple[Problem, ...]]:
-            return load_runtime_state(stage.memory_root, stage.layout)
-    state, problems = stage.cache.by_bytes("runtime.json", source, load)
+    base, layout = (stage.path, Layout(stage.path)) if source == path else (stage.memory_root, stage.layout)
+    state, problems = stage.cache.by_bytes("runtime.json", source, lambda: load_runtime_state(base, layout))
     if state.corrupt:  # rewriting it from defaults would lose creation_order and legacy cursors
         first = problems[0]
         raise MemoryError(
