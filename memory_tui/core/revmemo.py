@@ -13,7 +13,8 @@ paths in the same order, every other file with the kept stamp (no write keeps a 
 than the tick: the ctime moves) and every young one holding bytes of the kept SHA-256, which
 are read again to know.
 
-``<M>/<runtime-dir>/memory-tui-revision``: marshal behind a crc32 (``sealed``), written by
+``<M>/<runtime-dir>/memory-tui-revision``: ``(revision, paths joined by NUL, stamps,
+{index: sha256 of a young file})``, marshal behind a crc32 (``sealed``), written by
 this code only; never through a symlinked runtime dir. Outside the revision, git and every
 stage; OpenProgram ignores it. A missing, damaged or foreign file is a miss (the revision is
 hashed as before). ``MEMORY_TUI_TX=full`` neither reads nor writes it; ``check`` hashes the
@@ -26,14 +27,14 @@ import hashlib
 import os
 from collections.abc import Mapping, Sequence
 from itertools import compress
-from operator import ne
+from operator import itemgetter, ne
 from pathlib import Path
 
 from .paths import Layout
 from .sealed import read_kept, write_kept
 
 NAME = "memory-tui-revision"
-MAGIC = b"memory-tui-revision 1\n"
+MAGIC = b"memory-tui-revision 2\n"
 
 
 def _file(root: Path) -> Path:
@@ -47,20 +48,21 @@ def lookup(root: Path, stamps: Mapping[str, tuple]) -> str | None:
     if not (type(value) is tuple and len(value) == 4):
         return None
     revision, paths, kept, young = value
-    if not (type(revision) is str and type(paths) is tuple and type(kept) is tuple and type(young) is dict):
+    if not (type(revision) is str and type(paths) is str and type(kept) is tuple and type(young) is dict):
         return None
-    if paths != tuple(stamps) or len(kept) != len(paths):
+    if paths != "\0".join(stamps) or len(kept) != len(stamps):
         return None
     now = list(stamps.values())
     # a stamp that moved is fine only for a young file, whose bytes decide
     if any(i not in young for i in compress(range(len(now)), map(ne, now, kept))):
         return None
+    names = paths.split("\0")
     base = os.fspath(root)
     for i, digest in young.items():
-        if type(i) is not int or not 0 <= i < len(paths):
+        if type(i) is not int or not 0 <= i < len(names):
             return None
         try:
-            with open(os.path.join(base, paths[i]), "rb") as fh:
+            with open(os.path.join(base, names[i]), "rb") as fh:
                 held = fh.read()
         except OSError:
             return None
@@ -72,7 +74,11 @@ def lookup(root: Path, stamps: Mapping[str, tuple]) -> str | None:
 def keep(root: Path, revision: str, entries: Sequence[tuple]) -> None:
     """Remember ``revision`` of the files ``entries`` name: the revision stream's chain
     (``(rel, stamp, sha256 of a young file's bytes or None, ...)`` per file, in order)."""
-    paths = tuple(e[0] for e in entries)
-    kept = tuple(e[1] for e in entries)
+    kept = tuple(map(_STAMP, entries))
     young = {i: e[2] for i, e in enumerate(entries) if e[2] is not None}
-    write_kept(_file(root), MAGIC, (revision, paths, kept, young))
+    # the paths as one string: every install writes this file, and marshalling 2 000 path
+    # strings one by one cost as much as the rest of the write (no path holds a NUL)
+    write_kept(_file(root), MAGIC, (revision, "\0".join(map(_REL, entries)), kept, young))
+
+
+_REL, _STAMP = itemgetter(0), itemgetter(1)
