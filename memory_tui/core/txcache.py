@@ -1657,6 +1657,8 @@ class RevisionJob:
                 puts[rel] = data
         before = dict(before)  # the caller's may change while the worker reads it
         self._puts = puts
+        # the chain is then ``before``'s paths in its order (see ``result``)
+        self._before = before if not gone and all(rel in before for rel in puts) else None
         self._out: tuple[str, list] | None = None
         self._error: BaseException | None = None
         self._cancel = threading.Event()
@@ -1702,8 +1704,10 @@ class RevisionJob:
             return self.cache.revision(stamps, installed=True)
         value, entries = out
         now = time.time_ns()
-        fixed: list = []
         puts = self._puts
+        if self._before is not None:
+            return self._result_in_place(value, entries, stamps, now)
+        fixed: list = []
         for entry, (rel, st) in zip(entries, stamps.items()):
             if entry[0] != rel:
                 return self.cache.revision(stamps, installed=True)
@@ -1714,6 +1718,31 @@ class RevisionJob:
             elif entry[1] != st:
                 return self.cache.revision(stamps, installed=True)
             fixed.append(entry)
+        self.cache._commit_stream(fixed, stamps, value, now)
+        return value
+
+    def _result_in_place(self, value: str, entries: list, stamps: Mapping[str, Stamp], now: int) -> str:
+        """``result`` for an install that removed and added no file: the chain's paths are
+        ``before``'s, in its order, and each entry the install did not write carries
+        ``before``'s stamp, so the walk's check is two C-level comparisons (``before`` with the
+        written files' new stamps equals ``stamps``, in the same order) and only the written
+        files' entries are made again -- not a Python loop over every file."""
+        before, puts = self._before, self._puts
+        assert before is not None
+        expected = dict(before)
+        for rel in puts:
+            expected[rel] = stamps.get(rel)
+        keys = list(stamps)
+        if expected != stamps or keys != list(expected):
+            return self.cache.revision(stamps, installed=True)
+        fixed = list(entries)
+        for rel in puts:
+            i = keys.index(rel)
+            entry, st, data = fixed[i], stamps[rel], puts[rel]
+            if entry[0] != rel or entry[1] is not None:
+                return self.cache.revision(stamps, installed=True)
+            check = None if len(data) == st[1] and not is_racy(st[0], st[3], now) else entry[2]
+            fixed[i] = (rel, st, check, entry[3], entry[4])
         self.cache._commit_stream(fixed, stamps, value, now)
         return value
 
