@@ -32,7 +32,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from itertools import compress, repeat
 from operator import and_, attrgetter, is_, is_not, itemgetter, ne, not_, or_
 from pathlib import Path
@@ -196,6 +196,9 @@ _LISTINGS: dict[str, dict[str, tuple[tuple, tuple]]] = {}
 _STAMP_OF = attrgetter("st_mtime_ns", "st_size", "st_ino", "st_ctime_ns")
 _MODE_OF = attrgetter("st_mode")
 _FILES, _DIR, _RUNTIME, _LINK = 0, 1, 2, 3
+# a folder opened only to stat its files by name: never through a link put in its place
+_BY_NAME = os.stat in os.supports_dir_fd and os.stat in os.supports_follow_symlinks and hasattr(os, "O_DIRECTORY")
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 class _Moved(Exception):
@@ -203,36 +206,38 @@ class _Moved(Exception):
 
 
 def _list_folder(dir_path: str, prefix: str) -> tuple:
-    """A folder's entries in name order as segments: runs of regular files (their relative and
-    full paths), sub-folders, the runtime folder and symbolic links -- the classification of
-    ``_walk_revision``."""
+    """A folder's entries in name order as segments: runs of regular files (their relative
+    paths and names), sub-folders, the runtime folder and symbolic links -- the classification
+    of ``_walk_revision``. The kinds come from the listing itself (``d_type``; ``DirEntry``
+    stats only where the file system leaves it unknown): a folder an install just wrote into
+    is listed again on every walk, and one ``lstat`` per entry doubled its cost."""
     with os.scandir(dir_path) as it:
         entries = sorted(it, key=lambda e: e.name)
     top = not prefix
     segments: list[tuple] = []
     rels: list[str] = []
-    fulls: list[str] = []
+    names: list[str] = []
     for entry in entries:
         name = entry.name
         if top and is_internal_top(name) and name not in RUNTIME_NAMES:
             continue
-        mode = entry.stat(follow_symlinks=False).st_mode
-        if stat_mod.S_ISREG(mode):
+        if entry.is_file(follow_symlinks=False):
             rels.append(prefix + name)
-            fulls.append(entry.path)
+            names.append(name)
             continue
-        if stat_mod.S_ISDIR(mode) or stat_mod.S_ISLNK(mode):
+        link = entry.is_symlink()
+        if link or entry.is_dir(follow_symlinks=False):
             if rels:
-                segments.append((_FILES, tuple(rels), tuple(fulls)))
-                rels, fulls = [], []
-            if stat_mod.S_ISLNK(mode):
+                segments.append((_FILES, tuple(rels), tuple(names)))
+                rels, names = [], []
+            if link:
                 segments.append((_LINK, prefix + name))
             elif top and name in RUNTIME_NAMES:
                 segments.append((_RUNTIME, name, entry.path))
             else:
                 segments.append((_DIR, prefix + name + "/", entry.path))
     if rels:
-        segments.append((_FILES, tuple(rels), tuple(fulls)))
+        segments.append((_FILES, tuple(rels), tuple(names)))
     return tuple(segments)
 
 
@@ -257,8 +262,9 @@ def _walk_listed_once(base: str) -> tuple[dict[str, Stamp], tuple[str, ...]]:
     previous = _LISTINGS.get(base) or {}
     listings: dict[str, tuple[tuple, tuple]] = {}
     rels: list[str] = []
-    fulls: list[str] = []
+    stats: list[os.stat_result] = []
     links: list[str] = []
+    fds: list[int] = []
 
     def visit(dir_path: str, prefix: str, st: os.stat_result) -> None:
         key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
@@ -272,11 +278,20 @@ def _walk_listed_once(base: str) -> tuple[dict[str, Stamp], tuple[str, ...]]:
             # taken after ``now``, so a change after it is stamped at least a tick later
             if now - max(st.st_mtime_ns, st.st_ctime_ns) >= RACY_NS:
                 listings[dir_path] = (key, segments)
+        fd = -1
         for seg in segments:
             kind = seg[0]
             if kind == _FILES:
                 rels.extend(seg[1])
-                fulls.extend(seg[2])
+                if not _BY_NAME:
+                    stats.extend(map(os.lstat, map(os.path.join, repeat(dir_path), seg[2])))
+                    continue
+                if fd < 0:
+                    # by name in the open folder: each lstat then resolves one component, not
+                    # the whole path (a syscall is dear in a VM; this is most of the walk)
+                    fd = os.open(dir_path, _DIR_FLAGS)
+                    fds.append(fd)
+                stats.extend(map(partial(os.stat, dir_fd=fd, follow_symlinks=False), seg[2]))
             elif kind == _DIR:
                 sub = os.lstat(seg[2])
                 if not stat_mod.S_ISDIR(sub.st_mode):
@@ -292,13 +307,16 @@ def _walk_listed_once(base: str) -> tuple[dict[str, Stamp], tuple[str, ...]]:
                     continue
                 if stat_mod.S_ISREG(rst.st_mode):
                     rels.append(seg[1] + "/runtime.json")
-                    fulls.append(path)
+                    stats.append(rst)
             else:
                 links.append(seg[1])
 
-    visit(base, "", st)
+    try:
+        visit(base, "", st)  # FileNotFoundError: the race, walked in full
+    finally:
+        for fd in fds:
+            os.close(fd)
     _LISTINGS[base] = listings
-    stats = list(map(os.lstat, fulls))  # FileNotFoundError: the race, walked in full
     if not all(map(stat_mod.S_ISREG, map(_MODE_OF, stats))):
         raise _Moved
     return dict(zip(rels, map(_STAMP_OF, stats))), tuple(links)
