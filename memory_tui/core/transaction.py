@@ -1234,7 +1234,7 @@ def _prepare(stage: Stage, ctx: _Context) -> _Prepared:
 
 
 def _validated(stage: Stage, ctx: _Context, prep: _Prepared) -> TxResult:
-    stage.cache.retain({**stage.committed_texts, **prep.new_texts})
+    stage.cache.retain_lazily({**stage.committed_texts, **prep.new_texts})
     return TxResult(ok=True, message="valid", revision=stage.revision, changed_files=_changed(prep.plan, ctx),
                     warnings=prep.warnings, **prep.base)
 
@@ -1246,7 +1246,7 @@ def _finish(stage: Stage, ctx: _Context, prep: _Prepared) -> TxResult:
     if ctx.validate_only:
         return _validated(stage, ctx, prep)
     if prep.plan.empty:
-        stage.cache.retain(stage.committed_texts)  # a no-op writes nothing, not even the cache
+        stage.cache.retain_lazily(stage.committed_texts)  # a no-op writes nothing, not even the cache
         # the workspace as walked under this lock (a stage made under it: as walked then)
         stage.cache.note_walk(stage.locked_stamps if stage.locked_stamps is not None else stage.stamps,
                               stage.locked_links if stage.locked_links is not None else stage.links, stage.revision)
@@ -1263,7 +1263,7 @@ def _finish(stage: Stage, ctx: _Context, prep: _Prepared) -> TxResult:
     job = prep.revision_job if prep.revision_job is not None else _start_revision(stage, prep, before)
     try:
         install(root, stage.path, prep.plan)
-        stage.cache.retain(prep.new_texts)
+        stage.cache.retain_lazily(prep.new_texts)
         stage.cache.save_disk(stage.layout)
         # ``before`` with what the install replaced stat-ed again: no second walk of the whole workspace
         targets = [(t.kind, t.path) for t in prep.plan.targets]

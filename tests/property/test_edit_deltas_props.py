@@ -1,6 +1,7 @@
 """The per-edit structures a transaction keeps as deltas instead of rebuilding them equal what
 the rebuild gives: the block-id locations laid over a shared map (``txcache.Locations``), the
-cache's ``retain`` by C-level passes (against ``_retain_full`` here, the per-entry filter), and the
+cache's ``retain`` by C-level passes (against ``_retain_full`` here, the per-entry filter) and its
+lazy form (against a retain after every edit), and the
 proofs kept on disk as a file plus an append-only log (against the proofs the process held,
 through crashes that cut the log short or leave garbage in it)."""
 
@@ -243,3 +244,39 @@ def test_a_line_cut_short_costs_only_itself(tmp_path):
     again = txcache.WorkspaceCache(tmp_path)
     again.load_disk(layout)
     assert set(again.proofs) == {("a.md", _digest(1)), ("b.md", _digest(2)), ("d.md", _digest(4))}
+
+
+def test_lazy_retain_bounds_the_caches_and_answers_as_an_exact_retain(tmp_path, monkeypatch):
+    """``retain_lazily`` lets at most ``RETAIN_SLACK`` dead entries stay between prunes, and a
+    run of edits answers exactly as with a full ``retain`` after every one (every cache checks
+    the text it was made from, so a dead entry is never handed out)."""
+    from memory_tui.core import transaction as tx
+    from memory_tui.demo import build_demo
+
+    monkeypatch.setattr(txcache, "RETAIN_SLACK", 6)
+    rel = "topics/conversations/kyoto-trip-in-spring.md"
+    answers = {}
+    for how in ("lazy", "exact"):
+        txcache.clear_caches()
+        if how == "exact":
+            monkeypatch.setattr(txcache.WorkspaceCache, "retain_lazily", txcache.WorkspaceCache.retain)
+        state = build_demo(tmp_path / how, now=1796000000.0)
+        path = state / "memory" / rel
+        base = path.read_text()
+        words = [w for w in base.split() if w.isalpha() and len(w) > 4][:12]
+        assert len(words) >= 6
+        cache = txcache.cache_for(state / "memory")
+        seen, sizes, pruned = [], [], False
+        for i, word in enumerate(words * 2):
+            text = path.read_text().replace(word, word.upper(), 1) if i % 3 else base
+            r = tx.staged_edit(state, rel, text, git_commit="off")
+            seen.append((r.ok, r.code, r.changed_files, path.read_bytes()))
+            before = cache._cached_entries()
+            sizes.append(before)
+            if how == "lazy":
+                assert before <= cache._retained_size + txcache.RETAIN_SLACK + 4  # one edit adds a few
+                pruned = pruned or before < max(sizes)
+        if how == "lazy":
+            assert pruned  # the slack was reached and the caches pruned back
+        answers[how] = seen
+    assert answers["lazy"] == answers["exact"]
