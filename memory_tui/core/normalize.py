@@ -21,6 +21,9 @@ from __future__ import annotations
 
 import posixpath
 import re
+import threading
+from itertools import compress, repeat
+from operator import attrgetter, is_not, itemgetter
 from collections.abc import Callable, Iterable, Mapping, Set as AbstractSet
 from dataclasses import dataclass, field
 from urllib.parse import unquote
@@ -1050,6 +1053,18 @@ def _keep_only(memo: dict[int, tuple], topics: tuple[Topic, ...]) -> None:
                 memo.pop(key, None)
 
 
+# The last memoised link check: its tree, and per path the topic object found clear in it (no
+# bare topic link, every block id it links to in that tree) with those ids; ``_LINKED_BY`` indexes
+# the clear topics by the ids they link to. Only those topics' answers carry over to the next
+# tree, and only while none of their ids left it. Updated in place under ``_CLEAR_LOCK``.
+_CLEAR_LOCK = threading.Lock()
+_CLEAR: dict[str, tuple[Topic, tuple[str, ...]]] = {}
+_LINKED_BY: dict[str, set[str]] = {}
+_CLEAR_TREE: list[TopicTree | None] = [None]
+# More replaced topics than this since the last check and every topic is looked at again.
+CLEAR_MAX_MOVED = 64
+
+
 def check_cross_topic_links_incremental(
     tree: TopicTree, *, committed: TopicTree | None = None,
     summary: Callable[[Topic], tuple[bool, tuple[str, ...]] | None] | None = None,
@@ -1059,18 +1074,72 @@ def check_cross_topic_links_incremental(
     (is the id there, did the unit's content change) is looked up for the few units that hold
     a link. Only for a tree free of duplicate ids (its units are its topics' units in order);
     anything else takes the full check. ``summary(topic)``: ``topic_link_summary(topic)``
-    (possibly remembered by path and text) or ``None``; a topic it clears is not looked into."""
+    (possibly remembered by path and text) or ``None``; a topic it clears is not looked into.
+
+    With ``summary``, a topic found clear by the last call is not asked again while it is the
+    very same parse and no id it links to left the tree since: its answer cannot have changed
+    (it has no bare link, so the committed tree does not enter it). So an edit looks at the
+    topics it replaced, those linking to an id it removed, and the few that are not clear --
+    not at every topic of the tree."""
     if not tree.dupfree:
         return check_cross_topic_links(tree, committed=committed)
     _keep_only(_TOPIC_FINDINGS, tree.topics)
+    if summary is None:
+        return _link_problems(tree, tree.topics, committed, None)
+    with _CLEAR_LOCK:
+        return _link_problems(tree, _to_look_at(tree), committed, summary)
+
+
+def _to_look_at(tree: TopicTree) -> Iterable[Topic]:
+    """The topics of ``tree`` (in its order) whose answer ``_CLEAR`` does not give; forgets the
+    clear answers that no longer hold. Call with ``_CLEAR_LOCK`` held."""
+    topics = tree.topics
+    last = _CLEAR_TREE[0]
+    _CLEAR_TREE[0] = tree
+    if last is None or not last.dupfree or len(last.topics) != len(topics):
+        _CLEAR.clear()
+        _LINKED_BY.clear()
+        return topics
+    moved = list(compress(range(len(topics)), map(is_not, topics, last.topics)))
+    if len(moved) > CLEAR_MAX_MOVED:
+        _CLEAR.clear()
+        _LINKED_BY.clear()
+        return topics
+    old = last.topics
+    for mid in {mid for i in moved for mid in old[i].memory_ids if not tree.has_id(mid)}:
+        for path in _LINKED_BY.pop(mid, ()):
+            _forget_clear(path)
+    # what is left of _CLEAR holds for this tree: every topic that is not its clear parse
+    hits = map(_CLEAR.get, map(_TOPIC_PATH, topics), repeat(_NO_CLEAR))
+    return list(compress(topics, map(is_not, topics, map(_FIRST, hits))))
+
+
+def _forget_clear(path: str) -> None:
+    hit = _CLEAR.pop(path, None)
+    if hit is not None:
+        for bid in hit[1]:
+            paths = _LINKED_BY.get(bid)
+            if paths is not None:
+                paths.discard(path)
+                if not paths:
+                    del _LINKED_BY[bid]
+
+
+def _link_problems(tree: TopicTree, topics: Iterable[Topic], committed: TopicTree | None,
+                   summary: Callable[[Topic], tuple[bool, tuple[str, ...]] | None] | None) -> list[Problem]:
     problems: list[Problem] = []
     has_id = tree.has_id
-    for topic in tree.topics:
+    for topic in topics:
         if summary is not None:
             known = summary(topic)
+            if _CLEAR.get(topic.path, _NO_CLEAR)[0] is not topic:
+                _forget_clear(topic.path)
             # no bare topic link and every block link's id in the tree: nothing to report,
             # whatever changed, so a cached topic's units need not be built to know it
             if known is not None and not known[0] and all(map(has_id, known[1])):
+                _CLEAR[topic.path] = (topic, known[1])
+                for bid in known[1]:
+                    _LINKED_BY.setdefault(bid, set()).add(topic.path)
                 continue
         for unit, findings in topic_link_findings(topic):
             if not findings:
@@ -1078,11 +1147,16 @@ def check_cross_topic_links_incremental(
             changed = _unit_changed(unit, committed, True)
             for bid, problem in findings:
                 if bid is not None:
-                    if not tree.has_id(bid):
+                    if not has_id(bid):
                         problems.append(problem)
                 elif changed:
                     problems.append(problem)
     return problems
+
+
+_NO_CLEAR = (None, ())
+_FIRST = itemgetter(0)
+_TOPIC_PATH = attrgetter("path")
 
 
 def _links_with_positions(lines: list[str], unit: Unit):

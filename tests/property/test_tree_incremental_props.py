@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from memory_tui.core import txcache
 from memory_tui.core.normalize import (block_id_locations, check_cross_topic_links,
-                                       check_cross_topic_links_incremental)
+                                       check_cross_topic_links_incremental, topic_link_summary)
 from memory_tui.core import topics as topics_mod
 from memory_tui.core.topics import assemble_tree, parse_topic, reassemble_tree, topic_sort_key
 
@@ -87,6 +87,10 @@ def _reassemble_steps(first, steps, tmp_path_factory) -> None:
         assert incr.dupfree == (len(full.units) == sum(len(t.units) for t in topics))
         assert check_cross_topic_links_incremental(incr, committed=prev) == check_cross_topic_links(full, committed=prev)
         assert check_cross_topic_links_incremental(incr) == check_cross_topic_links(full)
+        # with summaries, a topic found clear in the last tree checked is not asked again (that
+        # tree may be another example's: the memo holds across them, as across workspaces)
+        assert check_cross_topic_links_incremental(incr, committed=prev, summary=topic_link_summary) == \
+            check_cross_topic_links(full, committed=prev)
         assert cache.block_locations(texts) == block_id_locations(texts)
         prev, prev_texts = incr, texts
 
@@ -113,3 +117,18 @@ def test_a_duplicate_id_across_files_takes_the_full_assembly():
     assert not tree.dupfree
     assert [p.message for p in tree.problems] == [p.message for p in assemble_tree([one, dup]).problems]
     assert any("duplicate memory_id" in p.message for p in tree.problems)
+
+
+def test_a_clear_topic_is_asked_again_once_an_id_it_links_to_leaves_the_tree():
+    linked = parse_topic("a.md", "# A\n\n" + _record(1, IDS[0], None, False), strict=True)
+    other = parse_topic("a.md", "# A\n\n" + _record(1, IDS[2], None, False), strict=True)
+    linking = parse_topic("b.md", "# B\n\n" + _record(2, IDS[1], ("a.md", IDS[0]), False), strict=True)
+    before = assemble_tree([linked, linking])
+    after = reassemble_tree(before, [other, linking])  # b.md: the very same parse
+    assert before.dupfree and after.dupfree
+    assert check_cross_topic_links_incremental(before, committed=before, summary=topic_link_summary) == []
+    got = check_cross_topic_links_incremental(after, committed=before, summary=topic_link_summary)
+    assert got == check_cross_topic_links(assemble_tree([other, linking]), committed=before) != []
+    # and back: the id is there again, so is nothing to report
+    assert check_cross_topic_links_incremental(reassemble_tree(after, [linked, linking]), committed=after,
+                                               summary=topic_link_summary) == []
