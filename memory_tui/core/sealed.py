@@ -53,11 +53,11 @@ def read_kept(path: Path, magic: bytes) -> Any:
     return unseal(magic, data)
 
 
-def write_kept(path: Path, magic: bytes, value: Any) -> None:
-    """Replace ``path`` with ``value`` sealed; never through a symlinked runtime dir, never
-    creating one for a cache. Best effort: a cache the next process rebuilds."""
+def write_kept(path: Path, magic: bytes, value: Any, version: int = 4) -> None:
+    """Replace ``path`` with ``value`` sealed (marshal ``version``); never through a symlinked
+    runtime dir, never creating one for a cache. Best effort: a cache the next process rebuilds."""
     try:
         if not path.parent.is_symlink() and path.parent.is_dir():
-            replace_cache_file(path, seal(magic, value))
+            replace_cache_file(path, seal(magic, value, version))
     except (OSError, ValueError):  # ValueError: a value marshal cannot hold
         pass
