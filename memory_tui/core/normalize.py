@@ -22,8 +22,8 @@ from __future__ import annotations
 import posixpath
 import re
 import threading
-from itertools import compress, repeat
-from operator import attrgetter, is_not, itemgetter
+from itertools import compress, filterfalse, repeat
+from operator import and_, attrgetter, is_, is_not, itemgetter, not_
 from collections.abc import Callable, Iterable, Mapping, Set as AbstractSet
 from dataclasses import dataclass, field
 from urllib.parse import unquote
@@ -561,14 +561,20 @@ def normalize_tree(
     if memo is None:
         def memo(_path, text, fn):  # type: ignore[no-redef]
             return fn(text)
-    inputs: dict[str, str | None] = {}
-    for key, value in staged.items():
-        inputs[key[len("topics/"):] if key.startswith("topics/") else key] = value
+    # The passes over every file below are C-level (``map``/``zip``/``compress``): a one-topic
+    # edit hands every topic of the tree, and only the changed ones are worked on.
+    inputs: dict[str, str | None]
+    if any(map(str.startswith, staged, repeat("topics/"))):
+        inputs = {}
+        for key, value in staged.items():
+            inputs[key[len("topics/"):] if key.startswith("topics/") else key] = value
+    else:
+        inputs = dict(staged)
     committed_texts: dict[str, str] = {}
     committed_tree: TopicTree | None
     if isinstance(committed, TopicTree):
         committed_tree = committed
-        committed_texts = {t.path: t.text for t in committed.topics}
+        committed_texts = dict(zip(map(_TOPIC_PATH, committed.topics), map(_TOPIC_TEXT, committed.topics)))
     elif committed is not None:
         committed_texts = {(k[7:] if k.startswith("topics/") else k): v for k, v in committed.items() if v is not None}
         committed_tree = parse_tree(committed_texts, resolve=resolve, strict=False)
@@ -582,7 +588,7 @@ def normalize_tree(
         if committed_tree is not None:
             committed_set |= set(committed_tree.ids)
 
-    live = {p: t for p, t in inputs.items() if t is not None}
+    live = inputs if None not in inputs.values() else {p: t for p, t in inputs.items() if t is not None}
     order_inputs = _sorted_paths(inputs, mode)  # distinct paths: the order of any subset is this one's
     order_all = order_inputs if len(live) == len(inputs) else [p for p in order_inputs if p in live]
     if committed_tree is not None:
@@ -592,20 +598,21 @@ def normalize_tree(
         # A file passed through last time with the very same text object, committed topic
         # object and proof key passes again: every input of the test below is a function of
         # those three (its own ids, its label, the committed text, the proof).
-        own_of = {t.path: t for t in committed_tree.topics} if committed_tree is not None else {}
+        own_of = (dict(zip(map(_TOPIC_PATH, committed_tree.topics), committed_tree.topics))
+                  if committed_tree is not None else {})
         last_key, known = _PASSED
         if proof_key is None or last_key is not proof_key or mode == "full":
             known = {}
-        passed: dict[str, tuple[str, Topic]] = {}
         known_get, own_get = known.get, own_of.get
-        for path in order_all:
+        # passed last time with this very text and committed topic (a hit's topic is never None)
+        hits = list(map(known_get, order_all, repeat(_NO_HIT)))
+        again = list(map(and_, map(is_, map(live.__getitem__, order_all), map(_FIRST, hits)),
+                         map(is_, map(own_get, order_all), map(_SECOND, hits))))
+        passed: dict[str, tuple[str, Topic]] = dict(zip(compress(order_all, again), compress(hits, again)))
+        passthrough.update(passed)
+        for path in compress(order_all, map(not_, again)):
             text = live[path]
             own = own_get(path)
-            hit = known_get(path)
-            if hit is not None and hit[0] is text and hit[1] is own:
-                passthrough.add(path)
-                passed[path] = hit
-                continue
             if committed_texts.get(path) != text or memo(path, text, has_local_label):
                 continue
             ids = memo(path, text, _text_line_end_ids)
@@ -624,7 +631,7 @@ def normalize_tree(
         if mode == "check":
             _check_passthrough(passthrough, live, committed_texts, committed_tree, committed_set,
                                proven_canonical, memo)
-    order = [p for p in order_all if p not in passthrough]
+    order = list(filterfalse(passthrough.__contains__, order_all))
     work: dict[str, list[str]] = {p: split_lines(live[p]) for p in order}
     problems: list[Problem] = []
 
@@ -727,12 +734,9 @@ def normalize_tree(
                                     refuse_drops=refuse_drops)
         texts[path] = pruned
         dropped.extend(notes)
-    for path in passthrough:
-        texts[path] = live[path]
-    for path, value in inputs.items():
-        if value is None:
-            texts[path] = None
-    texts = {p: texts[p] for p in order_inputs}  # every input path is in texts
+    # every input path, in tree order: a passed-through file's text as given, a deleted one's None
+    changed_texts, texts = texts, dict(zip(order_inputs, map(inputs.__getitem__, order_inputs)))
+    texts.update(changed_texts)
     used_labels = {label: eid for label, eid in labels.items()}
     return NormalizeResult(
         texts=texts,
@@ -1155,8 +1159,9 @@ def _link_problems(tree: TopicTree, topics: Iterable[Topic], committed: TopicTre
 
 
 _NO_CLEAR = (None, ())
-_FIRST = itemgetter(0)
-_TOPIC_PATH = attrgetter("path")
+_NO_HIT = (None, None)
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
+_TOPIC_PATH, _TOPIC_TEXT = attrgetter("path"), attrgetter("text")
 
 
 def _links_with_positions(lines: list[str], unit: Unit):
