@@ -49,8 +49,8 @@ from .sources import SourceIndex, SourceRecord
 from .topics import (CITATION_RE, DEFINITION_RE, Topic, TopicTree, Unit, is_error, iter_blocks, parse_topic, read_topic_texts,
                      topic_sort_key)
 from .parsecache import store_for
-from .txcache import (RevisionJob, WorkspaceCache, any_racy, cache_for, derive, installed_stamps, revision_walk,
-                      tx_mode)
+from .txcache import (InstalledRevision, PendingRevision, RevisionJob, WorkspaceCache, any_racy, cache_for, derive,
+                      installed_stamps, revision_text, revision_walk, tx_mode)
 from . import noopcache
 from .viewcache import mode as views_mode
 from .workspace import RuntimeState, dump_runtime_json, load_runtime_state, workspace_revision
@@ -186,6 +186,24 @@ class CoreInfo:
         return {"tokens": self.tokens, "omitted_ids": list(self.omitted_ids), "budget": self.budget}
 
 
+class _Revision:
+    """``TxResult.revision``: given a string or a pending revision (``txcache``'s
+    ``PendingRevision``, or ``InstalledRevision`` in an install's own result), read as the
+    string, hashed at the first read: an install's caller that never reads the new revision
+    never pays for its O(workspace) hash."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._slot = "_" + name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> str | None:
+        if obj is None:
+            return None  # the dataclass field's default
+        return revision_text(obj.__dict__[self._slot])
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        obj.__dict__[self._slot] = value  # frozen: only ``__init__`` sets it
+
+
 @dataclass(frozen=True)
 class TxResult:
     ok: bool
@@ -195,7 +213,7 @@ class TxResult:
     line: int | None = None
     column: int | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
-    revision: str | None = None
+    revision: str | None = _Revision()  # type: ignore[assignment]
     changed_files: tuple[str, ...] = ()
     block_ids: Mapping[str, str] = field(default_factory=dict)
     evidence_ids: Mapping[str, str] = field(default_factory=dict)
@@ -424,8 +442,9 @@ class Stage:
         now = time.time_ns()
         self.stamps_racy = any_racy(self.stamps, now)
         # remembered: the revision of the bytes installed, never of what the files hold now (a
-        # file changed since is then found by the walk under the lock, or by its revision)
-        self.revision = remembered if walked is not None else self.cache.revision(self.stamps)
+        # file changed since is then found by the walk under the lock, or by its revision);
+        # possibly not hashed yet (``PendingRevision``: see ``revision``)
+        self.revision_ref: str | PendingRevision = remembered if walked is not None else self.cache.revision(self.stamps)
         # baseline next, from the committed tree, before anything is copied; unchanged files
         # are neither read nor parsed again (txcache)
         self.index = source_index(self.memory_root, self.stamps)
@@ -488,6 +507,14 @@ class Stage:
         except BaseException:
             self.discard()
             raise
+
+    @property
+    def revision(self) -> str:
+        """The revision the stage was read at, as a string (hashed now if the last install
+        left it pending; the transaction itself compares by ``revision_ref``)."""
+        text = revision_text(self.revision_ref)
+        assert text is not None
+        return text
 
     def own_root_files(self) -> None:
         """Copy the committed root files (derived views, legacy commitments, runtime.json) into
@@ -698,7 +725,7 @@ def _unchanged(stage: Stage) -> bool:
     if links != stage.links:
         return False  # a link appeared or vanished: the stage may have read through it
     if stamps == stage.stamps and (not stage.stamps_racy or (
-            tx_mode() != "full" and stage.cache.holds_revision(stamps, stage.revision))):
+            tx_mode() != "full" and stage.cache.holds_revision(stamps, stage.revision_ref))):
         return True  # inside the clock tick only the files young then are read again, not the stream
     return stage.cache.revision(stamps) == stage.revision
 
@@ -1235,7 +1262,7 @@ def _prepare(stage: Stage, ctx: _Context) -> _Prepared:
 
 def _validated(stage: Stage, ctx: _Context, prep: _Prepared) -> TxResult:
     stage.cache.retain_lazily({**stage.committed_texts, **prep.new_texts})
-    return TxResult(ok=True, message="valid", revision=stage.revision, changed_files=_changed(prep.plan, ctx),
+    return TxResult(ok=True, message="valid", revision=stage.revision_ref, changed_files=_changed(prep.plan, ctx),
                     warnings=prep.warnings, **prep.base)
 
 
@@ -1249,10 +1276,10 @@ def _finish(stage: Stage, ctx: _Context, prep: _Prepared) -> TxResult:
         stage.cache.retain_lazily(stage.committed_texts)  # a no-op writes nothing, not even the cache
         # the workspace as walked under this lock (a stage made under it: as walked then)
         stage.cache.note_walk(stage.locked_stamps if stage.locked_stamps is not None else stage.stamps,
-                              stage.locked_links if stage.locked_links is not None else stage.links, stage.revision)
+                              stage.locked_links if stage.locked_links is not None else stage.links, stage.revision_ref)
         _remember_noop(stage, ctx, prep)  # ... except its own answer, once (noopcache)
         return TxResult(
-            ok=True, message="no change", revision=stage.revision, changed_files=tuple(ctx.reported_changed),
+            ok=True, message="no change", revision=stage.revision_ref, changed_files=tuple(ctx.reported_changed),
             memory_committed=True, git_error=gitlog.NOTHING_TO_COMMIT if ctx.git_commit != "off" else None,
             warnings=prep.warnings, **prep.base,
         )
@@ -1261,6 +1288,9 @@ def _finish(stage: Stage, ctx: _Context, prep: _Prepared) -> TxResult:
     # the stamps walked under this lock (by ``_unchanged``, or by a stage made under it)
     before = stage.locked_stamps if stage.locked_stamps is not None else stage.stamps
     job = prep.revision_job if prep.revision_job is not None else _start_revision(stage, prep, before)
+    # no job: the revision is left for its first reader (``defer_revision``), from the bytes
+    # staged now (the install moves the staged files into place)
+    puts = _staged_bytes(stage, prep) if job is None and stage.cache.can_defer() else None
     try:
         install(root, stage.path, prep.plan)
         stage.cache.retain_lazily(prep.new_texts)
@@ -1272,9 +1302,18 @@ def _finish(stage: Stage, ctx: _Context, prep: _Prepared) -> TxResult:
             return installed_stamps(root, before, targets) or revision_stamps(root)
 
         stamps = derive("post-install stamps", after_install, lambda: revision_stamps(root))
-        revision = derive("post-install revision",
-                          lambda: job.result(stamps) if job is not None else stage.cache.revision(stamps, installed=True),
-                          lambda: workspace_revision(root))
+
+        def installed_revision() -> str | PendingRevision:
+            if job is not None:
+                return job.result(stamps)
+            if puts is not None:
+                deferred = stage.cache.defer_revision(stamps, puts)
+                if deferred is not None:
+                    return deferred
+            return stage.cache.revision(stamps, installed=True)
+
+        revision = derive("post-install revision", installed_revision, lambda: workspace_revision(root),
+                          lambda a, b: revision_text(a) == b)
         if all(t.kind == "file" for t in prep.plan.targets):
             # one regular file renamed over (or removed) per target: no link came or went
             links = stage.locked_links if stage.locked_links is not None else stage.links
@@ -1292,7 +1331,7 @@ def _finish(stage: Stage, ctx: _Context, prep: _Prepared) -> TxResult:
     return TxResult(
         ok=True,
         message="installed",
-        revision=revision,
+        revision=InstalledRevision(revision) if isinstance(revision, PendingRevision) else revision,
         changed_files=changed_files,
         memory_committed=True,
         git_committed=git_committed,
@@ -1306,17 +1345,26 @@ def _finish(stage: Stage, ctx: _Context, prep: _Prepared) -> TxResult:
 def _start_revision(stage: Stage, prep: _Prepared, before: Mapping[str, tuple[int, int, int, int]]) -> RevisionJob | None:
     """Start hashing the revision the install of ``prep`` will leave (memory spec §2.6: one
     stream, so everything after the first changed file is hashed again) on the second core,
-    from the staged bytes, while the install and the bookkeeping run. Only for plans whose
-    every target is one file (the new bytes are exactly the staged file's); a tree target, or
-    ``MEMORY_TUI_TX=full``, takes the revision from the files after the install."""
-    if prep.plan.empty or tx_mode() == "full":
+    from the staged bytes, while the install and the bookkeeping run -- unless the cache can
+    leave it for its first reader (``WorkspaceCache.can_defer``: a process that keeps a chain
+    between transactions). Only for plans whose every target is one file (the new bytes are
+    exactly the staged file's); a tree target, or ``MEMORY_TUI_TX=full``, takes the revision
+    from the files after the install."""
+    if prep.plan.empty or tx_mode() == "full" or stage.cache.can_defer():
         return None
+    changes = _staged_bytes(stage, prep)
+    return None if changes is None else stage.cache.start_revision(before, changes)
+
+
+def _staged_bytes(stage: Stage, prep: _Prepared) -> dict[str, bytes | None] | None:
+    """What the install of ``prep`` will write, by path (``None``: removed); ``None`` when a
+    target is a whole tree."""
     changes: dict[str, bytes | None] = {}
     for t in prep.plan.targets:
         if t.kind != "file":
             return None
         changes[t.path] = None if t.new is None else (stage.path / t.path).read_bytes()
-    return stage.cache.start_revision(before, changes)
+    return changes
 
 
 def _remember_noop(stage: Stage, ctx: _Context, prep: _Prepared) -> None:

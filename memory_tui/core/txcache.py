@@ -429,6 +429,8 @@ class WorkspaceCache:
         self._revision: tuple[dict, str] | None = None
         self._walk: tuple[dict[str, Stamp], tuple[str, ...], str] | None = None  # ``note_walk``
         self._chain: list[Entry] = []  # the revision stream's chain (``_feed_stream``)
+        self._stale = 0  # the chain's hash states from this index on are not of its bytes (a deferred install's)
+        self._pending: PendingRevision | None = None  # the last install's revision, not yet hashed
         # the last revision hashed here: (its stamps, its value, rel -> SHA-256 of every file
         # whose stamp did not prove its bytes then); see ``holds_revision``
         self._hashed: tuple[dict[str, Stamp], str, dict[str, str]] | None = None
@@ -468,11 +470,13 @@ class WorkspaceCache:
             last = self._revision
             if last is not None and last[0] == stamps:
                 return last[1]
-            chain = self._chain
+            chain, stale, pending = self._chain, self._stale, self._pending
+        if pending is not None and pending.holds(stamps):
+            return pending.value()
         now = time.time_ns()
 
         def fed() -> tuple[str, list | None]:
-            out = _feed_stream(os.fspath(self.root), chain, list(stamps.items()), {}, now)
+            out = _feed_stream(os.fspath(self.root), chain, list(stamps.items()), {}, now, stale=stale)
             assert out is not None  # only a cancelled feed stops early
             return out
 
@@ -485,7 +489,7 @@ class WorkspaceCache:
         value, entries = derive("revision", kept, fed, lambda a, b: a[0] == b[0])
         with self.lock:
             if entries is not None:
-                self._chain = entries
+                self._chain, self._stale = entries, len(entries)
                 self._note_hashed(stamps, value, entries)
             if not any_racy(stamps, now):
                 self._revision = (dict(stamps), value)
@@ -519,6 +523,76 @@ class WorkspaceCache:
         value out only for the very stamps the install left; anything else is recomputed."""
         return RevisionJob(self, before, changes)
 
+    def can_defer(self) -> bool:
+        """Whether an install's revision can be left for :meth:`defer_revision` (the caller
+        then starts no :class:`RevisionJob`): a chain to build on, held bytes kept between
+        transactions (never in a ``one_shot`` process, whose one result is printed at once)
+        and not the full-rebuild mode, which keeps nothing."""
+        with self.lock:
+            return bool(self._chain) and not _ONE_SHOT[0] and tx_mode() != "full"
+
+    def defer_revision(self, stamps: Mapping[str, Stamp], puts: Mapping[str, bytes]) -> "PendingRevision | str | None":
+        """The revision of the files ``stamps`` names right after an install (call under the
+        write lock, ``stamps`` as ``installed_stamps`` gives them; ``puts``: the bytes the
+        install wrote, by path), hashed only when it is read (:class:`PendingRevision`).
+
+        Everything that could change after the lock is released is settled here: the chain's
+        prefix is proven (stamps, young files re-read), and every byte after the resume point
+        is taken into memory -- the chain's held bytes (their stamps proven), ``puts``, and any
+        other file read now. The chain becomes that unhashed one, so the next install builds
+        on it. ``None`` when more than ``TAIL_BYTES`` would have to be read or given (the
+        caller hashes now); the value itself when the chain already ends in these files."""
+        with self.lock:
+            chain, stale = self._chain, self._stale
+        now = time.time_ns()
+        base = os.fspath(self.root)
+        new = {rel: data for rel, data in puts.items() if data is not None and rel in stamps}
+        rels = list(stamps)
+        deferred = _NOT_IN_PLACE
+        if len(rels) == len(chain) and list(map(_ENTRY_REL, chain)) == rels:
+            deferred = _defer_in_place(base, chain, stale, rels, list(stamps.values()), new, now)
+        if deferred is _NOT_IN_PLACE:
+            planned = _plan_stream(base, chain, list(stamps.items()), new, now, read_now=True, read_limit=TAIL_BYTES,
+                                   stale=stale)
+            if planned is None:
+                return None
+            if planned[0] is None:
+                return planned[1]
+            _digest, entries, todo = planned
+            resume = len(entries) - 1
+            for rel, st, check, seg, data in todo:
+                entries.append((rel, st, check, None, seg if seg is not None else _held(rel, data)))
+            deferred = entries, resume, resume + 1
+        if deferred is None:
+            return None
+        entries, resume, stale = deferred
+        young = {entries[j][0]: entries[j][2] for j in _young_at(entries)}
+        pending = PendingRevision(self, dict(stamps), entries, resume, young, now)
+        with self.lock:
+            self._chain, self._stale = entries, stale
+            self._pending = pending
+        return pending
+
+    def _complete(self, pending: "PendingRevision", entries: list, resume: int) -> tuple[str, list | None]:
+        """Hash what ``pending`` holds (everything after its resume point is in memory); the
+        value, and the hashed chain when it is still this cache's chain (then the cache takes
+        it, else ``None``)."""
+        digest = entries[resume][3].copy() if resume >= 0 else hashlib.sha256()
+        todo = [(e[0], e[1], e[2], e[4], None) for e in entries[resume + 1:]]
+        fed = _feed_planned(os.fspath(self.root), digest, entries[:resume + 1], todo, pending.planned_at, True)
+        assert fed is not None  # only a cancelled feed stops early
+        value, out = fed
+        now = time.time_ns()
+        with self.lock:
+            current = self._chain is entries
+            if current:
+                self._chain, self._stale = out, len(out)
+                self._pending = None
+                self._note_hashed(pending.stamps, value, out)
+                if not any_racy(pending.stamps, now):
+                    self._revision = (pending.stamps, value)
+        return value, out if current else None
+
     def _note_hashed(self, stamps: Mapping[str, Stamp], value: str, entries: list) -> None:
         if len(entries) == len(stamps):  # call with ``self.lock`` held
             self._hashed = (dict(stamps), value, {e[0]: e[2] for e in entries if e[2] is not None})
@@ -532,6 +606,8 @@ class WorkspaceCache:
         unchanged, and no later write can keep it). What is read is the files young at that
         hash -- after an install, the ones it wrote -- not the whole stream. ``False`` means
         "not proven" (the caller compares revisions), never "changed"."""
+        if isinstance(revision, PendingRevision):
+            return revision.cache is self and revision.holds(stamps)
         with self.lock:
             hashed = self._hashed
         if hashed is None or hashed[1] != revision or hashed[0] != stamps:
@@ -548,7 +624,7 @@ class WorkspaceCache:
 
     def _commit_stream(self, entries: list, stamps: Mapping[str, Stamp], value: str, now: int) -> None:
         with self.lock:
-            self._chain = entries
+            self._chain, self._stale = entries, len(entries)
             self._note_hashed(stamps, value, entries)
             if not any_racy(stamps, now):
                 self._revision = (dict(stamps), value)
@@ -1492,7 +1568,8 @@ def _proof(data: bytes, st: Stamp, now: int) -> str | None:
 
 
 def _feed_stream(base: str, chain: list, items: list, new: Mapping[str, bytes], now: int,
-                 cancelled: threading.Event | None = None, hold: bool = False) -> tuple[str, list] | None:
+                 cancelled: threading.Event | None = None, hold: bool = False,
+                 stale: int | None = None) -> tuple[str, list] | None:
     """The revision of the files ``items`` (``(rel, stamp)`` in the revision's order) and the
     chain to keep for the next call, where a path in ``new`` will hold those bytes (its stamp
     is ``None``: the caller fills it in once the file is written) and every other file's bytes
@@ -1505,7 +1582,24 @@ def _feed_stream(base: str, chain: list, items: list, new: Mapping[str, bytes], 
     release the GIL --, anything else is read from disk. With ``hold`` the bytes read or
     given are kept in memory for the next call (at most ``TAIL_BYTES``, the end of the
     stream: what follows a change, and so what the next change of the same files re-hashes).
-    ``None`` when ``cancelled`` was set."""
+    ``stale``: the chain's hash states from that index on are not to be resumed from (see
+    ``WorkspaceCache.defer_revision``). ``None`` when ``cancelled`` was set."""
+    planned = _plan_stream(base, chain, items, new, now, read_now=hold, stale=stale)
+    if planned[0] is None:
+        return planned[1], planned[2]
+    return _feed_planned(base, planned[0], planned[1], planned[2], now, hold, cancelled)
+
+
+def _plan_stream(base: str, chain: list, items: list, new: Mapping[str, bytes], now: int,
+                 read_now: bool, read_limit: int | None = None, stale: int | None = None) -> tuple | None:
+    """``_feed_stream``'s first half: everything that must look at the files, nothing hashed.
+    ``(None, value, kept)`` when the chain already ends in the state of ``items``; else
+    ``(digest, out, todo)``: the state to resume from, the chain entries before it, and what to
+    feed after it as ``(rel, stamp, check, seg, data)`` (``seg`` xor ``data``; neither when the
+    file is to be read as it is fed, which ``read_now`` rules out). A file in ``new`` with a
+    stamp (an install already wrote it) is proven by that stamp like any other. With
+    ``read_limit``, ``None`` as soon as more than that many bytes would have to be read from
+    disk or given (what a deferred hash would have to hold)."""
     n = len(items)
     kept: list = []
     i = 0
@@ -1529,17 +1623,17 @@ def _feed_stream(base: str, chain: list, items: list, new: Mapping[str, bytes], 
             entry = (rel, st, None if proven else entry[2], entry[3], entry[4])
         kept.append(entry)
         i += 1
-    k = i - 1
+    k = (i if stale is None else min(i, stale)) - 1
     while k >= 0 and kept[k][3] is None:
         k -= 1
     if k == n - 1:
-        return (kept[k][3].hexdigest()[:32] if k >= 0 else hashlib.sha256().hexdigest()[:32]), kept
+        return None, (kept[k][3].hexdigest()[:32] if k >= 0 else hashlib.sha256().hexdigest()[:32]), kept
     digest = kept[k][3].copy() if k >= 0 else hashlib.sha256()
     out = kept[:k + 1]
 
-    # what to feed after the resume point: (rel, stamp, check, seg, data); seg xor data
     todo: list = []
     later: dict | None = None
+    budget = read_limit
     for j in range(k + 1, n):
         rel, st = items[j]
         if j < i:  # proven above; only its state was missing
@@ -1549,7 +1643,12 @@ def _feed_stream(base: str, chain: list, items: list, new: Mapping[str, bytes], 
                 continue
         elif rel in new:
             data = new[rel]
-            todo.append((rel, None, hashlib.sha256(data).hexdigest(), None, data))
+            if budget is not None:
+                budget -= len(data)
+                if budget < 0:
+                    return None
+            check = hashlib.sha256(data).hexdigest() if st is None else _proof(data, st, now)
+            todo.append((rel, st, check, None, data))
             continue
         else:
             e = chain[j] if j < len(chain) and chain[j][0] == rel else None
@@ -1560,12 +1659,92 @@ def _feed_stream(base: str, chain: list, items: list, new: Mapping[str, bytes], 
             if e is not None and e[2] is None and e[1] == st and e[4] is not None:
                 todo.append((rel, st, None, e[4], None))
                 continue
-        if hold:
+        if read_now:
+            if budget is not None:
+                budget -= st[1]
+                if budget < 0:
+                    return None
             data = _read(base, rel)
             todo.append((rel, st, _proof(data, st, now), None, data))
         else:  # read as it is fed: one file in memory at a time, not the whole stream
             todo.append((rel, st, None, None, None))
+    return digest, out, todo
 
+
+_ENTRY_REL, _ENTRY_STAMP, _ENTRY_CHECK, _ENTRY_SEG = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(4)
+_NOT_IN_PLACE = object()
+
+
+def _held(rel: str, data: bytes) -> tuple[bytes, int, int]:
+    """A file's stream bytes (``path NUL bytes NUL``) as a held segment."""
+    piece = b"".join((rel.encode("utf-8"), b"\x00", data, b"\x00"))
+    return piece, 0, len(piece)
+
+
+def _young_at(entries: list) -> list[int]:
+    """Where ``entries`` has a file whose stamp did not prove its bytes (C-level passes)."""
+    return list(compress(range(len(entries)), map(is_not, map(_ENTRY_CHECK, entries), repeat(None))))
+
+
+def _defer_in_place(base: str, chain: list, stale: int, rels: list[str], stamps: list, new: Mapping[str, bytes],
+                    now: int):
+    """``WorkspaceCache.defer_revision`` when the install added and removed no file (the
+    chain's paths are ``rels``, in order): ``(entries, resume, stale)``, the chain with the
+    entries that moved replaced by their new bytes, the index of the state to resume from and
+    the index from which the entries' states are stale. The files that moved, the young ones
+    and the ones whose bytes are not held are found by C-level passes over the chain, so the
+    work grows with what changed, not with the workspace. ``None`` when more than
+    ``TAIL_BYTES`` would have to be read or given; ``_NOT_IN_PLACE`` when the general plan
+    must decide."""
+    n = len(rels)
+    moved = set(compress(range(n), map(ne, map(_ENTRY_STAMP, chain), stamps)))
+    checks: dict[int, str | None] = {}  # young entries still holding their bytes -> their check now
+    for j in _young_at(chain):
+        rel = rels[j]
+        if j in moved or rel in new:
+            continue
+        try:
+            data = _read(base, rel)
+        except OSError:
+            return _NOT_IN_PLACE
+        if hashlib.sha256(data).hexdigest() != chain[j][2]:
+            moved.add(j)
+            continue
+        checks[j] = _proof(data, stamps[j], now)
+    moved.update(map(rels.index, new))
+    if not moved:
+        return _NOT_IN_PLACE  # nothing moved: the general plan answers from the chain
+    stale = min(min(moved), stale)
+    resume = stale - 1
+    while resume >= 0 and chain[resume][3] is None:
+        resume -= 1
+    entries = list(chain)
+    for j, check in checks.items():
+        e = entries[j]
+        entries[j] = (e[0], e[1], check, e[3], e[4])
+    # after the resume point every byte is held: what moved, and whatever was not held
+    unheld = compress(range(resume + 1, n), map(is_, map(_ENTRY_SEG, chain[resume + 1:]), repeat(None)))
+    budget = TAIL_BYTES
+    for j in sorted(moved.union(unheld)):
+        rel, st = rels[j], stamps[j]
+        data = new.get(rel)
+        if data is None:
+            budget -= st[1]
+            if budget < 0:
+                return None
+            data = _read(base, rel)
+        else:
+            budget -= len(data)
+            if budget < 0:
+                return None
+        entries[j] = (rel, st, _proof(data, st, now), None, _held(rel, data))
+    return entries, resume, stale
+
+
+def _feed_planned(base: str, digest, out: list, todo: list, now: int, hold: bool,
+                  cancelled: threading.Event | None = None) -> tuple[str, list] | None:
+    """``_feed_stream``'s second half: hash ``todo`` (``_plan_stream``) into ``digest`` after
+    the entries ``out``, keeping in memory what ``hold`` and ``TAIL_BYTES`` allow."""
     # what stays in memory: the last TAIL_BYTES of the stream
     budget = TAIL_BYTES
     held = [False] * len(todo)
@@ -1674,6 +1853,86 @@ def one_shot() -> Iterator[None]:
             _ONE_SHOT[0] -= 1
 
 
+class PendingRevision:
+    """The revision an install left, hashed when first read (:meth:`value`).
+
+    The revision is one SHA-256 stream over every file (memory spec §2.6), so hashing it after
+    an edit costs the stream from the first changed file to the end: O(workspace) for any
+    edit. An edit whose caller never reads the value (a run of edits in process, each
+    compared with the next by :meth:`holds`) does not pay it; one that does pays it then,
+    outside the write lock. The value is exact whenever it is read: every byte it hashes was
+    proven or read under the lock (``WorkspaceCache.defer_revision``) and is held in memory;
+    nothing is read from disk afterwards, so a later change of the files cannot leak in."""
+
+    def __init__(self, cache: WorkspaceCache, stamps: dict[str, Stamp], entries: list, resume: int,
+                 young: dict[str, str], planned_at: int) -> None:
+        self.cache = cache
+        self.stamps = stamps  # the files as the install left them
+        self.planned_at = planned_at
+        self._entries: list | None = entries  # the unhashed chain, until hashed
+        self._resume = resume  # index of its last entry with a hash state (-1: none)
+        self._young = young  # rel -> SHA-256 of each file its stamp did not prove then
+        self._value: str | None = None
+        self._chain: list | None = None  # the hashed chain, until kept for the next process
+        self._lock = threading.Lock()
+
+    def value(self, installer: bool = False) -> str:
+        """The revision, hashed at the first call. ``installer``: the caller is the install's
+        own result (``TxResult.revision``), whose value is kept for the next process
+        (``revmemo``) as an install that hashed at once keeps it; a reader's call never writes."""
+        with self._lock:
+            if self._value is None:
+                assert self._entries is not None
+                self._value, self._chain = self.cache._complete(self, self._entries, self._resume)
+                self._entries = None  # the cache keeps what it needs; the held bytes go
+            if installer and self._chain is not None:
+                self.cache._keep_revision(self._value, self._chain)
+                self._chain = None  # kept once
+            return self._value
+
+    @property
+    def hashed(self) -> bool:
+        return self._value is not None
+
+    def holds(self, stamps: Mapping[str, Stamp]) -> bool:
+        """The files ``stamps`` names (just walked) hold exactly the bytes of this revision:
+        the same stamps, and every file young then re-read and its SHA-256 compared (a
+        same-size write in place inside the clock tick can keep a stamp). ``False`` means
+        "not proven", never "changed"."""
+        if stamps != self.stamps:
+            return False
+        base = os.fspath(self.cache.root)
+        for rel, check in self._young.items():
+            try:
+                data = _read(base, rel)
+            except OSError:
+                return False
+            if hashlib.sha256(data).hexdigest() != check:
+                return False
+        return True
+
+    def __repr__(self) -> str:
+        return f"PendingRevision({self._value or 'not hashed'})"
+
+
+class InstalledRevision:
+    """A ``PendingRevision`` as its install's own result holds it: read there, its value is
+    kept for the next process (``PendingRevision.value``'s ``installer``)."""
+
+    __slots__ = ("pending",)
+
+    def __init__(self, pending: PendingRevision) -> None:
+        self.pending = pending
+
+    def value(self) -> str:
+        return self.pending.value(installer=True)
+
+
+def revision_text(revision: "str | PendingRevision | InstalledRevision | None") -> str | None:
+    """A revision as the string every reader sees (a pending one is hashed now)."""
+    return revision if revision is None or type(revision) is str else revision.value()
+
+
 class RevisionJob:
     """``WorkspaceCache.start_revision``'s worker: the revision after an install, hashed while
     the install runs. Nothing it computes is kept unless :meth:`result` is handed the stamps
@@ -1700,7 +1959,7 @@ class RevisionJob:
         self._error: BaseException | None = None
         self._cancel = threading.Event()
         with cache.lock:
-            chain = cache._chain
+            chain, stale = cache._chain, cache._stale
         now = time.time_ns()
         base = os.fspath(cache.root)
         hold = not _ONE_SHOT[0]
@@ -1713,7 +1972,7 @@ class RevisionJob:
                     items.sort(key=lambda item: tuple(item[0].split("/")))
                 else:
                     items = [(rel, None if rel in puts else st) for rel, st in before.items()]
-                self._out = _feed_stream(base, chain, items, puts, now, self._cancel, hold=hold)
+                self._out = _feed_stream(base, chain, items, puts, now, self._cancel, hold=hold, stale=stale)
             except BaseException as exc:  # handed to ``result``, which re-raises what is not a race
                 self._error = exc
 
@@ -1813,5 +2072,5 @@ def clear_caches() -> None:
     forget_views()
 
 
-__all__ = ["CACHE_NAME", "LOG_NAME", "WorkspaceCache", "assemble_tree", "cache_for", "clear_caches", "code_tag", "revision_walk",
-           "deps_signature", "topic_deps"]
+__all__ = ["CACHE_NAME", "InstalledRevision", "LOG_NAME", "PendingRevision", "WorkspaceCache", "assemble_tree", "cache_for", "clear_caches", "code_tag", "revision_walk",
+           "deps_signature", "revision_text", "topic_deps"]

@@ -6,6 +6,7 @@ moved meanwhile."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -416,3 +417,38 @@ def test_a_sparse_stage_copies_no_root_file_and_installs_what_a_full_stage_does(
     assert _root_files(other / "memory") == after
     assert workspace_revision(other / "memory") == workspace_revision(ws / "memory") == r.revision
 
+
+
+# ------------------------- the new revision is hashed when it is read, not by the edit itself
+
+
+@pytest.mark.parametrize("young", [True, False])
+def test_an_edit_leaves_its_revision_to_its_first_reader_and_it_is_exact(ws, monkeypatch, young):
+    """The revision stream is hashed from the first changed file to the end, so an edit that
+    hashed it would cost O(workspace). A run of edits whose results nobody reads hashes
+    nothing; each result read afterwards -- after later edits, and after a writer without the
+    lock changed a file -- is the revision that very edit left, as a fresh hash of the files
+    right after it gave; a reader of the workspace now gets the current one."""
+    from memory_tui.core import parsecache
+    if young:  # every stamp inside the clock tick: the young files' bytes prove the next pass
+        monkeypatch.setattr(parsecache, "RACY_NS", 10**15)
+    mem = ws / "memory"
+    _reword_twice(ws)
+    hashed = []
+    real = txcache._feed_planned
+    monkeypatch.setattr(txcache, "_feed_planned", lambda *a, **k: hashed.append(1) or real(*a, **k))
+    prepares = []
+    real_prepare = tx._prepare
+    monkeypatch.setattr(tx, "_prepare", lambda stage, ctx: prepares.append(1) or real_prepare(stage, ctx))
+    results, truths = [], []
+    for word in ("sleet", "mist", "fog", "dew"):
+        text = re.sub(r"likes \w+", "likes " + word, _cur(ws, "topics/core.md"))
+        result = tx.staged_edit(ws, "topics/core.md", text, git_commit="off")
+        assert result.ok, result
+        truths.append(workspace_revision(mem))  # from the files, by the reference code
+        results.append(result)
+    assert hashed == [] and len(prepares) == 4  # one optimistic pass each, and no hash
+    (mem / "topics/people/ada.md").write_text(_cur(ws, "topics/people/ada.md").replace("tea", "tee"))
+    assert [r.revision for r in results] == truths
+    assert tx.staged_edit(ws, "topics/people/ada.md", _cur(ws, "topics/people/ada.md"), git_commit="off").revision \
+        == workspace_revision(mem)
