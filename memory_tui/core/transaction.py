@@ -49,8 +49,9 @@ from .sources import SourceIndex, SourceRecord
 from .topics import (CITATION_RE, DEFINITION_RE, Topic, TopicTree, Unit, is_error, iter_blocks, parse_topic, read_topic_texts,
                      topic_sort_key)
 from .parsecache import store_for
-from .txcache import (InstalledRevision, PendingRevision, RevisionJob, WorkspaceCache, any_racy, cache_for, derive,
-                      installed_stamps, revision_text, revision_walk, tx_mode)
+from .fsmonitor import monitor_for
+from .txcache import (IncrementalMismatch, InstalledRevision, PendingRevision, RevisionJob, WorkspaceCache, any_racy,
+                      cache_for, derive, in_one_shot, installed_stamps, revision_text, revision_walk, tx_mode)
 from . import noopcache
 from .viewcache import mode as views_mode
 from .workspace import RuntimeState, dump_runtime_json, load_runtime_state, workspace_revision
@@ -434,11 +435,15 @@ class Stage:
         walked = self.cache.take_walk() if getattr(_OPTIMISTIC, "on", False) and tx_mode() != "full" else None
         if walked is not None:
             _OPTIMISTIC.reused = True
-            self.stamps, self.links, remembered = walked
+            self.stamps, self.links, remembered, self.monitor_generation = walked
         else:
+            # the file-system monitor's generation before the walk: the stamps are true at least from then on
+            watch = monitor_for(self.memory_root)
+            self.monitor_generation = watch.drain() if watch is not None and tx_mode() != "full" else None
             self.stamps, self.links = revision_walk(self.memory_root)
         self.locked_stamps: dict[str, tuple[int, int, int, int]] | None = None  # walked again under the lock
         self.locked_links: tuple[str, ...] | None = None
+        self.locked_generation: int | None = None  # the monitor's, when the lock was taken
         now = time.time_ns()
         self.stamps_racy = any_racy(self.stamps, now)
         # remembered: the revision of the bytes installed, never of what the files hold now (a
@@ -718,7 +723,22 @@ _OPTIMISTIC = threading.local()
 
 
 def _unchanged(stage: Stage) -> bool:
-    """The workspace still has the revision ``stage`` was read at (cheap when no file was touched)."""
+    """The workspace still has the revision ``stage`` was read at (cheap when no file was
+    touched; with a file-system monitor that recorded no change since the stage's stamps were
+    true, without even a walk). Call under the write lock."""
+    root = stage.memory_root
+    mode = tx_mode()
+    watch = monitor_for(root, create=not in_one_shot()) if mode != "full" else None
+    generation = stage.locked_generation = watch.drain() if watch is not None else None
+    if generation is not None and generation == stage.monitor_generation:
+        if mode == "check" and not _unchanged_by_walk(stage):
+            raise IncrementalMismatch("the file-system monitor recorded no change, but the walk under the lock found one")
+        stage.locked_stamps, stage.locked_links = stage.stamps, stage.links
+        return True
+    return _unchanged_by_walk(stage)
+
+
+def _unchanged_by_walk(stage: Stage) -> bool:
     root = stage.memory_root
     stamps, links = revision_walk(root)  # one walk: the revision below is of these very stamps
     stage.locked_stamps, stage.locked_links = stamps, links
@@ -1276,7 +1296,8 @@ def _finish(stage: Stage, ctx: _Context, prep: _Prepared) -> TxResult:
         stage.cache.retain_lazily(stage.committed_texts)  # a no-op writes nothing, not even the cache
         # the workspace as walked under this lock (a stage made under it: as walked then)
         stage.cache.note_walk(stage.locked_stamps if stage.locked_stamps is not None else stage.stamps,
-                              stage.locked_links if stage.locked_links is not None else stage.links, stage.revision_ref)
+                              stage.locked_links if stage.locked_links is not None else stage.links, stage.revision_ref,
+                              _generation(stage))
         _remember_noop(stage, ctx, prep)  # ... except its own answer, once (noopcache)
         return TxResult(
             ok=True, message="no change", revision=stage.revision_ref, changed_files=tuple(ctx.reported_changed),
@@ -1291,8 +1312,12 @@ def _finish(stage: Stage, ctx: _Context, prep: _Prepared) -> TxResult:
     # no job: the revision is left for its first reader (``defer_revision``), from the bytes
     # staged now (the install moves the staged files into place)
     puts = _staged_bytes(stage, prep) if job is None and stage.cache.can_defer() else None
+    generation = _generation(stage)
     try:
-        install(root, stage.path, prep.plan)
+        try:
+            install(root, stage.path, prep.plan)
+        finally:
+            _absorb_install(root, prep.plan)
         stage.cache.retain_lazily(prep.new_texts)
         stage.cache.save_disk(stage.layout)
         # ``before`` with what the install replaced stat-ed again: no second walk of the whole workspace
@@ -1317,7 +1342,7 @@ def _finish(stage: Stage, ctx: _Context, prep: _Prepared) -> TxResult:
         if all(t.kind == "file" for t in prep.plan.targets):
             # one regular file renamed over (or removed) per target: no link came or went
             links = stage.locked_links if stage.locked_links is not None else stage.links
-            stage.cache.note_walk(stamps, links, revision)
+            stage.cache.note_walk(stamps, links, revision, generation)
     finally:
         if job is not None:
             job.cancel()
@@ -1340,6 +1365,30 @@ def _finish(stage: Stage, ctx: _Context, prep: _Prepared) -> TxResult:
         warnings=warnings,
         **prep.base,
     )
+
+
+def _generation(stage: Stage) -> int | None:
+    """The file-system monitor's generation at which the stamps an install starts from were true:
+    the lock's (``_unchanged``), else the stage's own (a stage made under the lock)."""
+    return stage.locked_generation if stage.locked_stamps is not None else stage.monitor_generation
+
+
+def _absorb_install(root: Path, plan: InstallPlan) -> None:
+    """Read the file-system monitor's queue right after an install, under the same lock: the
+    events of the files the install wrote (and of the folders on their way) are its own; any
+    other moves the generation on, so the next transaction walks. A whole tree replaced leaves
+    folders the monitor does not watch yet: nothing is vouched for then."""
+    watch = monitor_for(root)
+    if watch is None:
+        return
+    own: set[str] = set()
+    for t in plan.targets:
+        if t.kind != "file":
+            watch.invalidate()
+            return
+        parts = t.path.split("/")
+        own.update("/".join(parts[:n]) for n in range(1, len(parts) + 1))
+    watch.drain(own)
 
 
 def _start_revision(stage: Stage, prep: _Prepared, before: Mapping[str, tuple[int, int, int, int]]) -> RevisionJob | None:

@@ -40,6 +40,7 @@ from typing import Iterable, Iterator, Mapping
 
 from .errors import Problem
 from .fsutil import replace_cache_file
+from .fsmonitor import forget_monitors, monitor_for
 from . import revmemo
 from .paths import RUNTIME_NAMES, Layout, is_internal_top
 from .sources import SourceIndex
@@ -143,28 +144,40 @@ def revision_walk(root: Path) -> tuple[dict[str, Stamp], tuple[str, ...]]:
     appear, vanish or change kind without moving its folder's mtime and ctime, and a change
     after the listing is stamped later than the tick. The files are then ``lstat``-ed by one
     C-level ``map`` instead of one ``DirEntry`` and a Python loop each. ``MEMORY_TUI_TX=full``
-    walks every folder; ``check`` does both and compares."""
+    walks every folder; ``check`` does both and compares.
+
+    Where this process keeps a file-system monitor of the workspace (``fsmonitor``), every
+    folder listed is watched from now on."""
     base = os.fspath(root)
-    return derive("revision walk", lambda: _walk_listed(base), lambda: _walk_full(base),
-                  lambda a, b: list(a[0].items()) == list(b[0].items()) and a[1] == b[1])
+    watch = monitor_for(base)
+    folders: list[str] | None = [] if watch is not None else None
+    walked = derive("revision walk", lambda: _walk_listed(base, folders), lambda: _walk_full(base, folders),
+                    lambda a, b: list(a[0].items()) == list(b[0].items()) and a[1] == b[1])
+    if watch is not None and folders:
+        watch.cover(folders)
+    return walked
 
 
-def _walk_full(base: str) -> tuple[dict[str, Stamp], tuple[str, ...]]:
+def _walk_full(base: str, folders: list[str] | None = None) -> tuple[dict[str, Stamp], tuple[str, ...]]:
     found: dict[str, Stamp] = {}
     links: list[str] = []
     if os.path.isdir(base):
-        _walk_revision(base, "", found, links)
+        _walk_revision(base, "", found, links, folders)
     return found, tuple(links)
 
 
-def _walk_revision(dir_path: str, prefix: str, found: dict[str, Stamp], links: list[str]) -> None:
+def _walk_revision(dir_path: str, prefix: str, found: dict[str, Stamp], links: list[str],
+                   folders: list[str] | None = None) -> None:
     """Depth first with each folder's entries by name: that visits files in the order of
-    their path components, the revision's order, with no sort of the whole list."""
+    their path components, the revision's order, with no sort of the whole list. Each folder
+    listed (the runtime folder included) is added to ``folders``."""
     try:
         with os.scandir(dir_path) as it:
             entries = sorted(it, key=lambda e: e.name)
     except OSError:
         return
+    if folders is not None:
+        folders.append(dir_path)
     top = not prefix
     for entry in entries:
         name = entry.name
@@ -179,6 +192,8 @@ def _walk_revision(dir_path: str, prefix: str, found: dict[str, Stamp], links: l
             found[prefix + name] = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
         elif stat_mod.S_ISDIR(mode):
             if top and name in RUNTIME_NAMES:
+                if folders is not None:
+                    folders.append(entry.path)
                 try:
                     rst = os.lstat(os.path.join(entry.path, "runtime.json"))
                 except OSError:
@@ -186,7 +201,7 @@ def _walk_revision(dir_path: str, prefix: str, found: dict[str, Stamp], links: l
                 if stat_mod.S_ISREG(rst.st_mode):
                     found[name + "/runtime.json"] = (rst.st_mtime_ns, rst.st_size, rst.st_ino, rst.st_ctime_ns)
                 continue
-            _walk_revision(entry.path, prefix + name + "/", found, links)
+            _walk_revision(entry.path, prefix + name + "/", found, links, folders)
         elif stat_mod.S_ISLNK(mode):
             links.append(prefix + name)
 
@@ -241,17 +256,19 @@ def _list_folder(dir_path: str, prefix: str) -> tuple:
     return tuple(segments)
 
 
-def _walk_listed(base: str) -> tuple[dict[str, Stamp], tuple[str, ...]]:
+def _walk_listed(base: str, folders: list[str] | None = None) -> tuple[dict[str, Stamp], tuple[str, ...]]:
     """``_walk_full(base)`` from the folders' remembered listings (see ``revision_walk``);
     anything unexpected -- a folder or file that vanished or changed kind meanwhile -- walks
     every folder instead, as the full walk would meet it."""
     try:
-        return _walk_listed_once(base)
+        return _walk_listed_once(base, folders)
     except (OSError, _Moved):
-        return _walk_full(base)
+        if folders is not None:
+            folders.clear()
+        return _walk_full(base, folders)
 
 
-def _walk_listed_once(base: str) -> tuple[dict[str, Stamp], tuple[str, ...]]:
+def _walk_listed_once(base: str, folders: list[str] | None = None) -> tuple[dict[str, Stamp], tuple[str, ...]]:
     now = time.time_ns()  # before any folder's stat (the listings' proof below)
     try:
         st = os.stat(base)
@@ -267,6 +284,8 @@ def _walk_listed_once(base: str) -> tuple[dict[str, Stamp], tuple[str, ...]]:
     fds: list[int] = []
 
     def visit(dir_path: str, prefix: str, st: os.stat_result) -> None:
+        if folders is not None:
+            folders.append(dir_path)
         key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
         hit = previous.get(dir_path)
         if hit is not None and hit[0] == key:
@@ -300,6 +319,8 @@ def _walk_listed_once(base: str) -> tuple[dict[str, Stamp], tuple[str, ...]]:
             elif kind == _RUNTIME:
                 # only its runtime.json, while that is a regular file (it is not listed: the
                 # folder's other files are memory-tui's own caches, rewritten all the time)
+                if folders is not None:
+                    folders.append(seg[2])
                 path = os.path.join(seg[2], "runtime.json")
                 try:
                     rst = os.lstat(path)
@@ -427,7 +448,7 @@ class WorkspaceCache:
         self._kept: dict[tuple[str, str], tuple[str, object]] = {}
         self._token: object = object()
         self._revision: tuple[dict, str] | None = None
-        self._walk: tuple[dict[str, Stamp], tuple[str, ...], str] | None = None  # ``note_walk``
+        self._walk: tuple[dict[str, Stamp], tuple[str, ...], object, int | None] | None = None  # ``note_walk``
         self._chain: list[Entry] = []  # the revision stream's chain (``_feed_stream``)
         self._stale = 0  # the chain's hash states from this index on are not of its bytes (a deferred install's)
         self._pending: PendingRevision | None = None  # the last install's revision, not yet hashed
@@ -501,14 +522,16 @@ class WorkspaceCache:
         if tx_mode() != "full":  # the full mode is the code before any cache: it keeps none
             revmemo.keep(self.root, value, entries)
 
-    def note_walk(self, stamps: Mapping[str, Stamp], links: tuple[str, ...], revision: str) -> None:
-        """``revision_walk(root)`` as an install under the lock just left it, and the revision
-        of exactly the bytes it installed (for the next optimistic stage, which ``take_walk``
-        hands them to once)."""
+    def note_walk(self, stamps: Mapping[str, Stamp], links: tuple[str, ...], revision: object,
+                  generation: int | None = None) -> None:
+        """``revision_walk(root)`` as an install under the lock just left it, the revision of
+        exactly the bytes it installed (a string or a ``PendingRevision``), and the file-system
+        monitor's generation at which these stamps were true (``fsmonitor``; ``None``: no
+        monitor), for the next optimistic stage, which ``take_walk`` hands them to once."""
         with self.lock:
-            self._walk = (dict(stamps), tuple(links), revision)
+            self._walk = (dict(stamps), tuple(links), revision, generation)
 
-    def take_walk(self) -> tuple[dict[str, Stamp], tuple[str, ...], str] | None:
+    def take_walk(self) -> tuple[dict[str, Stamp], tuple[str, ...], object, int | None] | None:
         with self.lock:
             walk, self._walk = self._walk, None
         return walk
@@ -529,7 +552,7 @@ class WorkspaceCache:
         transactions (never in a ``one_shot`` process, whose one result is printed at once)
         and not the full-rebuild mode, which keeps nothing."""
         with self.lock:
-            return bool(self._chain) and not _ONE_SHOT[0] and tx_mode() != "full"
+            return bool(self._chain) and not in_one_shot() and tx_mode() != "full"
 
     def defer_revision(self, stamps: Mapping[str, Stamp], puts: Mapping[str, bytes]) -> "PendingRevision | str | None":
         """The revision of the files ``stamps`` names right after an install (call under the
@@ -1853,6 +1876,12 @@ def one_shot() -> Iterator[None]:
             _ONE_SHOT[0] -= 1
 
 
+def in_one_shot() -> bool:
+    """Inside a ``one_shot`` block: this process runs one transaction and exits, so nothing
+    kept for a next one (held bytes, a file-system monitor) pays for itself."""
+    return bool(_ONE_SHOT[0])
+
+
 class PendingRevision:
     """The revision an install left, hashed when first read (:meth:`value`).
 
@@ -2070,7 +2099,8 @@ def clear_caches() -> None:
         _CACHES.clear()
     forget_in_process()
     forget_views()
+    forget_monitors()
 
 
 __all__ = ["CACHE_NAME", "InstalledRevision", "LOG_NAME", "PendingRevision", "WorkspaceCache", "assemble_tree", "cache_for", "clear_caches", "code_tag", "revision_walk",
-           "deps_signature", "revision_text", "topic_deps"]
+           "deps_signature", "in_one_shot", "revision_text", "topic_deps"]
