@@ -26,6 +26,7 @@ from itertools import compress, filterfalse, repeat
 from operator import and_, attrgetter, is_, is_not, itemgetter, not_
 from collections.abc import Callable, Iterable, Mapping, Set as AbstractSet
 from dataclasses import dataclass, field
+from typing import NamedTuple
 from urllib.parse import unquote
 
 from .errors import Problem
@@ -561,25 +562,43 @@ def normalize_tree(
     if memo is None:
         def memo(_path, text, fn):  # type: ignore[no-redef]
             return fn(text)
-    # The passes over every file below are C-level (``map``/``zip``/``compress``): a one-topic
-    # edit hands every topic of the tree, and only the changed ones are worked on.
+    # A one-topic edit hands every topic of the tree: what is asked of every file below is one
+    # C-level pass at most, and only the files that changed since the last call (``_SEEN``) are
+    # looked at one by one.
+    seen = _SEEN
+    if seen is not None and not (assume_committed_normal and isinstance(committed, TopicTree) and mode != "full"
+                                 and proof_key is not None and seen.key is proof_key):
+        seen = None
+    keys = tuple(staged)
+    same_paths = seen is not None and keys == seen.paths
+    # the paths ``seen`` holds were given without a ``topics/`` prefix
+    plain = same_paths or not any(map(str.startswith, keys, repeat("topics/")))
     inputs: dict[str, str | None]
-    if any(map(str.startswith, staged, repeat("topics/"))):
+    if plain:
+        inputs = dict(staged)
+        paths = keys
+    else:
         inputs = {}
         for key, value in staged.items():
             inputs[key[len("topics/"):] if key.startswith("topics/") else key] = value
-    else:
-        inputs = dict(staged)
+        paths = tuple(inputs)
     committed_texts: dict[str, str] = {}
     committed_tree: TopicTree | None
+    own_get: Callable[[str], Topic | None]
     if isinstance(committed, TopicTree):
         committed_tree = committed
-        committed_texts = dict(zip(map(_TOPIC_PATH, committed.topics), map(_TOPIC_TEXT, committed.topics)))
+        own_get = _topic_at(committed)
+
+        def committed_text(path: str) -> str | None:
+            own = own_get(path)
+            return None if own is None else own.text
     elif committed is not None:
         committed_texts = {(k[7:] if k.startswith("topics/") else k): v for k, v in committed.items() if v is not None}
         committed_tree = parse_tree(committed_texts, resolve=resolve, strict=False)
+        own_get, committed_text = _topic_at(committed_tree), committed_texts.get
     else:
         committed_tree = None
+        own_get = committed_text = {}.get
     committed_set: AbstractSet[str]
     if committed_tree is not None and not committed_ids:
         committed_set = committed_tree.id_view  # only looked up: no set of every id is built
@@ -588,60 +607,69 @@ def normalize_tree(
         if committed_tree is not None:
             committed_set |= set(committed_tree.ids)
 
-    live = inputs if None not in inputs.values() else {p: t for p, t in inputs.items() if t is not None}
-    order_inputs = _sorted_paths(inputs, mode)  # distinct paths: the order of any subset is this one's
-    order_all = order_inputs if len(live) == len(inputs) else [p for p in order_inputs if p in live]
+    values = list(inputs.values())
+    test: set[str] | None = None  # the paths whose passthrough test is asked; None: every path
+    deleted: bool | None = None  # whether an input is None; None: not known yet
+    in_order: bool | None = None  # whether ``paths`` is tree order; None: not known yet
+    if seen is not None:
+        test, at = _to_test(seen, same_paths, paths, values, committed_tree)  # type: ignore[arg-type]
+        if at is not None:  # the same paths: only a changed position can hold a new None
+            deleted = None if seen.deleted else any(values[i] is None for i in at)
+            in_order = seen.in_order
+    if deleted is None:
+        deleted = None in values
+    live = inputs if not deleted else {p: t for p, t in inputs.items() if t is not None}
+    order_inputs: list[str] | None = None  # distinct paths: the order of any subset is this one's
+    if not in_order or test is None or not assume_committed_normal:
+        order_inputs, in_order = _sorted_paths(paths, mode)
     if committed_tree is not None:
         _keep_only(_OWN_IDS, committed_tree.topics)
-    passthrough: set[str] = set()
+    passed: frozenset[str] = frozenset()
+    unpassed: set[str] = set()  # the input paths not passed through
     if assume_committed_normal:
-        # A file passed through last time with the very same text object, committed topic
-        # object and proof key passes again: every input of the test below is a function of
-        # those three (its own ids, its label, the committed text, the proof).
-        own_of = (dict(zip(map(_TOPIC_PATH, committed_tree.topics), committed_tree.topics))
-                  if committed_tree is not None else {})
-        last_key, known = _PASSED
-        if proof_key is None or last_key is not proof_key or mode == "full":
-            known = {}
-        known_get, own_get = known.get, own_of.get
-        # passed last time with this very text and committed topic (a hit's topic is never None)
-        hits = list(map(known_get, order_all, repeat(_NO_HIT)))
-        again = list(map(and_, map(is_, map(live.__getitem__, order_all), map(_FIRST, hits)),
-                         map(is_, map(own_get, order_all), map(_SECOND, hits))))
-        passed: dict[str, tuple[str, Topic]] = dict(zip(compress(order_all, again), compress(hits, again)))
-        passthrough.update(passed)
-        for path in compress(order_all, map(not_, again)):
-            text = live[path]
-            own = own_get(path)
-            if committed_texts.get(path) != text or memo(path, text, has_local_label):
-                continue
-            ids = memo(path, text, _text_line_end_ids)
-            if own is not None and _ids_own(own, ids):
-                by_own = True
-            elif ids <= committed_set:
-                by_own = False  # a function of the whole committed tree: not remembered
-            else:
-                continue
-            if proven_canonical is None or proven_canonical(path, text):
-                passthrough.add(path)
-                if by_own and own is not None:
-                    passed[path] = (text, own)
-        if proof_key is not None:
-            _remember_passed(proof_key, passed)
+        retest: set[str] = set()  # those not passed on their own committed topic's ids
+        if test is None:
+            assert order_inputs is not None
+            asked: Iterable[str] = order_inputs
+        else:
+            asked = sorted(filter(inputs.__contains__, test), key=topic_sort_key)
+        for path in asked:
+            text = inputs[path]
+            by_own = False
+            if text is not None and committed_text(path) == text and not memo(path, text, has_local_label):
+                own = own_get(path)
+                ids = memo(path, text, _text_line_end_ids)
+                by_own = own is not None and _ids_own(own, ids)
+                if (by_own or ids <= committed_set) and (proven_canonical is None or proven_canonical(path, text)):
+                    if not by_own:
+                        retest.add(path)  # a function of the whole committed tree: not remembered
+                    continue
+            unpassed.add(path)
+            retest.add(path)
+        if same_paths and seen.unpassed == unpassed:  # type: ignore[union-attr]
+            passed = seen.passed  # type: ignore[union-attr]
+        else:
+            passed = frozenset(filterfalse(unpassed.__contains__, inputs))
+        if plain and proof_key is not None and isinstance(committed, TopicTree):
+            _remember_seen(_Seen(proof_key, paths, values, committed, frozenset(retest), frozenset(unpassed),
+                                 passed, bool(in_order), bool(deleted)))
         if mode == "check":
-            _check_passthrough(passthrough, live, committed_texts, committed_tree, committed_set,
-                               proven_canonical, memo)
-    order = list(filterfalse(passthrough.__contains__, order_all))
+            _check_passthrough(passed, live, committed_texts or _texts_of(committed_tree), committed_tree,
+                               committed_set, proven_canonical, memo)
+        order = sorted(filter(live.__contains__, unpassed), key=topic_sort_key)
+    else:
+        assert order_inputs is not None
+        order = order_inputs if not deleted else [p for p in order_inputs if p in live]
     work: dict[str, list[str]] = {p: split_lines(live[p]) for p in order}
     problems: list[Problem] = []
 
     # Step 2. (A passed-through file holds no local label, so with none elsewhere there is
     # nothing to allocate.)
-    if passthrough and not any(_LOCAL_REF_RE.search(live[p]) for p in order):
+    if passed and not any(_LOCAL_REF_RE.search(live[p]) for p in order):
         labels: dict[str, str] = {}
-    elif passthrough:
+    elif passed:
         known: set[str] = set()
-        for p in passthrough:
+        for p in passed:
             known |= memo(p, live[p], definition_ids)  # type: ignore[operator]
         labels = allocate_evidence_ids({p: live[p] for p in order}, existing_ids=known)
     else:
@@ -690,7 +718,7 @@ def normalize_tree(
             n += 1
     # Pitfall 12: OpenProgram accepts any Unicode digits in a time; memory-tui never writes them.
     for path in order:
-        old_lines = set(split_lines(committed_texts.get(path, "")))
+        old_lines = set(split_lines(committed_text(path) or ""))
         for line in classify_lines("\n".join(work[path])):
             if line.kind != "definition" or line.text in old_lines:
                 continue
@@ -730,13 +758,20 @@ def normalize_tree(
                 out.append(line.text)
         canonical = "\n".join(out).rstrip() + "\n"
         # Step 7.
-        pruned, notes = prune_topic(path, canonical, committed_text=committed_texts.get(path),
+        pruned, notes = prune_topic(path, canonical, committed_text=committed_text(path),
                                     refuse_drops=refuse_drops)
         texts[path] = pruned
         dropped.extend(notes)
     # every input path, in tree order: a passed-through file's text as given, a deleted one's None
-    changed_texts, texts = texts, dict(zip(order_inputs, map(inputs.__getitem__, order_inputs)))
+    changed_texts = texts
+    if in_order:
+        texts = dict(inputs)
+    else:
+        assert order_inputs is not None
+        texts = dict(zip(order_inputs, map(inputs.__getitem__, order_inputs)))
     texts.update(changed_texts)
+    if mode == "check":
+        _check_order(texts, order, inputs, live, passed)
     used_labels = {label: eid for label, eid in labels.items()}
     return NormalizeResult(
         texts=texts,
@@ -745,7 +780,7 @@ def normalize_tree(
         dropped=tuple(dropped),
         problems=tuple(problems),
         inputs=inputs,
-        passed=frozenset(passthrough),
+        passed=passed,
     )
 
 
@@ -1003,43 +1038,116 @@ def topic_link_summary(topic: Topic) -> tuple[bool, tuple[str, ...]]:
     return bare, tuple(sorted(bids))
 
 
-# (proof key, {path: (text object, committed topic object)}) passed through by the last call
-# with a proof key; replaced whole, so a thread reads one consistent pair
-_PASSED: tuple[object, dict[str, tuple[str, Topic]]] = (None, {})
-# the last path order asked for: (the paths in the order given, topic order)
-_ORDER: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+class _Seen(NamedTuple):
+    """What one ``normalize_tree`` call with a proof key saw and found. Every fact in it stays
+    true while the key does: whether a path passes on its own committed topic's ids is a
+    function of its text and that topic (its label, its line-end ids, the committed text) and
+    of the proof, which holds for a text object while the key does."""
+
+    key: object  # the proof key
+    paths: tuple[str, ...]  # the input paths in the order given, none of them ``topics/``-prefixed
+    values: list[str | None]  # their texts, aligned
+    tree: TopicTree  # the committed tree
+    # the paths that did not pass on their own committed topic's ids: not passed (deleted
+    # included), or passed on the whole tree's ids -- the only ones asked again while their
+    # text and committed topic stay the objects they were
+    retest: frozenset[str]
+    unpassed: frozenset[str]  # the paths not passed through
+    passed: frozenset[str]  # the others (``NormalizeResult.passed``)
+    in_order: bool  # ``paths`` is tree order
+    deleted: bool  # some value is None
+
+
+# the last call's ``_Seen``; replaced whole, so a thread reads one consistent snapshot (and any
+# snapshot under the same key is as good as the newest, only older)
+_SEEN: _Seen | None = None
+# the last path order asked for: (the paths in the order given, topic order, whether they are the same)
+_ORDER: tuple[tuple[str, ...], tuple[str, ...], bool] = ((), (), True)
+# More texts or committed parses moved than this since the last call and the paths are matched by name.
+SEEN_MAX_MOVED = 64
+_ABSENT = object()
 
 
 class PassthroughMismatch(AssertionError):
     """``mode="check"``: the remembered passthrough set differs from the file-by-file test."""
 
 
-def _remember_passed(proof_key: object, passed: dict[str, tuple[str, Topic]]) -> None:
-    global _PASSED
-    _PASSED = (proof_key, passed)
+def _remember_seen(seen: _Seen) -> None:
+    global _SEEN
+    _SEEN = seen
 
 
-def _sorted_paths(paths: Mapping[str, object], mode: str = "incremental") -> list[str]:
-    """``sorted(paths, key=topic_sort_key)``, remembered for the last tuple of keys (a
-    transaction hands the same keys in the same order every time)."""
+def _topic_at(tree: TopicTree) -> Callable[[str], Topic | None]:
+    """The committed topic at exactly this path (``TopicTree.topic`` also strips a
+    ``topics/`` prefix, which a path of ``topics/topics/…`` keeps)."""
+    return tree._topic_index.get
+
+
+def _texts_of(tree: TopicTree | None) -> dict[str, str]:
+    return {} if tree is None else dict(zip(map(_TOPIC_PATH, tree.topics), map(_TOPIC_TEXT, tree.topics)))
+
+
+def _to_test(seen: _Seen, same_paths: bool, paths: tuple[str, ...], values: list[str | None], tree: TopicTree,
+             ) -> tuple[set[str], list[int] | None]:
+    """``(paths to test, changed positions)``: every path but those ``seen`` found passing on
+    their own committed topic whose text and committed topic are still the very objects it saw
+    (the changed positions when ``paths`` are ``seen``'s, else None). Found by C-level passes:
+    by position while the paths and the committed topics' paths stand where they stood, else
+    by name."""
+    if same_paths:
+        at = list(compress(range(len(values)), map(is_not, values, seen.values)))
+        tops, old = tree.topics, seen.tree.topics
+        if len(at) <= SEEN_MAX_MOVED and len(tops) == len(old):
+            moved = list(compress(range(len(tops)), map(is_not, tops, old)))
+            if len(moved) <= SEEN_MAX_MOVED:
+                # a path whose committed topic is another object had one at a position that
+                # moved (paths are distinct), or had none and did not pass
+                out = set(seen.retest)
+                out.update(map(paths.__getitem__, at))
+                out.update(map(_TOPIC_PATH, map(old.__getitem__, moved)))
+                return out, at
+    else:
+        at = None
+    where = dict(zip(seen.paths, range(len(seen.paths))))
+    before = [*seen.values, _ABSENT]
+    then = map(before.__getitem__, map(where.get, paths, repeat(len(seen.paths))))
+    same = map(and_, map(is_, values, then), map(is_, map(_topic_at(tree), paths), map(_topic_at(seen.tree), paths)))
+    kept = map(and_, same, map(not_, map(seen.retest.__contains__, paths)))
+    return set(compress(paths, map(not_, kept))), at
+
+
+def _sorted_paths(keys: tuple[str, ...], mode: str = "incremental") -> tuple[list[str], bool]:
+    """``(sorted(keys, key=topic_sort_key), whether that is their order)``, remembered for the
+    last tuple of keys (a transaction hands the same keys in the same order every time)."""
     global _ORDER
-    keys = tuple(paths)
-    last_keys, last_order = _ORDER
+    last_keys, last_order, last_same = _ORDER
     if last_keys == keys and mode != "full":
-        return list(last_order)
+        return list(last_order), last_same
     order = tuple(sorted(keys, key=topic_sort_key))
-    _ORDER = (keys, order)
-    return list(order)
+    _ORDER = (keys, order, order == keys)
+    return list(order), order == keys
+
+
+def _check_order(texts: Mapping[str, str | None], order: list[str], inputs: Mapping[str, str | None],
+                 live: Mapping[str, str], passed: AbstractSet[str]) -> None:
+    """``MEMORY_TUI_TX=check``: the result's paths in tree order and the files normalised those
+    not passed through, in tree order."""
+    tree_order = sorted(inputs, key=topic_sort_key)
+    if list(texts) != tree_order:
+        raise PassthroughMismatch("the result's paths are not in tree order")
+    if order != [p for p in tree_order if p in live and p not in passed]:
+        raise PassthroughMismatch(f"incremental files to normalise differ: {order[:10]}")
 
 
 def _check_passthrough(passthrough, live, committed_texts, committed_tree, committed_set, proven_canonical, memo) -> None:
     """``MEMORY_TUI_TX=check``: the passthrough set as the test for every file gives it."""
+    own_of = {t.path: t for t in committed_tree.topics} if committed_tree is not None else {}
     full: set[str] = set()
     for path, text in live.items():
         if committed_texts.get(path) != text or memo(path, text, has_local_label):
             continue
         ids = memo(path, text, _text_line_end_ids)
-        own = committed_tree.topic(path) if committed_tree is not None else None
+        own = own_of.get(path)
         if ((own is not None and _ids_own(own, ids)) or ids <= committed_set) and (
                 proven_canonical is None or proven_canonical(path, text)):
             full.add(path)
@@ -1159,8 +1267,7 @@ def _link_problems(tree: TopicTree, topics: Iterable[Topic], committed: TopicTre
 
 
 _NO_CLEAR = (None, ())
-_NO_HIT = (None, None)
-_FIRST, _SECOND = itemgetter(0), itemgetter(1)
+_FIRST = itemgetter(0)
 _TOPIC_PATH, _TOPIC_TEXT = attrgetter("path"), attrgetter("text")
 
 
