@@ -845,6 +845,7 @@ def rewrite_block_links(
     rewritten: Callable[[str, str, tuple, Callable[[], str]], str] | None = None,
     locations: Mapping[str, str] | None = None,
     memo: Callable[[str, str, Callable[[str], object]], object] | None = None,
+    mode: str = "incremental",
 ) -> dict[str, str | None]:
     """Point every ``[text](path#^id)`` at the current file holding ``id`` (relative to the
     linking topic, percent-encoding all but ``/._-``; same file -> ``<file>.md#^id``).
@@ -856,34 +857,159 @@ def rewrite_block_links(
     of the ids of its block links), so equal arguments always mean an equal result.
 
     ``locations``: ``block_id_locations`` of the live texts, when the caller has it (kept up
-    to date from the previous call's); ``memo(path, text, fn)``: a caller's memo of per-text facts."""
-    if locations is not None:
-        where = locations
-    else:
+    to date from the previous call's); ``memo(path, text, fn)``: a caller's memo of per-text facts.
+    With ``locations``, the last such call's answer is kept (``_REWRITTEN``): a file whose text
+    is the very object it was and none of whose linked ids moved keeps its rewrite, so only
+    the changed files and those linking to a moved id are asked. ``mode`` (the transaction's
+    ``MEMORY_TUI_TX``): ``full`` asks every file, ``check`` both, comparing them."""
+    if locations is None:
         where = _id_locations({(k[7:] if k.startswith("topics/") else k): v for k, v in texts.items() if v is not None},
                               file_ids)
-    out: dict[str, str | None] = {}
-    for key, value in texts.items():
-        path = key[7:] if key.startswith("topics/") else key
-        if value is None:
-            out[key] = None
-            continue
-        fast = _LINKED.get(path)
-        if fast is not None and fast[0] is value:  # a pure function of the very text
-            linked = fast[1]
+        return _rewrite_all(texts, where, rewritten, memo)[0]
+    if mode == "full":
+        return _rewrite_all(texts, locations, rewritten, memo)[0]
+    with _REWRITTEN_LOCK:
+        last, _REWRITTEN[0] = _REWRITTEN[0], None  # taken: a failure below leaves none
+        out = _rewrite_since(last, texts, locations, rewritten, memo) if last is not None else None
+        if out is None:
+            out, linking = _rewrite_all(texts, locations, rewritten, memo)
+            _REWRITTEN[0] = _Rewritten(tuple(texts), list(texts.values()), out, locations, linking)
         else:
-            linked = memo(path, value, _linked_ids) if memo is not None else _linked_ids(value)
-            _LINKED[path] = (value, linked)
-        if linked is None:
-            out[key] = value
-            continue
-        if rewritten is None:
-            out[key] = _rewrite_file(path, value, where)
-            continue
-        found = tuple((bid, where.get(bid)) for bid in linked)
-        out[key] = rewritten(path, value, found,
-                             lambda path=path, value=value: _rewrite_file(path, value, where))
+            _REWRITTEN[0] = last._replace(keys=tuple(texts), values=list(texts.values()), out=out, where=locations)
+    if mode == "check":
+        full = _rewrite_all(texts, locations, rewritten, memo)[0]
+        if full != out or list(full) != list(out):
+            raise RewriteMismatch(f"incremental block-link rewrite differs: "
+                                  f"{sorted(k for k in full if full[k] != out.get(k))[:10]}")
+    return dict(out)
+
+
+class RewriteMismatch(AssertionError):
+    """``mode="check"``: the kept block-link rewrite differs from asking every file."""
+
+
+class _Rewritten(NamedTuple):
+    """The last ``rewrite_block_links`` call with ``locations``: its texts, its answer, the
+    locations it was given and, per id, the keys of the texts that link to it."""
+
+    keys: tuple[str, ...]
+    values: list[str | None]
+    out: dict[str, str | None]  # never handed out (the caller gets a copy)
+    where: Mapping[str, str]
+    linking: dict[str, set[str]]  # id -> keys whose ``_linked_ids`` hold it; changed in place
+
+
+_REWRITTEN_LOCK = threading.Lock()
+_REWRITTEN: list[_Rewritten | None] = [None]
+# More changed texts or files to ask again than this and every file is asked.
+REWRITE_MAX_CHANGED = 64
+
+
+def _rewrite_one(key: str, value: str | None, where: Mapping[str, str],
+                 rewritten: Callable[[str, str, tuple, Callable[[], str]], str] | None,
+                 memo: Callable[[str, str, Callable[[str], object]], object] | None,
+                 ) -> tuple[str | None, tuple[str, ...] | None]:
+    """One text's rewrite and its ``_linked_ids``."""
+    if value is None:
+        return None, None
+    path = key[7:] if key.startswith("topics/") else key
+    fast = _LINKED.get(path)
+    if fast is not None and fast[0] is value:  # a pure function of the very text
+        linked = fast[1]
+    else:
+        linked = memo(path, value, _linked_ids) if memo is not None else _linked_ids(value)
+        _LINKED[path] = (value, linked)
+    if linked is None:
+        return value, None
+    if rewritten is None:
+        return _rewrite_file(path, value, where), linked
+    found = tuple((bid, where.get(bid)) for bid in linked)
+    return rewritten(path, value, found, lambda: _rewrite_file(path, value, where)), linked
+
+
+def _rewrite_all(texts: Mapping[str, str | None], where: Mapping[str, str],
+                 rewritten: Callable[[str, str, tuple, Callable[[], str]], str] | None,
+                 memo: Callable[[str, str, Callable[[str], object]], object] | None,
+                 ) -> tuple[dict[str, str | None], dict[str, set[str]]]:
+    """Every text's rewrite, and per id the keys of the texts linking to it."""
+    out: dict[str, str | None] = {}
+    linking: dict[str, set[str]] = {}
+    for key, value in texts.items():
+        out[key], linked = _rewrite_one(key, value, where, rewritten, memo)
+        for bid in linked or ():
+            linking.setdefault(bid, set()).add(key)
+    return out, linking
+
+
+def _rewrite_since(last: _Rewritten, texts: Mapping[str, str | None], where: Mapping[str, str],
+                   rewritten: Callable[[str, str, tuple, Callable[[], str]], str] | None,
+                   memo: Callable[[str, str, Callable[[str], object]], object] | None,
+                   ) -> dict[str, str | None] | None:
+    """``last.out`` with the texts that are other objects and those linking to an id whose
+    location moved asked again (``last.linking`` updated in place); None when that cannot
+    be told here: other keys, other locations, too many changes."""
+    keys = tuple(texts)
+    if keys != last.keys:
+        return None
+    moved = _moved_ids(last.where, where)
+    if moved is None:
+        return None
+    values = list(texts.values())
+    at = list(compress(range(len(values)), map(is_not, values, last.values)))
+    if len(at) > REWRITE_MAX_CHANGED:
+        return None
+    again = set(map(keys.__getitem__, at))
+    linking = last.linking
+    for bid in moved:
+        again.update(linking.get(bid, ()))
+    if len(again) > REWRITE_MAX_CHANGED:
+        return None
+    out = dict(last.out)
+    for i in at:  # their linked ids as they were, taken out of the index
+        key, before = keys[i], last.values[i]
+        if before is not None:
+            old = _linked_of(key, before)
+            for bid in old or ():
+                paths = linking.get(bid)
+                if paths is not None:
+                    paths.discard(key)
+                    if not paths:
+                        del linking[bid]
+    for key in again:
+        value = texts[key]
+        out[key], linked = _rewrite_one(key, value, where, rewritten, memo)
+        for bid in linked or ():
+            linking.setdefault(bid, set()).add(key)
     return out
+
+
+def _linked_of(key: str, text: str) -> tuple[str, ...] | None:
+    path = key[7:] if key.startswith("topics/") else key
+    fast = _LINKED.get(path)
+    return fast[1] if fast is not None and fast[0] is text else _linked_ids(text)
+
+
+def _moved_ids(old: Mapping[str, str], new: Mapping[str, str]) -> set[str] | None:
+    """The ids whose location may differ between two ``block_id_locations`` maps, when both
+    are the same plain map with (``txcache.Locations``) a few ids laid over it; else None."""
+    if new is old:
+        return set()
+    old_base, old_delta = _laid_over(old)
+    new_base, new_delta = _laid_over(new)
+    if old_base is not new_base:
+        return None
+    return {bid for bid in old_delta.keys() | new_delta.keys() if old.get(bid) != new.get(bid)}
+
+
+def _laid_over(where: Mapping[str, str]) -> tuple[Mapping[str, str], Mapping[str, str]]:
+    """``(base, delta)``: a ``txcache.Locations``'s shared plain map and what is laid over it
+    (any other map is its own base)."""
+    if type(where) is dict:
+        return where, {}
+    base, delta = getattr(where, "base", None), getattr(where, "delta", None)
+    if isinstance(base, dict) and isinstance(delta, dict):
+        return base, delta
+    return where, {}
 
 
 # path -> (the last text object seen there, its ``_linked_ids``): asked of every file per edit
