@@ -1299,6 +1299,8 @@ _CLEAR_LOCK = threading.Lock()
 _CLEAR: dict[str, tuple[Topic, tuple[str, ...]]] = {}
 _LINKED_BY: dict[str, set[str]] = {}
 _CLEAR_TREE: list[TopicTree | None] = [None]
+# the positions in ``_CLEAR_TREE[0]`` of the topics the last call looked at
+_LOOKED: list[list[int]] = [[]]
 # More replaced topics than this since the last check and every topic is looked at again.
 CLEAR_MAX_MOVED = 64
 
@@ -1334,22 +1336,39 @@ def _to_look_at(tree: TopicTree) -> Iterable[Topic]:
     topics = tree.topics
     last = _CLEAR_TREE[0]
     _CLEAR_TREE[0] = tree
+    looked_last = _LOOKED[0]
     if last is None or not last.dupfree or len(last.topics) != len(topics):
-        _CLEAR.clear()
-        _LINKED_BY.clear()
-        return topics
+        return _looked_at(topics, range(len(topics)), clear=True)
     moved = list(compress(range(len(topics)), map(is_not, topics, last.topics)))
     if len(moved) > CLEAR_MAX_MOVED:
-        _CLEAR.clear()
-        _LINKED_BY.clear()
-        return topics
+        return _looked_at(topics, range(len(topics)), clear=True)
     old = last.topics
+    forgot = False
     for mid in {mid for i in moved for mid in old[i].memory_ids if not tree.has_id(mid)}:
         for path in _LINKED_BY.pop(mid, ()):
             _forget_clear(path)
-    # what is left of _CLEAR holds for this tree: every topic that is not its clear parse
-    hits = map(_CLEAR.get, map(_TOPIC_PATH, topics), repeat(_NO_CLEAR))
-    return list(compress(topics, map(is_not, topics, map(_FIRST, hits))))
+            forgot = True
+    if forgot:  # where the forgotten paths stand is not at hand: every topic is asked
+        return _looked_at(topics, range(len(topics)))
+    # A topic the last call did not look at was clear in the last tree and nothing forgot it
+    # since (only the topics looked at, and the ids that left, change ``_CLEAR``): while it is
+    # the very parse at its position it still is.
+    return _looked_at(topics, sorted(set(moved).union(looked_last)))
+
+
+def _looked_at(topics: tuple[Topic, ...], at: Iterable[int], clear: bool = False) -> list[Topic]:
+    """The topics at the positions ``at`` that are not their path's clear parse (all of them,
+    after forgetting every clear answer, with ``clear``), noted in ``_LOOKED``."""
+    if clear:
+        _CLEAR.clear()
+        _LINKED_BY.clear()
+        _LOOKED[0] = list(at)
+        return list(topics)
+    at = list(at)
+    hits = map(_CLEAR.get, map(_TOPIC_PATH, map(topics.__getitem__, at)), repeat(_NO_CLEAR))
+    looked = list(compress(at, map(is_not, map(topics.__getitem__, at), map(_FIRST, hits))))
+    _LOOKED[0] = looked
+    return list(map(topics.__getitem__, looked))
 
 
 def _forget_clear(path: str) -> None:
