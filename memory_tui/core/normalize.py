@@ -26,6 +26,7 @@ from itertools import compress, filterfalse, repeat
 from operator import and_, attrgetter, is_, is_not, itemgetter, not_
 from collections.abc import Callable, Iterable, Mapping, Set as AbstractSet
 from dataclasses import dataclass, field
+from typing import NamedTuple
 from urllib.parse import unquote
 
 from .errors import Problem
@@ -561,25 +562,43 @@ def normalize_tree(
     if memo is None:
         def memo(_path, text, fn):  # type: ignore[no-redef]
             return fn(text)
-    # The passes over every file below are C-level (``map``/``zip``/``compress``): a one-topic
-    # edit hands every topic of the tree, and only the changed ones are worked on.
+    # A one-topic edit hands every topic of the tree: what is asked of every file below is one
+    # C-level pass at most, and only the files that changed since the last call (``_SEEN``) are
+    # looked at one by one.
+    seen = _SEEN
+    if seen is not None and not (assume_committed_normal and isinstance(committed, TopicTree) and mode != "full"
+                                 and proof_key is not None and seen.key is proof_key):
+        seen = None
+    keys = tuple(staged)
+    same_paths = seen is not None and keys == seen.paths
+    # the paths ``seen`` holds were given without a ``topics/`` prefix
+    plain = same_paths or not any(map(str.startswith, keys, repeat("topics/")))
     inputs: dict[str, str | None]
-    if any(map(str.startswith, staged, repeat("topics/"))):
+    if plain:
+        inputs = dict(staged)
+        paths = keys
+    else:
         inputs = {}
         for key, value in staged.items():
             inputs[key[len("topics/"):] if key.startswith("topics/") else key] = value
-    else:
-        inputs = dict(staged)
+        paths = tuple(inputs)
     committed_texts: dict[str, str] = {}
     committed_tree: TopicTree | None
+    own_get: Callable[[str], Topic | None]
     if isinstance(committed, TopicTree):
         committed_tree = committed
-        committed_texts = dict(zip(map(_TOPIC_PATH, committed.topics), map(_TOPIC_TEXT, committed.topics)))
+        own_get = _topic_at(committed)
+
+        def committed_text(path: str) -> str | None:
+            own = own_get(path)
+            return None if own is None else own.text
     elif committed is not None:
         committed_texts = {(k[7:] if k.startswith("topics/") else k): v for k, v in committed.items() if v is not None}
         committed_tree = parse_tree(committed_texts, resolve=resolve, strict=False)
+        own_get, committed_text = _topic_at(committed_tree), committed_texts.get
     else:
         committed_tree = None
+        own_get = committed_text = {}.get
     committed_set: AbstractSet[str]
     if committed_tree is not None and not committed_ids:
         committed_set = committed_tree.id_view  # only looked up: no set of every id is built
@@ -588,60 +607,69 @@ def normalize_tree(
         if committed_tree is not None:
             committed_set |= set(committed_tree.ids)
 
-    live = inputs if None not in inputs.values() else {p: t for p, t in inputs.items() if t is not None}
-    order_inputs = _sorted_paths(inputs, mode)  # distinct paths: the order of any subset is this one's
-    order_all = order_inputs if len(live) == len(inputs) else [p for p in order_inputs if p in live]
+    values = list(inputs.values())
+    test: set[str] | None = None  # the paths whose passthrough test is asked; None: every path
+    deleted: bool | None = None  # whether an input is None; None: not known yet
+    in_order: bool | None = None  # whether ``paths`` is tree order; None: not known yet
+    if seen is not None:
+        test, at = _to_test(seen, same_paths, paths, values, committed_tree)  # type: ignore[arg-type]
+        if at is not None:  # the same paths: only a changed position can hold a new None
+            deleted = None if seen.deleted else any(values[i] is None for i in at)
+            in_order = seen.in_order
+    if deleted is None:
+        deleted = None in values
+    live = inputs if not deleted else {p: t for p, t in inputs.items() if t is not None}
+    order_inputs: list[str] | None = None  # distinct paths: the order of any subset is this one's
+    if not in_order or test is None or not assume_committed_normal:
+        order_inputs, in_order = _sorted_paths(paths, mode)
     if committed_tree is not None:
         _keep_only(_OWN_IDS, committed_tree.topics)
-    passthrough: set[str] = set()
+    passed: frozenset[str] = frozenset()
+    unpassed: set[str] = set()  # the input paths not passed through
     if assume_committed_normal:
-        # A file passed through last time with the very same text object, committed topic
-        # object and proof key passes again: every input of the test below is a function of
-        # those three (its own ids, its label, the committed text, the proof).
-        own_of = (dict(zip(map(_TOPIC_PATH, committed_tree.topics), committed_tree.topics))
-                  if committed_tree is not None else {})
-        last_key, known = _PASSED
-        if proof_key is None or last_key is not proof_key or mode == "full":
-            known = {}
-        known_get, own_get = known.get, own_of.get
-        # passed last time with this very text and committed topic (a hit's topic is never None)
-        hits = list(map(known_get, order_all, repeat(_NO_HIT)))
-        again = list(map(and_, map(is_, map(live.__getitem__, order_all), map(_FIRST, hits)),
-                         map(is_, map(own_get, order_all), map(_SECOND, hits))))
-        passed: dict[str, tuple[str, Topic]] = dict(zip(compress(order_all, again), compress(hits, again)))
-        passthrough.update(passed)
-        for path in compress(order_all, map(not_, again)):
-            text = live[path]
-            own = own_get(path)
-            if committed_texts.get(path) != text or memo(path, text, has_local_label):
-                continue
-            ids = memo(path, text, _text_line_end_ids)
-            if own is not None and _ids_own(own, ids):
-                by_own = True
-            elif ids <= committed_set:
-                by_own = False  # a function of the whole committed tree: not remembered
-            else:
-                continue
-            if proven_canonical is None or proven_canonical(path, text):
-                passthrough.add(path)
-                if by_own and own is not None:
-                    passed[path] = (text, own)
-        if proof_key is not None:
-            _remember_passed(proof_key, passed)
+        retest: set[str] = set()  # those not passed on their own committed topic's ids
+        if test is None:
+            assert order_inputs is not None
+            asked: Iterable[str] = order_inputs
+        else:
+            asked = sorted(filter(inputs.__contains__, test), key=topic_sort_key)
+        for path in asked:
+            text = inputs[path]
+            by_own = False
+            if text is not None and committed_text(path) == text and not memo(path, text, has_local_label):
+                own = own_get(path)
+                ids = memo(path, text, _text_line_end_ids)
+                by_own = own is not None and _ids_own(own, ids)
+                if (by_own or ids <= committed_set) and (proven_canonical is None or proven_canonical(path, text)):
+                    if not by_own:
+                        retest.add(path)  # a function of the whole committed tree: not remembered
+                    continue
+            unpassed.add(path)
+            retest.add(path)
+        if same_paths and seen.unpassed == unpassed:  # type: ignore[union-attr]
+            passed = seen.passed  # type: ignore[union-attr]
+        else:
+            passed = frozenset(filterfalse(unpassed.__contains__, inputs))
+        if plain and proof_key is not None and isinstance(committed, TopicTree):
+            _remember_seen(_Seen(proof_key, paths, values, committed, frozenset(retest), frozenset(unpassed),
+                                 passed, bool(in_order), bool(deleted)))
         if mode == "check":
-            _check_passthrough(passthrough, live, committed_texts, committed_tree, committed_set,
-                               proven_canonical, memo)
-    order = list(filterfalse(passthrough.__contains__, order_all))
+            _check_passthrough(passed, live, committed_texts or _texts_of(committed_tree), committed_tree,
+                               committed_set, proven_canonical, memo)
+        order = sorted(filter(live.__contains__, unpassed), key=topic_sort_key)
+    else:
+        assert order_inputs is not None
+        order = order_inputs if not deleted else [p for p in order_inputs if p in live]
     work: dict[str, list[str]] = {p: split_lines(live[p]) for p in order}
     problems: list[Problem] = []
 
     # Step 2. (A passed-through file holds no local label, so with none elsewhere there is
     # nothing to allocate.)
-    if passthrough and not any(_LOCAL_REF_RE.search(live[p]) for p in order):
+    if passed and not any(_LOCAL_REF_RE.search(live[p]) for p in order):
         labels: dict[str, str] = {}
-    elif passthrough:
+    elif passed:
         known: set[str] = set()
-        for p in passthrough:
+        for p in passed:
             known |= memo(p, live[p], definition_ids)  # type: ignore[operator]
         labels = allocate_evidence_ids({p: live[p] for p in order}, existing_ids=known)
     else:
@@ -690,7 +718,7 @@ def normalize_tree(
             n += 1
     # Pitfall 12: OpenProgram accepts any Unicode digits in a time; memory-tui never writes them.
     for path in order:
-        old_lines = set(split_lines(committed_texts.get(path, "")))
+        old_lines = set(split_lines(committed_text(path) or ""))
         for line in classify_lines("\n".join(work[path])):
             if line.kind != "definition" or line.text in old_lines:
                 continue
@@ -730,13 +758,20 @@ def normalize_tree(
                 out.append(line.text)
         canonical = "\n".join(out).rstrip() + "\n"
         # Step 7.
-        pruned, notes = prune_topic(path, canonical, committed_text=committed_texts.get(path),
+        pruned, notes = prune_topic(path, canonical, committed_text=committed_text(path),
                                     refuse_drops=refuse_drops)
         texts[path] = pruned
         dropped.extend(notes)
     # every input path, in tree order: a passed-through file's text as given, a deleted one's None
-    changed_texts, texts = texts, dict(zip(order_inputs, map(inputs.__getitem__, order_inputs)))
+    changed_texts = texts
+    if in_order:
+        texts = dict(inputs)
+    else:
+        assert order_inputs is not None
+        texts = dict(zip(order_inputs, map(inputs.__getitem__, order_inputs)))
     texts.update(changed_texts)
+    if mode == "check":
+        _check_order(texts, order, inputs, live, passed)
     used_labels = {label: eid for label, eid in labels.items()}
     return NormalizeResult(
         texts=texts,
@@ -745,7 +780,7 @@ def normalize_tree(
         dropped=tuple(dropped),
         problems=tuple(problems),
         inputs=inputs,
-        passed=frozenset(passthrough),
+        passed=passed,
     )
 
 
@@ -810,6 +845,7 @@ def rewrite_block_links(
     rewritten: Callable[[str, str, tuple, Callable[[], str]], str] | None = None,
     locations: Mapping[str, str] | None = None,
     memo: Callable[[str, str, Callable[[str], object]], object] | None = None,
+    mode: str = "incremental",
 ) -> dict[str, str | None]:
     """Point every ``[text](path#^id)`` at the current file holding ``id`` (relative to the
     linking topic, percent-encoding all but ``/._-``; same file -> ``<file>.md#^id``).
@@ -821,34 +857,159 @@ def rewrite_block_links(
     of the ids of its block links), so equal arguments always mean an equal result.
 
     ``locations``: ``block_id_locations`` of the live texts, when the caller has it (kept up
-    to date from the previous call's); ``memo(path, text, fn)``: a caller's memo of per-text facts."""
-    if locations is not None:
-        where = locations
-    else:
+    to date from the previous call's); ``memo(path, text, fn)``: a caller's memo of per-text facts.
+    With ``locations``, the last such call's answer is kept (``_REWRITTEN``): a file whose text
+    is the very object it was and none of whose linked ids moved keeps its rewrite, so only
+    the changed files and those linking to a moved id are asked. ``mode`` (the transaction's
+    ``MEMORY_TUI_TX``): ``full`` asks every file, ``check`` both, comparing them."""
+    if locations is None:
         where = _id_locations({(k[7:] if k.startswith("topics/") else k): v for k, v in texts.items() if v is not None},
                               file_ids)
-    out: dict[str, str | None] = {}
-    for key, value in texts.items():
-        path = key[7:] if key.startswith("topics/") else key
-        if value is None:
-            out[key] = None
-            continue
-        fast = _LINKED.get(path)
-        if fast is not None and fast[0] is value:  # a pure function of the very text
-            linked = fast[1]
+        return _rewrite_all(texts, where, rewritten, memo)[0]
+    if mode == "full":
+        return _rewrite_all(texts, locations, rewritten, memo)[0]
+    with _REWRITTEN_LOCK:
+        last, _REWRITTEN[0] = _REWRITTEN[0], None  # taken: a failure below leaves none
+        out = _rewrite_since(last, texts, locations, rewritten, memo) if last is not None else None
+        if out is None:
+            out, linking = _rewrite_all(texts, locations, rewritten, memo)
+            _REWRITTEN[0] = _Rewritten(tuple(texts), list(texts.values()), out, locations, linking)
         else:
-            linked = memo(path, value, _linked_ids) if memo is not None else _linked_ids(value)
-            _LINKED[path] = (value, linked)
-        if linked is None:
-            out[key] = value
-            continue
-        if rewritten is None:
-            out[key] = _rewrite_file(path, value, where)
-            continue
-        found = tuple((bid, where.get(bid)) for bid in linked)
-        out[key] = rewritten(path, value, found,
-                             lambda path=path, value=value: _rewrite_file(path, value, where))
+            _REWRITTEN[0] = last._replace(keys=tuple(texts), values=list(texts.values()), out=out, where=locations)
+    if mode == "check":
+        full = _rewrite_all(texts, locations, rewritten, memo)[0]
+        if full != out or list(full) != list(out):
+            raise RewriteMismatch(f"incremental block-link rewrite differs: "
+                                  f"{sorted(k for k in full if full[k] != out.get(k))[:10]}")
+    return dict(out)
+
+
+class RewriteMismatch(AssertionError):
+    """``mode="check"``: the kept block-link rewrite differs from asking every file."""
+
+
+class _Rewritten(NamedTuple):
+    """The last ``rewrite_block_links`` call with ``locations``: its texts, its answer, the
+    locations it was given and, per id, the keys of the texts that link to it."""
+
+    keys: tuple[str, ...]
+    values: list[str | None]
+    out: dict[str, str | None]  # never handed out (the caller gets a copy)
+    where: Mapping[str, str]
+    linking: dict[str, set[str]]  # id -> keys whose ``_linked_ids`` hold it; changed in place
+
+
+_REWRITTEN_LOCK = threading.Lock()
+_REWRITTEN: list[_Rewritten | None] = [None]
+# More changed texts or files to ask again than this and every file is asked.
+REWRITE_MAX_CHANGED = 64
+
+
+def _rewrite_one(key: str, value: str | None, where: Mapping[str, str],
+                 rewritten: Callable[[str, str, tuple, Callable[[], str]], str] | None,
+                 memo: Callable[[str, str, Callable[[str], object]], object] | None,
+                 ) -> tuple[str | None, tuple[str, ...] | None]:
+    """One text's rewrite and its ``_linked_ids``."""
+    if value is None:
+        return None, None
+    path = key[7:] if key.startswith("topics/") else key
+    fast = _LINKED.get(path)
+    if fast is not None and fast[0] is value:  # a pure function of the very text
+        linked = fast[1]
+    else:
+        linked = memo(path, value, _linked_ids) if memo is not None else _linked_ids(value)
+        _LINKED[path] = (value, linked)
+    if linked is None:
+        return value, None
+    if rewritten is None:
+        return _rewrite_file(path, value, where), linked
+    found = tuple((bid, where.get(bid)) for bid in linked)
+    return rewritten(path, value, found, lambda: _rewrite_file(path, value, where)), linked
+
+
+def _rewrite_all(texts: Mapping[str, str | None], where: Mapping[str, str],
+                 rewritten: Callable[[str, str, tuple, Callable[[], str]], str] | None,
+                 memo: Callable[[str, str, Callable[[str], object]], object] | None,
+                 ) -> tuple[dict[str, str | None], dict[str, set[str]]]:
+    """Every text's rewrite, and per id the keys of the texts linking to it."""
+    out: dict[str, str | None] = {}
+    linking: dict[str, set[str]] = {}
+    for key, value in texts.items():
+        out[key], linked = _rewrite_one(key, value, where, rewritten, memo)
+        for bid in linked or ():
+            linking.setdefault(bid, set()).add(key)
+    return out, linking
+
+
+def _rewrite_since(last: _Rewritten, texts: Mapping[str, str | None], where: Mapping[str, str],
+                   rewritten: Callable[[str, str, tuple, Callable[[], str]], str] | None,
+                   memo: Callable[[str, str, Callable[[str], object]], object] | None,
+                   ) -> dict[str, str | None] | None:
+    """``last.out`` with the texts that are other objects and those linking to an id whose
+    location moved asked again (``last.linking`` updated in place); None when that cannot
+    be told here: other keys, other locations, too many changes."""
+    keys = tuple(texts)
+    if keys != last.keys:
+        return None
+    moved = _moved_ids(last.where, where)
+    if moved is None:
+        return None
+    values = list(texts.values())
+    at = list(compress(range(len(values)), map(is_not, values, last.values)))
+    if len(at) > REWRITE_MAX_CHANGED:
+        return None
+    again = set(map(keys.__getitem__, at))
+    linking = last.linking
+    for bid in moved:
+        again.update(linking.get(bid, ()))
+    if len(again) > REWRITE_MAX_CHANGED:
+        return None
+    out = dict(last.out)
+    for i in at:  # their linked ids as they were, taken out of the index
+        key, before = keys[i], last.values[i]
+        if before is not None:
+            old = _linked_of(key, before)
+            for bid in old or ():
+                paths = linking.get(bid)
+                if paths is not None:
+                    paths.discard(key)
+                    if not paths:
+                        del linking[bid]
+    for key in again:
+        value = texts[key]
+        out[key], linked = _rewrite_one(key, value, where, rewritten, memo)
+        for bid in linked or ():
+            linking.setdefault(bid, set()).add(key)
     return out
+
+
+def _linked_of(key: str, text: str) -> tuple[str, ...] | None:
+    path = key[7:] if key.startswith("topics/") else key
+    fast = _LINKED.get(path)
+    return fast[1] if fast is not None and fast[0] is text else _linked_ids(text)
+
+
+def _moved_ids(old: Mapping[str, str], new: Mapping[str, str]) -> set[str] | None:
+    """The ids whose location may differ between two ``block_id_locations`` maps, when both
+    are the same plain map with (``txcache.Locations``) a few ids laid over it; else None."""
+    if new is old:
+        return set()
+    old_base, old_delta = _laid_over(old)
+    new_base, new_delta = _laid_over(new)
+    if old_base is not new_base:
+        return None
+    return {bid for bid in old_delta.keys() | new_delta.keys() if old.get(bid) != new.get(bid)}
+
+
+def _laid_over(where: Mapping[str, str]) -> tuple[Mapping[str, str], Mapping[str, str]]:
+    """``(base, delta)``: a ``txcache.Locations``'s shared plain map and what is laid over it
+    (any other map is its own base)."""
+    if type(where) is dict:
+        return where, {}
+    base, delta = getattr(where, "base", None), getattr(where, "delta", None)
+    if isinstance(base, dict) and isinstance(delta, dict):
+        return base, delta
+    return where, {}
 
 
 # path -> (the last text object seen there, its ``_linked_ids``): asked of every file per edit
@@ -1003,43 +1164,116 @@ def topic_link_summary(topic: Topic) -> tuple[bool, tuple[str, ...]]:
     return bare, tuple(sorted(bids))
 
 
-# (proof key, {path: (text object, committed topic object)}) passed through by the last call
-# with a proof key; replaced whole, so a thread reads one consistent pair
-_PASSED: tuple[object, dict[str, tuple[str, Topic]]] = (None, {})
-# the last path order asked for: (the paths in the order given, topic order)
-_ORDER: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+class _Seen(NamedTuple):
+    """What one ``normalize_tree`` call with a proof key saw and found. Every fact in it stays
+    true while the key does: whether a path passes on its own committed topic's ids is a
+    function of its text and that topic (its label, its line-end ids, the committed text) and
+    of the proof, which holds for a text object while the key does."""
+
+    key: object  # the proof key
+    paths: tuple[str, ...]  # the input paths in the order given, none of them ``topics/``-prefixed
+    values: list[str | None]  # their texts, aligned
+    tree: TopicTree  # the committed tree
+    # the paths that did not pass on their own committed topic's ids: not passed (deleted
+    # included), or passed on the whole tree's ids -- the only ones asked again while their
+    # text and committed topic stay the objects they were
+    retest: frozenset[str]
+    unpassed: frozenset[str]  # the paths not passed through
+    passed: frozenset[str]  # the others (``NormalizeResult.passed``)
+    in_order: bool  # ``paths`` is tree order
+    deleted: bool  # some value is None
+
+
+# the last call's ``_Seen``; replaced whole, so a thread reads one consistent snapshot (and any
+# snapshot under the same key is as good as the newest, only older)
+_SEEN: _Seen | None = None
+# the last path order asked for: (the paths in the order given, topic order, whether they are the same)
+_ORDER: tuple[tuple[str, ...], tuple[str, ...], bool] = ((), (), True)
+# More texts or committed parses moved than this since the last call and the paths are matched by name.
+SEEN_MAX_MOVED = 64
+_ABSENT = object()
 
 
 class PassthroughMismatch(AssertionError):
     """``mode="check"``: the remembered passthrough set differs from the file-by-file test."""
 
 
-def _remember_passed(proof_key: object, passed: dict[str, tuple[str, Topic]]) -> None:
-    global _PASSED
-    _PASSED = (proof_key, passed)
+def _remember_seen(seen: _Seen) -> None:
+    global _SEEN
+    _SEEN = seen
 
 
-def _sorted_paths(paths: Mapping[str, object], mode: str = "incremental") -> list[str]:
-    """``sorted(paths, key=topic_sort_key)``, remembered for the last tuple of keys (a
-    transaction hands the same keys in the same order every time)."""
+def _topic_at(tree: TopicTree) -> Callable[[str], Topic | None]:
+    """The committed topic at exactly this path (``TopicTree.topic`` also strips a
+    ``topics/`` prefix, which a path of ``topics/topics/…`` keeps)."""
+    return tree._topic_index.get
+
+
+def _texts_of(tree: TopicTree | None) -> dict[str, str]:
+    return {} if tree is None else dict(zip(map(_TOPIC_PATH, tree.topics), map(_TOPIC_TEXT, tree.topics)))
+
+
+def _to_test(seen: _Seen, same_paths: bool, paths: tuple[str, ...], values: list[str | None], tree: TopicTree,
+             ) -> tuple[set[str], list[int] | None]:
+    """``(paths to test, changed positions)``: every path but those ``seen`` found passing on
+    their own committed topic whose text and committed topic are still the very objects it saw
+    (the changed positions when ``paths`` are ``seen``'s, else None). Found by C-level passes:
+    by position while the paths and the committed topics' paths stand where they stood, else
+    by name."""
+    if same_paths:
+        at = list(compress(range(len(values)), map(is_not, values, seen.values)))
+        tops, old = tree.topics, seen.tree.topics
+        if len(at) <= SEEN_MAX_MOVED and len(tops) == len(old):
+            moved = list(compress(range(len(tops)), map(is_not, tops, old)))
+            if len(moved) <= SEEN_MAX_MOVED:
+                # a path whose committed topic is another object had one at a position that
+                # moved (paths are distinct), or had none and did not pass
+                out = set(seen.retest)
+                out.update(map(paths.__getitem__, at))
+                out.update(map(_TOPIC_PATH, map(old.__getitem__, moved)))
+                return out, at
+    else:
+        at = None
+    where = dict(zip(seen.paths, range(len(seen.paths))))
+    before = [*seen.values, _ABSENT]
+    then = map(before.__getitem__, map(where.get, paths, repeat(len(seen.paths))))
+    same = map(and_, map(is_, values, then), map(is_, map(_topic_at(tree), paths), map(_topic_at(seen.tree), paths)))
+    kept = map(and_, same, map(not_, map(seen.retest.__contains__, paths)))
+    return set(compress(paths, map(not_, kept))), at
+
+
+def _sorted_paths(keys: tuple[str, ...], mode: str = "incremental") -> tuple[list[str], bool]:
+    """``(sorted(keys, key=topic_sort_key), whether that is their order)``, remembered for the
+    last tuple of keys (a transaction hands the same keys in the same order every time)."""
     global _ORDER
-    keys = tuple(paths)
-    last_keys, last_order = _ORDER
+    last_keys, last_order, last_same = _ORDER
     if last_keys == keys and mode != "full":
-        return list(last_order)
+        return list(last_order), last_same
     order = tuple(sorted(keys, key=topic_sort_key))
-    _ORDER = (keys, order)
-    return list(order)
+    _ORDER = (keys, order, order == keys)
+    return list(order), order == keys
+
+
+def _check_order(texts: Mapping[str, str | None], order: list[str], inputs: Mapping[str, str | None],
+                 live: Mapping[str, str], passed: AbstractSet[str]) -> None:
+    """``MEMORY_TUI_TX=check``: the result's paths in tree order and the files normalised those
+    not passed through, in tree order."""
+    tree_order = sorted(inputs, key=topic_sort_key)
+    if list(texts) != tree_order:
+        raise PassthroughMismatch("the result's paths are not in tree order")
+    if order != [p for p in tree_order if p in live and p not in passed]:
+        raise PassthroughMismatch(f"incremental files to normalise differ: {order[:10]}")
 
 
 def _check_passthrough(passthrough, live, committed_texts, committed_tree, committed_set, proven_canonical, memo) -> None:
     """``MEMORY_TUI_TX=check``: the passthrough set as the test for every file gives it."""
+    own_of = {t.path: t for t in committed_tree.topics} if committed_tree is not None else {}
     full: set[str] = set()
     for path, text in live.items():
         if committed_texts.get(path) != text or memo(path, text, has_local_label):
             continue
         ids = memo(path, text, _text_line_end_ids)
-        own = committed_tree.topic(path) if committed_tree is not None else None
+        own = own_of.get(path)
         if ((own is not None and _ids_own(own, ids)) or ids <= committed_set) and (
                 proven_canonical is None or proven_canonical(path, text)):
             full.add(path)
@@ -1065,6 +1299,8 @@ _CLEAR_LOCK = threading.Lock()
 _CLEAR: dict[str, tuple[Topic, tuple[str, ...]]] = {}
 _LINKED_BY: dict[str, set[str]] = {}
 _CLEAR_TREE: list[TopicTree | None] = [None]
+# the positions in ``_CLEAR_TREE[0]`` of the topics the last call looked at
+_LOOKED: list[list[int]] = [[]]
 # More replaced topics than this since the last check and every topic is looked at again.
 CLEAR_MAX_MOVED = 64
 
@@ -1100,22 +1336,39 @@ def _to_look_at(tree: TopicTree) -> Iterable[Topic]:
     topics = tree.topics
     last = _CLEAR_TREE[0]
     _CLEAR_TREE[0] = tree
+    looked_last = _LOOKED[0]
     if last is None or not last.dupfree or len(last.topics) != len(topics):
-        _CLEAR.clear()
-        _LINKED_BY.clear()
-        return topics
+        return _looked_at(topics, range(len(topics)), clear=True)
     moved = list(compress(range(len(topics)), map(is_not, topics, last.topics)))
     if len(moved) > CLEAR_MAX_MOVED:
-        _CLEAR.clear()
-        _LINKED_BY.clear()
-        return topics
+        return _looked_at(topics, range(len(topics)), clear=True)
     old = last.topics
+    forgot = False
     for mid in {mid for i in moved for mid in old[i].memory_ids if not tree.has_id(mid)}:
         for path in _LINKED_BY.pop(mid, ()):
             _forget_clear(path)
-    # what is left of _CLEAR holds for this tree: every topic that is not its clear parse
-    hits = map(_CLEAR.get, map(_TOPIC_PATH, topics), repeat(_NO_CLEAR))
-    return list(compress(topics, map(is_not, topics, map(_FIRST, hits))))
+            forgot = True
+    if forgot:  # where the forgotten paths stand is not at hand: every topic is asked
+        return _looked_at(topics, range(len(topics)))
+    # A topic the last call did not look at was clear in the last tree and nothing forgot it
+    # since (only the topics looked at, and the ids that left, change ``_CLEAR``): while it is
+    # the very parse at its position it still is.
+    return _looked_at(topics, sorted(set(moved).union(looked_last)))
+
+
+def _looked_at(topics: tuple[Topic, ...], at: Iterable[int], clear: bool = False) -> list[Topic]:
+    """The topics at the positions ``at`` that are not their path's clear parse (all of them,
+    after forgetting every clear answer, with ``clear``), noted in ``_LOOKED``."""
+    if clear:
+        _CLEAR.clear()
+        _LINKED_BY.clear()
+        _LOOKED[0] = list(at)
+        return list(topics)
+    at = list(at)
+    hits = map(_CLEAR.get, map(_TOPIC_PATH, map(topics.__getitem__, at)), repeat(_NO_CLEAR))
+    looked = list(compress(at, map(is_not, map(topics.__getitem__, at), map(_FIRST, hits))))
+    _LOOKED[0] = looked
+    return list(map(topics.__getitem__, looked))
 
 
 def _forget_clear(path: str) -> None:
@@ -1159,8 +1412,7 @@ def _link_problems(tree: TopicTree, topics: Iterable[Topic], committed: TopicTre
 
 
 _NO_CLEAR = (None, ())
-_NO_HIT = (None, None)
-_FIRST, _SECOND = itemgetter(0), itemgetter(1)
+_FIRST = itemgetter(0)
 _TOPIC_PATH, _TOPIC_TEXT = attrgetter("path"), attrgetter("text")
 
 

@@ -1252,7 +1252,7 @@ def _prepare(stage: Stage, ctx: _Context) -> _Prepared:
     normalized, promotion = _promote_legacy_core(stage, normalized, ctx)
     new_texts = {rel: text for rel, text in rewrite_block_links(
         normalized, file_ids=cache.file_ids, rewritten=cache.link_rewrite, memo=cache.memo,
-        locations=cache.block_locations(normalized)).items() if text is not None}
+        locations=cache.block_locations(normalized), mode=tx_mode()).items() if text is not None}
 
     tree = cache.tree(new_texts, index, token)
     missing = _missing_ids(ctx, tree, stage.baseline)

@@ -692,7 +692,13 @@ class WorkspaceCache:
                     return where
             return self._full_locations(texts)
 
-        return derive("block-link locations", incremental, full)
+        if tx_mode() != "check":
+            return derive("block-link locations", incremental, full)
+        # check mode hands on the incremental map (derive raises unless it equals the full
+        # one): ``rewrite_block_links`` tells the ids that moved from how it lies over the last
+        kept = incremental()
+        derive("block-link locations", lambda: kept, full)
+        return kept
 
     def _full_locations(self, texts: Mapping[str, str]) -> dict[str, str]:
         where = block_id_locations(texts, self.file_ids)

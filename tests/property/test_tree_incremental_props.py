@@ -8,12 +8,12 @@ the from-scratch derivation gives."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core import txcache
+from memory_tui.core import normalize, txcache
 from memory_tui.core.normalize import (block_id_locations, check_cross_topic_links,
-                                       check_cross_topic_links_incremental, topic_link_summary)
+                                       check_cross_topic_links_incremental, rewrite_block_links, topic_link_summary)
 from memory_tui.core import topics as topics_mod
 from memory_tui.core.topics import assemble_tree, parse_topic, reassemble_tree, topic_sort_key
 
@@ -73,6 +73,7 @@ def _reassemble_steps(first, steps, tmp_path_factory) -> None:
     prev = assemble_tree(_parse(prev_texts, known))
     cache = txcache.WorkspaceCache(tmp_path_factory.mktemp("ws"))
     assert cache.block_locations(prev_texts) == block_id_locations(prev_texts)
+    normalize._REWRITTEN[0] = None
     for spec in steps:
         # keep some files exactly as they were: the incremental paths only pay off (and only
         # differ from the full ones) when most topics are the very same parses
@@ -91,7 +92,13 @@ def _reassemble_steps(first, steps, tmp_path_factory) -> None:
         # tree may be another example's: the memo holds across them, as across workspaces)
         assert check_cross_topic_links_incremental(incr, committed=prev, summary=topic_link_summary) == \
             check_cross_topic_links(full, committed=prev)
-        assert cache.block_locations(texts) == block_id_locations(texts)
+        where = cache.block_locations(texts)
+        assert where == block_id_locations(texts)
+        # the rewrite kept from the last call: files that are the same objects and link to no id
+        # that moved keep theirs (and with a memo of each file's rewrite, as the transaction's)
+        want = rewrite_block_links(texts)
+        assert rewrite_block_links(texts, locations=where, file_ids=cache.file_ids, mode="check") == want
+        assert rewrite_block_links(texts, locations=where, rewritten=cache.link_rewrite) == want
         prev, prev_texts = incr, texts
 
 
@@ -127,8 +134,50 @@ def test_a_clear_topic_is_asked_again_once_an_id_it_links_to_leaves_the_tree():
     after = reassemble_tree(before, [other, linking])  # b.md: the very same parse
     assert before.dupfree and after.dupfree
     assert check_cross_topic_links_incremental(before, committed=before, summary=topic_link_summary) == []
+    # and again: now only the topics not found clear are looked at (none), so b.md is asked
+    # below only because the id it links to left
+    assert check_cross_topic_links_incremental(before, committed=before, summary=topic_link_summary) == []
     got = check_cross_topic_links_incremental(after, committed=before, summary=topic_link_summary)
     assert got == check_cross_topic_links(assemble_tree([other, linking]), committed=before) != []
     # and back: the id is there again, so is nothing to report
     assert check_cross_topic_links_incremental(reassemble_tree(after, [linked, linking]), committed=after,
                                                summary=topic_link_summary) == []
+
+
+# few ids: one moves away and back (its location leaves the delta again) while a file links to it
+MOVES = st.lists(st.tuples(st.sampled_from(range(4)), st.sampled_from(PATHS),
+                           st.one_of(st.none(), st.tuples(st.sampled_from(PATHS), st.sampled_from(range(4))))),
+                 min_size=1, max_size=12)
+
+
+@settings(max_examples=400, deadline=None)
+@given(moves=MOVES, limit=st.sampled_from([0, 3, 4096]))
+@example(moves=[(1, "sub/c.md", ("a.md", 0)), (0, "b.md", None), (0, "a.md", None)], limit=4096)  # there and back
+def test_block_link_rewrite_kept_from_the_last_call_equals_full(moves, limit, tmp_path_factory):
+    """Ids move between files (never in two at once) while the files linking to them stay the
+    very same text objects: the rewrite kept from the last call (only changed files and those
+    linking to a moved id asked again) is the rewrite of every file."""
+    saved, txcache.LOCATIONS_DELTA_MAX = txcache.LOCATIONS_DELTA_MAX, limit
+    try:
+        cache = txcache.WorkspaceCache(tmp_path_factory.mktemp("ws"))
+        home = {i: PATHS[i % len(PATHS)] for i in range(4)}  # id -> the file holding it
+        links: dict[str, tuple[str, int] | None] = {p: None for p in PATHS}  # a file's one block link
+        made: dict[tuple, str] = {}
+        normalize._REWRITTEN[0] = None
+        for i, path, link in moves:
+            home[i] = path  # the id moves (both files change)
+            links[path] = link  # and the file it moves to links somewhere
+            texts = {}
+            for p in PATHS:
+                spec = (p, tuple(sorted(i for i in home if home[i] == p)), links[p])
+                if spec not in made:
+                    own = [IDS[i] for i in spec[1]]
+                    tail = "" if spec[2] is None else f", see [that]({spec[2][0]}#^{IDS[spec[2][1]]})"
+                    made[spec] = f"# {p}\n\n" + "\n".join(
+                        f"Fact {n}{tail if n == 0 else ''}.[^e-{n:010x}] ^{mid}\n\n"
+                        f"[^e-{n:010x}]: Time: `2026`; Sources: [x](D1:{n})\n" for n, mid in enumerate(own))
+                texts[p] = made[spec]
+            where = cache.block_locations(texts)
+            assert rewrite_block_links(texts, locations=where, mode="check") == rewrite_block_links(texts)
+    finally:
+        txcache.LOCATIONS_DELTA_MAX = saved
