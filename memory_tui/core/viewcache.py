@@ -139,6 +139,7 @@ class ViewCache:
         self._recent_order: Mapping[str, int] | None = None  # the creation order ``recent`` last saw
         self._recent_desc: list[str] = []
         self._covered: dict[str, Any] = {}  # topic path -> the parse seen covered by that order
+        self._covered_topics: tuple | None = None  # the last topics seen covered, all of them
         # the last ``_keys``: (its topics, its keys); and what the last call changed of the one
         # before: (the keys it started from, the topics at the positions that differ)
         self._keyed: tuple[tuple, dict[str, tuple]] | None = None
@@ -174,14 +175,22 @@ class ViewCache:
                 self._recent_order = creation_order
                 self._recent_desc = sorted(creation_order, key=creation_order.__getitem__, reverse=True)
                 self._covered = {}
-            covered = self._covered
-            for topic in topics:
+                self._covered_topics = None
+            covered, seen = self._covered, self._covered_topics
+            if seen is not None and len(seen) == len(topics):
+                # the parses where the last covered topics had them are covered (an order object is
+                # never changed): one C-level identity pass finds the others
+                ask = [topics[i] for i in compress(range(len(topics)), map(is_not, topics, seen))]
+            else:
+                ask = topics
+            for topic in ask:
                 if covered.get(topic.path) is not topic:
                     if not all(map(creation_order.__contains__, topic.memory_ids)):  # no unit built
                         return render_recent(units, creation_order, limit)
                     covered[topic.path] = topic
             if len(covered) != len(topics):
                 self._covered = covered = {t.path: covered[t.path] for t in topics}
+            self._covered_topics = topics
             chosen: list[Any] = []
             last = None
             for mid in self._recent_desc:

@@ -26,6 +26,9 @@ def world(bench_state_small):
     return index, texts
 
 
+EDITS_ADDING = st.lists(st.tuples(st.sampled_from(["reword", "redate", "drop", "link", "unlink", "dup", "swap", "add",
+                                                  "none"]), st.integers(0, 10_000)), min_size=1, max_size=8)
+
 SEGMENTS = st.sampled_from([1, 2, 64])  # rows per segment of a day file (a day here holds about three)
 
 EDITS = st.lists(st.tuples(st.sampled_from(["reword", "redate", "drop", "link", "unlink", "dup", "swap", "none"]),
@@ -56,14 +59,21 @@ def _edit(texts: dict[str, str], op: str, n: int) -> None:
             texts[other] = texts[other].rstrip("\n") + "\n\n" + "\n\n".join(paras[1:3]) + "\n"
     elif op == "swap" and len(paras) > 6:
         texts[rel] = "\n\n".join(paras[:2] + paras[4:6] + paras[2:4] + paras[6:])
+    elif op == "add" and len(paras) > 4:  # a copy of the first record under a new id
+        label = re.search(r"\[\^(e-[0-9a-f]+)\]", paras[2])
+        if label is not None:
+            new = f"e-{n + 1:010x}"
+            record = re.sub(r"\^[0-9a-f]+$", f"^{n + 1:08x}", paras[2].replace(label.group(1), new))
+            texts[rel] = text.rstrip("\n") + "\n\n" + record + "\n\n" + paras[3].replace(label.group(1), new) + "\n"
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(edits=EDITS, limit=st.sampled_from([0, 3, 50]), orders=st.sampled_from(["partial", "grown", "ties"]))
+@given(edits=EDITS_ADDING, limit=st.sampled_from([0, 3, 50]), orders=st.sampled_from(["partial", "grown", "ties", "stale"]))
 @example(edits=[("none", 0), ("redate", 1), ("drop", 2), ("redate", 3), ("link", 4), ("unlink", 4), ("reword", 5)], limit=3,
          orders="grown")
 @example(edits=[("redate", 1), ("redate", 5), ("link", 2), ("unlink", 2)], limit=3, orders="partial")
 @example(edits=[("none", 0), ("drop", 3), ("reword", 3)], limit=50, orders="grown")  # newest ids the tree lost  # a day that empties; a link that goes
+@example(edits=[("reword", 1), ("add", 1), ("reword", 2)], limit=3, orders="stale")  # an id the order lacks
 def test_parts_equal_full_build(world, edits, limit, orders):
     index, base = world
     texts = dict(base)
@@ -100,7 +110,9 @@ def test_parts_equal_full_build(world, edits, limit, orders):
         tree = tree_of()
         master = tree.topic("core.md")
         kwargs = dict(master_text=master.text if master is not None else None, trusted_ids=index.trusted_ids(),
-                      creation_order=creation_order(tree),
+                      # "stale": every other step keeps the order object of the step before, whatever
+                      # ids came since (a transaction grows it first; ``recent`` is exact either way)
+                      creation_order=grown if orders == "stale" and step % 2 else creation_order(tree),
                       recent_limit=limit, link_for=index.link_for)
         # every third step starts from a fresh in-process cache fed by the persisted parts; the
         # others combine incrementally from the last step's aggregates
