@@ -25,7 +25,8 @@ re-render 20 000 rows for a one-file edit.
 one row. When the caller can key its topics (the transaction path: ``key_of`` and
 ``stored_part``), the result of the last build is kept in ``<M>/<runtime-dir>/memory-tui-views/``
 (:class:`Snapshot`): the parts' keys in tree order, each timeline day's text with the
-(topic, sort_ref, id, line length) of its rows in file order, and the ``relations.json`` text.
+(topic, sort_ref, id, line length) of its rows in file order (in segments, so that a reword
+writes the segment it changed, not the day), and the ``relations.json`` text.
 It is a pure function of those keys: a part is a function of its key (what the parse cache
 already relies on), and the combination of parts is a function of the parts. A build whose
 topics differ from the snapshot's in a few keys takes only those topics' old parts (from the
@@ -49,7 +50,7 @@ import marshal
 import os
 import threading
 from dataclasses import dataclass
-from itertools import compress
+from itertools import chain, compress
 from operator import attrgetter, is_not
 from typing import Any, Callable, Iterable, Mapping
 
@@ -138,6 +139,7 @@ class ViewCache:
         self._recent_order: Mapping[str, int] | None = None  # the creation order ``recent`` last saw
         self._recent_desc: list[str] = []
         self._covered: dict[str, Any] = {}  # topic path -> the parse seen covered by that order
+        self._covered_topics: tuple | None = None  # the last topics seen covered, all of them
         # the last ``_keys``: (its topics, its keys); and what the last call changed of the one
         # before: (the keys it started from, the topics at the positions that differ)
         self._keyed: tuple[tuple, dict[str, tuple]] | None = None
@@ -173,14 +175,22 @@ class ViewCache:
                 self._recent_order = creation_order
                 self._recent_desc = sorted(creation_order, key=creation_order.__getitem__, reverse=True)
                 self._covered = {}
-            covered = self._covered
-            for topic in topics:
+                self._covered_topics = None
+            covered, seen = self._covered, self._covered_topics
+            if seen is not None and len(seen) == len(topics):
+                # the parses where the last covered topics had them are covered (an order object is
+                # never changed): one C-level identity pass finds the others
+                ask = [topics[i] for i in compress(range(len(topics)), map(is_not, topics, seen))]
+            else:
+                ask = topics
+            for topic in ask:
                 if covered.get(topic.path) is not topic:
                     if not all(map(creation_order.__contains__, topic.memory_ids)):  # no unit built
                         return render_recent(units, creation_order, limit)
                     covered[topic.path] = topic
             if len(covered) != len(topics):
                 self._covered = covered = {t.path: covered[t.path] for t in topics}
+            self._covered_topics = topics
             chosen: list[Any] = []
             last = None
             for mid in self._recent_desc:
@@ -419,17 +429,30 @@ class ViewCache:
         for flat in new.values():
             for when, sort_ref, mid, line in flat[0]:
                 put_back.setdefault(when, []).append(TimelineRow(when, mid, "", "", sort_ref, line))
-        texts, metas = dict(snap.texts), dict(snap.metas)
+        texts, segs = dict(snap.texts), dict(snap.segs)
+        patches = dict(snap.patches)
+        owners = {w: o for w, o in snap.owners.items() if w not in dirty}
+        patched: set[str] = set()  # dirty days whose base file stays, the segments spliced in its patch
         for when in dirty:
             if when in texts:
-                spliced = _splice_day(when, texts[when], metas[when], moved, put_back.get(when, ()))
+                index = snap.owners_of(when)
+                spliced = _splice_day(when, texts[when], segs[when], index, moved, put_back.get(when, ()))
                 if spliced is not None:
-                    texts[when], metas[when] = spliced
+                    texts[when], segs[when], replaced = spliced
+                    owners[when] = (segs[when][1], index)  # the same rows in the same segments
+                    patch = {**patches.get(when, {}), **replaced}
+                    # a patch over the base on disk while it is the smaller write; else the day whole
+                    if when in snap.names and sum(len(t) for t, _m in patch.values()) <= PATCH_SHARE * len(texts[when]):
+                        patches[when] = patch
+                        patched.add(when)
+                    else:
+                        patches.pop(when, None)
                     continue
+            patches.pop(when, None)
             rows = []
             if when in texts:
                 text, at = texts[when], len(when) + 3  # after "# <when>\n"
-                for path, sort_ref, mid, n in marshal.loads(metas[when]):
+                for path, sort_ref, mid, n in chain.from_iterable(map(marshal.loads, segs[when][1])):
                     if path not in moved:  # this topic's rows are the snapshot's: kept in file order
                         rows.append(TimelineRow(when, mid, path, "", sort_ref, text[at + 1:at + 1 + n]))
                     at += n + 2  # "\n<line>\n"
@@ -437,11 +460,11 @@ class ViewCache:
                 rows.append(row)
             if not rows:
                 texts.pop(when, None)
-                metas.pop(when, None)
+                segs.pop(when, None)
                 continue
             ordered = sorted(rows, key=_row_key)
             texts[when] = timeline_file_text(when, ordered)
-            metas[when] = _meta(ordered, _owner(ordered, new))
+            segs[when] = _segments(when, ordered, _owner(ordered, new))
 
         relations = snap.relations
         if any(_relation_of(old.get(p)) != _relation_of(new.get(p)) for p in moved):
@@ -455,11 +478,14 @@ class ViewCache:
                 part_names.pop(path, None)
         else:
             part_names = {p: n for p, n in snap.part_names.items() if p in keys and p not in new}
-        made = Snapshot(keys, texts, metas, relations,
-                        {w: n for w, n in snap.names.items() if w in texts and w not in dirty},
+        made = Snapshot(keys, texts, segs, relations,
+                        {w: n for w, n in snap.names.items() if w in texts and (w not in dirty or w in patched)},
                         snap.relations_name if relations is snap.relations else None,
                         part_names,
                         {**{p: f for p, f in snap.flats.items() if p in keys and p not in new}, **new})
+        made.patches = patches
+        made.patch_names = {w: n for w, n in snap.patch_names.items() if w in texts and w not in dirty}
+        made.owners = owners
         if same_paths:
             made.follow(snap, dirty, moved)
         self._snap = made
@@ -472,13 +498,13 @@ class ViewCache:
             self._snap = None
             return
         order = {t.path: i for i, t in enumerate(topics)}
-        metas = {}
+        segs = {}
         for when, bucket in self._days.items():
             rows = [row for path in sorted(bucket, key=order.__getitem__) for row in bucket[path]]
             ordered = sorted(rows, key=_row_key)
-            metas[when] = _meta(ordered, [r.topic_path for r in ordered])
+            segs[when] = _segments(when, ordered, [r.topic_path for r in ordered])
         flats = {path: _flat(part) for path, part in self._combined.items()}
-        self._snap = Snapshot(keys, dict(self._day_text), metas, self._relations, {}, None, {}, flats)
+        self._snap = Snapshot(keys, dict(self._day_text), segs, self._relations, {}, None, {}, flats)
 
     def flush(self) -> None:
         """Write the snapshot of the last build, if it is not on disk (best effort)."""
@@ -507,45 +533,93 @@ def _owner(ordered: list[TimelineRow], new: dict[str, tuple]) -> list[str]:
     return [r.topic_path or owner_of[r.memory_id] for r in ordered]
 
 
-def _splice_day(when: str, text: str, meta: bytes, moved: set[str], put_back: Iterable[TimelineRow],
-                ) -> tuple[str, bytes] | None:
-    """The day file and its meta with the rows of the ``moved`` topics replaced by
-    ``put_back``, without sorting, when those are the same rows by sort key (a reword: the
-    lines change, the order cannot) -- what sorting every row again gives, since the file
-    is in sort-key order and no other row's key ties with theirs (ids are unique across
-    topics, and a key that occurs twice here takes the sort). ``None`` otherwise."""
+def _splice_day(when: str, text: str, day: tuple[tuple[int, ...], tuple[bytes, ...]],
+                owners: Mapping[str, tuple[int, ...]], moved: set[str], put_back: Iterable[TimelineRow],
+                ) -> tuple[str, tuple[tuple[int, ...], tuple[bytes, ...]], dict[int, tuple[str, bytes]]] | None:
+    """The day file with the rows of the ``moved`` topics replaced by ``put_back``, without
+    sorting, when those are the same rows by sort key (a reword: the lines change, the order
+    cannot) -- what sorting every row again gives, since the file is in sort-key order and no
+    other row's key ties with theirs (ids are unique across topics, and a key that occurs
+    twice here takes the sort). ``None`` otherwise.
+
+    ``day`` is the day's segments (``_segments``) and ``owners`` the segments holding each
+    topic's rows, so only the segments of the moved topics are read: the answer is the new
+    text, the new segments, and each replaced segment's text and meta (for the patch)."""
     lines: dict[tuple[str, str], str] = {}
     for row in put_back:
         key = (row.sort_ref, row.memory_id)
         if key in lines:
             return None
         lines[key] = row.line
-    rows = list(marshal.loads(meta))
+    offs, metas = day
+    new_metas = list(metas)
     pieces: list[str] = []
+    replaced: dict[int, tuple[str, bytes]] = {}
     matched: set[tuple[str, str]] = set()
-    at, last = len(when) + 3, 0  # after "# <when>\n"
-    for i, (path, sort_ref, mid, n) in enumerate(rows):
-        if path in moved:
-            key = (sort_ref, mid)
-            line = lines.get(key)
-            if line is None or key in matched:
-                return None
-            matched.add(key)
-            start = at + 1
-            pieces.append(text[last:start])
-            pieces.append(line)
-            last = start + n
-            if len(line) != n:
-                rows[i] = (path, sort_ref, mid, len(line))
-        at += n + 2  # "\n<line>\n"
+    last = 0
+    for i in sorted({i for path in moved for i in owners.get(path, ())}):
+        rows = list(marshal.loads(metas[i]))
+        at = start = offs[i]
+        pieces.append(text[last:start])
+        seg: list[str] = []
+        last = start
+        for j, (path, sort_ref, mid, n) in enumerate(rows):
+            if path in moved:
+                key = (sort_ref, mid)
+                line = lines.get(key)
+                if line is None or key in matched:
+                    return None
+                matched.add(key)
+                seg.append(text[last:at + 1])
+                seg.append(line)
+                last = at + 1 + n
+                if len(line) != n:
+                    rows[j] = (path, sort_ref, mid, len(line))
+            at += n + 2  # "\n<line>\n"
+        seg.append(text[last:offs[i + 1]])
+        piece = "".join(seg)
+        pieces.append(piece)
+        if piece != text[start:offs[i + 1]]:  # (a segment whose lines all came back the same is kept)
+            new_metas[i] = marshal.dumps(tuple(rows), 4)
+            replaced[i] = (piece, new_metas[i])
+        last = offs[i + 1]
     if len(matched) != len(lines) or not matched:
         return None
     pieces.append(text[last:])
-    return "".join(pieces), marshal.dumps(tuple(rows), 4)
+    return "".join(pieces), (_offsets(offs, replaced), tuple(new_metas)), replaced
 
 
-def _meta(ordered: list[TimelineRow], owners: list[str]) -> bytes:
-    return marshal.dumps(tuple((o, r.sort_ref, r.memory_id, len(r.line)) for o, r in zip(owners, ordered)), 4)
+def _offsets(offs: tuple[int, ...], replaced: Mapping[int, tuple[str, bytes]]) -> tuple[int, ...]:
+    """The segments' offsets ``offs`` with the segments of ``replaced`` taking their new length."""
+    out = [offs[0]]
+    for i in range(len(offs) - 1):
+        hit = replaced.get(i)
+        out.append(out[-1] + (len(hit[0]) if hit is not None else offs[i + 1] - offs[i]))
+    return tuple(out)
+
+
+def _segments(when: str, ordered: list[TimelineRow], owners: list[str]) -> tuple[tuple[int, ...], tuple[bytes, ...]]:
+    """A day file's rows (file order) cut in segments of ``SEGMENT`` rows: the offset in the
+    text where each segment starts (and where the last ends), and each segment's marshalled
+    ``(topic path, sort_ref, id, line length)`` rows. A reword replaces lines in the segments
+    of its topic only, so the snapshot writes those segments, not the day."""
+    rows = tuple((o, r.sort_ref, r.memory_id, len(r.line)) for o, r in zip(owners, ordered))
+    offs = [len(when) + 3]  # after "# <when>\n"
+    metas = []
+    for k in range(0, len(rows), SEGMENT):
+        part = rows[k:k + SEGMENT]
+        metas.append(marshal.dumps(part, 4))
+        offs.append(offs[-1] + sum(r[3] for r in part) + 2 * len(part))  # "\n<line>\n" each
+    return tuple(offs), tuple(metas)
+
+
+def _owners(metas: tuple[bytes, ...]) -> dict[str, tuple[int, ...]]:
+    """Topic path -> the segments holding its rows."""
+    out: dict[str, list[int]] = {}
+    for i, meta in enumerate(metas):
+        for path in {row[0] for row in marshal.loads(meta)}:
+            out.setdefault(path, []).append(i)
+    return {path: tuple(at) for path, at in out.items()}
 
 
 def _by_day(flat: tuple | None) -> dict[str, tuple]:
@@ -591,9 +665,11 @@ def _patch_relations(text: str, old: list[tuple], new: list[tuple]) -> str:
 # ---------------------------------------------------------------------------- the snapshot
 
 SNAPSHOT_DIR = "memory-tui-views"
-SNAPSHOT_FORMAT = 2  # 2: the keys in chunks
+SNAPSHOT_FORMAT = 3  # 2: the keys in chunks; 3: the days in segments, with patches
 MAX_CHANGED = 48  # topics whose keys moved; beyond that combining every part costs about the same
 CHUNK = 128  # topics per chunk of the keys' rows
+SEGMENT = 64  # rows per segment of a day file
+PATCH_SHARE = 0.5  # of a day's text, the most its patch holds; beyond, the day is written whole
 _MAGIC = b"memory-tui-views\n"
 _MANIFEST = "manifest"
 
@@ -622,12 +698,20 @@ def _tag() -> str:
 
 class Snapshot:
     """What the last build combined: the parts' keys (tree order) and each part's rendered
-    rows and relation fragments (``_flat``), per timeline day its text and the marshalled
-    ``(topic path, sort_ref, id, line length)`` of its rows in file order, and
-    ``relations.json``. On disk: one sealed file per day and per part (named by a digest of
-    its bytes, so a rewrite writes only what changed), one for ``relations.json``, the keys'
-    rows in chunks of ``CHUNK`` topics (also named by their bytes: a one-topic edit rewrites
-    one chunk, not 1 200 rows), and a manifest naming them all, replaced last and atomically.
+    rows and relation fragments (``_flat``), per timeline day its text and its rows'
+    ``(topic path, sort_ref, id, line length)`` in file order, cut in segments of
+    ``SEGMENT`` rows (``_segments``), and ``relations.json``. On disk: one sealed file per
+    day and per part (named by a digest of its bytes, so a rewrite writes only what changed),
+    one for ``relations.json``, the keys' rows in chunks of ``CHUNK`` topics (also named by
+    their bytes: a one-topic edit rewrites one chunk, not 1 200 rows), and a manifest naming
+    them all, replaced last and atomically.
+
+    A day whose rows were only spliced keeps its file (the *base*) and gains a *patch* file:
+    the segments that differ from the base, each whole (text and rows). A reword then writes
+    one segment, not the day (≈ 230 KB at scale 4, four times scale 1's: the days are the
+    same, their rows are not); a patch that would hold more than half the day's text gives
+    way to the day written whole (``PATCH_SHARE``). Loading applies the patch to its base
+    (named in it).
 
     Every file's bytes name its slot (a day file holds its day, a part its topic path, a
     chunk its position), so a name dropped from a slot is garbage unless that very slot
@@ -637,14 +721,19 @@ class Snapshot:
     made with other paths) sweeps the whole folder, which also collects what a crashed or
     concurrent process left: the first save in each process does."""
 
-    __slots__ = ("keys", "texts", "metas", "relations", "names", "relations_name", "part_names", "flats", "saved",
-                 "chunks", "chunk_of", "chunk_names", "replaced")
+    __slots__ = ("keys", "texts", "segs", "relations", "names", "relations_name", "part_names", "flats", "saved",
+                 "chunks", "chunk_of", "chunk_names", "replaced", "patches", "patch_names", "owners")
 
-    def __init__(self, keys: dict[str, tuple], texts: dict[str, str], metas: dict[str, bytes], relations: str,
+    def __init__(self, keys: dict[str, tuple], texts: dict[str, str],
+                 segs: dict[str, tuple[tuple[int, ...], tuple[bytes, ...]]], relations: str,
                  names: dict[str, str], relations_name: str | None, part_names: dict[str, str],
                  flats: dict[str, tuple]) -> None:
-        self.keys, self.texts, self.metas, self.relations = keys, texts, metas, relations
-        self.names = names  # day -> file already on disk holding exactly that day
+        self.keys, self.texts, self.segs, self.relations = keys, texts, segs, relations
+        self.names = names  # day -> its base file on disk (the day itself, but for its patch)
+        self.patches: dict[str, dict[int, tuple[str, bytes]]] = {}  # day -> segment -> (text, rows) over its base
+        self.patch_names: dict[str, str] = {}  # day -> file on disk holding exactly its patch
+        # day -> (its segments' rows, topic path -> the segments holding its rows), made when needed
+        self.owners: dict[str, tuple[tuple[bytes, ...], dict[str, tuple[int, ...]]]] = {}
         self.relations_name = relations_name
         self.part_names = part_names  # topic path -> file on disk holding its part (under keys[path])
         self.flats = flats  # topic path -> its part, not written yet
@@ -679,6 +768,9 @@ class Snapshot:
             name = before.names.get(when)
             if name is not None:
                 replaced[name] = ("d", when)
+            name = before.patch_names.get(when)
+            if name is not None:
+                replaced[name] = ("e", when)
         if before.relations_name is not None and self.relations_name is None:
             replaced[before.relations_name] = ("r",)
         self.replaced = replaced
@@ -686,11 +778,21 @@ class Snapshot:
     def _names_slot(self, slot: tuple) -> str | None:
         if slot[0] == "d":
             return self.names.get(slot[1])
+        if slot[0] == "e":
+            return self.patch_names.get(slot[1])
         if slot[0] == "p":
             return self.part_names.get(slot[1])
         if slot[0] == "k":
             return self.chunk_names[slot[1]]
         return self.relations_name
+
+    def owners_of(self, when: str) -> dict[str, tuple[int, ...]]:
+        """Topic path -> the segments of day ``when`` holding its rows (kept per segments object)."""
+        metas = self.segs[when][1]
+        hit = self.owners.get(when)
+        if hit is None or hit[0] is not metas:
+            hit = self.owners[when] = (metas, _owners(metas))
+        return hit[1]
 
     def part(self, memory_root: Any, path: str) -> tuple | None:
         """The flattened part of ``path`` under ``keys[path]`` (read from disk), else ``None``."""
@@ -727,19 +829,29 @@ class Snapshot:
                 chunks.append(tuple(row[0] for row in chunk[1]))
             if len(keys) != sum(map(len, chunks)):
                 return None  # a path in two chunks: not a snapshot this code wrote
-            texts, metas, names = {}, {}, {}
-            for when, name in days:
+            texts, segs, names, patches, patch_names = {}, {}, {}, {}, {}
+            for when, name, patch_name in days:
                 day = _unseal((folder / name).read_bytes())
-                if not (isinstance(day, tuple) and len(day) == 3 and day[0] == when
-                        and isinstance(day[1], str) and isinstance(day[2], bytes)):
+                if not (isinstance(day, tuple) and len(day) == 4 and day[0] == when and isinstance(day[1], str)
+                        and isinstance(day[2], tuple) and isinstance(day[3], tuple)
+                        and len(day[2]) == len(day[3]) + 1 and day[2][-1] == len(day[1])):
                     return None
-                texts[when], metas[when], names[when] = day[1], day[2], name
+                text, offs, metas = day[1:]
+                if patch_name:
+                    patch = _unseal((folder / patch_name).read_bytes())
+                    if not (isinstance(patch, tuple) and len(patch) == 3 and patch[0] == when and patch[1] == name):
+                        return None
+                    patches[when] = dict(patch[2])
+                    patch_names[when] = patch_name
+                    text, offs, metas = _apply_patch(text, offs, metas, patches[when])
+                texts[when], segs[when], names[when] = text, (offs, metas), name
             relations = _unseal((folder / relations_name).read_bytes())
         except (OSError, ValueError, TypeError, IndexError):
             return None
         if not isinstance(relations, str):
             return None
-        snap = cls(keys, texts, metas, relations, names, relations_name, part_names, {})
+        snap = cls(keys, texts, segs, relations, names, relations_name, part_names, {})
+        snap.patches, snap.patch_names = patches, patch_names
         snap.chunks, snap.chunk_names = chunks, list(chunk_names)
         snap.chunk_of = {path: i for i, paths in enumerate(chunks) for path in paths}
         snap.saved = True
@@ -759,7 +871,12 @@ class Snapshot:
                 os.mkdir(folder, 0o700)
             for when, text in self.texts.items():
                 if when not in self.names:
-                    self.names[when] = _write(folder, "d-", _seal((when, text, self.metas[when])))
+                    self.names[when] = _write(folder, "d-", _seal((when, text, *self.segs[when])))
+                    self.patches.pop(when, None)  # (a patch is only ever made over a base on disk)
+                    self.patch_names.pop(when, None)
+                patch = self.patches.get(when)
+                if patch and when not in self.patch_names:
+                    self.patch_names[when] = _write(folder, "e-", _seal((when, self.names[when], tuple(sorted(patch.items())))))
             for path, flat in self.flats.items():
                 self.part_names[path] = _write(folder, "p-", _seal((path, self.keys[path], *flat)))
             self.flats = {}
@@ -776,11 +893,11 @@ class Snapshot:
                     # of its strings this process happened to intern or share
                     chunk = (i, tuple((path, *self.keys[path], self.part_names[path]) for path in self.chunks[i]))
                     self.chunk_names[i] = _write(folder, "k-", _seal(chunk, 0))
-            _write(folder, "", _seal((_tag(), tuple(self.chunk_names), tuple(self.names.items()), self.relations_name), 0),
-                   _MANIFEST)
+            days = tuple((when, self.names[when], self.patch_names.get(when, "")) for when in self.texts)
+            _write(folder, "", _seal((_tag(), tuple(self.chunk_names), days, self.relations_name), 0), _MANIFEST)
             if self.replaced is None:
-                live = {*self.names.values(), *self.part_names.values(), *self.chunk_names, self.relations_name,
-                        _MANIFEST}
+                live = {*self.names.values(), *self.patch_names.values(), *self.part_names.values(), *self.chunk_names,
+                        self.relations_name, _MANIFEST}
                 dropped = [name for name in os.listdir(folder) if name not in live and not name.startswith(".")]
             else:
                 dropped = [name for name, slot in self.replaced.items() if self._names_slot(slot) != name]
@@ -792,6 +909,24 @@ class Snapshot:
         self.replaced = {}
         self.saved = True
         return True
+
+
+def _apply_patch(text: str, offs: tuple[int, ...], metas: tuple[bytes, ...],
+                 patch: Mapping[int, tuple[str, bytes]]) -> tuple[str, tuple[int, ...], tuple[bytes, ...]]:
+    """A day's base (text, segment offsets, segment rows) with the segments of ``patch`` replaced."""
+    if not all(type(i) is int and 0 <= i < len(metas) and type(seg[0]) is str and type(seg[1]) is bytes
+               for i, seg in patch.items()):
+        raise ValueError("a patch that does not fit its base")
+    pieces = [text[:offs[0]]]
+    new_metas = list(metas)
+    for i in range(len(metas)):
+        hit = patch.get(i)
+        if hit is None:
+            pieces.append(text[offs[i]:offs[i + 1]])
+        else:
+            pieces.append(hit[0])
+            new_metas[i] = hit[1]
+    return "".join(pieces), _offsets(offs, patch), tuple(new_metas)
 
 
 def _write(folder: Any, prefix: str, data: bytes, name: str | None = None) -> str:

@@ -26,6 +26,11 @@ def world(bench_state_small):
     return index, texts
 
 
+EDITS_ADDING = st.lists(st.tuples(st.sampled_from(["reword", "redate", "drop", "link", "unlink", "dup", "swap", "add",
+                                                  "none"]), st.integers(0, 10_000)), min_size=1, max_size=8)
+
+SEGMENTS = st.sampled_from([1, 2, 64])  # rows per segment of a day file (a day here holds about three)
+
 EDITS = st.lists(st.tuples(st.sampled_from(["reword", "redate", "drop", "link", "unlink", "dup", "swap", "none"]),
                            st.integers(0, 10_000)), min_size=1, max_size=8)
 
@@ -54,14 +59,21 @@ def _edit(texts: dict[str, str], op: str, n: int) -> None:
             texts[other] = texts[other].rstrip("\n") + "\n\n" + "\n\n".join(paras[1:3]) + "\n"
     elif op == "swap" and len(paras) > 6:
         texts[rel] = "\n\n".join(paras[:2] + paras[4:6] + paras[2:4] + paras[6:])
+    elif op == "add" and len(paras) > 4:  # a copy of the first record under a new id
+        label = re.search(r"\[\^(e-[0-9a-f]+)\]", paras[2])
+        if label is not None:
+            new = f"e-{n + 1:010x}"
+            record = re.sub(r"\^[0-9a-f]+$", f"^{n + 1:08x}", paras[2].replace(label.group(1), new))
+            texts[rel] = text.rstrip("\n") + "\n\n" + record + "\n\n" + paras[3].replace(label.group(1), new) + "\n"
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(edits=EDITS, limit=st.sampled_from([0, 3, 50]), orders=st.sampled_from(["partial", "grown", "ties"]))
+@given(edits=EDITS_ADDING, limit=st.sampled_from([0, 3, 50]), orders=st.sampled_from(["partial", "grown", "ties", "stale"]))
 @example(edits=[("none", 0), ("redate", 1), ("drop", 2), ("redate", 3), ("link", 4), ("unlink", 4), ("reword", 5)], limit=3,
          orders="grown")
 @example(edits=[("redate", 1), ("redate", 5), ("link", 2), ("unlink", 2)], limit=3, orders="partial")
 @example(edits=[("none", 0), ("drop", 3), ("reword", 3)], limit=50, orders="grown")  # newest ids the tree lost  # a day that empties; a link that goes
+@example(edits=[("reword", 1), ("add", 1), ("reword", 2)], limit=3, orders="stale")  # an id the order lacks
 def test_parts_equal_full_build(world, edits, limit, orders):
     index, base = world
     texts = dict(base)
@@ -98,7 +110,9 @@ def test_parts_equal_full_build(world, edits, limit, orders):
         tree = tree_of()
         master = tree.topic("core.md")
         kwargs = dict(master_text=master.text if master is not None else None, trusted_ids=index.trusted_ids(),
-                      creation_order=creation_order(tree),
+                      # "stale": every other step keeps the order object of the step before, whatever
+                      # ids came since (a transaction grows it first; ``recent`` is exact either way)
+                      creation_order=grown if orders == "stale" and step % 2 else creation_order(tree),
                       recent_limit=limit, link_for=index.link_for)
         # every third step starts from a fresh in-process cache fed by the persisted parts; the
         # others combine incrementally from the last step's aggregates
@@ -140,7 +154,7 @@ def _spoil(root: Path, how: str, n: int) -> None:
     if not folder.is_dir():
         return
     files = sorted(p for p in folder.iterdir() if p.name != "manifest")
-    days = [p for p in files if p.name.startswith("d-")]
+    days = [p for p in files if p.name.startswith(("d-", "e-"))]  # a day's base or its patch
     parts = [p for p in files if p.name.startswith("p-")]
     if how == "truncate_day" and days:
         p = days[n % len(days)]
@@ -161,15 +175,19 @@ def _spoil(root: Path, how: str, n: int) -> None:
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(edits=EDITS, fresh=st.lists(st.booleans(), min_size=8, max_size=8),
-       damages=st.lists(SNAP_DAMAGES, min_size=8, max_size=8))
+       damages=st.lists(SNAP_DAMAGES, min_size=8, max_size=8), segment=SEGMENTS)
 @example(edits=[("reword", 1), ("link", 2), ("unlink", 2), ("redate", 3), ("drop", 4), ("swap", 5)],
-         fresh=[True] * 8, damages=["keep"] * 8)
-@example(edits=[("dup", 1), ("reword", 1), ("none", 0)], fresh=[True] * 8, damages=["keep"] * 8)
+         fresh=[True] * 8, damages=["keep"] * 8, segment=64)
+@example(edits=[("dup", 1), ("reword", 1), ("none", 0)], fresh=[True] * 8, damages=["keep"] * 8, segment=64)
 @example(edits=[("reword", 0), ("reword", 4576), ("reword", 0), ("reword", 1)],  # a damaged part read a step later
-         fresh=[False, False, False, True] + [False] * 4, damages=["keep"] * 3 + ["flip_part"] + ["keep"] * 4)
-def test_snapshot_equals_full_build(world, tmp_path_factory, edits, fresh, damages):
+         fresh=[False, False, False, True] + [False] * 4, damages=["keep"] * 3 + ["flip_part"] + ["keep"] * 4,
+         segment=64)
+@example(edits=[("reword", 1), ("reword", 1), ("redate", 1), ("reword", 1), ("reword", 4)],  # patches read back
+         fresh=[True] * 8, damages=["keep"] * 8, segment=1)
+def test_snapshot_equals_full_build(world, tmp_path_factory, edits, fresh, damages, segment, monkeypatch):
     """Each step as a fresh process (nothing in memory but the snapshot on disk), or in the
     same one, after random damage to the snapshot: always the full rebuild's bytes."""
+    monkeypatch.setattr(viewcache, "SEGMENT", segment)
     index, base = world
     root = tmp_path_factory.mktemp("snap") / "memory"
     (root / ".scriptorium").mkdir(parents=True)
@@ -256,6 +274,68 @@ def test_snapshot_is_used_and_check_mode_catches_a_wrong_one(world, tmp_path, mo
         viewcache.ViewCache(str(root)).build(tree, key_of=key_of, **kwargs)
 
 
+def _day_rows(snap, when):
+    return [row for meta in snap.segs[when][1] for row in viewcache.marshal.loads(meta)]
+
+
+def test_a_reword_writes_the_segments_it_changed_not_the_day(world, tmp_path, monkeypatch):
+    """A reword's save writes a patch holding the one segment its row is in (the day's base
+    file stays), patches over the same base accumulate, and a fresh process reads the day
+    back from base and patch; a patch that would outgrow its share of the day gives way to
+    the day written whole."""
+    monkeypatch.setattr(viewcache, "SEGMENT", 1)
+    monkeypatch.setattr(viewcache, "PATCH_SHARE", 1.0)
+    index, base = world
+    root = tmp_path / "memory"
+    (root / ".scriptorium").mkdir(parents=True)
+    texts = dict(base)
+    parsed: dict[str, tuple[str, object]] = {}
+    kwargs = dict(trusted_ids=index.trusted_ids(), link_for=index.link_for)
+
+    def key_of(topic):
+        return (hashlib.sha256(texts[topic.path].encode()).hexdigest(),)
+
+    def step(cache):
+        tree = _tree_reusing(texts, parsed, index)
+        assert cache.build(tree, key_of=key_of, **kwargs).files == build_views(tree, **kwargs).files
+        cache.flush()
+        return {p.name for p in viewcache.snapshot_dir(root).iterdir()}
+
+    def reword(path, mid, n):
+        texts[path], count = re.subn(rf"\(fact [^)]*\)(.*\^{mid}$)", rf"(fact reworded {n})\1", texts[path], flags=re.M)
+        assert count == 1
+
+    cache = viewcache.ViewCache(str(root))
+    before = step(cache)
+    when = max(cache._snap.segs, key=lambda w: len(cache._snap.segs[w][1]))
+    rows = _day_rows(cache._snap, when)
+    assert len(rows) >= 3
+    # the first row twice (the second patch replaces the first), then the last row: two segments
+    for n, (path, _ref, mid, _len) in enumerate([rows[0], rows[0], rows[-1]]):
+        reword(path, mid, n)
+        after = step(cache)
+        added = after - before
+        assert {name[:2] for name in added} == {"e-", "p-", "k-"}, sorted(added)  # no day file
+        assert {name for name in before - after if name.startswith("d-")} == set()
+        assert sorted(cache._snap.patches[when]) == ([0] if n < 2 else [0, len(rows) - 1])
+        before = after
+    fresh = viewcache.ViewCache(str(root))
+    combined = []
+    monkeypatch.setattr(fresh, "combine", lambda *a: combined.append(1) or viewcache.ViewCache.combine(fresh, *a))
+    loaded = viewcache.Snapshot.load(root)
+    assert loaded.patches == cache._snap.patches and loaded.texts == cache._snap.texts
+    assert loaded.segs == cache._snap.segs
+    # one more row of the day, its patch now over half the day: the day is written whole
+    monkeypatch.setattr(viewcache, "PATCH_SHARE", 0.5)
+    path, _ref, mid, _len = rows[1]
+    reword(path, mid, 9)
+    after = step(fresh)
+    assert not combined
+    assert when not in fresh._snap.patches
+    assert any(name.startswith("d-") for name in after - before)
+    assert viewcache.Snapshot.load(root).texts == fresh._snap.texts
+
+
 def _tree_reusing(texts: dict[str, str], parsed: dict, index: SourceIndex):
     """The tree of ``texts``, each file parsed again only when its text changed (``parsed``
     keeps rel -> (text, topic) across calls): the same topic objects come back, as in txcache."""
@@ -271,14 +351,16 @@ def _tree_reusing(texts: dict[str, str], parsed: dict, index: SourceIndex):
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(edits=st.lists(st.tuples(st.sampled_from(["reword", "reword", "redate", "drop", "link", "unlink", "swap", "none"]),
                                 st.integers(0, 10_000)), min_size=1, max_size=10),
-       flushes=st.lists(st.booleans(), min_size=11, max_size=11))
-@example(edits=[("reword", 3), ("reword", 3), ("reword", 3)], flushes=[True] * 11)  # one day file spliced thrice
-@example(edits=[("reword", 3), ("swap", 3), ("reword", 3), ("redate", 3)], flushes=[False, True] * 5 + [True])
-def test_snapshot_with_reused_parses_equals_full_build(world, tmp_path_factory, edits, flushes):
+       flushes=st.lists(st.booleans(), min_size=11, max_size=11), segment=SEGMENTS)
+@example(edits=[("reword", 3), ("reword", 3), ("reword", 3)], flushes=[True] * 11, segment=64)  # one day spliced thrice
+@example(edits=[("reword", 3), ("swap", 3), ("reword", 3), ("redate", 3)], flushes=[False, True] * 5 + [True], segment=64)
+@example(edits=[("reword", 3), ("reword", 3), ("reword", 5), ("reword", 3)], flushes=[True] * 11, segment=1)
+def test_snapshot_with_reused_parses_equals_full_build(world, tmp_path_factory, edits, flushes, segment, monkeypatch):
     """In one process, with the parses of unchanged files reused (as the transaction caches
     hand them out): the snapshot keys kept for the very same parses and the day files spliced
     for a reword give the full rebuild's bytes, step after step (each step starts from the
     last one's snapshot, so a wrong splice or a stale key shows in a later step too)."""
+    monkeypatch.setattr(viewcache, "SEGMENT", segment)
     index, base = world
     root = tmp_path_factory.mktemp("snapreuse") / "memory"
     (root / ".scriptorium").mkdir(parents=True)
@@ -324,19 +406,24 @@ def _named_on_disk(root: Path) -> tuple[set[str], viewcache.Snapshot | None]:
 @given(edits=st.lists(st.tuples(st.sampled_from(["reword", "reword", "redate", "drop", "link", "unlink", "swap",
                                                  "remove", "restore", "none", "fresh"]),
                                 st.integers(0, 10_000)), min_size=1, max_size=12),
-       flushes=st.lists(st.booleans(), min_size=13, max_size=13), chunk=st.sampled_from([1, 3, 128]))
-@example(edits=[("reword", 3), ("reword", 3), ("reword", 7)], flushes=[True] * 13, chunk=3)
-@example(edits=[("swap", 3), ("swap", 3), ("swap", 3)], flushes=[True] * 13, chunk=3)  # the same bytes come back
-@example(edits=[("reword", 3), ("reword", 7), ("reword", 3), ("reword", 3)], flushes=[True, False] * 6 + [True], chunk=3)
+       flushes=st.lists(st.booleans(), min_size=13, max_size=13), chunk=st.sampled_from([1, 3, 128]),
+       segment=SEGMENTS)
+@example(edits=[("reword", 3), ("reword", 3), ("reword", 7)], flushes=[True] * 13, chunk=3, segment=64)
+@example(edits=[("swap", 3), ("swap", 3), ("swap", 3)], flushes=[True] * 13, chunk=3, segment=64)  # the same bytes come back
+@example(edits=[("reword", 3), ("reword", 7), ("reword", 3), ("reword", 3)], flushes=[True, False] * 6 + [True], chunk=3,
+         segment=64)
 @example(edits=[("reword", 3), ("remove", 5), ("reword", 3), ("restore", 0), ("fresh", 0), ("reword", 1)],
-         flushes=[True] * 13, chunk=1)
-def test_snapshot_save_names_exactly_its_files(world, tmp_path_factory, edits, flushes, chunk, monkeypatch):
+         flushes=[True] * 13, chunk=1, segment=64)
+@example(edits=[("reword", 3), ("reword", 3), ("reword", 7), ("fresh", 0), ("reword", 3), ("redate", 3), ("reword", 3)],
+         flushes=[True] * 13, chunk=3, segment=1)  # patches grown, read by a fresh process, given way to the day
+def test_snapshot_save_names_exactly_its_files(world, tmp_path_factory, edits, flushes, chunk, segment, monkeypatch):
     """The snapshot saved after edits in one process (only the chunks of the keys holding a
     changed topic rewritten, only the files it dropped unlinked) is what a fresh process
     loads -- the same keys, parts, days and relations -- and its folder holds exactly the
     files its manifest names, after topics come and go, saves are skipped, and a fresh
     process takes over (which sweeps the whole folder once)."""
     monkeypatch.setattr(viewcache, "CHUNK", chunk)
+    monkeypatch.setattr(viewcache, "SEGMENT", segment)
     index, base = world
     root = tmp_path_factory.mktemp("snapsave") / "memory"
     (root / ".scriptorium").mkdir(parents=True)
@@ -384,9 +471,11 @@ def test_snapshot_save_names_exactly_its_files(world, tmp_path_factory, edits, f
         assert loaded is not None, (step, op)
         assert list(loaded.keys.items()) == list(mine.keys.items()), (step, op)
         assert loaded.part_names == mine.part_names and loaded.names == mine.names, (step, op)
+        assert loaded.patch_names == mine.patch_names and loaded.patches == mine.patches, (step, op)
         assert loaded.relations == mine.relations and loaded.texts == mine.texts, (step, op)
-        named = {"manifest", loaded.relations_name, *loaded.names.values(), *loaded.part_names.values(),
-                 *loaded.chunk_names}
+        assert loaded.segs == mine.segs, (step, op)
+        named = {"manifest", loaded.relations_name, *loaded.names.values(), *loaded.patch_names.values(),
+                 *loaded.part_names.values(), *loaded.chunk_names}
         assert files == named, (step, op, sorted(files - named), sorted(named - files))
         for path in loaded.keys:  # every part named is the part of that key
             assert loaded.part(str(root), path) is not None, (step, op, path)
