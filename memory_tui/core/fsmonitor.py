@@ -138,55 +138,69 @@ class FsMonitor:
         self._watched[path] = wd
 
     # -- reading ----------------------------------------------------------------------------
-    def drain(self, own: Iterable[str] = ()) -> int:
-        """Read every queued event and return the generation. An event moves it on unless it
-        is on a path in ``own``: the workspace-relative paths this process's install (under
-        the write lock) just wrote or removed, and the folders on their way."""
-        own_paths = set(own)
+    def drain(self) -> int:
+        """Read every queued event and return the generation (moved on by any change)."""
         with self._lock:
-            if os.getpid() != self._pid or not self._same_root():
-                self.alive = False
-                self.generation = next(_GENERATIONS)
-                return self.generation
-            try:
-                events = self._notify.read(timeout=0)
-            except OSError:
-                self.generation = next(_GENERATIONS)
-                return self.generation
-            bits = self._bits
-            new_folders: list[str] = []
-            moved = False
-            for event in events:
-                mask = event.mask
-                if mask & bits.overflow:
-                    moved = True
-                    continue
-                folder = self._wds.get(event.wd)
-                if mask & bits.ignored or folder is None:
-                    if folder is not None:
-                        self._forget(event.wd)
-                    moved = True
-                    continue
-                name = event.name
-                if not name:  # about the watched folder itself
-                    if mask & bits.self_gone:
-                        moved = True
-                    continue  # its own attributes: no file of the revision changed
-                if not _counts(folder, name):
-                    continue
-                rel = f"{folder}/{name}" if folder else name
-                if rel in own_paths:
-                    if mask & bits.isdir and mask & bits.create:  # a folder the install made: watch it from now on
-                        new_folders.append(os.path.join(self.root, rel))
-                    continue
-                moved = True
-            for path in new_folders:
-                if path not in self._watched:
-                    self._watch(path)
-                    moved = True  # its files were written before its watch began
-            if moved:
-                self.generation = next(_GENERATIONS)
+            return self._drain(frozenset())
+
+    def after_install(self, own: Iterable[str], since: int) -> int | None:
+        """Call right after an install, under the write lock that held the workspace at
+        generation ``since``: the generation at which the stamps the install left are true,
+        or ``None`` when something else changed meanwhile. The install's own events (on the
+        workspace-relative paths ``own``: the files it wrote or removed and the folders on
+        their way) are not a change of their own -- but the install is one for every other
+        stage of this process, which read the files before it, so the generation moves on
+        either way."""
+        with self._lock:
+            clean = self._drain(frozenset(own)) == since
+            self.generation = next(_GENERATIONS)
+            return self.generation if clean else None
+
+    def _drain(self, own_paths: frozenset[str]) -> int:
+        """``drain``; an event on a path in ``own_paths`` moves nothing. Call with the lock."""
+        if os.getpid() != self._pid or not self._same_root():
+            self.alive = False
+            self.generation = next(_GENERATIONS)
             return self.generation
+        try:
+            events = self._notify.read(timeout=0)
+        except OSError:
+            self.generation = next(_GENERATIONS)
+            return self.generation
+        bits = self._bits
+        new_folders: list[str] = []
+        moved = False
+        for event in events:
+            mask = event.mask
+            if mask & bits.overflow:
+                moved = True
+                continue
+            folder = self._wds.get(event.wd)
+            if mask & bits.ignored or folder is None:
+                if folder is not None:
+                    self._forget(event.wd)
+                moved = True
+                continue
+            name = event.name
+            if not name:  # about the watched folder itself
+                if mask & bits.self_gone:
+                    moved = True
+                continue  # its own attributes: no file of the revision changed
+            if not _counts(folder, name):
+                continue
+            rel = f"{folder}/{name}" if folder else name
+            if rel in own_paths:
+                if mask & bits.isdir and mask & bits.create:  # a folder the install made: watch it from now on
+                    new_folders.append(os.path.join(self.root, rel))
+                continue
+            moved = True
+        for path in new_folders:
+            if path not in self._watched:
+                self._watch(path)
+                moved = True  # its files were written before its watch began
+        if moved:
+            self.generation = next(_GENERATIONS)
+        return self.generation
 
     def invalidate(self) -> None:
         """Vouch for nothing done so far (an install replaced whole trees, whose folders the

@@ -1317,7 +1317,7 @@ def _finish(stage: Stage, ctx: _Context, prep: _Prepared) -> TxResult:
         try:
             install(root, stage.path, prep.plan)
         finally:
-            _absorb_install(root, prep.plan)
+            generation = _absorb_install(root, prep.plan, generation)
         stage.cache.retain_lazily(prep.new_texts)
         stage.cache.save_disk(stage.layout)
         # ``before`` with what the install replaced stat-ed again: no second walk of the whole workspace
@@ -1373,22 +1373,26 @@ def _generation(stage: Stage) -> int | None:
     return stage.locked_generation if stage.locked_stamps is not None else stage.monitor_generation
 
 
-def _absorb_install(root: Path, plan: InstallPlan) -> None:
-    """Read the file-system monitor's queue right after an install, under the same lock: the
-    events of the files the install wrote (and of the folders on their way) are its own; any
-    other moves the generation on, so the next transaction walks. A whole tree replaced leaves
-    folders the monitor does not watch yet: nothing is vouched for then."""
+def _absorb_install(root: Path, plan: InstallPlan, since: int | None) -> int | None:
+    """The file-system monitor's generation at which the stamps an install left are true
+    (right after it, under the same lock; the workspace was at ``since`` before it), or
+    ``None``: something besides the install's own writes changed meanwhile, or it replaced a
+    whole tree, whose folders the monitor does not watch yet. Either way every other stage
+    of this process sees a new generation (see ``FsMonitor.after_install``)."""
     watch = monitor_for(root)
     if watch is None:
-        return
+        return None
     own: set[str] = set()
     for t in plan.targets:
         if t.kind != "file":
             watch.invalidate()
-            return
+            return None
         parts = t.path.split("/")
         own.update("/".join(parts[:n]) for n in range(1, len(parts) + 1))
-    watch.drain(own)
+    generation = watch.after_install(own, since) if since is not None else None
+    if since is None:
+        watch.invalidate()
+    return generation
 
 
 def _start_revision(stage: Stage, prep: _Prepared, before: Mapping[str, tuple[int, int, int, int]]) -> RevisionJob | None:

@@ -205,3 +205,17 @@ def test_a_fork_never_reads_the_parents_queue(ws):
         os._exit(0 if child is not parent else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_an_install_of_this_process_is_a_change_for_its_other_stages(ws):
+    """Only the installing transaction knows what its own writes did: a writer's stage of the
+    same process, read before that install, must see the workspace changed."""
+    mem = ws / "memory"
+    _settled(ws)
+    with tx.open_stage(ws) as stage:
+        ada = stage.topics / "people/ada.md"
+        ada.write_text(ada.read_text().replace("drinks", "sips"))
+        assert _edit(ws, "juice").ok  # another transaction of this process, meanwhile
+        result = tx.commit_edits(stage)
+    assert result.code == "CONCURRENT_UPDATE", result
+    assert "juice" in (mem / "topics/people/ada.md").read_text()
