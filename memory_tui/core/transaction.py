@@ -50,7 +50,7 @@ from .topics import (CITATION_RE, DEFINITION_RE, Topic, TopicTree, Unit, is_erro
                      topic_sort_key)
 from .parsecache import store_for
 from .txcache import (RevisionJob, WorkspaceCache, any_racy, cache_for, derive, installed_stamps, revision_walk,
-                      tx_mode)
+                      stamps_under, tx_mode)
 from . import noopcache
 from .viewcache import mode as views_mode
 from .workspace import RuntimeState, dump_runtime_json, load_runtime_state, workspace_revision
@@ -329,6 +329,8 @@ def _state_dir(root: Path) -> Path:
 # ---------------------------------------------------------------------------------- stage
 
 _INDEX_CACHE: dict[str, SourceIndex] = {}
+# memory root -> (its index, the archive paths and stamps of the last walk that found it current)
+_INDEX_SEEN: dict[str, tuple[SourceIndex, list[str], list[tuple[int, int, int, int]]]] = {}
 
 
 def source_index(root: Path, stamps: Mapping[str, tuple[int, int, int, int]] | None = None) -> SourceIndex:
@@ -347,16 +349,20 @@ def source_index(root: Path, stamps: Mapping[str, tuple[int, int, int, int]] | N
 
     def incremental() -> SourceIndex:
         if previous is not None and stamps is not None and Path(previous.root) == Path(root):
+            rels, listed = stamps_under(stamps, "sources/", ".md")
+            seen = _INDEX_SEEN.get(key)
+            # the stamps this index was last found current with: one C-level comparison of the
+            # two lists (equal stamps have equal keys) instead of a lookup per archive
+            if seen is not None and seen[0] is previous and seen[1] == rels and seen[2] == listed:
+                return previous
             files = previous.files
-            n = 0
-            for rel, st in stamps.items():
-                if rel.startswith("sources/") and rel.endswith(".md"):
+            if len(rels) == len(files):
+                for rel, st in zip(rels, listed):
                     entry = files.get(rel)
                     if entry is None or entry.key != st[:3]:
                         break
-                    n += 1
-            else:
-                if n == len(files):
+                else:
+                    _INDEX_SEEN[key] = (previous, rels, listed)
                     return previous
         return full()
 

@@ -736,8 +736,7 @@ class WorkspaceCache:
             return texts, shas, problems
         if walk is not None and "topics" not in walk[1]:
             stamps = walk[0]
-            rels = _paths_under(stamps, "topics/", ".md")
-            listed = list(map(stamps.__getitem__, rels))
+            rels, listed = stamps_under(stamps, "topics/", ".md")
             links = [rel[7:] for rel in walk[1] if rel.startswith("topics/")]
 
             def full() -> tuple[dict[str, str], dict[str, str], list[Problem]]:
@@ -1472,6 +1471,32 @@ def _paths_under(stamps: Mapping[str, Stamp], prefix: str, suffix: str) -> list[
     passes: every transaction asks it of every file's path)."""
     return list(compress(stamps, map(and_, map(str.startswith, stamps, repeat(prefix)),
                                      map(str.endswith, stamps, repeat(suffix)))))
+
+
+# (prefix, suffix) -> (every path of the stamps last asked, in order; the paths answered; their positions)
+_UNDER: dict[tuple[str, str], tuple[list[str], list[str], list[int]]] = {}
+
+
+def stamps_under(stamps: Mapping[str, Stamp], prefix: str, suffix: str) -> tuple[list[str], list[Stamp]]:
+    """``_paths_under(stamps, prefix, suffix)`` and those paths' stamps. When ``stamps`` names
+    the very paths the last call was given, in the same order, the answer is at the same
+    positions: one comparison of the two lists of names (by identity, as the remembered walks
+    and their copies share the path objects) replaces the two string tests per path, and the
+    stamps are taken by position instead of looked up by name. The lists answered are shared:
+    never change them."""
+    names = list(stamps)
+    last = _UNDER.get((prefix, suffix))
+    if last is not None and last[0] == names:
+        rels, at = last[1], last[2]
+    else:
+        at = list(compress(range(len(names)), map(and_, map(str.startswith, names, repeat(prefix)),
+                                                  map(str.endswith, names, repeat(suffix)))))
+        rels = list(map(names.__getitem__, at))
+        _UNDER[(prefix, suffix)] = (names, rels, at)
+    values = list(stamps.values())
+    if at and at[-1] - at[0] == len(at) - 1:  # one run, as a folder's files are in the revision's order
+        return rels, values[at[0]:at[-1] + 1]
+    return rels, list(map(values.__getitem__, at))
 
 
 def any_racy(stamps: Mapping[str, Stamp], now: int) -> bool:
