@@ -34,9 +34,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from itertools import compress, repeat
-from operator import and_, attrgetter, is_, is_not, itemgetter, ne, not_, or_
+from operator import and_, attrgetter, is_, is_not, itemgetter, ne, not_
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping
+from typing import Iterable, Iterator, Mapping, NamedTuple
 
 from .errors import Problem
 from .fsutil import replace_cache_file
@@ -111,7 +111,6 @@ def derive(what: str, incremental, full, same=None):
     return b
 
 
-_PATH = attrgetter("path")
 _NOT_HANDED = (None,)  # a path no parse was handed out for
 
 
@@ -398,6 +397,31 @@ class ParsedEntry:
     refs_ok: bool | None = None  # every source ref of every unit exists (checked under ``sig``)
 
 
+class _Parsed(NamedTuple):
+    """What ``WorkspaceCache.tree`` was last given and answered: positions are those of the
+    texts as given (insertion order), ``topics`` in tree order."""
+
+    token: object  # the archive token
+    keys: tuple[str, ...]  # the paths as given
+    values: list[str]  # their texts, aligned
+    at: dict[str, int]  # path -> its position
+    tpos: list[int]  # position -> its topic's place in ``topics``
+    topics: list[Topic]  # tree order
+    bad: tuple[int, ...]  # the positions whose topic had problems (looked up again every time)
+    handed: Mapping  # ``_topic_keys`` as it was when the call began
+
+    @classmethod
+    def of(cls, token: object, keys: tuple[str, ...], values: list[str], order: list[str], topics: list[Topic],
+           handed: Mapping) -> "_Parsed":
+        place = dict(zip(order, range(len(order))))
+        tpos = list(map(place.__getitem__, keys))
+        bad = tuple(compress(range(len(keys)), map(not_, map(_OK, map(topics.__getitem__, tpos)))))
+        return cls(token, keys, values, dict(zip(keys, range(len(keys)))), tpos, topics, bad, handed)
+
+
+_OK = attrgetter("ok")
+
+
 def _topic_symlinks(topics_dir: Path) -> list[str]:
     """Topics-relative paths of symbolic links (files or folders) under ``topics_dir``."""
     out: list[str] = []
@@ -440,9 +464,10 @@ class WorkspaceCache:
         self._order_covered: tuple[TopicTree, object] | None = None
         self._proven_now: dict[str, tuple[str, object]] = {}  # rel -> (text object, token) proven
         self._links_fast: dict[str, tuple[str, tuple, str]] = {}  # rel -> (text object, locations, rewrite)
-        # the last tree's parses: (archive token, its paths in the order given, path -> (text, topic), topics)
-        self._last_parsed: tuple[object, tuple[str, ...], dict[str, tuple[str, Topic, bool]], list[Topic], list[str],
-                                 list[bool], list[str], list[str]] | None = None
+        # the last tree's parses (``_Parsed``), and the paths whose ``_topic_keys`` entry was
+        # set since that call began (``_entry``): what ``_topics_since_last`` looks at again
+        self._last_parsed: _Parsed | None = None
+        self._handed_moved: set[str] = set()
         # the last block-id locations: (paths, their texts, each one's file ids, id -> rel, no id in two files)
         self._locations: tuple[tuple[str, ...], list[str], list[tuple[str, ...]], Mapping[str, str], bool] | None = None
         self._refs_fine: tuple[object, dict[str, Topic]] = (None, {})  # ``refs_fine``: (index, path -> parse)
@@ -864,7 +889,9 @@ class WorkspaceCache:
 
     def _entry(self, rel: str, text: str, index: SourceIndex, token: object, digest: str) -> ParsedEntry:
         made = self._parse_entry(rel, text, index, token, digest)
-        self._topic_keys[rel] = (made.topic, digest, made.sig)
+        with self.lock:  # one step for ``tree``, which takes the set of moved paths under the lock
+            self._handed_moved.add(rel)
+            self._topic_keys[rel] = (made.topic, digest, made.sig)
         return made
 
     def _parse_entry(self, rel: str, text: str, index: SourceIndex, token: object, digest: str) -> ParsedEntry:
@@ -897,44 +924,24 @@ class WorkspaceCache:
              shas: Mapping[str, str] | None = None) -> TopicTree:
         """The strict parse of ``texts`` (== ``parse_tree(texts, resolve=..., strict=True)``)."""
         shas = shas or {}
+        with self.lock:
+            last, moved = self._last_parsed, self._handed_moved
+            self._handed_moved = set()
+            handed = self._topic_keys
 
         def full() -> list[Topic]:
             return [self.entry(rel, texts[rel], index, token, shas.get(rel)).topic
                     for rel in sorted(texts, key=topic_sort_key)]
 
-        topics = derive("tree topics", lambda: self._topics_since_last(texts, index, token, shas), full,
+        made: list[_Parsed] = []
+        topics = derive("tree topics", lambda: self._topics_since_last(texts, index, token, shas, last, moved, handed,
+                                                                       made), full,
                         lambda a, b: len(a) == len(b) and all(x is y or (not x.ok and x == y) for x, y in zip(a, b)))
+        # what the next call starts from: the topics handed out (in check mode, the full
+        # derivation's, which are this one's very parses but for topics with problems, and
+        # those are looked at again every time)
         with self.lock:
-            last = self._last_parsed
-            keys = tuple(texts)
-            same_order = last is not None and last[1] == keys and len(last[3]) == len(topics)
-            # the same path set given in the same order: the same tree order, so the same paths
-            paths = last[7] if same_order else list(map(_PATH, topics))
-            order_texts = list(map(texts.__getitem__, paths))
-            if same_order:
-                # the same paths: keep last call's entries, replace those whose parse or text
-                # moved (found by C-level passes: last call's lists are aligned with these)
-                seen, oks, others = last[2], last[5], last[6]
-                last_topics, last_texts = last[3], last[4]
-                moved = list(compress(range(len(topics)), map(or_, map(is_not, topics, last_topics),
-                                                              map(is_not, order_texts, last_texts))))
-                if moved:
-                    seen, oks, others = dict(seen), list(oks), list(others)
-                    for i in moved:
-                        t = topics[i]
-                        oks[i] = t.ok
-                        seen[t.path] = (order_texts[i], t, oks[i])
-                        # the same parse of the same path is the same bytes (parses are kept by
-                        # digest): last call's text object is then one equal to this one
-                        others[i] = last_texts[i] if t is last_topics[i] else order_texts[i]
-            else:
-                seen = {t.path: (texts[t.path], t, t.ok) for t in topics}
-                oks = [seen[t.path][2] for t in topics]
-                others = order_texts
-            # (token, keys, path -> (text, topic, ok), topics, their texts, their ok flags, for
-            # each a text object of equal bytes: an edit alternates between the committed
-            # texts and the stage's, equal but other objects, and is then seen without a compare)
-            self._last_parsed = (token, keys, seen, topics, order_texts, oks, others, paths)
+            self._last_parsed = made[0]._replace(topics=topics) if made else None
         # The tree is a function of its topics alone: the baseline of an edit is the tree the
         # previous edit installed (the same parses), so it is not assembled again.
         with self.lock:
@@ -952,45 +959,62 @@ class WorkspaceCache:
         return tree
 
     def _topics_since_last(self, texts: Mapping[str, str], index: SourceIndex, token: object,
-                           shas: Mapping[str, str]) -> list[Topic]:
+                           shas: Mapping[str, str], last: "_Parsed | None", moved: set[str],
+                           handed: Mapping[str, tuple[Topic, str, str]], made: list) -> list[Topic]:
         """``entry(...).topic`` of every text in tree order, where a text that is the one (or
         equal to the one) the last call parsed under the same archive token keeps that call's
         parse without being looked up again: ``entry`` would return that very parse (same
         path, same bytes, same signature), and it is still the one handed out for its path.
-        Topics with problems are always looked up (``entry`` never keeps them)."""
-        with self.lock:
-            last = self._last_parsed
-        if last is None or last[0] is not token:
-            order = sorted(texts, key=topic_sort_key)
-            return [self.entry(rel, texts[rel], index, token, shas.get(rel)).topic for rel in order]
-        _token, last_keys, seen, last_topics, last_texts, last_oks, others, last_paths = last
-        keys = self._topic_keys
-        if len(last_keys) == len(texts) and tuple(texts) == last_keys:
-            # the same paths in the same tree order: a parse is kept where its text is the very
-            # object last seen (or one known to hold the same bytes), it had no problem and it
-            # is still the one handed out for its path -- decided for every topic by C-level
-            # passes; the rest as below
-            order = last_paths  # the paths of last_topics
-            now = list(map(texts.__getitem__, order))
-            handed = map(itemgetter(0), map(keys.get, order, repeat(_NOT_HANDED)))
-            same = map(or_, map(is_, now, last_texts), map(is_, now, others))
-            keep = list(map(and_, map(and_, same, last_oks), map(is_, handed, last_topics)))
-            out = list(last_topics)
-            for i in compress(range(len(order)), map(not_, keep)):
-                out[i] = self._topic_since_last(order[i], texts, index, token, shas, seen, keys)
-            return out
-        order = sorted(texts, key=topic_sort_key)
-        return [self._topic_since_last(rel, texts, index, token, shas, seen, keys) for rel in order]
+        Topics with problems are always looked up (``entry`` never keeps them).
 
-    def _topic_since_last(self, rel: str, texts: Mapping[str, str], index: SourceIndex, token: object,
-                          shas: Mapping[str, str], seen: Mapping[str, tuple[str, Topic, bool]],
-                          keys: Mapping[str, tuple[Topic, str, str]]) -> Topic:
-        text = texts[rel]
-        hit = seen.get(rel)
-        if hit is not None and hit[2] and (hit[0] is text or hit[0] == text):
-            known = keys.get(rel)
-            if known is not None and known[0] is hit[1]:
-                return hit[1]
+        ``moved``: the paths whose handed-out parse was set since ``last`` began, ``handed``
+        the map of handed-out parses now. With the same paths in the same order as ``last``,
+        only the positions whose text is another object, whose topic had problems or whose
+        path is in ``moved`` are looked at (one C-level identity pass finds the first): every
+        other parse was the one handed out when that call ended, and nothing set its path
+        since. A ``handed`` that is not the map ``last`` began with (``retain`` replaced it)
+        is compared at every position. Appends to ``made`` what the next call starts from."""
+        keys = tuple(texts)
+        values = list(texts.values())
+        if last is None or last.token is not token:
+            order = sorted(texts, key=topic_sort_key)
+            out = [self.entry(rel, texts[rel], index, token, shas.get(rel)).topic for rel in order]
+            made.append(_Parsed.of(token, keys, values, order, out, handed))
+            return out
+        if keys != last.keys:
+            # other paths: each text looked up by path in the last call's
+            order = sorted(texts, key=topic_sort_key)
+            out = [self._topic_since_last(rel, texts[rel], index, token, shas, last, handed) for rel in order]
+            made.append(_Parsed.of(token, keys, values, order, out, handed))
+            return out
+        positions = set(compress(range(len(keys)), map(is_not, values, last.values)))
+        positions.update(last.bad)
+        if handed is last.handed:
+            at = last.at
+            positions.update(at[path] for path in moved if path in at)
+        else:
+            by_text_order = map(last.topics.__getitem__, last.tpos)
+            now_handed = map(itemgetter(0), map(handed.get, keys, repeat(_NOT_HANDED)))
+            positions.update(compress(range(len(keys)), map(is_not, now_handed, by_text_order)))
+        out = list(last.topics)
+        tpos = last.tpos
+        for i in sorted(positions):
+            out[tpos[i]] = self._topic_since_last(keys[i], values[i], index, token, shas, last, handed, i)
+        bad = tuple(i for i in positions if not out[tpos[i]].ok)
+        made.append(last._replace(values=values, topics=out, bad=bad, handed=handed))
+        return out
+
+    def _topic_since_last(self, rel: str, text: str, index: SourceIndex, token: object, shas: Mapping[str, str],
+                          last: "_Parsed", handed: Mapping[str, tuple[Topic, str, str]], i: int | None = None) -> Topic:
+        if i is None:
+            i = last.at.get(rel)
+        if i is not None and i not in last.bad:
+            was = last.values[i]
+            if was is text or was == text:
+                topic = last.topics[last.tpos[i]]
+                known = handed.get(rel)
+                if known is not None and known[0] is topic:
+                    return topic
         return self.entry(rel, text, index, token, shas.get(rel)).topic
 
     def refs_ok(self, topic: Topic, index: SourceIndex) -> bool:
@@ -1088,12 +1112,18 @@ class WorkspaceCache:
         key = (self._sha_of(rel, text), loc_key)
         hit = self._links.get(rel)
         if hit is not None and hit[0] == key:
-            return hit[1]
-        store = store_for(self.root)
-        value = store.derived("links", rel, key)
-        if type(value) is not str:
-            value = compute()
-            store.put_derived("links", rel, key, value)
+            value = hit[1]
+        else:
+            store = store_for(self.root)
+            value = store.derived("links", rel, key)
+            if type(value) is not str:
+                value = compute()
+                store.put_derived("links", rel, key, value)
+        if value is not text and value == text:
+            # a rewrite that changes nothing hands back the very text: the passes after it
+            # (the tree, the stage's writes) then find the file unchanged by identity, instead
+            # of an equal copy that alternates with the committed text from edit to edit
+            value = text
         self._links[rel] = (key, value)
         self._links_fast[rel] = (text, locations, value)
         return value

@@ -132,3 +132,70 @@ def test_a_clear_topic_is_asked_again_once_an_id_it_links_to_leaves_the_tree():
     # and back: the id is there again, so is nothing to report
     assert check_cross_topic_links_incremental(reassemble_tree(after, [linked, linking]), committed=after,
                                                summary=topic_link_summary) == []
+
+
+# ``WorkspaceCache.tree`` looks again only at the positions whose text is another object, whose
+# topic had problems, or whose handed-out parse was set since its last call; what happens in
+# between is any mix of these steps.
+CACHE_STEPS = st.lists(st.one_of(
+    st.tuples(st.just("text"), st.sampled_from(PATHS), TOPIC),  # new bytes at a path (added if absent)
+    st.tuples(st.just("copy"), st.sampled_from(PATHS)),  # the same bytes, another object
+    st.tuples(st.just("broken"), st.sampled_from(PATHS)),  # a topic with problems
+    st.tuples(st.just("drop"), st.sampled_from(PATHS)),
+    st.tuples(st.just("reorder"), st.booleans()),  # the same paths given in another order
+    st.tuples(st.just("entry"), st.sampled_from(PATHS), TOPIC),  # another parse handed out at a path
+    st.tuples(st.just("retain"), st.booleans()),  # the handed-out map replaced (some paths dropped)
+    st.tuples(st.just("replace_map"), st.booleans()),  # replaced by a copy, as a test's reference filter does
+    st.tuples(st.just("token"), st.booleans()),  # the archives moved on (the one cited came or went, or not)
+    st.tuples(st.just("again"), st.booleans()),  # the same dict once more
+), min_size=1, max_size=14)
+
+
+@settings(max_examples=200, deadline=None)
+@given(first=TREE, steps=CACHE_STEPS)
+def test_cache_tree_is_what_every_entry_gives(first, steps, tmp_path_factory):
+    from memory_tui.core.sources import SourceIndex, index_file
+
+    root = tmp_path_factory.mktemp("ws")
+    # every record cites D1: an index with that archive changes every topic's signature
+    indexes = (SourceIndex.from_files(root, {}),
+               SourceIndex.from_files(root, {"sources/D1.md": index_file("sources/D1.md", b"# D1\n")}))
+    index = indexes[0]
+    cache = txcache.WorkspaceCache(root)
+    token = object()
+    texts = _texts(first)
+    n = 0
+    for step in [("again", True), *steps]:
+        kind = step[0]
+        if kind == "text":
+            texts[step[1]] = _texts({step[1]: step[2]})[step[1]]
+            if n % 2:
+                texts[step[1]] += f"\nMore {n}.[^e-{n:010x}]\n\n[^e-{n:010x}]: Time: `2026`; Sources: [x](D9:{n})\n"
+        elif kind == "copy" and step[1] in texts:
+            texts[step[1]] = "".join(list(texts[step[1]]))
+        elif kind == "broken":
+            texts[step[1]] = f"# Broken\n\nA claim without a source {n}.\n"
+        elif kind == "drop" and len(texts) > 1:
+            texts.pop(step[1], None)
+        elif kind == "reorder":
+            texts = dict(sorted(texts.items(), reverse=step[1]))
+        elif kind == "entry":
+            cache.entry(step[1], _texts({step[1]: step[2]})[step[1]] + "\nAnother.\n", index, token)
+        elif kind == "retain":
+            cache.retain({rel: text for i, (rel, text) in enumerate(texts.items()) if step[1] or i % 2})
+        elif kind == "replace_map":
+            cache._topic_keys = dict(cache._topic_keys)
+        elif kind == "token":
+            index, token = indexes[step[1]], object()
+        n += 1
+        tree = cache.tree(texts, index, token)
+        order = sorted(texts, key=topic_sort_key)
+        assert [t.path for t in tree.topics] == order
+        for rel, topic in zip(order, tree.topics):
+            assert topic.text == texts[rel]
+            # what ``entry`` hands out for these bytes now (looked up without handing it out)
+            want = cache._parse_entry(rel, texts[rel], index, token, txcache.sha(texts[rel])).topic
+            assert topic is want or (not topic.ok and topic == want)
+            if topic.ok:
+                assert cache._topic_keys[rel][0] is topic  # and it is the one handed out
+        assert txcache.same_tree(tree, assemble_tree(list(tree.topics)))
