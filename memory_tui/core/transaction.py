@@ -1049,7 +1049,14 @@ def _write_runtime(stage: Stage, tree: TopicTree) -> RuntimeState:
     path = stage.path / rt / "runtime.json"
     source = stage.root_file(f"{rt}/runtime.json")
     base, layout = (stage.path, Layout(stage.path)) if source == path else (stage.memory_root, stage.layout)
-    state, problems = stage.cache.by_bytes("runtime.json", source, lambda: load_runtime_state(base, layout))
+
+    def load() -> tuple[RuntimeState, tuple[Problem, ...]]:
+        return load_runtime_state(base, layout)
+
+    # the committed file is the one the stage's walk stamped (the walk under the lock proves it unchanged)
+    stamp = stage.stamps.get(f"{rt}/runtime.json") if source != path else None
+    state, problems = derive("runtime state", lambda: stage.cache.by_stamp("runtime.json", source, stamp, load),
+                             lambda: stage.cache.by_bytes("runtime.json", source, load))
     if state.corrupt:  # rewriting it from defaults would lose creation_order and legacy cursors
         first = problems[0]
         raise MemoryError(

@@ -460,6 +460,7 @@ class WorkspaceCache:
         self._index_files: Mapping | None = None
         self._trees: list[TopicTree] = []  # the last two assembled trees
         self._by_bytes: dict[str, tuple[bytes, object]] = {}
+        self._by_stamp: dict[str, tuple[Stamp, object]] = {}  # ``by_stamp``: key -> (the file's stamp, value)
         self._derived: dict[str, tuple[Stamp, str]] = {}  # committed derived file -> (stamp, text)
         self._order_covered: tuple[TopicTree, object] | None = None
         self._proven_now: dict[str, tuple[str, object]] = {}  # rel -> (text object, token) proven
@@ -582,14 +583,19 @@ class WorkspaceCache:
     def by_bytes(self, key: str, path: Path, load):
         """``load()`` (which reads ``path``), remembered per ``key`` while ``path`` holds the
         same bytes: a 20 000-id ``runtime.json`` is parsed and checked once, not per edit."""
+        return self._by_bytes_read(key, path, load)[0]
+
+    def _by_bytes_read(self, key: str, path: Path, load) -> tuple[object, bytes | None]:
+        """``by_bytes``' value, and the bytes of ``path`` it is known to be made from (None
+        when that is not known: the file could not be read, or changed while ``load`` ran)."""
         try:
             data = path.read_bytes()
         except OSError:
-            return load()
+            return load(), None
         with self.lock:
             hit = self._by_bytes.get(key)
         if hit is not None and hit[0] == data:
-            return hit[1]
+            return hit[1], data
         value = load()
         try:
             same = path.read_bytes() == data  # what ``load`` read is what is remembered
@@ -598,6 +604,33 @@ class WorkspaceCache:
         if same:
             with self.lock:
                 self._by_bytes[key] = (data, value)
+            return value, data
+        return value, None
+
+    def by_stamp(self, key: str, path: Path, stamp: Stamp | None, load):
+        """``by_bytes(key, path, load)``, where ``stamp`` is ``path``'s stamp in the walk the
+        caller's reads are checked against (``None``: not known). While that stamp is the one
+        remembered for ``key`` and older than the clock tick, the file is not read at all: no
+        write can keep such a stamp, so the file holds the bytes the value was made from (or
+        it has moved since the walk, which the walk under the lock finds). Remembered only
+        when the file, once read, still has that stamp and its size: a 20 000-id
+        ``runtime.json`` (1.8 MB) was read and compared on every edit."""
+        if stamp is None or is_racy(stamp[0], stamp[3]):
+            return self.by_bytes(key, path, load)
+        stamp = tuple(stamp)
+        with self.lock:
+            hit = self._by_stamp.get(key)
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+        value, data = self._by_bytes_read(key, path, load)
+        if data is not None and len(data) == stamp[1]:
+            try:
+                st = os.lstat(path)
+            except OSError:
+                return value
+            if _STAMP_OF(st) == stamp:
+                with self.lock:
+                    self._by_stamp[key] = (stamp, value)
         return value
 
     # -- block-id locations -----------------------------------------------------------------
