@@ -29,8 +29,8 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-from itertools import compress
-from operator import is_not
+from itertools import compress, repeat
+from operator import is_, is_not, ne
 import threading
 import time
 from contextlib import contextmanager
@@ -895,24 +895,27 @@ def _check_units(tree: TopicTree, baseline: TopicTree, index: SourceIndex, ctx: 
         return frozenset(unit.source_refs) if unit is not None else frozenset()
     # A topic that is the very committed one (same bytes, same archives) has no ref new to its
     # blocks; if every ref it cites exists (cached per deps signature) it needs no check.
-    skip: set[str] = set()
-    if stage is not None:
+    checked: Iterable[Unit]
+    if stage is None:
+        checked = [u for topic in tree.topics for u in topic.units] if tree.dupfree else tree.units
+    else:
         cache = stage.cache
 
-        def full() -> set[str]:
-            return {t.path for t in tree.topics if baseline.topic(t.path) is t and cache.refs_ok(t, index)}
+        def full() -> set[str]:  # the paths of the topics whose units are checked
+            return {t.path for t in tree.topics if not (baseline.topic(t.path) is t and cache.refs_ok(t, index))}
 
         def incremental() -> set[str]:
             diff = _differing(tree, baseline)
             if diff is None:
                 return full()
-            return cache.refs_fine(tree.topics, {t.path for t in diff[0]}, index)
+            made = {t.path for t in diff[0]}
+            return made | cache.refs_unfine(tree.topics, made, index)
 
-        skip = derive("unchanged topics with every ref found", incremental, full)
-    if tree.dupfree:  # its units are its topics' units in order: skip whole topics
-        checked: Iterable[Unit] = [u for topic in tree.topics if topic.path not in skip for u in topic.units]
-    else:
-        checked = [u for u in tree.units if u.topic_path not in skip]
+        check = derive("topics whose refs are checked", incremental, full)
+        if tree.dupfree:  # its units are its topics' units in order: whole topics
+            checked = [u for topic in _topics_at(tree, check) for u in topic.units]
+        else:
+            checked = [u for u in tree.units if u.topic_path in check]
     for unit in checked:
         known = known_refs(unit.memory_id)
         for ref in unit.source_refs:
@@ -973,11 +976,26 @@ def _missing_ids(ctx: _Context, tree: TopicTree, baseline: TopicTree) -> set[str
     return derive("missing ids", incremental, full)
 
 
+def _topics_at(tree: TopicTree, paths: Iterable[str]) -> list[Topic]:
+    """The topics of ``tree`` at ``paths`` (those it holds), in tree order: each looked up by
+    path instead of a pass over every topic. ``tree.topic`` takes a leading ``topics/`` off,
+    so paths that start with one are found by the pass."""
+    paths = set(paths)
+
+    def every() -> list[Topic]:
+        return [t for t in tree.topics if t.path in paths]
+
+    def looked_up() -> list[Topic]:
+        return [t for t in map(tree.topic, sorted(paths, key=topic_sort_key)) if t is not None]
+
+    if any(path.startswith("topics/") for path in paths):
+        return every()
+    return derive("topics at paths", looked_up, every, lambda a, b: len(a) == len(b) and all(map(is_, a, b)))
+
+
 def _non_ascii_times(tree: TopicTree, changed: frozenset[str]) -> list[Problem]:
     out = []
-    for topic in tree.topics:
-        if topic.path not in changed:
-            continue
+    for topic in _topics_at(tree, changed):
         for unit in topic.units:
             for ev in unit.evidence:
                 if ev.non_ascii_time:

@@ -471,7 +471,8 @@ class WorkspaceCache:
         self._handed_moved: set[str] = set()
         # the last block-id locations: (paths, their texts, each one's file ids, id -> rel, no id in two files)
         self._locations: tuple[tuple[str, ...], list[str], list[tuple[str, ...]], Mapping[str, str], bool] | None = None
-        self._refs_fine: tuple[object, dict[str, Topic]] = (None, {})  # ``refs_fine``: (index, path -> parse)
+        # ``refs_unfine``: (index, the topics asked of, the positions not found fine)
+        self._refs_fine: tuple[object, tuple[Topic, ...], frozenset[int]] = (None, (), frozenset())
         self._disk_loaded = False
         self._unsaved: dict[tuple[str, str], str] = {}  # proofs made since the last ``save_disk``
         self._base_bytes = 0  # the proofs file's size when last read or written
@@ -1071,27 +1072,35 @@ class WorkspaceCache:
                     store.put_derived("refs", topic.path, key, hit.refs_ok)
         return hit.refs_ok
 
-    def refs_fine(self, topics: Iterable[Topic], exclude: set[str], index: SourceIndex) -> set[str]:
-        """The paths of ``topics`` (but ``exclude``) whose ``refs_ok`` holds. A True found for a
-        parse under this very index is not asked again: the answer is a function of the parse
-        and of the archives (the index), and the parse entry of a live text is neither dropped
-        nor replaced while the index stands."""
+    def refs_unfine(self, topics: tuple[Topic, ...], exclude: set[str], index: SourceIndex) -> set[str]:
+        """The paths of ``topics`` (but ``exclude``) whose ``refs_ok`` does not hold. A True
+        found for a parse under this very index is not asked again: the answer is a function
+        of the parse and of the archives (the index), and the parse entry of a live text is
+        neither dropped nor replaced while the index stands. With as many topics as the last
+        call, one C-level identity pass finds the positions holding another parse; only those,
+        and the ones not found fine last time, are asked."""
         with self.lock:
-            last_index, fine = self._refs_fine
+            last_index, last_topics, not_fine = self._refs_fine
+        n = len(topics)
         if last_index is not index:
-            fine = {}
-        seen: dict[str, Topic] = {}
+            ask: Iterable[int] = range(n)
+        elif len(last_topics) == n:
+            ask = set(compress(range(n), map(is_not, topics, last_topics)))
+            ask.update(not_fine)
+        else:  # topics came or went: the fine parses found by path
+            fine = {t.path: t for i, t in enumerate(last_topics) if i not in not_fine}
+            ask = [i for i, t in enumerate(topics) if fine.get(t.path) is not t]
         out: set[str] = set()
-        fine_get = fine.get
-        for topic in topics:
-            path = topic.path
-            if path in exclude:
-                continue
-            if fine_get(path) is topic or self.refs_ok(topic, index):
-                out.add(path)
-                seen[path] = topic
+        unknown: set[int] = set()
+        for i in sorted(ask):
+            topic = topics[i]
+            if topic.path in exclude:
+                unknown.add(i)
+            elif not self.refs_ok(topic, index):
+                out.add(topic.path)
+                unknown.add(i)
         with self.lock:
-            self._refs_fine = (index, seen)
+            self._refs_fine = (index, topics, frozenset(unknown))
         return out
 
     def memo(self, rel: str, text: str, fn):

@@ -199,3 +199,57 @@ def test_cache_tree_is_what_every_entry_gives(first, steps, tmp_path_factory):
             if topic.ok:
                 assert cache._topic_keys[rel][0] is topic  # and it is the one handed out
         assert txcache.same_tree(tree, assemble_tree(list(tree.topics)))
+
+
+REFS_STEPS = st.lists(st.tuples(
+    st.sampled_from(["cite", "same", "add", "drop", "index"]),  # what changes before the call
+    st.integers(0, 9),
+    st.sets(st.sampled_from(PATHS)),  # the paths excluded from this call
+), min_size=1, max_size=12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(steps=REFS_STEPS)
+def test_refs_unfine_is_every_topic_asked(steps, tmp_path_factory):
+    from memory_tui.core.sources import MARKER, SourceIndex, SourceRecord, archive_path, render_frame
+
+    root = tmp_path_factory.mktemp("refs")
+
+    def archive(thread: str, count: int) -> None:
+        path = root / archive_path(f"openprogram/{thread}/m0")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{MARKER}\n\n" + "\n".join(
+            render_frame(SourceRecord("openprogram", thread, f"m{i}", i, "user", f"Said {i}.")) for i in range(count)))
+
+    archive("th", 4)
+    indexes = [SourceIndex.load(root)]
+    archive("th", 8)  # m4..m7 exist only in the second index
+    indexes.append(SourceIndex.load(root))
+    cache = txcache.WorkspaceCache(root)
+    index = indexes[0]
+    token = cache.observe_index(index)
+
+    def topic(path: str, cited: int):
+        # m0-m3 are in both indexes, m4-m7 in the second, m8, m9 and D1 in neither (a parse
+        # without problems all the same: only the ref check finds them missing)
+        ref = f"openprogram/th/m{cited}" if cited < 9 else "D1:9"
+        text = (f"# {path}\n\nSaid {cited}.[^e-{cited:010x}] ^{IDS[cited % len(IDS)]}\n\n"
+                f"[^e-{cited:010x}]: Time: `2026`; Sources: [x]({ref})\n")
+        return cache.entry(path, text, index, token).topic
+
+    cites = {path: n for n, path in enumerate(PATHS)}
+    for kind, n, exclude in [("same", 0, set()), *steps]:
+        path = PATHS[n % len(PATHS)]
+        if kind == "cite":  # another parse at a path: its ref found in one index, both or neither
+            cites[path] = n
+        elif kind == "add":
+            cites.setdefault(path, n)
+        elif kind == "drop" and len(cites) > 1:
+            cites.pop(path, None)
+        elif kind == "index":
+            index = indexes[n % 2]
+            token = cache.observe_index(index)
+        topics = tuple(topic(p, cites[p]) for p in sorted(cites, key=topic_sort_key))
+        assert all(t.ok for t in topics)
+        want = {t.path for t in topics if t.path not in exclude and not cache.refs_ok(t, index)}
+        assert cache.refs_unfine(topics, exclude, index) == want
