@@ -30,7 +30,7 @@ import hashlib
 import os
 import shutil
 from itertools import compress, repeat
-from operator import is_, is_not, ne
+from operator import is_, is_not
 import threading
 import time
 from contextlib import contextmanager
@@ -460,6 +460,7 @@ class Stage:
         self._drops: set[str] = set()
         self._timeline_drops: set[str] = set()
         self._texts: dict[str, str] | None = None
+        self._touched: set[str] = set()  # the paths ``_put`` or ``_drop`` changed in ``_texts``
         # Committed topic files that could not be read or decoded are not in ``_texts`` and
         # not linked into the stage; until the edit replaces or deletes them they fail the
         # transaction (else the install would silently delete them).
@@ -584,6 +585,14 @@ class Stage:
             return dict(self._texts), [p for problems in self._unread.values() for p in problems]
         return read_topic_texts(self.topics)
 
+    @property
+    def touched(self) -> frozenset[str] | None:
+        """The paths whose text in ``topic_texts`` may differ from ``committed_texts``: every
+        other one is the very committed text object (``_texts`` starts as a copy of them and
+        only ``_put`` and ``_drop`` change it). ``None`` when the texts are read from the
+        stage's files (a writer's stage)."""
+        return frozenset(self._touched) if self._texts is not None else None
+
     def _refuse_linked(self, rel: str) -> None:
         """A committed symlink on the way to ``rel`` (the topic or a folder above it) is
         refused: replacing it would destroy the link, writing into it would leave the workspace."""
@@ -609,6 +618,7 @@ class Stage:
         self._drops.discard(topic_rel)
         if self._texts is not None:
             self._texts[topic_rel] = text
+            self._touched.add(topic_rel)
 
     def _drop(self, topic_rel: str) -> None:
         target = self.topics / topic_rel
@@ -620,6 +630,7 @@ class Stage:
             target.unlink()
         if self._texts is not None:
             self._texts.pop(topic_rel, None)
+            self._touched.add(topic_rel)
 
     def committed_entries(self, top: str) -> list[str]:
         """Workspace-relative paths of every committed file and symbolic link under ``top``
@@ -942,15 +953,24 @@ def _differing(tree: TopicTree, baseline: TopicTree) -> tuple[list[Topic], list[
     same paths in the same order (every edit that adds or drops no file), else ``None``.
     Equal objects at a position mean equal paths there, so only the differing positions are
     compared by path."""
+    global _LAST_DIFF
+    last = _LAST_DIFF
+    if last[0] is tree and last[1] is baseline:
+        return last[2]
     a, b = tree.topics, baseline.topics
     if len(a) != len(b):
         return None
     at = list(compress(range(len(a)), map(is_not, a, b)))
     made = [a[i] for i in at]
     gone = [b[i] for i in at]
-    if any(x.path != y.path for x, y in zip(made, gone)):
-        return None
-    return made, gone
+    out = None if any(x.path != y.path for x, y in zip(made, gone)) else (made, gone)
+    _LAST_DIFF = (tree, baseline, out)
+    return out
+
+
+# (tree, baseline, ``_differing(tree, baseline)``) of the last call: a transaction asks it of
+# the same two trees three times (the lists answered are never changed)
+_LAST_DIFF: tuple[Any, Any, Any] = (None, None, None)
 
 
 def _missing_ids(ctx: _Context, tree: TopicTree, baseline: TopicTree) -> set[str]:
@@ -1014,12 +1034,19 @@ def _non_ascii_times(tree: TopicTree, changed: frozenset[str]) -> list[Problem]:
 def _write_stage_texts(stage: Stage, texts: Mapping[str, str], existing: Mapping[str, str] | None = None) -> None:
     if existing is None:
         existing, _ = stage.topic_texts()
-    for rel in existing:
-        if rel not in texts:
+    keys = list(texts)
+    if keys == list(existing):
+        # the same paths in the same order (an edit that adds or removes no file): the texts
+        # the normaliser and the link rewrite left alone are the very objects given, so one
+        # C-level identity pass finds the few to compare
+        now, was = list(texts.values()), list(existing.values())
+        puts = [keys[i] for i in compress(range(len(keys)), map(is_not, now, was)) if now[i] != was[i]]
+    else:
+        for rel in [rel for rel in existing if rel not in texts]:
             stage._drop(rel)
-    for rel, text in texts.items():
-        if existing.get(rel) != text:
-            stage._put(rel, text)
+        puts = [rel for rel, text in texts.items() if existing.get(rel) != text]
+    for rel in puts:
+        stage._put(rel, texts[rel])
     # empty directories left by deleted topics are not part of the tree
     for dirpath, dirnames, filenames in sorted(os.walk(stage.topics), key=lambda t: -len(t[0])):
         if dirpath != str(stage.topics) and not os.listdir(dirpath):
@@ -1194,6 +1221,14 @@ def _link_summaries(cache: WorkspaceCache):
     return summary
 
 
+def _present(texts: Mapping[str, str | None]) -> dict[str, str]:
+    """``texts`` without the paths whose text is ``None`` (removed), in order; a copy by one
+    C-level pass when there is none (every edit that removes no file)."""
+    if not any(map(is_, texts.values(), repeat(None))):
+        return dict(texts)
+    return {rel: text for rel, text in texts.items() if text is not None}
+
+
 def _prepare(stage: Stage, ctx: _Context) -> _Prepared:
     """Normalise, validate and rebuild views in the stage; plan the install. No lock needed:
     everything read here comes from the stage and the caches (the caller checks the revision
@@ -1205,7 +1240,13 @@ def _prepare(stage: Stage, ctx: _Context) -> _Prepared:
     texts, read_problems = stage.topic_texts()
     errors.stop(read_problems)  # a file that cannot be read leaves nothing to check
     committed = stage.committed_texts
-    changed = frozenset(rel for rel in set(texts) | set(committed) if texts.get(rel) != committed.get(rel))
+
+    def differing(paths: Iterable[str]) -> frozenset[str]:
+        return frozenset(rel for rel in paths if texts.get(rel) != committed.get(rel))
+
+    touched = stage.touched
+    changed = derive("changed topics", lambda: differing(set(texts) | set(committed) if touched is None else touched),
+                     lambda: differing(set(texts) | set(committed)))
     problems: list[Problem] = []
     for rel in sorted(changed, key=topic_sort_key):
         if rel in texts:
@@ -1227,16 +1268,16 @@ def _prepare(stage: Stage, ctx: _Context) -> _Prepared:
         if out is not None and texts.get(rel) == out and "topics/" + rel not in noted:
             cache.prove(rel, out, index, token)
     dropped = tuple(p for p in result.dropped if not is_error(p))
-    normalized = {rel: text for rel, text in result.texts.items() if text is not None}
+    normalized = _present(result.texts)
     try:
         _guard_core_master(stage, texts, normalized)
     except MemoryError as exc:
         errors.stop([exc.as_problem()])
         raise
     normalized, promotion = _promote_legacy_core(stage, normalized, ctx)
-    new_texts = {rel: text for rel, text in rewrite_block_links(
+    new_texts = _present(rewrite_block_links(
         normalized, file_ids=cache.file_ids, rewritten=cache.link_rewrite, memo=cache.memo,
-        locations=cache.block_locations(normalized)).items() if text is not None}
+        locations=cache.block_locations(normalized)))
 
     tree = cache.tree(new_texts, index, token)
     missing = _missing_ids(ctx, tree, stage.baseline)
