@@ -636,7 +636,7 @@ class Stage:
         """Workspace-relative paths of every committed file and symbolic link under ``top``
         when the stage was read."""
         prefix = top + "/"
-        return [rel for rel in (*self.stamps, *self.links) if rel.startswith(prefix)]
+        return [*stamps_under(self.stamps, prefix, "")[0], *(rel for rel in self.links if rel.startswith(prefix))]
 
     def sparse_trees(self) -> dict[str, frozenset[str]] | None:
         """For ``plan_install``: the trees this stage holds sparsely, with what each drops."""

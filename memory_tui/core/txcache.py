@@ -458,6 +458,7 @@ class WorkspaceCache:
         self._hashed: tuple[dict[str, Stamp], str, dict[str, str]] | None = None
         self._topic_keys: dict[str, tuple[Topic, str, str]] = {}  # path -> (topic, sha256, deps sig) last handed out
         self._index_files: Mapping | None = None
+        self._index: SourceIndex | None = None  # the index last observed, of ``_index_files``' entries
         self._trees: list[TopicTree] = []  # the last two assembled trees
         self._by_bytes: dict[str, tuple[bytes, object]] = {}
         self._by_stamp: dict[str, tuple[Stamp, object]] = {}  # ``by_stamp``: key -> (the file's stamp, value)
@@ -771,11 +772,15 @@ class WorkspaceCache:
         """A token for ``index``: the same object as last time when no archive entry changed,
         so a signature checked once is not checked again. Pass it to the other methods."""
         with self.lock:
+            if index is self._index:  # an index is never changed once made: the same entries
+                return self._token
             prev = self._index_files
             files = index.files
-            if prev is not None and len(prev) == len(files) and all(files.get(k) is v for k, v in prev.items()):
+            if prev is not None and len(prev) == len(files) and all(map(is_, map(files.get, prev), prev.values())):
+                self._index = index
                 return self._token
             self._index_files = dict(files)
+            self._index = index
             self._token = object()
             return self._token
 

@@ -246,9 +246,11 @@ def test_refs_unfine_is_every_topic_asked(steps, tmp_path_factory):
             cites.setdefault(path, n)
         elif kind == "drop" and len(cites) > 1:
             cites.pop(path, None)
-        elif kind == "index":
-            index = indexes[n % 2]
-            token = cache.observe_index(index)
+        elif kind == "index":  # a new token exactly when an archive entry changed
+            before, index = index, indexes[n % 2]
+            token, was = cache.observe_index(index), token
+            assert (token is was) == (index is before)
+            assert cache.observe_index(SourceIndex.from_files(root, index.files)) is token
         topics = tuple(topic(p, cites[p]) for p in sorted(cites, key=topic_sort_key))
         assert all(t.ok for t in topics)
         want = {t.path for t in topics if t.path not in exclude and not cache.refs_ok(t, index)}
