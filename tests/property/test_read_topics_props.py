@@ -119,7 +119,8 @@ def test_source_index_from_the_walk_equals_a_fresh_load(tmp_path_factory, ops, h
         files = archives()
         path = files[n % len(files)] if files else None
         if op == "append" and path is not None:
-            write(path, path.read_text() + "\n" + _frame(path.stem, n + 1, "pending" if n % 2 else "trusted"))
+            # a message id of its own (an archive holds each once)
+            write(path, path.read_text() + "\n" + _frame(path.stem, 1 + step, "pending" if n % 2 else "trusted"))
         elif op == "same_size" and path is not None:  # trusted <-> other bytes of the same length
             write(path, path.read_text().replace("Message", "MESSAGE", 1))
         elif op == "create":
