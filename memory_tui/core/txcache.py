@@ -1026,7 +1026,10 @@ class WorkspaceCache:
             out = [self._topic_since_last(rel, texts[rel], index, token, shas, last, handed) for rel in order]
             made.append(_Parsed.of(token, keys, values, order, out, handed))
             return out
-        positions = set(compress(range(len(keys)), map(is_not, values, last.values)))
+        # every text equal to the last one (the baseline of an edit: the texts the last one
+        # installed, read back) keeps its parse unless it had problems or its path moved
+        positions = set() if values == last.values else set(compress(range(len(keys)),
+                                                                     map(is_not, values, last.values)))
         positions.update(last.bad)
         if handed is last.handed:
             at = last.at
