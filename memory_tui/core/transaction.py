@@ -29,8 +29,8 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-from itertools import compress
-from operator import is_not
+from itertools import compress, repeat
+from operator import is_, is_not
 import threading
 import time
 from contextlib import contextmanager
@@ -51,7 +51,8 @@ from .topics import (CITATION_RE, DEFINITION_RE, Topic, TopicTree, Unit, is_erro
 from .parsecache import store_for
 from .fsmonitor import monitor_for
 from .txcache import (IncrementalMismatch, InstalledRevision, PendingRevision, RevisionJob, WorkspaceCache, any_racy,
-                      cache_for, derive, in_one_shot, installed_stamps, revision_text, revision_walk, tx_mode)
+                      cache_for, derive, in_one_shot, installed_stamps, revision_text, revision_walk, stamps_under,
+                      tx_mode)
 from . import noopcache
 from .viewcache import mode as views_mode
 from .workspace import RuntimeState, dump_runtime_json, load_runtime_state, workspace_revision
@@ -348,6 +349,8 @@ def _state_dir(root: Path) -> Path:
 # ---------------------------------------------------------------------------------- stage
 
 _INDEX_CACHE: dict[str, SourceIndex] = {}
+# memory root -> (its index, the archive paths and stamps of the last walk that found it current)
+_INDEX_SEEN: dict[str, tuple[SourceIndex, list[str], list[tuple[int, int, int, int]]]] = {}
 
 
 def source_index(root: Path, stamps: Mapping[str, tuple[int, int, int, int]] | None = None) -> SourceIndex:
@@ -366,16 +369,20 @@ def source_index(root: Path, stamps: Mapping[str, tuple[int, int, int, int]] | N
 
     def incremental() -> SourceIndex:
         if previous is not None and stamps is not None and Path(previous.root) == Path(root):
+            rels, listed = stamps_under(stamps, "sources/", ".md")
+            seen = _INDEX_SEEN.get(key)
+            # the stamps this index was last found current with: one C-level comparison of the
+            # two lists (equal stamps have equal keys) instead of a lookup per archive
+            if seen is not None and seen[0] is previous and seen[1] == rels and seen[2] == listed:
+                return previous
             files = previous.files
-            n = 0
-            for rel, st in stamps.items():
-                if rel.startswith("sources/") and rel.endswith(".md"):
+            if len(rels) == len(files):
+                for rel, st in zip(rels, listed):
                     entry = files.get(rel)
                     if entry is None or entry.key != st[:3]:
                         break
-                    n += 1
-            else:
-                if n == len(files):
+                else:
+                    _INDEX_SEEN[key] = (previous, rels, listed)
                     return previous
         return full()
 
@@ -478,6 +485,7 @@ class Stage:
         self._drops: set[str] = set()
         self._timeline_drops: set[str] = set()
         self._texts: dict[str, str] | None = None
+        self._touched: set[str] = set()  # the paths ``_put`` or ``_drop`` changed in ``_texts``
         # Committed topic files that could not be read or decoded are not in ``_texts`` and
         # not linked into the stage; until the edit replaces or deletes them they fail the
         # transaction (else the install would silently delete them).
@@ -610,6 +618,14 @@ class Stage:
             return dict(self._texts), [p for problems in self._unread.values() for p in problems]
         return read_topic_texts(self.topics)
 
+    @property
+    def touched(self) -> frozenset[str] | None:
+        """The paths whose text in ``topic_texts`` may differ from ``committed_texts``: every
+        other one is the very committed text object (``_texts`` starts as a copy of them and
+        only ``_put`` and ``_drop`` change it). ``None`` when the texts are read from the
+        stage's files (a writer's stage)."""
+        return frozenset(self._touched) if self._texts is not None else None
+
     def _refuse_linked(self, rel: str) -> None:
         """A committed symlink on the way to ``rel`` (the topic or a folder above it) is
         refused: replacing it would destroy the link, writing into it would leave the workspace."""
@@ -635,6 +651,7 @@ class Stage:
         self._drops.discard(topic_rel)
         if self._texts is not None:
             self._texts[topic_rel] = text
+            self._touched.add(topic_rel)
 
     def _drop(self, topic_rel: str) -> None:
         target = self.topics / topic_rel
@@ -646,12 +663,13 @@ class Stage:
             target.unlink()
         if self._texts is not None:
             self._texts.pop(topic_rel, None)
+            self._touched.add(topic_rel)
 
     def committed_entries(self, top: str) -> list[str]:
         """Workspace-relative paths of every committed file and symbolic link under ``top``
         when the stage was read."""
         prefix = top + "/"
-        return [rel for rel in (*self.stamps, *self.links) if rel.startswith(prefix)]
+        return [*stamps_under(self.stamps, prefix, "")[0], *(rel for rel in self.links if rel.startswith(prefix))]
 
     def sparse_trees(self) -> dict[str, frozenset[str]] | None:
         """For ``plan_install``: the trees this stage holds sparsely, with what each drops."""
@@ -936,24 +954,27 @@ def _check_units(tree: TopicTree, baseline: TopicTree, index: SourceIndex, ctx: 
         return frozenset(unit.source_refs) if unit is not None else frozenset()
     # A topic that is the very committed one (same bytes, same archives) has no ref new to its
     # blocks; if every ref it cites exists (cached per deps signature) it needs no check.
-    skip: set[str] = set()
-    if stage is not None:
+    checked: Iterable[Unit]
+    if stage is None:
+        checked = [u for topic in tree.topics for u in topic.units] if tree.dupfree else tree.units
+    else:
         cache = stage.cache
 
-        def full() -> set[str]:
-            return {t.path for t in tree.topics if baseline.topic(t.path) is t and cache.refs_ok(t, index)}
+        def full() -> set[str]:  # the paths of the topics whose units are checked
+            return {t.path for t in tree.topics if not (baseline.topic(t.path) is t and cache.refs_ok(t, index))}
 
         def incremental() -> set[str]:
             diff = _differing(tree, baseline)
             if diff is None:
                 return full()
-            return cache.refs_fine(tree.topics, {t.path for t in diff[0]}, index)
+            made = {t.path for t in diff[0]}
+            return made | cache.refs_unfine(tree.topics, made, index)
 
-        skip = derive("unchanged topics with every ref found", incremental, full)
-    if tree.dupfree:  # its units are its topics' units in order: skip whole topics
-        checked: Iterable[Unit] = [u for topic in tree.topics if topic.path not in skip for u in topic.units]
-    else:
-        checked = [u for u in tree.units if u.topic_path not in skip]
+        check = derive("topics whose refs are checked", incremental, full)
+        if tree.dupfree:  # its units are its topics' units in order: whole topics
+            checked = [u for topic in _topics_at(tree, check) for u in topic.units]
+        else:
+            checked = [u for u in tree.units if u.topic_path in check]
     for unit in checked:
         known = known_refs(unit.memory_id)
         for ref in unit.source_refs:
@@ -980,15 +1001,24 @@ def _differing(tree: TopicTree, baseline: TopicTree) -> tuple[list[Topic], list[
     same paths in the same order (every edit that adds or drops no file), else ``None``.
     Equal objects at a position mean equal paths there, so only the differing positions are
     compared by path."""
+    global _LAST_DIFF
+    last = _LAST_DIFF
+    if last[0] is tree and last[1] is baseline:
+        return last[2]
     a, b = tree.topics, baseline.topics
     if len(a) != len(b):
         return None
     at = list(compress(range(len(a)), map(is_not, a, b)))
     made = [a[i] for i in at]
     gone = [b[i] for i in at]
-    if any(x.path != y.path for x, y in zip(made, gone)):
-        return None
-    return made, gone
+    out = None if any(x.path != y.path for x, y in zip(made, gone)) else (made, gone)
+    _LAST_DIFF = (tree, baseline, out)
+    return out
+
+
+# (tree, baseline, ``_differing(tree, baseline)``) of the last call: a transaction asks it of
+# the same two trees three times (the lists answered are never changed)
+_LAST_DIFF: tuple[Any, Any, Any] = (None, None, None)
 
 
 def _missing_ids(ctx: _Context, tree: TopicTree, baseline: TopicTree) -> set[str]:
@@ -1014,11 +1044,26 @@ def _missing_ids(ctx: _Context, tree: TopicTree, baseline: TopicTree) -> set[str
     return derive("missing ids", incremental, full)
 
 
+def _topics_at(tree: TopicTree, paths: Iterable[str]) -> list[Topic]:
+    """The topics of ``tree`` at ``paths`` (those it holds), in tree order: each looked up by
+    path instead of a pass over every topic. ``tree.topic`` takes a leading ``topics/`` off,
+    so paths that start with one are found by the pass."""
+    paths = set(paths)
+
+    def every() -> list[Topic]:
+        return [t for t in tree.topics if t.path in paths]
+
+    def looked_up() -> list[Topic]:
+        return [t for t in map(tree.topic, sorted(paths, key=topic_sort_key)) if t is not None]
+
+    if any(path.startswith("topics/") for path in paths):
+        return every()
+    return derive("topics at paths", looked_up, every, lambda a, b: len(a) == len(b) and all(map(is_, a, b)))
+
+
 def _non_ascii_times(tree: TopicTree, changed: frozenset[str]) -> list[Problem]:
     out = []
-    for topic in tree.topics:
-        if topic.path not in changed:
-            continue
+    for topic in _topics_at(tree, changed):
         for unit in topic.units:
             for ev in unit.evidence:
                 if ev.non_ascii_time:
@@ -1037,12 +1082,19 @@ def _non_ascii_times(tree: TopicTree, changed: frozenset[str]) -> list[Problem]:
 def _write_stage_texts(stage: Stage, texts: Mapping[str, str], existing: Mapping[str, str] | None = None) -> None:
     if existing is None:
         existing, _ = stage.topic_texts()
-    for rel in existing:
-        if rel not in texts:
+    keys = list(texts)
+    if keys == list(existing):
+        # the same paths in the same order (an edit that adds or removes no file): the texts
+        # the normaliser and the link rewrite left alone are the very objects given, so one
+        # C-level identity pass finds the few to compare
+        now, was = list(texts.values()), list(existing.values())
+        puts = [keys[i] for i in compress(range(len(keys)), map(is_not, now, was)) if now[i] != was[i]]
+    else:
+        for rel in [rel for rel in existing if rel not in texts]:
             stage._drop(rel)
-    for rel, text in texts.items():
-        if existing.get(rel) != text:
-            stage._put(rel, text)
+        puts = [rel for rel, text in texts.items() if existing.get(rel) != text]
+    for rel in puts:
+        stage._put(rel, texts[rel])
     # empty directories left by deleted topics are not part of the tree
     for dirpath, dirnames, filenames in sorted(os.walk(stage.topics), key=lambda t: -len(t[0])):
         if dirpath != str(stage.topics) and not os.listdir(dirpath):
@@ -1090,7 +1142,14 @@ def _write_runtime(stage: Stage, tree: TopicTree) -> RuntimeState:
     path = stage.path / rt / "runtime.json"
     source = stage.root_file(f"{rt}/runtime.json")
     base, layout = (stage.path, Layout(stage.path)) if source == path else (stage.memory_root, stage.layout)
-    state, problems = stage.cache.by_bytes("runtime.json", source, lambda: load_runtime_state(base, layout))
+
+    def load() -> tuple[RuntimeState, tuple[Problem, ...]]:
+        return load_runtime_state(base, layout)
+
+    # the committed file is the one the stage's walk stamped (the walk under the lock proves it unchanged)
+    stamp = stage.stamps.get(f"{rt}/runtime.json") if source != path else None
+    state, problems = derive("runtime state", lambda: stage.cache.by_stamp("runtime.json", source, stamp, load),
+                             lambda: stage.cache.by_bytes("runtime.json", source, load))
     if state.corrupt:  # rewriting it from defaults would lose creation_order and legacy cursors
         first = problems[0]
         raise MemoryError(
@@ -1210,6 +1269,14 @@ def _link_summaries(cache: WorkspaceCache):
     return summary
 
 
+def _present(texts: Mapping[str, str | None]) -> dict[str, str]:
+    """``texts`` without the paths whose text is ``None`` (removed), in order; a copy by one
+    C-level pass when there is none (every edit that removes no file)."""
+    if not any(map(is_, texts.values(), repeat(None))):
+        return dict(texts)
+    return {rel: text for rel, text in texts.items() if text is not None}
+
+
 def _prepare(stage: Stage, ctx: _Context) -> _Prepared:
     """Normalise, validate and rebuild views in the stage; plan the install. No lock needed:
     everything read here comes from the stage and the caches (the caller checks the revision
@@ -1221,7 +1288,13 @@ def _prepare(stage: Stage, ctx: _Context) -> _Prepared:
     texts, read_problems = stage.topic_texts()
     errors.stop(read_problems)  # a file that cannot be read leaves nothing to check
     committed = stage.committed_texts
-    changed = frozenset(rel for rel in set(texts) | set(committed) if texts.get(rel) != committed.get(rel))
+
+    def differing(paths: Iterable[str]) -> frozenset[str]:
+        return frozenset(rel for rel in paths if texts.get(rel) != committed.get(rel))
+
+    touched = stage.touched
+    changed = derive("changed topics", lambda: differing(set(texts) | set(committed) if touched is None else touched),
+                     lambda: differing(set(texts) | set(committed)))
     problems: list[Problem] = []
     for rel in sorted(changed, key=topic_sort_key):
         if rel in texts:
@@ -1243,16 +1316,16 @@ def _prepare(stage: Stage, ctx: _Context) -> _Prepared:
         if out is not None and texts.get(rel) == out and "topics/" + rel not in noted:
             cache.prove(rel, out, index, token)
     dropped = tuple(p for p in result.dropped if not is_error(p))
-    normalized = {rel: text for rel, text in result.texts.items() if text is not None}
+    normalized = _present(result.texts)
     try:
         _guard_core_master(stage, texts, normalized)
     except MemoryError as exc:
         errors.stop([exc.as_problem()])
         raise
     normalized, promotion = _promote_legacy_core(stage, normalized, ctx)
-    new_texts = {rel: text for rel, text in rewrite_block_links(
+    new_texts = _present(rewrite_block_links(
         normalized, file_ids=cache.file_ids, rewritten=cache.link_rewrite, memo=cache.memo,
-        locations=cache.block_locations(normalized), mode=tx_mode()).items() if text is not None}
+        locations=cache.block_locations(normalized), mode=tx_mode()))
 
     tree = cache.tree(new_texts, index, token)
     missing = _missing_ids(ctx, tree, stage.baseline)

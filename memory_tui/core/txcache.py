@@ -34,9 +34,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from itertools import compress, repeat
-from operator import and_, attrgetter, is_, is_not, itemgetter, ne, not_, or_
+from operator import and_, attrgetter, is_, is_not, itemgetter, ne, not_
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping
+from typing import Iterable, Iterator, Mapping, NamedTuple
 
 from .errors import Problem
 from .fsutil import replace_cache_file
@@ -112,7 +112,6 @@ def derive(what: str, incremental, full, same=None):
     return b
 
 
-_PATH = attrgetter("path")
 _NOT_HANDED = (None,)  # a path no parse was handed out for
 
 
@@ -419,6 +418,31 @@ class ParsedEntry:
     refs_ok: bool | None = None  # every source ref of every unit exists (checked under ``sig``)
 
 
+class _Parsed(NamedTuple):
+    """What ``WorkspaceCache.tree`` was last given and answered: positions are those of the
+    texts as given (insertion order), ``topics`` in tree order."""
+
+    token: object  # the archive token
+    keys: tuple[str, ...]  # the paths as given
+    values: list[str]  # their texts, aligned
+    at: dict[str, int]  # path -> its position
+    tpos: list[int]  # position -> its topic's place in ``topics``
+    topics: list[Topic]  # tree order
+    bad: tuple[int, ...]  # the positions whose topic had problems (looked up again every time)
+    handed: Mapping  # ``_topic_keys`` as it was when the call began
+
+    @classmethod
+    def of(cls, token: object, keys: tuple[str, ...], values: list[str], order: list[str], topics: list[Topic],
+           handed: Mapping) -> "_Parsed":
+        place = dict(zip(order, range(len(order))))
+        tpos = list(map(place.__getitem__, keys))
+        bad = tuple(compress(range(len(keys)), map(not_, map(_OK, map(topics.__getitem__, tpos)))))
+        return cls(token, keys, values, dict(zip(keys, range(len(keys)))), tpos, topics, bad, handed)
+
+
+_OK = attrgetter("ok")
+
+
 def _topic_symlinks(topics_dir: Path) -> list[str]:
     """Topics-relative paths of symbolic links (files or folders) under ``topics_dir``."""
     out: list[str] = []
@@ -457,18 +481,22 @@ class WorkspaceCache:
         self._hashed: tuple[dict[str, Stamp], str, dict[str, str]] | None = None
         self._topic_keys: dict[str, tuple[Topic, str, str]] = {}  # path -> (topic, sha256, deps sig) last handed out
         self._index_files: Mapping | None = None
+        self._index: SourceIndex | None = None  # the index last observed, of ``_index_files``' entries
         self._trees: list[TopicTree] = []  # the last two assembled trees
         self._by_bytes: dict[str, tuple[bytes, object]] = {}
+        self._by_stamp: dict[str, tuple[Stamp, object]] = {}  # ``by_stamp``: key -> (the file's stamp, value)
         self._derived: dict[str, tuple[Stamp, str]] = {}  # committed derived file -> (stamp, text)
         self._order_covered: tuple[TopicTree, object] | None = None
         self._proven_now: dict[str, tuple[str, object]] = {}  # rel -> (text object, token) proven
         self._links_fast: dict[str, tuple[str, tuple, str]] = {}  # rel -> (text object, locations, rewrite)
-        # the last tree's parses: (archive token, its paths in the order given, path -> (text, topic), topics)
-        self._last_parsed: tuple[object, tuple[str, ...], dict[str, tuple[str, Topic, bool]], list[Topic], list[str],
-                                 list[bool], list[str], list[str]] | None = None
+        # the last tree's parses (``_Parsed``), and the paths whose ``_topic_keys`` entry was
+        # set since that call began (``_entry``): what ``_topics_since_last`` looks at again
+        self._last_parsed: _Parsed | None = None
+        self._handed_moved: set[str] = set()
         # the last block-id locations: (paths, their texts, each one's file ids, id -> rel, no id in two files)
         self._locations: tuple[tuple[str, ...], list[str], list[tuple[str, ...]], Mapping[str, str], bool] | None = None
-        self._refs_fine: tuple[object, dict[str, Topic]] = (None, {})  # ``refs_fine``: (index, path -> parse)
+        # ``refs_unfine``: (index, the topics asked of, the positions not found fine)
+        self._refs_fine: tuple[object, tuple[Topic, ...], frozenset[int]] = (None, (), frozenset())
         self._disk_loaded = False
         self._unsaved: dict[tuple[str, str], str] = {}  # proofs made since the last ``save_disk``
         self._base_bytes = 0  # the proofs file's size when last read or written
@@ -656,14 +684,19 @@ class WorkspaceCache:
     def by_bytes(self, key: str, path: Path, load):
         """``load()`` (which reads ``path``), remembered per ``key`` while ``path`` holds the
         same bytes: a 20 000-id ``runtime.json`` is parsed and checked once, not per edit."""
+        return self._by_bytes_read(key, path, load)[0]
+
+    def _by_bytes_read(self, key: str, path: Path, load) -> tuple[object, bytes | None]:
+        """``by_bytes``' value, and the bytes of ``path`` it is known to be made from (None
+        when that is not known: the file could not be read, or changed while ``load`` ran)."""
         try:
             data = path.read_bytes()
         except OSError:
-            return load()
+            return load(), None
         with self.lock:
             hit = self._by_bytes.get(key)
         if hit is not None and hit[0] == data:
-            return hit[1]
+            return hit[1], data
         value = load()
         try:
             same = path.read_bytes() == data  # what ``load`` read is what is remembered
@@ -672,6 +705,33 @@ class WorkspaceCache:
         if same:
             with self.lock:
                 self._by_bytes[key] = (data, value)
+            return value, data
+        return value, None
+
+    def by_stamp(self, key: str, path: Path, stamp: Stamp | None, load):
+        """``by_bytes(key, path, load)``, where ``stamp`` is ``path``'s stamp in the walk the
+        caller's reads are checked against (``None``: not known). While that stamp is the one
+        remembered for ``key`` and older than the clock tick, the file is not read at all: no
+        write can keep such a stamp, so the file holds the bytes the value was made from (or
+        it has moved since the walk, which the walk under the lock finds). Remembered only
+        when the file, once read, still has that stamp and its size: a 20 000-id
+        ``runtime.json`` (1.8 MB) was read and compared on every edit."""
+        if stamp is None or is_racy(stamp[0], stamp[3]):
+            return self.by_bytes(key, path, load)
+        stamp = tuple(stamp)
+        with self.lock:
+            hit = self._by_stamp.get(key)
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+        value, data = self._by_bytes_read(key, path, load)
+        if data is not None and len(data) == stamp[1]:
+            try:
+                st = os.lstat(path)
+            except OSError:
+                return value
+            if _STAMP_OF(st) == stamp:
+                with self.lock:
+                    self._by_stamp[key] = (stamp, value)
         return value
 
     # -- block-id locations -----------------------------------------------------------------
@@ -817,11 +877,15 @@ class WorkspaceCache:
         """A token for ``index``: the same object as last time when no archive entry changed,
         so a signature checked once is not checked again. Pass it to the other methods."""
         with self.lock:
+            if index is self._index:  # an index is never changed once made: the same entries
+                return self._token
             prev = self._index_files
             files = index.files
-            if prev is not None and len(prev) == len(files) and all(files.get(k) is v for k, v in prev.items()):
+            if prev is not None and len(prev) == len(files) and all(map(is_, map(files.get, prev), prev.values())):
+                self._index = index
                 return self._token
             self._index_files = dict(files)
+            self._index = index
             self._token = object()
             return self._token
 
@@ -841,8 +905,7 @@ class WorkspaceCache:
             return texts, shas, problems
         if walk is not None and "topics" not in walk[1]:
             stamps = walk[0]
-            rels = _paths_under(stamps, "topics/", ".md")
-            listed = list(map(stamps.__getitem__, rels))
+            rels, listed = stamps_under(stamps, "topics/", ".md")
             links = [rel[7:] for rel in walk[1] if rel.startswith("topics/")]
 
             def full() -> tuple[dict[str, str], dict[str, str], list[Problem]]:
@@ -970,7 +1033,9 @@ class WorkspaceCache:
 
     def _entry(self, rel: str, text: str, index: SourceIndex, token: object, digest: str) -> ParsedEntry:
         made = self._parse_entry(rel, text, index, token, digest)
-        self._topic_keys[rel] = (made.topic, digest, made.sig)
+        with self.lock:  # one step for ``tree``, which takes the set of moved paths under the lock
+            self._handed_moved.add(rel)
+            self._topic_keys[rel] = (made.topic, digest, made.sig)
         return made
 
     def _parse_entry(self, rel: str, text: str, index: SourceIndex, token: object, digest: str) -> ParsedEntry:
@@ -1003,44 +1068,24 @@ class WorkspaceCache:
              shas: Mapping[str, str] | None = None) -> TopicTree:
         """The strict parse of ``texts`` (== ``parse_tree(texts, resolve=..., strict=True)``)."""
         shas = shas or {}
+        with self.lock:
+            last, moved = self._last_parsed, self._handed_moved
+            self._handed_moved = set()
+            handed = self._topic_keys
 
         def full() -> list[Topic]:
             return [self.entry(rel, texts[rel], index, token, shas.get(rel)).topic
                     for rel in sorted(texts, key=topic_sort_key)]
 
-        topics = derive("tree topics", lambda: self._topics_since_last(texts, index, token, shas), full,
+        made: list[_Parsed] = []
+        topics = derive("tree topics", lambda: self._topics_since_last(texts, index, token, shas, last, moved, handed,
+                                                                       made), full,
                         lambda a, b: len(a) == len(b) and all(x is y or (not x.ok and x == y) for x, y in zip(a, b)))
+        # what the next call starts from: the topics handed out (in check mode, the full
+        # derivation's, which are this one's very parses but for topics with problems, and
+        # those are looked at again every time)
         with self.lock:
-            last = self._last_parsed
-            keys = tuple(texts)
-            same_order = last is not None and last[1] == keys and len(last[3]) == len(topics)
-            # the same path set given in the same order: the same tree order, so the same paths
-            paths = last[7] if same_order else list(map(_PATH, topics))
-            order_texts = list(map(texts.__getitem__, paths))
-            if same_order:
-                # the same paths: keep last call's entries, replace those whose parse or text
-                # moved (found by C-level passes: last call's lists are aligned with these)
-                seen, oks, others = last[2], last[5], last[6]
-                last_topics, last_texts = last[3], last[4]
-                moved = list(compress(range(len(topics)), map(or_, map(is_not, topics, last_topics),
-                                                              map(is_not, order_texts, last_texts))))
-                if moved:
-                    seen, oks, others = dict(seen), list(oks), list(others)
-                    for i in moved:
-                        t = topics[i]
-                        oks[i] = t.ok
-                        seen[t.path] = (order_texts[i], t, oks[i])
-                        # the same parse of the same path is the same bytes (parses are kept by
-                        # digest): last call's text object is then one equal to this one
-                        others[i] = last_texts[i] if t is last_topics[i] else order_texts[i]
-            else:
-                seen = {t.path: (texts[t.path], t, t.ok) for t in topics}
-                oks = [seen[t.path][2] for t in topics]
-                others = order_texts
-            # (token, keys, path -> (text, topic, ok), topics, their texts, their ok flags, for
-            # each a text object of equal bytes: an edit alternates between the committed
-            # texts and the stage's, equal but other objects, and is then seen without a compare)
-            self._last_parsed = (token, keys, seen, topics, order_texts, oks, others, paths)
+            self._last_parsed = made[0]._replace(topics=topics) if made else None
         # The tree is a function of its topics alone: the baseline of an edit is the tree the
         # previous edit installed (the same parses), so it is not assembled again.
         with self.lock:
@@ -1058,45 +1103,65 @@ class WorkspaceCache:
         return tree
 
     def _topics_since_last(self, texts: Mapping[str, str], index: SourceIndex, token: object,
-                           shas: Mapping[str, str]) -> list[Topic]:
+                           shas: Mapping[str, str], last: "_Parsed | None", moved: set[str],
+                           handed: Mapping[str, tuple[Topic, str, str]], made: list) -> list[Topic]:
         """``entry(...).topic`` of every text in tree order, where a text that is the one (or
         equal to the one) the last call parsed under the same archive token keeps that call's
         parse without being looked up again: ``entry`` would return that very parse (same
         path, same bytes, same signature), and it is still the one handed out for its path.
-        Topics with problems are always looked up (``entry`` never keeps them)."""
-        with self.lock:
-            last = self._last_parsed
-        if last is None or last[0] is not token:
-            order = sorted(texts, key=topic_sort_key)
-            return [self.entry(rel, texts[rel], index, token, shas.get(rel)).topic for rel in order]
-        _token, last_keys, seen, last_topics, last_texts, last_oks, others, last_paths = last
-        keys = self._topic_keys
-        if len(last_keys) == len(texts) and tuple(texts) == last_keys:
-            # the same paths in the same tree order: a parse is kept where its text is the very
-            # object last seen (or one known to hold the same bytes), it had no problem and it
-            # is still the one handed out for its path -- decided for every topic by C-level
-            # passes; the rest as below
-            order = last_paths  # the paths of last_topics
-            now = list(map(texts.__getitem__, order))
-            handed = map(itemgetter(0), map(keys.get, order, repeat(_NOT_HANDED)))
-            same = map(or_, map(is_, now, last_texts), map(is_, now, others))
-            keep = list(map(and_, map(and_, same, last_oks), map(is_, handed, last_topics)))
-            out = list(last_topics)
-            for i in compress(range(len(order)), map(not_, keep)):
-                out[i] = self._topic_since_last(order[i], texts, index, token, shas, seen, keys)
-            return out
-        order = sorted(texts, key=topic_sort_key)
-        return [self._topic_since_last(rel, texts, index, token, shas, seen, keys) for rel in order]
+        Topics with problems are always looked up (``entry`` never keeps them).
 
-    def _topic_since_last(self, rel: str, texts: Mapping[str, str], index: SourceIndex, token: object,
-                          shas: Mapping[str, str], seen: Mapping[str, tuple[str, Topic, bool]],
-                          keys: Mapping[str, tuple[Topic, str, str]]) -> Topic:
-        text = texts[rel]
-        hit = seen.get(rel)
-        if hit is not None and hit[2] and (hit[0] is text or hit[0] == text):
-            known = keys.get(rel)
-            if known is not None and known[0] is hit[1]:
-                return hit[1]
+        ``moved``: the paths whose handed-out parse was set since ``last`` began, ``handed``
+        the map of handed-out parses now. With the same paths in the same order as ``last``,
+        only the positions whose text is another object, whose topic had problems or whose
+        path is in ``moved`` are looked at (one C-level identity pass finds the first): every
+        other parse was the one handed out when that call ended, and nothing set its path
+        since. A ``handed`` that is not the map ``last`` began with (``retain`` replaced it)
+        is compared at every position. Appends to ``made`` what the next call starts from."""
+        keys = tuple(texts)
+        values = list(texts.values())
+        if last is None or last.token is not token:
+            order = sorted(texts, key=topic_sort_key)
+            out = [self.entry(rel, texts[rel], index, token, shas.get(rel)).topic for rel in order]
+            made.append(_Parsed.of(token, keys, values, order, out, handed))
+            return out
+        if keys != last.keys:
+            # other paths: each text looked up by path in the last call's
+            order = sorted(texts, key=topic_sort_key)
+            out = [self._topic_since_last(rel, texts[rel], index, token, shas, last, handed) for rel in order]
+            made.append(_Parsed.of(token, keys, values, order, out, handed))
+            return out
+        # every text equal to the last one (the baseline of an edit: the texts the last one
+        # installed, read back) keeps its parse unless it had problems or its path moved
+        positions = set() if values == last.values else set(compress(range(len(keys)),
+                                                                     map(is_not, values, last.values)))
+        positions.update(last.bad)
+        if handed is last.handed:
+            at = last.at
+            positions.update(at[path] for path in moved if path in at)
+        else:
+            by_text_order = map(last.topics.__getitem__, last.tpos)
+            now_handed = map(itemgetter(0), map(handed.get, keys, repeat(_NOT_HANDED)))
+            positions.update(compress(range(len(keys)), map(is_not, now_handed, by_text_order)))
+        out = list(last.topics)
+        tpos = last.tpos
+        for i in sorted(positions):
+            out[tpos[i]] = self._topic_since_last(keys[i], values[i], index, token, shas, last, handed, i)
+        bad = tuple(i for i in positions if not out[tpos[i]].ok)
+        made.append(last._replace(values=values, topics=out, bad=bad, handed=handed))
+        return out
+
+    def _topic_since_last(self, rel: str, text: str, index: SourceIndex, token: object, shas: Mapping[str, str],
+                          last: "_Parsed", handed: Mapping[str, tuple[Topic, str, str]], i: int | None = None) -> Topic:
+        if i is None:
+            i = last.at.get(rel)
+        if i is not None and i not in last.bad:
+            was = last.values[i]
+            if was is text or was == text:
+                topic = last.topics[last.tpos[i]]
+                known = handed.get(rel)
+                if known is not None and known[0] is topic:
+                    return topic
         return self.entry(rel, text, index, token, shas.get(rel)).topic
 
     def refs_ok(self, topic: Topic, index: SourceIndex) -> bool:
@@ -1120,27 +1185,35 @@ class WorkspaceCache:
                     store.put_derived("refs", topic.path, key, hit.refs_ok)
         return hit.refs_ok
 
-    def refs_fine(self, topics: Iterable[Topic], exclude: set[str], index: SourceIndex) -> set[str]:
-        """The paths of ``topics`` (but ``exclude``) whose ``refs_ok`` holds. A True found for a
-        parse under this very index is not asked again: the answer is a function of the parse
-        and of the archives (the index), and the parse entry of a live text is neither dropped
-        nor replaced while the index stands."""
+    def refs_unfine(self, topics: tuple[Topic, ...], exclude: set[str], index: SourceIndex) -> set[str]:
+        """The paths of ``topics`` (but ``exclude``) whose ``refs_ok`` does not hold. A True
+        found for a parse under this very index is not asked again: the answer is a function
+        of the parse and of the archives (the index), and the parse entry of a live text is
+        neither dropped nor replaced while the index stands. With as many topics as the last
+        call, one C-level identity pass finds the positions holding another parse; only those,
+        and the ones not found fine last time, are asked."""
         with self.lock:
-            last_index, fine = self._refs_fine
+            last_index, last_topics, not_fine = self._refs_fine
+        n = len(topics)
         if last_index is not index:
-            fine = {}
-        seen: dict[str, Topic] = {}
+            ask: Iterable[int] = range(n)
+        elif len(last_topics) == n:
+            ask = set(compress(range(n), map(is_not, topics, last_topics)))
+            ask.update(not_fine)
+        else:  # topics came or went: the fine parses found by path
+            fine = {t.path: t for i, t in enumerate(last_topics) if i not in not_fine}
+            ask = [i for i, t in enumerate(topics) if fine.get(t.path) is not t]
         out: set[str] = set()
-        fine_get = fine.get
-        for topic in topics:
-            path = topic.path
-            if path in exclude:
-                continue
-            if fine_get(path) is topic or self.refs_ok(topic, index):
-                out.add(path)
-                seen[path] = topic
+        unknown: set[int] = set()
+        for i in sorted(ask):
+            topic = topics[i]
+            if topic.path in exclude:
+                unknown.add(i)
+            elif not self.refs_ok(topic, index):
+                out.add(topic.path)
+                unknown.add(i)
         with self.lock:
-            self._refs_fine = (index, seen)
+            self._refs_fine = (index, topics, frozenset(unknown))
         return out
 
     def memo(self, rel: str, text: str, fn):
@@ -1194,12 +1267,18 @@ class WorkspaceCache:
         key = (self._sha_of(rel, text), loc_key)
         hit = self._links.get(rel)
         if hit is not None and hit[0] == key:
-            return hit[1]
-        store = store_for(self.root)
-        value = store.derived("links", rel, key)
-        if type(value) is not str:
-            value = compute()
-            store.put_derived("links", rel, key, value)
+            value = hit[1]
+        else:
+            store = store_for(self.root)
+            value = store.derived("links", rel, key)
+            if type(value) is not str:
+                value = compute()
+                store.put_derived("links", rel, key, value)
+        if value is not text and value == text:
+            # a rewrite that changes nothing hands back the very text: the passes after it
+            # (the tree, the stage's writes) then find the file unchanged by identity, instead
+            # of an equal copy that alternates with the committed text from edit to edit
+            value = text
         self._links[rel] = (key, value)
         self._links_fast[rel] = (text, locations, value)
         return value
@@ -1577,6 +1656,32 @@ def _paths_under(stamps: Mapping[str, Stamp], prefix: str, suffix: str) -> list[
     passes: every transaction asks it of every file's path)."""
     return list(compress(stamps, map(and_, map(str.startswith, stamps, repeat(prefix)),
                                      map(str.endswith, stamps, repeat(suffix)))))
+
+
+# (prefix, suffix) -> (every path of the stamps last asked, in order; the paths answered; their positions)
+_UNDER: dict[tuple[str, str], tuple[list[str], list[str], list[int]]] = {}
+
+
+def stamps_under(stamps: Mapping[str, Stamp], prefix: str, suffix: str) -> tuple[list[str], list[Stamp]]:
+    """``_paths_under(stamps, prefix, suffix)`` and those paths' stamps. When ``stamps`` names
+    the very paths the last call was given, in the same order, the answer is at the same
+    positions: one comparison of the two lists of names (by identity, as the remembered walks
+    and their copies share the path objects) replaces the two string tests per path, and the
+    stamps are taken by position instead of looked up by name. The lists answered are shared:
+    never change them."""
+    names = list(stamps)
+    last = _UNDER.get((prefix, suffix))
+    if last is not None and last[0] == names:
+        rels, at = last[1], last[2]
+    else:
+        at = list(compress(range(len(names)), map(and_, map(str.startswith, names, repeat(prefix)),
+                                                  map(str.endswith, names, repeat(suffix)))))
+        rels = list(map(names.__getitem__, at))
+        _UNDER[(prefix, suffix)] = (names, rels, at)
+    values = list(stamps.values())
+    if at and at[-1] - at[0] == len(at) - 1:  # one run, as a folder's files are in the revision's order
+        return rels, values[at[0]:at[-1] + 1]
+    return rels, list(map(values.__getitem__, at))
 
 
 def any_racy(stamps: Mapping[str, Stamp], now: int) -> bool:

@@ -181,3 +181,126 @@ def test_block_link_rewrite_kept_from_the_last_call_equals_full(moves, limit, tm
             assert rewrite_block_links(texts, locations=where, mode="check") == rewrite_block_links(texts)
     finally:
         txcache.LOCATIONS_DELTA_MAX = saved
+
+
+# ``WorkspaceCache.tree`` looks again only at the positions whose text is another object, whose
+# topic had problems, or whose handed-out parse was set since its last call; what happens in
+# between is any mix of these steps.
+CACHE_STEPS = st.lists(st.one_of(
+    st.tuples(st.just("text"), st.sampled_from(PATHS), TOPIC),  # new bytes at a path (added if absent)
+    st.tuples(st.just("copy"), st.sampled_from(PATHS)),  # the same bytes, another object
+    st.tuples(st.just("broken"), st.sampled_from(PATHS)),  # a topic with problems
+    st.tuples(st.just("drop"), st.sampled_from(PATHS)),
+    st.tuples(st.just("reorder"), st.booleans()),  # the same paths given in another order
+    st.tuples(st.just("entry"), st.sampled_from(PATHS), TOPIC),  # another parse handed out at a path
+    st.tuples(st.just("retain"), st.booleans()),  # the handed-out map replaced (some paths dropped)
+    st.tuples(st.just("replace_map"), st.booleans()),  # replaced by a copy, as a test's reference filter does
+    st.tuples(st.just("token"), st.booleans()),  # the archives moved on (the one cited came or went, or not)
+    st.tuples(st.just("again"), st.booleans()),  # the same dict once more
+), min_size=1, max_size=14)
+
+
+@settings(max_examples=200, deadline=None)
+@given(first=TREE, steps=CACHE_STEPS)
+def test_cache_tree_is_what_every_entry_gives(first, steps, tmp_path_factory):
+    from memory_tui.core.sources import SourceIndex, index_file
+
+    root = tmp_path_factory.mktemp("ws")
+    # every record cites D1: an index with that archive changes every topic's signature
+    indexes = (SourceIndex.from_files(root, {}),
+               SourceIndex.from_files(root, {"sources/D1.md": index_file("sources/D1.md", b"# D1\n")}))
+    index = indexes[0]
+    cache = txcache.WorkspaceCache(root)
+    token = object()
+    texts = _texts(first)
+    n = 0
+    for step in [("again", True), *steps]:
+        kind = step[0]
+        if kind == "text":
+            texts[step[1]] = _texts({step[1]: step[2]})[step[1]]
+            if n % 2:
+                texts[step[1]] += f"\nMore {n}.[^e-{n:010x}]\n\n[^e-{n:010x}]: Time: `2026`; Sources: [x](D9:{n})\n"
+        elif kind == "copy" and step[1] in texts:
+            texts[step[1]] = "".join(list(texts[step[1]]))
+        elif kind == "broken":
+            texts[step[1]] = f"# Broken\n\nA claim without a source {n}.\n"
+        elif kind == "drop" and len(texts) > 1:
+            texts.pop(step[1], None)
+        elif kind == "reorder":
+            texts = dict(sorted(texts.items(), reverse=step[1]))
+        elif kind == "entry":
+            cache.entry(step[1], _texts({step[1]: step[2]})[step[1]] + "\nAnother.\n", index, token)
+        elif kind == "retain":
+            cache.retain({rel: text for i, (rel, text) in enumerate(texts.items()) if step[1] or i % 2})
+        elif kind == "replace_map":
+            cache._topic_keys = dict(cache._topic_keys)
+        elif kind == "token":
+            index, token = indexes[step[1]], object()
+        n += 1
+        tree = cache.tree(texts, index, token)
+        order = sorted(texts, key=topic_sort_key)
+        assert [t.path for t in tree.topics] == order
+        for rel, topic in zip(order, tree.topics):
+            assert topic.text == texts[rel]
+            # what ``entry`` hands out for these bytes now (looked up without handing it out)
+            want = cache._parse_entry(rel, texts[rel], index, token, txcache.sha(texts[rel])).topic
+            assert topic is want or (not topic.ok and topic == want)
+            if topic.ok:
+                assert cache._topic_keys[rel][0] is topic  # and it is the one handed out
+        assert txcache.same_tree(tree, assemble_tree(list(tree.topics)))
+
+
+REFS_STEPS = st.lists(st.tuples(
+    st.sampled_from(["cite", "same", "add", "drop", "index"]),  # what changes before the call
+    st.integers(0, 9),
+    st.sets(st.sampled_from(PATHS)),  # the paths excluded from this call
+), min_size=1, max_size=12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(steps=REFS_STEPS)
+def test_refs_unfine_is_every_topic_asked(steps, tmp_path_factory):
+    from memory_tui.core.sources import MARKER, SourceIndex, SourceRecord, archive_path, render_frame
+
+    root = tmp_path_factory.mktemp("refs")
+
+    def archive(thread: str, count: int) -> None:
+        path = root / archive_path(f"openprogram/{thread}/m0")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{MARKER}\n\n" + "\n".join(
+            render_frame(SourceRecord("openprogram", thread, f"m{i}", i, "user", f"Said {i}.")) for i in range(count)))
+
+    archive("th", 4)
+    indexes = [SourceIndex.load(root)]
+    archive("th", 8)  # m4..m7 exist only in the second index
+    indexes.append(SourceIndex.load(root))
+    cache = txcache.WorkspaceCache(root)
+    index = indexes[0]
+    token = cache.observe_index(index)
+
+    def topic(path: str, cited: int):
+        # m0-m3 are in both indexes, m4-m7 in the second, m8, m9 and D1 in neither (a parse
+        # without problems all the same: only the ref check finds them missing)
+        ref = f"openprogram/th/m{cited}" if cited < 9 else "D1:9"
+        text = (f"# {path}\n\nSaid {cited}.[^e-{cited:010x}] ^{IDS[cited % len(IDS)]}\n\n"
+                f"[^e-{cited:010x}]: Time: `2026`; Sources: [x]({ref})\n")
+        return cache.entry(path, text, index, token).topic
+
+    cites = {path: n for n, path in enumerate(PATHS)}
+    for kind, n, exclude in [("same", 0, set()), *steps]:
+        path = PATHS[n % len(PATHS)]
+        if kind == "cite":  # another parse at a path: its ref found in one index, both or neither
+            cites[path] = n
+        elif kind == "add":
+            cites.setdefault(path, n)
+        elif kind == "drop" and len(cites) > 1:
+            cites.pop(path, None)
+        elif kind == "index":  # a new token exactly when an archive entry changed
+            before, index = index, indexes[n % 2]
+            token, was = cache.observe_index(index), token
+            assert (token is was) == (index is before)
+            assert cache.observe_index(SourceIndex.from_files(root, index.files)) is token
+        topics = tuple(topic(p, cites[p]) for p in sorted(cites, key=topic_sort_key))
+        assert all(t.ok for t in topics)
+        want = {t.path for t in topics if t.path not in exclude and not cache.refs_ok(t, index)}
+        assert cache.refs_unfine(topics, exclude, index) == want

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -198,6 +199,40 @@ def test_cached_tree_equals_parse_tree(ws):
     assert mine.problems == ref.problems and mine.ids == ref.ids
     assert [u.memory_id for u in mine.units] == [u.memory_id for u in ref.units]
     assert cache.tree(texts, index, token).topics[0] is mine.topics[0]  # reused
+
+
+def test_runtime_json_rewritten_between_edits_is_read_again(ws, monkeypatch):
+    """The committed runtime.json is taken from memory while its walk stamp is the one it was
+    read under (``WorkspaceCache.by_stamp``); rewritten by another writer in between, of the
+    same size too, it is read again: the edit gives what a fresh process gives."""
+    from memory_tui.core import parsecache
+
+    monkeypatch.setattr(parsecache, "RACY_NS", 20_000_000)
+    mem = ws / "memory"
+    runtime = mem / ".scriptorium" / "runtime.json"
+
+    def add(state: Path, n: int) -> None:
+        text = _cur(state, "topics/people/ada.md") + (f"\nAda walks {n}.[^w{n}]\n\n"
+                                                       f"[^w{n}]: Time: `2026-11`; Sources: [walk]({IDS[2]})\n")
+        assert tx.staged_edit(state, "topics/people/ada.md", text, git_commit="off").ok
+
+    for n in range(3):  # the last two read runtime.json under an old stamp, so it is remembered by it
+        add(ws, n)
+        time.sleep(0.03)
+    body = json.loads(runtime.read_text())
+    order = body["creation_order"]
+    first, second = sorted(order, key=order.get)[:2]
+    order[first], order[second] = order[second], order[first]  # the same bytes, but two values swapped
+    data = json.dumps(body, indent=2, ensure_ascii=False) + "\n"
+    assert len(data) == runtime.stat().st_size and data != runtime.read_text()
+    runtime.write_text(data)
+    time.sleep(0.03)  # its new stamp older than the clock tick too
+    fresh = ws.parent / "fresh"
+    shutil.copytree(ws, fresh, symlinks=True)
+    add(ws, 7)
+    add(fresh, 7)  # another root: nothing of it in memory
+    assert runtime.read_bytes() == (fresh / "memory" / ".scriptorium" / "runtime.json").read_bytes()
+    assert json.loads(runtime.read_text())["creation_order"][first] == order[first]
 
 
 def test_normalize_passthrough_needs_proof():
