@@ -203,3 +203,14 @@ def bench_state_small(tmp_path_factory) -> Path:
             _load_bench_builder().build(folder / "state", 0.01)
             (folder / "built").touch()
     return folder / "state"
+
+
+@pytest.fixture(autouse=True)
+def _close_fsmonitors():
+    """Each workspace a test edits gets an inotify instance (``core.fsmonitor``); they are a
+    per-user resource (128 by default, shared with every app's file watcher), so a worker
+    closes its own after each test instead of keeping the last few."""
+    yield
+    from memory_tui.core.fsmonitor import forget_monitors
+
+    forget_monitors()

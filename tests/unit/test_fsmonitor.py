@@ -32,6 +32,10 @@ ADA = f"# Ada\n\nAda drinks tea.[^e1]\n\n[^e1]: Time: `2026-11-02`; Sources: [te
 def _fresh(monkeypatch, tmp_path):
     if fsmonitor.fs_type(os.fspath(tmp_path)) not in fsmonitor.LOCAL_FS:
         pytest.skip("the temp dir is not on a local file system")
+    try:  # the machine's per-user inotify instances may all be taken (by other processes)
+        fsmonitor.inotify()[0](nonblocking=True).close()
+    except OSError as exc:
+        pytest.skip(f"no inotify instance to be had on this machine now: {exc}")
     monkeypatch.setenv(txcache.TX_MODE_ENV, "incremental")
     monkeypatch.delenv(fsmonitor.FSMONITOR_ENV, raising=False)
     txcache.clear_caches()
