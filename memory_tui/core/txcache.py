@@ -663,15 +663,7 @@ class WorkspaceCache:
             hashed = self._hashed
         if hashed is None or hashed[1] != revision or hashed[0] != stamps:
             return False
-        base = os.fspath(self.root)
-        for rel, check in hashed[2].items():
-            try:
-                data = _read(base, rel)
-            except OSError:
-                return False
-            if hashlib.sha256(data).hexdigest() != check:
-                return False
-        return True
+        return _still_holds(os.fspath(self.root), hashed[2])
 
     def _commit_stream(self, entries: list, stamps: Mapping[str, Stamp], value: str, now: int) -> None:
         with self.lock:
@@ -2039,17 +2031,7 @@ class PendingRevision:
         the same stamps, and every file young then re-read and its SHA-256 compared (a
         same-size write in place inside the clock tick can keep a stamp). ``False`` means
         "not proven", never "changed"."""
-        if stamps != self.stamps:
-            return False
-        base = os.fspath(self.cache.root)
-        for rel, check in self._young.items():
-            try:
-                data = _read(base, rel)
-            except OSError:
-                return False
-            if hashlib.sha256(data).hexdigest() != check:
-                return False
-        return True
+        return stamps == self.stamps and _still_holds(os.fspath(self.cache.root), self._young)
 
     def __repr__(self) -> str:
         return f"PendingRevision({self._value or 'not hashed'})"
@@ -2181,6 +2163,18 @@ class RevisionJob:
             fixed[i] = (rel, st, check, entry[3], entry[4])
         self.cache._commit_stream(fixed, stamps, value, now)
         return value
+
+
+def _still_holds(base: str, checks: Mapping[str, str]) -> bool:
+    """Every file ``checks`` names (``rel -> SHA-256``) still holds those bytes."""
+    for rel, check in checks.items():
+        try:
+            data = _read(base, rel)
+        except OSError:
+            return False
+        if hashlib.sha256(data).hexdigest() != check:
+            return False
+    return True
 
 
 def _read(base: str, rel: str) -> bytes:

@@ -9,7 +9,6 @@ exercised."""
 
 from __future__ import annotations
 
-import os
 import time
 
 from hypothesis import HealthCheck, example, given, settings
@@ -19,6 +18,7 @@ from memory_tui.core import txcache
 from memory_tui.core.parsecache import RACY_NS
 from memory_tui.core.txcache import PendingRevision, WorkspaceCache, revision_walk
 from memory_tui.core.workspace import workspace_revision
+from tests.property.test_revision_job_props import _mk, _seeded, _write
 
 NAMES = ["core.md", "relations.json", "sources/a/_v2/x.md", "timeline/2026/01.md", "timeline/2026/02.md",
          "topics/a.md", "topics/a/b.md", "topics/a-b.md", "topics/z.md", "topics.md", ".scriptorium/runtime.json"]
@@ -33,14 +33,6 @@ AFTER = st.sampled_from(["plain", "plain", "foreign", "age"])
 TX = st.tuples(st.lists(CHANGE, min_size=1, max_size=4), READ, AFTER, st.sampled_from(NAMES), st.booleans())
 LIMITS = st.tuples(st.sampled_from([0, 40, 120, 1 << 30]),  # TAIL_BYTES
                    st.sampled_from([1, 25, 1 << 30]))  # CHECKPOINT_BYTES
-
-
-def _write(path, data: bytes) -> None:
-    """As an install does: a new file renamed over the old one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".new")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -60,13 +52,7 @@ def test_a_deferred_revision_is_the_revision_the_install_left(tmp_path_factory, 
     tail, checkpoint = limits
     monkeypatch.setattr(txcache, "TAIL_BYTES", tail)
     monkeypatch.setattr(txcache, "CHECKPOINT_BYTES", checkpoint)
-    root = tmp_path_factory.mktemp("deferred") / "memory"
-    root.mkdir()
-    for name, data in seed:
-        if data is not None:
-            _write(root / name, data)
-    cache = WorkspaceCache(root)
-    assert cache.revision(revision_walk(root)[0]) == workspace_revision(root)
+    root, cache = _seeded(tmp_path_factory, "deferred", seed)
     waiting: list[tuple] = []  # (pending, the revision it must give, when to read it)
     for step, (changes, read, after, other, reader) in enumerate(txs):
         puts = {name: data + f" {step}".encode() for name, data in changes if data is not None}
@@ -148,8 +134,3 @@ def test_nothing_is_hashed_until_the_value_is_read(tmp_path, monkeypatch):
     assert fed == []
     assert pending.value() == workspace_revision(root)
     assert fed == [1]
-
-
-def _mk(path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path

@@ -60,13 +60,7 @@ def _transactions(tmp_path_factory, monkeypatch, seed, txs, limits) -> None:
     monkeypatch.setattr(txcache, "TAIL_BYTES", tail)
     monkeypatch.setattr(txcache, "CHECKPOINT_BYTES", checkpoint)
     monkeypatch.setattr(txcache, "MAX_RUNS", runs)
-    root = tmp_path_factory.mktemp("job") / "memory"
-    root.mkdir()
-    for name, data in seed:
-        if data is not None:
-            _write(root / name, data)
-    cache = WorkspaceCache(root)
-    assert cache.revision(revision_walk(root)[0]) == workspace_revision(root)
+    root, cache = _seeded(tmp_path_factory, "job", seed)
     for step, (changes, how, other) in enumerate(txs):
         planned = {name: None if data is None else data + f" {step}".encode() for name, data in changes}
         planned = {name: data for name, data in planned.items() if data is not None or (root / name).exists()}
@@ -88,6 +82,18 @@ def _transactions(tmp_path_factory, monkeypatch, seed, txs, limits) -> None:
         if how == "age":  # stamps older than the clock tick: their bytes come from memory next time
             time.sleep(RACY_NS / 1e9 + 0.01)
         assert cache.revision(revision_walk(root)[0]) == workspace_revision(root), step
+
+
+def _seeded(tmp_path_factory, name: str, seed) -> tuple:
+    """A memory root holding ``seed``'s files, and a cache whose chain has hashed them."""
+    root = tmp_path_factory.mktemp(name) / "memory"
+    root.mkdir()
+    for rel, data in seed:
+        if data is not None:
+            _write(root / rel, data)
+    cache = WorkspaceCache(root)
+    assert cache.revision(revision_walk(root)[0]) == workspace_revision(root)
+    return root, cache
 
 
 def _mk(path):
