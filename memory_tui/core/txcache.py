@@ -476,6 +476,7 @@ class WorkspaceCache:
         self._chain: list[Entry] = []  # the revision stream's chain (``_feed_stream``)
         self._stale = 0  # the chain's hash states from this index on are not of its bytes (a deferred install's)
         self._pending: PendingRevision | None = None  # the last install's revision, not yet hashed
+        self._chain_of: PendingRevision | None = None  # the pending revision whose hash the chain is
         # the last revision hashed here: (its stamps, its value, rel -> SHA-256 of every file
         # whose stamp did not prove its bytes then); see ``holds_revision``
         self._hashed: tuple[dict[str, Stamp], str, dict[str, str]] | None = None
@@ -538,7 +539,7 @@ class WorkspaceCache:
         value, entries = derive("revision", kept, fed, lambda a, b: a[0] == b[0])
         with self.lock:
             if entries is not None:
-                self._chain, self._stale = entries, len(entries)
+                self._chain, self._stale, self._chain_of = entries, len(entries), None
                 self._note_hashed(stamps, value, entries)
             if not any_racy(stamps, now):
                 self._revision = (dict(stamps), value)
@@ -620,14 +621,13 @@ class WorkspaceCache:
         young = {entries[j][0]: entries[j][2] for j in _young_at(entries)}
         pending = PendingRevision(self, dict(stamps), entries, resume, young, now)
         with self.lock:
-            self._chain, self._stale = entries, stale
+            self._chain, self._stale, self._chain_of = entries, stale, None
             self._pending = pending
         return pending
 
-    def _complete(self, pending: "PendingRevision", entries: list, resume: int) -> tuple[str, list | None]:
+    def _complete(self, pending: "PendingRevision", entries: list, resume: int) -> str:
         """Hash what ``pending`` holds (everything after its resume point is in memory); the
-        value, and the hashed chain when it is still this cache's chain (then the cache takes
-        it, else ``None``)."""
+        hashed chain replaces the cache's when that is still ``pending``'s unhashed one."""
         digest = entries[resume][3].copy() if resume >= 0 else hashlib.sha256()
         todo = [(e[0], e[1], e[2], e[4], None) for e in entries[resume + 1:]]
         fed = _feed_planned(os.fspath(self.root), digest, entries[:resume + 1], todo, pending.planned_at, True)
@@ -635,14 +635,20 @@ class WorkspaceCache:
         value, out = fed
         now = time.time_ns()
         with self.lock:
-            current = self._chain is entries
-            if current:
-                self._chain, self._stale = out, len(out)
+            if self._chain is entries:
+                self._chain, self._stale, self._chain_of = out, len(out), pending
                 self._pending = None
                 self._note_hashed(pending.stamps, value, out)
                 if not any_racy(pending.stamps, now):
                     self._revision = (pending.stamps, value)
-        return value, out if current else None
+        return value
+
+    def _keep_hashed(self, pending: "PendingRevision", value: str) -> None:
+        """Keep ``pending``'s value for the next process while the chain is still its hash."""
+        with self.lock:
+            chain = self._chain if self._chain_of is pending else None
+        if chain is not None:
+            self._keep_revision(value, chain)
 
     def _note_hashed(self, stamps: Mapping[str, Stamp], value: str, entries: list) -> None:
         if len(entries) == len(stamps):  # call with ``self.lock`` held
@@ -667,7 +673,7 @@ class WorkspaceCache:
 
     def _commit_stream(self, entries: list, stamps: Mapping[str, Stamp], value: str, now: int) -> None:
         with self.lock:
-            self._chain, self._stale = entries, len(entries)
+            self._chain, self._stale, self._chain_of = entries, len(entries), None
             self._note_hashed(stamps, value, entries)
             if not any_racy(stamps, now):
                 self._revision = (dict(stamps), value)
@@ -2005,7 +2011,7 @@ class PendingRevision:
         self._resume = resume  # index of its last entry with a hash state (-1: none)
         self._young = young  # rel -> SHA-256 of each file its stamp did not prove then
         self._value: str | None = None
-        self._chain: list | None = None  # the hashed chain, until kept for the next process
+        self._kept = False  # kept for the next process (``revmemo``) once
         self._lock = threading.Lock()
 
     def value(self, installer: bool = False) -> str:
@@ -2015,11 +2021,11 @@ class PendingRevision:
         with self._lock:
             if self._value is None:
                 assert self._entries is not None
-                self._value, self._chain = self.cache._complete(self, self._entries, self._resume)
+                self._value = self.cache._complete(self, self._entries, self._resume)
                 self._entries = None  # the cache keeps what it needs; the held bytes go
-            if installer and self._chain is not None:
-                self.cache._keep_revision(self._value, self._chain)
-                self._chain = None  # kept once
+            if installer and not self._kept:
+                self._kept = True
+                self.cache._keep_hashed(self, self._value)
             return self._value
 
     @property

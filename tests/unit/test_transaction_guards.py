@@ -487,3 +487,21 @@ def test_an_edit_leaves_its_revision_to_its_first_reader_and_it_is_exact(ws, mon
     assert [r.revision for r in results] == truths
     assert tx.staged_edit(ws, "topics/people/ada.md", _cur(ws, "topics/people/ada.md"), git_commit="off").revision \
         == workspace_revision(mem)
+
+
+def test_the_installs_own_result_keeps_the_revision_for_the_next_process_a_reader_does_not(ws):
+    """The revision memo (``revmemo``) is written by an install, never by a reader: a deferred
+    install writes it when its own result is read, for the files as it left them."""
+    from memory_tui.core import revmemo
+
+    mem = ws / "memory"
+    _reword_twice(ws)
+    edit = re.sub(r"likes \w+", "likes frost", _cur(ws, "topics/core.md"))
+    result = tx.staged_edit(ws, "topics/core.md", edit, git_commit="off")
+    assert result.ok, result
+    stamps = txcache.revision_walk(mem)[0]
+    assert revmemo.lookup(mem, stamps) is None  # not hashed yet, so not kept
+    assert txcache.cache_for(mem).revision(stamps) == workspace_revision(mem)  # a reader hashes it ...
+    assert revmemo.lookup(mem, stamps) is None  # ... and writes nothing
+    assert result.revision == workspace_revision(mem)  # the install's own result
+    assert revmemo.lookup(mem, stamps) == result.revision
