@@ -264,7 +264,9 @@ def monitor_for(root: Path | str, create: bool = False) -> FsMonitor | None:
                 monitor.close()
         if not create or inotify() is None:
             return None
-        monitor = _start(key)
+        monitor, final = _start(key)
+        if monitor is None and not final:
+            return None  # asked again next time: the root may appear, an inotify instance be freed
         _MONITORS[key] = monitor
         while len(_MONITORS) > MAX_MONITORS:
             oldest = _MONITORS.pop(next(iter(_MONITORS)))
@@ -273,21 +275,26 @@ def monitor_for(root: Path | str, create: bool = False) -> FsMonitor | None:
         return monitor
 
 
-def _start(root: str) -> FsMonitor | None:
+def _start(root: str) -> tuple[FsMonitor | None, bool]:
+    """A monitor of ``root``, or ``None`` and whether that is final for this process (a file
+    system inotify does not see every change on) or not (no folder there yet, or no inotify
+    instance free now)."""
     try:
         st = os.lstat(root)
     except OSError:
-        return None
-    if not stat_mod.S_ISDIR(st.st_mode) or fs_type(root) not in LOCAL_FS:
-        return None
+        return None, False
+    if not stat_mod.S_ISDIR(st.st_mode):
+        return None, False
+    if fs_type(root) not in LOCAL_FS:
+        return None, True
     found = inotify()
     if found is None:
-        return None
+        return None, True
     try:
         notify = found[0](nonblocking=True)
-    except OSError:  # out of inotify instances: walk
-        return None
-    return FsMonitor(root, notify, found[1], (st.st_dev, st.st_ino))
+    except OSError:  # out of inotify instances (a per-user limit): walk for now
+        return None, False
+    return FsMonitor(root, notify, found[1], (st.st_dev, st.st_ino)), True
 
 
 def forget_monitors() -> None:

@@ -223,3 +223,18 @@ def test_an_install_of_this_process_is_a_change_for_its_other_stages(ws):
         result = tx.commit_edits(stage)
     assert result.code == "CONCURRENT_UPDATE", result
     assert "juice" in (mem / "topics/people/ada.md").read_text()
+
+
+def test_no_inotify_instance_free_is_asked_again_later(ws, monkeypatch):
+    """The per-user inotify instances can all be taken for a while: that root walks then, and
+    gets a monitor once one is free (it is not given up for the rest of the process)."""
+    fsmonitor.forget_monitors()  # the fixture's edits started one
+    real = fsmonitor.inotify()
+
+    def exhausted(**kw):
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(fsmonitor, "inotify", lambda: (exhausted, real[1]))
+    assert fsmonitor.monitor_for(ws / "memory", create=True) is None
+    monkeypatch.setattr(fsmonitor, "inotify", lambda: real)
+    assert fsmonitor.monitor_for(ws / "memory", create=True) is not None
