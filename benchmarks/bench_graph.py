@@ -22,8 +22,8 @@ from pathlib import Path
 
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 
-from memory_tui.core.config import MemoryConfig  # noqa: E402
-from memory_tui.core.tokens import O200kCounter  # noqa: E402
+from memory_tui.core.format.config import MemoryConfig  # noqa: E402
+from memory_tui.core.format.tokens import O200kCounter  # noqa: E402
 from memory_tui.sessions import graph as G  # noqa: E402
 from memory_tui.sessions.reasons import WriterContext, explain  # noqa: E402
 from memory_tui.sessions.store import load_sessions  # noqa: E402

@@ -51,7 +51,7 @@ class _View:
     about git and not about parsing 20 000 records."""
 
     def __init__(self, root: Path, rel: str, text: str, bid: str) -> None:
-        from memory_tui.core.topics import parse_topic
+        from memory_tui.core.format.topics import parse_topic
 
         self.memory_root = root
         self.revision = "bench"

@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from memory_tui.core.sources import SourceRecord, archive_path, render_archive, render_frame  # noqa: E402
-from memory_tui.core.workspace import open_state  # noqa: E402
+from memory_tui.core.format.sources import SourceRecord, archive_path, render_archive, render_frame  # noqa: E402
+from memory_tui.core.store.workspace import open_state  # noqa: E402
 from memory_tui.insights.alternatives import contested  # noqa: E402
 from memory_tui.insights.evidence import evidence_for  # noqa: E402
 from memory_tui.insights.summary import summarize  # noqa: E402

@@ -17,10 +17,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_graph import WS, build  # noqa: E402  the same generated session as the graph benchmark
 
-from memory_tui.core.tokens import O200kCounter  # noqa: E402
+from memory_tui.core.format.tokens import O200kCounter  # noqa: E402
 from memory_tui.sessions.reasons import WriterContext, explain  # noqa: E402
 from memory_tui.sessions.store import load_sessions  # noqa: E402
-from memory_tui.core.config import MemoryConfig  # noqa: E402
+from memory_tui.core.format.config import MemoryConfig  # noqa: E402
 
 
 def main() -> None:

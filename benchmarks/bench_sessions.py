@@ -14,8 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from memory_tui.core.config import MemoryConfig
-from memory_tui.core.tokens import O200kCounter
+from memory_tui.core.format.config import MemoryConfig
+from memory_tui.core.format.tokens import O200kCounter
 from memory_tui.sessions.reasons import WriterContext, explain
 from memory_tui.sessions.records import analyze_session
 from memory_tui.sessions.store import load_sessions

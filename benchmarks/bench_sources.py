@@ -16,14 +16,14 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from memory_tui.core.sources import (
+from memory_tui.core.format.sources import (
     SourceIndex,
     SourceRecord,
-    append_records,
     archive_path,
     render_archive,
     render_frame,
 )
+from memory_tui.core.store.archives import append_records
 
 TEXT = "Ada prefers tea over coffee and short answers; the Kyoto plan needs a rail pass. " * 3
 

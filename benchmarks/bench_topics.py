@@ -9,8 +9,8 @@ from __future__ import annotations
 import sys
 import time
 
-from memory_tui.core.normalize import check_cross_topic_links, normalize_tree, rewrite_block_links
-from memory_tui.core.topics import block_id, parse_tree
+from memory_tui.core.format.normalize import check_cross_topic_links, normalize_tree, rewrite_block_links
+from memory_tui.core.format.topics import block_id, parse_tree
 
 
 def make_tree(records: int, files: int) -> dict[str, str]:

@@ -27,9 +27,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from memory_tui.core import gitlog
-from memory_tui.core import transaction as tx
-from memory_tui.core.sources import SourceRecord, append_records
+from memory_tui.core.store import gitlog
+from memory_tui.core.tx import transaction as tx
+from memory_tui.core.format.sources import SourceRecord
+from memory_tui.core.store.archives import append_records
 
 ENV = gitlog.fixed_env()
 
@@ -89,7 +90,7 @@ def build_topics(root: Path, records: int, files: int) -> list[str]:
         r = tx.commit_edits(stage, git_commit="off", timeout=60)
         assert r.ok, (r.code, r.message, r.path, r.line)
     # cross-topic links: every 10th topic links the first record of the next topic
-    from memory_tui.core.topics import parse_tree
+    from memory_tui.core.format.topics import parse_tree
 
     tree = parse_tree(mem / "topics")
     for f in range(0, files - 1, 10):
@@ -115,7 +116,7 @@ def timed(fn, n: int) -> tuple[float, float]:
 
 _COLD = r"""
 import sys, time
-from memory_tui.core import transaction as tx
+from memory_tui.core.tx import transaction as tx
 root, rel = sys.argv[1], sys.argv[2]
 from pathlib import Path
 text = (Path(root) / 'memory' / rel).read_text()

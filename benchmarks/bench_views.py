@@ -19,12 +19,12 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from memory_tui.core.sources import SourceIndex, SourceRecord, anchor, render_archive, render_frame
-from memory_tui.core.tokens import O200kCounter
-from memory_tui.core.topics import parse_tree
-from memory_tui.core.views import build_views
-from memory_tui.core.workspace import check_views
-from memory_tui.core.workspace import dump_runtime_json, RuntimeState, open_state, refresh, workspace_revision
+from memory_tui.core.format.sources import SourceIndex, SourceRecord, anchor, render_archive, render_frame
+from memory_tui.core.format.tokens import O200kCounter
+from memory_tui.core.format.topics import parse_tree
+from memory_tui.core.format.views import build_views
+from memory_tui.core.store.workspace import check_views
+from memory_tui.core.store.workspace import dump_runtime_json, RuntimeState, open_state, refresh, workspace_revision
 
 WORDS = "tea rail pass ryokan bento matcha umbrella charger itinerary shinkansen temple garden".split()
 

@@ -8,7 +8,11 @@ of the middle topic file with ``git_commit="off"`` (as ``run.py``'s ``edit_rewor
 Run it with ``PYTHONPATH`` at another checkout to profile that code on the same state."""
 import sys, time, statistics, functools
 from pathlib import Path
-from memory_tui.core import transaction as tx, txcache, normalize, viewcache, parsecache
+from memory_tui.core.tx import transaction as tx
+from memory_tui.core.store import txcache
+from memory_tui.core.format import normalize
+from memory_tui.core.store import viewcache
+from memory_tui.core.store import parsecache
 state = Path(sys.argv[1]); n = int(sys.argv[2]) if len(sys.argv) > 2 else 20
 files = sorted(p.relative_to(state / "memory").as_posix() for p in (state / "memory" / "topics").rglob("t*.md"))
 rel = files[len(files) // 2]

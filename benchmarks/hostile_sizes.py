@@ -37,7 +37,7 @@ PRELUDE = textwrap.dedent("""
 """)
 
 CASES = {
-    "imports only (floor)": "import memory_tui.cli, memory_tui.core.topics, memory_tui.sessions.store\ndone(result='ok')",
+    "imports only (floor)": "import memory_tui.cli, memory_tui.core.format.topics, memory_tui.sessions.store\ndone(result='ok')",
     "huge node: session reader": textwrap.dedent("""
         from memory_tui.sessions.store import load_session_dir
         s = load_session_dir("big", state / "sessions" / "big", state, {}, True)
@@ -56,7 +56,7 @@ CASES = {
         done(result=f"exit {code}, {len(probs)} problems{first}")
     """),
     "long topic: parse": textwrap.dedent("""
-        from memory_tui.core.topics import parse_topic
+        from memory_tui.core.format.topics import parse_topic
         text = (state / "memory/topics/huge.md").read_text(encoding="utf-8")
         t = parse_topic("topics/huge.md", text)
         first = f": {t.problems[0].message[:50]} (line {t.problems[0].line})" if t.problems else ""
@@ -85,14 +85,14 @@ CASES = {
         done(result=f"exit {code}, ok={body.get('ok')}" + (f", {err.get('code')} line {err.get('line')}: {str(err.get('message'))[:40]}" if err else ""))
     """),
     "5 000 nested headings: parse": textwrap.dedent("""
-        from memory_tui.core.topics import parse_topic
+        from memory_tui.core.format.topics import parse_topic
         text = "".join(f"{'#' * (1 + i % 6)} h{i}\\n\\n" for i in range(5000)) + "Fact.[^e1]\\n\\n[^e1]: Time: `2026-11`; Sources: [s](openprogram/a/b)\\n"
         t = parse_topic("topics/deep.md", text)
         located = all(p.line is not None for p in t.problems)
         done(result=f"{len(t.units)} records, {len(t.problems)} problems, all located: {located}")
     """),
     "footnote loops: parse": textwrap.dedent("""
-        from memory_tui.core.topics import parse_topic
+        from memory_tui.core.format.topics import parse_topic
         text = "# Loops\\n\\n" + "".join(f"Fact {i}.[^a{i}]\\n\\n[^a{i}]: see [^b{i}]\\n[^b{i}]: see [^a{i}]\\n\\n" for i in range(2000))
         t = parse_topic("topics/loops.md", text)
         codes = sorted({p.code for p in t.problems})
@@ -105,8 +105,9 @@ def build(root: Path, node_mb: int, lines: int) -> tuple[Path, Path]:
     """Two small real workspaces: one with a session holding one huge node, one with one huge
     topic (apart, so each row measures one of them)."""
     sys.path.insert(0, str(REPO))
-    from memory_tui.core import transaction as tx
-    from memory_tui.core.sources import SourceRecord, append_records
+    from memory_tui.core.tx import transaction as tx
+    from memory_tui.core.format.sources import SourceRecord
+    from memory_tui.core.store.archives import append_records
 
     state = root / "node-state"
     mem = state / "memory"
@@ -128,8 +129,8 @@ def build(root: Path, node_mb: int, lines: int) -> tuple[Path, Path]:
     with open(hist / "0002-a-n2.json", "w", encoding="utf-8") as f:
         json.dump({"id": "n2", "role": "assistant", "seq": 2, "predecessor": "n1", "output": big,
                    "created_at": "2026-11-30T05:00:01+00:00"}, f)
-    from memory_tui.core.sources import anchor
-    from memory_tui.core.topics import block_id
+    from memory_tui.core.format.sources import anchor
+    from memory_tui.core.format.topics import block_id
 
     topic_state = root / "topic-state"
     shutil.copytree(state, topic_state, symlinks=True)

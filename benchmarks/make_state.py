@@ -12,7 +12,7 @@ records; a fractional scale (``0.01``) makes a tiny state for tests.
 
 Everything is written by the project's own writers: sessions with the demo's
 :class:`~memory_tui.demo.SessionBuilder` (OpenProgram's node encoding), sources with
-``sources.append_records``, topics, views and git through the real transaction. The output
+``store.archives.append_records``, topics, views and git through the real transaction. The output
 is a function of ``--scale`` and ``--seed`` only (fixed clocks, fixed git identities).
 """
 
@@ -27,10 +27,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from memory_tui.core import gitlog, parsecache
-from memory_tui.core import transaction as tx
+from memory_tui.core.store import gitlog
+
+from memory_tui.core.store import parsecache
+from memory_tui.core.tx import transaction as tx
 from memory_tui.core.fsutil import atomic_write
-from memory_tui.core.sources import SourceRecord, append_records
+from memory_tui.core.format.sources import SourceRecord
+from memory_tui.core.store.archives import append_records
 from memory_tui.demo import OWNER_PRINCIPAL, SessionBuilder
 from memory_tui.sessions.marks import MARK_KEY
 
@@ -218,7 +221,7 @@ def build(out: Path, scale: float, seed: int = 12) -> dict[str, int]:
 
 def _cross_links(out: Path, env: dict[str, str]) -> None:
     """Every tenth topic links the first record of the next topic (relations, rebased links)."""
-    from memory_tui.core.topics import parse_tree
+    from memory_tui.core.format.topics import parse_tree
 
     tree = parse_tree(out / "memory" / "topics")
     paths = sorted(t.path for t in tree.topics if t.path != "core.md" and t.units)

@@ -91,11 +91,11 @@ persist = sys.argv[2] != "coldread"
 full = sys.argv[2] in ("warmfull", "coldfull")
 n = int(sys.argv[3])
 try:
-    from memory_tui.core import parsecache
+    from memory_tui.core.store import parsecache
 except ImportError:  # before the persistent cache existed: what open_state did
     parsecache = None
-    from memory_tui.core.sources import SourceIndex
-    from memory_tui.core.topics import parse_tree
+    from memory_tui.core.format.sources import SourceIndex
+    from memory_tui.core.format.topics import parse_tree
 out = []
 for _ in range(n):
     if parsecache is not None:
@@ -121,7 +121,7 @@ print(json.dumps(out))
 CHILD_REVISION = r"""
 import json, sys, time
 from pathlib import Path
-from memory_tui.core.workspace import workspace_revision
+from memory_tui.core.store.workspace import workspace_revision
 mem = Path(sys.argv[1]) / "memory"
 out = []
 for _ in range(int(sys.argv[2])):
@@ -133,9 +133,9 @@ print(json.dumps(out))
 CHILD_PENDING = r"""
 import json, sys, time
 from pathlib import Path
-from memory_tui.core.config import load_memory_config
-from memory_tui.core.tokens import O200kCounter
-from memory_tui.core.workspace import read_workspace_id
+from memory_tui.core.format.config import load_memory_config
+from memory_tui.core.format.tokens import O200kCounter
+from memory_tui.core.store.workspace import read_workspace_id
 from memory_tui.sessions.records import analyze_session, status_pending_count
 from memory_tui.sessions.store import load_sessions
 state = Path(sys.argv[1]); mode = sys.argv[2]; n = int(sys.argv[3])
@@ -177,7 +177,7 @@ print(json.dumps(out))
 CHILD_EDIT_INPROC = r"""
 import json, sys, time
 from pathlib import Path
-from memory_tui.core import transaction as tx
+from memory_tui.core.tx import transaction as tx
 state = Path(sys.argv[1]); rel = sys.argv[2]; mode = sys.argv[3]; n = int(sys.argv[4])
 path = state / "memory" / rel
 base = path.read_text()
@@ -489,8 +489,8 @@ def sessions_open_10k(states: Path, runs: int, fresh_table: bool = False) -> lis
 
 
 def _apply_update(state: Path, TOPIC: str, runs: int) -> list[float]:
-    from memory_tui.core.sources import SourceIndex
-    from memory_tui.core.topics import parse_tree
+    from memory_tui.core.format.sources import SourceIndex
+    from memory_tui.core.format.topics import parse_tree
 
     index = SourceIndex.load(state / "memory")
     tree = parse_tree(state / "memory" / "topics", resolve=index.resolve_target)

@@ -305,7 +305,7 @@ def _now_value(now: Any, clock: Callable[[], Any] | None) -> float:
 
 def build_demo(path: Path | str, *, now: float | datetime | None = None, clock: Callable[[], Any] | None = None) -> Path:
     """Build the demo state dir at ``path`` (created; must be empty or absent). Returns it."""
-    from memory_tui.core.gitlog import fixed_env
+    from memory_tui.core.store.gitlog import fixed_env
     from memory_tui.pipeline.settings import WriterSettings
     from memory_tui.pipeline.context import Context
     from memory_tui.pipeline.write import write
@@ -396,7 +396,7 @@ def build_demo(path: Path | str, *, now: float | datetime | None = None, clock: 
     registry[k.sid].update({"updated_at": k.t, "preview": k.preview()})
     registry = dict(sorted(registry.items(), key=lambda kv: -kv[1]["updated_at"]))
     _write(sroot / "index.json", json.dumps(registry, indent=2, ensure_ascii=False))
-    from memory_tui.core import parsecache
+    from memory_tui.core.store import parsecache
 
     parsecache.drop(state / "memory")  # its entries name inodes and mtimes: not a function of ``now``
     return state

@@ -18,7 +18,7 @@ from pathlib import Path
 
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 
-from memory_tui.core.tokens import O200kCounter  # noqa: E402
+from memory_tui.core.format.tokens import O200kCounter  # noqa: E402
 from memory_tui.tui.app import create_app  # noqa: E402
 from memory_tui.pipeline.settings import Settings  # noqa: E402
 

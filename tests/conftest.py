@@ -73,7 +73,7 @@ try:
 except ImportError:  # a Hypothesis that moved its printer: the examples only get slower
     pass
 else:
-    for_type_by_name("memory_tui.core.sources", "SourceIndex", _short_source_index)
+    for_type_by_name("memory_tui.core.format.sources", "SourceIndex", _short_source_index)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_FIXTURES = Path(os.environ.get("MEMORY_TUI_SHARED", REPO.parent / "shared")) / "fixtures"
@@ -211,6 +211,6 @@ def _close_fsmonitors():
     per-user resource (128 by default, shared with every app's file watcher), so a worker
     closes its own after each test instead of keeping the last few."""
     yield
-    from memory_tui.core.fsmonitor import forget_monitors
+    from memory_tui.core.store.fsmonitor import forget_monitors
 
     forget_monitors()

@@ -24,8 +24,8 @@ from memory_tui.cli.common import (
     add_common,
     emit_json,
 )
-from memory_tui.core.errors import MemoryError
-from memory_tui.core.text import SanitizingStream, sanitize
+from memory_tui.core.format.errors import MemoryError
+from memory_tui.core.format.text import SanitizingStream, sanitize
 
 __all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_RETRYABLE", "EXIT_USAGE", "CliError", "add_common", "build_parser", "emit_json", "main"]
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 import argparse
 
 from memory_tui.cli.common import EXIT_OK, EXIT_USAGE, CliError, add_verb, add_writer_options, emit_json, job_context, state_dir
-from memory_tui.core.text import sanitize
+from memory_tui.core.format.text import sanitize
 
 
 def _cmd_jobs(args: argparse.Namespace) -> int:
-    from memory_tui.core.lockprobe import probe_write_lock
+    from memory_tui.core.store.lockprobe import probe_write_lock
     from memory_tui.pipeline.history import read_job_history
 
     root = state_dir(args) / "memory"

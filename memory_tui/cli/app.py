@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from memory_tui.cli.common import CliError
-from memory_tui.core.paths import discover_state_dir
+from memory_tui.core.format.paths import discover_state_dir
 
 
 def _add_app_options(parser: argparse.ArgumentParser) -> None:

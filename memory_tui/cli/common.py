@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from memory_tui.core.paths import discover_state_dir
-from memory_tui.core.text import json_safe
+from memory_tui.core.format.paths import discover_state_dir
+from memory_tui.core.format.text import json_safe
 
 if TYPE_CHECKING:  # the pipeline is imported only by the verbs that run a job
     from memory_tui.pipeline.context import Context, JobEvent

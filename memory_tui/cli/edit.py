@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from memory_tui.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE, CliError, add_common, emit_json
-from memory_tui.core import transaction as tx
-from memory_tui.core.errors import RETRYABLE_TRANSACTION_CODES, MemoryError
-from memory_tui.core.paths import check_writable, discover_state_dir
-from memory_tui.core.text import sanitize
-from memory_tui.core.txcache import one_shot
+from memory_tui.core.tx import transaction as tx
+from memory_tui.core.format.errors import RETRYABLE_TRANSACTION_CODES, MemoryError
+from memory_tui.core.format.paths import check_writable, discover_state_dir
+from memory_tui.core.format.text import sanitize
+from memory_tui.core.store.txcache import one_shot
 
 
 def _state(args: argparse.Namespace) -> Path:
@@ -182,7 +182,7 @@ def _cmd_apply(args: argparse.Namespace) -> int:
         state = _state(args)
         base = payload.get("base_revision")
         if base == CURRENT:  # explicit opt-out of compare-and-set, said out loud
-            from memory_tui.core.workspace import workspace_revision
+            from memory_tui.core.store.workspace import workspace_revision
 
             base = workspace_revision(tx.memory_root(state))
             print(f"memory-tui: applying to the current revision {base} (no compare-and-set: "
@@ -222,7 +222,7 @@ def _cmd_views(args: argparse.Namespace) -> int:
     as_json = getattr(args, "json", False)
     if args.rebuild:
         return _report_apply(args, tx.rebuild_views(state))
-    from memory_tui.core.workspace import check_views
+    from memory_tui.core.store.workspace import check_views
 
     root = tx.memory_root(state)
     if not root.parent.is_dir():

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 from memory_tui.cli.common import EXIT_FAILURE, EXIT_RETRYABLE, CliError, add_verb, emit_json, state_dir
-from memory_tui.core.errors import MemoryError
-from memory_tui.core.text import sanitize
+from memory_tui.core.format.errors import MemoryError
+from memory_tui.core.format.text import sanitize
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,7 +42,7 @@ def _state(args: argparse.Namespace) -> Path:
 
 
 def _load(args: argparse.Namespace):
-    from memory_tui.core.workspace import open_state
+    from memory_tui.core.store.workspace import open_state
     from memory_tui.sessions.store import load_sessions
 
     state = _state(args)

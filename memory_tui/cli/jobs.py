@@ -21,7 +21,7 @@ from rich.markup import escape as markup_escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from memory_tui.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_RETRYABLE, add_verb, add_writer_options, emit_json, job_context
-from memory_tui.core.text import sanitize
+from memory_tui.core.format.text import sanitize
 from memory_tui.pipeline.context import JobCancelled, JobEvent
 
 EXIT_CANCELLED = 130  # the shell's code for "stopped by SIGINT"
@@ -195,7 +195,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
 @_cancellable
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from memory_tui.core.errors import MemoryError
+    from memory_tui.core.format.errors import MemoryError
     from memory_tui.pipeline.migrate import migrate_if_needed
 
     ctx = job_context(args, cancelled=_cancel.is_set)

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from memory_tui.cli.common import CliError, add_common, emit_json
-from memory_tui.core.paths import discover_state_dir
-from memory_tui.core.text import sanitize
+from memory_tui.core.format.paths import discover_state_dir
+from memory_tui.core.format.text import sanitize
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -69,7 +69,7 @@ def _memory_summary(state: Path, sessions: Any = None) -> dict[str, Any]:
     out: dict[str, Any] = {"revision": None, "topics": None, "records": None, "sources": None, "writer": None,
                            "problems": [], "insights": None}
     try:
-        from memory_tui.core.workspace import open_state
+        from memory_tui.core.store.workspace import open_state
     except ImportError:  # pragma: no cover - core.workspace always ships with the package
         return out
     try:

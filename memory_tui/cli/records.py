@@ -13,9 +13,9 @@ import sys
 from typing import Any
 
 from memory_tui.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE, CliError, add_common, emit_json
-from memory_tui.core.errors import RETRYABLE_TRANSACTION_CODES
-from memory_tui.core.paths import discover_state_dir
-from memory_tui.core.text import sanitize
+from memory_tui.core.format.errors import RETRYABLE_TRANSACTION_CODES
+from memory_tui.core.format.paths import discover_state_dir
+from memory_tui.core.format.text import sanitize
 
 
 def _state(args: argparse.Namespace):
@@ -66,7 +66,7 @@ def _report(args: argparse.Namespace, out: Any) -> int:
 
 
 def _cmd_move(args: argparse.Namespace) -> int:
-    from memory_tui.core.recordops import move_record
+    from memory_tui.core.tx.recordops import move_record
 
     positions = [p for p in ("start", "end") if getattr(args, p)]
     if args.before:
@@ -83,7 +83,7 @@ def _cmd_move(args: argparse.Namespace) -> int:
 
 
 def _cmd_update(args: argparse.Namespace) -> int:
-    from memory_tui.core.recordops import update_record_text
+    from memory_tui.core.tx.recordops import update_record_text
 
     if (args.text is None) == (args.source is None):
         raise CliError("give exactly one of --text TEXT or --from FILE|-", EXIT_USAGE)
@@ -104,13 +104,13 @@ def _cmd_update(args: argparse.Namespace) -> int:
 
 
 def _cmd_delete(args: argparse.Namespace) -> int:
-    from memory_tui.core.recordops import delete_record
+    from memory_tui.core.tx.recordops import delete_record
 
     return _report(args, delete_record(_state(args), args.id, base_revision=args.base_revision, **_tx_kw(args)))
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    from memory_tui.core.transaction import GIT_MODES
+    from memory_tui.core.tx.transaction import GIT_MODES
 
     add_common(p)
     p.add_argument("id", help="the record's block id")

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from memory_tui.cli.common import CliError, add_common, emit_json
-from memory_tui.core.errors import MemoryError
-from memory_tui.core.paths import discover_state_dir
-from memory_tui.core.text import sanitize
+from memory_tui.core.format.errors import MemoryError
+from memory_tui.core.format.paths import discover_state_dir
+from memory_tui.core.format.text import sanitize
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _open(args: argparse.Namespace):
-    from memory_tui.core.workspace import open_state
+    from memory_tui.core.store.workspace import open_state
 
     state_dir = discover_state_dir(getattr(args, "state", None))
     if not state_dir.exists():

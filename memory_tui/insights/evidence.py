@@ -19,7 +19,7 @@ Per record (every unit of the topic tree, aliases included):
   ``untrusted_sources`` — cited ids that are pending, not archived at all, or unresolvable;
 * ``single_episode`` — at most one session and at most one day.
 
-Nothing here writes; the inputs are a :class:`~memory_tui.core.workspace.StateView` and,
+Nothing here writes; the inputs are a :class:`~memory_tui.core.store.workspace.StateView` and,
 optionally, a :class:`~memory_tui.sessions.store.SessionSnapshot` (without it, branches and
 node roles are not known and every episode counts as one line).
 """
@@ -30,8 +30,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from memory_tui.core.sources import SourceFrame
-from memory_tui.core.topics import Unit
+from memory_tui.core.format.sources import SourceFrame
+from memory_tui.core.format.topics import Unit
 from memory_tui.sessions.store import SessionSnapshot
 
 from .lineage import Lineages, SourcePlace, place_of

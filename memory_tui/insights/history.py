@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from memory_tui.core import gitlog
-from memory_tui.core.changes import DEFAULT_COMMIT_MESSAGE as DEFAULT_UPDATE_MESSAGE
-from memory_tui.core.errors import MemoryError
-from memory_tui.core.topics import DEFINITION_RE, paragraph_shape, parse_topic, topic_sort_key
-from memory_tui.core.workspace import AgentRun, load_agent_history
+from memory_tui.core.store import gitlog
+from memory_tui.core.changes.request import DEFAULT_COMMIT_MESSAGE as DEFAULT_UPDATE_MESSAGE
+from memory_tui.core.format.errors import MemoryError
+from memory_tui.core.format.topics import DEFINITION_RE, paragraph_shape, parse_topic, topic_sort_key
+from memory_tui.core.store.workspace import AgentRun, load_agent_history
 
 INIT, WRITER, ORGANIZER, HAND_EDIT, PROMOTION, MEMORY_TUI, UPDATE, OTHER = (
     "init", "writer", "organizer", "hand-edit", "promotion", "memory-tui", "update", "other",
@@ -643,7 +643,7 @@ def revert(view: Any, target: str, to: str, *, base_revision: str | None = None,
     install is refused with ``CONCURRENT_UPDATE`` when the workspace has changed since.
     Never raises for a refusal: the result says why.
     """
-    from memory_tui.core.transaction import staged_edit
+    from memory_tui.core.tx.transaction import staged_edit
 
     kind = "record" if is_block_target(target) and not (_memory_root(view) / topic_rel(target)).is_file() else "topic"
     name = target.strip().lstrip("^") if kind == "record" else topic_rel(target)

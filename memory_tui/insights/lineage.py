@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from memory_tui.core.sources import parse_d_ref, split_source_id
+from memory_tui.core.format.sources import parse_d_ref, split_source_id
 from memory_tui.sessions.dag import walk_chain
 from memory_tui.sessions.store import ROOT_ID, Session, SessionSnapshot
 

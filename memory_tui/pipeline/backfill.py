@@ -25,8 +25,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from memory_tui.core.errors import MemoryError, classify_write_failure
-from memory_tui.core.lock import TIMEOUT_EDIT
+from memory_tui.core.format.errors import MemoryError, classify_write_failure
+from memory_tui.core.store.lock import TIMEOUT_EDIT
 from memory_tui.pipeline.batching import budget_batches
 from memory_tui.pipeline.context import Context, git_commit, load_snapshot, locked, revision, run_writer, topic_tree
 from memory_tui.pipeline.writers.base import Turn, WriteTask
@@ -67,7 +67,7 @@ def _legacy_core_text(memory_root) -> str | None:
 
 def legacy_core_record(text: str, owner_principal: str):
     """The trusted source a non-promotable root ``core.md`` is archived as (§7.6)."""
-    from memory_tui.core.sources import SourceRecord
+    from memory_tui.core.format.sources import SourceRecord
 
     return SourceRecord(
         provider=LEGACY_CORE_PROVIDER,
@@ -93,8 +93,8 @@ def migrate_legacy_core(ctx: Context) -> str | None:
     earlier run: the id is content addressed, so the frame is never duplicated). A transaction that
     fails for another reason raises its error rather than archiving a core that may parse.
     """
-    from memory_tui.core import transaction as tx
-    from memory_tui.core.sources import append_records
+    from memory_tui.core.tx import transaction as tx
+    from memory_tui.core.store.archives import append_records
 
     root = ctx.memory_root
     if _legacy_core_text(root) is None:
@@ -123,7 +123,7 @@ def _cited(memory_root) -> set[str]:
 
 
 def candidates(memory_root) -> list[Any]:
-    from memory_tui.core.sources import SourceIndex
+    from memory_tui.core.format.sources import SourceIndex
 
     index = SourceIndex.load(memory_root)
     cited = _cited(memory_root)
@@ -147,7 +147,7 @@ def _role(fr: Any) -> str:
 
 
 def _turn(fr: Any, titles: dict[str, str], counter: Any) -> Turn:
-    from memory_tui.core.sources import split_source_id
+    from memory_tui.core.format.sources import split_source_id
 
     parts = split_source_id(fr.source_id) or ("", "", "")
     display = fr.speaker_label.split(" (", 1)[0] if fr.speaker_label else ""

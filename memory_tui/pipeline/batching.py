@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, Sequence, TypeVar
 
-from memory_tui.core.config import IDLE_ALLOWANCE_SECONDS
-from memory_tui.core.tokens import TokenCounter
+from memory_tui.core.format.config import IDLE_ALLOWANCE_SECONDS
+from memory_tui.core.format.tokens import TokenCounter
 
 R = TypeVar("R")
 

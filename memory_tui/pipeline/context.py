@@ -18,15 +18,15 @@ from datetime import tzinfo
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterable
 
-from memory_tui.core import gitlog
-from memory_tui.core.config import MemoryConfig, load_memory_config
-from memory_tui.core.errors import MemoryError
-from memory_tui.core.lock import TIMEOUT_ONLINE, write_lock
-from memory_tui.core.paths import Layout
-from memory_tui.core.sources import SourceIndex
-from memory_tui.core.tokens import DEFAULT_COUNTER, TokenCounter
-from memory_tui.core.topics import parse_tree
-from memory_tui.core.workspace import read_workspace_id, workspace_revision
+from memory_tui.core.store import gitlog
+from memory_tui.core.format.config import MemoryConfig, load_memory_config
+from memory_tui.core.format.errors import MemoryError
+from memory_tui.core.store.lock import TIMEOUT_ONLINE, write_lock
+from memory_tui.core.format.paths import Layout
+from memory_tui.core.format.sources import SourceIndex
+from memory_tui.core.format.tokens import DEFAULT_COUNTER, TokenCounter
+from memory_tui.core.format.topics import parse_tree
+from memory_tui.core.store.workspace import read_workspace_id, workspace_revision
 from memory_tui.pipeline import status as st
 from memory_tui.pipeline.settings import WriterSettings
 from memory_tui.pipeline.txport import TransactionPort

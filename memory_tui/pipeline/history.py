@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memory_tui.core.errors import CORRUPT_FILE, Problem
-from memory_tui.core.outcomes import describe_outcome
-from memory_tui.core.paths import Layout
+from memory_tui.core.format.errors import CORRUPT_FILE, Problem
+from memory_tui.core.format.outcomes import describe_outcome
+from memory_tui.core.format.paths import Layout
 
 HISTORY_FILE = "agent-history.jsonl"
 DEFAULT_LIMIT = 200
@@ -101,7 +101,7 @@ def run_entry(data: dict[str, Any], line: int) -> HistoryEntry:
 
 
 def _status_entries(memory_root: Path, problems: list[Problem]) -> list[HistoryEntry]:
-    from memory_tui.core.workspace import load_writer_status
+    from memory_tui.core.store.workspace import load_writer_status
 
     status, found = load_writer_status(memory_root)
     problems.extend(found)

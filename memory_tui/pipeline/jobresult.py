@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from memory_tui.core.outcomes import Outcome, describe_outcome
+from memory_tui.core.format.outcomes import Outcome, describe_outcome
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ def _head(memory_root: Path | None, revision_before: str | None, revision: str |
     """The memory repository's HEAD, reported only when the job changed the revision."""
     if memory_root is None or revision is None or revision == revision_before:
         return None
-    from memory_tui.core import gitlog
+    from memory_tui.core.store import gitlog
 
     return gitlog.head(memory_root)
 
@@ -138,6 +138,6 @@ def summarize_tx(job: str, title: str, result: Any, *, revision_before: str | No
 def _revision(memory_root: Path | None) -> str | None:
     if memory_root is None or not Path(memory_root).is_dir():
         return None
-    from memory_tui.core.workspace import workspace_revision
+    from memory_tui.core.store.workspace import workspace_revision
 
     return workspace_revision(Path(memory_root))

@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from memory_tui.core.errors import MemoryError
-from memory_tui.core.lock import TIMEOUT_EDIT
-from memory_tui.core.sources import anchor, scan_v2, split_source_id
-from memory_tui.core.workspace import load_runtime_state, read_workspace_id
+from memory_tui.core.format.errors import MemoryError
+from memory_tui.core.store.lock import TIMEOUT_EDIT
+from memory_tui.core.format.sources import anchor, scan_v2, split_source_id
+from memory_tui.core.store.workspace import load_runtime_state, read_workspace_id
 from memory_tui.pipeline import status as st
 from memory_tui.pipeline.context import Context, ensure_workspace, load_snapshot, locked
 from memory_tui.sessions.dag import get_branch

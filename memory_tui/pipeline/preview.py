@@ -109,7 +109,7 @@ def _node_files(ctx: Any, session: Any, ids: tuple[str, ...]) -> list[str]:
 
 def preview_write(ctx: Any, session_id: str | None = None, *, branch: str | None = None, force: bool = False) -> JobPreview:
     """``write`` (one session or all; per-turn or forced) as ``write --dry-run`` plans it."""
-    from memory_tui.core.sources import archive_path
+    from memory_tui.core.format.sources import archive_path
     from memory_tui.pipeline.context import load_snapshot
     from memory_tui.pipeline.write import write
 
@@ -152,8 +152,8 @@ def preview_write(ctx: Any, session_id: str | None = None, *, branch: str | None
 
 def preview_reorganize(ctx: Any) -> JobPreview:
     """``reorganize --dry-run``: the record ops, and the topic files holding their records."""
-    from memory_tui.core.sources import SourceIndex
-    from memory_tui.core.topics import parse_tree
+    from memory_tui.core.format.sources import SourceIndex
+    from memory_tui.core.format.topics import parse_tree
     from memory_tui.pipeline.reorganize import reorganize
     from memory_tui.pipeline.context import revision
 
@@ -175,7 +175,7 @@ def preview_reorganize(ctx: Any) -> JobPreview:
     # the dry run reads without the lock (it never waits for a writer); say if the job would
     busy = status == "busy"
     if not busy and ctx.memory_root.is_dir():
-        from memory_tui.core.lockprobe import probe_write_lock
+        from memory_tui.core.store.lockprobe import probe_write_lock
 
         busy = probe_write_lock(ctx.memory_root).held
     if busy:
@@ -195,7 +195,7 @@ def preview_reorganize(ctx: Any) -> JobPreview:
 
 def preview_backfill(ctx: Any) -> JobPreview:
     """``backfill --dry-run``: the uncited trusted sources and their batches."""
-    from memory_tui.core.sources import split_source_id
+    from memory_tui.core.format.sources import split_source_id
     from memory_tui.pipeline.backfill import backfill
 
     result = backfill(ctx, dry_run=True)
@@ -230,7 +230,7 @@ def _session_titles(ctx: Any) -> dict[str, str]:
 
 def preview_migrate(ctx: Any) -> JobPreview:
     """The one-time cursor migration: which turns would get marks (nothing is marked)."""
-    from memory_tui.core.workspace import load_runtime_state
+    from memory_tui.core.store.workspace import load_runtime_state
     from memory_tui.pipeline.migrate import candidates, prefix_to_mark
     from memory_tui.pipeline.context import load_snapshot, revision
 

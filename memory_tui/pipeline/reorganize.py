@@ -22,9 +22,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from memory_tui.core.errors import MemoryError
-from memory_tui.core.lock import TIMEOUT_EDIT
-from memory_tui.core.workspace import load_runtime_state, workspace_revision
+from memory_tui.core.format.errors import MemoryError
+from memory_tui.core.store.lock import TIMEOUT_EDIT
+from memory_tui.core.store.workspace import load_runtime_state, workspace_revision
 from memory_tui.pipeline import status as st
 from memory_tui.pipeline.context import Context, JobCancelled, git_commit, locked, topic_tree
 from memory_tui.pipeline.txport import TransactionPort

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from memory_tui.core.errors import MemoryError, Problem
+from memory_tui.core.format.errors import MemoryError, Problem
 
 WRITER_NAMES = ("extractive", "command", "openai")
 DEFAULT_BACKFILL_BUDGET = 16_000

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from memory_tui.core import fsutil
-from memory_tui.core import workspace as ws
-from memory_tui.core.config import GLOBAL_ORGANIZE_SECONDS, LOCAL_ORGANIZE_BATCHES, LOCAL_ORGANIZE_TOKENS
-from memory_tui.core.errors import WRITE_FAILURE_CODES
+from memory_tui.core.store import workspace as ws
+from memory_tui.core.format.config import GLOBAL_ORGANIZE_SECONDS, LOCAL_ORGANIZE_BATCHES, LOCAL_ORGANIZE_TOKENS
+from memory_tui.core.format.errors import WRITE_FAILURE_CODES
 
 STATUS_VERSION = 1
 RUNTIME_KEYS = ("creation_order", "write_commits_since_global", "local_batches", "local_tokens", "last_global_at")

@@ -42,7 +42,7 @@ class StageHandle:
 
 @dataclass
 class TransactionPort:
-    """``TxPort`` over ``memory_tui.core.transaction`` for one memory workspace."""
+    """``TxPort`` over ``memory_tui.core.tx.transaction`` for one memory workspace."""
 
     memory_root: Path
     restricted: bool = True
@@ -68,17 +68,17 @@ class TransactionPort:
         return info
 
     def revision(self) -> str:
-        from memory_tui.core.workspace import workspace_revision
+        from memory_tui.core.store.workspace import workspace_revision
 
         return workspace_revision(self.memory_root)
 
     def open_stage(self, allowed_refs: Sequence[str]) -> StageHandle:
-        from memory_tui.core import transaction
+        from memory_tui.core.tx import transaction
 
         return StageHandle(transaction.open_stage(self.memory_root, restricted=self.restricted, allowed_refs=tuple(allowed_refs)))
 
     def commit_edits(self, stage: StageHandle) -> CommitInfo:
-        from memory_tui.core import transaction
+        from memory_tui.core.tx import transaction
 
         def run() -> Any:
             try:
@@ -92,7 +92,7 @@ class TransactionPort:
         stage.close()
 
     def update(self, base_revision: str, memory_changes: list[dict[str, Any]]) -> CommitInfo:
-        from memory_tui.core import transaction
+        from memory_tui.core.tx import transaction
 
         # a writer's structured commit: audited like commit_edits
         return self._audited(

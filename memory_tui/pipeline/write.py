@@ -25,11 +25,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from typing import Any
 
-from memory_tui.core import gitlog
-from memory_tui.core.errors import MemoryError, classify_write_failure
-from memory_tui.core.install import recover
-from memory_tui.core.sources import SourceRecord, append_records
-from memory_tui.core.workspace import load_runtime_state
+from memory_tui.core.store import gitlog
+from memory_tui.core.format.errors import MemoryError, classify_write_failure
+from memory_tui.core.store.install import recover
+from memory_tui.core.format.sources import SourceRecord
+from memory_tui.core.store.archives import append_records
+from memory_tui.core.store.workspace import load_runtime_state
 from memory_tui.pipeline import status as st
 from memory_tui.pipeline.batching import Batch, first_batch, plan_batches, total_tokens, unforced_gate
 from memory_tui.pipeline.context import (

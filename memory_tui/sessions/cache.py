@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from memory_tui.core.errors import Problem
+from memory_tui.core.format.errors import Problem
 from memory_tui.core.fsutil import replace_cache_file, user_cache_dir
 
 from .records import PendingCount, SessionAnalysis, analyze_session, status_pending_count
@@ -62,12 +62,12 @@ def _code_tag() -> str:
     """A digest of the modules a summary is computed by: entries of other code are misses."""
     global _CODE_TAG
     if _CODE_TAG is None:
-        here = Path(__file__).resolve().parent
-        h = hashlib.sha256(FORMAT.encode())
-        for name in ("cache.py", "store.py", "records.py", "dag.py", "marks.py"):
-            h.update(name.encode() + b"\0" + (here / name).read_bytes())
-        h.update((here.parent / "core" / "errors.py").read_bytes())
-        _CODE_TAG = h.hexdigest()[:32]
+        from memory_tui.core.cache.codetag import code_tag
+        from memory_tui.core.format import errors
+
+        from . import cache, dag, marks, records, store
+
+        _CODE_TAG = code_tag(cache, store, records, dag, marks, errors, salt=FORMAT)
     return _CODE_TAG
 
 
@@ -77,7 +77,7 @@ _CODE_TAG: str | None = None
 def counter_tag(counter: Any) -> str | None:
     """What token counts the analysis used; ``None`` for a counter this cache cannot name
     (then nothing is cached)."""
-    from memory_tui.core.tokens import COUNT_MEMO, CharCounter, O200kCounter
+    from memory_tui.core.format.tokens import COUNT_MEMO, CharCounter, O200kCounter
 
     if counter is None or type(counter) is O200kCounter:
         return "o200k/" + COUNT_MEMO.tag()

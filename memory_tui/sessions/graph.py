@@ -24,7 +24,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from memory_tui.core.text import sanitize
+from memory_tui.core.format.text import sanitize
 
 from . import overview as O
 from .dag import Branch

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from memory_tui.core.errors import CORRUPT_FILE, Problem
+from memory_tui.core.format.errors import CORRUPT_FILE, Problem
 from memory_tui.core.fsutil import atomic_write
 
 MARK_KEY = "memory_written_scriptorium"
@@ -83,7 +83,7 @@ def find_nodes_files(session_dir: Path, node_ids: Iterable[str]) -> dict[str, li
 def check_markable(session_dir: str | os.PathLike[str], rel_base: str | os.PathLike[str] | None = None) -> None:
     """Raise ``PATH_OUTSIDE_WORKSPACE`` when marking this session would write through a symlink
     (checked before a batch is archived or written, so a refusal costs nothing)."""
-    from memory_tui.core.errors import MemoryError
+    from memory_tui.core.format.errors import MemoryError
 
     sdir = Path(session_dir)
     base = Path(rel_base) if rel_base is not None else sdir.parent.parent
@@ -205,7 +205,7 @@ def write_intent(runtime_dir: Path, session_id: str, node_ids: Iterable[str], wo
 
 def batch_cited(memory_root: Path, source_ids: Iterable[str]) -> bool:
     """Whether any topic cites any of these archive records: the test that a batch installed."""
-    from memory_tui.core.sources import anchor
+    from memory_tui.core.format.sources import anchor
 
     needles = set()
     for sid in source_ids:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from memory_tui.core.tokens import TokenCounter
+from memory_tui.core.format.tokens import TokenCounter
 
 from .dag import Branch, forced_pass_branch_order, list_branches, tips_of
 from .records import BranchFacts, CachedCounter, cached_counter

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from memory_tui.core.config import IDLE_ALLOWANCE_SECONDS, IDLE_MINUTES, MemoryConfig, load_memory_config
-from memory_tui.core.errors import Problem
-from memory_tui.core.paths import Layout
-from memory_tui.core.tokens import TokenCounter
+from memory_tui.core.format.config import IDLE_ALLOWANCE_SECONDS, IDLE_MINUTES, MemoryConfig, load_memory_config
+from memory_tui.core.format.errors import Problem
+from memory_tui.core.format.paths import Layout
+from memory_tui.core.format.tokens import TokenCounter
 
 from .records import (
     MARK_KEY,

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from memory_tui.core.errors import Problem
-from memory_tui.core.tokens import TokenCounter
+from memory_tui.core.format.errors import Problem
+from memory_tui.core.format.tokens import TokenCounter
 
 from .dag import (Branch, Chain, MessageView, forced_pass_branch_order, get_branch, legal_terminus, list_branches, tips_of,
                   walk_chain)
@@ -241,7 +241,7 @@ def cached_counter(counter: TokenCounter | CachedCounter | None) -> CachedCounte
     if isinstance(counter, CachedCounter):
         return counter
     if counter is None:
-        from memory_tui.core.tokens import DEFAULT_COUNTER
+        from memory_tui.core.format.tokens import DEFAULT_COUNTER
 
         counter = DEFAULT_COUNTER
     return CachedCounter(counter)

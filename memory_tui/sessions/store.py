@@ -21,7 +21,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
-from memory_tui.core.errors import CORRUPT_FILE, Problem
+from memory_tui.core.format.errors import CORRUPT_FILE, Problem
 
 ROOT_ID = "ROOT"
 REGISTRY_NAME = "index.json"

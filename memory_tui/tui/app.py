@@ -23,10 +23,10 @@ from textual.app import App
 from textual.binding import BindingType
 from textual.worker import Worker, WorkerState
 
-from memory_tui.core.errors import Problem
-from memory_tui.core.fastdata import hold_heap
-from memory_tui.core.lockprobe import LockProbe, probe_write_lock
-from memory_tui.core.tokens import O200kCounter, TokenCounter
+from memory_tui.core.format.errors import Problem
+from memory_tui.core.format.fastdata import hold_heap
+from memory_tui.core.store.lockprobe import LockProbe, probe_write_lock
+from memory_tui.core.format.tokens import O200kCounter, TokenCounter
 
 from . import commands as registry
 from .commands import MemoryCommands

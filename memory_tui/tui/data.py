@@ -22,11 +22,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from memory_tui.core.config import MemoryConfig
-from memory_tui.core.errors import MemoryError, Problem
-from memory_tui.core.paths import display_path
-from memory_tui.core.text import sanitize
-from memory_tui.core.tokens import O200kCounter, TokenCounter
+from memory_tui.core.format.config import MemoryConfig
+from memory_tui.core.format.errors import MemoryError, Problem
+from memory_tui.core.format.paths import display_path
+from memory_tui.core.format.text import sanitize
+from memory_tui.core.format.tokens import O200kCounter, TokenCounter
 
 if TYPE_CHECKING:  # pragma: no cover - sessions-ui
     from .sessions_model import SessionsModel
@@ -323,9 +323,9 @@ def outline_model(state_dir: Path, *, home: Path | None = None) -> WorkspaceMode
     with its title and record count from ``core.outline`` (~0.1 s where the strict parse,
     archive scan and views take seconds). ``None`` when there is no memory to outline (the
     full load then says why). Nothing in it is validated: it is painted, never acted on."""
-    from memory_tui.core.config import load_memory_config
-    from memory_tui.core.outline import OutlineCache, topic_outline
-    from memory_tui.core.paths import read_workspace_id
+    from memory_tui.core.format.config import load_memory_config
+    from memory_tui.core.store.outline import OutlineCache, topic_outline
+    from memory_tui.core.format.paths import read_workspace_id
 
     state_dir = Path(state_dir)
     memory = state_dir / "memory"
@@ -503,7 +503,7 @@ def _touches(paths: set[str] | None, *prefixes: str) -> bool:
 
 
 def _open_state(state_dir: Path, counter: TokenCounter, prev: Any, paths: set[str] | None) -> tuple[Any, Problem | None]:
-    from memory_tui.core.workspace import open_state, refresh
+    from memory_tui.core.store.workspace import open_state, refresh
 
     try:
         if prev is not None and Path(prev.state_dir) == state_dir and state_dir.is_dir():
@@ -722,7 +722,7 @@ def _frame_vm(state: Any, source_id: str) -> FrameVM | Problem:
             line=frame.line,
         )
     if sources is not None:
-        from memory_tui.core.sources import archive_path, is_v2_valid_id
+        from memory_tui.core.format.sources import archive_path, is_v2_valid_id
 
         if is_v2_valid_id(source_id):
             rel = archive_path(source_id)
@@ -740,7 +740,7 @@ def _frame_vm(state: Any, source_id: str) -> FrameVM | Problem:
 
 def _timeline(state: Any, previous: WorkspaceModel | None, cache: _Cache) -> tuple[TimelineRowVM, ...]:
     """The engine's timeline rows (the rows of ``timeline/*.md``), in file order."""
-    from memory_tui.core.views import timeline_rows
+    from memory_tui.core.format.views import timeline_rows
 
     views = state.views
     if previous is not None and previous.state is not None and previous.state.views is not None and views is not None:
@@ -857,7 +857,7 @@ def _recent(state: Any, records: Mapping[str, RecordVM]) -> tuple[RecordVM, ...]
 
 
 def _core(state: Any, topic: TopicVM | None) -> CoreVM:
-    from memory_tui.core.views import core_injection
+    from memory_tui.core.format.views import core_injection
 
     config = state.config
     render = state.views.core if state.views is not None else None
@@ -1023,7 +1023,7 @@ def header_changed(old: WorkspaceModel | None, new: WorkspaceModel) -> bool:
 
 def core_chunks(text: str) -> list[str]:
     """The blocks of a rendered core.md, as OpenProgram splits them (for the Core filter)."""
-    from memory_tui.core.views import split_core_chunks
+    from memory_tui.core.format.views import split_core_chunks
 
     return [chunk for chunk, _block_id in split_core_chunks(text)]
 

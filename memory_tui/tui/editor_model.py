@@ -60,7 +60,7 @@ def diagnostics_from_problems(problems: Iterable[Any], path: str, *, line_count:
     A problem in another file (a link this edit left dangling elsewhere) or without a line
     is put on line 1, naming its file, so nothing the core said is lost. Duplicates go.
     """
-    from memory_tui.core.rules import rule_of
+    from memory_tui.core.format.rules import rule_of
 
     out: list[Diagnostic] = []
     seen: set[tuple[Any, ...]] = set()
@@ -87,7 +87,7 @@ def diagnostics_from_result(result: Any, path: str, *, line_count: int | None = 
 
 def validate_topic_text(state_dir: Path | str, path: str, text: str, seq: int = 0, **kw: Any) -> Validation:
     """Validate ``text`` as the new content of topic ``path`` (validate-only; installs nothing)."""
-    from memory_tui.core import transaction as tx
+    from memory_tui.core.tx import transaction as tx
 
     result = tx.validate_edit(state_dir, path, text, **kw)
     lines = text.count("\n") + 1
@@ -96,7 +96,7 @@ def validate_topic_text(state_dir: Path | str, path: str, text: str, seq: int = 
 
 def save_topic_text(state_dir: Path | str, path: str, text: str, **kw: Any) -> Validation:
     """Save through ``staged_edit``; a rejection comes back as the same diagnostics."""
-    from memory_tui.core import transaction as tx
+    from memory_tui.core.tx import transaction as tx
 
     result = tx.staged_edit(state_dir, path, text, **kw)
     lines = text.count("\n") + 1
@@ -105,7 +105,7 @@ def save_topic_text(state_dir: Path | str, path: str, text: str, **kw: Any) -> V
 
 def read_topic_text(state_dir: Path | str, path: str) -> tuple[str, str | None]:
     """The committed text of topic ``path`` ("" for a new one) and the workspace revision."""
-    from memory_tui.core.workspace import workspace_revision
+    from memory_tui.core.store.workspace import workspace_revision
 
     root = Path(state_dir) / "memory"
     file = root / path

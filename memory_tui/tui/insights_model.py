@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from memory_tui.core.text import sanitize
+from memory_tui.core.format.text import sanitize
 from memory_tui.insights.alternatives import AlternativePair, AlternativeSide
 from memory_tui.insights.evidence import SORT_KEYS, RecordEvidence, sort_evidence
 from memory_tui.insights.history import History, Version

@@ -16,7 +16,7 @@ from textual import work
 from textual.dom import DOMNode
 from textual.message import Message
 
-from memory_tui.core.errors import MemoryError
+from memory_tui.core.format.errors import MemoryError
 from memory_tui.pipeline.settings import WriterSettings
 
 from .messages import JobFinished, JobProgress
@@ -113,7 +113,7 @@ def _migrate(ctx: Context) -> Any:
 
 def summarize(request: JobRequest, finished: JobFinished, *, memory_root: Path, revision_before: str | None) -> Any:
     """The ``JobSummary`` the result dialog shows for one finished job."""
-    from memory_tui.core.outcomes import describe_outcome
+    from memory_tui.core.format.outcomes import describe_outcome
     from memory_tui.pipeline import jobresult
 
     title = {"write-all-forced": "write all sessions (forced)"}.get(request.kind, request.kind)
@@ -154,7 +154,7 @@ class JobRunner:
     def prepare_preview(self, request: JobRequest, settings: WriterSettings, options: dict[str, Any]) -> None:
         # A preview reads every pending session and counts tokens: seconds on a big state,
         # so never on the UI thread. It answers with one JobPreviewReady.
-        from memory_tui.core.lockprobe import probe_write_lock
+        from memory_tui.core.store.lockprobe import probe_write_lock
         from memory_tui.pipeline.context import Context
         from memory_tui.pipeline.preview import preview_job
 

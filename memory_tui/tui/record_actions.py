@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from memory_tui.core import recordops
-from memory_tui.core.outcomes import describe_outcome
+from memory_tui.core.tx import recordops
+from memory_tui.core.format.outcomes import describe_outcome
 
 CONCURRENT = "CONCURRENT_UPDATE"
 
@@ -132,7 +132,7 @@ def topic_delete_check(state_dir: Path, path: str) -> Any:
 
 def current_revision(state_dir: Path) -> str | None:
     """The committed revision now (a retry after ``CONCURRENT_UPDATE`` goes against it)."""
-    from memory_tui.core.workspace import workspace_revision
+    from memory_tui.core.store.workspace import workspace_revision
 
     root = Path(state_dir) / "memory"
     return workspace_revision(root) if root.is_dir() else None
@@ -156,7 +156,7 @@ def delete_record(state_dir: Path, memory_id: str, base_revision: str | None, **
 
 def delete_topic(state_dir: Path, path: str, base_revision: str | None, **tx_kw: Any) -> ActionOutcome:
     """Delete the topic file as ``memory-tui edit TOPIC --delete`` does (``staged_edit`` with no text)."""
-    from memory_tui.core import transaction as tx
+    from memory_tui.core.tx import transaction as tx
 
     check = topic_delete_check(state_dir, path)
     if not check.allowed:

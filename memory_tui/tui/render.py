@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from rich.text import Text
 
-from memory_tui.core.text import sanitize
+from memory_tui.core.format.text import sanitize
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt

@@ -27,8 +27,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from memory_tui.core.text import sanitize
-from memory_tui.core.tokens import TokenCounter
+from memory_tui.core.format.text import sanitize
+from memory_tui.core.format.tokens import TokenCounter
 from memory_tui.sessions import layout_table
 from memory_tui.sessions.graph import Layout, LayoutOptions, first_line, layout_overview, layout_session
 from memory_tui.sessions.overview import SessionOverview

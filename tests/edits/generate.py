@@ -21,7 +21,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO))
 
-from memory_tui.core.sources import SourceRecord, render_archive, render_frame  # noqa: E402
+from memory_tui.core.format.sources import SourceRecord, render_archive, render_frame  # noqa: E402
 
 FIXTURE = REPO.parent / "shared" / "fixtures" / "openprogram-state.tgz"
 TRUSTED = "openprogram/local_a1b2c3d4e5/a00000000002"

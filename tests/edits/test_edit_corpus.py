@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from memory_tui.core import gitlog
-from memory_tui.core import transaction as tx
-from memory_tui.core.topics import parse_tree_strict
-from memory_tui.core.workspace import workspace_revision
+from memory_tui.core.store import gitlog
+from memory_tui.core.tx import transaction as tx
+from memory_tui.core.format.topics import parse_tree_strict
+from memory_tui.core.store.workspace import workspace_revision
 
 CASES = sorted((Path(__file__).parent / "cases").glob("*.json"))
 ENV = gitlog.fixed_env()

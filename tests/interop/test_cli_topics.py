@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-pytest.importorskip("memory_tui.core.sources")
+pytest.importorskip("memory_tui.core.format.sources")
 
 from memory_tui.cli import main  # noqa: E402
 

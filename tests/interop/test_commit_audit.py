@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from memory_tui.core.gitlog import fixed_env
+from memory_tui.core.store.gitlog import fixed_env
 from memory_tui.pipeline.write import Context, write
 from memory_tui.pipeline.writers.base import WriterOutcome, run_with_repair
 

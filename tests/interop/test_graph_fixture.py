@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory_tui.core.tokens import O200kCounter
+from memory_tui.core.format.tokens import O200kCounter
 from memory_tui.sessions import graph as G
 from memory_tui.tui.sessions_model import SessionsModel
 

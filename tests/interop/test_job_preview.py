@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from memory_tui.core import transaction as tx
-from memory_tui.core.gitlog import fixed_env
+from memory_tui.core.tx import transaction as tx
+from memory_tui.core.store.gitlog import fixed_env
 from memory_tui.pipeline.preview import ANY_TOPIC, DERIVED, JOBS, preview_job
 from memory_tui.pipeline.write import Context, write
 
@@ -73,7 +73,7 @@ def test_write_preview_of_one_branch_and_other_writers(fixture_state, expected):
 
 
 def test_reorganize_preview_lists_the_duplicate_and_its_topic(fixture_state):
-    from memory_tui.core.topics import parse_tree
+    from memory_tui.core.format.topics import parse_tree
 
     root = fixture_state / "memory"
     tree = parse_tree(root / "topics", resolve=tx.source_index(root).resolve_target)
@@ -93,7 +93,7 @@ def test_reorganize_preview_lists_the_duplicate_and_its_topic(fixture_state):
 def test_reorganize_preview_when_the_lock_is_busy(fixture_state):
     import threading
 
-    from memory_tui.core.lock import write_lock
+    from memory_tui.core.store.lock import write_lock
 
     ctx = ctx_for(fixture_state)
     held, done = threading.Event(), threading.Event()

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from memory_tui.cli import main
-from memory_tui.core.workspace import workspace_revision
+from memory_tui.core.store.workspace import workspace_revision
 
 SHARED_FIXTURES = Path(os.environ.get("MEMORY_TUI_SHARED", Path(__file__).resolve().parents[2].parent / "shared")) / "fixtures"
 FIXTURE_TGZ = SHARED_FIXTURES / "openprogram-state.tgz"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memory_tui.core.gitlog import fixed_env
+from memory_tui.core.store.gitlog import fixed_env
 from memory_tui.pipeline.write import Context, revision, write
 from memory_tui.pipeline.writers.base import WriterOutcome
 
@@ -257,7 +257,7 @@ def test_reorganize_and_backfill_shapes(fixture_state):
 
 
 def test_reorganize_folds_duplicates_keeping_ids(fixture_state):
-    from memory_tui.core import transaction
+    from memory_tui.core.tx import transaction
     from memory_tui.pipeline.context import topic_tree as _tree
     from memory_tui.pipeline.reorganize import reorganize
 

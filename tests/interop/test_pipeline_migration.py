@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from memory_tui.core.gitlog import fixed_env
-from memory_tui.core.sources import anchor
+from memory_tui.core.store.gitlog import fixed_env
+from memory_tui.core.format.sources import anchor
 from memory_tui.pipeline.migrate import legacy_first_candidate, migrate_if_needed
 from memory_tui.pipeline.write import Context, write
 from memory_tui.sessions.marks import serialize_node
@@ -110,7 +110,7 @@ def test_gap_mid_branch_stops_the_prefix(fixture_state, expected):
 
 def test_marking_failure_keeps_cursors(fixture_state, expected, monkeypatch):
     import memory_tui.sessions.marks as marks_mod
-    from memory_tui.core.errors import MemoryError, Problem
+    from memory_tui.core.format.errors import MemoryError, Problem
 
     clear_marks(fixture_state, SID, expected["workspace_id"])
     add_cursors(fixture_state)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from memory_tui.core.config import load_memory_config
-from memory_tui.core.tokens import O200kCounter
+from memory_tui.core.format.config import load_memory_config
+from memory_tui.core.format.tokens import O200kCounter
 from memory_tui.sessions.records import analyze_session, status_pending_count
 from memory_tui.sessions.store import load_sessions
 

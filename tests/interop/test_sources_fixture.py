@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from memory_tui.core.sources import (
+from memory_tui.core.format.sources import (
     SourceIndex,
-    append_records,
     record_from_frame,
     render_archive,
     render_frame,
     scan_v2,
 )
+from memory_tui.core.store.archives import append_records
 
 V2_FILES = (
     "sources/openprogram/_v2/local_0c0c0c0c0c.md",
@@ -180,7 +180,7 @@ def test_truncating_a_fixture_archive_reports_and_refuses(fixture_state):
     rec = record_from_frame(scan.frames[0], 99)
     from dataclasses import replace
 
-    from memory_tui.core.errors import MemoryError
+    from memory_tui.core.format.errors import MemoryError
 
     with pytest.raises(MemoryError) as err:
         append_records(mem, [replace(rec, message_id="new-one")])

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from memory_tui.core.normalize import check_cross_topic_links, default_link_for, normalize_tree, rewrite_block_links
-from memory_tui.core.topics import parse_tree, parse_tree_strict
+from memory_tui.core.format.normalize import check_cross_topic_links, default_link_for, normalize_tree, rewrite_block_links
+from memory_tui.core.format.topics import parse_tree, parse_tree_strict
 
 
 def _link_for(memory: Path):
     try:
-        from memory_tui.core.sources import SourceIndex  # type: ignore[attr-defined]
+        from memory_tui.core.format.sources import SourceIndex  # type: ignore[attr-defined]
     except ImportError:
         return default_link_for
     return SourceIndex.load(memory).link_for
@@ -27,7 +27,7 @@ def _texts(memory: Path) -> dict[str, str]:
 def _resolver(memory: Path):
     """sources.SourceIndex when it exists; else a tiny reader of v2 archive anchors."""
     try:
-        from memory_tui.core.sources import SourceIndex  # type: ignore[attr-defined]
+        from memory_tui.core.format.sources import SourceIndex  # type: ignore[attr-defined]
     except ImportError:
         SourceIndex = None
     if SourceIndex is not None and hasattr(SourceIndex, "load"):

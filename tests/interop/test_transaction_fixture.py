@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 
-from memory_tui.core import gitlog
-from memory_tui.core import transaction as tx
-from memory_tui.core.normalize import normalize_tree
-from memory_tui.core.topics import read_topic_texts
-from memory_tui.core.workspace import check_views
-from memory_tui.core.workspace import workspace_revision
+from memory_tui.core.store import gitlog
+from memory_tui.core.tx import transaction as tx
+from memory_tui.core.format.normalize import normalize_tree
+from memory_tui.core.format.topics import read_topic_texts
+from memory_tui.core.store.workspace import check_views
+from memory_tui.core.store.workspace import workspace_revision
 
 ENV = gitlog.fixed_env()
 

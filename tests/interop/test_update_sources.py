@@ -10,11 +10,11 @@ import json
 from pathlib import Path
 
 from memory_tui.cli import main
-from memory_tui.core import transaction as tx
-from memory_tui.core.changes import NewSource
-from memory_tui.core.sources import SourceIndex, archive_path, decode_meta
-from memory_tui.core.topics import parse_tree
-from memory_tui.core.workspace import workspace_revision
+from memory_tui.core.tx import transaction as tx
+from memory_tui.core.changes.request import NewSource
+from memory_tui.core.format.sources import SourceIndex, archive_path, decode_meta
+from memory_tui.core.format.topics import parse_tree
+from memory_tui.core.store.workspace import workspace_revision
 
 US = "\x1f"
 PROV = tx.Provenance("owner/install/ef943b18af0244d0", "owner", "owner/local", "owner", "memory-tui/apply")

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("memory_tui.core.sources")
+pytest.importorskip("memory_tui.core.format.sources")
 
-from memory_tui.core.sources import SourceIndex  # noqa: E402
-from memory_tui.core.tokens import O200kCounter  # noqa: E402
-from memory_tui.core.topics import parse_tree  # noqa: E402
-from memory_tui.core.views import build_views, compare_views, render_core  # noqa: E402
-from memory_tui.core.workspace import check_views  # noqa: E402
-from memory_tui.core.workspace import load_runtime_state  # noqa: E402
+from memory_tui.core.format.sources import SourceIndex  # noqa: E402
+from memory_tui.core.format.tokens import O200kCounter  # noqa: E402
+from memory_tui.core.format.topics import parse_tree  # noqa: E402
+from memory_tui.core.format.views import build_views, compare_views, render_core  # noqa: E402
+from memory_tui.core.store.workspace import check_views  # noqa: E402
+from memory_tui.core.store.workspace import load_runtime_state  # noqa: E402
 
 
 @pytest.fixture(scope="module")

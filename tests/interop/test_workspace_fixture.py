@@ -6,10 +6,10 @@ import os
 
 import pytest
 
-pytest.importorskip("memory_tui.core.sources")
+pytest.importorskip("memory_tui.core.format.sources")
 
-from memory_tui.core.errors import MemoryError  # noqa: E402
-from memory_tui.core.workspace import (  # noqa: E402
+from memory_tui.core.format.errors import MemoryError  # noqa: E402
+from memory_tui.core.store.workspace import (  # noqa: E402
     Workspace,
     dump_runtime_json,
     load_runtime_state,

@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 from urllib.parse import quote, unquote
 
-from memory_tui.core.errors import TRUNCATED_ARCHIVE, CORRUPT_FILE, MemoryError, Problem
+from memory_tui.core.format.errors import TRUNCATED_ARCHIVE, CORRUPT_FILE, MemoryError, Problem
 from memory_tui.core.fsutil import atomic_write
-from memory_tui.core.paths import Layout, relpath
-from memory_tui.core.text import header_part
+from memory_tui.core.format.paths import Layout, relpath
+from memory_tui.core.format.text import header_part
 
 MARKER = "<!-- openprogram-source-archive:v2 -->"
 SOURCES_DIR = "sources"
@@ -1243,7 +1243,7 @@ def append_records(
 
     if plans:
         rt.mkdir(mode=0o700, parents=True, exist_ok=True)
-        from memory_tui.core.gitlog import mark_pending
+        from memory_tui.core.store.gitlog import mark_pending
 
         mark_pending(root)  # appended frames reach git with the next commit or the next locked open
     for rel, out in plans:

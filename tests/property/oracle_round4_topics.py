@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from memory_tui.core.errors import MemoryError, Problem
+from memory_tui.core.format.errors import MemoryError, Problem
 
 INVALID_TOPIC_FORMAT = "INVALID_TOPIC_FORMAT"
 

@@ -15,8 +15,8 @@ import oracle_round4_sources as old_sources
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core import parsecache
-from memory_tui.core import sources as S
+from memory_tui.core.store import parsecache
+from memory_tui.core.format import sources as S
 
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

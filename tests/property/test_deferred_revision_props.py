@@ -14,10 +14,10 @@ import time
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core import txcache
-from memory_tui.core.parsecache import RACY_NS
-from memory_tui.core.txcache import PendingRevision, WorkspaceCache, revision_walk
-from memory_tui.core.workspace import workspace_revision
+from memory_tui.core.store import txcache
+from memory_tui.core.store.parsecache import RACY_NS
+from memory_tui.core.store.txcache import PendingRevision, WorkspaceCache, revision_walk
+from memory_tui.core.store.workspace import workspace_revision
 from tests.property.test_revision_job_props import _mk, _seeded, _write
 
 NAMES = ["core.md", "relations.json", "sources/a/_v2/x.md", "timeline/2026/01.md", "timeline/2026/02.md",

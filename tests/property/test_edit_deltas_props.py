@@ -14,8 +14,8 @@ import os
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core import txcache
-from memory_tui.core.paths import Layout
+from memory_tui.core.store import txcache
+from memory_tui.core.format.paths import Layout
 
 KEYS = tuple(f"id{n}" for n in range(10))
 RELS = ("a.md", "b.md", "c.md", "sub/d.md")
@@ -250,7 +250,7 @@ def test_lazy_retain_bounds_the_caches_and_answers_as_an_exact_retain(tmp_path, 
     """``retain_lazily`` lets at most ``RETAIN_SLACK`` dead entries stay between prunes, and a
     run of edits answers exactly as with a full ``retain`` after every one (every cache checks
     the text it was made from, so a dead entry is never handed out)."""
-    from memory_tui.core import transaction as tx
+    from memory_tui.core.tx import transaction as tx
     from memory_tui.demo import build_demo
 
     monkeypatch.setattr(txcache, "RETAIN_SLACK", 6)

@@ -11,9 +11,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core import transaction as tx
-from memory_tui.core.sources import SourceIndex, SourceRecord, append_records
-from memory_tui.core.topics import parse_tree
+from memory_tui.core.tx import transaction as tx
+from memory_tui.core.format.sources import SourceIndex, SourceRecord
+from memory_tui.core.store.archives import append_records
+from memory_tui.core.format.topics import parse_tree
 
 RECORDS = [
     SourceRecord("openprogram", "sess-prop", f"m{i:03d}", i + 1, "user", f"message {i}",

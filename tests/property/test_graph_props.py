@@ -132,8 +132,8 @@ import json  # noqa: E402
 import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from memory_tui.core.config import MemoryConfig  # noqa: E402
-from memory_tui.core.tokens import CharCounter  # noqa: E402
+from memory_tui.core.format.config import MemoryConfig  # noqa: E402
+from memory_tui.core.format.tokens import CharCounter  # noqa: E402
 from memory_tui.sessions.reasons import WriterContext, explain_session  # noqa: E402
 from memory_tui.sessions.store import load_sessions  # noqa: E402
 

@@ -16,10 +16,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core import noopcache, parsecache, revmemo, txcache, viewcache
-from memory_tui.core import transaction as tx
-from memory_tui.core.sources import SourceIndex
-from memory_tui.core.topics import parse_tree
+from memory_tui.core.store import noopcache
+
+from memory_tui.core.store import parsecache
+
+from memory_tui.core.store import revmemo
+
+from memory_tui.core.store import txcache
+
+from memory_tui.core.store import viewcache
+from memory_tui.core.tx import transaction as tx
+from memory_tui.core.format.sources import SourceIndex
+from memory_tui.core.format.topics import parse_tree
 
 
 @pytest.fixture(scope="module")

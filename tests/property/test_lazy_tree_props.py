@@ -17,11 +17,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core import parsecache
-from memory_tui.core import topics as topics_mod
-from memory_tui.core import workspace
-from memory_tui.core.sources import SourceIndex
-from memory_tui.core.topics import assemble_tree, parse_topic, parse_tree, reassemble_tree
+from memory_tui.core.store import parsecache
+from memory_tui.core.format import topics as topics_mod
+from memory_tui.core.store import workspace
+from memory_tui.core.format.sources import SourceIndex
+from memory_tui.core.format.topics import assemble_tree, parse_topic, parse_tree, reassemble_tree
 
 _STATE: dict[str, Path] = {}
 

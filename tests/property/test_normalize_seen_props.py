@@ -13,9 +13,9 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core import normalize
-from memory_tui.core.normalize import normalize_tree
-from memory_tui.core.topics import assemble_tree, parse_topic, topic_sort_key
+from memory_tui.core.format import normalize
+from memory_tui.core.format.normalize import normalize_tree
+from memory_tui.core.format.topics import assemble_tree, parse_topic, topic_sort_key
 from test_tree_incremental_props import _parse  # the same parse object for the same text, as a cache keeps them
 
 PATHS = ("a.md", "b.md", "sub/c.md", "sub-x.md", "z.md")

@@ -9,8 +9,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core.config import MemoryConfig
-from memory_tui.core.tokens import CharCounter
+from memory_tui.core.format.config import MemoryConfig
+from memory_tui.core.format.tokens import CharCounter
 from memory_tui.sessions import graph as G
 from memory_tui.sessions.marks import MARK_KEY
 from memory_tui.sessions.overview import PENDING_K, STRANDED_K, ARCHIVED_K, session_overview

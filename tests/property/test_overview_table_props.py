@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core.tokens import CharCounter
+from memory_tui.core.format.tokens import CharCounter
 from memory_tui.sessions import overview_table as T
 from memory_tui.sessions.overview import session_overview
 from session_files import load_one_session

@@ -19,10 +19,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core import parsecache
-from memory_tui.core import sources as new_sources
-from memory_tui.core import topics as new_topics
-from memory_tui.core.fastdata import positional
+from memory_tui.core.store import parsecache
+from memory_tui.core.format import sources as new_sources
+from memory_tui.core.format import topics as new_topics
+from memory_tui.core.format.fastdata import positional
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -8,8 +8,8 @@ import difflib
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core.changes import apply_patch
-from memory_tui.core.errors import MemoryError
+from memory_tui.core.changes.request import apply_patch
+from memory_tui.core.format.errors import MemoryError
 
 LINE_CHARS = st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r")
 lines = st.lists(st.text(LINE_CHARS, max_size=12) | st.sampled_from(["", " ", "-", "+", "@@", "--- x", "+++ y", "\\"]), max_size=25)

@@ -16,9 +16,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core import transaction as tx
-from memory_tui.core import txcache
-from memory_tui.core.sources import MARKER, SourceIndex, SourceRecord, archive_path, render_frame
+from memory_tui.core.tx import transaction as tx
+from memory_tui.core.store import txcache
+from memory_tui.core.format.sources import MARKER, SourceIndex, SourceRecord, archive_path, render_frame
 
 OPS = st.lists(st.tuples(st.sampled_from(["rewrite", "same_size", "garble", "create", "remove", "swap", "other",
                                           "not_md", "age", "none"]),

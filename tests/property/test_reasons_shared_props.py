@@ -11,8 +11,8 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core.config import MemoryConfig
-from memory_tui.core.tokens import CharCounter
+from memory_tui.core.format.config import MemoryConfig
+from memory_tui.core.format.tokens import CharCounter
 from memory_tui.sessions.marks import MARK_KEY
 from memory_tui.sessions.reasons import WriterContext, explain_session, explain_session_lazy
 from memory_tui.sessions.records import analyze_session, analyze_session_plain

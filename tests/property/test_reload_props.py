@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core import viewcache
+from memory_tui.core.store import viewcache
 from memory_tui.tui.data import load_model
 
 

@@ -10,10 +10,10 @@ import time
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core.transaction import revision_stamps
-from memory_tui.core.parsecache import RACY_NS
-from memory_tui.core.txcache import WorkspaceCache, revision_walk
-from memory_tui.core.workspace import iter_revision_files, workspace_revision
+from memory_tui.core.tx.transaction import revision_stamps
+from memory_tui.core.store.parsecache import RACY_NS
+from memory_tui.core.store.txcache import WorkspaceCache, revision_walk
+from memory_tui.core.store.workspace import iter_revision_files, workspace_revision
 
 NAMES = ["core.md", "recent_events.jsonl", "sources/a/_v2/x.md", "timeline/2026/01.md", "topics/a.md",
          "topics/a/b.md", "topics/a-b.md", "topics.md", ".scriptorium/runtime.json", ".scriptorium/write.lock"]

@@ -11,7 +11,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core import txcache
+from memory_tui.core.store import txcache
 
 OPS = st.lists(st.tuples(st.sampled_from(["create", "remove", "rewrite", "rename", "symlink", "mkdir", "rmdir",
                                           "fifo", "runtime", "age", "put_back_mtime"]),

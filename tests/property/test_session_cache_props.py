@@ -14,7 +14,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core.tokens import CharCounter
+from memory_tui.core.format.tokens import CharCounter
 from memory_tui.sessions import cache as scache
 from memory_tui.sessions.marks import MARK_KEY, mark_nodes
 from memory_tui.sessions.records import analyze_session, status_pending_count

@@ -10,8 +10,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core.config import MemoryConfig
-from memory_tui.core.tokens import CharCounter
+from memory_tui.core.format.config import MemoryConfig
+from memory_tui.core.format.tokens import CharCounter
 from memory_tui.sessions.dag import get_branch, list_branches
 from memory_tui.sessions.marks import MARK_KEY, mark_nodes
 from memory_tui.sessions.reasons import WriterContext, explain

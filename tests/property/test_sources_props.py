@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core.sources import (
+from memory_tui.core.format.sources import (
     MARKER,
     SourceRecord,
     archive_path,
@@ -21,7 +21,7 @@ from memory_tui.core.sources import (
     scan_v2,
     scan_v2_appended,
 )
-from memory_tui.core.text import header_part
+from memory_tui.core.format.text import header_part
 
 REL = "sources/p/_v2/t.md"
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core.errors import MemoryError
-from memory_tui.core.topics import parse_topic, parse_tree, parse_tree_strict
+from memory_tui.core.format.errors import MemoryError
+from memory_tui.core.format.topics import parse_topic, parse_tree, parse_tree_strict
 
 SEED = (
     "# Dave\n\n## Preferences\n\nDave prefers tea.[^e-5bf6e713a0] ^97de5549\n\n"
@@ -70,7 +70,7 @@ def test_mutated_seed_never_raises(data):
 
 # --- normalisation ---------------------------------------------------------------------------
 
-from memory_tui.core.normalize import check_cross_topic_links, normalize_tree, rewrite_block_links  # noqa: E402
+from memory_tui.core.format.normalize import check_cross_topic_links, normalize_tree, rewrite_block_links  # noqa: E402
 
 STAGED_SEED = (
     "# Dave\n\n## Tea\n\nDave likes [x](dave.md#^97de5549) tea.[^e1] ^97de5549\n\n"

@@ -11,11 +11,13 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core import normalize, txcache
-from memory_tui.core.normalize import (block_id_locations, check_cross_topic_links,
+from memory_tui.core.format import normalize
+
+from memory_tui.core.store import txcache
+from memory_tui.core.format.normalize import (block_id_locations, check_cross_topic_links,
                                        check_cross_topic_links_incremental, rewrite_block_links, topic_link_summary)
-from memory_tui.core import topics as topics_mod
-from memory_tui.core.topics import assemble_tree, parse_topic, reassemble_tree, topic_sort_key
+from memory_tui.core.format import topics as topics_mod
+from memory_tui.core.format.topics import assemble_tree, parse_topic, reassemble_tree, topic_sort_key
 
 PATHS = ("a.md", "b.md", "sub/c.md", "sub/d.md", "z.md")
 IDS = tuple(f"{n:08x}" for n in range(0x1a2b3c00, 0x1a2b3c00 + 12))
@@ -203,7 +205,7 @@ CACHE_STEPS = st.lists(st.one_of(
 @settings(max_examples=200, deadline=None)
 @given(first=TREE, steps=CACHE_STEPS)
 def test_cache_tree_is_what_every_entry_gives(first, steps, tmp_path_factory):
-    from memory_tui.core.sources import SourceIndex, index_file
+    from memory_tui.core.format.sources import SourceIndex, index_file
 
     root = tmp_path_factory.mktemp("ws")
     # every record cites D1: an index with that archive changes every topic's signature
@@ -260,7 +262,7 @@ REFS_STEPS = st.lists(st.tuples(
 @settings(max_examples=150, deadline=None)
 @given(steps=REFS_STEPS)
 def test_refs_unfine_is_every_topic_asked(steps, tmp_path_factory):
-    from memory_tui.core.sources import MARKER, SourceIndex, SourceRecord, archive_path, render_frame
+    from memory_tui.core.format.sources import MARKER, SourceIndex, SourceRecord, archive_path, render_frame
 
     root = tmp_path_factory.mktemp("refs")
 

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core import viewcache
-from memory_tui.core.sources import SourceIndex
-from memory_tui.core.topics import assemble_tree, parse_topic, topic_sort_key
-from memory_tui.core.views import build_views
+from memory_tui.core.store import viewcache
+from memory_tui.core.format.sources import SourceIndex
+from memory_tui.core.format.topics import assemble_tree, parse_topic, topic_sort_key
+from memory_tui.core.format.views import build_views
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import time
 
 def worker(w: str, n: int, state: str) -> dict:
     from memory_tui.cli import main
-    from memory_tui.core.workspace import workspace_revision
+    from memory_tui.core.store.workspace import workspace_revision
 
     sys.path.insert(0, os.path.dirname(__file__))
     from rel_support import ids
@@ -29,7 +29,7 @@ def worker(w: str, n: int, state: str) -> dict:
     while len(accepted) < n and i < n * 50:
         i += 1
         content = f"Worker {w} fact {len(accepted)}."
-        from memory_tui.core.errors import MemoryError
+        from memory_tui.core.format.errors import MemoryError
 
         try:
             base = workspace_revision(mem)  # unlocked, as any client reads it

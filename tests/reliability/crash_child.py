@@ -40,15 +40,16 @@ def main() -> int:
     if os.environ.get("MEMORY_TUI_CRASH_TRACE"):
         _trace_lock_releases(state, os.environ["MEMORY_TUI_CRASH_TRACE"])
     from memory_tui.cli import main as cli
-    from memory_tui.core.sources import SourceRecord, append_records
-    from memory_tui.core.transaction import memory_root
+    from memory_tui.core.format.sources import SourceRecord
+    from memory_tui.core.store.archives import append_records
+    from memory_tui.core.tx.transaction import memory_root
 
     print("go", flush=True)
     if op == "append":
         n = int(extra[0])
         recs = [SourceRecord("openprogram", "sess-crash", f"c{n:04d}-{i}", 100 + n * 10 + i, "user", f"crash {n} {i} " * 50,
                              timestamp="2026-11-30T06:00:00+00:00") for i in range(8)]
-        from memory_tui.core.lock import write_lock
+        from memory_tui.core.store.lock import write_lock
 
         root = memory_root(state)
         with write_lock(root):

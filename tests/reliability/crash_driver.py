@@ -74,7 +74,7 @@ class Snapshot:
 def snapshot(state: Path) -> Snapshot:
     import hashlib
 
-    from memory_tui.core.paths import GIT_TRACKED
+    from memory_tui.core.format.paths import GIT_TRACKED
 
     mem = state / "memory"
     src, rest = hashlib.sha256(), hashlib.sha256()
@@ -138,7 +138,7 @@ def _env() -> dict[str, str]:
 
 
 def _memory_ids(mem: Path) -> set[str]:
-    from memory_tui.core.workspace import open_state
+    from memory_tui.core.store.workspace import open_state
 
     view = open_state(mem.parent)
     if view.tree is None:
@@ -170,7 +170,7 @@ def _leftovers(mem: Path) -> list[str]:
         for name in ("install-journal.json", "install-journal.json.tmp", "marks-pending.json", "git-pending"):
             if (mem / rt / name).exists():
                 out.append(f"{rt}/{name}")
-    from memory_tui.core.gitlog import stale_locks
+    from memory_tui.core.store.gitlog import stale_locks
 
     out += [p.relative_to(mem).as_posix() for p in stale_locks(mem)]
     return out
@@ -179,7 +179,7 @@ def _leftovers(mem: Path) -> list[str]:
 def _git_dirty(mem: Path) -> str:
     if not (mem / ".git").is_dir():
         return ""
-    from memory_tui.core.paths import GIT_TRACKED
+    from memory_tui.core.format.paths import GIT_TRACKED
 
     paths = [p for p in GIT_TRACKED if (mem / p).exists()]
     proc = subprocess.run(["git", "status", "--porcelain", "--", *paths], cwd=mem, capture_output=True, text=True)
@@ -188,9 +188,9 @@ def _git_dirty(mem: Path) -> str:
 
 def recover_open(state: Path) -> None:
     """What the next locked open does before anything else."""
-    from memory_tui.core.install import recover
-    from memory_tui.core.lock import write_lock
-    from memory_tui.core.paths import Layout
+    from memory_tui.core.store.install import recover
+    from memory_tui.core.store.lock import write_lock
+    from memory_tui.core.format.paths import Layout
     from memory_tui.sessions.marks import finish_intent
 
     mem = state / "memory"
@@ -200,8 +200,8 @@ def recover_open(state: Path) -> None:
 
 
 def check(state: Path, before_ids: set[str], before_marks: dict, before_rev: str) -> list[str]:
-    from memory_tui.core.sources import SourceIndex
-    from memory_tui.core.workspace import open_state, workspace_revision
+    from memory_tui.core.format.sources import SourceIndex
+    from memory_tui.core.store.workspace import open_state, workspace_revision
 
     mem = state / "memory"
     bad: list[str] = []
@@ -337,7 +337,7 @@ def run(op: str, trials: int, *, seed: int = 0, work: Path, shared: Path | None 
         mem = state / "memory"
         before_ids = _memory_ids(mem)
         before_marks = _marks(state) if (state / "sessions").is_dir() else {}
-        from memory_tui.core.workspace import workspace_revision
+        from memory_tui.core.store.workspace import workspace_revision
 
         before_rev = workspace_revision(mem)
         killed, _ = _run_child(_child_argv(op, state, n, work), rng.uniform(0.0, duration * 1.05))

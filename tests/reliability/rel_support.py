@@ -7,8 +7,9 @@ import json
 import os
 from pathlib import Path
 
-from memory_tui.core import transaction as tx
-from memory_tui.core.sources import SourceRecord, append_records
+from memory_tui.core.tx import transaction as tx
+from memory_tui.core.format.sources import SourceRecord
+from memory_tui.core.store.archives import append_records
 
 
 def records(n: int = 6, thread: str = "sess-rel") -> list[SourceRecord]:
@@ -59,7 +60,7 @@ def leftovers(mem: Path) -> list[str]:
             out.append(f"{rt}/install-journal.json")
         if (mem / rt / "install-journal.json.tmp").exists():
             out.append(f"{rt}/install-journal.json.tmp")
-    from memory_tui.core.gitlog import stale_locks
+    from memory_tui.core.store.gitlog import stale_locks
 
     out += [p.relative_to(mem).as_posix() for p in stale_locks(mem)]
     return out

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from memory_tui.cli import main
-from memory_tui.core import install as inst
-from memory_tui.core import transaction as tx
-from memory_tui.core.errors import MemoryError
-from memory_tui.core.gitlog import fixed_env
-from memory_tui.core.paths import Layout
+from memory_tui.core.store import install as inst
+from memory_tui.core.tx import transaction as tx
+from memory_tui.core.format.errors import MemoryError
+from memory_tui.core.store.gitlog import fixed_env
+from memory_tui.core.format.paths import Layout
 
 from rel_support import ids, leftovers, make_state, topic
 
@@ -58,7 +58,7 @@ def test_stage_lives_in_the_workspace_scratch_area_and_is_removed(tmp_path):
 
 _KILLER = r"""
 import os, sys
-from memory_tui.core import transaction as tx
+from memory_tui.core.tx import transaction as tx
 real = tx.make_stage_dir
 def die(layout, *a, **k):
     d = real(layout, *a, **k)

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from memory_tui.core import transaction as tx
+from memory_tui.core.tx import transaction as tx
 
 from rel_support import ids, make_state, topic
 
@@ -67,7 +67,7 @@ def test_two_processes_and_a_flock_holder_lose_no_update(tmp_path):
 def test_revision_read_meeting_a_renamed_away_temp_file_walks_again(tmp_path, monkeypatch):
     # Found by the 200-per-process run: a cooperating writer's ``holder.md.tmp`` was listed by
     # the unlocked revision walk and renamed away before it was read (FileNotFoundError).
-    from memory_tui.core import workspace
+    from memory_tui.core.store import workspace
 
     state = make_state(tmp_path)
     mem = state / "memory"
@@ -87,7 +87,7 @@ def test_revision_read_meeting_a_renamed_away_temp_file_walks_again(tmp_path, mo
     assert workspace.workspace_revision(mem) == expected and len(calls) == 2
 
     monkeypatch.setattr(workspace, "iter_revision_files", lambda root: iter([(("topics", "gone.md"), mem / "topics/gone.md", None)]))
-    from memory_tui.core.errors import MemoryError
+    from memory_tui.core.format.errors import MemoryError
 
     try:
         workspace.workspace_revision(mem)

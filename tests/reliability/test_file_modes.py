@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from memory_tui.cli import main
-from memory_tui.core import transaction as tx
-from memory_tui.core.gitlog import fixed_env
+from memory_tui.core.tx import transaction as tx
+from memory_tui.core.store.gitlog import fixed_env
 from memory_tui.pipeline.write import Context, write
 
 from rel_support import ids, make_state, topic

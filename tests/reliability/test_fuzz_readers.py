@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core.config import load_memory_config
-from memory_tui.core.sources import index_file
-from memory_tui.core.topics import parse_topic
-from memory_tui.core.workspace import load_runtime_state, load_writer_status
+from memory_tui.core.format.config import load_memory_config
+from memory_tui.core.format.sources import index_file
+from memory_tui.core.format.topics import parse_topic
+from memory_tui.core.store.workspace import load_runtime_state, load_writer_status
 from memory_tui.pipeline.settings import load_settings
 from memory_tui.sessions.store import load_session_dir
 
@@ -118,7 +118,7 @@ TOML_FRAGMENTS = [b"[writer]\n", b"name = ", b'"command"', b"timeout = ", b"1e9"
 @FUZZ
 @given(data=st.lists(st.one_of(st.sampled_from(TOML_FRAGMENTS), st.binary(max_size=8)), max_size=30).map(b"".join))
 def test_config_toml_reader(work, data):
-    from memory_tui.core.errors import MemoryError
+    from memory_tui.core.format.errors import MemoryError
 
     path = work / "config.toml"
     path.write_bytes(data)
@@ -161,12 +161,12 @@ def test_5000_nested_headings_and_footnote_loops():
 
 
 def test_forged_source_id_comment_inside_content_is_not_a_frame():
-    from memory_tui.core.sources import SourceRecord, render_frame
+    from memory_tui.core.format.sources import SourceRecord, render_frame
 
     rec = SourceRecord("openprogram", "t", "m1", 1, "user",
                        "hello\n<!-- source-id: openprogram/t/forged -->\nstill me", timestamp="2026-11-30T05:00:00+00:00")
     data = ("<!-- memory-tui-format: v2 -->\n\n" if False else "") + render_frame(rec)
-    from memory_tui.core.sources import MARKER
+    from memory_tui.core.format.sources import MARKER
 
     entry = index_file("sources/openprogram/_v2/t.md", (MARKER + "\n\n" + data).encode())
     assert "openprogram/t/forged" not in set(entry.ids)

@@ -9,8 +9,8 @@ import subprocess
 import pytest
 
 from memory_tui.cli import main
-from memory_tui.core import gitlog
-from memory_tui.core import transaction as tx
+from memory_tui.core.store import gitlog
+from memory_tui.core.tx import transaction as tx
 
 from rel_support import ids, leftovers, make_state, topic
 
@@ -102,7 +102,7 @@ def test_pipeline_write_is_not_success_when_git_refuses(fixture_state, monkeypat
     mem = fixture_state / "memory"
     assert _dirty(mem) != "" and gitlog.git_problems(mem)  # uncommitted, and status will say it
     with tx.write_lock(mem):
-        from memory_tui.core.install import recover
+        from memory_tui.core.store.install import recover
 
         recover(mem)
     assert gitlog.git_problems(mem) == [] and _dirty(mem) == ""

@@ -27,7 +27,7 @@ def _hold(lock):
 
 
 def test_write_that_never_gets_the_lock_appends_nothing(fixture_state, capsys, monkeypatch):
-    import memory_tui.core.lock as lock_mod
+    import memory_tui.core.store.lock as lock_mod
 
     monkeypatch.setattr(lock_mod, "TIMEOUT_DEFAULT", 0.2)
     mem = fixture_state / "memory"

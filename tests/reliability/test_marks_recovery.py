@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory_tui.core.gitlog import fixed_env
+from memory_tui.core.store.gitlog import fixed_env
 from memory_tui.pipeline.write import Context, write
 from memory_tui.sessions import marks as marks_mod
 

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from memory_tui.cli import main
-from memory_tui.core.text import json_safe, sanitize
+from memory_tui.core.format.text import json_safe, sanitize
 
 from rel_support import make_state
 

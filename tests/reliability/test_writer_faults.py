@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from memory_tui.core.gitlog import fixed_env
+from memory_tui.core.store.gitlog import fixed_env
 from memory_tui.pipeline.write import Context, write
 from memory_tui.pipeline.writers.base import WriterFailure
 from memory_tui.pipeline.writers.openai import MAX_RESPONSE_BYTES, OpenAIWriter

@@ -25,8 +25,8 @@ from textual.app import App, ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Label
 
-from memory_tui.core.outcomes import describe_outcome
-from memory_tui.core.recordops import SectionChoice, TopicChoice
+from memory_tui.core.format.outcomes import describe_outcome
+from memory_tui.core.tx.recordops import SectionChoice, TopicChoice
 from memory_tui.pipeline.jobresult import JobSummary
 from memory_tui.pipeline.preview import JobPreview, PreviewBatch
 from memory_tui.tui.editor_model import Diagnostic

@@ -9,7 +9,7 @@ from pathlib import Path
 from textual.app import App, ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 
-from memory_tui.core.tokens import O200kCounter
+from memory_tui.core.format.tokens import O200kCounter
 from memory_tui.sessions.graph import LayoutOptions
 from memory_tui.tui.sessions_model import SessionsModel, dry_run
 from memory_tui.tui.widgets.branch_verdict import BranchVerdict

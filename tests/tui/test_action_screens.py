@@ -16,8 +16,8 @@ import pytest
 from action_harness import until as _until
 from tui_helpers import make_app, settle
 
-from memory_tui.core import transaction as tx
-from memory_tui.core.gitlog import fixed_env
+from memory_tui.core.tx import transaction as tx
+from memory_tui.core.store.gitlog import fixed_env
 from memory_tui.tui.dialogs.confirm_job import ConfirmJobDialog
 from memory_tui.tui.dialogs.conflict import ConflictDialog
 from memory_tui.tui.dialogs.job_history import JobHistoryDialog

@@ -6,8 +6,8 @@ import pytest
 from action_harness import THREE, TOPIC_TEXT, DialogHarness, EditorHarness, sample_choices, sample_preview, sample_summary, until
 from textual.widgets import Button, Input, OptionList, Static
 
-from memory_tui.core.lockprobe import LockHolder, LockProbe
-from memory_tui.core.recordops import CORE_DELETE_REASON, LinkRef, TopicDeleteCheck
+from memory_tui.core.store.lockprobe import LockHolder, LockProbe
+from memory_tui.core.tx.recordops import CORE_DELETE_REASON, LinkRef, TopicDeleteCheck
 from memory_tui.tui.dialogs.confirm_job import ConfirmJobDialog, JobConfirmation, preview_renderable
 from memory_tui.tui.dialogs.conflict import KEEP_MINE, TAKE_THEIRS, ConflictDialog, ConflictResolution
 from memory_tui.tui.dialogs.delete_topic import DeleteTopicDialog, TopicDeleteDecision

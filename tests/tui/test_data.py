@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memory_tui.core.tokens import O200kCounter
+from memory_tui.core.format.tokens import O200kCounter
 from memory_tui.tui.data import FrameVM, load_model
 
 
@@ -114,7 +114,7 @@ def test_dates_come_from_evidence_not_file_times(fixture_state, expected):
 def test_problems_come_from_the_engine(tmp_path):
     from tui_helpers import write_minimal_state
 
-    from memory_tui.core.workspace import open_state
+    from memory_tui.core.store.workspace import open_state
 
     state = write_minimal_state(
         tmp_path,

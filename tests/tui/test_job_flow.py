@@ -15,8 +15,10 @@ import pytest
 from action_harness import until as _until
 from tui_helpers import make_app
 
-from memory_tui.core import gitlog, transaction
-from memory_tui.core.gitlog import fixed_env
+from memory_tui.core.store import gitlog
+
+from memory_tui.core.tx import transaction
+from memory_tui.core.store.gitlog import fixed_env
 from memory_tui.pipeline.context import Context, revision, topic_tree
 from memory_tui.pipeline.write import write
 from memory_tui.pipeline.writers.base import WriterOutcome
@@ -215,7 +217,7 @@ sys.stdin.read()
 async def test_a_lock_held_elsewhere_shows_in_the_header_and_a_write_offers_retry(fixture_state):
     import sys
 
-    from memory_tui.core.lock import lock_path
+    from memory_tui.core.store.lock import lock_path
 
     root = fixture_state / "memory"
     before = _disk(fixture_state)
@@ -303,7 +305,7 @@ async def test_the_preview_is_built_off_the_ui_thread_and_one_job_at_a_time_hold
 
 async def test_a_preview_that_fails_says_why_and_frees_the_flow(fixture_state, monkeypatch):
     import memory_tui.pipeline.preview as preview_mod
-    from memory_tui.core.errors import MemoryError
+    from memory_tui.core.format.errors import MemoryError
 
     def broken(*a, **kw):
         raise MemoryError("SESSION_NODES_UNAVAILABLE", "sessions/x.json: unreadable")

@@ -40,7 +40,7 @@ import memory_tui.tui.app
 from memory_tui.tui.screens import TopicsScreen
 late = ["memory_tui.pipeline.write", "memory_tui.pipeline.context", "memory_tui.tui.sessions_model",
         "memory_tui.tui.screens.sessions", "memory_tui.tui.screens.core", "memory_tui.tui.dialogs.record_change",
-        "memory_tui.tui.record_actions", "memory_tui.core.workspace", "markdown_it"]
+        "memory_tui.tui.record_actions", "memory_tui.core.store.workspace", "markdown_it"]
 print(" ".join(m for m in late if m in sys.modules))
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -19,8 +19,8 @@ from action_harness import until as until_held
 from tui_helpers import make_app, settle
 
 from memory_tui.cli import main
-from memory_tui.core.gitlog import fixed_env
-from memory_tui.core.workspace import workspace_revision
+from memory_tui.core.store.gitlog import fixed_env
+from memory_tui.core.store.workspace import workspace_revision
 from memory_tui.tui.dialogs.delete_topic import DeleteTopicDialog
 from memory_tui.tui.dialogs.move_picker import MovePicker
 from memory_tui.tui.dialogs.record_change import ConfirmRecordDelete, RecordOutcomeDialog, RecordTextDialog
@@ -190,7 +190,7 @@ async def test_update_text_keeps_sources_and_a_refusal_keeps_the_buffer(fixture_
 
 
 async def test_a_concurrent_change_is_refused_then_retried_on_the_new_revision(fixture_state):
-    from memory_tui.core import transaction as tx
+    from memory_tui.core.tx import transaction as tx
 
     root = fixture_state / "memory"
     app = _app(fixture_state)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from tui_helpers import COUNTER, make_app, settle, workers_done
 
-from memory_tui.core.tokens import O200kCounter
+from memory_tui.core.format.tokens import O200kCounter
 from memory_tui.sessions import graph as G
 from memory_tui.sessions import layout_table, overview_table
 from memory_tui.sessions.overview import session_overview

@@ -19,9 +19,9 @@ from action_harness import until as _until
 from tui_helpers import make_app
 
 from memory_tui.cli import main as cli_main
-from memory_tui.core.gitlog import fixed_env
-from memory_tui.core.topics import parse_tree_strict
-from memory_tui.core.sources import SourceIndex
+from memory_tui.core.store.gitlog import fixed_env
+from memory_tui.core.format.topics import parse_tree_strict
+from memory_tui.core.format.sources import SourceIndex
 from memory_tui.sessions import graph as G
 from memory_tui.tui.dialogs.confirm_job import ConfirmJobDialog
 from memory_tui.tui.dialogs.job_result import JobResultDialog

@@ -8,7 +8,7 @@ from pathlib import Path
 
 os.environ["TEXTUAL_ANIMATIONS"] = "none"
 
-from memory_tui.core.tokens import O200kCounter  # noqa: E402
+from memory_tui.core.format.tokens import O200kCounter  # noqa: E402
 from memory_tui.tui.app import create_app  # noqa: E402
 from memory_tui.pipeline.settings import Settings  # noqa: E402
 
@@ -84,7 +84,7 @@ def write_minimal_state(root: Path, topics: dict[str, str] | None = None, config
 
 def make_source_pending(state: Path, source_id: str) -> None:
     """Rewrite one archived frame's trust token to ``pending`` (an unconfirmed source)."""
-    from memory_tui.core.sources import archive_path, encode_meta, normalize_meta
+    from memory_tui.core.format.sources import archive_path, encode_meta, normalize_meta
 
     path = state / "memory" / archive_path(source_id)
     lines = path.read_text(encoding="utf-8").split("\n")
@@ -123,7 +123,7 @@ def fake_editor(tmp_path: Path, body: str) -> str:
 
 def make_job_app(state_dir: Path, **kw):
     """``make_app`` with git's identity and clock pinned for the jobs and record changes it runs."""
-    from memory_tui.core.gitlog import fixed_env
+    from memory_tui.core.store.gitlog import fixed_env
 
     app = make_app(state_dir, **kw)
     app.job_context_options = {"git_env": fixed_env()}

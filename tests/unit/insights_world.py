@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memory_tui.core.sources import SourceRecord, archive_path, render_archive, render_frame
+from memory_tui.core.format.sources import SourceRecord, archive_path, render_archive, render_frame
 from test_sessions_helpers import OWNER, make_session, node
 
 AGENT = {"speaker_kind": "runtime", "speaker_id": "agent/main", "speaker_display": "agent/main",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memory_tui.core import parsecache
+from memory_tui.core.store import parsecache
 
 
 def age(root: Path) -> None:

@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from memory_tui.core.errors import RETRYABLE_TRANSACTION_CODES, TRANSACTION_CODES, WRITE_FAILURE_CODES
-from memory_tui.core.lock import lock_path, write_lock
-from memory_tui.core.lockprobe import MEMORY_TUI, OPENPROGRAM, UNKNOWN, classify_command, flock_writers, probe_write_lock
-from memory_tui.core.outcomes import OUTCOMES, describe_outcome
+from memory_tui.core.format.errors import RETRYABLE_TRANSACTION_CODES, TRANSACTION_CODES, WRITE_FAILURE_CODES
+from memory_tui.core.store.lock import lock_path, write_lock
+from memory_tui.core.store.lockprobe import MEMORY_TUI, OPENPROGRAM, UNKNOWN, classify_command, flock_writers, probe_write_lock
+from memory_tui.core.format.outcomes import OUTCOMES, describe_outcome
 from memory_tui.pipeline.history import read_job_history
 
 # --------------------------------------------------------------------------- outcomes

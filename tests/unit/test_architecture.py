@@ -29,7 +29,7 @@ def _lint(cwd: Path, config: Path, env_path: Path | None = None) -> subprocess.C
 def test_import_contracts_hold():
     result = _lint(ROOT, ROOT / "pyproject.toml")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "4 kept, 0 broken" in result.stdout
+    assert "5 kept, 0 broken" in result.stdout
 
 
 def _fake_tree(root: Path, files: dict[str, str]) -> None:
@@ -48,6 +48,8 @@ def _fake_tree(root: Path, files: dict[str, str]) -> None:
         ({"fake_mt/tui/bad.py": "from fake_mt.cli import common\n"}, "independent"),
         ({"fake_mt/cli/bad.py": "import fake_mt.tui.screens\n"}, "independent"),
         ({"fake_mt/insights/bad.py": "import fake_mt.cli.common\n"}, "insights"),
+        ({"fake_mt/core/format/bad.py": "import fake_mt.core.tx\n"}, "core's rooms are layered"),
+        ({"fake_mt/core/cache/bad.py": "from fake_mt.core.format import x\n"}, "core's rooms are layered"),
     ],
 )
 def test_the_contracts_fail_on_a_forbidden_import(tmp_path, bad, broken):
@@ -61,6 +63,11 @@ def test_the_contracts_fail_on_a_forbidden_import(tmp_path, bad, broken):
     good = {
         f"fake_mt/{pkg}/__init__.py": "" for pkg in ("core", "sessions", "pipeline", "insights", "tui", "cli")
     } | {
+        f"fake_mt/core/{room}/__init__.py": "" for room in ("tx", "store", "changes", "format", "cache")
+    } | {
+        "fake_mt/core/fsutil.py": "",
+        "fake_mt/core/format/x.py": "import fake_mt.core.cache\n",
+        "fake_mt/core/tx/x.py": "import fake_mt.core.store\nimport fake_mt.core.format.x\n",
         "fake_mt/__init__.py": "",
         "fake_mt/demo.py": "import fake_mt.pipeline\n",
         "fake_mt/tui/app.py": "import textual\nimport fake_mt.core\n",

@@ -8,12 +8,13 @@ import hashlib
 import json
 from pathlib import Path
 
-from memory_tui.core import transaction as tx
-from memory_tui.core import gitlog
-from memory_tui.core.gitlog import fixed_env
-from memory_tui.core.sources import SourceIndex, SourceRecord, append_records, decode_meta
+from memory_tui.core.tx import transaction as tx
+from memory_tui.core.store import gitlog
+from memory_tui.core.store.gitlog import fixed_env
+from memory_tui.core.format.sources import SourceIndex, SourceRecord, decode_meta
+from memory_tui.core.store.archives import append_records
 from memory_tui.pipeline.backfill import BACKFILL_MESSAGE, backfill, candidates, migrate_legacy_core
-from memory_tui.core.lock import TIMEOUT_EDIT
+from memory_tui.core.store.lock import TIMEOUT_EDIT
 from memory_tui.pipeline.context import Context, locked
 
 PRINCIPAL = "owner/install/0123456789abcdef"

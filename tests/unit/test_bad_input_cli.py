@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from memory_tui.cli import main
-from memory_tui.core import transaction as tx
-from memory_tui.core.sources import SourceRecord, append_records
+from memory_tui.core.tx import transaction as tx
+from memory_tui.core.format.sources import SourceRecord
+from memory_tui.core.store.archives import append_records
 
 # ------------------------------------------------------------------------------------ helpers
 

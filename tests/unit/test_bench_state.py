@@ -6,9 +6,11 @@ import importlib.util
 import json
 from pathlib import Path
 
-from memory_tui.core import revmemo, viewcache
-from memory_tui.core.workspace import check_views
-from memory_tui.core.workspace import open_state
+from memory_tui.core.store import revmemo
+
+from memory_tui.core.store import viewcache
+from memory_tui.core.store.workspace import check_views
+from memory_tui.core.store.workspace import open_state
 from memory_tui.sessions.store import load_sessions
 
 _PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "make_state.py"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory_tui.core.changes import (
+from memory_tui.core.changes.request import (
     CONTENT_RULE,
     Destination,
     FileChange,
@@ -14,7 +14,7 @@ from memory_tui.core.changes import (
     replace_new_source_labels,
     validate_request,
 )
-from memory_tui.core.errors import MemoryError
+from memory_tui.core.format.errors import MemoryError
 
 REV = "770a6d9353e3913cc767d8c393d504d2"
 DEST = {"topic_path": "topics/people/dave.md", "headings": ["Dave", "Preferences"], "position": "end"}

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from memory_tui.cli import main
-from memory_tui.core import transaction as tx
-from memory_tui.core.sources import SourceRecord, append_records
-from memory_tui.core.workspace import workspace_revision
+from memory_tui.core.tx import transaction as tx
+from memory_tui.core.format.sources import SourceRecord
+from memory_tui.core.store.archives import append_records
+from memory_tui.core.store.workspace import workspace_revision
 
 EDIT_KEYS = ["ok", "code", "message", "path", "line", "column", "revision", "changed_files", "errors"]
 
@@ -111,7 +112,7 @@ def test_a_dropped_block_id_does_not_hide_the_other_errors_of_the_edit(ws):
     """Every validation stage still able to run reports its errors: the removed id (the one
     OpenProgram reports, first) and, in file order, the uncited prose and the undefined
     footnote that the strict parse finds after it. A refused save gives the same list."""
-    from memory_tui.core.rules import rule_of
+    from memory_tui.core.format.rules import rule_of
 
     ada = (ws / "memory/topics/people/ada.md").read_text()
     first = ada.split("\n")[2]

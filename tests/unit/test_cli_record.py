@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 from memory_tui.cli import main
-from memory_tui.core import recordops
-from memory_tui.core import transaction as tx
-from memory_tui.core.sources import SourceRecord, append_records
-from memory_tui.core.topics import parse_tree
-from memory_tui.core.workspace import workspace_revision
+from memory_tui.core.tx import recordops
+from memory_tui.core.tx import transaction as tx
+from memory_tui.core.format.sources import SourceRecord
+from memory_tui.core.store.archives import append_records
+from memory_tui.core.format.topics import parse_tree
+from memory_tui.core.store.workspace import workspace_revision
 
 
 def _records() -> list[SourceRecord]:

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from memory_tui.core import install as inst
-from memory_tui.core.workspace import workspace_revision
+from memory_tui.core.store import install as inst
+from memory_tui.core.store.workspace import workspace_revision
 
 from test_install_support import STATE_A, STATE_B, assert_valid, make_stage, make_workspace, revisions
 

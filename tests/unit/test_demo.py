@@ -6,7 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from memory_tui.core import revmemo
+from memory_tui.core.store import revmemo
 from memory_tui.demo import build_demo
 
 NOW = 1796000000.0
@@ -54,7 +54,7 @@ def test_build_twice_gives_identical_bytes_and_status_works(tmp_path, capsys):
     status = json.loads(capsys.readouterr().out)
     assert status["workspace_id"] == "w-d3a0c0de"
 
-    from memory_tui.core.views import render_core
+    from memory_tui.core.format.views import render_core
 
     core = render_core((a / "memory/topics/core.md").read_text(encoding="utf-8"))
     assert core.omitted_ids  # over the 2 000-token Core budget

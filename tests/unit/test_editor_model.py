@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from memory_tui.core import transaction as tx
-from memory_tui.core.errors import Problem
-from memory_tui.core.sources import SourceRecord, append_records
-from memory_tui.core.workspace import workspace_revision
+from memory_tui.core.tx import transaction as tx
+from memory_tui.core.format.errors import Problem
+from memory_tui.core.format.sources import SourceRecord
+from memory_tui.core.store.archives import append_records
+from memory_tui.core.store.workspace import workspace_revision
 from memory_tui.pipeline.jobresult import summarize_backfill, summarize_migrate, summarize_reorganize, summarize_tx, summarize_write
 from memory_tui.tui.editor_model import Diagnostic, diagnostics_from_problems, save_topic_text, validate_topic_text
 
@@ -92,7 +93,7 @@ def test_summaries():
                                  "error": {"code": "MODEL_TIMEOUT", "message": "slow", "retryable": True}})
     assert failed.retryable and "0 of 3" in failed.message
     assert summarize_migrate({"marked": 4, "sessions": {}}).marks_added == 4
-    from memory_tui.core.errors import MemoryError
+    from memory_tui.core.format.errors import MemoryError
 
     err = summarize_migrate(None, error=MemoryError("CONCURRENT_UPDATE", "busy"))
     assert err.retryable and not err.ok

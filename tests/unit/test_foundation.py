@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from memory_tui.core import config as cfg
-from memory_tui.core.errors import MemoryError, classify_write_failure
-from memory_tui.core.paths import Layout, check_writable, discover_state_dir, display_path, is_internal_top
-from memory_tui.core.text import header_part, sanitize
-from memory_tui.core.tokens import O200kCounter, o200k_encoding
+from memory_tui.core.format import config as cfg
+from memory_tui.core.format.errors import MemoryError, classify_write_failure
+from memory_tui.core.format.paths import Layout, check_writable, discover_state_dir, display_path, is_internal_top
+from memory_tui.core.format.text import header_part, sanitize
+from memory_tui.core.format.tokens import O200kCounter, o200k_encoding
 
 
 def test_o200k_counts_match_known_values():
@@ -37,7 +37,7 @@ def test_special_token_text_counts_as_ordinary_text():
 
 def test_tokenizer_builds_without_network(tmp_path):
     # A fresh interpreter with every proxy pointing nowhere and an empty tiktoken cache still counts.
-    code = "from memory_tui.core.tokens import O200kCounter; print(O200kCounter().count('hello world'))"
+    code = "from memory_tui.core.format.tokens import O200kCounter; print(O200kCounter().count('hello world'))"
     env = {"PATH": "/usr/bin:/bin", "TIKTOKEN_CACHE_DIR": str(tmp_path), "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.strip() == "2"

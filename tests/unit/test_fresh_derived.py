@@ -10,11 +10,17 @@ import shutil
 import time
 from pathlib import Path
 
-from memory_tui.core import noopcache, parsecache, txcache, viewcache
-from memory_tui.core import transaction as tx
-from memory_tui.core.topics import parse_tree
-from memory_tui.core.sources import SourceIndex
-from memory_tui.core.workspace import workspace_revision
+from memory_tui.core.store import noopcache
+
+from memory_tui.core.store import parsecache
+
+from memory_tui.core.store import txcache
+
+from memory_tui.core.store import viewcache
+from memory_tui.core.tx import transaction as tx
+from memory_tui.core.format.topics import parse_tree
+from memory_tui.core.format.sources import SourceIndex
+from memory_tui.core.store.workspace import workspace_revision
 
 ADA = "topics/people/ada.md"
 KYOTO = "topics/projects/kyoto-trip.md"
@@ -108,7 +114,7 @@ def test_warm_fresh_processes_equal_cold_full_rebuilds(fixture_state, tmp_path, 
 def test_kept_line_ids_and_block_ids_of_the_wrong_types_are_recomputed(tmp_path):
     """A kept per-text value whose items are not all ``str`` (damage, another code's entry
     under the same key) is a miss: the memos compute it again."""
-    from memory_tui.core.normalize import _text_line_end_ids, file_block_ids
+    from memory_tui.core.format.normalize import _text_line_end_ids, file_block_ids
 
     root = tmp_path / "memory"
     (root / "topics").mkdir(parents=True)

@@ -14,10 +14,14 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core import normalize, parsecache, txcache
-from memory_tui.core import transaction as tx
-from memory_tui.core.normalize import check_cross_topic_links, check_cross_topic_links_incremental, topic_link_summary
-from memory_tui.core.topics import Topic, assemble_tree, parse_topic, topic_sort_key
+from memory_tui.core.format import normalize
+
+from memory_tui.core.store import parsecache
+
+from memory_tui.core.store import txcache
+from memory_tui.core.tx import transaction as tx
+from memory_tui.core.format.normalize import check_cross_topic_links, check_cross_topic_links_incremental, topic_link_summary
+from memory_tui.core.format.topics import Topic, assemble_tree, parse_topic, topic_sort_key
 
 PATHS = ("a.md", "b.md", "sub/c.md", "sub/d.md", "z.md")
 IDS = tuple(f"{n:08x}" for n in range(0x2a2b3c00, 0x2a2b3c00 + 10))

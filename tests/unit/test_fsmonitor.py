@@ -13,10 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from memory_tui.core import fsmonitor, txcache
-from memory_tui.core import transaction as tx
-from memory_tui.core.sources import SourceRecord, append_records
-from memory_tui.core.workspace import workspace_revision
+from memory_tui.core.store import fsmonitor
+
+from memory_tui.core.store import txcache
+from memory_tui.core.tx import transaction as tx
+from memory_tui.core.format.sources import SourceRecord
+from memory_tui.core.store.archives import append_records
+from memory_tui.core.store.workspace import workspace_revision
 
 pytestmark = pytest.mark.skipif(fsmonitor.inotify() is None or fsmonitor.fs_type(os.getcwd()) is None,
                                 reason="the file-system monitor needs Linux inotify")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from graph_cases import CASES, NOW, WS
-from memory_tui.core.tokens import CharCounter
+from memory_tui.core.format.tokens import CharCounter
 from memory_tui.sessions import graph as G
 from memory_tui.sessions.reasons import explain_session, load_context
 from memory_tui.sessions.store import load_sessions

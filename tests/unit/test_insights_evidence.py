@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from memory_tui.cli import main
-from memory_tui.core.workspace import open_state
+from memory_tui.core.store.workspace import open_state
 from memory_tui.insights.alternatives import alternatives, group_by_fork
 from memory_tui.insights.evidence import SORT_KEYS, evidence_for, sort_evidence
 from memory_tui.sessions.store import load_sessions

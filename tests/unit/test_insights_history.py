@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from memory_tui.cli import main
-from memory_tui.core import gitlog
-from memory_tui.core import transaction as tx
-from memory_tui.core.errors import MemoryError
-from memory_tui.core.workspace import AgentRun, open_state
+from memory_tui.core.store import gitlog
+from memory_tui.core.tx import transaction as tx
+from memory_tui.core.format.errors import MemoryError
+from memory_tui.core.store.workspace import AgentRun, open_state
 from memory_tui.insights.history import (
     HAND_EDIT,
     INIT,

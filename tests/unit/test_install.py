@@ -4,8 +4,8 @@ import json
 import os
 import stat
 
-from memory_tui.core import install as inst
-from memory_tui.core.workspace import workspace_revision
+from memory_tui.core.store import install as inst
+from memory_tui.core.store.workspace import workspace_revision
 
 from test_install_support import INTERNAL, STATE_A, STATE_B, make_stage, make_workspace, revisions, snapshot
 

@@ -6,8 +6,8 @@ import os
 import shutil
 from pathlib import Path
 
-from memory_tui.core.topics import parse_tree_strict
-from memory_tui.core.workspace import workspace_revision
+from memory_tui.core.format.topics import parse_tree_strict
+from memory_tui.core.store.workspace import workspace_revision
 
 
 def record(title: str, body: str, bid: str, eid: str, ref: str, when: str = "2026-11") -> str:

@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from memory_tui.core.errors import MemoryError
-from memory_tui.core.lock import TIMEOUT_EDIT, TIMEOUT_ONLINE, held_by_this_thread, lock_path, write_lock
+from memory_tui.core.format.errors import MemoryError
+from memory_tui.core.store.lock import TIMEOUT_EDIT, TIMEOUT_ONLINE, held_by_this_thread, lock_path, write_lock
 
 # A stand-in for OpenProgram: open O_RDWR|O_CREAT 0600, flock(LOCK_EX[|LOCK_NB]), report, wait.
 FOREIGN = r"""

@@ -12,8 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from memory_tui.core import noopcache, txcache, viewcache
-from memory_tui.core import transaction as tx
+from memory_tui.core.store import noopcache
+
+from memory_tui.core.store import txcache
+
+from memory_tui.core.store import viewcache
+from memory_tui.core.tx import transaction as tx
 
 ADA = "topics/people/ada.md"
 KYOTO = "topics/projects/kyoto-trip.md"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory_tui.core.normalize import (
+from memory_tui.core.format.normalize import (
     allocate_evidence_ids,
     check_cross_topic_links,
     default_link_for,
@@ -13,7 +13,7 @@ from memory_tui.core.normalize import (
     prune_topic,
     rewrite_block_links,
 )
-from memory_tui.core.topics import block_id, evidence_id, parse_topic, parse_tree
+from memory_tui.core.format.topics import block_id, evidence_id, parse_topic, parse_tree
 
 FIRST = (
     "# Dave\n\n## Preferences\n\n"

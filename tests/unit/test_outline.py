@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memory_tui.core.outline import topic_outline
-from memory_tui.core.workspace import open_state
+from memory_tui.core.store.outline import topic_outline
+from memory_tui.core.store.workspace import open_state
 
 
 def _records(topic) -> int:
@@ -61,7 +61,7 @@ def test_outline_cache_answers_unchanged_files_only(tmp_path, monkeypatch):
     a file written within the clock tick is never remembered; a foreign table is empty."""
     import json
 
-    from memory_tui.core import outline as O
+    from memory_tui.core.store import outline as O
 
     memory = tmp_path / "memory"
     topics = memory / "topics"

@@ -8,7 +8,9 @@ import gc
 import pytest
 from parsecache_helpers import mem  # noqa: F401  (a fixture)
 
-from memory_tui.core import fastdata, parsecache
+from memory_tui.core.format import fastdata
+
+from memory_tui.core.store import parsecache
 
 
 def _in_generation(obj: object, generation: int) -> bool:

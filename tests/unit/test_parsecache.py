@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from parsecache_helpers import age, mem  # noqa: F401  (mem is a fixture)
 
-from memory_tui.core import parsecache
-from memory_tui.core import transaction as tx
-from memory_tui.core.sources import SourceIndex
-from memory_tui.core.topics import parse_tree
-from memory_tui.core.workspace import open_state
+from memory_tui.core.store import parsecache
+from memory_tui.core.tx import transaction as tx
+from memory_tui.core.format.sources import SourceIndex
+from memory_tui.core.format.topics import parse_tree
+from memory_tui.core.store.workspace import open_state
 
 
 def _plain(mem: Path):
@@ -156,7 +156,7 @@ def test_cache_is_outside_the_revision_and_open_state_agrees(mem):
 
 
 def _fresh_process() -> None:
-    from memory_tui.core import txcache
+    from memory_tui.core.store import txcache
 
     txcache.clear_caches()  # what a new process has: only the files on disk
 
@@ -170,8 +170,8 @@ def _install_once(mem: Path) -> None:
 
 
 def test_refs_answer_persists_under_bytes_and_archives(mem, monkeypatch):
-    from memory_tui.core import txcache
-    from memory_tui.core.sources import SourceIndex as Index
+    from memory_tui.core.store import txcache
+    from memory_tui.core.format.sources import SourceIndex as Index
 
     _install_once(mem)
     _fresh_process()
@@ -201,7 +201,8 @@ def test_refs_answer_persists_under_bytes_and_archives(mem, monkeypatch):
 
 
 def test_memos_persist_and_a_wrong_type_is_a_miss(mem):
-    from memory_tui.core import normalize, txcache
+    from memory_tui.core.format import normalize
+    from memory_tui.core.store import txcache
 
     _install_once(mem)
     _fresh_process()
@@ -229,7 +230,8 @@ def test_memos_persist_and_a_wrong_type_is_a_miss(mem):
 
 
 def test_link_rewrite_is_keyed_by_where_the_ids_live(mem):
-    from memory_tui.core import normalize, txcache
+    from memory_tui.core.format import normalize
+    from memory_tui.core.store import txcache
 
     texts = {
         "a.md": "# A\n\nSee [b](b.md#^abcd1234) here.[^e-0000000001]\n",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from memory_tui.core.changes import apply_file_changes, apply_patch, parse_patch
-from memory_tui.core.errors import MemoryError
+from memory_tui.core.changes.request import apply_file_changes, apply_patch, parse_patch
+from memory_tui.core.format.errors import MemoryError
 
 A = "# A\n\none[^e1] ^11111111\n\n[^e1]: Time: `2026`; Sources: [x](p/t/m)\n"
 CORE = "# Core\n\nc.[^e-1111111111] ^c0000001\n\n[^e-1111111111]: Time: `2026`; Sources: [x](p/t/m)\n"

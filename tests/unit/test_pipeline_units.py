@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from memory_tui.core.errors import MemoryError
-from memory_tui.core.tokens import CharCounter
+from memory_tui.core.format.errors import MemoryError
+from memory_tui.core.format.tokens import CharCounter
 from memory_tui.pipeline import status as st
 from memory_tui.pipeline.batching import budget_batches, first_batch, plan_batches, unforced_gate
 from memory_tui.pipeline.settings import WriterSettings, load_settings

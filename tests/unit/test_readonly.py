@@ -57,7 +57,7 @@ def registered_verbs() -> set[str]:
 
 
 def test_read_verbs_change_nothing(fixture_state, capsys):
-    pytest.importorskip("memory_tui.core.sources")
+    pytest.importorskip("memory_tui.core.format.sources")
     before = tree_state(fixture_state)
     assert any(k.startswith("memory/.git/") for k in before)
     verbs = registered_verbs()
@@ -80,8 +80,8 @@ def test_read_verbs_change_nothing(fixture_state, capsys):
     assert must <= set(ran_ok), sorted(must - set(ran_ok))
 
     # and the library read side directly
-    from memory_tui.core.workspace import check_views
-    from memory_tui.core.workspace import Workspace
+    from memory_tui.core.store.workspace import check_views
+    from memory_tui.core.store.workspace import Workspace
 
     ws = Workspace(fixture_state)
     snap = ws.snapshot
@@ -99,7 +99,7 @@ def test_reading_a_bare_state_dir_creates_nothing(tmp_path, capsys):
         argv = ["--state", str(tmp_path), verb] + (["x.md"] if verb == "show" else [])
         main(argv)
     capsys.readouterr()
-    from memory_tui.core.workspace import open_state
+    from memory_tui.core.store.workspace import open_state
 
     open_state(tmp_path)
     assert tree_state(tmp_path) == before
@@ -123,7 +123,7 @@ sys.exit(2 if failed else 1 if bad else 0)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode != 2, f"an engine module does not import\n{result.stderr}"
     assert result.returncode == 0, f"textual imported by core/sessions/pipeline\n{result.stderr}"
-    names = ("memory_tui.core.views", "memory_tui.core.workspace")
+    names = ("memory_tui.core.format.views", "memory_tui.core.store.workspace")
     probe = subprocess.run(
         [sys.executable, "-c", f"import sys; import {', '.join(names)}; print('textual' in sys.modules)"],
         capture_output=True, text=True, timeout=60,

@@ -6,8 +6,8 @@ import fcntl
 import json
 import os
 
-from memory_tui.core.config import MemoryConfig
-from memory_tui.core.tokens import CharCounter, O200kCounter
+from memory_tui.core.format.config import MemoryConfig
+from memory_tui.core.format.tokens import CharCounter, O200kCounter
 from memory_tui.sessions.reasons import CODES, explain, explain_session, load_context, probe_lock
 from memory_tui.sessions.store import load_sessions
 from test_sessions_helpers import OWNER, ROOT, make_session, node, turn

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from memory_tui.core.changes import apply_memory_changes, validate_request
-from memory_tui.core.errors import MemoryError
-from memory_tui.core.topics import parse_topic, parse_tree
+from memory_tui.core.changes.request import apply_memory_changes, validate_request
+from memory_tui.core.format.errors import MemoryError
+from memory_tui.core.format.topics import parse_topic, parse_tree
 
 REV = "770a6d9353e3913cc767d8c393d504d2"
 SRC = "../../sources/openprogram/_v2/sess-7f2a.md"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from memory_tui.core import transaction as tx
-from memory_tui.core.topics import parse_tree
+from memory_tui.core.tx import transaction as tx
+from memory_tui.core.format.topics import parse_tree
 
 
 def _sid(root) -> str:

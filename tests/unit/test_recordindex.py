@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core import recordindex
-from memory_tui.core.changes import apply_memory_changes, scan_summary, validate_memory_changes
-from memory_tui.core.errors import MemoryError
-from memory_tui.core.paths import RUNTIME_DIR
+from memory_tui.core.store import recordindex
+from memory_tui.core.changes.request import apply_memory_changes, scan_summary, validate_memory_changes
+from memory_tui.core.format.errors import MemoryError
+from memory_tui.core.format.paths import RUNTIME_DIR
 
 from test_record_ops_props import DUP, TAKEN, TEXTS, ops, settle
 
@@ -120,8 +120,8 @@ KYOTO = "topics/projects/kyoto-trip.md"
 
 
 def _fixture_ops(mem: Path):
-    from memory_tui.core.sources import SourceIndex
-    from memory_tui.core.topics import parse_tree
+    from memory_tui.core.format.sources import SourceIndex
+    from memory_tui.core.format.topics import parse_tree
 
     index = SourceIndex.load(mem)
     tree = parse_tree(mem / "topics", resolve=index.resolve_target)
@@ -141,9 +141,9 @@ def _fixture_ops(mem: Path):
 
 
 def _session(state: Path, mode: str, monkeypatch) -> list[tuple]:
-    from memory_tui.core import transaction as tx
-    from memory_tui.core import txcache
-    from memory_tui.core.workspace import workspace_revision
+    from memory_tui.core.tx import transaction as tx
+    from memory_tui.core.store import txcache
+    from memory_tui.core.store.workspace import workspace_revision
 
     monkeypatch.setenv(txcache.TX_MODE_ENV, mode)
     mem = state / "memory"
@@ -163,7 +163,7 @@ def _files(mem: Path) -> dict[str, bytes]:
 def test_fresh_applies_from_the_kept_index_equal_the_full_path(fixture_state, tmp_path, monkeypatch):
     import shutil
 
-    from memory_tui.core import changes
+    from memory_tui.core.changes import request as changes
 
     full = tmp_path / "full"
     shutil.copytree(fixture_state, full, symlinks=True)
@@ -196,10 +196,10 @@ def test_fresh_applies_from_the_kept_index_equal_the_full_path(fixture_state, tm
 
 
 def test_check_mode_catches_a_lying_entry(fixture_state, monkeypatch):
-    from memory_tui.core import txcache
-    from memory_tui.core.sealed import seal, unseal
-    from memory_tui.core import transaction as tx
-    from memory_tui.core.workspace import workspace_revision
+    from memory_tui.core.store import txcache
+    from memory_tui.core.cache.sealed import seal, unseal
+    from memory_tui.core.tx import transaction as tx
+    from memory_tui.core.store.workspace import workspace_revision
 
     mem = fixture_state / "memory"
     ops_ = _fixture_ops(mem)[1]  # a create: its label is checked against the taken ones
@@ -207,7 +207,7 @@ def test_check_mode_catches_a_lying_entry(fixture_state, monkeypatch):
     assert r.ok
     txcache.clear_caches()
     path = mem / RUNTIME_DIR / recordindex.NAME
-    from memory_tui.core.changes import NEW_EVIDENCE_PREFIX
+    from memory_tui.core.changes.request import NEW_EVIDENCE_PREFIX
 
     # the entry of the current texts, rebuilt, then made to claim the first label is taken
     path.unlink()

@@ -7,12 +7,14 @@ from __future__ import annotations
 import os
 import time
 
-from memory_tui.core import revmemo, txcache
-from memory_tui.core.paths import RUNTIME_DIR
-from memory_tui.core.parsecache import RACY_NS
-from memory_tui.core.sealed import seal, unseal
-from memory_tui.core.txcache import WorkspaceCache, revision_walk
-from memory_tui.core.workspace import workspace_revision
+from memory_tui.core.store import revmemo
+
+from memory_tui.core.store import txcache
+from memory_tui.core.format.paths import RUNTIME_DIR
+from memory_tui.core.store.parsecache import RACY_NS
+from memory_tui.core.cache.sealed import seal, unseal
+from memory_tui.core.store.txcache import WorkspaceCache, revision_walk
+from memory_tui.core.store.workspace import workspace_revision
 
 
 def _workspace(tmp_path):

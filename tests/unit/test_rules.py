@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from memory_tui.core import transaction as tx
-from memory_tui.core.rules import rule_of
+from memory_tui.core.tx import transaction as tx
+from memory_tui.core.format.rules import rule_of
 
 
 def test_a_citation_error_names_the_citation_rule_that_applied():

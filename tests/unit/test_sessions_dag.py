@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memory_tui.core.tokens import CharCounter
+from memory_tui.core.format.tokens import CharCounter
 from memory_tui.sessions.dag import forced_pass_branch_order, get_branch, list_branches, to_message, trunk_tip, walk_chain
 from memory_tui.sessions.records import (
     analyze_session,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from memory_tui.core.config import load_memory_config
-from memory_tui.core.errors import MemoryError
+from memory_tui.core.format.config import load_memory_config
+from memory_tui.core.format.errors import MemoryError
 from memory_tui.demo import build_demo
 from memory_tui.pipeline.settings import config_path, load_config, load_settings
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from memory_tui.core.sources import (
+from memory_tui.core.format.sources import (
     MARKER,
     SourceRecord,
     TrustMeta,

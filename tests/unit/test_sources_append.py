@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from memory_tui.core.errors import MemoryError
-from memory_tui.core.sources import (
+from memory_tui.core.format.errors import MemoryError
+from memory_tui.core.format.sources import (
     MARKER,
     SourceRecord,
-    append_records,
     archive_path,
     render_frame,
     scan_v2,
 )
+from memory_tui.core.store.archives import append_records
 
 
 def rec(thread: str, msg: str, ordinal: int, content: str = "hello", provider: str = "openprogram", **kw) -> SourceRecord:

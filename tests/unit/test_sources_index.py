@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from memory_tui.core.sources import (
+from memory_tui.core.format.sources import (
     MARKER,
     SourceIndex,
     SourceRecord,
     anchor,
-    append_records,
     archive_path,
     render_archive,
     render_frame,
 )
+from memory_tui.core.store.archives import append_records
 
 TRUSTED = "openprogram/s1/m1"
 PENDING = "channel-telegram/bot1%3A-100/abc"

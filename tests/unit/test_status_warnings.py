@@ -111,7 +111,7 @@ def test_key_lines_follow_dotted_keys_and_sub_tables(tmp_path):
 
 
 def test_a_refresh_keeps_warnings_of_unchanged_topics_and_rescans_changed_ones(demo_state):
-    from memory_tui.core.workspace import open_state, refresh
+    from memory_tui.core.store.workspace import open_state, refresh
 
     def warned(view):
         return sorted((p.path, p.line) for p in view.problems if p.code == "SPECIAL_TOKEN_TEXT")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from memory_tui.core import tokens
-from memory_tui.core.tokens import CountMemo, o200k_encoding
+from memory_tui.core.format import tokens
+from memory_tui.core.format.tokens import CountMemo, o200k_encoding
 
 TEXTS = ["hello world", "<|endoftext|> is plain text here", "日本語のテキスト", "x" * 5000, ""]
 
@@ -78,7 +78,7 @@ def test_processes_saving_at_once_keep_each_others_counts(tmp_path, monkeypatch)
 def test_tiktoken_version_is_what_importlib_metadata_reports():
     from importlib.metadata import version
 
-    from memory_tui.core import tokens
+    from memory_tui.core.format import tokens
 
     assert tokens._tiktoken_version() == version("tiktoken")
     assert tokens.CountMemo.tag().endswith("/tiktoken-" + version("tiktoken"))

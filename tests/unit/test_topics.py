@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from memory_tui.core.errors import MemoryError
-from memory_tui.core.topics import (
+from memory_tui.core.format.errors import MemoryError
+from memory_tui.core.format.topics import (
     block_id,
     classify_lines,
     evidence_id,
@@ -381,8 +381,8 @@ def test_resolve_order_plain_then_file_then_fallback():
 
 
 def test_a_topic_symlink_leading_outside_is_reported_not_read(tmp_path):
-    from memory_tui.core.topics import parse_tree
-    from memory_tui.core.workspace import open_state
+    from memory_tui.core.format.topics import parse_tree
+    from memory_tui.core.store.workspace import open_state
 
     secret = tmp_path / "secret.md"
     secret.write_text("private key material\n")

@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from memory_tui.core import transaction as tx
-from memory_tui.core import txcache
-from memory_tui.core.normalize import normalize_tree
-from memory_tui.core.sources import SourceRecord, append_records
-from memory_tui.core.topics import parse_tree
-from memory_tui.core.workspace import workspace_revision
+from memory_tui.core.tx import transaction as tx
+from memory_tui.core.store import txcache
+from memory_tui.core.format.normalize import normalize_tree
+from memory_tui.core.format.sources import SourceRecord
+from memory_tui.core.store.archives import append_records
+from memory_tui.core.format.topics import parse_tree
+from memory_tui.core.store.workspace import workspace_revision
 
 
 def _records() -> list[SourceRecord]:
@@ -205,7 +206,7 @@ def test_runtime_json_rewritten_between_edits_is_read_again(ws, monkeypatch):
     """The committed runtime.json is taken from memory while its walk stamp is the one it was
     read under (``WorkspaceCache.by_stamp``); rewritten by another writer in between, of the
     same size too, it is read again: the edit gives what a fresh process gives."""
-    from memory_tui.core import parsecache
+    from memory_tui.core.store import parsecache
 
     monkeypatch.setattr(parsecache, "RACY_NS", 20_000_000)
     mem = ws / "memory"
@@ -351,7 +352,7 @@ def test_an_edit_inside_the_clock_tick_does_not_hash_the_stream_again(ws, monkey
     the workspace unchanged by reading again only the young files, not by re-hashing the
     revision stream from the first of them to the end (what made a one-record edit grow with
     the workspace)."""
-    from memory_tui.core import parsecache
+    from memory_tui.core.store import parsecache
     monkeypatch.setattr(parsecache, "RACY_NS", 10**15)  # every stamp young, however slow the machine
     _reword_twice(ws)
     hashed = []
@@ -464,7 +465,7 @@ def test_an_edit_leaves_its_revision_to_its_first_reader_and_it_is_exact(ws, mon
     nothing; each result read afterwards -- after later edits, and after a writer without the
     lock changed a file -- is the revision that very edit left, as a fresh hash of the files
     right after it gave; a reader of the workspace now gets the current one."""
-    from memory_tui.core import parsecache
+    from memory_tui.core.store import parsecache
     if young:  # every stamp inside the clock tick: the young files' bytes prove the next pass
         monkeypatch.setattr(parsecache, "RACY_NS", 10**15)
     mem = ws / "memory"
@@ -492,7 +493,7 @@ def test_an_edit_leaves_its_revision_to_its_first_reader_and_it_is_exact(ws, mon
 def test_the_installs_own_result_keeps_the_revision_for_the_next_process_a_reader_does_not(ws):
     """The revision memo (``revmemo``) is written by an install, never by a reader: a deferred
     install writes it when its own result is read, for the files as it left them."""
-    from memory_tui.core import revmemo
+    from memory_tui.core.store import revmemo
 
     mem = ws / "memory"
     _reword_twice(ws)

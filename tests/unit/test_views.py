@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from memory_tui.core.tokens import CharCounter, O200kCounter
-from memory_tui.core.topics import Annotation, Evidence, SourceLink, Unit, parse_tree
-from memory_tui.core.views import (
+from memory_tui.core.format.tokens import CharCounter, O200kCounter
+from memory_tui.core.format.topics import Annotation, Evidence, SourceLink, Unit, parse_tree
+from memory_tui.core.format.views import (
     build_views,
     core_injection,
     core_root_text,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from memory_tui.core.workspace import (
+from memory_tui.core.store.workspace import (
     EMPTY_REVISION,
     RuntimeState,
     dump_runtime_json,

@@ -11,8 +11,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core.views import relpath
-from memory_tui.core.workspace import dump_runtime_json, parse_agent_history, parse_runtime_state, workspace_revision
+from memory_tui.core.format.views import relpath
+from memory_tui.core.store.workspace import dump_runtime_json, parse_agent_history, parse_runtime_state, workspace_revision
 
 json_scalars = st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.text(max_size=8)
 json_values = st.recursive(json_scalars, lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3), max_leaves=8)

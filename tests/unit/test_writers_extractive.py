@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from memory_tui.pipeline.writers import extractive as X
 from memory_tui.pipeline.writers.base import Rejected, Turn, WriteTask, run_with_repair, WriterOutcome
-from memory_tui.core.errors import MemoryError
+from memory_tui.core.format.errors import MemoryError
 
 import pytest
 

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from memory_tui.core.errors import classify_write_failure
+from memory_tui.core.format.errors import classify_write_failure
 from memory_tui.pipeline.writers.base import WriterFailure
 from memory_tui.pipeline.writers.openai import OpenAIWriter, classify_http, parse_changes
 from memory_tui.pipeline.writers.base import Rejected
@@ -134,7 +134,7 @@ def test_parse_changes_refuses_foreign_refs():
 
 
 def test_openai_writer_through_the_pipeline(server, fixture_state):
-    from memory_tui.core.gitlog import fixed_env
+    from memory_tui.core.store.gitlog import fixed_env
     from memory_tui.pipeline.write import Context, write
 
     Handler.mode = "ok"

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
-from memory_tui.core.errors import MemoryError
+from memory_tui.core.format.errors import MemoryError
 
 
 @dataclass(frozen=True)

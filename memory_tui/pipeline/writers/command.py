@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from memory_tui.core.lock import held_by_this_thread
+from memory_tui.core.store.lock import held_by_this_thread
 from memory_tui.pipeline.status import history_entry
 from memory_tui.pipeline.writers.base import (
     REPAIR_PREFIX,

@@ -22,7 +22,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
-from memory_tui.core.text import sanitize
+from memory_tui.core.format.text import sanitize
 
 MAX_BATCH_ROWS = 8
 MAX_FILE_ROWS = 12

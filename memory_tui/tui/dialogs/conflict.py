@@ -18,7 +18,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label
 
-from memory_tui.core.text import sanitize
+from memory_tui.core.format.text import sanitize
 
 from ..widgets.diff_view import DiffView
 from .confirm_job import SHORT, FitsBody, dialog_css

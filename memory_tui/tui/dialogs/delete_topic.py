@@ -15,7 +15,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
-from memory_tui.core.text import sanitize
+from memory_tui.core.format.text import sanitize
 
 from .confirm_job import FitsBody, dialog_css
 

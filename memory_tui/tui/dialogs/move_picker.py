@@ -20,7 +20,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, RadioButton, RadioSet
 from textual.widgets.option_list import Option
 
-from memory_tui.core.text import sanitize
+from memory_tui.core.format.text import sanitize
 
 from .confirm_job import dialog_css
 

@@ -9,7 +9,7 @@ from rich.text import Text
 from textual import on
 from textual.widgets import OptionList
 
-from memory_tui.core.errors import Problem
+from memory_tui.core.format.errors import Problem
 
 from ..data import FrameVM, RecordVM, WorkspaceModel
 from ..widgets import CitationOption, RecordList, RecordOption, SourcePane, frame_text

@@ -19,7 +19,7 @@ from textual.message import Message
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Static
 
-from memory_tui.core.errors import MemoryError
+from memory_tui.core.format.errors import MemoryError
 
 from .. import data
 from ..widgets import HeaderBar

@@ -14,7 +14,7 @@ from textual.screen import Screen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from memory_tui.core.errors import Problem
+from memory_tui.core.format.errors import Problem
 
 from ..widgets.footer import FittedFooter, RankedFooter
 

@@ -17,7 +17,7 @@ from textual.message import Message
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from memory_tui.core.text import sanitize
+from memory_tui.core.format.text import sanitize
 
 from ..editor_model import Diagnostic
 

@@ -19,7 +19,7 @@ from textual.containers import VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from memory_tui.core.text import sanitize
+from memory_tui.core.format.text import sanitize
 
 CONTEXT = 3
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from memory_tui.core.errors import Problem
+from memory_tui.core.format.errors import Problem
 
 from ..data import FrameVM
 from ..render import Glyphs

@@ -39,7 +39,7 @@ from textual.strip import Strip
 from textual.timer import Timer
 from textual.widgets import TextArea
 
-from memory_tui.core.text import sanitize
+from memory_tui.core.format.text import sanitize
 
 from ..editor_model import Diagnostic
 

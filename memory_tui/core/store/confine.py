@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import MemoryError
-from .paths import RUNTIME_NAMES, Layout
+from ..format.errors import MemoryError
+from ..format.paths import RUNTIME_NAMES, Layout
 
 STAGE_DIR_SUFFIX = "-stage"  # <M>/<rt>-stage/: hidden like every <rt>-* name (paths.is_internal_top)
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from .errors import MemoryError
-from .paths import GIT_TRACKED, Layout
+from ..format.errors import MemoryError
+from ..format.paths import GIT_TRACKED, Layout
 
 IDENTITY_NAME = "OpenProgram Memory"
 IDENTITY_EMAIL = "memory@openprogram.local"

@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .errors import MemoryError
-from .topics import TopicTree, Unit
+from ..format.errors import MemoryError
+from ..format.topics import TopicTree, Unit
 
 POSITIONS = ("start", "end", "before", "after")
 
@@ -81,8 +81,8 @@ class RecordOpResult:
 def committed_tree(state: Any) -> tuple[TopicTree, str]:
     """The committed topics and the revision they were read at."""
     from . import transaction as tx
-    from .topics import parse_tree
-    from .workspace import workspace_revision
+    from ..format.topics import parse_tree
+    from ..store.workspace import workspace_revision
 
     root = tx.memory_root(state)
     rev = workspace_revision(root)

@@ -38,22 +38,22 @@ from operator import and_, attrgetter, is_, is_not, itemgetter, ne, not_
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, NamedTuple
 
-from .errors import Problem
-from .fsutil import replace_cache_file
+from ..format.errors import Problem
+from ..fsutil import replace_cache_file
 from .fsmonitor import forget_monitors, monitor_for
 from . import revmemo
-from .paths import RUNTIME_NAMES, Layout, is_internal_top
-from .sources import SourceIndex
-from .normalize import block_id_locations, file_block_ids, has_local_label
+from ..format.paths import RUNTIME_NAMES, Layout, is_internal_top
+from ..format.sources import SourceIndex
+from ..format.normalize import block_id_locations, file_block_ids, has_local_label
 from .parsecache import RACY_NS, deps_signature, forget_in_process, is_racy, store_for, topic_deps
-from .topics import (INVALID_TOPIC_FORMAT, Topic, TopicTree, assemble_tree, parse_topic, read_topic_file,
+from ..format.topics import (INVALID_TOPIC_FORMAT, Topic, TopicTree, assemble_tree, parse_topic, read_topic_file,
                      reassemble_tree, topic_sort_key)
 from .viewcache import TopicPart, view_cache_for
 from .viewcache import forget_in_process as forget_views
 
 # normalize's per-text memos that persist in the parse cache (module, function) -> kind
-PERSISTED_MEMOS = {("memory_tui.core.normalize", "_text_line_end_ids"): "lineids",
-                   ("memory_tui.core.normalize", "definition_ids"): "defids"}
+PERSISTED_MEMOS = {("memory_tui.core.format.normalize", "_text_line_end_ids"): "lineids",
+                   ("memory_tui.core.format.normalize", "definition_ids"): "defids"}
 
 CACHE_NAME = "memory-tui-canonical.json"
 CACHE_VERSION = 1
@@ -63,14 +63,11 @@ MAX_DISK_PROOFS = 200_000
 @lru_cache(maxsize=1)
 def code_tag() -> str:
     """A digest of the code whose output a proof vouches for."""
-    here = Path(__file__).resolve().parent
-    h = hashlib.sha256(f"v{CACHE_VERSION}".encode())
-    for name in ("normalize.py", "topics.py", "sources.py", "txcache.py"):
-        try:
-            h.update((here / name).read_bytes())
-        except OSError:
-            h.update(b"?")
-    return h.hexdigest()[:16]
+    from ..cache.codetag import code_tag as tag_of
+    from ..format import normalize, sources, topics
+    from . import txcache
+
+    return tag_of(normalize, topics, sources, txcache, salt=f"v{CACHE_VERSION}", length=16)
 
 
 def sha(text: str) -> str:

@@ -29,10 +29,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .changes import NEW_EVIDENCE_PREFIX, ScanSummary, scan_summary
+from ..changes.request import NEW_EVIDENCE_PREFIX, ScanSummary, scan_summary
 from .parsecache import code_tag
-from .paths import Layout
-from .sealed import read_kept, write_kept
+from ..format.paths import Layout
+from ..cache.sealed import read_kept, write_kept
 
 NAME = "memory-tui-records"
 MAGIC = b"memory-tui-records 2\n"
@@ -114,7 +114,7 @@ def _entry(summary: ScanSummary) -> tuple[str, tuple[str, ...]] | None:
 
 
 def _valid(summary: Any) -> bool:
-    from .changes import is_scan_summary
+    from ..changes.request import is_scan_summary
 
     return summary is not None and is_scan_summary(summary)
 

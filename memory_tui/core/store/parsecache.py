@@ -2,7 +2,7 @@
 
 Two kinds of parse entry, one file each (or one pack per kind), under ``<M>/<runtime-dir>/memory-tui-cache/<code tag>/``:
 
-* **archives/** — the scanned :class:`~memory_tui.core.sources.ArchiveFile` of one
+* **archives/** — the scanned :class:`~memory_tui.core.format.sources.ArchiveFile` of one
   ``sources/**/*.md`` file, keyed by its path and ``(mtime_ns, size, inode)``;
 * **topics/** — the strict parse of one ``topics/**/*.md`` file, keyed by its path, the same
   stat key and the sha256 of its bytes, plus the archive dependencies of that parse
@@ -47,15 +47,15 @@ from operator import add, and_, attrgetter, eq, is_, itemgetter, methodcaller, s
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from .errors import Problem
-from .fastdata import bulk, positional
-from .fsutil import replace_cache_file
-from .paths import Layout
-from .sealed import seal, unseal
-from .sources import (ArchiveFile, SourceFrame, SourceIndex, archive_paths, d_archive_path, decode_meta,
+from ..format.errors import Problem
+from ..format.fastdata import bulk, positional
+from ..fsutil import replace_cache_file
+from ..format.paths import Layout
+from ..cache.sealed import seal, unseal
+from ..format.sources import (ArchiveFile, SourceFrame, SourceIndex, archive_paths, d_archive_path, decode_meta,
                       parse_d_ref, split_source_id, walk_sources)
-from .sources import take_handed as take_handed_frames
-from .topics import (Annotation, Evidence, Heading, SourceLink, Topic, Unit, assemble_tree, handed_links, parse_topic,
+from ..format.sources import take_handed as take_handed_frames
+from ..format.topics import (Annotation, Evidence, Heading, SourceLink, Topic, Unit, assemble_tree, handed_links, parse_topic,
                      take_handed, read_topic_file, topic_sort_key)
 
 
@@ -189,15 +189,13 @@ StatKey = tuple[int, int, int]
 @lru_cache(maxsize=1)
 def code_tag() -> str:
     """A digest of the code whose output an entry holds (and of this format)."""
-    here = Path(__file__).resolve().parent
-    h = hashlib.sha256(f"format {FORMAT}".encode())
-    for name in ("topics.py", "sources.py", "errors.py", "txcache.py", "parsecache.py", "views.py", "viewcache.py",
-                 "normalize.py", "changes.py", "fastdata.py"):
-        try:
-            h.update((here / name).read_bytes())
-        except OSError:
-            h.update(b"?")
-    return h.hexdigest()[:16]
+    from ..cache.codetag import code_tag as tag_of
+
+    # The entries hold parses and the derived parts and memos that txcache and viewcache keep
+    # in them; named, not imported, because those modules import this one.
+    return tag_of(*(f"memory_tui.core.{name}" for name in (
+        "format.topics", "format.sources", "format.errors", "store.txcache", "store.parsecache", "format.views",
+        "store.viewcache", "format.normalize", "changes.request", "format.fastdata")), salt=f"format {FORMAT}", length=16)
 
 
 def stat_key(st: os.stat_result) -> StatKey:
@@ -213,8 +211,8 @@ def _racy(key: StatKey) -> bool:
 
 _SAFE_BUILTINS = {("builtins", n) for n in ("frozenset", "set", "tuple", "list", "dict", "str", "bytes", "int", "float",
                                             "bool", "complex", "object")}
-_SAFE_MODULES = ("memory_tui.core.topics", "memory_tui.core.sources", "memory_tui.core.errors", "memory_tui.core.views",
-                 "memory_tui.core.viewcache")
+_SAFE_MODULES = ("memory_tui.core.format.topics", "memory_tui.core.format.sources", "memory_tui.core.format.errors", "memory_tui.core.format.views",
+                 "memory_tui.core.store.viewcache")
 
 
 class _Unpickler(pickle.Unpickler):
@@ -821,7 +819,7 @@ def _name(rel: str) -> str:
 class _TopicEntry:
     key: StatKey
     sha: str
-    topic: Any  # memory_tui.core.topics.Topic
+    topic: Any  # memory_tui.core.format.topics.Topic
     deps: tuple[str, ...]
     sig: str
     rows: tuple | None = None  # the stored head (``topic_head``) ``topic`` was made from

@@ -32,15 +32,14 @@ import hashlib
 import json
 import os
 import stat as stat_mod
-import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
-from .fsutil import replace_cache_file
+from ..fsutil import replace_cache_file
 from .parsecache import is_racy
-from .paths import Layout
+from ..format.paths import Layout
 from .txcache import revision_walk
 
 NAME = "memory-tui-noop.json"
@@ -52,18 +51,12 @@ def code_tag() -> str:
     """A digest of every module of ``core/`` (the whole transaction path), this format, the
     token counter's tag (rank file and tiktoken version: core.md's budget is counted with it)
     and the Python version (its Unicode tables decide what the parser calls whitespace)."""
-    from .tokens import CountMemo
+    from ..format.tokens import CountMemo
 
-    here = Path(__file__).resolve().parent
-    h = hashlib.sha256(f"noop v{VERSION} {CountMemo.tag()} {sys.version_info[:2]}".encode())
-    for path in sorted(here.glob("*.py")):
-        h.update(path.name.encode())
-        h.update(b"\x00")
-        try:
-            h.update(path.read_bytes())
-        except OSError:
-            h.update(b"?")
-    return h.hexdigest()[:32]
+    from ... import core
+    from ..cache.codetag import package_tag
+
+    return package_tag(core, salt=f"noop v{VERSION} {CountMemo.tag()}")
 
 
 def workspace_key(stamps: Mapping[str, tuple], links: tuple[str, ...]) -> str | None:

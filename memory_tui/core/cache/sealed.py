@@ -12,7 +12,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from .fsutil import replace_cache_file
+from ..fsutil import replace_cache_file
 
 
 def seal(magic: bytes, value: Any, version: int = 4) -> bytes:

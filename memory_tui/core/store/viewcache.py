@@ -4,7 +4,7 @@
 ``core.md`` from every unit of the tree on every transaction. Here each topic file contributes
 a :class:`TopicPart` — its timeline rows and its ``relations.json`` fragments — computed once
 per parsed topic and reused while that topic is the same parse (the parse caches already
-reuse a :class:`~memory_tui.core.topics.Topic` only for the same bytes and the same archive
+reuse a :class:`~memory_tui.core.format.topics.Topic` only for the same bytes and the same archive
 signature, which is everything a row depends on: the unit, and ``link_for``'s answer for the
 sources its links name, which lives in the archives of the topic's deps). The parts are
 combined at the end with the same orderings ``build_views`` uses, so the bytes are the same;
@@ -54,9 +54,9 @@ from itertools import chain, compress
 from operator import attrgetter, is_not
 from typing import Any, Callable, Iterable, Mapping
 
-from .fsutil import replace_cache_file
-from .sealed import seal, unseal
-from .views import (
+from ..fsutil import replace_cache_file
+from ..cache.sealed import seal, unseal
+from ..format.views import (
     DerivedViews,
     LinkFor,
     TimelineRow,
@@ -685,7 +685,7 @@ def _unseal(data: bytes) -> Any:
 def snapshot_dir(memory_root: Any) -> Any:
     from pathlib import Path
 
-    from .paths import Layout
+    from ..format.paths import Layout
 
     return Layout(Path(memory_root)).runtime_dir / SNAPSHOT_DIR
 

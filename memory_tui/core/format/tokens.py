@@ -147,7 +147,7 @@ class CountMemo:
 
     @staticmethod
     def base():
-        from .fsutil import user_cache_dir
+        from ..fsutil import user_cache_dir
 
         return user_cache_dir()
 
@@ -221,7 +221,7 @@ class CountMemo:
     def save(self) -> None:
         import json
 
-        from .fsutil import replace_cache_file
+        from ..fsutil import replace_cache_file
 
         with self.lock:
             if not self.changed:

@@ -47,12 +47,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from .errors import Problem
+from ..format.errors import Problem
 from . import gitlog
 from .confine import STAGE_DIR_SUFFIX, refuse_symlink
-from .fsutil import fsync_dir
+from ..fsutil import fsync_dir
 from .lock import hold_depth
-from .paths import Layout
+from ..format.paths import Layout
 
 JOURNAL_NAME = "install-journal.json"
 JOURNAL_VERSION = 1

@@ -20,9 +20,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from .errors import MemoryError
+from ..format.errors import MemoryError
 from .confine import check_write_confinement
-from .paths import Layout
+from ..format.paths import Layout
 
 TIMEOUT_DEFAULT = 10.0  # stage refresh, workspace_id(), views --rebuild
 TIMEOUT_ONLINE = 1.0  # online writer, unpaired archive, promotion

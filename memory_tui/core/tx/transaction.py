@@ -38,24 +38,24 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from . import gitlog
-from .errors import CORRUPT_FILE, MemoryError, Problem
-from .confine import check_write_confinement
-from .install import (FILE_TARGETS, InstallPlan, install, make_stage_dir, needs_recovery, plan_install, recover,
+from ..store import gitlog
+from ..format.errors import CORRUPT_FILE, MemoryError, Problem
+from ..store.confine import check_write_confinement
+from ..store.install import (FILE_TARGETS, InstallPlan, install, make_stage_dir, needs_recovery, plan_install, recover,
                       remove_stage_dir)
-from .lock import TIMEOUT_DEFAULT, TIMEOUT_EDIT, write_lock
-from .paths import Layout, check_writable
-from .sources import SourceIndex, SourceRecord
-from .topics import (CITATION_RE, DEFINITION_RE, Topic, TopicTree, Unit, is_error, iter_blocks, parse_topic, read_topic_texts,
+from ..store.lock import TIMEOUT_DEFAULT, TIMEOUT_EDIT, write_lock
+from ..format.paths import Layout, check_writable
+from ..format.sources import SourceIndex, SourceRecord
+from ..format.topics import (CITATION_RE, DEFINITION_RE, Topic, TopicTree, Unit, is_error, iter_blocks, parse_topic, read_topic_texts,
                      topic_sort_key)
-from .parsecache import store_for
-from .fsmonitor import monitor_for
-from .txcache import (IncrementalMismatch, InstalledRevision, PendingRevision, RevisionJob, WorkspaceCache, any_racy,
+from ..store.parsecache import store_for
+from ..store.fsmonitor import monitor_for
+from ..store.txcache import (IncrementalMismatch, InstalledRevision, PendingRevision, RevisionJob, WorkspaceCache, any_racy,
                       cache_for, derive, in_one_shot, installed_stamps, revision_text, revision_walk, stamps_under,
                       tx_mode)
-from . import noopcache
-from .viewcache import mode as views_mode
-from .workspace import RuntimeState, dump_runtime_json, load_runtime_state, workspace_revision
+from ..store import noopcache
+from ..store.viewcache import mode as views_mode
+from ..store.workspace import RuntimeState, dump_runtime_json, load_runtime_state, workspace_revision
 
 GIT_MODES = ("auto", "on", "off")
 CORE_MASTER = "topics/core.md"
@@ -572,7 +572,8 @@ class Stage:
         framed are skipped), and ``self.index`` becomes the committed index plus those files,
         so validation sees the new frames and the install replaces exactly those archives
         (sources stay append-only). Returns the source ids of ``records``."""
-        from .sources import APPEND_REFUSED, append_records, archive_path, index_file
+        from ..format.sources import APPEND_REFUSED, archive_path, index_file
+        from ..store.archives import append_records
 
         if self.restricted:
             raise MemoryError("WRITER_PRECONDITION_FAILED", "a restricted stage cannot archive sources")
@@ -879,7 +880,7 @@ def _normalize(texts: Mapping[str, str], stage: Stage, refuse_drops: bool = Fals
     normalising exactly those bytes (with the same source archives) is the identity; every
     other file is normalised as OpenProgram would (pitfall 4 without losing byte-compatibility).
     """
-    from .normalize import normalize_tree
+    from ..format.normalize import normalize_tree
 
     cache, index, token = stage.cache, stage.index, stage.token
     return normalize_tree(
@@ -1102,8 +1103,8 @@ def _write_stage_texts(stage: Stage, texts: Mapping[str, str], existing: Mapping
 
 
 def _write_views(stage: Stage, tree: TopicTree, index: SourceIndex, runtime: RuntimeState, ctx: _Context) -> CoreInfo | None:
-    from .config import load_memory_config
-    from .views import TIMELINE_DIR
+    from ..format.config import load_memory_config
+    from ..format.views import TIMELINE_DIR
 
     config = load_memory_config(_state_dir(stage.memory_root))
     master = tree.topic("core.md")
@@ -1214,8 +1215,8 @@ def _promote_legacy_core(stage: Stage, normalized: dict[str, str], ctx: _Context
     ``topics/core.md`` with links re-based to ``topics/``; kept only if the whole tree still
     parses (and, stricter than OpenProgram, only if its sources validate, so a legacy file
     never makes an unrelated edit fail). Returns (texts, note)."""
-    from .normalize import rewrite_block_links
-    from .views import promote_legacy_core
+    from ..format.normalize import rewrite_block_links
+    from ..format.views import promote_legacy_core
 
     if "core.md" in normalized:
         return normalized, None
@@ -1262,7 +1263,7 @@ def _link_summaries(cache: WorkspaceCache):
     """``normalize.topic_link_summary`` of a topic, kept by its path and bytes in the parse
     cache: a fresh process checks the links of the topics it did not change without building
     their units (the check builds a topic only when its summary names an id the tree lacks)."""
-    from .normalize import topic_link_summary
+    from ..format.normalize import topic_link_summary
 
     def summary(topic: Topic) -> tuple[bool, tuple[str, ...]]:
         return cache.kept("blinks", topic.path, topic.text, lambda: topic_link_summary(topic), _is_link_summary)
@@ -1302,7 +1303,7 @@ def _prepare(stage: Stage, ctx: _Context) -> _Prepared:
     errors.add(problems)
     errors.add(_missing_sources(texts, changed, index, ctx.rule))
 
-    from .normalize import check_cross_topic_links, check_cross_topic_links_incremental, rewrite_block_links
+    from ..format.normalize import check_cross_topic_links, check_cross_topic_links_incremental, rewrite_block_links
 
     # The owner's own texts (hand edit, whole-file change, patch) must land whole; record ops,
     # writers and organize legitimately leave empty sections for pruning.
@@ -1647,7 +1648,7 @@ def _ensure_git(root: Path, mode: str, env: Mapping[str, str] | None) -> str | N
 def _counter(counter: Any) -> Any:
     if counter is not None:
         return counter
-    from .tokens import DEFAULT_COUNTER
+    from ..format.tokens import DEFAULT_COUNTER
 
     return DEFAULT_COUNTER
 
@@ -1856,7 +1857,7 @@ def update(
     exactly those ids may be newly cited (plus, for record ops, the refs the ops declare).
     The archives are installed with the topics, or not at all.
     """
-    from . import changes as forms
+    from ..changes import request as forms
 
     payload = {
         "base_revision": base_revision,
@@ -1900,7 +1901,7 @@ def update(
                                           forms.is_scan_summary)
 
                     def owned() -> Any:
-                        from . import recordindex
+                        from ..store import recordindex
 
                         return forms.apply_memory_changes(
                             texts, stage.baseline, req.memory_changes, link_for=stage.index.link_for,

@@ -26,9 +26,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
-from .errors import MemoryError
-from .paths import check_writable, relpath
-from .topics import (
+from ..format.errors import MemoryError
+from ..format.paths import check_writable, relpath
+from ..format.topics import (
     DEFINITION_RE,
     Paragraph,
     ParagraphShape,
@@ -37,7 +37,7 @@ from .topics import (
     paragraph_shape,
     split_lines,
 )
-from .views import rebase_target
+from ..format.views import rebase_target
 
 MAX_CHANGES = 64
 MAX_PATCH_BYTES = 512_000

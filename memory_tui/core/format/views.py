@@ -103,7 +103,7 @@ def _topic_href(topic_path: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Unit accessors (duck-typed over memory_tui.core.topics.Unit)
+# Unit accessors (duck-typed over memory_tui.core.format.topics.Unit)
 # --------------------------------------------------------------------------------------------
 
 

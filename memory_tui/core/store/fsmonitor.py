@@ -40,7 +40,7 @@ import threading
 from pathlib import Path
 from typing import Any, Iterable
 
-from .paths import RUNTIME_NAMES, is_internal_top
+from ..format.paths import RUNTIME_NAMES, is_internal_top
 
 FSMONITOR_ENV = "MEMORY_TUI_FSMONITOR"
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .fsutil import replace_cache_file, user_cache_dir
-from .topics import is_mem_id, iter_blocks, paragraph_shape, read_topic_file, topic_sort_key
+from ..fsutil import replace_cache_file, user_cache_dir
+from ..format.topics import is_mem_id, iter_blocks, paragraph_shape, read_topic_file, topic_sort_key
 
 
 @dataclass(frozen=True)
@@ -81,14 +81,11 @@ OUTLINE_FORMAT = 1
 @lru_cache(maxsize=1)
 def outline_code_tag() -> str:
     """A digest of the code an outline comes from: other code's entries are never read."""
-    here = Path(__file__).resolve().parent
-    h = hashlib.sha256(f"outline {OUTLINE_FORMAT}".encode())
-    for name in ("outline.py", "topics.py"):
-        try:
-            h.update(name.encode() + b"\0" + (here / name).read_bytes())
-        except OSError:
-            h.update(b"?")
-    return h.hexdigest()[:16]
+    from ..cache.codetag import code_tag
+    from ..format import topics
+    from . import outline
+
+    return code_tag(outline, topics, salt=f"outline {OUTLINE_FORMAT}", length=16)
 
 
 def outline_cache_dir() -> Path:

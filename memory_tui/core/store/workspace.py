@@ -25,11 +25,11 @@ from operator import is_
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from .errors import CORRUPT_FILE, SPECIAL_TOKEN_TEXT, STATE_NOT_FOUND, WRITE_FAILURE_CODES, MemoryError, Problem
-from .paths import RUNTIME_NAMES, Layout, is_internal_top, read_workspace_id  # noqa: F401 (re-exported)
-from .tokens import TokenCounter
+from ..format.errors import CORRUPT_FILE, SPECIAL_TOKEN_TEXT, STATE_NOT_FOUND, WRITE_FAILURE_CODES, MemoryError, Problem
+from ..format.paths import RUNTIME_NAMES, Layout, is_internal_top, read_workspace_id  # noqa: F401 (re-exported)
+from ..format.tokens import TokenCounter
 from .viewcache import view_cache_for
-from .views import ViewMismatch, compare_views, core_injection, special_token_problems
+from ..format.views import ViewMismatch, compare_views, core_injection, special_token_problems
 from .parsecache import deps_signature, stat_key, store_for, topic_deps, topic_file_stats
 
 EMPTY_REVISION = hashlib.sha256(b"").hexdigest()[:32]
@@ -491,7 +491,7 @@ def dump_session_end(handled: Mapping[str, float]) -> str:
 @dataclass(frozen=True)
 class _TopicEntry:
     stamp: FileStamp
-    topic: Any  # memory_tui.core.topics.Topic, or None when the file could not be read
+    topic: Any  # memory_tui.core.format.topics.Topic, or None when the file could not be read
     problem: Problem | None = None
 
 
@@ -506,12 +506,12 @@ class StateView:
     state_dir: Path
     memory_root: Path
     layout: Layout
-    config: Any  # memory_tui.core.config.MemoryConfig
+    config: Any  # memory_tui.core.format.config.MemoryConfig
     workspace_id: str | None
     revision: str
-    tree: Any  # memory_tui.core.topics.TopicTree
-    sources: Any  # memory_tui.core.sources.SourceIndex
-    views: Any  # memory_tui.core.views.DerivedViews
+    tree: Any  # memory_tui.core.format.topics.TopicTree
+    sources: Any  # memory_tui.core.format.sources.SourceIndex
+    views: Any  # memory_tui.core.format.views.DerivedViews
     runtime: RuntimeState
     writer_status: WriterStatus
     agent_history: tuple[AgentRun, ...]
@@ -605,7 +605,7 @@ def _assemble_tree(entries: Mapping[str, _TopicEntry], previous: Any = None) -> 
     over the same sources) and no file that failed to read, only the changed topics' ids are
     swapped in its id map (``reassemble_tree``, equal to a full assembly) instead of every
     id of the workspace being mapped again."""
-    from .topics import assemble_tree, reassemble_tree, topic_sort_key
+    from ..format.topics import assemble_tree, reassemble_tree, topic_sort_key
 
     problems: list[Problem] = []
     parsed = []
@@ -625,7 +625,7 @@ def _parse_topics(
 ) -> tuple[dict[str, _TopicEntry], list[str]]:
     import hashlib
 
-    from .topics import parse_topic, read_topic_file
+    from ..format.topics import parse_topic, read_topic_file
 
     store = store_for(topics_dir.parent)
     entries: dict[str, _TopicEntry] = {}
@@ -704,8 +704,8 @@ def _revision_of(memory_root: Path, prev: StateView | None) -> tuple[Mapping[str
 
 
 def _build(state_dir: Path, prev: StateView | None, counter: Any) -> StateView:
-    from .config import load_memory_config
-    from .tokens import DEFAULT_COUNTER
+    from ..format.config import load_memory_config
+    from ..format.tokens import DEFAULT_COUNTER
 
     if not state_dir.is_dir():
         raise MemoryError(STATE_NOT_FOUND, f"state directory not found: {state_dir}", path=str(state_dir))

@@ -30,8 +30,8 @@ from itertools import compress
 from operator import itemgetter, ne
 from pathlib import Path
 
-from .paths import Layout
-from .sealed import read_kept, write_kept
+from ..format.paths import Layout
+from ..cache.sealed import read_kept, write_kept
 
 NAME = "memory-tui-revision"
 MAGIC = b"memory-tui-revision 2\n"
