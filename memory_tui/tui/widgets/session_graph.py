@@ -58,6 +58,9 @@ MARKER_STYLE = Style(color="bright_white", bold=True)
 LABEL_STYLE = Style()
 DIM_LABEL = Style(color="bright_black")
 CURSOR_STYLE = Style(reverse=True)
+# Padding gets a real (empty) style, never ``None``: Textual's monochrome filter (NO_COLOR)
+# reads ``style.color`` of every segment a line hands it and crashes on a bare one.
+PAD_STYLE = Style()
 # The gutter says "cursor" / "lineage" in glyphs too: colour is never the only cue.
 GUTTER = {False: {"cursor": "▶", "lineage": "┃", "none": " "}, True: {"cursor": ">", "lineage": "|", "none": " "}}
 CACHE_SIZE = 1024
@@ -373,7 +376,7 @@ class SessionGraph(ScrollView, can_focus=True):
         index = int(self.scroll_y) + y
         width = self.size.width
         if lay is None and self.pending and index == 0 and width > 0:
-            return Strip([Segment(" " + self.pending, DIM_LABEL)]).crop(0, width).extend_cell_length(width)
+            return Strip([Segment(" " + self.pending, DIM_LABEL)]).crop(0, width).extend_cell_length(width, PAD_STYLE)
         if lay is None or not 0 <= index < len(lay.rows) or width <= 0:
             return Strip.blank(width, self.rich_style)
         row = lay.rows[index]
@@ -421,7 +424,7 @@ class SessionGraph(ScrollView, can_focus=True):
         strip = Strip(segments).crop(0, width)
         if cursor:
             strip = strip.apply_style(CURSOR_STYLE)
-        return strip.extend_cell_length(width, CURSOR_STYLE if cursor else None)
+        return strip.extend_cell_length(width, CURSOR_STYLE if cursor else PAD_STYLE)
 
 
 __all__ = ["SessionGraph", "STATE_STYLES", "legend_text"]
