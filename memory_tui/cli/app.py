@@ -57,7 +57,9 @@ def _open(state_dir: Path, args: argparse.Namespace) -> int:
 
     app = create_app(state_dir, watch=not getattr(args, "no_watch", False), ascii=getattr(args, "ascii", False))
     app.run()
-    return 0
+    # Textual prints the traceback of an exception no handler caught and returns from run()
+    # as a quit would; its return code (1 then) is the only trace of the crash a shell sees.
+    return app.return_code or 0
 
 
 def app_settings_problems() -> tuple:

@@ -96,3 +96,32 @@ async def test_every_screen_renders_under_no_color_and_ascii(demo_state, tmp_pat
         assert "palette" in text.splitlines()[-1], text
     assert app.return_code in (None, 0)
 
+
+def test_an_exception_no_handler_caught_makes_the_app_exit_non_zero(tmp_path, monkeypatch):
+    # Textual prints the traceback of a crash and returns from run() as if the owner had
+    # quit; only its return code says otherwise, and the shell must see it.
+    from textual.app import App
+
+    import memory_tui.cli.app as cli_app
+    import memory_tui.tui.app as tui_app
+    from memory_tui.cli import main
+    from tui_helpers import write_minimal_state
+
+    class Headless(App[None]):
+        def run(self, **kw):  # no terminal under pytest
+            return super().run(headless=True, **kw)
+
+    class Crashing(Headless):
+        def on_mount(self) -> None:
+            raise RuntimeError("a widget failed to draw")
+
+    class Quitting(Headless):
+        def on_mount(self) -> None:
+            self.exit()
+
+    state = write_minimal_state(tmp_path)
+    monkeypatch.setattr(cli_app, "_need_terminal", lambda: None)
+    monkeypatch.setattr(tui_app, "create_app", lambda *_a, **_kw: Crashing())
+    assert main(["--state", str(state), "--no-watch"]) == 1
+    monkeypatch.setattr(tui_app, "create_app", lambda *_a, **_kw: Quitting())
+    assert main(["--state", str(state), "--no-watch"]) == 0
