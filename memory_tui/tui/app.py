@@ -357,6 +357,11 @@ class MemoryApp(JobRunner, App[None]):
 
     def action_reload(self) -> None:
         self.load_in_background(None)
+        # a screen over the views that holds a file of its own (the editor) re-reads it too
+        for screen in self.screen_stack:
+            hook = getattr(screen, "reload_requested", None)
+            if hook is not None:
+                hook()
 
     # ------------------------------------------------------------------ loading & watching
     def load_in_background(self, touched: set[str] | None) -> None:

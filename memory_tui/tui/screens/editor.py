@@ -75,6 +75,9 @@ class EditorScreen(Screen[None]):
     def on_mount(self) -> None:
         self.editor.mark_saved(self._text, self._revision)
         self.editor.focus()
+        # A file can be invalid before the owner types a key (a hand edit outside, a
+        # writer's bug): its errors show from the start, not after the first change.
+        self.editor.request_validation()
 
     def title_text(self, width: int) -> str:
         """The title line, whole: the key hint goes first when the line cannot hold it (the
@@ -175,8 +178,27 @@ class EditorScreen(Screen[None]):
     # ------------------------------------------------------------------ conflicts
     def workspace_changed(self, paths: frozenset[str]) -> None:
         """The watcher saw ``paths`` change (relative to the state dir)."""
-        if f"memory/{self.path}" not in paths or self.conflict_open:
+        if self.conflict_open:
             return
+        if f"memory/{self.path}" in paths:
+            self._follow_disk()
+        # The buffer is checked against the rest of the workspace (the topics it links to,
+        # the sources it cites, the ids other files hold), so a change to any of them can
+        # add or clear an error: check again. Our own caches and lock under .scriptorium
+        # are not memory.
+        if any(p.startswith("memory/") and not p.startswith("memory/.scriptorium/") for p in paths):
+            self.editor.request_validation()
+
+    def reload_requested(self) -> None:
+        """``ctrl+r`` (the app re-reads the state dir): re-read the file as a change on disk
+        would be, and check the buffer against what is on disk now."""
+        if not self.conflict_open:
+            self._follow_disk()
+        self.editor.request_validation()
+
+    def _follow_disk(self) -> None:
+        """The file on disk may differ from what the buffer was opened from: follow it when
+        nothing of ours would be lost, else ask (the conflict dialog)."""
         theirs, revision = read_topic_text(self.state_dir, self.path)
         editor = self.editor
         if theirs == editor.base_text:
@@ -200,6 +222,7 @@ class EditorScreen(Screen[None]):
             editor.mark_saved(theirs, revision)
             if answer.choice == "keep_mine" and editor.text != answer.text:
                 editor.load_text(answer.text)
+            editor.request_validation()  # the buffer against the file it now builds on
 
         self.app.push_screen(ConflictDialog(self.path, editor.text, theirs), resolved)
 
