@@ -1,5 +1,5 @@
 """The topic editor checks the buffer without waiting for a key (on open, on ctrl+r, after a
-change on disk)."""
+change on disk), and on a short screen keeps rows of text with the diagnostics folded."""
 
 from __future__ import annotations
 
@@ -90,3 +90,41 @@ async def test_a_change_to_a_source_the_topic_cites_is_checked_at_once(tmp_path)
         assert editor.text == text
         assert all(d.message.startswith("invalid source target: ") for d in editor.diagnostics), editor.diagnostics
 
+
+async def test_at_40x12_the_text_keeps_three_rows_and_the_diagnostics_fold_to_one_line(tmp_path):
+    state = write_minimal_state(tmp_path, {"topics/bad.md": BAD})
+    app = make_app(state)
+    async with app.run_test(size=(40, 12)) as pilot:
+        screen = await _open(pilot, app, "topics/bad.md")
+        editor = screen.editor
+        editor.text = "x" + editor.text  # a second error, on line 1
+        await until(pilot, lambda: len(editor.diagnostics) == 2)
+        await pilot.pause()
+        assert editor.scrollable_content_region.height >= 3
+        listed = screen.diagnostics_list
+        assert listed.outer_size.height == 1
+        rows = screen_text(app).splitlines()
+        assert any("x# Bad" in r for r in rows) and any("Ada likes green" in r for r in rows), rows
+        # one row: which of how many, where, and the message from its start
+        shown = [r for r in rows if "1/2 1:1 memory block ID required" in r]
+        assert len(shown) == 1, rows
+        assert not any("INVALID_TOPIC_FORMAT" in r and "│" in r for r in rows), rows  # no boxed list
+        # the row follows the cursor onto the other error
+        editor.move_cursor((2, 0))
+        await pilot.pause()
+        assert any("2/2 3:21 undefined footnote" in r for r in screen_text(app).splitlines())
+
+
+async def test_at_80x24_the_diagnostics_list_keeps_its_full_entries(tmp_path):
+    # the fold is for short screens only: the check above can fail
+    state = write_minimal_state(tmp_path, {"topics/bad.md": BAD})
+    app = make_app(state)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await _open(pilot, app, "topics/bad.md")
+        editor = screen.editor
+        editor.text = "x" + editor.text
+        await until(pilot, lambda: len(editor.diagnostics) == 2)
+        await pilot.pause()
+        assert screen.diagnostics_list.outer_size.height > 2
+        text = screen_text(app)
+        assert "INVALID_TOPIC_FORMAT" in text and "rule: §3.3 uncited prose" in text, text

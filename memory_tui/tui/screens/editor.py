@@ -46,10 +46,18 @@ class EditorScreen(Screen[None]):
     EditorScreen DiagnosticsList { width: 1fr; max-height: 100%; height: 1fr; }
     /* narrow terminal: the list goes under the text, so neither wraps into a column of words */
     EditorScreen.-narrow Horizontal { layout: vertical; }
-    EditorScreen.-narrow TopicEditor { width: 1fr; height: 1fr; }
+    /* the text keeps three rows (and its border) whatever the list holds */
+    EditorScreen.-narrow TopicEditor { width: 1fr; height: 1fr; min-height: 5; }
     EditorScreen.-narrow DiagnosticsList { width: 1fr; height: auto; max-height: 8; }
+    EditorScreen.-narrow.-short DiagnosticsList { height: 1; max-height: 1; }
     """
     NARROW = 100  # columns below which the diagnostics list goes under the editor
+    # Under the editor, the list may take LIST_ROWS rows while the text keeps TEXT_ROWS rows
+    # (and its border), between the title and the footer; a shorter screen folds the list
+    # to one line.
+    TEXT_ROWS = 3
+    LIST_ROWS = 8
+    SHORT = 1 + (TEXT_ROWS + 2) + LIST_ROWS + 1
 
     def __init__(self, state_dir: Path, path: str, *, ascii: bool = False, git_env=None) -> None:
         super().__init__()
@@ -92,7 +100,11 @@ class EditorScreen(Screen[None]):
         return "Edit …" + self.path[len(self.path) - (room - 6):]
 
     def on_resize(self, event) -> None:
-        self.set_class(event.size.width < self.NARROW, "-narrow")
+        narrow = event.size.width < self.NARROW
+        self.set_class(narrow, "-narrow")
+        short = narrow and event.size.height < self.SHORT
+        self.set_class(short, "-short")
+        self.diagnostics_list.set_folded(short)
         self.query_one("#editor-title", Label).update(self.title_text(event.size.width))
 
     @property

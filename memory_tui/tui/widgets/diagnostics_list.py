@@ -24,9 +24,23 @@ from ..editor_model import Diagnostic
 
 class DiagnosticOption(Option):
     """Where and what on the first line, the message under it, then the rule it broke: a
-    narrow list wraps the message, never the line number and code."""
+    narrow list wraps the message, never the line number and code.
 
-    def __init__(self, diagnostic: Diagnostic) -> None:
+    ``folded=(n, total)``: one line instead, its place among the others, where and the
+    message, cut at the list's edge (a short screen has one row for the list)."""
+
+    def __init__(self, diagnostic: Diagnostic, *, folded: tuple[int, int] | None = None) -> None:
+        if folded is not None:
+            n, total = folded
+            line = Text()
+            line.append(f"{n}/{total} ", style="dim")
+            line.append(f"{diagnostic.where} ", style="bold red")
+            if diagnostic.path:
+                line.append(sanitize(diagnostic.path) + ": ", style="italic")
+            line.append(sanitize(diagnostic.message))
+            super().__init__(line)
+            self.diagnostic = diagnostic
+            return
         text = Text()
         text.append(f"{diagnostic.where:>7}  ", style="dim")
         text.append(diagnostic.code, style="bold red")
@@ -50,6 +64,9 @@ class DiagnosticsList(OptionList):
 
     DEFAULT_CSS = """
     DiagnosticsList { height: auto; max-height: 10; border: round $error 50%; }
+    /* folded: one row, one diagnostic at a time ([ and ] walk them), no border to pay for */
+    DiagnosticsList.-folded { height: 1; max-height: 1; border: none; padding: 0 1;
+                              scrollbar-size-vertical: 0; text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
     @dataclass
@@ -65,17 +82,39 @@ class DiagnosticsList(OptionList):
                  id: str | None = None, classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self._diagnostics: tuple[Diagnostic, ...] = ()
+        self._folded = False
         self.set_diagnostics(diagnostics)
 
     @property
     def diagnostics(self) -> tuple[Diagnostic, ...]:
         return self._diagnostics
 
+    @property
+    def folded(self) -> bool:
+        return self._folded
+
+    def set_folded(self, folded: bool) -> None:
+        """One line per diagnostic in a one-row list (a short screen), or the full entries."""
+        if folded == self._folded:
+            return
+        self._folded = folded
+        self.set_class(folded, "-folded")
+        highlighted = self.highlighted
+        self.set_diagnostics(self._diagnostics)
+        if highlighted is not None and highlighted < len(self._diagnostics):
+            self.highlighted = highlighted
+
     def set_diagnostics(self, diagnostics: Iterable[Diagnostic]) -> None:
         self._diagnostics = tuple(diagnostics)
         self.clear_options()
-        self.add_options([DiagnosticOption(d) for d in self._diagnostics])
-        self.border_title = f"{len(self._diagnostics)} problem(s)" if self._diagnostics else "no problems"
+        total = len(self._diagnostics)
+        if self._folded:
+            options = [DiagnosticOption(d, folded=(n, total)) for n, d in enumerate(self._diagnostics, 1)]
+            # with no border, the row itself says there is nothing (not an entry to jump to)
+            self.add_options(options or [Option(Text("no problems", style="dim"), disabled=True)])
+        else:
+            self.add_options([DiagnosticOption(d) for d in self._diagnostics])
+        self.border_title = f"{total} problem(s)" if total else "no problems"
 
     def show_diagnostic(self, diagnostic: Diagnostic) -> bool:
         """Highlight ``diagnostic``'s entry (scrolled into view) without jumping to it: the
