@@ -319,6 +319,7 @@ class MemoryApp(JobRunner, App[None]):
         self.last_rendered = set(views)
         for view, screen in self.view_screens.items():
             screen.model_changed(model, redraw=view in views, now=screen is self.current_view_screen)
+        self._redraw_headers_over_views()
 
     # ------------------------------------------------------------------ actions
     def action_toggle_ascii(self) -> None:
@@ -599,6 +600,17 @@ class MemoryApp(JobRunner, App[None]):
         screen = self.current_view_screen
         if screen is not None:
             screen.render_header()
+        self._redraw_headers_over_views()
+
+    def _redraw_headers_over_views(self) -> None:
+        # The screens pushed over a view (History, Evidence, Alternatives) draw the same
+        # header; a new model (a revert they ran), a job's progress or the lock changes it
+        # under them as much as under the view.
+        for screen in self.screen_stack:
+            if screen.is_mounted and screen not in self.view_screens.values():
+                redraw = getattr(screen, "render_header", None)
+                if redraw is not None:
+                    redraw()
 
     def on_job_progress(self, message: JobProgress) -> None:
         if message.event.phase == "warning":

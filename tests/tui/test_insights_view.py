@@ -191,6 +191,30 @@ async def test_a_refused_revert_shows_its_reason(world):
         assert "The app used Flask." in (world / "memory" / WEB).read_text()
 
 
+async def test_the_header_over_the_history_shows_the_revision_its_revert_made(world):
+    from tui_helpers import screen_text
+
+    app = make_app(world)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await ready(pilot, app)
+        await pick_record(pilot, app, "flask001")
+        old = app.model.revision
+        await pilot.press("h")
+        await loaded(pilot, app, "history-load")
+        history_screen = app.screen
+        assert old[:8] in screen_text(app).splitlines()[0]
+        await pilot.press("end", "v")
+        await pilot.press("y")
+        await app.workers.wait_for_complete([w for w in history_screen.workers if w.group == "revert"] or None)
+        await pilot.pause()
+        await settle(pilot, app)  # the reload the revert asked for
+        assert history_screen.outcome.ok, history_screen.outcome
+        new = app.model.revision
+        assert new != old and app.screen is history_screen
+        header = screen_text(app).splitlines()[0]
+        assert new[:8] in header and old[:8] not in header, (new, old, header)
+
+
 async def test_topic_history_from_the_tree(world):
     app = make_app(world, insights=True)
     async with app.run_test(size=(160, 40)) as pilot:

@@ -67,10 +67,15 @@ class AlternativesScreen(RankedFooter, Screen[None]):
     def _pair_widget(self) -> AlternativesPair:
         return AlternativesPair(self.pairs[0], ascii=bool(getattr(self.app, "ascii_mode", False)), id="alternatives-pair")
 
-    def on_mount(self) -> None:
+    def render_header(self) -> None:
+        """The app's header (the app calls this again when what it shows changes)."""
         app = self.app
         width = self.size.width or app.size.width or 120
         self.query_one(HeaderBar).update(app.header_line(width))
+
+    def on_mount(self) -> None:
+        app = self.app
+        self.render_header()
         if self.pairs is None:
             who = f"^{self.memory_id}" if self.memory_id else "every record"
             self.query_one("#alternatives-title", Static).update(Text(f"looking for alternatives of {who}…", "dim"))

@@ -66,10 +66,13 @@ class EvidenceScreen(RankedFooter, Screen[None]):
         self.draw_chrome()
         self.query_one(EvidenceList).focus()
 
+    def render_header(self) -> None:
+        """The app's header (the app calls this again when what it shows changes)."""
+        width = self.size.width or self.app.size.width or 120
+        self.query_one(HeaderBar).update(self.app.header_line(width, insights=self.insights))
+
     def draw_chrome(self) -> None:
-        app = self.app
-        width = self.size.width or app.size.width or 120
-        self.query_one(HeaderBar).update(app.header_line(width, insights=self.insights))
+        self.render_header()
         title = Text()
         title.append("Evidence", "bold")
         if self.insights is None:

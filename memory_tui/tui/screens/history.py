@@ -141,14 +141,18 @@ class HistoryScreen(RankedFooter, Screen[None]):
         yield FittedFooter()
 
     def on_mount(self) -> None:
+        self.render_header()
+        if self.history is None:
+            self.show_outcome(Text(f"loading the history of {self.target}…", "dim"))
+            self._load(self.app.model, self.target)
+            return
+        self._show_loaded()
+
+    def render_header(self) -> None:
+        """The app's header (the app calls this again when what it shows changes)."""
         app = self.app
         width = self.size.width or app.size.width or 120
         self.query_one(HeaderBar).update(app.header_line(width))
-        if self.history is None:
-            self.show_outcome(Text(f"loading the history of {self.target}…", "dim"))
-            self._load(app.model, self.target)
-            return
-        self._show_loaded()
 
     def _show_loaded(self) -> None:
         n = len(self.history.versions)
