@@ -286,7 +286,13 @@ class MemoryApp(JobRunner, App[None]):
             self.switch_mode(view)
 
     def go_to(self, view: str, then: Arrival) -> None:
-        """Show ``view`` and run ``then`` on its screen once it is the current one."""
+        """Show ``view`` and run ``then`` on its screen once it is the current one.
+
+        A jump from a screen pushed over a view (Evidence, Alternatives, History …) leaves
+        those screens: left on the view's stack they would cover it again the next time the
+        view is chosen (``1`` bringing back an old Evidence list instead of Topics)."""
+        while len(self.screen_stack) > 1 and not isinstance(self.screen, ViewScreen):
+            self.pop_screen()
         screen = self.view_screens.get(view)
         if view == self.view and screen is not None:
             then(screen)
