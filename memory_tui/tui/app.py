@@ -341,7 +341,9 @@ class MemoryApp(JobRunner, App[None]):
 
         if isinstance(self.screen, HelpScreen):
             return
-        self.push_screen(HelpScreen(self.keymap, self.view, self.ascii_mode))
+        screen = self.screen
+        present = {type(node) for node in (screen, *screen.walk_children())}
+        self.push_screen(HelpScreen(self.keymap, self.view, self.ascii_mode, present))
 
     def action_problems(self) -> None:
         from .screens.problems import ProblemsScreen

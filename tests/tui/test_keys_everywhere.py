@@ -164,3 +164,123 @@ async def test_the_dry_run_lands_after_a_reload_that_changed_nothing_visible(fix
         await dry_runs_done(pilot, app)
         assert "computing the dry run" not in panel.plain, panel.plain
         assert screen.verdict is not None and screen.verdict.plan is not None
+
+
+# ---------------------------------------------------------------------- help and palette
+def _every_binding() -> list[tuple[type, object]]:
+    """Every Binding with an id that any class of the app declares itself (the app, its
+    screens, widgets and dialogs), found here by walking the modules, not by the registry."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    from textual.binding import Binding
+
+    from memory_tui.tui.app import MemoryApp
+
+    found = [(MemoryApp, b) for b in MemoryApp.BINDINGS if isinstance(b, Binding) and b.id]
+    for name in ("memory_tui.tui.screens", "memory_tui.tui.widgets", "memory_tui.tui.dialogs"):
+        package = importlib.import_module(name)
+        for info in pkgutil.iter_modules(package.__path__):
+            module = importlib.import_module(f"{name}.{info.name}")
+            for _, cls in inspect.getmembers(module, inspect.isclass):
+                if cls.__module__ == module.__name__:
+                    found += [(cls, b) for b in vars(cls).get("BINDINGS", ()) if isinstance(b, Binding) and b.id]
+    return found
+
+
+def _bare(cls):
+    """An instance of ``cls`` as the palette sees one on screen (no compose, every action allowed)."""
+    node = cls.__new__(cls)
+    node.check_action = lambda *_: True
+    return node
+
+
+def test_every_binding_is_in_the_help_and_the_palette():
+    from memory_tui.tui.commands import COMMANDS, key_label, palette_items
+    from memory_tui.tui.screens import HelpScreen
+    from memory_tui.tui.views import VIEWS
+
+    bindings = _every_binding()
+    assert len({b.id for _, b in bindings}) > 60  # the walk found the widgets' and dialogs' keys too
+    commands = {c.id for c in COMMANDS}
+    for view in VIEWS:
+        rows = str(HelpScreen({}, view, False).key_rows()).splitlines()
+        for cls, b in bindings:
+            row = next((line for line in rows if line.endswith(f"[{b.id}]")), None)
+            assert row is not None, (view, cls.__name__, b.id)
+            assert row.split()[0] == key_label(b.key).split()[0], (b.id, row)
+    offered: dict[str, set[str]] = {}
+    for view in VIEWS:
+        for item in palette_items(view, {}, [], lambda *_: None):
+            offered.setdefault(item.id, set()).add(view)
+    for cls, b in bindings:
+        if b.id in commands:
+            assert b.id in offered or not b.key, (cls.__name__, b.id)
+            continue
+        items = palette_items(None, {}, [_bare(cls)], lambda *_: None)
+        assert b.id in {i.id for i in items}, (cls.__name__, b.id)
+    assert all(c.id in offered for c in COMMANDS)
+
+
+def test_a_keyless_command_reads_well_in_the_palette():
+    from memory_tui.tui.commands import palette_items
+
+    items = {i.id: i for i in palette_items("topics", {}, [], lambda *_: None)}
+    forced = items["job.write_all_forced"]
+    assert "palette" not in forced.help and forced.help.startswith("Preview, then write")
+    assert items["app.reload"].help.endswith("· key ^r")
+
+
+async def _palette(pilot, app, query: str):
+    from textual.command import CommandList, CommandPalette
+
+    await pilot.press("ctrl+p")
+    await until(pilot, lambda: isinstance(app.screen, CommandPalette))
+    await pilot.press(*query)
+    await until(pilot, lambda: app.screen.query_one(CommandList).option_count > 0)
+    lst = app.screen.query_one(CommandList)
+    return [str(lst.get_option_at_index(i).prompt) for i in range(lst.option_count)]
+
+
+async def test_the_focused_graphs_keys_are_in_the_palette_and_the_help(fixture_state):
+    from textual.widgets import Static
+
+    from memory_tui.tui.screens import HelpScreen
+    from memory_tui.tui.widgets.session_graph import SessionGraph
+
+    app = make_app(fixture_state)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await _sessions(pilot, app)
+        graph = screen.query_one(SessionGraph)
+        graph.focus()
+        await pilot.pause()
+        shown = await _palette(pilot, app, "newest")
+        assert any("Newest first" in s for s in shown), shown
+        reverse = graph.reverse
+        await pilot.press("enter")
+        await until(pilot, lambda: graph.reverse != reverse)
+        shown = await _palette(pilot, app, "show more")
+        assert any("node detail: Show more" in s for s in shown), shown
+        await pilot.press("escape")
+        await pilot.pause()
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        text = "\n".join(str(s.content) for s in app.screen.query(Static))
+        here = text[text.index("Sessions graph  (here)"):]
+        here = here[:here.index("\n\n")]
+        for key, binding_id in (("a", "graph.ascii"), ("o", "graph.order"), ("enter space", "graph.toggle")):
+            assert any(line.strip().startswith(f"{key} ") and line.endswith(f"[{binding_id}]")
+                       for line in here.splitlines()[1:]), (binding_id, here)
+        assert "Sessions node detail  (here)" in text and "[node_detail.more]" in text
+
+
+def test_the_readme_keys_name_every_binding():
+    from memory_tui.tui.commands import COMMANDS
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    keys = readme[readme.index("## Keys"):]
+    keys = keys[:keys.index("\n## ", 5)]
+    ids = {b.id for _, b in _every_binding()} | {c.id for c in COMMANDS}
+    assert sorted(i for i in ids if f"`{i}`" not in keys) == []
+    assert "in the Evidence screen\n(`i`)" in readme
