@@ -126,6 +126,7 @@ class MemoryApp(JobRunner, App[None]):
         self.job_results: list = []  # every JobSummary shown this session (tests read it)
         self._job_request: JobRequest | None = None
         self._job_revision_before: str | None = None
+        self._job_preview = None  # the confirmed JobPreview of the running job (what it planned)
         self._job_pending = False  # a preview/confirm is open: a second request waits for it
         self.preparing_job: JobRequest | None = None  # its preview is being built in a worker
         self._job_planned: int | None = None  # batches the running job's preview planned
@@ -286,7 +287,13 @@ class MemoryApp(JobRunner, App[None]):
             self.switch_mode(view)
 
     def go_to(self, view: str, then: Arrival) -> None:
-        """Show ``view`` and run ``then`` on its screen once it is the current one."""
+        """Show ``view`` and run ``then`` on its screen once it is the current one.
+
+        A jump from a screen pushed over a view (Evidence, Alternatives, History …) leaves
+        those screens: left on the view's stack they would cover it again the next time the
+        view is chosen (``1`` bringing back an old Evidence list instead of Topics)."""
+        while len(self.screen_stack) > 1 and not isinstance(self.screen, ViewScreen):
+            self.pop_screen()
         screen = self.view_screens.get(view)
         if view == self.view and screen is not None:
             then(screen)
@@ -335,7 +342,9 @@ class MemoryApp(JobRunner, App[None]):
 
         if isinstance(self.screen, HelpScreen):
             return
-        self.push_screen(HelpScreen(self.keymap, self.view, self.ascii_mode))
+        screen = self.screen
+        present = {type(node) for node in (screen, *screen.walk_children())}
+        self.push_screen(HelpScreen(self.keymap, self.view, self.ascii_mode, present))
 
     def action_problems(self) -> None:
         from .screens.problems import ProblemsScreen
@@ -556,6 +565,7 @@ class MemoryApp(JobRunner, App[None]):
             if answer is not None and answer.run:
                 self._job_request = request
                 self._job_revision_before = preview.revision
+                self._job_preview = preview
                 # a write reports batches without a total; the preview planned them
                 self._job_planned = sum(1 for b in preview.batches if b.result == "planned") or None
                 self.launch_job(spec_for(request, self.settings.writer, self.job_context_options))
@@ -576,7 +586,8 @@ class MemoryApp(JobRunner, App[None]):
             return  # a job started without the flow (tests' launch_job): notifications only
         from .dialogs.job_result import JobResultDialog
 
-        summary = summarize(request, message, memory_root=self.state_dir / "memory", revision_before=self._job_revision_before)
+        summary = summarize(request, message, memory_root=self.state_dir / "memory", revision_before=self._job_revision_before,
+                            preview=self._job_preview)
         self.job_results.append(summary)
 
         def chosen(choice) -> None:
@@ -642,10 +653,11 @@ class MemoryApp(JobRunner, App[None]):
         self.jobs.pop(message.job, None)
         self.finished_jobs.append(message)
         self._redraw_header()
-        if message.cancelled:
-            self._job_request = None
+        if self._job_request is not None:
+            # a cancelled job too: the result says what it wrote before it stopped
+            self._show_job_result(message)
+        elif message.cancelled:
             self.notify(f"{message.job} cancelled: nothing was written after its last whole step")
-        elif self._job_request is not None:
             self._show_job_result(message)
         elif message.ok:
             self.notify(f"{message.job} finished")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import Mapping
+from typing import Callable, Iterable, Mapping
 
 from rich.markup import escape
 from textual.binding import Binding
@@ -20,7 +20,8 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from .views import VIEW_TITLES, VIEWS
 
-__all__ = ["COMMANDS", "Command", "MemoryCommands", "VIEWS", "VIEW_TITLES", "app_bindings", "screen_bindings"]
+__all__ = ["COMMANDS", "Command", "MemoryCommands", "PaletteItem", "VIEWS", "VIEW_TITLES", "app_bindings", "palette_items",
+           "screen_bindings"]
 
 
 @dataclass(frozen=True)
@@ -154,9 +155,23 @@ def effective_keys(cmd: Command, keymap: Mapping[str, str]) -> str:
     return keymap.get(cmd.id, cmd.key)
 
 
+KEY_NAMES = {
+    "slash": "/", "question_mark": "?", "escape": "esc", "right_square_bracket": "]", "left_square_bracket": "[",
+    "pageup": "pgup", "pagedown": "pgdn",
+}
+
+
+def _key_name(key: str) -> str:
+    key = key.strip()
+    if key.startswith("ctrl+"):
+        return "^" + KEY_NAMES.get(key[5:], key[5:])
+    return KEY_NAMES.get(key, key)
+
+
 def key_label(keys: str) -> str:
-    names = {"slash": "/", "question_mark": "?", "escape": "esc", "ctrl+r": "^r", "ctrl+p": "^p"}
-    return " ".join(names.get(k.strip(), k.strip()) for k in keys.split(",")) or "palette"
+    """``keys`` (a binding's comma-separated keys) as the help and palette show them;
+    "palette" for a command with no key."""
+    return " ".join(_key_name(k) for k in keys.split(",") if k.strip()) or "palette"
 
 
 class MemoryCommands(Provider):
@@ -166,30 +181,71 @@ class MemoryCommands(Provider):
     not import the app, so the app can import the registry.
     """
 
-    def _items(self) -> list[tuple[str, str, Command]]:
+    def _items(self) -> list[PaletteItem]:
         keymap: Mapping[str, str] = getattr(self.app, "keymap", {})
         view: str | None = getattr(self.app, "view", None)
-        out = []
-        for cmd in commands_for(view):
-            if not cmd.palette:
-                continue
-            title = cmd.title if not cmd.id.startswith("view.") else f"View: {cmd.title}"
-            keys = escape(key_label(effective_keys(cmd, keymap)))
-            out.append((title, f"{escape(cmd.help)} · key {keys}", cmd))
-        return out
-
-    def _runner(self, cmd: Command):
-        # A screen-scoped action runs on the view screen under the palette.
-        action = cmd.action if cmd.scope == "app" else f"screen.{cmd.action}"
-        return partial(self.app.run_action, action)
+        screen = self.screen
+        return palette_items(view, keymap, [screen, *screen.walk_children()], self.app.run_action)
 
     async def discover(self) -> Hits:
-        for title, help_text, cmd in self._items():
-            yield DiscoveryHit(title, self._runner(cmd), help=help_text)
+        for item in self._items():
+            yield DiscoveryHit(item.title, item.run, help=item.help)
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
-        for title, help_text, cmd in self._items():
-            score = matcher.match(f"{title} {cmd.help}")
+        for item in self._items():
+            score = matcher.match(item.search)
             if score > 0:
-                yield Hit(score, matcher.highlight(title), self._runner(cmd), help=help_text)
+                yield Hit(score, matcher.highlight(item.title), item.run, help=item.help)
+
+
+@dataclass(frozen=True)
+class PaletteItem:
+    id: str  # the binding id
+    title: str
+    help: str  # markup
+    search: str  # what a query is matched against
+    run: Callable[[], object]
+
+
+def _with_keys(text: str, keys: str) -> str:
+    # a command with no key is only in the palette: it needs no "key" part
+    return escape(text) + (f" · key {escape(key_label(keys))}" if keys else "")
+
+
+def palette_items(view: str | None, keymap: Mapping[str, str], nodes: Iterable[object],
+                  run_action: Callable[..., object]) -> list[PaletteItem]:
+    """What the palette offers: the registry's commands of ``view``, then every binding the
+    screen under the palette and its widgets declare (``binding_ids.declared_bindings``:
+    the graph's order, the node detail's ``m`` …), each run on the widget that declares it,
+    unless that widget says the action cannot run now."""
+    from textual.actions import parse
+
+    from .binding_ids import bindings_of
+
+    out: list[PaletteItem] = []
+    seen: set[str] = set()
+    for cmd in commands_for(view):
+        if not cmd.palette:
+            continue
+        title = cmd.title if not cmd.id.startswith("view.") else f"View: {cmd.title}"
+        # A screen-scoped action runs on the view screen under the palette.
+        action = cmd.action if cmd.scope == "app" else f"screen.{cmd.action}"
+        out.append(PaletteItem(cmd.id, title, _with_keys(cmd.help, effective_keys(cmd, keymap)), f"{title} {cmd.help}",
+                               partial(run_action, action)))
+        seen.add(cmd.id)
+    for node in nodes:
+        for declared in bindings_of(type(node)):
+            b = declared.binding
+            if declared.id in seen:
+                continue
+            check = getattr(node, "check_action", None)
+            if check is not None:
+                _, name, params = parse(b.action)
+                if check(name, params) is False:
+                    continue
+            seen.add(declared.id)
+            title = f"{declared.section}: {b.description}"
+            keys = escape(f"key {key_label(keymap.get(declared.id, b.key))}")
+            out.append(PaletteItem(declared.id, title, keys, title, partial(run_action, b.action, node)))
+    return out

@@ -111,12 +111,26 @@ def _migrate(ctx: Context) -> Any:
     return {"migrate": migrate_if_needed(ctx)}
 
 
-def summarize(request: JobRequest, finished: JobFinished, *, memory_root: Path, revision_before: str | None) -> Any:
-    """The ``JobSummary`` the result dialog shows for one finished job."""
+CANCELLED = "cancelled"  # the outcome code of a job the owner stopped (``x``)
+CANCELLED_MEANING = ("Stopped at your request before its next transaction: what is listed here was written whole; "
+                     "nothing was begun after it, and what it did not reach is still to do.")
+
+
+def _title(request: JobRequest) -> str:
+    return {"write-all-forced": "write all sessions (forced)"}.get(request.kind, request.kind)
+
+
+def summarize(request: JobRequest, finished: JobFinished, *, memory_root: Path, revision_before: str | None,
+              preview: Any = None) -> Any:
+    """The ``JobSummary`` the result dialog shows for one finished job (``preview``: the
+    confirmed ``JobPreview``, which says how much a cancelled job had planned)."""
     from memory_tui.core.format.outcomes import describe_outcome
     from memory_tui.pipeline import jobresult
 
-    title = {"write-all-forced": "write all sessions (forced)"}.get(request.kind, request.kind)
+    if finished.cancelled:
+        return summarize_cancelled(request, finished, memory_root=memory_root, revision_before=revision_before,
+                                   preview=preview)
+    title = _title(request)
     err = finished.error
     if isinstance(err, MemoryError):
         return jobresult.JobSummary(request.kind, title, describe_outcome(err.code, err.retryable), (), 0,
@@ -129,6 +143,56 @@ def summarize(request: JobRequest, finished: JobFinished, *, memory_root: Path, 
     if request.kind == "backfill":
         return jobresult.summarize_backfill(result, revision_before=revision_before, memory_root=memory_root)
     return jobresult.summarize_migrate((result or {}).get("migrate"), revision_before=revision_before)
+
+
+def _of(planned: int | None) -> str:
+    return f" of {planned}" if planned is not None else ""
+
+
+def summarize_cancelled(request: JobRequest, finished: JobFinished, *, memory_root: Path, revision_before: str | None,
+                        preview: Any = None) -> Any:
+    """What a cancelled job wrote before it stopped: its outcome is ``cancelled`` (no
+    failure, nothing to retry), the rest is read from the job's partial report, or, for
+    the jobs that stop without one, from the workspace itself (revision, git HEAD)."""
+    from dataclasses import replace
+
+    from memory_tui.core.format.outcomes import Outcome
+    from memory_tui.pipeline import jobresult
+    from memory_tui.pipeline.context import revision
+
+    outcome = Outcome(CANCELLED, CANCELLED_MEANING, False, True)
+    kind, steps, result = request.kind, finished.steps, finished.result
+    count = getattr(preview, "count", None)
+    if kind in ("write", "write-all-forced") and result is not None:
+        base = jobresult.summarize_write(result, memory_root=memory_root, title=_title(request))
+        data = result.to_json()
+        planned = sum(1 for b in preview.batches if b.result == "planned") if preview is not None else None
+        message = (f"{data['written_batches']}{_of(planned)} batch(es) written, {data['marked_turns']}{_of(count)} turn(s) "
+                   "marked before the cancel; the other turns are still pending")
+        base = replace(base, revision_before=base.revision_before or revision_before)
+    elif kind == "reorganize":
+        # a cancelled reorganize commits what it installed but reports no files (pipeline.reorganize)
+        base = jobresult.summarize_reorganize({"status": "ok", "changed_files": []}, revision_before=revision_before,
+                                              memory_root=memory_root)
+        chunks = -(-count // 64) if count else None  # the organizer installs 64 record ops per transaction
+        message = f"{steps}{_of(chunks)} transaction(s) installed before the cancel"
+        if base.revision != revision_before:
+            message += "; the files it changed are in its git commit"
+    elif kind == "backfill":
+        root = Path(memory_root)
+        rev = revision(root) if root.is_dir() else None
+        base = jobresult.summarize_backfill({"processed": steps, "candidates": count or 0, "revision": rev},
+                                            revision_before=revision_before, memory_root=memory_root)
+        message = f"{steps}{_of(count)} source(s) processed before the cancel"
+        if base.revision != revision_before:
+            # pipeline.backfill commits once at its end, which a cancel skips: HEAD is older
+            base = replace(base, git_commit=None)
+            message += "; what it installed is not committed to git yet"
+    else:  # migrate stops before it marks anything; a write without a report, before its first batch
+        base = jobresult.JobSummary(kind if kind == "migrate" else "write", _title(request), outcome, (), 0,
+                                    revision_before, revision_before)
+        message = "stopped before its first transaction: nothing was written"
+    return replace(base, outcome=outcome, message=message)
 
 
 class JobPreviewReady(Message):
@@ -192,7 +256,7 @@ class JobRunner:
             ctx = Context(self.state_dir, settings=spec.settings, progress=progress, cancelled=cancel.is_set, **spec.context_options)
             result = spec.run(ctx)
         except JobCancelled as exc:
-            node.post_message(JobFinished(spec.name, False, result=exc.result, cancelled=True))
+            node.post_message(JobFinished(spec.name, False, result=exc.result, cancelled=True, steps=exc.done))
             return
         except MemoryError as exc:
             node.post_message(JobFinished(spec.name, False, error=exc))

@@ -29,15 +29,18 @@ class JobProgress(Message):
 
 class JobFinished(Message):
     """A job ended: ``ok`` with its ``result``, failed with ``error``, or was ``cancelled``
-    at a safe point (every transaction before it whole, none begun after)."""
+    at a safe point (every transaction before it whole, none begun after): then ``result`` is
+    the job's partial report when it has one, and ``steps`` the steps it had done."""
 
-    def __init__(self, job: str, ok: bool, result: Any = None, error: Any = None, cancelled: bool = False) -> None:
+    def __init__(self, job: str, ok: bool, result: Any = None, error: Any = None, cancelled: bool = False,
+                 steps: int = 0) -> None:
         super().__init__()
         self.job = job
         self.ok = ok
         self.result = result
         self.error = error
         self.cancelled = cancelled
+        self.steps = steps
 
 
 class InsightsReady(Message):

@@ -353,3 +353,29 @@ async def test_figures_follow_the_sessions_that_arrive_after_the_first_paint(wor
         assert app._insights_key == insights_key(app.model)
         fresh = load_insights(app.model)
         assert app.insights.counts == fresh.counts and app.insights.lists == fresh.lists
+
+
+async def test_a_fork_jump_from_evidence_leaves_no_screen_over_the_views(world):
+    # i, f f f (records with an alternative), b, g: the Evidence screen pushed over Topics must
+    # not cover Topics again when 1 is pressed in Sessions.
+    from memory_tui.tui.screens.base import ViewScreen
+
+    app = make_app(world, insights=True)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await ready(pilot, app)
+        await pilot.press("i", "f", "f", "f")
+        assert isinstance(app.screen, EvidenceScreen) and app.screen.which == "alternatives"
+        assert app.screen.query_one(EvidenceList).shown
+        await pilot.press("b")
+        assert isinstance(app.screen, AlternativesScreen)
+        await loaded(pilot, app, "alternatives-load")
+        await pilot.press("g")
+        await pilot.pause()
+        await pilot.pause()
+        assert app.view == "sessions" and isinstance(app.screen, ViewScreen)
+        await pilot.press("1")
+        await pilot.pause()
+        await pilot.pause()
+        assert app.view == "topics"
+        assert isinstance(app.screen, ViewScreen) and app.screen.VIEW == "topics", app.screen_stack
+        assert len(app.screen_stack) == 1

@@ -180,9 +180,78 @@ async def test_a_cancelled_job_leaves_the_workspace_byte_identical(fixture_state
         gate.set()
         await _until(pilot, lambda: not app.jobs and bool(app.finished_jobs))
         (finished,) = app.finished_jobs
-        assert finished.cancelled and app.job_results == []
-        assert not isinstance(app.screen, JobResultDialog)
+        assert finished.cancelled
+        # the cancel ends in the result, which says nothing was written
+        await _until(pilot, lambda: isinstance(app.screen, JobResultDialog) and bool(app.screen.query("#close")))
+        (summary,) = app.job_results
+        assert summary.outcome.code == "cancelled" and not app.screen.can_retry
+        assert summary.changed_files == () and summary.marks_added == 0 and summary.revision == summary.revision_before
+        assert summary.message.startswith("0 of 2 batch(es) written, 0 of 10 turn(s) marked"), summary.message
     assert _disk(fixture_state) == before
+
+
+async def test_a_job_cancelled_after_its_first_batch_says_what_it_wrote(fixture_state, monkeypatch):
+    """Write all sessions (forced) plans 2 batches on the fixture; cancelled while the second
+    waits, the result dialog names the batch, turns, files and revision the first one wrote,
+    and the job history lists the job."""
+    import memory_tui.tui.app as app_mod
+    from rich.console import Console
+
+    from memory_tui.tui import jobs as jobs_mod
+    from memory_tui.tui.dialogs.job_result import summary_renderable
+
+    root = fixture_state / "memory"
+    rev = revision(root)
+    second = threading.Event()  # the second batch is about to start
+    gate = threading.Event()
+
+    def gated(request, settings, opts=None):
+        spec = jobs_mod.spec_for(request, settings, opts)
+        inner = spec.run
+
+        def run(ctx):
+            report = ctx.progress
+
+            def progress(event):
+                report(event)
+                if event.phase == "batch" and event.done == 1:
+                    second.set()
+                    gate.wait()
+
+            ctx.progress = progress
+            return inner(ctx)
+
+        spec.run = run
+        return spec
+
+    monkeypatch.setattr(app_mod, "spec_for", gated)
+    app = _app(fixture_state)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.run_action("run_job('write-all-forced')")
+        await _until(pilot, lambda: isinstance(app.screen, ConfirmJobDialog) and bool(app.screen.query("#run")))
+        assert len(app.screen.preview.batches) == 2
+        await pilot.press("y")
+        await _until(pilot, second.is_set)
+        await pilot.press("x")  # job.cancel
+        gate.set()
+        await _until(pilot, lambda: isinstance(app.screen, JobResultDialog) and bool(app.screen.query("#close")))
+        (summary,) = app.job_results
+        assert summary.outcome.code == "cancelled" and not app.screen.can_retry
+        assert summary.revision_before == rev and summary.revision == revision(root) != rev
+        assert summary.changed_files == ("topics/conversations/help-me-plan-backups-for-my-home-nas.md",)
+        assert summary.marks_added == 8 and summary.git_commit
+        assert summary.message.startswith("1 of 2 batch(es) written, 8 of 10 turn(s) marked"), summary.message
+        console = Console(width=200, record=True, file=io.StringIO())
+        console.print(summary_renderable(summary))
+        shown = console.export_text()
+        assert "cancelled" in shown and "1 of 2 batch(es)" in shown and summary.changed_files[0] in shown
+        assert f"{rev} → {summary.revision}" in shown and "retryable" not in shown
+        await pilot.press("escape")
+        await pilot.pause()
+        await pilot.press("J")  # job.history
+        await _until(pilot, lambda: isinstance(app.screen, JobHistoryDialog) and app.screen.history is not None)
+        first = str(app.screen.query_one(JobHistoryList).get_option_at_index(0).prompt)
+        assert first == "– this run  write all sessions (forced): cancelled · 1 file(s)"
 
 
 async def test_a_second_job_while_one_runs_starts_nothing(fixture_state):

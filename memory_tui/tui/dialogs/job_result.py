@@ -18,6 +18,7 @@ from textual.widgets import Button, Label, Static
 
 from memory_tui.core.format.text import sanitize
 
+from ..jobs import CANCELLED
 from .confirm_job import FitsBody, dialog_css
 
 MAX_FILES = 15
@@ -33,10 +34,11 @@ def summary_renderable(summary) -> Table:
     t.add_column(style="bold", no_wrap=True)
     t.add_column(overflow="fold")  # a path or revision wider than the box folds, never loses its end
     o = summary.outcome
-    status = Text(o.code, style="bold green" if not o.failed else "bold red")
+    cancelled = o.code == CANCELLED
+    status = Text(o.code, style="bold yellow" if cancelled else "bold green" if not o.failed else "bold red")
     t.add_row("outcome", status)
     t.add_row("meaning", sanitize(o.meaning))
-    if o.failed:
+    if o.failed and not cancelled:
         t.add_row("retryable", "yes — nothing was lost; try again" if o.retryable else "no")
     if summary.message:
         t.add_row("message", Text(sanitize(summary.message)))
@@ -74,7 +76,7 @@ class JobResultDialog(FitsBody, ModalScreen[JobResultChoice]):
 
     def compose(self) -> ComposeResult:
         s = self.summary
-        mark = "✓" if not s.outcome.failed else "✗"
+        mark = "–" if s.outcome.code == CANCELLED else "✓" if not s.outcome.failed else "✗"
         with Vertical():
             yield Label(f"{mark} {sanitize(s.title)}", classes="dialog-title")
             with VerticalScroll(classes="dialog-body"):

@@ -123,7 +123,11 @@ class MovePicker(ModalScreen["MoveTarget | None"]):
     MovePicker.-tiny #position-row { height: auto; layout: vertical; }
     MovePicker.-tiny RadioSet { height: auto; }
     """
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel")]
+    # ctrl+s like the record-text dialog: the picker has a text input, so a letter would type
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", id="dialog.cancel"),
+        Binding("ctrl+s", "move", "Move", id="move.confirm", priority=True),
+    ]
 
     def __init__(self, choices, memory_id: str, *, topic: str | None = None, headings: tuple[str, ...] = ()) -> None:
         super().__init__()
@@ -155,8 +159,8 @@ class MovePicker(ModalScreen["MoveTarget | None"]):
                         yield OptionList(id="anchors")
             yield Label("", id="error")
             with Horizontal(classes="dialog-buttons"):
-                yield Button("Cancel", id="cancel")
-                yield Button("Move", id="move", variant="primary")
+                yield Button(f"Cancel ({self._key_of('dialog.cancel')})", id="cancel")
+                yield Button(f"Move ({self._key_of('move.confirm')})", id="move", variant="primary")
 
     def fit(self, width: int, height: int) -> None:
         """Lay the picker out for a ``width`` x ``height`` terminal (every resize)."""
@@ -289,14 +293,24 @@ class MovePicker(ModalScreen["MoveTarget | None"]):
         error.update("")
         return MoveTarget(choice.path, self.headings, position, anchor)
 
+    def _key_of(self, binding_id: str) -> str:
+        """The key that runs ``binding_id`` here (a keymap may have moved it), as shown."""
+        keys = getattr(self.app, "keymap", {}).get(binding_id)
+        if keys is None:
+            keys = next(b.key for b in self.BINDINGS if isinstance(b, Binding) and b.id == binding_id)
+        return self.app.get_key_display(Binding(keys.split(",")[0].strip(), ""))
+
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+    def action_move(self) -> None:
+        target = self.target()
+        if target is not None:
+            self.dismiss(target)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
         if event.button.id == "cancel":
             self.dismiss(None)
             return
-        target = self.target()
-        if target is not None:
-            self.dismiss(target)
+        self.action_move()

@@ -94,6 +94,26 @@ def fit_path(path: str, width: int, ellipsis: str = "…") -> str:
     return name[: keep - tail] + ellipsis + name[len(name) - tail:]
 
 
+class FilterInput(Input):
+    """The filter box. It is in the focus chain only while it is being typed in (after
+    ``/`` or a click on it): once the filter is applied it stays on screen to say what is
+    filtered, and a Tab from the list would otherwise land in it, where ``d`` or ``m`` type
+    letters instead of acting on the record."""
+
+    can_focus = False
+
+    def edit(self) -> None:
+        self.can_focus = True
+        self.focus()
+
+    def on_blur(self) -> None:
+        self.can_focus = False
+
+    def on_click(self) -> None:
+        if not self.has_focus:
+            self.screen.action_filter()  # type: ignore[attr-defined]
+
+
 class ViewScreen(RankedFooter, Screen[None]):
     VIEW: ClassVar[str] = ""
     NEEDS_SESSIONS: ClassVar[bool] = False  # shows "loading" until sessions are in
@@ -136,7 +156,7 @@ class ViewScreen(RankedFooter, Screen[None]):
         yield ViewTabs(id="views")
         with Horizontal(id="body"):
             with Vertical(id="sidebar"):
-                yield Input(placeholder="filter topics and records…", id="filter")
+                yield FilterInput(placeholder="filter topics and records…", id="filter")
                 yield Static(id="list-title")
                 yield from self.compose_list()
             with Vertical(id="content"):
@@ -397,7 +417,7 @@ class ViewScreen(RankedFooter, Screen[None]):
     def action_filter(self) -> None:
         self.add_class("-filtering")
         self.set_pane("list")
-        self.query_one("#filter", Input).focus()
+        self.query_one("#filter", FilterInput).edit()
         self.refresh_bindings()
 
     @on(Input.Changed, "#filter")

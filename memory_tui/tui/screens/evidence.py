@@ -1,7 +1,7 @@
 """Evidence (issue 11): every record with its corroboration figures, sortable, filterable to
 the header's lists (single-episode, citing pending sources, with an alternative).
 
-A pushed screen over the current view (``e``, or a click on a header count); Enter opens the
+A pushed screen over the current view (``i``, or a click on a header count); Enter opens the
 record in Topics (Core for ``topics/core.md`` records), ``f`` cycles the list, ``b`` shows the
 alternatives of the highlighted record, ``h`` its history.
 """

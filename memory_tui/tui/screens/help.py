@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
@@ -15,6 +15,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from .. import commands as registry
+from ..binding_ids import DeclaredBinding, declared_bindings, section_title
 from ..views import VIEW_TITLES, VIEWS
 
 VIEW_HELP = {
@@ -75,11 +76,14 @@ class HelpScreen(ModalScreen[None]):
     HelpScreen.-ascii > VerticalScroll { border: ascii $accent; }
     """
 
-    def __init__(self, keymap: Mapping[str, str], view: str, ascii_mode: bool) -> None:
+    def __init__(self, keymap: Mapping[str, str], view: str, ascii_mode: bool, present: Iterable[type] = ()) -> None:
+        """``present``: the classes of the screen the help was opened over and its widgets,
+        whose keys come first."""
         super().__init__()
         self.keymap = keymap
         self.view = view
         self.ascii_mode = ascii_mode
+        self.present = frozenset(present)
 
     def compose(self) -> ComposeResult:
         self.set_class(self.ascii_mode, "-ascii")
@@ -96,6 +100,11 @@ class HelpScreen(ModalScreen[None]):
                 self._row(text, cmd)
         text.row("^p", Text("command palette (every action)"))
         text.row("tab", Text("next pane"))
+        # then every key a screen, widget or dialog declares itself, those on screen first
+        sections = self._sections()
+        here = [s for s in sections if s[2]]
+        for title, declared, _ in here:
+            self._section(text, f"\n{title}  (here)", declared)
         for view in VIEWS:
             cmds = [c for c in registry.COMMANDS if view in c.views]
             extra = VIEW_HELP.get(view, ())
@@ -107,7 +116,44 @@ class HelpScreen(ModalScreen[None]):
                 self._row(text, cmd)
             for keys, what in extra:
                 text.row(keys, Text(what))
+        for title, declared, shown in sections:
+            if not shown:
+                self._section(text, f"\n{title}", declared)
+        self._dialogs(text)
         return text
+
+    def _sections(self) -> list[tuple[str, list[DeclaredBinding], bool]]:
+        """(title, bindings, on screen) per class that declares keys, dialogs apart."""
+        by_owner: dict[type, list[DeclaredBinding]] = {}
+        for d in declared_bindings():
+            if not d.is_dialog:
+                by_owner.setdefault(d.owner, []).append(d)
+        return [
+            (section_title(owner), found, any(issubclass(cls, owner) for cls in self.present))
+            for owner, found in by_owner.items()
+        ]
+
+    def _section(self, text: KeyRows, title: str, declared: list[DeclaredBinding]) -> None:
+        text.line(Text(title, "bold"))
+        for d in declared:
+            self._binding_row(text, d.id, d.binding.key, d.binding.description)
+
+    def _dialogs(self, text: KeyRows) -> None:
+        """One row per key id: ``dialog.cancel`` is in every dialog, under other names."""
+        rows: dict[str, list[DeclaredBinding]] = {}
+        for d in declared_bindings():
+            if d.is_dialog:
+                rows.setdefault(d.id, []).append(d)
+        text.line(Text("\nDialogs", "bold"))
+        for binding_id, declared in rows.items():
+            names = " / ".join(dict.fromkeys(d.binding.description for d in declared))
+            where = [d.section for d in declared]
+            self._binding_row(text, binding_id, declared[0].binding.key, names,
+                              f" ({where[0]})" if len(where) == 1 else " (every dialog)")
+
+    def _binding_row(self, text: KeyRows, binding_id: str, default: str, what: str, where: str = "") -> None:
+        keys = registry.key_label(self.keymap.get(binding_id, default))
+        text.row(keys, Text.assemble(what, (where, "dim"), (f"  [{binding_id}]", "dim")), "bold")
 
     def _row(self, text: KeyRows, cmd: registry.Command) -> None:
         keys = registry.key_label(registry.effective_keys(cmd, self.keymap))

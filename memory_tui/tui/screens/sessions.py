@@ -200,6 +200,8 @@ class SessionsScreen(ViewScreen):
         self.focus_node: tuple[str, str | None] | None = None  # (session, node) a citation named
         self.shown: tuple[str, int] | None = None  # (session, id of the SessionsModel) the graph draws
         self.verdict: BranchVerdictVM | None = None  # the verdict panel's branch (what `w` writes)
+        self._verdict_sm: SessionsModel | None = None  # the Sessions model ``verdict`` was drawn from
+        self._node_shown: tuple[str, str] | None = None  # (session, node) the side panels show
         self._plans: dict[tuple[int, str, str], DryRunVM] = {}
         self._explaining: SessionsModel | None = None  # the model whose explanation a worker builds
         self._building: WorkspaceModel | None = None  # the model whose Sessions model a worker builds
@@ -407,6 +409,7 @@ class SessionsScreen(ViewScreen):
         return (id(sm), sid, tip)
 
     def _show_verdict(self, sm: SessionsModel, sid: str, tip: str | None) -> None:
+        self._verdict_sm = sm
         if tip is None:
             self.verdict = None
         else:
@@ -423,8 +426,12 @@ class SessionsScreen(ViewScreen):
         self._compute_plan(sm, sid, tip, self.model.state_dir, stamp, getattr(self.app, "counter", None))
 
     def _still_shown(self, sm: SessionsModel, sid: str, tip: str) -> bool:
+        # The panel's own model, not the app's latest: a reload that changed nothing visible
+        # (the watcher seeing a job's own files) swaps the model without redrawing the panel,
+        # and a dry run checked against the new model would be dropped, leaving "computing
+        # the dry run…" up until the selection moved.
         vm = self.verdict
-        return vm is not None and self.sessions is sm and (vm.session_id, vm.tip) == (sid, tip)
+        return vm is not None and self._verdict_sm is sm and (vm.session_id, vm.tip) == (sid, tip)
 
     # An error here is a bug, as it was on the UI thread: it ends the app with its traceback.
     @work(thread=True, exclusive=True, group="sessions-dry-run", description="sessions-dry-run")
@@ -433,7 +440,11 @@ class SessionsScreen(ViewScreen):
         self.app.call_from_thread(self._plan_ready, sm, sid, tip, plan)
 
     def _plan_ready(self, sm: SessionsModel, sid: str, tip: str, plan: DryRunVM) -> None:
-        self._plans = {k: v for k, v in self._plans.items() if k[0] == id(sm)}
+        live = {id(m) for m in (self._verdict_sm, self.sessions) if m is not None}
+        if id(sm) not in live:
+            return  # a model since replaced by one that redrew the panel: its own plan follows
+        # plans of replaced models go; an answer that arrives late never drops a newer one
+        self._plans = {k: v for k, v in self._plans.items() if k[0] in live}
         self._plans[self._plan_key(sm, sid, tip)] = plan
         if self._still_shown(sm, sid, tip):  # else a stale answer: the selection moved on
             self._show_verdict(sm, sid, tip)
@@ -447,6 +458,9 @@ class SessionsScreen(ViewScreen):
         if sm is None:
             return
         known = nid in sm.session_data(sid).nodes
+        if self._node_shown != (sid, nid):
+            self._node_shown = (sid, nid)
+            self._side_to_top()
         if not sm.explained:
             # A big session: the list and graph painted from the overview; the reasons follow.
             self.verdict = None
@@ -487,6 +501,15 @@ class SessionsScreen(ViewScreen):
         node = graph.selected_node
         if graph.session_id is not None and node is not None:
             self._show_node(graph.session_id, node.id)
+
+    def _side_to_top(self) -> None:
+        """Another node: its panels are read from their first line (the verdict, or in the
+        short layout's node view the node detail), not from where the last node's were left."""
+        side = self.query_one("#sessions-side", VerticalScroll)
+        if self.has_class("-node"):
+            self.call_after_refresh(side.scroll_to_widget, self.query_one(NodeDetail), top=True, animate=False)
+        else:
+            side.scroll_home(animate=False, immediate=True)
 
     @on(NodeDetail.RecordJump)
     async def _record_jump(self, message: NodeDetail.RecordJump) -> None:

@@ -19,6 +19,8 @@ from textual.widgets.option_list import Option
 
 from memory_tui.core.format.text import sanitize
 
+from ..jobs import CANCELLED
+
 
 def _mark(ok: bool, ascii_mode: bool) -> tuple[str, str]:
     if ascii_mode:
@@ -28,7 +30,10 @@ def _mark(ok: bool, ascii_mode: bool) -> tuple[str, str]:
 
 class JobOption(Option):
     def __init__(self, summary: Any, ascii_mode: bool = False) -> None:
-        mark, style = _mark(not summary.outcome.failed, ascii_mode)
+        if summary.outcome.code == CANCELLED:  # stopped by the owner: neither done nor failed
+            mark, style = ("-  " if ascii_mode else "–", "yellow")
+        else:
+            mark, style = _mark(not summary.outcome.failed, ascii_mode)
         text = Text()
         text.append(f"{mark} ", style=style)
         text.append("this run  ", style="bold")
