@@ -28,6 +28,7 @@ from memory_tui.core.format.tokens import DEFAULT_COUNTER, TokenCounter
 from memory_tui.core.format.topics import parse_tree
 from memory_tui.core.store.workspace import read_workspace_id, workspace_revision
 from memory_tui.pipeline import status as st
+from memory_tui.pipeline.reports import JobReport
 from memory_tui.pipeline.settings import WriterSettings
 from memory_tui.pipeline.txport import TransactionPort
 from memory_tui.pipeline.writers import make_writer
@@ -53,7 +54,7 @@ class JobCancelled(BaseException):
     classify writer failures and must not turn a cancel into one.
     """
 
-    def __init__(self, phase: str, done: int = 0, result: Any = None) -> None:
+    def __init__(self, phase: str, done: int = 0, result: JobReport | None = None) -> None:
         super().__init__(f"cancelled during {phase} after {done} step(s)")
         self.phase = phase
         self.done = done
@@ -105,7 +106,7 @@ class Context:
         if self.progress is not None:
             self.progress(JobEvent(phase, done, total, message))
 
-    def checkpoint(self, phase: str, done: int = 0, result: Any = None) -> None:
+    def checkpoint(self, phase: str, done: int = 0, result: JobReport | None = None) -> None:
         """A safe point: stop here with ``JobCancelled`` if the caller cancelled."""
         if self.cancelled():
             raise JobCancelled(phase, done, result)

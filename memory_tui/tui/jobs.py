@@ -17,6 +17,7 @@ from textual.dom import DOMNode
 from textual.message import Message
 
 from memory_tui.core.format.errors import MemoryError
+from memory_tui.pipeline.reports import JobReport
 from memory_tui.pipeline.settings import WriterSettings
 
 from .messages import JobFinished, JobProgress
@@ -197,7 +198,8 @@ class JobRunner:
         except MemoryError as exc:
             node.post_message(JobFinished(spec.name, False, error=exc))
             return
-        problem = failure_of(result)
+        # a report says whether it failed; migrate's result is no report (it fails by raising)
+        problem = result.outcome.failure if isinstance(result, JobReport) else None
         node.post_message(JobFinished(spec.name, problem is None, result=result, error=problem))
 
 
@@ -207,18 +209,3 @@ def progress_bar(done: int, total: int, *, width: int = 10, ascii: bool = False)
     filled = 0 if total <= 0 else min(width, max(0, done) * width // total)
     full, empty, left, right = ("#", "-", "[", "]") if ascii else ("█", "░", "▕", "▏")
     return left + full * filled + empty * (width - filled) + right
-
-
-def failure_of(result: Any) -> str | None:
-    """Why a job's report says it failed (``None``: it did not). Write reports carry an
-    outcome; reorganize and backfill return dicts with a status and maybe an error."""
-    outcome = getattr(result, "outcome", None)
-    if outcome in ("retryable", "non-retryable"):
-        return f"{result.reason_code}: {result.message}"
-    if isinstance(result, dict):
-        error = result.get("error")
-        if error:
-            return f"{error.get('code')}: {error.get('message')}"
-        if result.get("status") in ("failed", "busy", "disabled"):
-            return str(result["status"])
-    return None
