@@ -22,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from memory_tui.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_RETRYABLE, add_verb, add_writer_options, emit_json, job_context
 from memory_tui.core.format.text import sanitize
-from memory_tui.pipeline.context import JobCancelled, JobEvent
+from memory_tui.pipeline.context import JobCancelled, JobEvent, JobPhase
 from memory_tui.pipeline.reports import JobOutcome, JobReport
 
 EXIT_CANCELLED = 130  # the shell's code for "stopped by SIGINT"
@@ -95,7 +95,7 @@ def _progress(args: argparse.Namespace, title: str) -> Iterator[Callable[[JobEve
         task = bar.add_task(title, total=None)
 
         def update(event: JobEvent) -> None:
-            if event.phase == "warning":
+            if event.phase == JobPhase.WARNING:
                 console.print(f"[yellow]warning:[/] {markup_escape(sanitize(event.message))}", highlight=False)
                 return
             label = f"{title}: {event.phase}" + (f" · {event.message}" if event.message else "")

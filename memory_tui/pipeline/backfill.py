@@ -29,7 +29,7 @@ from typing import Any
 from memory_tui.core.format.errors import MemoryError, classify_write_failure
 from memory_tui.core.store.lock import TIMEOUT_EDIT
 from memory_tui.pipeline.batching import budget_batches
-from memory_tui.pipeline.context import Context, git_commit, load_snapshot, locked, revision, run_writer, topic_tree
+from memory_tui.pipeline.context import Context, JobPhase, git_commit, load_snapshot, locked, revision, run_writer, topic_tree
 from memory_tui.pipeline.reports import BackfillBatch, BackfillReport, JobOutcome
 from memory_tui.pipeline.writers.base import Turn, WriteTask
 
@@ -176,7 +176,7 @@ def backfill(ctx: Context, *, dry_run: bool = False) -> BackfillReport:
     legacy: str | None = None
     if not dry_run and _legacy_core_text(root) is not None:
         try:
-            ctx.checkpoint("backfill")
+            ctx.checkpoint(JobPhase.BACKFILL)
             with locked(ctx, TIMEOUT_EDIT):
                 legacy = migrate_legacy_core(ctx)
         except MemoryError as exc:
@@ -200,7 +200,7 @@ def backfill(ctx: Context, *, dry_run: bool = False) -> BackfillReport:
     changed: list[str] = list(_legacy_changed(legacy))
     outcome = JobOutcome("ok")
     try:
-        ctx.checkpoint("backfill")
+        ctx.checkpoint(JobPhase.BACKFILL)
         with locked(ctx, TIMEOUT_EDIT):
             remaining = first
             for _ in range(MAX_PASSES):
@@ -210,8 +210,8 @@ def backfill(ctx: Context, *, dry_run: bool = False) -> BackfillReport:
                 for b in budget_batches(remaining, ctx.counter, budget, text_of=text_of):
                     turns = tuple(_turn(fr, titles, ctx.counter) for fr in b.records)
                     task = WriteTask("backfill", turns, "", "", ctx.settings.topic)
-                    ctx.checkpoint("backfill", len(processed))  # each writer run is its own transaction
-                    ctx.emit("backfill", len(processed), len(first), f"{len(turns)} sources, {b.tokens} tokens")
+                    ctx.checkpoint(JobPhase.BACKFILL, len(processed))  # each writer run is its own transaction
+                    ctx.emit(JobPhase.BACKFILL, len(processed), len(first), f"{len(turns)} sources, {b.tokens} tokens")
                     written = run_writer(ctx, task)
                     ran.append(BackfillBatch(tuple(t.source_id for t in turns), b.tokens))
                     processed.update(t.source_id for t in turns)

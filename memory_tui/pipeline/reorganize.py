@@ -28,7 +28,7 @@ from memory_tui.core.format.errors import MemoryError
 from memory_tui.core.store.lock import TIMEOUT_EDIT
 from memory_tui.core.store.workspace import load_runtime_state, workspace_revision
 from memory_tui.pipeline import status as st
-from memory_tui.pipeline.context import Context, JobCancelled, git_commit, locked, topic_tree
+from memory_tui.pipeline.context import Context, JobCancelled, JobPhase, git_commit, locked, topic_tree
 from memory_tui.pipeline.reports import JobOutcome, ReorganizeReport
 from memory_tui.pipeline.txport import TransactionPort
 
@@ -147,12 +147,12 @@ def organize_locked(ctx: Context, *, reason: str = "manual", dry_run: bool = Fal
     for n, start in enumerate(chunks):
         if commit:  # a manual reorganize can be cancelled between its transactions
             try:
-                ctx.checkpoint("organize", n)
+                ctx.checkpoint(JobPhase.ORGANIZE, n)
             except JobCancelled:
                 if changed:
                     git_commit(ctx, REORGANIZE_MESSAGE)
                 raise
-        ctx.emit("organize", n, len(chunks), f"{len(ops)} record op(s) over {n_topics} topic file(s)")
+        ctx.emit(JobPhase.ORGANIZE, n, len(chunks), f"{len(ops)} record op(s) over {n_topics} topic file(s)")
         chunk = ops[start:start + 64]
         try:
             base = workspace_revision(root)
@@ -166,7 +166,7 @@ def organize_locked(ctx: Context, *, reason: str = "manual", dry_run: bool = Fal
             if f not in changed:
                 changed.append(f)
     st.append_history(ctx.layout.runtime_dir, [st.history_entry("organize", "memory-tui deterministic organizer", prompt, reply=f"folded {sum(1 for o in ops if o['op'] == 'delete_record')} duplicate record(s)")])
-    ctx.emit("organize", len(chunks), len(chunks), f"changed {len(changed)} topic file(s)")
+    ctx.emit(JobPhase.ORGANIZE, len(chunks), len(chunks), f"changed {len(changed)} topic file(s)")
     if commit:
         git_commit(ctx, REORGANIZE_MESSAGE)
     return ReorganizeReport(JobOutcome("ok"), len(topic_tree(root).topics), tuple(sorted(changed)), reason=reason,
@@ -182,7 +182,7 @@ def reorganize(ctx: Context, *, dry_run: bool = False) -> ReorganizeReport:
     if not (ctx.memory_root / "topics").is_dir():
         return ReorganizeReport(JobOutcome("empty"))
     try:
-        ctx.checkpoint("organize")
+        ctx.checkpoint(JobPhase.ORGANIZE)
         if dry_run:  # reads only: a plan never waits for (or blocks) a writer
             return organize_locked(ctx, reason="manual", dry_run=True)
         with locked(ctx, TIMEOUT_EDIT):

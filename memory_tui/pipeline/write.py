@@ -36,6 +36,7 @@ from memory_tui.pipeline.batching import Batch, first_batch, plan_batches, total
 from memory_tui.pipeline.context import (
     Context,
     JobCancelled,
+    JobPhase,
     ensure_workspace,
     git_commit,
     load_snapshot,
@@ -161,7 +162,7 @@ def write_batch(ctx: Context, bs: BranchState, batch: Batch, workspace_id: str, 
     task = WriteTask("write", turns, session.id, session.title, ctx.settings.topic)
     # Before the install, so a kill between the install and the marks is finished by the next open.
     marks.write_intent(ctx.layout.runtime_dir, session.id, ids, workspace_id, source_ids=[sr.source_id for sr in srecs])
-    ctx.emit("writer", len(report.batches), None, f"{session.id} {bs.tip}: writing {len(ids)} turns, {batch.tokens} tokens")
+    ctx.emit(JobPhase.WRITER, len(report.batches), None, f"{session.id} {bs.tip}: writing {len(ids)} turns, {batch.tokens} tokens")
     outcome = run_writer(ctx, task)
     if outcome.changed:
         br.result = "written"
@@ -186,7 +187,7 @@ def write_batch(ctx: Context, bs: BranchState, batch: Batch, workspace_id: str, 
 
 
 def _attempt(ctx: Context, report: WriteReport, bs: BranchState, batch: Batch, wid: str) -> BatchReport:
-    ctx.checkpoint("batch", len(report.written), report)  # before the transaction, never inside it
+    ctx.checkpoint(JobPhase.BATCH, len(report.written), report)  # before the transaction, never inside it
     try:
         with locked(ctx):
             recover(ctx.memory_root)  # a killed run's journal, stages and git step, before anything new
@@ -271,7 +272,7 @@ def write_session(ctx: Context, report: WriteReport, session_id: str, *, branch:
                 return
             seen_pending = key
             batch = first_batch(bs.pending, ctx.counter, threshold, text_of=lambda r: r.content)
-            ctx.emit("batch", len(report.written), None, f"{session_id} {tip}: {len(batch)} turns, {batch.tokens} tokens")
+            ctx.emit(JobPhase.BATCH, len(report.written), None, f"{session_id} {tip}: {len(batch)} turns, {batch.tokens} tokens")
             br = _attempt(ctx, report, bs, batch, wid or "")
             report.batches.append(br)
             if br.result == "failed":

@@ -1,4 +1,4 @@
-"""The jobs' typed reports: one outcome shape for every job, and the
+"""The jobs' typed reports and progress phases: one outcome shape for every job, and the
 ``--json`` objects keep the memory spec's keys in the spec's order."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from memory_tui.pipeline.context import JobCancelled, JobEvent, JobPhase
 from memory_tui.pipeline.reports import (
     BackfillBatch,
     BackfillReport,
@@ -17,6 +18,16 @@ from memory_tui.pipeline.reports import (
     ReorganizeReport,
     WriteReport,
 )
+
+
+def test_a_phase_reads_as_its_word():
+    assert JobPhase.BATCH == "batch" and f"{JobPhase.ORGANIZE}" == "organize" and str(JobPhase.WARNING) == "warning"
+    assert json.dumps({"phase": JobPhase.BACKFILL}) == '{"phase": "backfill"}'
+    event = JobEvent("batch", 1, 2, "m")
+    assert event.phase is JobPhase.BATCH and event == JobEvent(JobPhase.BATCH, 1, 2, "m")
+    assert JobCancelled("organize", 3).phase is JobPhase.ORGANIZE
+    with pytest.raises(ValueError):
+        JobEvent("batches")  # a misspelt phase fails where it is made
 
 
 def test_every_report_says_how_it_failed_the_same_way():
