@@ -58,18 +58,6 @@ class JobSpec:
     context_options: dict[str, Any] = field(default_factory=dict)  # e.g. a writer or clock for tests
 
 
-def write_job(settings: WriterSettings, *, force: bool = False) -> JobSpec:
-    return JobSpec("write", lambda ctx: write(ctx, force=force), settings)
-
-
-def reorganize_job(settings: WriterSettings) -> JobSpec:
-    return JobSpec("reorganize", lambda ctx: reorganize(ctx), settings)
-
-
-def backfill_job(settings: WriterSettings) -> JobSpec:
-    return JobSpec("backfill", lambda ctx: backfill(ctx), settings)
-
-
 # --- the owner's job flow (MemoryApp.start_job takes a JobRequest) ---------------
 JOB_KINDS = ("write", "write-all-forced", "reorganize", "backfill", "migrate")
 
