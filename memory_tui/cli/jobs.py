@@ -22,7 +22,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from memory_tui.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_RETRYABLE, add_verb, add_writer_options, emit_json, job_context
 from memory_tui.core.format.text import sanitize
-from memory_tui.pipeline.context import JobCancelled, JobEvent
+from memory_tui.pipeline.context import JobCancelled, JobEvent, JobPhase
+from memory_tui.pipeline.reports import JobOutcome, JobReport
 
 EXIT_CANCELLED = 130  # the shell's code for "stopped by SIGINT"
 
@@ -57,7 +58,7 @@ def _cancellable(func: Callable[[argparse.Namespace], int]) -> Callable[[argpars
         except JobCancelled as exc:
             print(f"memory-tui: cancelled during {exc.phase} after {exc.done} step(s); stopped at a safe point, "
                   "nothing half-written", file=sys.stderr)
-            if getattr(args, "json", False) and exc.result is not None and hasattr(exc.result, "to_json"):
+            if getattr(args, "json", False) and isinstance(exc.result, JobReport):
                 emit_json({"cancelled": True, "report": exc.result.to_json()})
             return EXIT_CANCELLED
         finally:
@@ -94,7 +95,7 @@ def _progress(args: argparse.Namespace, title: str) -> Iterator[Callable[[JobEve
         task = bar.add_task(title, total=None)
 
         def update(event: JobEvent) -> None:
-            if event.phase == "warning":
+            if event.phase == JobPhase.WARNING:
                 console.print(f"[yellow]warning:[/] {markup_escape(sanitize(event.message))}", highlight=False)
                 return
             label = f"{title}: {event.phase}" + (f" · {event.message}" if event.message else "")
@@ -109,16 +110,16 @@ def _run_job(args: argparse.Namespace, title: str, job: Callable[..., Any], *arg
         return job(job_context(args, progress=progress, cancelled=_cancel.is_set), *args_, **kwargs)
 
 
-def _exit_for(outcome: str) -> int:
-    if outcome == "retryable":
-        return EXIT_RETRYABLE
-    if outcome == "non-retryable":
-        return EXIT_FAILURE
-    return EXIT_OK
+def _exit_for(outcome: JobOutcome) -> int:
+    if not outcome.failed:
+        return EXIT_OK
+    return EXIT_RETRYABLE if outcome.retryable else EXIT_FAILURE
 
 
-def _print_error(error: dict[str, Any]) -> None:
-    print(f"memory-tui: {error['code']}: {sanitize(str(error['message']))}", file=sys.stderr)
+def _print_error(outcome: JobOutcome) -> None:
+    """The failure's code and message on stderr, when the job named one."""
+    if outcome.code is not None:
+        print(f"memory-tui: {outcome.code}: {sanitize(str(outcome.message))}", file=sys.stderr)
 
 
 @_cancellable
@@ -145,10 +146,10 @@ def cmd_write(args: argparse.Namespace) -> int:
     )
     for w in report.warnings:
         print(f"warning: {sanitize(str(w))}", file=sys.stderr)
-    if report.outcome in ("retryable", "non-retryable"):
-        print(f"memory-tui: {report.reason_code}: {sanitize(str(report.message))}", file=sys.stderr)
-    elif report.message:
-        print(sanitize(report.message))
+    if report.outcome.failed:
+        _print_error(report.outcome)
+    elif report.outcome.message:
+        print(sanitize(report.outcome.message))
     return _exit_for(report.outcome)
 
 
@@ -156,41 +157,32 @@ def cmd_write(args: argparse.Namespace) -> int:
 def cmd_reorganize(args: argparse.Namespace) -> int:
     from memory_tui.pipeline.reorganize import reorganize
 
-    result = _run_job(args, "reorganizing", reorganize, dry_run=args.dry_run)
+    report = _run_job(args, "reorganizing", reorganize, dry_run=args.dry_run)
     if getattr(args, "json", False):
-        emit_json(result)
+        emit_json(report.to_json())
     else:
         if args.dry_run:
-            print(f"{len(result.get('planned_ops', []))} record op(s) planned over {result.get('topics', 0)} topic file(s)")
+            print(f"{len(report.planned_ops or ())} record op(s) planned over {report.topics} topic file(s)")
         else:
-            print(f"{result['status']}: {result.get('topics', 0)} topic file(s); changed: " + (", ".join(sanitize(f) for f in result.get("changed_files", [])) or "none"))
-        if result.get("error"):
-            _print_error(result["error"])
-    status = result["status"]
-    if status == "busy":
-        return EXIT_RETRYABLE
-    if status in ("failed", "disabled"):
-        return EXIT_FAILURE
-    return EXIT_OK
+            print(f"{report.outcome.status}: {report.topics} topic file(s); changed: " + (", ".join(sanitize(f) for f in report.changed_files) or "none"))
+        _print_error(report.outcome)
+    return _exit_for(report.outcome)
 
 
 @_cancellable
 def cmd_backfill(args: argparse.Namespace) -> int:
     from memory_tui.pipeline.backfill import backfill
 
-    result = _run_job(args, "backfilling", backfill, dry_run=args.dry_run)
+    report = _run_job(args, "backfilling", backfill, dry_run=args.dry_run)
     if getattr(args, "json", False):
-        emit_json(result)
+        emit_json(report.to_json())
     else:
         if args.dry_run:
-            for i, b in enumerate(result.get("batches", []), 1):
-                print(f"batch {i}: {len(b['ids'])} source(s), {b['tokens']} tokens")
-        print(f"{result['status']}: {result['candidates']} candidate(s), {result['processed']} processed, {result['remaining']} remaining")
-        if result.get("error"):
-            _print_error(result["error"])
-    if result.get("error") and result["error"].get("retryable"):
-        return EXIT_RETRYABLE
-    return EXIT_FAILURE if result["status"] == "incomplete" else EXIT_OK
+            for i, b in enumerate(report.batches, 1):
+                print(f"batch {i}: {len(b.ids)} source(s), {b.tokens} tokens")
+        print(f"{report.outcome.status}: {report.candidates} candidate(s), {report.processed} processed, {report.remaining} remaining")
+        _print_error(report.outcome)
+    return _exit_for(report.outcome)
 
 
 @_cancellable

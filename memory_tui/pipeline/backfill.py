@@ -7,17 +7,18 @@ stays ≤ budget, at least one per batch) and handed to the configured writer on
 stage whose allowed references are that batch's ids. The job repeats while a pass changes
 something and candidates remain. No git commit (the next commit picks the files up).
 
-Report: ``{"status": "ok"|"incomplete", "candidates", "processed", "remaining", "revision"}``;
-``ok`` iff nothing remains. ``--dry-run`` lists the batches and changes no byte. The report is
-a ``BackfillReport``: a dict with exactly the spec's keys (the CLI's ``--json`` prints it as
-OpenProgram does) that also carries ``changed_files``, the topic files its writer runs
-changed, for the app's job result (polish: it listed none before).
+Report: a ``BackfillReport`` whose ``--json`` object has exactly the spec's keys,
+``{"status": "ok"|"incomplete", "candidates", "processed", "remaining", "revision"}``, as
+OpenProgram prints it; ``incomplete`` only when a batch failed (``error`` says why).
+``--dry-run`` lists the batches and changes no byte. The report also carries the batches
+it ran and ``changed_files``, the topic files its writer runs changed, for the app's job
+result; neither is in the spec's object.
 
 Legacy core first (§7.6): when ``topics/core.md`` is absent and a non-blank root ``core.md``
 exists, a transaction promotes it if it parses; otherwise it is archived as one trusted
 ``openprogram-migration/legacy-core/<hex24 of its SHA-256>`` source spoken by the runtime
 for the owner, so it becomes a backfill candidate like any other uncited source. The report
-then carries ``"legacy_core": "promoted" | "archived"``.
+then carries ``legacy_core``: ``"promoted"`` or ``"archived"``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from typing import Any
 from memory_tui.core.format.errors import MemoryError, classify_write_failure
 from memory_tui.core.store.lock import TIMEOUT_EDIT
 from memory_tui.pipeline.batching import budget_batches
-from memory_tui.pipeline.context import Context, git_commit, load_snapshot, locked, revision, run_writer, topic_tree
+from memory_tui.pipeline.context import Context, JobPhase, git_commit, load_snapshot, locked, revision, run_writer, topic_tree
+from memory_tui.pipeline.reports import BackfillBatch, BackfillReport, JobOutcome
 from memory_tui.pipeline.writers.base import Turn, WriteTask
 
 MAX_PASSES = 50
@@ -38,19 +40,6 @@ LEGACY_CORE_SPEAKER = "runtime:legacy-core"
 LEGACY_CORE_DISPLAY = "Legacy core migration"
 
 BACKFILL_MESSAGE = "memory: backfill topics"
-
-
-class BackfillReport(dict):
-    """The spec's report dict; ``changed_files`` rides beside its keys, not in them, so the
-    JSON shape stays §7.6's while the app can list what the run changed."""
-
-    changed_files: tuple[str, ...] = ()
-
-    @classmethod
-    def of(cls, data: dict[str, Any], changed: list[str] | tuple[str, ...] = ()) -> "BackfillReport":
-        out = cls(data)
-        out.changed_files = tuple(sorted(set(changed)))
-        return out
 
 
 def _legacy_core_text(memory_root) -> str | None:
@@ -173,48 +162,45 @@ def _titles(ctx: Context) -> dict[str, str]:
         return {}
 
 
-def backfill(ctx: Context, *, dry_run: bool = False) -> dict[str, Any]:
+def _incomplete(exc: Exception) -> JobOutcome:
+    """A failed batch (or legacy core step): the closed code set and a retry verdict."""
+    code, retry = classify_write_failure(exc)
+    message = exc.message if isinstance(exc, MemoryError) else str(exc)
+    return JobOutcome("incomplete", True, code, message, retry)
+
+
+def backfill(ctx: Context, *, dry_run: bool = False) -> BackfillReport:
 
     budget = int(ctx.settings.backfill_budget)
     root = ctx.memory_root
     legacy: str | None = None
     if not dry_run and _legacy_core_text(root) is not None:
         try:
-            ctx.checkpoint("backfill")
+            ctx.checkpoint(JobPhase.BACKFILL)
             with locked(ctx, TIMEOUT_EDIT):
                 legacy = migrate_legacy_core(ctx)
         except MemoryError as exc:
-            code, retry = classify_write_failure(exc)
             # the legacy core is still waiting: it counts as one remaining item
             left = (len(candidates(root)) if (root / "sources").is_dir() else 0) + 1
-            return {"status": "incomplete", "candidates": left, "processed": 0, "remaining": left,
-                    "revision": revision(root), "error": {"code": code, "message": exc.message, "retryable": retry}}
+            return BackfillReport(_incomplete(exc), left, 0, left, revision(root))
     if not (root / "sources").is_dir():
-        out = {"status": "ok", "candidates": 0, "processed": 0, "remaining": 0, "revision": revision(root) if root.is_dir() else None}
-        if legacy:
-            out["legacy_core"] = legacy
-        return BackfillReport.of(out, _legacy_changed(legacy))
+        return BackfillReport(JobOutcome("ok"), revision=revision(root) if root.is_dir() else None,
+                              changed_files=_legacy_changed(legacy), legacy_core=legacy)
     titles = _titles(ctx)
     first = candidates(root)
     text_of = lambda fr: fr.text  # noqa: E731
     if dry_run:
-        batches = budget_batches(first, ctx.counter, budget, text_of=text_of)
+        planned = budget_batches(first, ctx.counter, budget, text_of=text_of)
         # A plan is not a failure: "incomplete" is kept for a run in which a batch failed.
-        return {
-            "status": "ok",
-            "dry_run": True,
-            "candidates": len(first),
-            "processed": 0,
-            "remaining": len(first),
-            "revision": revision(root),
-            "writer": getattr(ctx.writer, "name", "?"),
-            "batches": [{"ids": [fr.source_id for fr in b.records], "tokens": b.tokens} for b in batches],
-        }
+        return BackfillReport(JobOutcome("ok"), len(first), 0, len(first), revision(root), dry_run=True,
+                              writer=getattr(ctx.writer, "name", "?"),
+                              batches=tuple(BackfillBatch(tuple(fr.source_id for fr in b.records), b.tokens) for b in planned))
     processed: set[str] = set()
+    ran: list[BackfillBatch] = []
     changed: list[str] = list(_legacy_changed(legacy))
-    error: dict[str, Any] | None = None
+    outcome = JobOutcome("ok")
     try:
-        ctx.checkpoint("backfill")
+        ctx.checkpoint(JobPhase.BACKFILL)
         with locked(ctx, TIMEOUT_EDIT):
             remaining = first
             for _ in range(MAX_PASSES):
@@ -224,12 +210,13 @@ def backfill(ctx: Context, *, dry_run: bool = False) -> dict[str, Any]:
                 for b in budget_batches(remaining, ctx.counter, budget, text_of=text_of):
                     turns = tuple(_turn(fr, titles, ctx.counter) for fr in b.records)
                     task = WriteTask("backfill", turns, "", "", ctx.settings.topic)
-                    ctx.checkpoint("backfill", len(processed))  # each writer run is its own transaction
-                    ctx.emit("backfill", len(processed), len(first), f"{len(turns)} sources, {b.tokens} tokens")
-                    outcome = run_writer(ctx, task)
+                    ctx.checkpoint(JobPhase.BACKFILL, len(processed))  # each writer run is its own transaction
+                    ctx.emit(JobPhase.BACKFILL, len(processed), len(first), f"{len(turns)} sources, {b.tokens} tokens")
+                    written = run_writer(ctx, task)
+                    ran.append(BackfillBatch(tuple(t.source_id for t in turns), b.tokens))
                     processed.update(t.source_id for t in turns)
-                    changed.extend(outcome.changed_topics)
-                    changed_any = changed_any or outcome.changed
+                    changed.extend(written.changed_topics)
+                    changed_any = changed_any or written.changed
                 new_remaining = candidates(root)
                 if not changed_any or [f.source_id for f in new_remaining] == [f.source_id for f in remaining]:
                     remaining = new_remaining
@@ -237,27 +224,12 @@ def backfill(ctx: Context, *, dry_run: bool = False) -> dict[str, Any]:
                 remaining = new_remaining
             if processed:
                 # OpenProgram leaves backfill's installs for its next `git add -A` (spec §7.6); we
-                # commit them at once, so the history says what backfill wrote (issue 13, class 11).
+                # commit them at once, so the history says what backfill wrote.
                 git_commit(ctx, BACKFILL_MESSAGE)
-    except MemoryError as exc:
-        code, retry = classify_write_failure(exc)
-        error = {"code": code, "message": exc.message, "retryable": retry}
+    except Exception as exc:  # a MemoryError, or a writer failure of another kind
+        outcome = _incomplete(exc)
         remaining = candidates(root)
-    except Exception as exc:  # a writer failure of another kind
-        code, retry = classify_write_failure(exc)
-        error = {"code": code, "message": str(exc), "retryable": retry}
-        remaining = candidates(root)
-    # "incomplete" only when a batch failed (``error`` says which code and why); sources the
+    # "incomplete" only when a batch failed (the outcome says which code and why); sources the
     # writer chose not to cite stay in ``remaining`` without failing the run.
-    out = {
-        "status": "incomplete" if error else "ok",
-        "candidates": len(first),
-        "processed": len(processed),
-        "remaining": len(remaining),
-        "revision": revision(root),
-    }
-    if legacy:
-        out["legacy_core"] = legacy
-    if error:
-        out["error"] = error
-    return BackfillReport.of(out, changed)
+    return BackfillReport(outcome, len(first), len(processed), len(remaining), revision(root), batches=tuple(ran),
+                          changed_files=tuple(sorted(set(changed))), legacy_core=legacy)

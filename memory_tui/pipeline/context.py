@@ -15,6 +15,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import tzinfo
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterable
 
@@ -28,6 +29,7 @@ from memory_tui.core.format.tokens import DEFAULT_COUNTER, TokenCounter
 from memory_tui.core.format.topics import parse_tree
 from memory_tui.core.store.workspace import read_workspace_id, workspace_revision
 from memory_tui.pipeline import status as st
+from memory_tui.pipeline.reports import JobReport
 from memory_tui.pipeline.settings import WriterSettings
 from memory_tui.pipeline.txport import TransactionPort
 from memory_tui.pipeline.writers import make_writer
@@ -35,15 +37,31 @@ from memory_tui.pipeline.writers.base import Writer, WriterOutcome, WriteTask
 from memory_tui.sessions.store import SessionSnapshot, load_sessions
 
 
+class JobPhase(StrEnum):
+    """The step a job is at. Its value is the plain word, so progress lines, ``--json`` and
+    comparisons with a string read as before."""
+
+    STARTING = "starting"  # the app's placeholder until a job's first event
+    BATCH = "batch"  # write: one batch of a branch
+    WRITER = "writer"  # write: the writer runs on that batch
+    ORGANIZE = "organize"
+    BACKFILL = "backfill"
+    MIGRATE = "migrate"
+    WARNING = "warning"  # not a step: something the owner should read
+
+
 @dataclass(frozen=True)
 class JobEvent:
-    """One progress step. ``phase`` names the step ("batch", "backfill", "organize",
-    "warning", ...); ``done`` of ``total`` units (``total`` None: not known ahead)."""
+    """One progress step: ``phase``, ``done`` of ``total`` units (``total`` None: not known
+    ahead). A phase given as its word is taken as that ``JobPhase`` (an unknown word fails)."""
 
-    phase: str
+    phase: JobPhase
     done: int = 0
     total: int | None = None
     message: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "phase", JobPhase(self.phase))
 
 
 class JobCancelled(BaseException):
@@ -53,9 +71,9 @@ class JobCancelled(BaseException):
     classify writer failures and must not turn a cancel into one.
     """
 
-    def __init__(self, phase: str, done: int = 0, result: Any = None) -> None:
+    def __init__(self, phase: JobPhase, done: int = 0, result: JobReport | None = None) -> None:
         super().__init__(f"cancelled during {phase} after {done} step(s)")
-        self.phase = phase
+        self.phase = JobPhase(phase)
         self.done = done
         self.result = result  # the job's partial report, when it has one
 
@@ -101,11 +119,11 @@ class Context:
         assert self.config is not None  # set in __post_init__
         return int(self.config.trigger_tokens)
 
-    def emit(self, phase: str, done: int = 0, total: int | None = None, message: str = "") -> None:
+    def emit(self, phase: JobPhase, done: int = 0, total: int | None = None, message: str = "") -> None:
         if self.progress is not None:
             self.progress(JobEvent(phase, done, total, message))
 
-    def checkpoint(self, phase: str, done: int = 0, result: Any = None) -> None:
+    def checkpoint(self, phase: JobPhase, done: int = 0, result: JobReport | None = None) -> None:
         """A safe point: stop here with ``JobCancelled`` if the caller cancelled."""
         if self.cancelled():
             raise JobCancelled(phase, done, result)
@@ -133,9 +151,9 @@ def ensure_workspace(ctx: Context) -> str:
     try:
         reason = gitlog.ensure_history(root, env=ctx.git_env)
         if reason:
-            ctx.emit("warning", message=f"git history unavailable: {reason}")
+            ctx.emit(JobPhase.WARNING, message=f"git history unavailable: {reason}")
     except MemoryError as exc:
-        ctx.emit("warning", message=str(exc))
+        ctx.emit(JobPhase.WARNING, message=str(exc))
     return wid
 
 
@@ -204,6 +222,7 @@ __all__ = [
     "Context",
     "JobCancelled",
     "JobEvent",
+    "JobPhase",
     "ensure_workspace",
     "git_commit",
     "load_snapshot",

@@ -1,7 +1,7 @@
 """One summary shape for every job's report, for a result dialog and the job history.
 
-The jobs report in their own shapes (``WriteReport``, the ``reorganize`` / ``backfill`` /
-``migrate`` dicts, a ``TxResult`` for record changes and edits). ``JobSummary`` is what the
+The jobs report in their own shapes (``WriteReport``, ``ReorganizeReport``, ``BackfillReport``,
+the ``migrate`` dict, a ``TxResult`` for record changes and edits). ``JobSummary`` is what the
 owner needs from any of them: changed files, marks added, the revision before and after,
 the git commit, and the outcome code with its meaning and whether a retry can help
 (``core.outcomes``). A job that never got the lock is ``CONCURRENT_UPDATE``, retryable —
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from memory_tui.core.format.outcomes import Outcome, describe_outcome
+from memory_tui.pipeline.reports import BackfillReport, ReorganizeReport, WriteReport
 
 
 @dataclass(frozen=True)
@@ -60,53 +61,46 @@ def _head(memory_root: Path | None, revision_before: str | None, revision: str |
     return gitlog.head(memory_root)
 
 
-def summarize_write(report: Any, *, memory_root: Path | None = None, title: str = "write") -> JobSummary:
-    """A ``WriteReport`` (or its ``to_json()``)."""
-    data = report.to_json() if hasattr(report, "to_json") else dict(report)
-    written = [b for b in data["batches"] if b["result"] in ("written", "recovered")]
-    changed = tuple(dict.fromkeys(t for b in written for t in b["changed_topics"]))
-    if data["outcome"] in ("retryable", "non-retryable"):
-        outcome = describe_outcome(data["reason_code"], data["outcome"] == "retryable")
+def summarize_write(report: WriteReport, *, memory_root: Path | None = None, title: str = "write") -> JobSummary:
+    written = report.written
+    changed = tuple(dict.fromkeys(t for b in written for t in b.changed_topics))
+    if report.outcome.failed:
+        outcome = describe_outcome(report.outcome.code, report.outcome.retryable)
     else:
         outcome = describe_outcome("success" if written else "none")
-    rb, rev = data.get("revision_before"), data.get("revision")
-    return JobSummary("write", title, outcome, changed, sum(len(b["marked"]) for b in data["batches"]), rb, rev,
-                      _head(memory_root, rb, rev), data.get("message") or "", tuple(data.get("warnings") or ()))
+    rb, rev = report.revision_before, report.revision
+    return JobSummary("write", title, outcome, changed, report.marked_turns, rb, rev,
+                      _head(memory_root, rb, rev), report.outcome.message, tuple(report.warnings))
 
 
-def _error_outcome(error: Mapping[str, Any]) -> Outcome:
-    return describe_outcome(error.get("code"), error.get("retryable"))
-
-
-def summarize_reorganize(result: Mapping[str, Any], *, revision_before: str | None = None,
+def summarize_reorganize(report: ReorganizeReport, *, revision_before: str | None = None,
                          memory_root: Path | None = None) -> JobSummary:
-    status = result.get("status")
+    status = report.outcome.status
     if status == "busy":
         outcome = describe_outcome("CONCURRENT_UPDATE")
-    elif result.get("error"):
-        outcome = _error_outcome(result["error"])
+    elif report.outcome.code is not None:
+        # the organizer gives no retry verdict of its own: the code's default
+        outcome = describe_outcome(report.outcome.code)
     else:
-        outcome = describe_outcome("success" if result.get("changed_files") else (status if status in ("empty", "disabled") else "none"))
+        outcome = describe_outcome("success" if report.changed_files else (status if status in ("empty", "disabled") else "none"))
     rev = _revision(memory_root)
-    return JobSummary("reorganize", "reorganize topics", outcome, tuple(result.get("changed_files") or ()), 0,
+    return JobSummary("reorganize", "reorganize topics", outcome, report.changed_files, 0,
                       revision_before, rev, _head(memory_root, revision_before, rev),
-                      (result.get("error") or {}).get("message", ""))
+                      report.outcome.message if report.outcome.code is not None else "")
 
 
-def summarize_backfill(result: Mapping[str, Any], *, revision_before: str | None = None,
+def summarize_backfill(report: BackfillReport, *, revision_before: str | None = None,
                        memory_root: Path | None = None) -> JobSummary:
-    if result.get("error"):
-        outcome = _error_outcome(result["error"])
+    if report.outcome.code is not None:
+        outcome = describe_outcome(report.outcome.code, report.outcome.retryable)
     else:
-        outcome = describe_outcome(result.get("status") or "ok")
-    rev = result.get("revision")
-    msg = f"{result.get('processed', 0)} of {result.get('candidates', 0)} source(s) processed, {result.get('remaining', 0)} remaining"
-    if result.get("legacy_core"):
-        msg += f"; legacy core.md {result['legacy_core']}"
+        outcome = describe_outcome(report.outcome.status)
+    rev = report.revision
+    msg = f"{report.processed} of {report.candidates} source(s) processed, {report.remaining} remaining"
+    if report.legacy_core:
+        msg += f"; legacy core.md {report.legacy_core}"
     # backfill commits what it installed (pipeline.backfill): HEAD when the revision moved.
-    # Its files ride beside the spec's report keys (``BackfillReport.changed_files``).
-    changed = tuple(getattr(result, "changed_files", ()) or ())
-    return JobSummary("backfill", "backfill uncited sources", outcome, changed, 0, revision_before, rev,
+    return JobSummary("backfill", "backfill uncited sources", outcome, report.changed_files, 0, revision_before, rev,
                       _head(memory_root, revision_before, rev), msg)
 
 

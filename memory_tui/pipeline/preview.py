@@ -130,10 +130,10 @@ def preview_write(ctx: Any, session_id: str | None = None, *, branch: str | None
             if session is not None:
                 files.extend(_node_files(ctx, session, tuple(b.ids)))
     notes = list(report.warnings)
-    if report.message:
-        notes.append(report.message)
-    if report.outcome in ("retryable", "non-retryable"):
-        notes.append(f"{report.reason_code}: {report.message}")
+    if report.outcome.message:
+        notes.append(report.outcome.message)
+    if report.outcome.failed:
+        notes.append(f"{report.outcome.code}: {report.outcome.message}")
     for b in report.batches:
         if b.result == "below-threshold":
             notes.append(f"{b.session_id} {b.tip}: {b.message}")
@@ -157,8 +157,8 @@ def preview_reorganize(ctx: Any) -> JobPreview:
     from memory_tui.pipeline.reorganize import reorganize
     from memory_tui.pipeline.context import revision
 
-    result = reorganize(ctx, dry_run=True)
-    ops = list(result.get("planned_ops", []))
+    report = reorganize(ctx, dry_run=True)
+    ops = list(report.planned_ops or ())
     files: list[str] = []
     if ops:
         root = ctx.memory_root
@@ -171,7 +171,7 @@ def preview_reorganize(ctx: Any) -> JobPreview:
         files.append("memory/.scriptorium/agent-history.jsonl")
         files.append("memory/.git")
     notes = []
-    status = result.get("status")
+    status = report.outcome.status
     # the dry run reads without the lock (it never waits for a writer); say if the job would
     busy = status == "busy"
     if not busy and ctx.memory_root.is_dir():
@@ -182,15 +182,15 @@ def preview_reorganize(ctx: Any) -> JobPreview:
         notes.append("another writer holds the write lock; the job will wait for it")
     if status in ("disabled", "empty"):
         notes.append({"disabled": "memory is disabled (memory.backend: none)", "empty": "there are no topics"}[status])
-    if result.get("error"):
-        notes.append(f"{result['error']['code']}: {result['error']['message']}")
+    if report.outcome.code is not None:
+        notes.append(f"{report.outcome.code}: {report.outcome.message}")
     deletes = sum(1 for o in ops if o["op"] == "delete_record")
     if ops:
         notes.append(f"folds {deletes} duplicate record(s) into {len(ops) - deletes}")
     batches = tuple(PreviewBatch((o["memory_id"],), 0, note=o["op"]) for o in ops)
     rev = revision(ctx.memory_root) if ctx.memory_root.is_dir() else None
     return JobPreview("reorganize", "reorganize topics", "deterministic organizer", "record ops", len(ops), 0,
-                      batches, _uniq(files), rev, tuple(notes), busy=busy, raw=result)
+                      batches, _uniq(files), rev, tuple(notes), busy=busy, raw=report.to_json())
 
 
 def preview_backfill(ctx: Any) -> JobPreview:
@@ -198,8 +198,8 @@ def preview_backfill(ctx: Any) -> JobPreview:
     from memory_tui.core.format.sources import split_source_id
     from memory_tui.pipeline.backfill import backfill
 
-    result = backfill(ctx, dry_run=True)
-    batches = tuple(PreviewBatch(tuple(b["ids"]), int(b["tokens"])) for b in result.get("batches", []))
+    report = backfill(ctx, dry_run=True)
+    batches = tuple(PreviewBatch(b.ids, b.tokens) for b in report.batches)
     files: list[str] = []
     notes: list[str] = []
     root = ctx.memory_root
@@ -217,9 +217,9 @@ def preview_backfill(ctx: Any) -> JobPreview:
             files.append(ANY_TOPIC)
         files.extend(DERIVED)
         files.append("memory/.scriptorium/agent-history.jsonl")
-    return JobPreview("backfill", "backfill uncited sources", result.get("writer") or _writer_name(ctx), "sources",
-                      int(result.get("candidates", 0)), sum(b.tokens for b in batches), batches, _uniq(files),
-                      result.get("revision"), tuple(notes), raw=result)
+    return JobPreview("backfill", "backfill uncited sources", report.writer or _writer_name(ctx), "sources",
+                      report.candidates, sum(b.tokens for b in batches), batches, _uniq(files),
+                      report.revision, tuple(notes), raw=report.to_json())
 
 
 def _session_titles(ctx: Any) -> dict[str, str]:

@@ -13,8 +13,10 @@ The kept record is the oldest (creation order, then tree order); among equals th
 content wins the text. A record that another record links to (``#^id``) is never deleted,
 and legacy ``mem_`` units are left alone.
 
-Result: ``{"status": disabled|empty|busy|ok|failed, "topics": N, "changed_files": [...]}``
-(``failed`` carries ``error``), committed as ``memory: reorganize topics``.
+Result: a ``ReorganizeReport`` (status disabled | empty | busy | ok | failed, the number of
+topic files, the changed files; ``failed`` names its error), committed as ``memory: reorganize
+topics``. Its ``--json`` object is ``{"status", "topics", "changed_files"}`` plus ``error``,
+``planned_ops`` (dry run) and ``reason`` when they apply.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from memory_tui.core.format.errors import MemoryError
 from memory_tui.core.store.lock import TIMEOUT_EDIT
 from memory_tui.core.store.workspace import load_runtime_state, workspace_revision
 from memory_tui.pipeline import status as st
-from memory_tui.pipeline.context import Context, JobCancelled, git_commit, locked, topic_tree
+from memory_tui.pipeline.context import Context, JobCancelled, JobPhase, git_commit, locked, topic_tree
+from memory_tui.pipeline.reports import JobOutcome, ReorganizeReport
 from memory_tui.pipeline.txport import TransactionPort
 
 REORGANIZE_MESSAGE = "memory: reorganize topics"
@@ -115,65 +118,76 @@ def plan_ops(tree: Any, creation_order: dict[str, int]) -> list[dict[str, Any]]:
     return ops
 
 
-def organize_locked(ctx: Context, *, reason: str = "manual", dry_run: bool = False, commit: bool = False) -> dict[str, Any]:
+def _failed(exc: MemoryError) -> JobOutcome:
+    # the CLI exits 1 on any failed pass (only "busy", the lock not taken, exits 3)
+    return JobOutcome("failed", True, exc.code, exc.message, path=exc.path)
+
+
+def organize_locked(ctx: Context, *, reason: str = "manual", dry_run: bool = False, commit: bool = False) -> ReorganizeReport:
     """One organize pass; the caller holds the write lock."""
     root = ctx.memory_root
     tree = topic_tree(root)
     n_topics = len(tree.topics)
     if not tree.topics:
-        return {"status": "empty", "topics": 0, "changed_files": [], "reason": reason}
+        return ReorganizeReport(JobOutcome("empty"), reason=reason)
     state, _ = load_runtime_state(root)
     ops = plan_ops(tree, dict(state.creation_order))
     prompt = f"organize ({reason}): {len(ops)} record op(s) over {n_topics} topic file(s)"
     if dry_run:
-        return {"status": "ok", "topics": n_topics, "changed_files": [], "planned_ops": ops, "reason": reason}
+        return ReorganizeReport(JobOutcome("ok"), n_topics, planned_ops=tuple(ops), reason=reason)
     if not ops:
         st.append_history(ctx.layout.runtime_dir, [st.history_entry("organize", "memory-tui deterministic organizer", prompt, reply="organize: nothing to change")])
-        return {"status": "ok", "topics": n_topics, "changed_files": [], "reason": reason}
+        return ReorganizeReport(JobOutcome("ok"), n_topics, reason=reason)
     port = TransactionPort(root, restricted=False, counter=ctx.counter)
     changed: list[str] = []
+    before: str | None = None  # the first transaction's base
+    after: str | None = None  # the last one's result
     # ``update`` allows at most 64 ops per request.
     chunks = range(0, len(ops), 64)
     for n, start in enumerate(chunks):
         if commit:  # a manual reorganize can be cancelled between its transactions
             try:
-                ctx.checkpoint("organize", n)
+                ctx.checkpoint(JobPhase.ORGANIZE, n)
             except JobCancelled:
                 if changed:
                     git_commit(ctx, REORGANIZE_MESSAGE)
                 raise
-        ctx.emit("organize", n, len(chunks), f"{len(ops)} record op(s) over {n_topics} topic file(s)")
+        ctx.emit(JobPhase.ORGANIZE, n, len(chunks), f"{len(ops)} record op(s) over {n_topics} topic file(s)")
         chunk = ops[start:start + 64]
         try:
-            info = port.update(workspace_revision(root), chunk)
+            base = workspace_revision(root)
+            before = before or base
+            info = port.update(base, chunk)
         except MemoryError as exc:
             st.append_history(ctx.layout.runtime_dir, [st.history_entry("organize", "memory-tui deterministic organizer", prompt, error=f"{exc.code}: {exc.message}")])
-            return {"status": "failed", "topics": n_topics, "changed_files": changed, "error": {"code": exc.code, "message": exc.message, "path": exc.path}, "reason": reason}
+            return ReorganizeReport(_failed(exc), n_topics, tuple(changed), reason=reason, revision_before=before, revision=after)
+        after = info.revision
         for f in info.changed_topics:
             if f not in changed:
                 changed.append(f)
     st.append_history(ctx.layout.runtime_dir, [st.history_entry("organize", "memory-tui deterministic organizer", prompt, reply=f"folded {sum(1 for o in ops if o['op'] == 'delete_record')} duplicate record(s)")])
-    ctx.emit("organize", len(chunks), len(chunks), f"changed {len(changed)} topic file(s)")
+    ctx.emit(JobPhase.ORGANIZE, len(chunks), len(chunks), f"changed {len(changed)} topic file(s)")
     if commit:
         git_commit(ctx, REORGANIZE_MESSAGE)
-    return {"status": "ok", "topics": len(topic_tree(root).topics), "changed_files": sorted(changed), "reason": reason}
+    return ReorganizeReport(JobOutcome("ok"), len(topic_tree(root).topics), tuple(sorted(changed)), reason=reason,
+                            revision_before=before, revision=after)
 
 
-def reorganize(ctx: Context, *, dry_run: bool = False) -> dict[str, Any]:
+def reorganize(ctx: Context, *, dry_run: bool = False) -> ReorganizeReport:
     """The ``reorganize`` job: lock (5 s), organize, commit ``memory: reorganize topics``."""
     assert ctx.config is not None  # set in Context.__post_init__
 
     if not ctx.config.enabled:
-        return {"status": "disabled", "topics": 0, "changed_files": []}
+        return ReorganizeReport(JobOutcome("disabled", True))
     if not (ctx.memory_root / "topics").is_dir():
-        return {"status": "empty", "topics": 0, "changed_files": []}
+        return ReorganizeReport(JobOutcome("empty"))
     try:
-        ctx.checkpoint("organize")
+        ctx.checkpoint(JobPhase.ORGANIZE)
         if dry_run:  # reads only: a plan never waits for (or blocks) a writer
             return organize_locked(ctx, reason="manual", dry_run=True)
         with locked(ctx, TIMEOUT_EDIT):
             return organize_locked(ctx, reason="manual", dry_run=dry_run, commit=not dry_run)
     except MemoryError as exc:
         if exc.code == "CONCURRENT_UPDATE":
-            return {"status": "busy", "topics": 0, "changed_files": []}
-        return {"status": "failed", "topics": 0, "changed_files": [], "error": {"code": exc.code, "message": exc.message, "path": exc.path}}
+            return ReorganizeReport(JobOutcome("busy", True, retryable=True))
+        return ReorganizeReport(_failed(exc))

@@ -21,7 +21,7 @@ one of the batch's turns, the earlier install evidently landed, so the batch is 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import Any
 
@@ -36,6 +36,7 @@ from memory_tui.pipeline.batching import Batch, first_batch, plan_batches, total
 from memory_tui.pipeline.context import (
     Context,
     JobCancelled,
+    JobPhase,
     ensure_workspace,
     git_commit,
     load_snapshot,
@@ -47,6 +48,7 @@ from memory_tui.pipeline.context import (
 )
 from memory_tui.pipeline.migrate import migrate_if_needed
 from memory_tui.pipeline.reorganize import organize_locked
+from memory_tui.pipeline.reports import BatchReport, WriteReport
 from memory_tui.pipeline.writers.base import Turn, WriteTask
 from memory_tui.sessions.dag import forced_pass_branch_order, get_branch, to_message
 from memory_tui.sessions import marks
@@ -54,89 +56,6 @@ from memory_tui.sessions.records import authority_state, marked_ids, pending_rec
 
 INCREMENTAL_MESSAGE = "memory: incremental transaction"
 MAX_BATCHES_PER_BRANCH = 10_000
-
-
-# ------------------------------------------------------------------------------ reports
-
-
-@dataclass
-class BatchReport:
-    session_id: str
-    tip: str
-    ids: list[str]
-    tokens: int
-    result: str  # written | recovered | nothing | failed | planned | below-threshold
-    changed_topics: list[str] = field(default_factory=list)
-    marked: list[str] = field(default_factory=list)
-    reason_code: str | None = None
-    retryable: bool = False
-    message: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "session_id": self.session_id,
-            "tip": self.tip,
-            "ids": self.ids,
-            "tokens": self.tokens,
-            "result": self.result,
-            "changed_topics": self.changed_topics,
-            "marked": self.marked,
-            "reason_code": self.reason_code,
-            "retryable": self.retryable,
-            "message": self.message,
-        }
-
-
-@dataclass
-class WriteReport:
-    mode: str  # per-turn | forced
-    writer: str
-    dry_run: bool = False
-    batches: list[BatchReport] = field(default_factory=list)
-    outcome: str = "none"  # none | success | retryable | non-retryable
-    reason_code: str | None = None
-    message: str = ""
-    revision_before: str | None = None
-    revision: str | None = None
-    warnings: list[str] = field(default_factory=list)
-    organize: list[dict[str, Any]] = field(default_factory=list)
-    migration: dict[str, Any] | None = None
-    sessions: list[str] = field(default_factory=list)
-
-    @property
-    def retryable(self) -> bool:
-        return self.outcome == "retryable"
-
-    @property
-    def written(self) -> list[BatchReport]:
-        return [b for b in self.batches if b.result in ("written", "recovered")]
-
-    def fail(self, code: str, retryable: bool, message: str) -> None:
-        # the first failure wins; a non-retryable one outranks a retryable one
-        if self.outcome in ("none", "success") or (self.outcome == "retryable" and not retryable):
-            self.outcome = "retryable" if retryable else "non-retryable"
-            self.reason_code = code
-            self.message = message
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "mode": self.mode,
-            "writer": self.writer,
-            "dry_run": self.dry_run,
-            "outcome": self.outcome,
-            "reason_code": self.reason_code,
-            "retryable": self.retryable,
-            "message": self.message,
-            "sessions": self.sessions,
-            "batches": [b.to_json() for b in self.batches],
-            "written_batches": len(self.written),
-            "marked_turns": sum(len(b.marked) for b in self.batches),
-            "revision_before": self.revision_before,
-            "revision": self.revision,
-            "organize": self.organize,
-            "migration": self.migration,
-            "warnings": self.warnings,
-        }
 
 
 # ------------------------------------------------------------------------------ records
@@ -243,7 +162,7 @@ def write_batch(ctx: Context, bs: BranchState, batch: Batch, workspace_id: str, 
     task = WriteTask("write", turns, session.id, session.title, ctx.settings.topic)
     # Before the install, so a kill between the install and the marks is finished by the next open.
     marks.write_intent(ctx.layout.runtime_dir, session.id, ids, workspace_id, source_ids=[sr.source_id for sr in srecs])
-    ctx.emit("writer", len(report.batches), None, f"{session.id} {bs.tip}: writing {len(ids)} turns, {batch.tokens} tokens")
+    ctx.emit(JobPhase.WRITER, len(report.batches), None, f"{session.id} {bs.tip}: writing {len(ids)} turns, {batch.tokens} tokens")
     outcome = run_writer(ctx, task)
     if outcome.changed:
         br.result = "written"
@@ -268,7 +187,7 @@ def write_batch(ctx: Context, bs: BranchState, batch: Batch, workspace_id: str, 
 
 
 def _attempt(ctx: Context, report: WriteReport, bs: BranchState, batch: Batch, wid: str) -> BatchReport:
-    ctx.checkpoint("batch", len(report.written), report)  # before the transaction, never inside it
+    ctx.checkpoint(JobPhase.BATCH, len(report.written), report)  # before the transaction, never inside it
     try:
         with locked(ctx):
             recover(ctx.memory_root)  # a killed run's journal, stages and git step, before anything new
@@ -353,7 +272,7 @@ def write_session(ctx: Context, report: WriteReport, session_id: str, *, branch:
                 return
             seen_pending = key
             batch = first_batch(bs.pending, ctx.counter, threshold, text_of=lambda r: r.content)
-            ctx.emit("batch", len(report.written), None, f"{session_id} {tip}: {len(batch)} turns, {batch.tokens} tokens")
+            ctx.emit(JobPhase.BATCH, len(report.written), None, f"{session_id} {tip}: {len(batch)} turns, {batch.tokens} tokens")
             br = _attempt(ctx, report, bs, batch, wid or "")
             report.batches.append(br)
             if br.result == "failed":
@@ -392,7 +311,7 @@ def write(
     """The ``write`` job. ``session_id=None`` means every readable session."""
     report = WriteReport("forced" if force else "per-turn", getattr(ctx.writer, "name", "?"), dry_run)
     if not ctx.config.enabled:  # type: ignore[union-attr]
-        report.message = "memory is disabled (memory.backend: none)"
+        report.say("memory is disabled (memory.backend: none)")
         return report
     if ctx.memory_root.is_dir():
         report.revision_before = revision(ctx.memory_root)
@@ -411,7 +330,7 @@ def write(
     try:
         for sid in ids:
             write_session(ctx, report, sid, branch=branch, force=force, dry_run=dry_run, snapshot=snap)
-            if session_id is None and report.outcome == "retryable" and report.reason_code == "CONCURRENT_UPDATE":
+            if session_id is None and report.outcome.retryable and report.outcome.code == "CONCURRENT_UPDATE":
                 break
     except JobCancelled:
         _finish(ctx, report)  # the batches before the cancel are whole: record them
@@ -439,11 +358,11 @@ def _finish(ctx: Context, report: WriteReport) -> None:
         report.revision = report.revision_before
         return
     now = ctx.clock()
-    if report.outcome in ("retryable", "non-retryable"):
+    if report.outcome.failed:
         if ctx.layout.runtime_dir.is_dir():
-            st.record_failure(ctx.layout.runtime_dir, now, report.reason_code or "WRITER_FAILURE_UNKNOWN", report.retryable)
+            st.record_failure(ctx.layout.runtime_dir, now, report.outcome.code or "WRITER_FAILURE_UNKNOWN", report.outcome.retryable)
     elif report.written:
-        report.outcome = "success"
+        report.succeed()
         st.record_success(ctx.layout.runtime_dir, now)
     if ctx.memory_root.is_dir():
         report.revision = revision(ctx.memory_root)

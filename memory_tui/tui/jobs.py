@@ -17,6 +17,7 @@ from textual.dom import DOMNode
 from textual.message import Message
 
 from memory_tui.core.format.errors import MemoryError
+from memory_tui.pipeline.reports import JobReport
 from memory_tui.pipeline.settings import WriterSettings
 
 from .messages import JobFinished, JobProgress
@@ -55,18 +56,6 @@ class JobSpec:
     run: Job
     settings: WriterSettings = field(default_factory=WriterSettings)
     context_options: dict[str, Any] = field(default_factory=dict)  # e.g. a writer or clock for tests
-
-
-def write_job(settings: WriterSettings, *, force: bool = False) -> JobSpec:
-    return JobSpec("write", lambda ctx: write(ctx, force=force), settings)
-
-
-def reorganize_job(settings: WriterSettings) -> JobSpec:
-    return JobSpec("reorganize", lambda ctx: reorganize(ctx), settings)
-
-
-def backfill_job(settings: WriterSettings) -> JobSpec:
-    return JobSpec("backfill", lambda ctx: backfill(ctx), settings)
 
 
 # --- the owner's job flow (MemoryApp.start_job takes a JobRequest) ---------------
@@ -261,7 +250,8 @@ class JobRunner:
         except MemoryError as exc:
             node.post_message(JobFinished(spec.name, False, error=exc))
             return
-        problem = failure_of(result)
+        # a report says whether it failed; migrate's result is no report (it fails by raising)
+        problem = result.outcome.failure if isinstance(result, JobReport) else None
         node.post_message(JobFinished(spec.name, problem is None, result=result, error=problem))
 
 
@@ -271,18 +261,3 @@ def progress_bar(done: int, total: int, *, width: int = 10, ascii: bool = False)
     filled = 0 if total <= 0 else min(width, max(0, done) * width // total)
     full, empty, left, right = ("#", "-", "[", "]") if ascii else ("█", "░", "▕", "▏")
     return left + full * filled + empty * (width - filled) + right
-
-
-def failure_of(result: Any) -> str | None:
-    """Why a job's report says it failed (``None``: it did not). Write reports carry an
-    outcome; reorganize and backfill return dicts with a status and maybe an error."""
-    outcome = getattr(result, "outcome", None)
-    if outcome in ("retryable", "non-retryable"):
-        return f"{result.reason_code}: {result.message}"
-    if isinstance(result, dict):
-        error = result.get("error")
-        if error:
-            return f"{error.get('code')}: {error.get('message')}"
-        if result.get("status") in ("failed", "busy", "disabled"):
-            return str(result["status"])
-    return None

@@ -34,7 +34,7 @@ def _audits(entry: dict) -> list[dict]:
 def test_written_batch_history_carries_an_ok_commit_entry(fixture_state):
     before = len(_history(fixture_state))
     report = write(_ctx(fixture_state), SESSION, force=True)
-    assert report.outcome == "success", report.to_json()
+    assert report.outcome.status == "success", report.to_json()
     runs = _history(fixture_state)[before:]
     written = [b for b in report.batches if b.result == "written"]
     assert written and len(runs) >= len(written)
@@ -55,7 +55,7 @@ def test_refused_commits_are_audited_per_run(fixture_state, tmp_path):
     script.write_text("import pathlib\npathlib.Path('topics/notes.md').write_text('# Notes\\n\\nUncited prose.\\n')\n")
     before = len(_history(fixture_state))
     report = write(_ctx(fixture_state, writer=CommandWriter((sys.executable, str(script)))), SESSION, force=True)
-    assert report.reason_code == "COMMIT_REJECTED"
+    assert report.outcome.code == "COMMIT_REJECTED"
     runs = _history(fixture_state)[before:]
     assert [r["stage"] for r in runs] == ["write", "write-repair"]
     for run in runs:
@@ -85,7 +85,7 @@ class NoAuditWriter:
 def test_undrained_audit_still_reaches_agent_history(fixture_state):
     before = len(_history(fixture_state))
     report = write(_ctx(fixture_state, writer=NoAuditWriter()), SESSION, force=True)
-    assert report.reason_code == "COMMIT_REJECTED"
+    assert report.outcome.code == "COMMIT_REJECTED"
     runs = _history(fixture_state)[before:]
     assert len(runs) == 1 and runs[0]["stage"] == "write"
     assert [a["status"] for a in _audits(runs[0])] == ["error", "error"]

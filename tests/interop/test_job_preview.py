@@ -138,9 +138,9 @@ def test_backfill_preview_is_the_dry_run_plan(fixture_state):
     ctx = ctx_for(fixture_state)
     dry = backfill(ctx, dry_run=True)
     p = preview_job(ctx, "backfill")
-    assert p.unit == "sources" and p.count == dry["candidates"] > 0
-    assert [list(b.ids) for b in p.batches] == [b["ids"] for b in dry["batches"]]
-    assert p.tokens == sum(b["tokens"] for b in dry["batches"])
+    assert p.unit == "sources" and p.count == dry.candidates > 0
+    assert [b.ids for b in p.batches] == [b.ids for b in dry.batches]
+    assert p.tokens == sum(b.tokens for b in dry.batches)
     assert "memory/topics/conversations/help-me-plan-backups-for-my-home-nas.md" in p.files
 
 

@@ -38,7 +38,7 @@ def test_forced_write_marks_only_written_batches_and_second_run_is_a_no_op(fixtu
     wid = expected["workspace_id"]
     before = marks(fixture_state)
     report = write(ctx_for(fixture_state), force=True)
-    assert report.outcome == "success", report.to_json()
+    assert report.outcome.status == "success", report.to_json()
     after = marks(fixture_state)
     written = {(b.session_id, i) for b in report.written for i in b.ids}
     assert newly_marked(before, after, wid) == written
@@ -66,7 +66,7 @@ def test_forced_write_marks_only_written_batches_and_second_run_is_a_no_op(fixtu
 
     rev = revision(fixture_state / "memory")
     again = write(ctx_for(fixture_state), force=True)
-    assert again.batches == [] and again.outcome == "none"
+    assert again.batches == [] and again.outcome.status == "none"
     assert revision(fixture_state / "memory") == rev
     assert marks(fixture_state) == after
     status = json.loads((fixture_state / "memory/.scriptorium/writer-status.json").read_text())
@@ -108,9 +108,9 @@ def test_crash_between_install_and_marking_is_marked_by_the_next_open(fixture_st
     assert (fixture_state / "memory/.scriptorium" / marks_mod.INTENT_NAME).exists()
     monkeypatch.undo()
     report = write(ctx_for(fixture_state), sid, force=True)
-    assert report.reason_code != "WRITER_NO_PROGRESS", report.to_json()
+    assert report.outcome.code != "WRITER_NO_PROGRESS", report.to_json()
     # no failure: the open marked the batch, and nothing else of the session was due
-    assert report.outcome == "none" and report.batches == [], report.to_json()
+    assert report.outcome.status == "none" and report.batches == [], report.to_json()
     assert not any(b.ids == first for b in report.batches)  # finished by the open, not re-offered
     after = marks(fixture_state)
     assert all(after[(sid, i)] == wid for i in first)
@@ -136,7 +136,7 @@ def test_crash_after_the_marks_intent_is_finished_without_the_writer(fixture_sta
     monkeypatch.undo()
     report = write(ctx_for(fixture_state), "local_9f1e2d3c4b", force=True)
     ids = expected["sessions"]["local_9f1e2d3c4b"]["tips"]["f00000000004_reply"]["first_batch_ids"]
-    assert all(b.ids != ids for b in report.batches) and report.outcome in ("success", "none")
+    assert all(b.ids != ids for b in report.batches) and report.outcome.status in ("success", "none")
     after = marks(fixture_state)
     assert all(after[("local_9f1e2d3c4b", i)] == expected["workspace_id"] for i in ids)
 
@@ -171,7 +171,7 @@ class DoesNothing:
 def test_silent_failure_guard(fixture_state, writer, code):
     before = marks(fixture_state)
     report = write(ctx_for(fixture_state, writer=writer), force=True)
-    assert report.outcome == "non-retryable" and report.reason_code == code
+    assert report.outcome.status == "non-retryable" and report.outcome.code == code
     assert marks(fixture_state) == before
     status = json.loads((fixture_state / "memory/.scriptorium/writer-status.json").read_text())
     assert status["last_outcome"] == "failure" and status["last_failure"]["reason_code"] == code
@@ -191,7 +191,7 @@ def test_lock_busy_is_retryable(fixture_state):
     try:
         holder.stdout.readline()
         report = write(ctx_for(fixture_state), "local_9f1e2d3c4b", force=True)
-        assert report.outcome == "retryable" and report.reason_code == "CONCURRENT_UPDATE"
+        assert report.outcome.status == "retryable" and report.outcome.code == "CONCURRENT_UPDATE"
     finally:
         holder.kill()
         holder.wait()
@@ -215,7 +215,7 @@ def test_command_writer_with_a_fake_agent(fixture_state, tmp_path):
     )
     w = CommandWriter((sys.executable, str(agent)), timeout=60)
     report = write(ctx_for(fixture_state, writer=w), "local_9f1e2d3c4b", force=True)
-    assert report.outcome == "success", report.to_json()
+    assert report.outcome.status == "success", report.to_json()
     assert report.batches[0].changed_topics == ["topics/people/nas.md"]
     text = (fixture_state / "memory/topics/people/nas.md").read_text()
     assert "^" in text and "[^e-" in text  # runtime ids assigned
@@ -229,13 +229,13 @@ def test_command_writer_failure_codes(fixture_state, tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("import sys; sys.stderr.write('model exploded\\n'); sys.exit(3)\n")
     report = write(ctx_for(fixture_state, writer=CommandWriter((sys.executable, str(bad)))), "local_9f1e2d3c4b", force=True)
-    assert report.reason_code == "MODEL_FAILURE_UNKNOWN" and "model exploded" in report.message
+    assert report.outcome.code == "MODEL_FAILURE_UNKNOWN" and "model exploded" in report.outcome.message
     missing = write(ctx_for(fixture_state, writer=CommandWriter(("/nonexistent/agent",))), "local_9f1e2d3c4b", force=True)
-    assert missing.reason_code == "MEMORY_PROVIDER_RESOLUTION_FAILED" and missing.outcome == "non-retryable"
+    assert missing.outcome.code == "MEMORY_PROVIDER_RESOLUTION_FAILED" and missing.outcome.status == "non-retryable"
     slow = tmp_path / "slow.py"
     slow.write_text("import time; time.sleep(10)\n")
     timeout = write(ctx_for(fixture_state, writer=CommandWriter((sys.executable, str(slow)), timeout=0.5)), "local_9f1e2d3c4b", force=True)
-    assert timeout.reason_code == "MODEL_TIMEOUT" and timeout.outcome == "retryable"
+    assert timeout.outcome.code == "MODEL_TIMEOUT" and timeout.outcome.status == "retryable"
 
 
 def test_reorganize_and_backfill_shapes(fixture_state):
@@ -246,14 +246,14 @@ def test_reorganize_and_backfill_shapes(fixture_state):
     write(ctx_for(fixture_state, writer=DoesNothing()), "local_9f1e2d3c4b", force=True)
     ctx = ctx_for(fixture_state)
     dry = backfill(ctx, dry_run=True)
-    assert dry["candidates"] == dry["remaining"] and dry["batches"]
+    assert dry.candidates == dry.remaining and dry.batches
     before = marks(fixture_state)
     out = backfill(ctx)
-    assert set(out) == {"status", "candidates", "processed", "remaining", "revision"}
-    assert out["processed"] == dry["candidates"] and out["remaining"] < out["candidates"]
+    assert set(out.to_json()) == {"status", "candidates", "processed", "remaining", "revision"}
+    assert out.processed == dry.candidates and out.remaining < out.candidates
     assert marks(fixture_state) == before  # backfill adds/removes no marks
     res = reorganize(ctx)
-    assert res["status"] == "ok" and isinstance(res["changed_files"], list)
+    assert res.outcome.status == "ok" and isinstance(res.to_json()["changed_files"], list)
 
 
 def test_reorganize_folds_duplicates_keeping_ids(fixture_state):
@@ -272,7 +272,7 @@ def test_reorganize_folds_duplicates_keeping_ids(fixture_state):
     assert res.ok, res.to_json()
     n_before = len(_tree(root).units)
     out = reorganize(ctx_for(fixture_state))
-    assert out["status"] == "ok" and "topics/people/ada-copy.md" in out["changed_files"], out
+    assert out.outcome.status == "ok" and "topics/people/ada-copy.md" in out.changed_files, out
     after = _tree(root)
     assert len(after.units) == n_before - 1
     assert unit.memory_id in after.ids
@@ -309,9 +309,10 @@ def test_backfill_dry_run_and_unfailed_run_are_not_incomplete(fixture_state, cap
 
     write(ctx_for(fixture_state, writer=DoesNothing()), "local_9f1e2d3c4b", force=True)
     dry = backfill(ctx_for(fixture_state), dry_run=True)
-    assert dry["status"] == "ok" and dry["remaining"] == dry["candidates"] > 0
+    assert dry.outcome.status == "ok" and dry.remaining == dry.candidates > 0
     capsys.readouterr()
     assert cli_main(["--state", str(fixture_state), "--json", "backfill", "--dry-run"]) == 0
     assert _json.loads(capsys.readouterr().out)["status"] == "ok"
     out = backfill(ctx_for(fixture_state, writer=DoesNothing()))
-    assert out["status"] == "ok" and "error" not in out and out["remaining"] == out["candidates"]
+    assert out.outcome.status == "ok" and not out.outcome.failed and "error" not in out.to_json()
+    assert out.remaining == out.candidates

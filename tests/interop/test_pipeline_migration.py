@@ -162,7 +162,7 @@ def test_forks_get_their_own_turns_and_the_shared_prefix_is_written_once(tmp_pat
     (d / ".git").mkdir()
     ctx = ctx_for(state, id_factory=lambda: "abcdef12")
     first = write(ctx, b.sid, force=True)
-    assert first.outcome == "success"
+    assert first.outcome.status == "success"
     trunk = [i for bb in first.written for i in bb.ids]
     assert len(trunk) == 18
 
@@ -182,7 +182,7 @@ def test_forks_get_their_own_turns_and_the_shared_prefix_is_written_once(tmp_pat
         rep = write(ctx, b.sid, branch=tip, force=True)
         offered = [i for bb in rep.batches for i in bb.ids]
         assert offered == ids, name  # all its own turns, nothing of the shared prefix
-        assert rep.outcome == "success"
+        assert rep.outcome.status == "success"
     again = write(ctx, b.sid, force=True)
     assert again.batches == []
     archive = (state / "memory/sources/openprogram/_v2/local_reg0000001.md").read_text()

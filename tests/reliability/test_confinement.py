@@ -175,8 +175,8 @@ def test_symlinked_session_history_is_never_marked(fixture_state, tmp_path):
     before = _tree(outside)
     report = write(Context(fixture_state, git_env=fixed_env(), clock=lambda: 1796100000.0), "local_9f1e2d3c4b", force=True)
     assert _tree(outside) == before
-    assert report.outcome != "success"
-    assert report.reason_code == "PATH_OUTSIDE_WORKSPACE", report.to_json()
+    assert report.outcome.status != "success"
+    assert report.outcome.code == "PATH_OUTSIDE_WORKSPACE", report.to_json()
 
 
 @pytest.mark.parametrize("argv", [["/abs/path/x.md"], ["/etc/passwd", "--check"], ["C:\\\\x\\\\y.md", "--check"],

@@ -73,7 +73,7 @@ def test_files_a_pipeline_write_creates_or_rewrites_get_the_modes(fixture_state,
     mem = fixture_state / "memory"
     untouched = {(p.lstat().st_dev, p.lstat().st_ino) for p in mem.rglob("*")}
     report = write(Context(fixture_state, git_env=fixed_env(), clock=lambda: 1796100000.0), SID, force=True)
-    assert report.outcome == "success", report.to_json()
+    assert report.outcome.status == "success", report.to_json()
     created = [p for p in mem.rglob("*") if ".git" not in p.relative_to(mem).parts
                and (p.lstat().st_dev, p.lstat().st_ino) not in untouched]
     assert any(p.match("sources/openprogram/_v2/*.md") for p in created)  # an archive was (re)written

@@ -97,7 +97,7 @@ def test_pipeline_write_is_not_success_when_git_refuses(fixture_state, monkeypat
     monkeypatch.setattr(gitlog, "commit", lambda root, msg, env=None: gitlog.GitOutcome(False, error="fatal: simulated refusal")
                         if msg == gitlog.MSG_INCREMENTAL else real(root, msg, env=env))
     report = write(Context(fixture_state, git_env=ENV, clock=lambda: 1796100000.0), "local_9f1e2d3c4b", force=True)
-    assert report.outcome != "success" and report.reason_code == "GIT_COMMIT_FAILED", report.to_json()
+    assert report.outcome.status != "success" and report.outcome.code == "GIT_COMMIT_FAILED", report.to_json()
     monkeypatch.undo()
     mem = fixture_state / "memory"
     assert _dirty(mem) != "" and gitlog.git_problems(mem)  # uncommitted, and status will say it

@@ -76,7 +76,7 @@ def test_openai_faults_map_to_codes_and_mark_nothing(url, fixture_state, mode, c
         assert "Retry-After: 17" in str(exc.value)
     before = node_marks(fixture_state)
     report = write(Context(fixture_state, writer=w, git_env=fixed_env(), clock=lambda: 1796100000.0), SID, force=True)
-    assert report.outcome != "success" and report.reason_code == code, report.to_json()
+    assert report.outcome.status != "success" and report.outcome.code == code, report.to_json()
     assert node_marks(fixture_state) == before
 
 
@@ -93,7 +93,7 @@ def test_command_writer_hanging_child_is_killed_with_its_group(fixture_state, tm
     before = node_marks(fixture_state)
     report = write(Context(fixture_state, writer=CommandWriter((sys.executable, str(agent)), timeout=1.5),
                            git_env=fixed_env(), clock=lambda: 1796100000.0), SID, force=True)
-    assert report.reason_code == "MODEL_TIMEOUT" and report.outcome == "retryable", report.to_json()
+    assert report.outcome.code == "MODEL_TIMEOUT" and report.outcome.status == "retryable", report.to_json()
     assert node_marks(fixture_state) == before
     gpid = int(pidfile.read_text())
     for _ in range(100):  # reaped by init once killed; give the kernel a moment
@@ -116,7 +116,7 @@ def test_command_writer_nonzero_exit_marks_nothing(fixture_state, tmp_path):
     before = node_marks(fixture_state)
     report = write(Context(fixture_state, writer=CommandWriter((sys.executable, str(bad))), git_env=fixed_env(),
                            clock=lambda: 1796100000.0), SID, force=True)
-    assert report.reason_code == "MODEL_FAILURE_UNKNOWN" and node_marks(fixture_state) == before
+    assert report.outcome.code == "MODEL_FAILURE_UNKNOWN" and node_marks(fixture_state) == before
     assert not (fixture_state / "memory/topics/x.md").exists()
 
 
@@ -147,10 +147,10 @@ def test_command_writer_writing_outside_its_stage_is_refused(fixture_state, tmp_
     report = write(Context(fixture_state, writer=CommandWriter((sys.executable, str(agent))), git_env=fixed_env(),
                            clock=lambda: 1796100000.0), SID, force=True)
     if escape == "none":
-        assert report.outcome == "success", report.to_json()
+        assert report.outcome.status == "success", report.to_json()
         assert (mem / "topics/confined.md").is_file() and node_marks(fixture_state) != before
         return
-    assert report.reason_code == "PATH_OUTSIDE_WORKSPACE" and report.outcome != "success", report.to_json()
-    assert "outside its stage" in report.message, report.to_json()
+    assert report.outcome.code == "PATH_OUTSIDE_WORKSPACE" and report.outcome.status != "success", report.to_json()
+    assert "outside its stage" in report.outcome.message, report.to_json()
     assert not (mem / "topics/confined.md").exists()  # the stage was not installed
     assert node_marks(fixture_state) == before

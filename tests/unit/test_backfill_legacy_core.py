@@ -74,19 +74,19 @@ def test_backfill_reports_and_processes_the_archived_core(tmp_path):
     state = _state(tmp_path, UNPARSEABLE)
     assert gitlog.ensure_history(state / "memory", env=fixed_env()) is None
     out = backfill(_ctx(state))
-    assert out["legacy_core"] == "archived"
-    assert out["candidates"] == 3  # two uncited turns + the legacy core
-    assert out["processed"] == 3
+    assert out.legacy_core == "archived" and out.to_json()["legacy_core"] == "archived"
+    assert out.candidates == 3  # two uncited turns + the legacy core
+    assert out.processed == 3
     # the changed topic files ride beside the spec's keys, not in them; this writer
     # cited nothing (all 3 remain), so none is listed
-    assert out["remaining"] == 3 and out.changed_files == () and "changed_files" not in out
+    assert out.remaining == 3 and out.changed_files == () and "changed_files" not in out.to_json()
     # what backfill installed is committed at once, not left for the next writer's `git add -A`
     import subprocess
 
     log = subprocess.run(["git", "-C", str(state / "memory"), "log", "-1", "--format=%s"], capture_output=True, text=True).stdout
     dirty = subprocess.run(["git", "-C", str(state / "memory"), "status", "--porcelain"], capture_output=True, text=True).stdout
     assert log.strip() == BACKFILL_MESSAGE and dirty == "", (log, dirty)
-    assert "legacy_core" not in backfill(_ctx(state))
+    assert backfill(_ctx(state)).legacy_core is None
 
 
 def test_parseable_root_core_is_promoted_not_archived(tmp_path):
@@ -97,7 +97,7 @@ def test_parseable_root_core_is_promoted_not_archived(tmp_path):
     state = _state(tmp_path, core)
     mem = state / "memory"
     out = backfill(_ctx(state))
-    assert out["legacy_core"] == "promoted"
+    assert out.legacy_core == "promoted"
     assert "The user is Ada." in (mem / "topics/core.md").read_text()
     assert "topics/core.md" in out.changed_files  # the job result lists the promoted file
     assert not (mem / "sources/openprogram-migration").exists()
@@ -105,20 +105,20 @@ def test_parseable_root_core_is_promoted_not_archived(tmp_path):
 
 def test_blank_or_superseded_root_core_is_ignored(tmp_path):
     state = _state(tmp_path, "  \n\n")
-    assert "legacy_core" not in backfill(_ctx(state))
+    assert backfill(_ctx(state)).legacy_core is None
     assert not (state / "memory/sources/openprogram-migration").exists()
     other = _state(tmp_path / "b", UNPARSEABLE)
     core = f"# Core\n\nThe user is Ada.[^e1]\n\n[^e1]: Time: `2026-11`; Sources: [name]({IDS[1]})\n"
     assert tx.staged_edit(other, "topics/core.md", core, git_commit="off").ok
     (other / "memory/core.md").write_text(UNPARSEABLE)  # a master exists: the root file is derived
-    assert "legacy_core" not in backfill(_ctx(other))
+    assert backfill(_ctx(other)).legacy_core is None
     assert not (other / "memory/sources/openprogram-migration").exists()
 
 
 def test_missing_owner_file_stops_before_archiving(tmp_path):
     state = _state(tmp_path, UNPARSEABLE, owner=False)
     out = backfill(_ctx(state))
-    assert out["status"] == "incomplete" and out["error"]["code"] == "WRITER_PRECONDITION_FAILED"
-    assert "owner.json" in out["error"]["message"]
-    assert out["remaining"] == 3  # two uncited turns + the core still waiting
+    assert out.outcome.status == "incomplete" and out.outcome.code == "WRITER_PRECONDITION_FAILED"
+    assert "owner.json" in out.outcome.message
+    assert out.remaining == 3  # two uncited turns + the core still waiting
     assert not (state / "memory/sources/openprogram-migration").exists()

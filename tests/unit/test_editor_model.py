@@ -12,6 +12,7 @@ from memory_tui.core.format.sources import SourceRecord
 from memory_tui.core.store.archives import append_records
 from memory_tui.core.store.workspace import workspace_revision
 from memory_tui.pipeline.jobresult import summarize_backfill, summarize_migrate, summarize_reorganize, summarize_tx, summarize_write
+from memory_tui.pipeline.reports import BackfillReport, BatchReport, JobOutcome, ReorganizeReport, WriteReport
 from memory_tui.tui.editor_model import Diagnostic, diagnostics_from_problems, save_topic_text, validate_topic_text
 
 
@@ -74,23 +75,25 @@ def test_problems_elsewhere_or_without_a_line_land_on_line_one_and_keep_their_fi
 
 
 def _batch(result, marked=(), topics=()):
-    return {"session_id": "s", "tip": "t", "ids": ["a"], "tokens": 5, "result": result, "changed_topics": list(topics),
-            "marked": list(marked), "reason_code": None, "retryable": False, "message": ""}
+    return BatchReport("s", "t", ["a"], 5, result, list(topics), list(marked))
 
 
 def test_summaries():
-    ok = summarize_write({"outcome": "success", "reason_code": None, "batches": [_batch("written", ["a", "b"], ["topics/x.md"])],
-                          "revision_before": "r0", "revision": "r1", "message": "", "warnings": []})
+    ok = WriteReport("forced", "extractive", batches=[_batch("written", ["a", "b"], ["topics/x.md"])],
+                     outcome=JobOutcome("success"), revision_before="r0", revision="r1")
+    ok = summarize_write(ok)
     assert ok.ok and ok.marks_added == 2 and ok.changed_files == ("topics/x.md",) and ok.outcome.code == "success"
-    busy = summarize_write({"outcome": "retryable", "reason_code": "CONCURRENT_UPDATE", "batches": [_batch("failed")],
-                            "revision_before": "r0", "revision": "r0", "message": "lock", "warnings": []})
+    busy = WriteReport("forced", "extractive", batches=[_batch("failed")], revision_before="r0", revision="r0")
+    busy.fail("CONCURRENT_UPDATE", True, "lock")
+    busy = summarize_write(busy)
     assert not busy.ok and busy.retryable and busy.outcome.code == "CONCURRENT_UPDATE" and not busy.changed
-    nothing = summarize_write({"outcome": "none", "reason_code": None, "batches": [], "revision_before": "r0", "revision": "r0"})
+    assert busy.message == "lock"
+    nothing = summarize_write(WriteReport("per-turn", "extractive", revision_before="r0", revision="r0"))
     assert nothing.ok and nothing.outcome.code == "none"
-    assert summarize_reorganize({"status": "busy", "topics": 0, "changed_files": []}).outcome.code == "CONCURRENT_UPDATE"
-    assert summarize_reorganize({"status": "ok", "changed_files": ["topics/a.md"]}).outcome.code == "success"
-    failed = summarize_backfill({"status": "incomplete", "candidates": 3, "processed": 0, "remaining": 3, "revision": "r",
-                                 "error": {"code": "MODEL_TIMEOUT", "message": "slow", "retryable": True}})
+    busy_lock = ReorganizeReport(JobOutcome("busy", True, retryable=True))
+    assert summarize_reorganize(busy_lock).outcome.code == "CONCURRENT_UPDATE"
+    assert summarize_reorganize(ReorganizeReport(JobOutcome("ok"), 1, ("topics/a.md",))).outcome.code == "success"
+    failed = summarize_backfill(BackfillReport(JobOutcome("incomplete", True, "MODEL_TIMEOUT", "slow", True), 3, 0, 3, "r"))
     assert failed.retryable and "0 of 3" in failed.message
     assert summarize_migrate({"marked": 4, "sessions": {}}).marks_added == 4
     from memory_tui.core.format.errors import MemoryError

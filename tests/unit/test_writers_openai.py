@@ -140,7 +140,7 @@ def test_openai_writer_through_the_pipeline(server, fixture_state):
     Handler.mode = "ok"
     ctx = Context(fixture_state, writer=writer(server), git_env=fixed_env(), clock=lambda: 1796100000.0)
     report = write(ctx, "local_9f1e2d3c4b", force=True)
-    assert report.outcome == "success", report.to_json()
+    assert report.outcome.status == "success", report.to_json()
     assert report.batches[0].changed_topics == ["topics/projects/nas.md"]
     path, auth, body = Handler.requests[0]
     assert path == "/v1/chat/completions" and auth == "Bearer sk-test" and body["model"] == "test-model"
