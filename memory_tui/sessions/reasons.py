@@ -15,8 +15,9 @@ from typing import Any, Callable, Mapping
 
 from memory_tui.core.format.config import IDLE_ALLOWANCE_SECONDS, IDLE_MINUTES, MemoryConfig, load_memory_config
 from memory_tui.core.format.errors import Problem
-from memory_tui.core.format.paths import Layout
+from memory_tui.core.format.paths import Layout, read_workspace_id
 from memory_tui.core.format.tokens import TokenCounter
+from memory_tui.core.store.lockprobe import flock_held
 
 from .records import (
     MARK_KEY,
@@ -179,36 +180,12 @@ class Explanation:
 
 
 def probe_lock(path: Path) -> bool:
-    """True when another process holds an exclusive flock on ``path``. Never creates it."""
+    """True when another process holds an exclusive flock on ``path``. Never creates it; a
+    file that cannot be opened reads as not held (the reasons are a view, never an error)."""
     try:
-        import fcntl
-    except ImportError:  # pragma: no cover - non-Unix
-        return False
-    try:
-        fd = os.open(path, os.O_RDONLY)
+        return flock_held(path)
     except OSError:
         return False
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        except OSError:
-            return False
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
-
-
-def read_workspace_id(state_dir: Path) -> tuple[str, bool]:
-    layout = Layout(Path(state_dir) / "memory")
-    try:
-        raw = layout.workspace_id_file.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return "", False
-    ok = len(raw) == 10 and raw.startswith("w-") and all(c in "0123456789abcdef" for c in raw[2:])
-    return (raw if ok else ""), ok
 
 
 def load_context(
@@ -224,7 +201,8 @@ def load_context(
     layout = Layout(state / "memory")
     runtime_rel = rel_path(layout.runtime_dir, state)
     config = config if config is not None else load_memory_config(state)
-    ws, ws_ok = read_workspace_id(state)
+    ws_id = read_workspace_id(layout.root, layout)
+    ws, ws_ok = ws_id or "", ws_id is not None
     problems: list[Problem] = list(config.problems)
     status, status_problems = read_json(layout.writer_status, f"{runtime_rel}/writer-status.json")
     problems.extend(status_problems)
