@@ -72,15 +72,32 @@ def legal_terminus(session: Session, node: Node) -> bool:
     return node.root_level and is_first_root_level(session, node)
 
 
-def walk_chain(session: Session, head: str | None = None) -> Chain:
-    start = session.get(head if head is not None else session.head_id)
-    if start is None:
+Walked = dict[str, tuple[tuple[Node, ...], int, "str | None", "str | None"]]
+
+
+def walk_chain(session: Session, head: str | None = None, known: Walked | None = None) -> Chain:
+    """§3.4 steps 1-3: the predecessor walk from ``head`` (the session's head by default).
+
+    ``known`` (only for a session without predecessor cycles, see :func:`acyclic`): the walks
+    of earlier heads, node id -> (walk, the node's index in it, broken, dangling); a walk that
+    reaches a node walked before takes that walk's root side and end instead of walking it
+    again (branches share their prefix with the trunk), and records its own nodes there.
+    """
+    node = session.get(head if head is not None else session.head_id)
+    if node is None:
         return Chain(())
-    chain = [start]
-    seen = {start.id}
-    node = start
+    fresh: list[Node] = []
+    seen: set[str] = set()
+    prefix: tuple[Node, ...] = ()
     broken = dangling = cycle = None
     while True:
+        hit = known.get(node.id) if known is not None else None
+        if hit is not None and hit[0][hit[1]] is node:
+            walked, at, broken, dangling = hit
+            prefix = walked[: at + 1]
+            break
+        fresh.append(node)
+        seen.add(node.id)
         pred = node.predecessor
         if not pred:
             if not legal_terminus(session, node):
@@ -93,11 +110,32 @@ def walk_chain(session: Session, head: str | None = None) -> Chain:
         if nxt.id in seen:
             cycle = node.id
             break
-        chain.append(nxt)
-        seen.add(nxt.id)
         node = nxt
-    chain.reverse()
-    return Chain(tuple(chain), broken, dangling, cycle)
+    fresh.reverse()
+    nodes = prefix + tuple(fresh)
+    if known is not None:
+        for i in range(len(prefix), len(nodes)):
+            known[nodes[i].id] = (nodes, i, broken, dangling)
+    return Chain(nodes, broken, dangling, cycle)
+
+
+def acyclic(session: Session) -> bool:
+    """No predecessor cycle anywhere in the session (each node has at most one predecessor)."""
+    state: dict[str, bool] = {}  # False: on the path being followed, True: known to end
+    for nid in session.nodes:
+        path: list[str] = []
+        cur: str | None = nid
+        while cur is not None and cur not in state:
+            state[cur] = False
+            path.append(cur)
+            node = session.get(cur)
+            nxt = node.predecessor if node is not None else None
+            cur = nxt if nxt and session.get(nxt) is not None else None
+        if cur is not None and state[cur] is False:
+            return False
+        for p in path:
+            state[p] = True
+    return True
 
 
 def get_branch(session: Session, head: str | None = None) -> tuple[Node, ...]:

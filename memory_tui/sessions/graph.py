@@ -28,7 +28,7 @@ from memory_tui.core.format.text import sanitize
 
 from . import overview as O
 from .dag import Branch
-from .reasons import NEVER, PENDING, WRITTEN, SessionExplanation, offline_verdict
+from .reasons import PENDING, WRITTEN, SessionExplanation, TurnVerdict, is_compaction_summary
 from .records import message_text
 from .store import Session
 
@@ -216,12 +216,14 @@ def first_line(value: object, limit: int = 200) -> str:
 
 def nodes_from_session(se: SessionExplanation) -> tuple[LayoutNode, ...]:
     """Layout input for a session: edges from the files, states from the reasons engine."""
-    return _layout_nodes(se.session, se.analysis.rows, lambda nid: _state(se, nid))
+    session, verdicts = se.session, se.nodes
+    return _layout_nodes(session, se.analysis.rows, lambda nid: node_state(session, nid, *verdict_kind(session, verdicts, nid)))
 
 
 def nodes_from_overview(ov: O.SessionOverview) -> tuple[LayoutNode, ...]:
-    """:func:`nodes_from_session` from the one-pass overview (equal states, no per-tip work)."""
-    return _layout_nodes(ov.session, ov.rows, lambda nid: overview_state(ov, nid))
+    """:func:`nodes_from_session` from the engine's fast path, the one-pass overview (equal
+    states, no per-tip work)."""
+    return _layout_nodes(ov.session, ov.rows, lambda nid: node_state(ov.session, nid, ov.kinds[nid], nid in ov.foreign_ids))
 
 
 def _layout_nodes(session: Session, rows: Sequence[Branch], state_of) -> tuple[LayoutNode, ...]:
@@ -308,63 +310,52 @@ def _merge_sources(session: Session) -> dict[str, tuple[str, ...]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
-# Reasons that leave an unwritten record to no pass at all (its tip is archived, or hidden).
-_HELD_CODES = frozenset({"archived_branch", "not_on_live_branch"})
+def verdict_kind(session: Session, verdicts: Mapping[str, TurnVerdict], nid: str) -> tuple[str, bool]:
+    """The kind (``overview.*_K``) of a node's best verdict as the engine gives it, and whether
+    that verdict counts a mark of another workspace: what the overview computes in one pass."""
+    if session.nodes[nid].is_root:
+        return O.ROOT_K, False
+    verdict = verdicts[nid]
+    if verdict.tip is None:  # only a node on no tip's walk has a verdict naming no tip
+        return O.OFFLINE_K, False
+    codes = {r.code for r in verdict.reasons}
+    if verdict.verdict == WRITTEN:
+        return O.WRITTEN_K, False
+    if verdict.verdict == PENDING:
+        kind = O.PENDING_K
+    elif "stranded_behind_mark" in codes:
+        kind = O.STRANDED_K
+    elif "archived_branch" in codes:
+        kind = O.ARCHIVED_K  # pending on an archived tip that is not the head: its reasons say so
+    elif "rewound" in codes:
+        kind = O.REWOUND_K
+    else:
+        kind = O.EXCLUDED_K
+    return kind, "marked_other_workspace" in codes
 
 
-def _state(se: SessionExplanation, nid: str) -> str:
-    node = se.session.nodes[nid]
-    if node.is_root:
-        return ROOT_S
-    return _verdict_state(node, se.nodes.get(nid))
-
-
-def _verdict_state(node, verdict) -> str:
-    codes = {r.code for r in verdict.reasons} if verdict is not None else set()
-    if verdict is not None and verdict.verdict == WRITTEN:
-        return WRITTEN_S
-    if node.rewound or "rewound" in codes:
-        return REWOUND_S
-    if "compaction_summary" in codes or node.covers_ids is not None:
-        return SUMMARY_S
-    if "stranded_behind_mark" in codes:
-        return STRANDED_S
-    if "marked_other_workspace" in codes:
-        return FOREIGN_S
-    if verdict is not None and verdict.verdict == PENDING:
-        return PENDING_S
-    if node.is_attach or node.role == "code":
-        return INELIGIBLE_S
-    if verdict is not None and verdict.verdict == NEVER and codes & _HELD_CODES:
-        return HELD_S
-    return INELIGIBLE_S
-
-
-def overview_state(ov: O.SessionOverview, nid: str) -> str:
-    """:func:`_state` of a node from the overview's kind of its best verdict: the same checks
-    in the same order, on the reason codes that verdict carries."""
-    node = ov.session.nodes[nid]
-    kind = ov.kinds[nid]
+def node_state(session: Session, nid: str, kind: str, foreign: bool) -> str:
+    """The graph state of a node from the kind of its best verdict (``overview.*_K``) and
+    whether it is marked by another workspace (``overview.foreign_ids``)."""
     if kind == O.ROOT_K:
         return ROOT_S
-    if kind == O.OFFLINE_K:
-        return _verdict_state(node, offline_verdict(ov.session, node, {}))
     if kind == O.WRITTEN_K:
         return WRITTEN_S
+    node = session.nodes[nid]
     if node.rewound or kind == O.REWOUND_K:
         return REWOUND_S
-    if node.covers_ids is not None:
+    if node.covers_ids is not None or (kind == O.OFFLINE_K and is_compaction_summary(node)):
         return SUMMARY_S
     if kind == O.STRANDED_K:
         return STRANDED_S
-    if nid in ov.foreign_ids and kind in (O.PENDING_K, O.ARCHIVED_K):
+    if foreign and kind in (O.PENDING_K, O.ARCHIVED_K):
         return FOREIGN_S
     if kind == O.PENDING_K:
         return PENDING_S
     if node.is_attach or node.role == "code":
         return INELIGIBLE_S
-    if kind == O.ARCHIVED_K:
-        return HELD_S  # its verdict carries archived_branch
+    if kind in (O.ARCHIVED_K, O.OFFLINE_K):
+        return HELD_S  # its verdict carries archived_branch, or not_on_live_branch
     return INELIGIBLE_S
 
 

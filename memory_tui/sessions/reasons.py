@@ -15,8 +15,9 @@ from typing import Any, Callable, Mapping
 
 from memory_tui.core.format.config import IDLE_ALLOWANCE_SECONDS, IDLE_MINUTES, MemoryConfig, load_memory_config
 from memory_tui.core.format.errors import Problem
-from memory_tui.core.format.paths import Layout
+from memory_tui.core.format.paths import Layout, read_workspace_id
 from memory_tui.core.format.tokens import TokenCounter
+from memory_tui.core.store.lockprobe import flock_held
 
 from .records import (
     MARK_KEY,
@@ -24,12 +25,11 @@ from .records import (
     PendingCount,
     SessionAnalysis,
     TipAnalysis,
-    acyclic,
     analyze_session,
-    analyze_session_plain,
     cached_counter,
     status_pending_count,
 )
+from .dag import acyclic, walk_chain
 from .store import Node, Session, SessionSnapshot, read_json, rel_path
 
 WRITTEN, PENDING, NEVER = "written", "pending", "never"
@@ -179,36 +179,12 @@ class Explanation:
 
 
 def probe_lock(path: Path) -> bool:
-    """True when another process holds an exclusive flock on ``path``. Never creates it."""
+    """True when another process holds an exclusive flock on ``path``. Never creates it; a
+    file that cannot be opened reads as not held (the reasons are a view, never an error)."""
     try:
-        import fcntl
-    except ImportError:  # pragma: no cover - non-Unix
-        return False
-    try:
-        fd = os.open(path, os.O_RDONLY)
+        return flock_held(path)
     except OSError:
         return False
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        except OSError:
-            return False
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
-
-
-def read_workspace_id(state_dir: Path) -> tuple[str, bool]:
-    layout = Layout(Path(state_dir) / "memory")
-    try:
-        raw = layout.workspace_id_file.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return "", False
-    ok = len(raw) == 10 and raw.startswith("w-") and all(c in "0123456789abcdef" for c in raw[2:])
-    return (raw if ok else ""), ok
 
 
 def load_context(
@@ -224,7 +200,8 @@ def load_context(
     layout = Layout(state / "memory")
     runtime_rel = rel_path(layout.runtime_dir, state)
     config = config if config is not None else load_memory_config(state)
-    ws, ws_ok = read_workspace_id(state)
+    ws_id = read_workspace_id(layout.root, layout)
+    ws, ws_ok = ws_id or "", ws_id is not None
     problems: list[Problem] = list(config.problems)
     status, status_problems = read_json(layout.writer_status, f"{runtime_rel}/writer-status.json")
     problems.extend(status_problems)
@@ -301,7 +278,8 @@ def global_reasons(ctx: WriterContext) -> tuple[Reason, ...]:
     return tuple(out)
 
 
-def _session_reasons(session: Session, sa: SessionAnalysis, ctx: WriterContext, counter: CachedCounter) -> list[Reason]:
+def session_reasons(session: Session, sa: SessionAnalysis, ctx: WriterContext) -> list[Reason]:
+    """Why the session as a whole is (not) written: registry, head, preconditions, idle watcher."""
     out: list[Reason] = []
     state_meta = session.meta_file
     head, _, _ = session.rel.partition("/")
@@ -353,7 +331,8 @@ def _session_reasons(session: Session, sa: SessionAnalysis, ctx: WriterContext, 
 _WATCH_BLOCKERS = frozenset({"not_in_registry", "session_not_idle", "already_processed"})
 
 
-def _tip_reasons(sa: SessionAnalysis, ta: TipAnalysis, ctx: WriterContext, session_reasons: list[Reason]) -> list[Reason]:
+def tip_reasons(sa: SessionAnalysis, ta: TipAnalysis, ctx: WriterContext, session_reasons: list[Reason]) -> list[Reason]:
+    """Why one tip's pending turns are (not) written; ``session_reasons`` as :func:`session_reasons` gave them."""
     session = sa.session
     threshold = ctx.config.trigger_tokens
     out: list[Reason] = []
@@ -403,7 +382,8 @@ def _tip_reasons(sa: SessionAnalysis, ta: TipAnalysis, ctx: WriterContext, sessi
     return out + session_reasons
 
 
-def _not_record_reason(node: Node, code: str, ta: TipAnalysis) -> Reason:
+def not_record_reason(node: Node, code: str, ta: TipAnalysis) -> Reason:
+    """Why a node on a branch is no record (``code``: its exclusion code)."""
     if code == "filtered_role":
         role = node.metadata.get("role") if node.role == "llm" else node.role
         return _r(code, f"a {role or node.role!r} row is never memory (only user and assistant turns are)",
@@ -441,17 +421,15 @@ class TurnMemo:
     ``verdicts``: node id -> the one verdict of a turn that cannot depend on the tip
     (rewound, not a record, written). ``prefix``: node id -> (turns, n) when every node from
     the root to it has such a verdict: the first ``n`` turns of ``turns`` are then the turns
-    of every walk through that node, so a later tip copies them in one slice. ``shared``:
-    how many leading turns the last call copied that way (they were ranked already).
+    of every walk through that node, so a later tip copies them in one slice.
     """
 
     def __init__(self, share_walks: bool = False) -> None:
-        # Walks share their root side only without predecessor cycles (records.acyclic):
+        # Walks share their root side only without predecessor cycles (dag.acyclic):
         # with one, where a walk stops depends on where it started.
         self.share_walks = share_walks
         self.verdicts: dict[str, object] = {}
         self.prefix: dict[str, tuple[tuple[TurnVerdict, ...], int]] = {}
-        self.shared = 0
 
 
 def turns_for_tip(sa: SessionAnalysis, ta: TipAnalysis, tip_reasons: list[Reason], ctx: WriterContext,
@@ -459,7 +437,8 @@ def turns_for_tip(sa: SessionAnalysis, ta: TipAnalysis, tip_reasons: list[Reason
     """Per-turn verdicts on one tip. Pass one ``memo`` for all tips of a session: a turn
     whose verdict cannot depend on the tip is decided once per session and reused, and the
     all-shared part of the walk is copied from an earlier tip; only the rest of the walk is
-    looked at node by node. Equal to :func:`turns_for_tip_plain`."""
+    looked at node by node. Equal to computing every turn of the tip on its own
+    (``tests/reference/reasons_plain.py``; the property test compares them)."""
     memo = TurnMemo() if memo is None else memo
     chain = ta.chain
     prefix = memo.prefix
@@ -504,7 +483,6 @@ def turns_for_tip(sa: SessionAnalysis, ta: TipAnalysis, tip_reasons: list[Reason
     if memo.share_walks:
         for j, n in enumerate(counts):
             prefix[chain[start + j].id] = (out, n)
-    memo.shared = len(head)
     return out
 
 
@@ -521,7 +499,7 @@ def _shared_verdict(node: Node, ta: TipAnalysis, ctx: WriterContext, excluded: M
                Evidence(node.file, "metadata.rewound", True)),), ta.tip)
     code = excluded.get(nid)
     if code is not None:
-        return TurnVerdict(nid, node.role, NEVER, (_not_record_reason(node, code, ta),), ta.tip)
+        return TurnVerdict(nid, node.role, NEVER, (not_record_reason(node, code, ta),), ta.tip)
     if nid in marked:
         return TurnVerdict(nid, node.role, WRITTEN, (
             _r("written", "handed to a writer run that changed memory (marked with this workspace id)",
@@ -554,73 +532,15 @@ def _tip_turn(node: Node, ta: TipAnalysis, tip_reasons: list[Reason], ctx: Write
     return TurnVerdict(nid, node.role, NEVER if never_archived else PENDING, tuple(local + others), ta.tip)
 
 
-def turns_for_tip_plain(sa: SessionAnalysis, ta: TipAnalysis, tip_reasons: list[Reason], ctx: WriterContext,
-                   memo: dict | None = None) -> tuple[TurnVerdict, ...]:
-    """Per-turn verdicts on one tip, computed on their own: the reference the shared path
-    (:func:`turns_for_tip`) must equal. ``memo`` shares tip-independent verdicts between tips."""
-    memo = {} if memo is None else memo
-    pending_ids = {r.id for r in ta.pending}
-    stranded_ids = {r.id for r in ta.stranded}
-    foreign_ids = {r.id for r in ta.foreign}
-    records = {r.id: r for r in ta.recordset.records}
-    never_archived = ta.archived and not ta.is_head
-    turns: list[TurnVerdict] = []
-    for node in ta.chain:
-        if node.is_root:
-            continue
-        if node.rewound:
-            key = (node.id, "rewound")
-            if key not in memo:
-                memo[key] = TurnVerdict(node.id, node.role, NEVER, (
-                    _r("rewound", "the turn was rewound; every branch and message view hides it",
-                       Evidence(node.file, "metadata.rewound", True)),), ta.tip)
-            turns.append(memo[key])
-            continue
-        code = ta.recordset.excluded.get(node.id)
-        if code is not None:
-            key = (node.id, code)
-            if key not in memo:
-                memo[key] = TurnVerdict(node.id, node.role, NEVER, (_not_record_reason(node, code, ta),), ta.tip)
-            turns.append(memo[key])
-            continue
-        rec = records.get(node.id)
-        if rec is None:  # pragma: no cover - every branch node is a record or excluded
-            continue
-        local: list[Reason] = []
-        if node.id in foreign_ids:
-            mark = node.metadata.get(MARK_KEY)
-            local.append(_r("marked_other_workspace",
-                            f"marked by workspace {mark}, not this one ({ctx.workspace_id}): it counts as unwritten and will be re-written",
-                            Evidence(node.file, f"metadata.{MARK_KEY}", mark)))
-        if node.id in ta.marked:
-            key = (node.id, "written")
-            if key not in memo:
-                memo[key] = TurnVerdict(node.id, node.role, WRITTEN, (
-                    _r("written", "handed to a writer run that changed memory (marked with this workspace id)",
-                       Evidence(node.file, f"metadata.{MARK_KEY}", ctx.workspace_id)),), ta.tip)
-            turns.append(memo[key])
-        elif node.id in stranded_ids:
-            stranded = next(r for r in tip_reasons if r.code == "stranded_behind_mark")
-            turns.append(TurnVerdict(node.id, node.role, NEVER, (
-                _r("stranded_behind_mark", "unmarked, but older than a newer mark on this branch: never offered again",
-                   Evidence(node.file, f"metadata.{MARK_KEY}", node.metadata.get(MARK_KEY)), *stranded.evidence[-1:]),
-                *local), ta.tip))
-        elif node.id in pending_ids:
-            toks = ta.special_tokens.get(node.id)
-            if toks:
-                local.append(_r("special_token_blocks_writer",
-                                f"contains {', '.join(toks)}: OpenProgram's counter raises and the session write fails",
-                                Evidence(node.file, "output", list(toks))))
-            others = [r for r in tip_reasons if r.code not in ("stranded_behind_mark", "runtime_turns_only")]
-            verdict = NEVER if never_archived else PENDING
-            turns.append(TurnVerdict(node.id, node.role, verdict, tuple(local + others), ta.tip))
-    return tuple(turns)
+def is_compaction_summary(node: Node) -> bool:
+    """A compaction summary: never on a branch (the turns it covers are written raw)."""
+    return node.covers_ids is not None or node.id.startswith("summary_") or node.name == "context/summary"
 
 
-def _offline_verdict(session: Session, node: Node, under_merged: Mapping[str, str] | None = None) -> TurnVerdict:
-    """A node on no live tip's branch. ``under_merged``: node id -> the first merged head whose
-    chain holds it (see :func:`_merged_chains`); computed here when not given."""
-    if node.covers_ids is not None or node.id.startswith("summary_") or node.name == "context/summary":
+def offline_verdict(session: Session, node: Node, under_merged: Mapping[str, str] | None = None) -> TurnVerdict:
+    """The verdict of a node on no live tip's branch. ``under_merged``: node id -> the first
+    merged head whose chain holds it (see :func:`_merged_chains`); computed here when not given."""
+    if is_compaction_summary(node):
         return TurnVerdict(node.id, node.role, NEVER, (
             _r("compaction_summary", "a compaction summary is never on a branch; the turns it covers are written raw",
                Evidence(node.file, "metadata.covers_ids", list(node.covers_ids or ()))),
@@ -646,66 +566,25 @@ def _offline_verdict(session: Session, node: Node, under_merged: Mapping[str, st
     return TurnVerdict(node.id, node.role, NEVER, (_r("not_on_live_branch", f"not written: {why}", ev),))
 
 
-def offline_verdict(session: Session, node: Node, under_merged: Mapping[str, str] | None = None) -> TurnVerdict:
-    """The verdict of a node on no live tip's branch (see :func:`_offline_verdict`)."""
-    return _offline_verdict(session, node, under_merged)
-
-
 def _merged_chains(session: Session) -> dict[str, str]:
     """Node id -> the first merged head (in ``merged_heads`` order) whose predecessor chain holds
     it. One walk per merged head, instead of one per (node, merged head) pair."""
     out: dict[str, str] = {}
     for head in session.merged_heads:
-        seen: set[str] = set()
-        cur = session.get(head)
-        while cur is not None and cur.id not in seen:
-            seen.add(cur.id)
-            out.setdefault(cur.id, head)
-            cur = session.get(cur.predecessor)
+        for node in walk_chain(session, head).nodes:
+            out.setdefault(node.id, head)
     return out
 
 
-def explain_session(session: Session, ctx: WriterContext, counter: TokenCounter | CachedCounter | None = None,
-                    analysis: SessionAnalysis | None = None, *, plain: bool = False) -> SessionExplanation:
-    """Every tip's and turn's verdict. ``plain`` computes each tip on its own (the reference
-    the shared path must equal; tests and benchmarks compare them)."""
-    cc = cached_counter(counter)
-    analyze = analyze_session_plain if plain else analyze_session
-    turns_for = turns_for_tip_plain if plain else turns_for_tip
-    sa = analysis or analyze(session, ctx.workspace_id, ctx.config.trigger_tokens, cc)
-    sreasons = _session_reasons(session, sa, ctx, cc)
-    tips: dict[str, TipExplanation] = {}
-    best: dict[str, TurnVerdict] = {}
-    memo = {} if plain else TurnMemo(share_walks=acyclic(session))
-    for tip, ta in sa.tips.items():
-        treasons = _tip_reasons(sa, ta, ctx, sreasons)
-        turns = turns_for(sa, ta, treasons, ctx, memo)
-        tips[tip] = TipExplanation(ta, tuple(treasons), turns)
-        # Turns copied from an earlier tip's walk are shared verdicts, ranked already.
-        for tv in turns[0 if plain else memo.shared:]:  # type: ignore[union-attr]
-            old = best.get(tv.id)
-            if old is tv:  # a verdict shared between tips: ranking it again changes nothing
-                continue
-            if old is None or _RANK[tv.verdict] > _RANK[old.verdict] or (
-                _RANK[tv.verdict] == _RANK[old.verdict] and tip == session.head_id
-            ):
-                best[tv.id] = tv
-    nodes: dict[str, TurnVerdict] = {}
-    under_merged = _merged_chains(session) if session.merged_heads else {}
-    for nid in session.order:
-        node = session.nodes[nid]
-        if node.is_root:
-            continue
-        nodes[nid] = best.get(nid) or _offline_verdict(session, node, under_merged)
-    runtime_only = tuple(t for t, ta in sa.tips.items() if ta.runtime_only)
-    return SessionExplanation(sa, tuple(sreasons), tips, nodes, runtime_only)
+class _Verdicts:
+    """The verdict engine of one session: a tip's explanation and a node's best verdict,
+    each computed when first asked for, in any order, with the same result.
 
-
-class _LazyVerdicts:
-    """What a lazy :class:`SessionExplanation` computes on demand: one tip's explanation,
-    one node's best verdict. Equal to :func:`explain_session`'s eager result (the property
-    test compares them): the first tip to see a node decides its tip-independent verdict, and
-    a node's best verdict comes from the same tip the eager ranking picks."""
+    Built once: every node on some tip's walk gets its tip-independent verdict (the first tip
+    in order to see it names it), and every unmarked record the tip whose verdict it keeps:
+    written over pending over never, among equals the first tip in order unless the head is
+    among them. A tip's turns then copy the verdicts of the walk's all-shared root side from
+    an earlier tip (:class:`TurnMemo`), and a record's best verdict is one turn of one tip."""
 
     def __init__(self, session: Session, sa: SessionAnalysis, ctx: WriterContext, sreasons: list[Reason]) -> None:
         self.session, self.sa, self.ctx, self.sreasons = session, sa, ctx, sreasons
@@ -717,7 +596,7 @@ class _LazyVerdicts:
         verdicts: dict[str, object] = {}
         share = acyclic(session)
         head = session.head_id
-        best: dict[str, tuple[int, str]] = {}  # node -> (rank, tip) of the verdict the eager ranking keeps
+        best: dict[str, tuple[int, str]] = {}  # node -> (rank, tip) of the verdict it keeps
         for tip, ta in sa.tips.items():
             chain = ta.chain
             excluded, marked = ta.recordset.excluded, ta.marked
@@ -739,13 +618,15 @@ class _LazyVerdicts:
                 old = best.get(r.id)
                 if old is None or rank > old[0] or (rank == old[0] and tip == head):
                     best[r.id] = (rank, tip)
+        self.memo = TurnMemo(share_walks=share)
+        self.memo.verdicts = verdicts  # every node of every walk is decided already: shared objects
         self.verdicts = verdicts
         self.best = best
 
     def tip_reasons(self, tip: str) -> list[Reason]:
         out = self.reasons.get(tip)
         if out is None:
-            out = self.reasons[tip] = _tip_reasons(self.sa, self.sa.tips[tip], self.ctx, self.sreasons)
+            out = self.reasons[tip] = tip_reasons(self.sa, self.sa.tips[tip], self.ctx, self.sreasons)
         return out
 
     def tip(self, tip: str) -> TipExplanation:
@@ -753,9 +634,7 @@ class _LazyVerdicts:
         if te is None:
             ta = self.sa.tips[tip]
             treasons = self.tip_reasons(tip)
-            memo = TurnMemo()
-            memo.verdicts = self.verdicts  # every node of every walk is decided already: shared objects
-            te = self.tips[tip] = TipExplanation(ta, tuple(treasons), turns_for_tip(self.sa, ta, treasons, self.ctx, memo))
+            te = self.tips[tip] = TipExplanation(ta, tuple(treasons), turns_for_tip(self.sa, ta, treasons, self.ctx, self.memo))
         return te
 
     def node(self, nid: str) -> TurnVerdict:
@@ -768,54 +647,54 @@ class _LazyVerdicts:
         hit = self.best.get(nid)
         shared = self.verdicts.get(nid)
         if hit is not None:
-            tip = hit[1]
-            te = self.tips.get(tip)
-            if te is not None:
-                tv = next(t for t in te.turns if t.id == nid)
-            else:
-                ta = self.sa.tips[tip]
-                treasons = self.tip_reasons(tip)
-                sets = self.sets.get(tip)
-                if sets is None:
-                    sets = self.sets[tip] = (frozenset(r.id for r in ta.stranded), frozenset(r.id for r in ta.foreign),
-                                             [r for r in treasons if r.code not in ("stranded_behind_mark", "runtime_turns_only")])
-                tv = _tip_turn(node, ta, treasons, self.ctx, sets[0], sets[1], ta.archived and not ta.is_head, sets[2])
+            tv = self._turn(node, hit[1])
         elif isinstance(shared, TurnVerdict):
             tv = shared
         else:
             if self.under_merged is None:
                 self.under_merged = _merged_chains(self.session) if self.session.merged_heads else {}
-            tv = _offline_verdict(self.session, node, self.under_merged)
+            tv = offline_verdict(self.session, node, self.under_merged)
         self.nodes[nid] = tv
         return tv
 
+    def _turn(self, node: Node, tip: str) -> TurnVerdict:
+        """The turn of ``node`` (an unmarked record on ``tip``'s walk) as ``tip``'s explanation
+        has it, made on its own (finding it among the tip's turns would cost a walk)."""
+        ta = self.sa.tips[tip]
+        treasons = self.tip_reasons(tip)
+        sets = self.sets.get(tip)
+        if sets is None:
+            sets = self.sets[tip] = (frozenset(r.id for r in ta.stranded), frozenset(r.id for r in ta.foreign),
+                                     [r for r in treasons if r.code not in ("stranded_behind_mark", "runtime_turns_only")])
+        return _tip_turn(node, ta, treasons, self.ctx, sets[0], sets[1], ta.archived and not ta.is_head, sets[2])
+
 
 class _LazyTips(Mapping[str, TipExplanation]):
-    def __init__(self, lazy: _LazyVerdicts) -> None:
-        self._lazy = lazy
+    def __init__(self, engine: _Verdicts) -> None:
+        self._engine = engine
 
     def __getitem__(self, tip: str) -> TipExplanation:
-        if tip not in self._lazy.sa.tips:
+        if tip not in self._engine.sa.tips:
             raise KeyError(tip)
-        return self._lazy.tip(tip)
+        return self._engine.tip(tip)
 
     def __iter__(self):
-        return iter(self._lazy.sa.tips)
+        return iter(self._engine.sa.tips)
 
     def __len__(self) -> int:
-        return len(self._lazy.sa.tips)
+        return len(self._engine.sa.tips)
 
 
 class _LazyNodes(Mapping[str, TurnVerdict]):
-    def __init__(self, lazy: _LazyVerdicts) -> None:
-        self._lazy = lazy
-        self._order = tuple(n for n in lazy.session.order if not lazy.session.nodes[n].is_root)
+    def __init__(self, engine: _Verdicts) -> None:
+        self._engine = engine
+        self._order = tuple(n for n in engine.session.order if not engine.session.nodes[n].is_root)
 
     def __getitem__(self, nid: str) -> TurnVerdict:
-        node = self._lazy.session.nodes.get(nid)
+        node = self._engine.session.nodes.get(nid)
         if node is None or node.is_root:
             raise KeyError(nid)
-        return self._lazy.node(nid)
+        return self._engine.node(nid)
 
     def __iter__(self):
         return iter(self._order)
@@ -824,26 +703,31 @@ class _LazyNodes(Mapping[str, TurnVerdict]):
         return len(self._order)
 
 
-def explain_session_lazy(session: Session, ctx: WriterContext, counter: TokenCounter | CachedCounter | None = None,
-                         analysis: SessionAnalysis | None = None) -> SessionExplanation:
-    """:func:`explain_session`, but a tip's reasons and turn verdicts are computed when that
-    tip is first looked up, and a node's best verdict when that node is: what a view that
-    shows one tip at a time needs. The per-node ranking runs once over the tips' pending and
-    stranded sets, without building a verdict per tip and turn."""
+def explain_session(session: Session, ctx: WriterContext, counter: TokenCounter | CachedCounter | None = None,
+                    analysis: SessionAnalysis | None = None, *, lazy: bool = False) -> SessionExplanation:
+    """Every tip's and turn's verdict. ``lazy``: a tip's reasons and turns are computed when
+    that tip is first looked up, and a node's best verdict when that node is (what a view
+    that shows one tip at a time needs); otherwise all of them now, into plain dicts that
+    any thread may read. The same verdicts either way.
+
+    The Sessions list and graph take their figures from ``overview.session_overview``, this
+    engine's one-pass fast path (``tests/property/test_overview_props.py`` compares them)."""
     cc = cached_counter(counter)
     sa = analysis or analyze_session(session, ctx.workspace_id, ctx.config.trigger_tokens, cc)
-    sreasons = _session_reasons(session, sa, ctx, cc)
-    lazy = _LazyVerdicts(session, sa, ctx, sreasons)
+    sreasons = session_reasons(session, sa, ctx)
+    engine = _Verdicts(session, sa, ctx, sreasons)
+    tips: Mapping[str, TipExplanation] = _LazyTips(engine)
+    nodes: Mapping[str, TurnVerdict] = _LazyNodes(engine)
+    if not lazy:
+        tips, nodes = dict(tips), dict(nodes)
     runtime_only = tuple(t for t, ta in sa.tips.items() if ta.runtime_only)
-    return SessionExplanation(sa, tuple(sreasons), _LazyTips(lazy), _LazyNodes(lazy), runtime_only)
+    return SessionExplanation(sa, tuple(sreasons), tips, nodes, runtime_only)
 
 
 def explain(snapshot: SessionSnapshot, ctx: WriterContext, counter: TokenCounter | CachedCounter | None = None,
             *, lazy: bool = False) -> Explanation:
-    """Every session explained; ``lazy`` defers per-tip and per-node verdicts until they are
-    looked up (:func:`explain_session_lazy`), with the same results."""
+    """Every session explained (``lazy`` as for :func:`explain_session`)."""
     cc = cached_counter(counter)
-    one = explain_session_lazy if lazy else explain_session
-    sessions = {sid: one(s, ctx, cc) for sid, s in snapshot.sessions.items()}
+    sessions = {sid: explain_session(s, ctx, cc, lazy=lazy) for sid, s in snapshot.sessions.items()}
     pending = status_pending_count(snapshot, ctx.workspace_id, {sid: e.analysis for sid, e in sessions.items()})
     return Explanation(ctx, global_reasons(ctx), sessions, pending)

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from memory_tui.core.format.errors import Problem
 from memory_tui.core.format.tokens import TokenCounter
 
-from .dag import (Branch, Chain, MessageView, forced_pass_branch_order, get_branch, legal_terminus, list_branches, tips_of,
+from .dag import (Branch, Chain, MessageView, acyclic, forced_pass_branch_order, get_branch, list_branches, tips_of,
                   walk_chain)
 from .store import Node, Session, SessionSnapshot
 
@@ -345,57 +345,7 @@ class BranchFacts:
 
     def chain(self, tip: str) -> Chain:
         """``walk_chain(session, tip)``, reusing the walks of earlier tips."""
-        session = self.session
-        if not self.acyclic:
-            return walk_chain(session, tip)
-        start = session.get(tip)
-        if start is None:
-            return Chain(())
-        fresh: list[Node] = []
-        node = start
-        prefix: tuple[Node, ...] = ()
-        broken = dangling = None
-        while True:
-            known = self._walked.get(node.id)
-            if known is not None and known[0][known[1]] is node:
-                walked, at, broken, dangling = known
-                prefix = walked[: at + 1]
-                break
-            fresh.append(node)
-            pred = node.predecessor
-            if not pred:
-                if not legal_terminus(session, node):
-                    broken = node.id
-                break
-            nxt = session.get(pred)
-            if nxt is None:
-                dangling = node.id
-                break
-            node = nxt
-        fresh.reverse()
-        nodes = prefix + tuple(fresh)
-        for i in range(len(prefix), len(nodes)):
-            self._walked[nodes[i].id] = (nodes, i, broken, dangling)
-        return Chain(nodes, broken, dangling, None)
-
-
-def acyclic(session: Session) -> bool:
-    """No predecessor cycle anywhere in the session (each node has at most one predecessor)."""
-    state: dict[str, bool] = {}  # False: on the path being followed, True: known to end
-    for nid in session.nodes:
-        path: list[str] = []
-        cur: str | None = nid
-        while cur is not None and cur not in state:
-            state[cur] = False
-            path.append(cur)
-            node = session.get(cur)
-            nxt = node.predecessor if node is not None else None
-            cur = nxt if nxt and session.get(nxt) is not None else None
-        if cur is not None and state[cur] is False:
-            return False
-        for p in path:
-            state[p] = True
-    return True
+        return walk_chain(self.session, tip, self._walked if self.acyclic else None)
 
 
 def analyze_tip(
@@ -410,7 +360,8 @@ def analyze_tip(
     facts: BranchFacts | None = None,
 ) -> TipAnalysis:
     """One tip's analysis. Pass one ``facts`` for every tip of a session to share the work
-    of their common prefix; the result is the same as :func:`analyze_tip_plain`'s."""
+    of their common prefix; the result is the same as walking this tip alone
+    (``tests/reference/reasons_plain.py``; the property test compares them)."""
     cc = cached_counter(counter)
     rows = list_branches(session) if rows is None else rows
     facts = facts if facts is not None and facts.session is session else BranchFacts(session, workspace_id, cache)
@@ -420,33 +371,13 @@ def analyze_tip(
     rs = facts.records(branch)
     marked = facts.mine.intersection(n.id for n in branch)
     foreign = facts.foreign
-    return _tip_analysis(session, tip, threshold, cc, rows, chain, branch, rs, marked,
+    return tip_analysis(session, tip, threshold, cc, rows, chain, branch, rs, marked,
                          tuple(r for r in rs.records if r.id in foreign))
 
 
-def analyze_tip_plain(
-    session: Session,
-    tip: str,
-    workspace_id: str,
-    threshold: int,
-    counter: TokenCounter | CachedCounter | None = None,
-    rows: tuple[Branch, ...] | None = None,
-    cache: dict | None = None,
-) -> TipAnalysis:
-    """The straightforward per-tip computation (§4.2-§4.4 over this tip's walk alone): the
-    specification :func:`analyze_tip`'s shared path must equal (the tests compare them)."""
-    cc = cached_counter(counter)
-    rows = list_branches(session) if rows is None else rows
-    chain = walk_chain(session, tip)
-    branch = tuple(n for n in chain.nodes if not n.is_root and not n.rewound)
-    rs = records_for(session, branch, cache)
-    marked = marked_ids(branch, workspace_id)
-    return _tip_analysis(session, tip, threshold, cc, rows, chain, branch, rs, marked,
-                         foreign_marked(rs.records, workspace_id))
-
-
-def _tip_analysis(session: Session, tip: str, threshold: int, cc: CachedCounter, rows: Sequence[Branch], chain: Chain,
-                  branch: tuple[Node, ...], rs: RecordSet, marked: frozenset[str], foreign: tuple[Record, ...]) -> TipAnalysis:
+def tip_analysis(session: Session, tip: str, threshold: int, cc: CachedCounter, rows: Sequence[Branch], chain: Chain,
+                 branch: tuple[Node, ...], rs: RecordSet, marked: frozenset[str], foreign: tuple[Record, ...]) -> TipAnalysis:
+    """A tip's analysis from its walk, branch, records and marks (pending, batch, stranded)."""
     row = next((r for r in rows if r.head_msg_id == tip), None)
     if row is not None:
         archived = row.archived
@@ -524,20 +455,6 @@ def analyze_session(
     tips = tips_of(session, rows)
     facts = BranchFacts(session, workspace_id)
     analyses = {t: analyze_tip(session, t, workspace_id, threshold, cc, rows, facts=facts) for t in tips}
-    return SessionAnalysis(session, rows, order, analyses)
-
-
-def analyze_session_plain(
-    session: Session,
-    workspace_id: str,
-    threshold: int,
-    counter: TokenCounter | CachedCounter | None = None,
-) -> SessionAnalysis:
-    """:func:`analyze_session` with every tip computed on its own (the reference)."""
-    cc = cached_counter(counter)
-    rows = list_branches(session)
-    order = forced_pass_branch_order(session, rows)
-    analyses = {t: analyze_tip_plain(session, t, workspace_id, threshold, cc, rows) for t in tips_of(session, rows)}
     return SessionAnalysis(session, rows, order, analyses)
 
 

@@ -31,7 +31,7 @@ from memory_tui.core.format.tokens import O200kCounter, TokenCounter
 if TYPE_CHECKING:  # pragma: no cover - sessions-ui
     from .sessions_model import SessionsModel
 
-VIEW_NAMES = ("topics", "timeline", "recent", "core", "sessions")
+from .views import VIEWS as VIEW_NAMES  # noqa: E402 (one list of the view names)
 CORE_TOPIC = "topics/core.md"
 
 # ---------------------------------------------------------------------------------------

@@ -3,15 +3,12 @@ every question exactly as the index of a fresh scan does, whatever is asked firs
 
 The lazy index is ``SourceIndex.from_files`` over ``parsecache.archive_from_rows(archive_rows(e))``
 of each scanned entry (what a cached load builds); the full one is over the scanned entries.
-The index lookups are also compared with the round-4 index (``oracle_round4_sources``), whose
-id maps held the frames themselves.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-import oracle_round4_sources as old_sources
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -79,10 +76,6 @@ QUERIES = st.lists(st.tuples(st.sampled_from(
      "validate_new", "events", "entry_frames", "entry_scan", "entry_by_anchor", "entry_ids", "entry_sid_at",
      "entry_frame_of", "entry_eq"]), st.integers(0, 50)), max_size=25)
 
-
-ORACLE_OPS = frozenset(["frame", "v2_frame", "trusted", "pending", "resolve", "resolve_file", "link_for", "validate",
-                        "validate_new", "events", "entry_frames", "entry_scan", "entry_by_anchor", "entry_ids",
-                        "entry_eq"])
 
 
 def _ask(index: S.SourceIndex, op: str, n: int, ids: list[str], rels: list[str]):
@@ -157,13 +150,9 @@ def test_deferred_frames_answer_as_a_full_scan(data, queries):
     assert sum(type(e) is not S.ArchiveFile for e in lazy.files.values()) == deferred
     ids = sorted(full.all_ids() | {"openprogram/s/none"})
     rels = sorted(full.files)
-    old = old_sources.SourceIndex.from_files("/m", {
-        rel: old_sources.index_file(rel, raw, (1, len(raw), i)) for i, (rel, raw) in enumerate(sorted(data.items()))})
     for op, n in queries:
         got = _ask(lazy, op, n, ids, rels)
         assert got == _ask(full, op, n, ids, rels), (op, n)
-        if op in ORACLE_OPS:
-            assert got == _ask(old, op, n, ids, rels), (op, n)
     # whatever was asked before, what is left is what a full build has
     assert lazy.trusted_ids() == full.trusted_ids() and lazy.pending_ids() == full.pending_ids()
     assert lazy.all_ids() == full.all_ids() and lazy.problems == full.problems
@@ -171,8 +160,7 @@ def test_deferred_frames_answer_as_a_full_scan(data, queries):
         assert lazy.complete(rel) == full.complete(rel)
         assert lazy.files[rel] == full.files[rel] and full.files[rel] == lazy.files[rel]
         assert _plain(lazy.files[rel]) == _plain(full.files[rel])
-    assert _plain(lazy.events()) == _plain(full.events()) == _plain(old.events())
-    assert lazy.trusted_ids() == old.trusted_ids() and lazy.pending_ids() == old.pending_ids()
+    assert _plain(lazy.events()) == _plain(full.events())
 
 
 def test_workspaces_are_not_trivial():

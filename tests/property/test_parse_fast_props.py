@@ -1,9 +1,11 @@
-"""The faster parser, scanner and cache rows (round 5) give exactly what the
-round-4 code gave: same units, evidence, problems (codes, messages, lines, columns), frames.
+"""The one-pass readers (``topics.parse_well_formed``, ``sources.scan_well_formed``) and the
+cache rows give exactly what the general parser and line scanner give: same units, evidence,
+problems (codes, messages, lines, columns), frames. Results are compared field by field as
+plain data, so a difference anywhere in a parse fails.
 
-The oracle is the round-4 code itself, kept verbatim in ``oracle_round4_topics.py`` /
-``oracle_round4_sources.py``; results are compared field by field as plain data
-(``dataclasses.astuple``), so a difference anywhere in a parse fails."""
+What the general readers themselves read is pinned by the golden files of ``tests/golden``
+(the round-4 parsers' answers on these tests' examples, OpenProgram's fixture and a bench
+state)."""
 
 from __future__ import annotations
 
@@ -11,10 +13,9 @@ import dataclasses
 import marshal
 import os
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
 
-import oracle_round4_sources as old_sources
-import oracle_round4_topics as old_topics
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -60,12 +61,37 @@ def _plain(value):
     return value
 
 
-def _index_pair(files: dict[str, str]):
-    new = new_sources.SourceIndex.from_files("/m", {
+@contextmanager
+def general_readers():
+    """``parse_topic``, ``scan_v2`` and what calls them, with the one-pass readers declining
+    every input: the general parser and the line scanner read everything."""
+    fast = new_topics.parse_well_formed, new_sources.scan_well_formed, new_sources._well_formed_entry
+    decline = lambda *args, **kwargs: None  # noqa: E731
+    new_topics.parse_well_formed = new_sources.scan_well_formed = new_sources._well_formed_entry = decline
+    try:
+        yield
+    finally:
+        new_topics.parse_well_formed, new_sources.scan_well_formed, new_sources._well_formed_entry = fast
+
+
+def general_parse(path: str, text: str, **kwargs):
+    with general_readers():
+        return new_topics.parse_topic(path, text, **kwargs)
+
+
+def general_scan(rel: str, data):
+    with general_readers():
+        return new_sources.scan_v2(rel, data)
+
+
+def general_index_file(rel: str, data: bytes, *args):
+    with general_readers():
+        return new_sources.index_file(rel, data, *args)
+
+
+def _index(files: dict[str, str]):
+    return new_sources.SourceIndex.from_files("/m", {
         rel: new_sources.index_file(rel, text.encode()) for rel, text in files.items()})
-    old = old_sources.SourceIndex.from_files("/m", {
-        rel: old_sources.index_file(rel, text.encode()) for rel, text in files.items()})
-    return new, old
 
 
 _REC = new_sources.SourceRecord("openprogram", "s", "m1", 1, "user", "tea please", "2026-08-09T10:00:00Z")
@@ -75,15 +101,16 @@ _ARCHIVES = {
         [new_sources.render_frame(_REC), new_sources.render_frame(_REC2)]),
     "sources/D1.md": '<a id="d1-2"></a>\n[2024] Ann: hello [D1:2]\n',
 }
-NEW_INDEX, OLD_INDEX = _index_pair(_ARCHIVES)
+NEW_INDEX = _index(_ARCHIVES)
 
 
 def _same_parse(path: str, text: str) -> None:
+    """``parse_topic`` (the one-pass reading where it reads the file) is the general parse."""
     for strict in (True, False):
         assert _plain(new_topics.parse_topic(path, text, strict=strict)) == _plain(
-            old_topics.parse_topic(path, text, strict=strict))
+            general_parse(path, text, strict=strict))
         assert _plain(new_topics.parse_topic(path, text, resolve=NEW_INDEX.resolve_target, strict=strict)) == _plain(
-            old_topics.parse_topic(path, text, resolve=OLD_INDEX.resolve_target, strict=strict))
+            general_parse(path, text, resolve=NEW_INDEX.resolve_target, strict=strict))
 
 
 def test_seed_parses_alike_and_is_not_trivial():
@@ -135,22 +162,15 @@ def test_v2_scan_as_before(data):
         pos = data.draw(st.integers(0, max(0, len(raw) - 1)))
         raw[pos:pos + data.draw(st.integers(0, 3))] = data.draw(st.sampled_from([b"", b"\n", b"[", b"x", b"\xff"]))
     rel = new_sources.archive_path(_REC.source_id)
-    assert _plain(new_sources.scan_v2(rel, bytes(raw))) == _plain(old_sources.scan_v2(rel, bytes(raw)))
-    assert _plain(new_sources.index_file(rel, bytes(raw))) == _plain(old_sources.index_file(rel, bytes(raw)))
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.text(max_size=12))
-def test_v2_id_check_as_before(value):
-    for candidate in (value, "p/t/" + value, value + "/t/m"):
-        assert new_sources.is_v2_valid_id(candidate) == old_sources.is_v2_valid_id(candidate)
+    assert _plain(new_sources.scan_v2(rel, bytes(raw))) == _plain(general_scan(rel, bytes(raw)))
+    assert _plain(new_sources.index_file(rel, bytes(raw))) == _plain(general_index_file(rel, bytes(raw)))
 
 
 @settings(max_examples=100, deadline=None)
 @given(st.text(min_size=1, max_size=30), st.sampled_from(["people/ada.md", "a.md", "x/y/z.md"]))
-def test_link_file_part_resolves_as_before(rel_part, topic_path):
+def test_link_file_part_resolves_alike_through_the_file_lookup(rel_part, topic_path):
     target = rel_part + "#source-9047c1917b2f0777"
-    assert NEW_INDEX.resolve_target(topic_path, target) == OLD_INDEX.resolve_target(topic_path, target)
+    assert NEW_INDEX.resolver(topic_path, target) == NEW_INDEX.resolve_target(topic_path, target)
 
 
 def test_positional_builds_the_class_instance():
@@ -317,30 +337,28 @@ def _cached_equals_fresh(mem: Path, monkeypatch) -> None:
         index, tree = parsecache.load_tree(mem)
     fresh_index = new_sources.SourceIndex.load(mem)
     fresh = new_topics.parse_tree(mem / "topics", resolve=fresh_index.resolve_target, strict=True)
-    old_index = old_sources.SourceIndex.load(mem)
-    old = old_topics.parse_tree(mem / "topics", resolve=old_index.resolve_target, strict=True)
     assert tree.topics == fresh.topics and tree.units == fresh.units and tree.problems == fresh.problems
-    assert _plain(tree.topics) == _plain(old.topics) and _plain(tree.problems) == _plain(old.problems)
+    assert _plain(tree.topics) == _plain(fresh.topics) and _plain(tree.problems) == _plain(fresh.problems)
     assert sorted(index.files) == sorted(fresh_index.files)
     for rel, entry in fresh_index.files.items():
-        assert _plain(index.files[rel]) == _plain(entry) == _plain(old_index.files[rel])
+        assert _plain(index.files[rel]) == _plain(entry)
     assert index.trusted_ids() == fresh_index.trusted_ids() and index.pending_ids() == fresh_index.pending_ids()
     assert len(tree.units) > 0
 
 
-def test_cached_parse_equals_fresh_and_old_on_the_fixture(fixture_state, monkeypatch):
+def test_cached_parse_equals_fresh_on_the_fixture(fixture_state, monkeypatch):
     _cached_equals_fresh(fixture_state / "memory", monkeypatch)
 
 
-def test_cached_parse_equals_fresh_and_old_on_a_bench_state(bench_state_small, tmp_path, monkeypatch):
+def test_cached_parse_equals_fresh_on_a_bench_state(bench_state_small, tmp_path, monkeypatch):
     shutil.copytree(bench_state_small, tmp_path / "state", symlinks=True)
     _cached_equals_fresh(tmp_path / "state" / "memory", monkeypatch)
 
 
-# Round 10: a cold load builds a well-formed topic's units and evidence, and a well-formed
+# A cold load builds a well-formed topic's units and evidence, and a well-formed
 # archive's frames, when they are first read (from the fields the one-pass readers kept);
 # the cache is written from those fields without building them.
-def _cold_equals_old(mem: Path) -> None:
+def _cold_equals_fresh(mem: Path) -> None:
     parsecache.drop(mem)
     _age(mem)
     index, tree = parsecache.load_tree(mem, persist=True)
@@ -349,30 +367,31 @@ def _cold_equals_old(mem: Path) -> None:
     assert lazy_topics and lazy_entries  # the one-pass readers read these, and built nothing yet
     assert all("units" not in vars(t) and "evidence" not in vars(t) for t in lazy_topics)
     assert all("_frames" not in vars(e) for e in lazy_entries)
-    old_index = old_sources.SourceIndex.load(mem)
-    old = old_topics.parse_tree(mem / "topics", resolve=old_index.resolve_target, strict=True)
+    with general_readers():  # a fresh read, by the general readers
+        fresh_index = new_sources.SourceIndex.load(mem)
+        fresh = new_topics.parse_tree(mem / "topics", resolve=fresh_index.resolve_target, strict=True)
     # archives first: building frames must not need the topics, and the other way round
-    assert sorted(index.files) == sorted(old_index.files)
-    for rel, entry in old_index.files.items():
+    assert sorted(index.files) == sorted(fresh_index.files)
+    for rel, entry in fresh_index.files.items():
         assert _plain(index.files[rel]) == _plain(entry)
-    assert _plain(tree.topics) == _plain(old.topics) and _plain(tree.problems) == _plain(old.problems)
-    assert _plain(tree.units) == _plain(old.units)
-    assert _plain(index.problems) == _plain(old_index.problems)
+    assert _plain(tree.topics) == _plain(fresh.topics) and _plain(tree.problems) == _plain(fresh.problems)
+    assert _plain(tree.units) == _plain(fresh.units)
+    assert _plain(index.problems) == _plain(fresh_index.problems)
     assert all("_build" not in vars(e) for e in lazy_entries)  # built once, the builder let go of
     parsecache.forget_in_process()  # what was written without building is the same parse
     c_index, c_tree = parsecache.load_tree(mem)
-    assert _plain(c_tree.topics) == _plain(old.topics)
-    for rel, entry in old_index.files.items():
+    assert _plain(c_tree.topics) == _plain(fresh.topics)
+    for rel, entry in fresh_index.files.items():
         assert _plain(c_index.files[rel]) == _plain(entry)
 
 
 def test_a_cold_load_builds_when_read_and_reads_as_before_on_the_fixture(fixture_state):
-    _cold_equals_old(fixture_state / "memory")
+    _cold_equals_fresh(fixture_state / "memory")
 
 
 def test_a_cold_load_builds_when_read_and_reads_as_before_on_a_bench_state(bench_state_small, tmp_path):
     shutil.copytree(bench_state_small, tmp_path / "state", symlinks=True)
-    _cold_equals_old(tmp_path / "state" / "memory")
+    _cold_equals_fresh(tmp_path / "state" / "memory")
 
 
 def test_a_cold_load_still_reports_bad_files_as_before(fixture_state):
@@ -395,8 +414,9 @@ def test_a_cold_load_still_reports_bad_files_as_before(fixture_state):
     archive.write_text("\n".join(lines))
     parsecache.drop(mem)
     index, tree = parsecache.load_tree(mem, persist=True)
-    old_index = old_sources.SourceIndex.load(mem)
-    old = old_topics.parse_tree(mem / "topics", resolve=old_index.resolve_target, strict=True)
+    with general_readers():
+        old_index = new_sources.SourceIndex.load(mem)
+        old = new_topics.parse_tree(mem / "topics", resolve=old_index.resolve_target, strict=True)
     assert _plain(tree.problems) == _plain(old.problems)
     assert {p.path for p in tree.problems} >= {"topics/" + rel for rel in one_pass[:2]}
     rel = archive.relative_to(mem).as_posix()
@@ -441,10 +461,10 @@ def test_frame_lines_read_as_before(first, count, anchor_line, source_line):
     frame = "\n".join([anchor_line.format(a=new_sources.anchor(sid)), source_line.format(s=sid),
                        f"<!-- record-lines:{count} -->", first, "second line"]) + "\n"
     data = (new_sources.MARKER + "\n\n" + frame).encode("utf-8")
-    assert _plain(new_sources.scan_v2(rel, data)) == _plain(old_sources.scan_v2(rel, data))
+    assert _plain(new_sources.scan_v2(rel, data)) == _plain(general_scan(rel, data))
 
 
-# Round 7: a well-formed archive is read by one regex pass over the text
+# A well-formed archive is read by one regex pass over the text
 # (``sources.scan_well_formed``); anything else by the line scanner. Well-formed archives
 # with every kind of record (several lines, odd whitespace, speakers, pending/trusted meta,
 # Unicode line separators that are not LF) must take that pass and read as before.
@@ -475,8 +495,8 @@ def test_well_formed_archives_take_the_one_pass_scan_and_read_as_before(records,
     fast = new_sources.scan_well_formed(rel, text)
     assert (fast is None) == (not frames and tail == "\n")  # MARKER LF LF LF: the line scanner's special case
     if fast is not None:
-        assert _plain(fast) == _plain(old_sources.scan_v2(rel, text.encode()))
-    assert _plain(new_sources.index_file(rel, text.encode())) == _plain(old_sources.index_file(rel, text.encode()))
+        assert _plain(fast) == _plain(general_scan(rel, text.encode()))
+    assert _plain(new_sources.index_file(rel, text.encode())) == _plain(general_index_file(rel, text.encode()))
     if fast is not None:
         _handed_archive_rows_are_the_rows(rel, text)
 
@@ -499,7 +519,7 @@ def _handed_archive_rows_are_the_rows(rel: str, text: str) -> None:
     assert new_sources.take_handed(handed_entry) is None  # taken once
     frames = plain_entry.frames
     assert "_build" not in vars(plain_entry)
-    old = old_sources.index_file(rel, text.encode(), (1, len(text), 2))
+    old = general_index_file(rel, text.encode(), (1, len(text), 2))
     assert _plain(plain_entry) == _plain(old)  # (the scan and by_anchor too: they are fields)
     assert rows[3] == (tuple(f.source_id for f in frames), tuple(f.anchor for f in frames),
                        tuple(f.trusted for f in frames))
@@ -532,13 +552,13 @@ def test_damaged_well_formed_archives_read_as_before(records, data):
             op = data.draw(st.sampled_from(["replace", "insert", "drop"]))
             lines[k:k + (op != "insert")] = [] if op == "drop" else [new_line]
             text = "\n".join(lines)
-    assert _plain(new_sources.scan_v2(rel, text)) == _plain(old_sources.scan_v2(rel, text))
-    assert _plain(new_sources.scan_v2(rel, text.encode())) == _plain(old_sources.scan_v2(rel, text.encode()))
+    assert _plain(new_sources.scan_v2(rel, text)) == _plain(general_scan(rel, text))
+    assert _plain(new_sources.scan_v2(rel, text.encode())) == _plain(general_scan(rel, text.encode()))
     if new_sources.HANDED in vars(new_sources.index_file(rel, text.encode())):  # read by the one-pass scan
         _handed_archive_rows_are_the_rows(rel, text)
 
 
-# Round 7: a topic file with nothing to report and one-line records is read in
+# A topic file with nothing to report and one-line records is read in
 # one pass (``topics.parse_well_formed``); everything else by the general parser.
 WORDS = st.lists(st.sampled_from(["tea", "Dave", "likes", "1", "x-y", "é", "(fact 3).", "a:b", "#", "^", "[", "]",
                                   "[x](dave.md#^97de5549)", "[y](z.md)", "<b>", "`c`", "!", "*"]),
@@ -587,8 +607,7 @@ def well_formed_topics(draw, clean: bool):
 
 
 def _same_as_before(path: str, text: str) -> None:
-    """The one-pass reading, when it reads the file, is what the general parser and the round-4
-    one give; parse_topic (either way) is the round-4 parse."""
+    """The one-pass reading, when it reads the file, is what the general parser gives."""
     fast = new_topics.parse_well_formed(path, text, resolve=NEW_INDEX.resolve_target)
     # the index's resolver, whose file_lookup answers a file's links from one lookup, reads alike
     via = new_topics.parse_well_formed(path, text, resolve=NEW_INDEX.resolver)
@@ -597,13 +616,13 @@ def _same_as_before(path: str, text: str) -> None:
         new_topics.parse_topic(path, text, resolve=NEW_INDEX.resolve_target))
     if fast is not None:
         assert _plain(via) == _plain(fast)
-        assert _plain(fast) == _plain(old_topics.parse_topic(path, text, resolve=OLD_INDEX.resolve_target))
+        assert _plain(fast) == _plain(general_parse(path, text, resolve=NEW_INDEX.resolve_target))
         _deps_as_before(fast)
         _handed_rows_are_the_rows(fast)
     _deps_as_before(new_topics.parse_topic(path, text, resolve=NEW_INDEX.resolve_target))
     plain = new_topics.parse_well_formed(path, text)
     if plain is not None:
-        assert _plain(plain) == _plain(old_topics.parse_topic(path, text, strict=False))
+        assert _plain(plain) == _plain(general_parse(path, text, strict=False))
     _same_parse(path, text)
 
 
@@ -671,7 +690,7 @@ def test_topic_deps_of_every_kind_of_link(sources):
 ])
 def test_the_resolvers_file_lookup_reads_as_resolve_target(target):
     legacy = "<!-- openprogram-source-archive -->\n\n" + new_sources.render_frame(_REC)
-    index, _old = _index_pair({**_ARCHIVES, "sources/openprogram/s.md": legacy})
+    index = _index({**_ARCHIVES, "sources/openprogram/s.md": legacy})
     text = f"Dave likes tea.[^e1] ^97de5549\n\n[^e1]: Time: `2026`; Sources: [a]({target}), [b]({target})\n"
     for path in ("people/dave.md", "dave.md"):
         plain = new_topics.parse_topic(path, text, resolve=index.resolve_target)
@@ -733,7 +752,7 @@ def test_record_counts_with_leading_zeros_read_as_before(count):
         text = text.replace("tea please\n", "tea please\nand more\n", 1)
     fast = new_sources.scan_well_formed(rel, text)
     assert fast is not None and len(fast.frames) == 2
-    assert _plain(fast) == _plain(old_sources.scan_v2(rel, text.encode()))
+    assert _plain(fast) == _plain(general_scan(rel, text.encode()))
 
 
 @SETTINGS

@@ -1,12 +1,16 @@
 """Property: the reasons engine's shared path (per-node facts computed once per session,
-tips reusing the walks and verdicts of earlier tips) gives exactly what computing every tip
-on its own gives, on random session DAGs: forks off shared trunks, scattered marks (written,
-stranded, pending, foreign), rewound and tool rows, archived tips, and now and then a
-predecessor cycle or a dangling link (where the shared walk must step aside)."""
+tips reusing the walks and verdicts of earlier tips, verdicts computed when looked up) gives
+exactly what computing every tip on its own gives (the reference engine,
+``tests/reference/reasons_plain.py``), on random session DAGs: forks off shared trunks,
+scattered marks (written, stranded, pending, foreign), rewound and tool rows, archived tips,
+and now and then a predecessor cycle or a dangling link (where the shared walk must step
+aside)."""
 
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -14,9 +18,12 @@ from hypothesis import strategies as st
 from memory_tui.core.format.config import MemoryConfig
 from memory_tui.core.format.tokens import CharCounter
 from memory_tui.sessions.marks import MARK_KEY
-from memory_tui.sessions.reasons import WriterContext, explain_session, explain_session_lazy
-from memory_tui.sessions.records import analyze_session, analyze_session_plain
+from memory_tui.sessions.reasons import WriterContext, explain_session
+from memory_tui.sessions.records import analyze_session
 from session_files import load_one_session
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reference"))  # the per-tip reference engine
+from reasons_plain import analyze_session_plain, explain_session_plain  # noqa: E402
 
 WS = "w-0000aaaa"
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -75,20 +82,20 @@ def test_shared_path_equals_every_tip_on_its_own(shape, threshold):
         assert fast.tips[tip] == plain.tips[tip], tip
     ctx = WriterContext(workspace_id=WS, config=MemoryConfig(trigger_tokens=threshold), now=100.0)
     a = explain_session(session, ctx, counter)
-    b = explain_session(session, ctx, counter, plain=True)
+    b = explain_session_plain(session, ctx, counter)
     assert json.dumps(a.to_json(), sort_keys=True) == json.dumps(b.to_json(), sort_keys=True)
     assert _turns(a) == _turns(b)
     assert {k: (v.verdict, v.tip, v.reasons) for k, v in a.nodes.items()} == \
            {k: (v.verdict, v.tip, v.reasons) for k, v in b.nodes.items()}
     # The lazy form (the Sessions view's): nodes looked up before any tip, then the tips in
     # reverse order, and still every verdict names the tip the eager ranking chose.
-    lazy = explain_session_lazy(session, ctx, counter)
+    lazy = explain_session(session, ctx, counter, lazy=True)
     assert list(lazy.nodes) == list(a.nodes)
     assert {k: lazy.nodes[k] for k in reversed(list(a.nodes))} == dict(a.nodes)
     assert list(lazy.tips) == list(a.tips)
     for tip in reversed(list(a.tips)):
         assert lazy.tips[tip] == a.tips[tip], tip
-    again = explain_session_lazy(session, ctx, counter)
+    again = explain_session(session, ctx, counter, lazy=True)
     for tip in a.tips:  # tips first, then the nodes: the same verdicts either way
         assert again.tips[tip] == a.tips[tip], tip
     assert dict(again.nodes) == dict(a.nodes)

@@ -113,16 +113,16 @@ def flock_writers(path: Path, locks_file: Path = PROC_LOCKS) -> list[int]:
     return pids
 
 
-def probe_write_lock(memory_root: Path | str, *, locks_file: Path = PROC_LOCKS, proc: Path = Path("/proc")) -> LockProbe:
-    """Is the workspace write lock held, and by whom? Non-blocking, read-only."""
-    path = lock_path(Path(memory_root))
+def flock_held(path: Path) -> bool:
+    """Does some descriptor hold an exclusive ``flock`` on ``path``? Step 1 above: a
+    non-blocking shared try-lock, released at once. A missing file is not held (never created)."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0))
     except FileNotFoundError:
-        return LockProbe(path, False)
+        return False
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            return LockProbe(path, False)
+            return False
         raise
     try:
         try:
@@ -130,13 +130,17 @@ def probe_write_lock(memory_root: Path | str, *, locks_file: Path = PROC_LOCKS, 
         except OSError as exc:
             if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
                 raise
-            held = True
-        else:
-            held = False
-            fcntl.flock(fd, fcntl.LOCK_UN)
+            return True
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
     finally:
         os.close(fd)
-    if not held:
+
+
+def probe_write_lock(memory_root: Path | str, *, locks_file: Path = PROC_LOCKS, proc: Path = Path("/proc")) -> LockProbe:
+    """Is the workspace write lock held, and by whom? Non-blocking, read-only."""
+    path = lock_path(Path(memory_root))
+    if not flock_held(path):
         return LockProbe(path, False)
     pids = flock_writers(path, locks_file)
     if not pids:

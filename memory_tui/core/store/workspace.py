@@ -140,10 +140,6 @@ def workspace_revision(memory_root: Path) -> str:
                       details={"retryable": True})
 
 
-def revision_stamps(memory_root: Path) -> dict[str, FileStamp]:
-    return {"/".join(parts): FileStamp.of(st) for parts, _p, st in iter_revision_files(memory_root)}
-
-
 # --------------------------------------------------------------------------------------------
 # workspace-id
 # --------------------------------------------------------------------------------------------
