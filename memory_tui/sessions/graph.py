@@ -489,129 +489,20 @@ def layout(nodes: Sequence[LayoutNode], options: LayoutOptions | None = None) ->
     kids = _children(parents, seq)
     groups = _groups(by_id, parents, kids, seq, opts)
     folded = {gid: m for gid, m in groups.items() if opts.collapse and gid not in opts.expanded}
-    owner = {m: gid for gid, members in folded.items() for m in members}
-
-    dnodes: dict[str, _DNode] = {}
-    for nid, n in by_id.items():
-        gid = owner.get(nid)
-        if gid is not None:
-            if gid not in dnodes:
-                members = folded[gid]
-                dnodes[gid] = _DNode(gid, [], by_id[members[0]].seq, members, None, _group_text(gid, members, by_id))
-            continue
-        dnodes[nid] = _DNode(nid, [], n.seq, (nid,), n, n.text)
-    for key, d in dnodes.items():
-        ps: list[str] = []
-        for m in d.members:
-            for p in parents[m]:
-                pk = owner.get(p, p)
-                if pk != key and pk not in ps:
-                    ps.append(pk)
-        d.parents = ps
+    dnodes = _display_nodes(by_id, parents, folded)
     order, dropped = _topo(dnodes)
-    pos = {k: i for i, k in enumerate(order)}
-    dkids: dict[str, list[str]] = {}
-    for k in order:
-        for p in dnodes[k].parents:
-            dkids.setdefault(p, []).append(k)
-    for p, cs in dkids.items():
-        cs.sort(key=pos.__getitem__)
-        main = next((c for c in cs if dnodes[c].parents[0] == p and _conversational(dnodes[c])
-                     and SPAWN_M not in dnodes[c].node.markers), None)
-        if main is not None:
-            cs.remove(main)
-            cs.insert(0, main)
-
-    # seq gaps: reported before the row holding the first node after the hole.
-    seqs = sorted({n.seq for n in by_id.values()})
-    gap_at: dict[int, tuple[int, int]] = {}
-    for a, b in zip(seqs, seqs[1:]):
-        if b > a + 1:
-            gap_at[b] = (a + 1, b - 1)
+    dkids = _display_children(dnodes, order)
+    gap_at = _seq_gaps(by_id)
 
     rows: list[Row] = []
     lanes: list[tuple[str, str] | None] = []
     for k in order:
         d = dnodes[k]
-        for m in d.members:
-            hole = gap_at.pop(by_id[m].seq, None)
-            if hole is not None:
-                live = tuple(lanes)
-                rows.append(Row("gap", f"gap:{hole[0]}", -1, tuple(U | D if e else 0 for e in live),
-                                tuple(False for _ in live), live, live, text=_gap_text(*hole)))
-                break
-        above = list(lanes)
-        incoming = [i for i, e in enumerate(above) if e is not None and e[1] == k]
-        if incoming:
-            p = incoming[0]
-            # Slide into a free block directly to the left: that is where lanes compact.
-            while p > 0 and above[p - 1] is None:
-                p -= 1
-        else:
-            p = next((i for i, e in enumerate(above) if e is None), len(above))
-        _grow(above, p + 1, None)
-        width = len(above)
-        cells = [0] * width
-        hgap = [False] * width
-        for i, e in enumerate(above):
-            if e is not None:
-                cells[i] |= U
-        for i in incoming:
-            _hline(cells, hgap, i, p)
-        below = list(above)
-        for i in incoming:
-            below[i] = None
-        children = dkids.get(k, [])
-        src: dict[int, int] = {}  # lane in ``below`` -> where its line leaves this row
-        for i, e in enumerate(below):
-            if e is not None:
-                src[i] = i
-        if children:
-            below[p] = (k, children[0])
-            src[p] = p
-            for c in children[1:]:
-                # Not a lane an incoming line used in this row: the two would share a cell.
-                q = next((i for i, e in enumerate(below) if e is None and (i == p or i not in incoming)), len(below))
-                _grow(below, q + 1, None)
-                below[q] = (k, c)
-                src[q] = p
-        # Compaction: lanes passing through slide left over the holes that are left, but never
-        # across this row's node or its new edges (a crossing there would read as their edge).
-        fixed = {i for i, e in enumerate(below) if e is not None and src[i] == p}
-        placed: dict[int, tuple[str, str]] = {i: below[i] for i in fixed}
-        for i in fixed:
-            _grow(cells, i + 1, 0)
-            _grow(hgap, i + 1, False)
-            _hline(cells, hgap, p, i)
-            cells[i] |= D
-        prev = -1
-        for i, e in enumerate(below):
-            if e is None or i in fixed:
-                continue
-            lo = max(prev + 1, p + 1 if i > p else 0, max((f + 1 for f in fixed if f < i), default=0))
-            # Only over cells this row leaves empty, so no two lines share a cell.
-            j = i
-            while j - 1 >= lo and (j - 1) not in placed and cells[j - 1] == 0 and not hgap[j - 1]:
-                j -= 1
-            placed[j] = e
-            prev = j
-            _hline(cells, hgap, i, j)
-            cells[j] |= D
-        final: list[tuple[str, str] | None] = [None] * (max(placed) + 1 if placed else 0)
-        for j, e in placed.items():
-            final[j] = e
-        width = max(len(cells), len(above), len(final))
-        _grow(cells, width, 0)
-        _grow(hgap, width, False)
-        _grow(above, width, None)
-        _grow(final, width, None)
-        # Drop empty lanes on the right (as _trim does) so a row's width is what it draws.
-        n = width
-        while n > 0 and cells[n - 1] == 0 and above[n - 1] is None and final[n - 1] is None and p != n - 1:
-            n -= 1
-        rows.append(Row("node" if d.node is not None else "collapsed", k, p, tuple(cells[:n]), tuple(hgap[:n]),
-                        tuple(above[:n]), tuple(final[:n]), d.node, d.members, d.text))
-        lanes = final[:len(placed) and max(placed) + 1]
+        gap = _gap_row(d, by_id, gap_at, lanes)
+        if gap is not None:
+            rows.append(gap)
+        row, lanes = _node_row(k, d, lanes, dkids.get(k, []))
+        rows.append(row)
 
     rows = [r if r.kind != "gap" else _trim(r) for r in rows]
     if opts.reverse:
@@ -631,6 +522,155 @@ def layout(nodes: Sequence[LayoutNode], options: LayoutOptions | None = None) ->
         dropped_edges=tuple(dropped),
         children={k: tuple(v) for k, v in kids.items()},
     )
+
+
+def _display_nodes(by_id: Mapping[str, LayoutNode], parents: Mapping[str, tuple[str, ...]],
+                   folded: Mapping[str, tuple[str, ...]]) -> dict[str, _DNode]:
+    """One display node per node, except that a folded group is one node for all its members;
+    a display node's parents are its members' parents, seen through the folding."""
+    owner = {m: gid for gid, members in folded.items() for m in members}
+    dnodes: dict[str, _DNode] = {}
+    for nid, n in by_id.items():
+        gid = owner.get(nid)
+        if gid is not None:
+            if gid not in dnodes:
+                members = folded[gid]
+                dnodes[gid] = _DNode(gid, [], by_id[members[0]].seq, members, None, _group_text(gid, members, by_id))
+            continue
+        dnodes[nid] = _DNode(nid, [], n.seq, (nid,), n, n.text)
+    for key, d in dnodes.items():
+        ps: list[str] = []
+        for m in d.members:
+            for p in parents[m]:
+                pk = owner.get(p, p)
+                if pk != key and pk not in ps:
+                    ps.append(pk)
+        d.parents = ps
+    return dnodes
+
+
+def _display_children(dnodes: Mapping[str, _DNode], order: list[str]) -> dict[str, list[str]]:
+    """Each display node's children in row order, the conversation's own next turn first (it
+    keeps its parent's lane)."""
+    pos = {k: i for i, k in enumerate(order)}
+    dkids: dict[str, list[str]] = {}
+    for k in order:
+        for p in dnodes[k].parents:
+            dkids.setdefault(p, []).append(k)
+    for p, cs in dkids.items():
+        cs.sort(key=pos.__getitem__)
+        main = next((c for c in cs if dnodes[c].parents[0] == p and _conversational(dnodes[c])
+                     and SPAWN_M not in dnodes[c].node.markers), None)
+        if main is not None:
+            cs.remove(main)
+            cs.insert(0, main)
+    return dkids
+
+
+def _seq_gaps(by_id: Mapping[str, LayoutNode]) -> dict[int, tuple[int, int]]:
+    """Seq gaps: reported before the row holding the first node after the hole (keyed by its seq)."""
+    seqs = sorted({n.seq for n in by_id.values()})
+    gap_at: dict[int, tuple[int, int]] = {}
+    for a, b in zip(seqs, seqs[1:]):
+        if b > a + 1:
+            gap_at[b] = (a + 1, b - 1)
+    return gap_at
+
+
+def _gap_row(d: _DNode, by_id: Mapping[str, LayoutNode], gap_at: dict[int, tuple[int, int]],
+             lanes: list[tuple[str, str] | None]) -> Row | None:
+    """The gap row due before ``d``'s row (its hole is taken out of ``gap_at``), if any."""
+    for m in d.members:
+        hole = gap_at.pop(by_id[m].seq, None)
+        if hole is not None:
+            live = tuple(lanes)
+            return Row("gap", f"gap:{hole[0]}", -1, tuple(U | D if e else 0 for e in live),
+                       tuple(False for _ in live), live, live, text=_gap_text(*hole))
+    return None
+
+
+def _node_row(k: str, d: _DNode, lanes: list[tuple[str, str] | None],
+              children: list[str]) -> tuple[Row, list[tuple[str, str] | None]]:
+    """The row of display node ``k`` under the ``lanes`` coming down from above, and the lanes
+    that leave it downwards (one per edge still to be drawn)."""
+    above = list(lanes)
+    incoming = [i for i, e in enumerate(above) if e is not None and e[1] == k]
+    if incoming:
+        p = incoming[0]
+        # Slide into a free block directly to the left: that is where lanes compact.
+        while p > 0 and above[p - 1] is None:
+            p -= 1
+    else:
+        p = next((i for i, e in enumerate(above) if e is None), len(above))
+    _grow(above, p + 1, None)
+    width = len(above)
+    cells = [0] * width
+    hgap = [False] * width
+    for i, e in enumerate(above):
+        if e is not None:
+            cells[i] |= U
+    for i in incoming:
+        _hline(cells, hgap, i, p)
+    below = list(above)
+    for i in incoming:
+        below[i] = None
+    src: dict[int, int] = {}  # lane in ``below`` -> where its line leaves this row
+    for i, e in enumerate(below):
+        if e is not None:
+            src[i] = i
+    if children:
+        below[p] = (k, children[0])
+        src[p] = p
+        for c in children[1:]:
+            # Not a lane an incoming line used in this row: the two would share a cell.
+            q = next((i for i, e in enumerate(below) if e is None and (i == p or i not in incoming)), len(below))
+            _grow(below, q + 1, None)
+            below[q] = (k, c)
+            src[q] = p
+    placed = _compact(below, src, p, cells, hgap)
+    final: list[tuple[str, str] | None] = [None] * (max(placed) + 1 if placed else 0)
+    for j, e in placed.items():
+        final[j] = e
+    width = max(len(cells), len(above), len(final))
+    _grow(cells, width, 0)
+    _grow(hgap, width, False)
+    _grow(above, width, None)
+    _grow(final, width, None)
+    # Drop empty lanes on the right (as _trim does) so a row's width is what it draws.
+    n = width
+    while n > 0 and cells[n - 1] == 0 and above[n - 1] is None and final[n - 1] is None and p != n - 1:
+        n -= 1
+    row = Row("node" if d.node is not None else "collapsed", k, p, tuple(cells[:n]), tuple(hgap[:n]),
+              tuple(above[:n]), tuple(final[:n]), d.node, d.members, d.text)
+    return row, final[:len(placed) and max(placed) + 1]
+
+
+def _compact(below: list[tuple[str, str] | None], src: Mapping[int, int], p: int, cells: list[int],
+             hgap: list[bool]) -> dict[int, tuple[str, str]]:
+    """Where each lane of ``below`` leaves the row (drawing its line into ``cells``/``hgap``).
+    Compaction: lanes passing through slide left over the holes that are left, but never
+    across this row's node or its new edges (a crossing there would read as their edge)."""
+    fixed = {i for i, e in enumerate(below) if e is not None and src[i] == p}
+    placed: dict[int, tuple[str, str]] = {i: below[i] for i in fixed}
+    for i in fixed:
+        _grow(cells, i + 1, 0)
+        _grow(hgap, i + 1, False)
+        _hline(cells, hgap, p, i)
+        cells[i] |= D
+    prev = -1
+    for i, e in enumerate(below):
+        if e is None or i in fixed:
+            continue
+        lo = max(prev + 1, p + 1 if i > p else 0, max((f + 1 for f in fixed if f < i), default=0))
+        # Only over cells this row leaves empty, so no two lines share a cell.
+        j = i
+        while j - 1 >= lo and (j - 1) not in placed and cells[j - 1] == 0 and not hgap[j - 1]:
+            j -= 1
+        placed[j] = e
+        prev = j
+        _hline(cells, hgap, i, j)
+        cells[j] |= D
+    return placed
 
 
 def _conversational(d: _DNode) -> bool:

@@ -8,7 +8,7 @@ import difflib
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core.changes.request import apply_patch
+from memory_tui.core.changes.patch import apply_patch
 from memory_tui.core.format.errors import MemoryError
 
 LINE_CHARS = st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from memory_tui.core.changes.labels import replace_new_source_labels
 from memory_tui.core.changes.request import (
     CONTENT_RULE,
     Destination,
@@ -11,7 +12,6 @@ from memory_tui.core.changes.request import (
     Request,
     SourceRef,
     check_append_only,
-    replace_new_source_labels,
     validate_request,
 )
 from memory_tui.core.format.errors import MemoryError

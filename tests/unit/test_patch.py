@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from memory_tui.core.changes.request import apply_file_changes, apply_patch, parse_patch
+from memory_tui.core.changes.files import apply_file_changes
+from memory_tui.core.changes.patch import apply_patch, parse_patch
 from memory_tui.core.format.errors import MemoryError
 
 A = "# A\n\none[^e1] ^11111111\n\n[^e1]: Time: `2026`; Sources: [x](p/t/m)\n"

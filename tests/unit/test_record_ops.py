@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from memory_tui.core.changes.request import apply_memory_changes, validate_request
+from memory_tui.core.changes.records import apply_memory_changes
+from memory_tui.core.changes.request import validate_request
 from memory_tui.core.format.errors import MemoryError
 from memory_tui.core.format.topics import parse_topic, parse_tree
 

@@ -9,7 +9,8 @@ import re
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core.changes.request import apply_memory_changes, validate_memory_changes
+from memory_tui.core.changes.records import apply_memory_changes
+from memory_tui.core.changes.request import validate_memory_changes
 from memory_tui.core.format.errors import MemoryError
 from memory_tui.core.format.topics import parse_tree
 
@@ -121,7 +122,7 @@ SUMMARY_TEXTS = dict(TEXTS, **{"a/dup.md": DUP, "z.md": DUP + TAKEN})
 
 
 def _outcome(raw, summaries):
-    from memory_tui.core.changes.request import apply_memory_changes as apply
+    from memory_tui.core.changes.records import apply_memory_changes as apply
 
     try:
         return apply(SUMMARY_TEXTS, None, validate_memory_changes(raw), summaries=summaries)
@@ -132,7 +133,7 @@ def _outcome(raw, summaries):
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(ops, min_size=1, max_size=5), st.sets(st.sampled_from(sorted(SUMMARY_TEXTS))))
 def test_summaries_give_the_outcome_of_full_scans(raw, summarized):
-    from memory_tui.core.changes.request import is_scan_summary, scan_summary
+    from memory_tui.core.changes.workcopy import is_scan_summary, scan_summary
 
     def summaries(path, text):
         if path not in summarized:

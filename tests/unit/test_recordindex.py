@@ -13,7 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memory_tui.core.store import recordindex
-from memory_tui.core.changes.request import apply_memory_changes, scan_summary, validate_memory_changes
+from memory_tui.core.changes.records import apply_memory_changes
+from memory_tui.core.changes.request import validate_memory_changes
+from memory_tui.core.changes.workcopy import scan_summary
 from memory_tui.core.format.errors import MemoryError
 from memory_tui.core.format.paths import RUNTIME_DIR
 
@@ -163,18 +165,18 @@ def _files(mem: Path) -> dict[str, bytes]:
 def test_fresh_applies_from_the_kept_index_equal_the_full_path(fixture_state, tmp_path, monkeypatch):
     import shutil
 
-    from memory_tui.core.changes import request as changes
+    from memory_tui.core.changes.workcopy import WorkCopy
 
     full = tmp_path / "full"
     shutil.copytree(fixture_state, full, symlinks=True)
     owned_runs = []
-    real = changes._Work.__init__
+    real = WorkCopy.__init__
 
     def spy(self, texts, link_for, summaries=None, owned=None):
         owned_runs.append(owned is not None)
         real(self, texts, link_for, summaries, owned)
 
-    monkeypatch.setattr(changes._Work, "__init__", spy)
+    monkeypatch.setattr(WorkCopy, "__init__", spy)
     scanned = []
     real_scan = recordindex.scan_summary
     monkeypatch.setattr(recordindex, "scan_summary", lambda path, text: scanned.append(path) or real_scan(path, text))

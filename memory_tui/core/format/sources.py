@@ -12,6 +12,13 @@ Layout of the module:
 * ``render_frame`` / ``scan_v2`` (§4.2) and the read-only legacy / D-format parsers (§4.6)
 * ``SourceIndex``: every archive under ``sources/`` indexed once, incremental re-index
 * ``append_records``: content-addressed, idempotent, atomic append (§4.5)
+
+Why one long module: it is one grammar, the source archive's, and every part above reads or
+writes the same bytes. The writer renders the frames the strict scanner reads back, the
+one-pass scanner of well-formed archives (``scan_well_formed``) is only right because it agrees
+with the general one (``_scan_frames``), and the index and the appender stand on both; they
+share the id, anchor and frame rules and their regular expressions, so a change to the format
+is made and seen in one file.
 """
 
 from __future__ import annotations

@@ -11,6 +11,13 @@ Parsing never raises for bad text: every rule violation becomes a ``Problem`` wi
 ``parse_tree_strict``. Findings that OpenProgram itself accepts but that memory-tui refuses to
 *write* (pitfall 14 id placement) are reported with ``details["severity"] == "warning"`` and do
 not make a strict parse fail; the normaliser turns them into errors for new content.
+
+Why one long module: it is one grammar, the topic file's, read top to bottom as the spec's §3
+is. The general parser and the one-pass reader of well-formed files (``parse_well_formed``)
+share its line classes and regular expressions, and the fast reader is only right because it
+accepts exactly the files the general parser reads without a problem; kept side by side, a
+change to a rule is seen in both places at once. Split into modules, each would have to import
+the other's private rules.
 """
 
 from __future__ import annotations
@@ -1020,6 +1027,25 @@ def parse_well_formed(topic_path: str, text: str, *, resolve: SourceResolver | N
     general parser and the round-4 one."""
     if not text or _OTHER_BREAKS_RE.search(text) is not None:
         return None
+    read = _well_formed_lines(topic_path, text, resolve)
+    if read is None:
+        return None
+    headings, paragraphs, def_fields, link_fields, def_at, def_refs, def_whens = read
+    unit_fields = _well_formed_units(paragraphs, def_at, def_refs, def_whens)
+    if unit_fields is None:
+        return None
+    fields = (def_fields, link_fields, unit_fields)
+    topic = Topic.deferred(topic_path, text, tuple(headings), (), tuple([f[0] for f in unit_fields]),
+                           lambda: _built_well_formed(topic_path, text, fields))
+    _hand_over(topic, fields)
+    return topic
+
+
+def _well_formed_lines(topic_path: str, text: str, resolve: SourceResolver | None) -> tuple | None:
+    """``parse_well_formed``'s pass over the lines: (headings, the one-line paragraphs as
+    (line number, line, heading chain), and the definitions' fields: ``def_fields``,
+    ``link_fields``, ``def_at``, ``def_refs``, ``def_whens``); ``None`` as soon as a line is one
+    the general parser must read."""
     lines = text.split("\n")
     if text.endswith("\n"):
         lines.pop()  # str.splitlines gives no empty last line
@@ -1121,7 +1147,13 @@ def parse_well_formed(topic_path: str, text: str, *, resolve: SourceResolver | N
             return None
         in_text = True
         paragraphs.append((number, line, heads))
+    return headings, paragraphs, def_fields, link_fields, def_at, def_refs, def_whens
 
+
+def _well_formed_units(paragraphs: list[tuple[int, str, tuple[str, ...]]], def_at: dict[str, int],
+                       def_refs: list[tuple[str, ...]], def_whens: list) -> list[tuple] | None:
+    """``parse_well_formed``'s units: each paragraph a record line citing known definitions
+    (and every definition cited), read into its fields; ``None`` for any other paragraph."""
     unit_fields: list[tuple] = []
     seen_ids: set[str] = set()
     cited: set[str] = set()
@@ -1154,11 +1186,7 @@ def parse_well_formed(topic_path: str, text: str, *, resolve: SourceResolver | N
         unit_fields.append((bid, heads, quote, len(body), at, source_refs, relations, when, number, (bid,)))
     if len(cited) != len(def_at):  # an unused definition: said in a strict parse
         return None
-    fields = (def_fields, link_fields, unit_fields)
-    topic = Topic.deferred(topic_path, text, tuple(headings), (), tuple([f[0] for f in unit_fields]),
-                           lambda: _built_well_formed(topic_path, text, fields))
-    _hand_over(topic, fields)
-    return topic
+    return unit_fields
 
 
 def _built_well_formed(topic_path: str, text: str, fields: tuple) -> tuple[tuple[Unit, ...], tuple[Evidence, ...]]:

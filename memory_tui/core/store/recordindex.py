@@ -29,7 +29,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..changes.request import NEW_EVIDENCE_PREFIX, ScanSummary, scan_summary
+from ..changes.request import NEW_EVIDENCE_PREFIX
+from ..changes.workcopy import ScanSummary, scan_summary
 from .parsecache import code_tag
 from ..format.paths import Layout
 from ..cache.sealed import read_kept, write_kept
@@ -114,7 +115,7 @@ def _entry(summary: ScanSummary) -> tuple[str, tuple[str, ...]] | None:
 
 
 def _valid(summary: Any) -> bool:
-    from ..changes.request import is_scan_summary
+    from ..changes.workcopy import is_scan_summary
 
     return summary is not None and is_scan_summary(summary)
 

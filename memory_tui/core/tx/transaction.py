@@ -1857,7 +1857,12 @@ def update(
     exactly those ids may be newly cited (plus, for record ops, the refs the ops declare).
     The archives are installed with the topics, or not at all.
     """
-    from ..changes import request as forms
+    from ..changes.files import apply_file_changes
+    from ..changes.labels import replace_new_source_labels
+    from ..changes.patch import apply_patch
+    from ..changes.records import apply_memory_changes
+    from ..changes.request import check_append_only, validate_request
+    from ..changes.workcopy import is_scan_summary, scan_summary
 
     payload = {
         "base_revision": base_revision,
@@ -1870,7 +1875,7 @@ def update(
         "append_only": append_only,
     }
     try:
-        request = forms.validate_request({k: v for k, v in payload.items() if v is not None})
+        request = validate_request({k: v for k, v in payload.items() if v is not None})
         if request.sources and (not isinstance(provenance, Provenance) or not provenance.complete):
             raise MemoryError("WRITER_PRECONDITION_FAILED", AUTHORITY_REQUIRED)
         declared = transaction_source_records(request.sources, provenance) if request.sources else []
@@ -1891,38 +1896,38 @@ def update(
                 if declared:
                     stage.stage_sources([record for _, record in declared])
                     source_ids = {label: record.source_id for label, record in declared}
-                req = forms.replace_new_source_labels(request, source_ids)
+                req = replace_new_source_labels(request, source_ids)
                 texts, _ = stage.topic_texts()
                 if req.form == "memory_changes":
                     cache = stage.cache
 
                     def summaries(path: str, text: str) -> Any:
-                        return cache.kept("scan", path, text, lambda: forms.scan_summary(path, text),
-                                          forms.is_scan_summary)
+                        return cache.kept("scan", path, text, lambda: scan_summary(path, text),
+                                          is_scan_summary)
 
                     def owned() -> Any:
                         from ..store import recordindex
 
-                        return forms.apply_memory_changes(
+                        return apply_memory_changes(
                             texts, stage.baseline, req.memory_changes, link_for=stage.index.link_for,
                             summaries=summaries,
                             owned=recordindex.owners(root, texts, stage.committed_shas, summaries),
                         )
 
-                    outcome = derive("record ops", owned, lambda: forms.apply_memory_changes(
+                    outcome = derive("record ops", owned, lambda: apply_memory_changes(
                         texts, stage.baseline, req.memory_changes, link_for=stage.index.link_for,
                         summaries=summaries,
                     ))
                     rule = RULE_RECORDS
                     allowed = frozenset(source_ids.values()) | outcome.allowed_refs
                 elif req.form == "changes":
-                    outcome = forms.apply_file_changes(texts, req.changes)
+                    outcome = apply_file_changes(texts, req.changes)
                     rule, allowed = RULE_FILES, frozenset(source_ids.values())
                 else:
-                    outcome = forms.apply_patch(texts, req.patch or "")
+                    outcome = apply_patch(texts, req.patch or "")
                     rule, allowed = RULE_FILES, frozenset(source_ids.values())
                 if req.append_only:
-                    forms.check_append_only(texts, outcome.texts)
+                    check_append_only(texts, outcome.texts)
                 _write_stage_texts(stage, outcome.texts, existing=texts)
                 # None: nothing required; else every baseline id but the removable ones
                 excluded = None if outcome.removable_ids is None else frozenset(outcome.removable_ids)
