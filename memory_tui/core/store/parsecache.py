@@ -195,7 +195,8 @@ def code_tag() -> str:
     # in them; named, not imported, because those modules import this one.
     return tag_of(*(f"memory_tui.core.{name}" for name in (
         "format.topics", "format.sources", "format.errors", "store.txcache", "store.parsecache", "format.views",
-        "store.viewcache", "format.normalize", "changes.request", "format.fastdata")), salt=f"format {FORMAT}", length=16)
+        "store.viewcache", "format.normalize", "changes.request", "format.fastdata", "format.blocklinks",
+        "format.linkcheck", "store.treecache", "store.linkcache", "store.memos")), salt=f"format {FORMAT}", length=16)
 
 
 def stat_key(st: os.stat_result) -> StatKey:
