@@ -34,7 +34,7 @@ from .linkcache import BlockLinks
 from .memos import KeptValues, TextMemos
 from .parsecache import forget_in_process, store_for
 from .proofs import CanonicalProofs
-from .revision import PendingRevision, RevisionJob, RevisionChain
+from .revision import PendingRevision, RevisionChain, RevisionJob
 from .treecache import ParsedEntry, TreeCache
 from .txmode import tx_mode
 from .viewcache import TopicPart, view_cache_for
