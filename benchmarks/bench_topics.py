@@ -9,7 +9,9 @@ from __future__ import annotations
 import sys
 import time
 
-from memory_tui.core.format.normalize import check_cross_topic_links, normalize_tree, rewrite_block_links
+from memory_tui.core.format.blocklinks import rewrite_block_links
+from memory_tui.core.format.linkcheck import check_cross_topic_links
+from memory_tui.core.format.normalize import normalize_tree
 from memory_tui.core.format.topics import block_id, parse_tree
 
 

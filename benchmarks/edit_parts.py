@@ -9,8 +9,8 @@ Run it with ``PYTHONPATH`` at another checkout to profile that code on the same 
 import sys, time, statistics, functools
 from pathlib import Path
 from memory_tui.core.tx import transaction as tx
-from memory_tui.core.store import txcache
-from memory_tui.core.format import normalize
+from memory_tui.core.store import revision, txcache
+from memory_tui.core.format import blocklinks, linkcheck
 from memory_tui.core.store import viewcache
 from memory_tui.core.store import parsecache
 state = Path(sys.argv[1]); n = int(sys.argv[2]) if len(sys.argv) > 2 else 20
@@ -33,7 +33,7 @@ def wrap(owner, name, label):
 C = txcache.WorkspaceCache
 parts = [
  (tx, "_normalize", "normalisation (_normalize)"),
- (normalize, "rewrite_block_links", "rewrite_block_links"),
+ (blocklinks, "rewrite_block_links", "rewrite_block_links"),
  (tx, "_unchanged", "walk under the lock (_unchanged)"),
  (tx, "revision_walk", "revision_walk (tx)"),
  (C, "tree", "cache.tree"),
@@ -52,12 +52,12 @@ parts = [
  (C, "prove", "prove"),
  (C, "block_locations", "block_locations"),
  (tx, "installed_stamps", "installed_stamps"),
- (txcache.RevisionJob, "result", "revision wait (job.result)"),
+ (revision.RevisionJob, "result", "revision wait (job.result)"),
  (tx, "_start_revision", "_start_revision"),
  (tx, "_prepare", "_prepare"),
  (tx, "_finish", "_finish"),
  (tx, "write_lock", "write_lock enter"),
- (normalize, "check_cross_topic_links_incremental", "link check"),
+ (linkcheck, "check_cross_topic_links_incremental", "link check"),
  (viewcache.ViewCache, "_keys", "  views: _keys"),
  (viewcache.ViewCache, "_from_snapshot", "  views: _from_snapshot"),
  (viewcache.ViewCache, "recent", "  views: recent"),

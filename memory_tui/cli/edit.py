@@ -14,7 +14,7 @@ from memory_tui.core.tx import transaction as tx
 from memory_tui.core.format.errors import RETRYABLE_TRANSACTION_CODES, MemoryError
 from memory_tui.core.format.paths import check_writable, discover_state_dir
 from memory_tui.core.format.text import sanitize
-from memory_tui.core.store.txcache import one_shot
+from memory_tui.core.store.txmode import one_shot
 
 
 def _state(args: argparse.Namespace) -> Path:

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from memory_tui.core.format.normalize import check_cross_topic_links, default_link_for, normalize_tree, rewrite_block_links
+from memory_tui.core.format.blocklinks import rewrite_block_links
+from memory_tui.core.format.linkcheck import check_cross_topic_links
+from memory_tui.core.format.normalize import default_link_for, normalize_tree
 from memory_tui.core.format.topics import parse_tree, parse_tree_strict
 
 

@@ -14,9 +14,11 @@ import time
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core.store import txcache
+from memory_tui.core.store import revstream
 from memory_tui.core.store.parsecache import RACY_NS
-from memory_tui.core.store.txcache import PendingRevision, WorkspaceCache, revision_walk
+from memory_tui.core.store.revision import PendingRevision, revision_text
+from memory_tui.core.store.txcache import WorkspaceCache
+from memory_tui.core.store.walk import installed_stamps, revision_walk
 from memory_tui.core.store.workspace import workspace_revision
 from tests.property.test_revision_job_props import _mk, _seeded, _write
 
@@ -50,8 +52,8 @@ LIMITS = st.tuples(st.sampled_from([0, 40, 120, 1 << 30]),  # TAIL_BYTES
          limits=(1 << 30, 1 << 30))
 def test_a_deferred_revision_is_the_revision_the_install_left(tmp_path_factory, monkeypatch, seed, txs, limits):
     tail, checkpoint = limits
-    monkeypatch.setattr(txcache, "TAIL_BYTES", tail)
-    monkeypatch.setattr(txcache, "CHECKPOINT_BYTES", checkpoint)
+    monkeypatch.setattr(revstream, "TAIL_BYTES", tail)
+    monkeypatch.setattr(revstream, "CHECKPOINT_BYTES", checkpoint)
     root, cache = _seeded(tmp_path_factory, "deferred", seed)
     waiting: list[tuple] = []  # (pending, the revision it must give, when to read it)
     for step, (changes, read, after, other, reader) in enumerate(txs):
@@ -63,7 +65,7 @@ def test_a_deferred_revision_is_the_revision_the_install_left(tmp_path_factory, 
             _write(root / name, data)
         for name in gone:
             (root / name).unlink()
-        stamps = txcache.installed_stamps(root, before, [("file", n) for n in [*puts, *gone]])
+        stamps = installed_stamps(root, before, [("file", n) for n in [*puts, *gone]])
         assert stamps == revision_walk(root)[0]
         truth = workspace_revision(root)
         got = cache.defer_revision(stamps, puts)
@@ -79,7 +81,7 @@ def test_a_deferred_revision_is_the_revision_the_install_left(tmp_path_factory, 
             assert pending.value() == value, ("read after a later install", step)
         waiting = [w for w in waiting if w[2] != "next"]
         if read == "now":
-            assert txcache.revision_text(got) == truth, step
+            assert revision_text(got) == truth, step
         elif isinstance(got, PendingRevision):
             waiting.append((got, truth, read))
         if after == "foreign" and other not in puts:  # a writer that takes no lock
@@ -105,7 +107,7 @@ def test_a_young_file_rewritten_in_place_under_the_same_stamp_is_not_proven(tmp_
     cache.revision(revision_walk(root)[0])
     before = revision_walk(root)[0]
     _write(root / "topics/a.md", b"bbbb")
-    stamps = txcache.installed_stamps(root, before, [("file", "topics/a.md")])
+    stamps = installed_stamps(root, before, [("file", "topics/a.md")])
     pending = cache.defer_revision(stamps, {"topics/a.md": b"bbbb"})
     assert isinstance(pending, PendingRevision)
     truth = workspace_revision(root)
@@ -123,12 +125,12 @@ def test_nothing_is_hashed_until_the_value_is_read(tmp_path, monkeypatch):
     cache = WorkspaceCache(root)
     cache.revision(revision_walk(root)[0])
     fed: list = []
-    real = txcache._feed_planned
-    monkeypatch.setattr(txcache, "_feed_planned", lambda *a, **k: fed.append(1) or real(*a, **k))
+    real = revstream.feed_planned
+    monkeypatch.setattr(revstream, "feed_planned", lambda *a, **k: fed.append(1) or real(*a, **k))
     for text in (b"a2", b"a3"):
         before = revision_walk(root)[0]
         _write(root / "topics/a.md", text)
-        stamps = txcache.installed_stamps(root, before, [("file", "topics/a.md")])
+        stamps = installed_stamps(root, before, [("file", "topics/a.md")])
         pending = cache.defer_revision(stamps, {"topics/a.md": text})
         assert isinstance(pending, PendingRevision) and not pending.hashed
     assert fed == []

@@ -1,5 +1,5 @@
 """The per-edit structures a transaction keeps as deltas instead of rebuilding them equal what
-the rebuild gives: the block-id locations laid over a shared map (``txcache.Locations``), the
+the rebuild gives: the block-id locations laid over a shared map (``linkcache.Locations``), the
 cache's ``retain`` by C-level passes (against ``_retain_full`` here, the per-entry filter) and its
 lazy form (against a retain after every edit), and the
 proofs kept on disk as a file plus an append-only log (against the proofs the process held,
@@ -14,25 +14,48 @@ import os
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core.store import txcache
+from memory_tui.core.store import linkcache, txcache
+from memory_tui.core.store import proofs as proofs_mod
+from memory_tui.core.store.committed import sha
 from memory_tui.core.format.paths import Layout
 
 KEYS = tuple(f"id{n}" for n in range(10))
 RELS = ("a.md", "b.md", "c.md", "sub/d.md")
 
 
+# the cache's per-path and per-text dicts, by name: (the part holding it, its attribute)
+PARTS = {
+    "parsed": ("trees", "parsed"), "proofs": ("canonical", "proofs"), "ids": ("links.file_ids", "entries"),
+    "topic_keys": ("trees", "topic_keys"), "lineids": ("memo.line_end_ids", "entries"),
+    "labels": ("memo.has_local_label", "entries"), "rewrites": ("links", "rewrites"),
+    "rewrites_fast": ("links", "rewrites_fast"), "kept": ("values", "entries"), "proven_now": ("canonical", "proven_now"),
+}
+
+
+def _part(cache, name):
+    owner = cache
+    for attr in PARTS[name][0].split("."):
+        owner = getattr(owner, attr)
+    return owner
+
+
+def _get(cache, name) -> dict:
+    return getattr(_part(cache, name), PARTS[name][1])
+
+
+def _set(cache, name, value: dict) -> None:
+    setattr(_part(cache, name), PARTS[name][1], value)
+
+
 def _retain_full(cache, live, extra=()) -> None:
     """What ``WorkspaceCache.retain`` does, one entry at a time (the reference)."""
-    keep = {(rel, cache._sha_of(rel, text)) for rel, text in live.items()} | set(extra)
-    cache.parsed = {k: v for k, v in cache.parsed.items() if k in keep}
-    cache.proofs = {k: v for k, v in cache.proofs.items() if k in keep}
-    cache._ids = {k: v for k, v in cache._ids.items() if k in live}
-    cache._topic_keys = {k: v for k, v in cache._topic_keys.items() if k in live}
-    cache._memo = {k: v for k, v in cache._memo.items() if k[0] in live}
-    cache._links = {k: v for k, v in cache._links.items() if k in live}
-    cache._links_fast = {k: v for k, v in cache._links_fast.items() if k in live}
-    cache._kept = {k: v for k, v in cache._kept.items() if k[1] in live}
-    cache._proven_now = {k: v for k, v in cache._proven_now.items() if live.get(k) is v[0]}
+    keep = {(rel, cache.committed.sha_of(rel, text)) for rel, text in live.items()} | set(extra)
+    for name in ("parsed", "proofs"):
+        _set(cache, name, {k: v for k, v in _get(cache, name).items() if k in keep})
+    for name in ("ids", "topic_keys", "lineids", "labels", "rewrites", "rewrites_fast"):
+        _set(cache, name, {k: v for k, v in _get(cache, name).items() if k in live})
+    _set(cache, "kept", {k: v for k, v in _get(cache, "kept").items() if k[1] in live})
+    _set(cache, "proven_now", {k: v for k, v in _get(cache, "proven_now").items() if live.get(k) is v[0]})
 
 
 @settings(max_examples=60, deadline=None)
@@ -41,13 +64,13 @@ def _retain_full(cache, live, extra=()) -> None:
                       max_size=8),
        limit=st.sampled_from([0, 2, 4096]))
 def test_locations_overlay_is_the_dict_it_stands_for(first, steps, limit):
-    saved, txcache.LOCATIONS_DELTA_MAX = txcache.LOCATIONS_DELTA_MAX, limit
+    saved, linkcache.LOCATIONS_DELTA_MAX = linkcache.LOCATIONS_DELTA_MAX, limit
     try:
         ref = dict(first)
         where = dict(first)
         for gone, arriving in steps:
             gone = {key for key in gone if key in ref and key not in arriving}
-            where = txcache.Locations.moved(where, gone, arriving)
+            where = linkcache.Locations.moved(where, gone, arriving)
             for key in gone:
                 del ref[key]
             ref.update(arriving)
@@ -66,11 +89,11 @@ def test_locations_overlay_is_the_dict_it_stands_for(first, steps, limit):
                         pass
                     else:
                         raise AssertionError(f"{key} found in the overlay, not in the dict")
-            if isinstance(where, txcache.Locations):
+            if isinstance(where, linkcache.Locations):
                 assert len(where.delta) <= limit
-                assert not isinstance(where.base, txcache.Locations)
+                assert not isinstance(where.base, linkcache.Locations)
     finally:
-        txcache.LOCATIONS_DELTA_MAX = saved
+        linkcache.LOCATIONS_DELTA_MAX = saved
 
 
 TEXTS = st.sampled_from(["x", "y", "z", "x\n"])
@@ -81,8 +104,7 @@ ENTRY_RELS = st.sampled_from(RELS + ("e.md",))
 @given(rounds=st.lists(st.tuples(
     st.one_of(st.dictionaries(ENTRY_RELS, TEXTS, min_size=0, max_size=5),  # the live texts
               st.lists(TEXTS, min_size=5, max_size=5)),  # the last round's paths, in order, with these texts
-    st.lists(st.tuples(st.sampled_from(["parsed", "proofs", "_ids", "_topic_keys", "_memo", "_links", "_links_fast",
-                                        "_kept", "_proven_now", "files"]), ENTRY_RELS, TEXTS), max_size=8),
+    st.lists(st.tuples(st.sampled_from([*PARTS, "files"]), ENTRY_RELS, TEXTS), max_size=8),
     st.booleans(),  # the same text objects as the last round where the text is equal
     st.booleans(),  # an extra key kept
 ), min_size=1, max_size=6))
@@ -105,25 +127,23 @@ def test_retain_equals_the_per_entry_filter(rounds, tmp_path_factory):
             for kind, rel, text in adds:
                 if rel in live and text == "z":
                     text = live[rel]  # an entry for a live text (most of the others are for dead ones)
-                digest = txcache.sha(text)
+                digest = sha(text)
                 value = live.get(rel, text)
                 if kind in ("parsed", "proofs"):
-                    getattr(cache, kind)[(rel, digest)] = kind
-                elif kind == "_memo":
-                    cache._memo[(rel, "fn")] = (text, 1)
-                elif kind == "_kept":
-                    cache._kept[("kind", rel)] = (text, 1)
-                elif kind == "_proven_now":
-                    cache._proven_now[rel] = (value, None)
+                    _get(cache, kind)[(rel, digest)] = kind
+                elif kind == "kept":
+                    _get(cache, kind)[("kind", rel)] = (text, 1)
+                elif kind == "proven_now":
+                    _get(cache, kind)[rel] = (value, None)
                 elif kind == "files":
-                    cache.files[rel] = ((0, 0, 0, 0), value, txcache.sha(value))
+                    cache.committed.files[rel] = ((0, 0, 0, 0), value, sha(value))
                 else:
-                    getattr(cache, kind)[rel] = (text, ())
-        keep = [(RELS[0], txcache.sha("x"))] if extra else []
+                    _get(cache, kind)[rel] = (text, ())
+        keep = [(RELS[0], sha("x"))] if extra else []
         fast.retain(live, keep)
         _retain_full(slow, live, keep)
-        for name in ("parsed", "proofs", "_ids", "_topic_keys", "_memo", "_links", "_links_fast", "_kept", "_proven_now"):
-            got, want = getattr(fast, name), getattr(slow, name)
+        for name in PARTS:
+            got, want = _get(fast, name), _get(slow, name)
             assert list(got.items()) == list(want.items()), name  # the same entries in the same order
         last = live
 
@@ -148,8 +168,8 @@ def test_proofs_on_disk_are_the_ones_made(steps, log_min, tmp_path_factory):
     root = tmp_path_factory.mktemp("proofs")
     layout = Layout(root)
     layout.runtime_dir.mkdir()
-    log = layout.runtime_dir / txcache.LOG_NAME
-    saved, txcache.LOG_MIN_BYTES = txcache.LOG_MIN_BYTES, log_min
+    log = layout.runtime_dir / proofs_mod.LOG_NAME
+    saved, proofs_mod.LOG_MIN_BYTES = proofs_mod.LOG_MIN_BYTES, log_min
     try:
         cache = txcache.WorkspaceCache(root)
         cache.load_disk(layout)
@@ -158,11 +178,11 @@ def test_proofs_on_disk_are_the_ones_made(steps, log_min, tmp_path_factory):
         for proofs, event, where in steps:
             for rel, n, sig in proofs:
                 key = (rel, _digest(n))
-                cache.proofs[key] = sig  # as ``prove`` records one
-                cache._unsaved[key] = sig
+                cache.canonical.proofs[key] = sig  # as ``prove`` records one
+                cache.canonical._unsaved[key] = sig
                 made.add((key, sig))
             if event == "save":
-                sure.update(cache._unsaved)
+                sure.update(cache.canonical._unsaved)
                 cache.save_disk(layout)
             elif event in ("cut", "garbage", "foreign") and log.exists():
                 data = log.read_bytes()
@@ -177,18 +197,18 @@ def test_proofs_on_disk_are_the_ones_made(steps, log_min, tmp_path_factory):
             else:  # a new process
                 cache = txcache.WorkspaceCache(root)
                 cache.load_disk(layout)
-                loaded = set(cache.proofs.items())
+                loaded = set(cache.canonical.proofs.items())
                 assert loaded <= made, "a proof nobody made was loaded"
                 assert set(sure.items()) <= loaded, "a saved proof was lost"
         fresh = txcache.WorkspaceCache(root)
         fresh.load_disk(layout)
-        assert set(fresh.proofs.items()) <= made
-        base = json.loads((layout.runtime_dir / txcache.CACHE_NAME).read_text()) if (
-            layout.runtime_dir / txcache.CACHE_NAME).exists() else None
+        assert set(fresh.canonical.proofs.items()) <= made
+        base = json.loads((layout.runtime_dir / proofs_mod.CACHE_NAME).read_text()) if (
+            layout.runtime_dir / proofs_mod.CACHE_NAME).exists() else None
         if base is not None:
-            assert base["code"] == txcache.code_tag()
+            assert base["code"] == proofs_mod.code_tag()
     finally:
-        txcache.LOG_MIN_BYTES = saved
+        proofs_mod.LOG_MIN_BYTES = saved
 
 
 def _line(rel: str, digest: str, sig: str) -> bytes:
@@ -198,22 +218,22 @@ def _line(rel: str, digest: str, sig: str) -> bytes:
 def test_old_proofs_file_without_log_is_read_and_a_log_started(tmp_path):
     layout = Layout(tmp_path)
     layout.runtime_dir.mkdir()
-    old = {"version": txcache.CACHE_VERSION, "code": txcache.code_tag(), "proofs": {"a.md": {_digest(1): "s"}}}
-    (layout.runtime_dir / txcache.CACHE_NAME).write_text(json.dumps(old))
+    old = {"version": proofs_mod.CACHE_VERSION, "code": proofs_mod.code_tag(), "proofs": {"a.md": {_digest(1): "s"}}}
+    (layout.runtime_dir / proofs_mod.CACHE_NAME).write_text(json.dumps(old))
     cache = txcache.WorkspaceCache(tmp_path)
     cache.load_disk(layout)
-    assert cache.proofs == {("a.md", _digest(1)): "s"}
-    cache.proofs[("b.md", _digest(2))] = cache._unsaved[("b.md", _digest(2))] = "t"
+    assert cache.canonical.proofs == {("a.md", _digest(1)): "s"}
+    cache.canonical.proofs[("b.md", _digest(2))] = cache.canonical._unsaved[("b.md", _digest(2))] = "t"
     cache.save_disk(layout)  # no log yet: the file is rewritten whole, and an empty log started
-    body = json.loads((layout.runtime_dir / txcache.CACHE_NAME).read_text())
+    body = json.loads((layout.runtime_dir / proofs_mod.CACHE_NAME).read_text())
     assert body["proofs"] == {"a.md": {_digest(1): "s"}, "b.md": {_digest(2): "t"}}
-    assert txcache.read_proof_log(layout.runtime_dir / txcache.LOG_NAME) == {}
-    cache.proofs[("c.md", _digest(3))] = cache._unsaved[("c.md", _digest(3))] = "u"
+    assert proofs_mod.read_proof_log(layout.runtime_dir / proofs_mod.LOG_NAME) == {}
+    cache.canonical.proofs[("c.md", _digest(3))] = cache.canonical._unsaved[("c.md", _digest(3))] = "u"
     cache.save_disk(layout)  # now only appended
-    assert txcache.read_proof_log(layout.runtime_dir / txcache.LOG_NAME) == {("c.md", _digest(3)): "u"}
+    assert proofs_mod.read_proof_log(layout.runtime_dir / proofs_mod.LOG_NAME) == {("c.md", _digest(3)): "u"}
     again = txcache.WorkspaceCache(tmp_path)
     again.load_disk(layout)
-    assert again.proofs == cache.proofs
+    assert again.canonical.proofs == cache.canonical.proofs
 
 
 def test_log_is_not_written_through_a_symlink(tmp_path):
@@ -221,8 +241,8 @@ def test_log_is_not_written_through_a_symlink(tmp_path):
     layout.runtime_dir.mkdir()
     target = tmp_path / "elsewhere"
     target.write_bytes(b"")
-    os.symlink(target, layout.runtime_dir / txcache.LOG_NAME)
-    assert txcache.append_proof_log(layout.runtime_dir / txcache.LOG_NAME, [(("a.md", _digest(1)), "s")]) is None \
+    os.symlink(target, layout.runtime_dir / proofs_mod.LOG_NAME)
+    assert proofs_mod.append_proof_log(layout.runtime_dir / proofs_mod.LOG_NAME, [(("a.md", _digest(1)), "s")]) is None \
         or target.read_bytes() == b""
     assert target.read_bytes() == b""
 
@@ -230,20 +250,20 @@ def test_log_is_not_written_through_a_symlink(tmp_path):
 def test_a_line_cut_short_costs_only_itself(tmp_path):
     layout = Layout(tmp_path)
     layout.runtime_dir.mkdir()
-    log = layout.runtime_dir / txcache.LOG_NAME
+    log = layout.runtime_dir / proofs_mod.LOG_NAME
     cache = txcache.WorkspaceCache(tmp_path)
-    cache.proofs[("a.md", _digest(1))] = cache._unsaved[("a.md", _digest(1))] = "s"
+    cache.canonical.proofs[("a.md", _digest(1))] = cache.canonical._unsaved[("a.md", _digest(1))] = "s"
     cache.save_disk(layout)  # starts the log
     for n, rel in enumerate(("b.md", "c.md"), start=2):
-        cache.proofs[(rel, _digest(n))] = cache._unsaved[(rel, _digest(n))] = "s"
+        cache.canonical.proofs[(rel, _digest(n))] = cache.canonical._unsaved[(rel, _digest(n))] = "s"
         cache.save_disk(layout)
     data = log.read_bytes()
     log.write_bytes(data[:-9])  # a crash in the middle of the last append
-    cache.proofs[("d.md", _digest(4))] = cache._unsaved[("d.md", _digest(4))] = "s"
+    cache.canonical.proofs[("d.md", _digest(4))] = cache.canonical._unsaved[("d.md", _digest(4))] = "s"
     cache.save_disk(layout)
     again = txcache.WorkspaceCache(tmp_path)
     again.load_disk(layout)
-    assert set(again.proofs) == {("a.md", _digest(1)), ("b.md", _digest(2)), ("d.md", _digest(4))}
+    assert set(again.canonical.proofs) == {("a.md", _digest(1)), ("b.md", _digest(2)), ("d.md", _digest(4))}
 
 
 def test_lazy_retain_bounds_the_caches_and_answers_as_an_exact_retain(tmp_path, monkeypatch):

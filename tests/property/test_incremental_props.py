@@ -22,7 +22,7 @@ from memory_tui.core.store import parsecache
 
 from memory_tui.core.store import revmemo
 
-from memory_tui.core.store import txcache
+from memory_tui.core.store import proofs, txcache, txmode
 
 from memory_tui.core.store import viewcache
 from memory_tui.core.tx import transaction as tx
@@ -46,7 +46,7 @@ def _bytes(mem: Path) -> dict[str, bytes]:
         for name in filenames:
             p = Path(dirpath, name)
             rel = p.relative_to(mem).as_posix()
-            if name in (txcache.CACHE_NAME, txcache.LOG_NAME, noopcache.NAME, revmemo.NAME):  # caches: keyed by this copy's stamps
+            if name in (proofs.CACHE_NAME, proofs.LOG_NAME, noopcache.NAME, revmemo.NAME):  # caches: keyed by this copy's stamps
                 continue
             out[rel] = p.read_bytes()
     return out
@@ -216,20 +216,20 @@ def test_cached_edit_sequence_equals_full_rebuild(master, tmp_path_factory, ops,
     checked = base / "checked"
     shutil.copytree(master, checked, symlinks=True)
     txcache.clear_caches()
-    monkeypatch.setenv(txcache.TX_MODE_ENV, "check")
+    monkeypatch.setenv(txmode.TX_MODE_ENV, "check")
     got_checked = [_apply(checked, op, n, sources) for op, n in ops]
-    monkeypatch.delenv(txcache.TX_MODE_ENV)
+    monkeypatch.delenv(txmode.TX_MODE_ENV)
     got_full = []
     monkeypatch.setenv(viewcache.MODE_ENV, "full")  # every view derived from every unit, as build_views does
     monkeypatch.setenv(tx.STAGE_MODE_ENV, "full")  # whole-tree stages, planned by comparing every file
-    monkeypatch.setenv(txcache.TX_MODE_ENV, "full")  # trees, id and link checks, locations from scratch
+    monkeypatch.setenv(txmode.TX_MODE_ENV, "full")  # trees, id and link checks, locations from scratch
     for op, n in ops:
         txcache.clear_caches()
         parsecache.drop(full / "memory")
         got_full.append(_apply(full, op, n, sources))
     monkeypatch.delenv(viewcache.MODE_ENV)
     monkeypatch.delenv(tx.STAGE_MODE_ENV)
-    monkeypatch.delenv(txcache.TX_MODE_ENV)
+    monkeypatch.delenv(txmode.TX_MODE_ENV)
     assert got_incr == got_full
     assert got_checked == got_full
     assert _bytes(incr / "memory") == _bytes(full / "memory")

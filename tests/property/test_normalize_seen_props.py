@@ -1,4 +1,4 @@
-"""Incremental = full for normalisation's passthrough (``normalize._SEEN``): over random
+"""Incremental = full for normalisation's passthrough (``passthrough._SEEN``): over random
 sequences of calls as a transaction makes them -- the staged texts mostly the very objects of
 the last call, the committed tree mostly the very parses, a few texts replaced, copied (equal,
 another object), deleted or added, files passing on their own ids or only on the whole tree's,
@@ -13,7 +13,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core.format import normalize
+from memory_tui.core.format import passthrough
 from memory_tui.core.format.normalize import normalize_tree
 from memory_tui.core.format.topics import assemble_tree, parse_topic, topic_sort_key
 from test_tree_incremental_props import _parse  # the same parse object for the same text, as a cache keeps them
@@ -57,7 +57,7 @@ def test_remembered_passthrough_equals_the_file_by_file_test(steps, seed):
     committed_last: dict[str, str] = {}
     key = object()
     proofs: set[tuple[str, str]] = set()
-    normalize._SEEN = None
+    passthrough._SEEN = None
     for choices, new_key, order in steps:
         if new_key:
             key = object()
@@ -101,15 +101,15 @@ def test_remembered_passthrough_equals_the_file_by_file_test(steps, seed):
 
         kwargs = dict(committed=tree, assume_committed_normal=True, proven_canonical=proven_canonical, proof_key=key)
         got = normalize_tree(staged, **kwargs)
-        seen = normalize._SEEN
+        seen = passthrough._SEEN
         want = normalize_tree(staged, mode="full", **kwargs)
-        normalize._SEEN = seen  # the full call's snapshot would hide what the incremental one left
+        passthrough._SEEN = seen  # the full call's snapshot would hide what the incremental one left
         assert got == want
         assert list(got.texts) == list(want.texts) == sorted(got.texts, key=topic_sort_key)
         assert got.passed == want.passed
         # and check mode compares the remembered answer with the file-by-file test
         normalize_tree(staged, mode="check", **kwargs)
-        normalize._SEEN = seen
+        passthrough._SEEN = seen
         staged_last, committed_last = staged, committed_texts
 
 
@@ -120,7 +120,7 @@ def test_a_file_passed_on_another_files_id_is_asked_again_when_that_id_leaves():
     b = _text("b.md", ([2], False, 0))
     b_topic = parse_topic("b.md", b, strict=False)
     key = object()
-    normalize._SEEN = None
+    passthrough._SEEN = None
     kwargs = dict(assume_committed_normal=True, proof_key=key)
     before = assemble_tree([parse_topic("a.md", a_with, strict=False), b_topic])
     assert normalize_tree({"a.md": a_with, "b.md": b}, committed=before, **kwargs).passed == {"a.md", "b.md"}
@@ -135,7 +135,7 @@ def test_a_file_whose_committed_topic_left_is_asked_again():
     paths): the file whose committed topic went is no longer passed through."""
     a, b, c = (_text(p, ([i], False, None)) for i, p in enumerate(("a.md", "b.md", "c.md")))
     ta, tb, tc = (parse_topic(p, t, strict=False) for p, t in (("a.md", a), ("b.md", b), ("c.md", c)))
-    normalize._SEEN = None
+    passthrough._SEEN = None
     kwargs = dict(assume_committed_normal=True, proof_key=object())
     staged = {"a.md": a, "b.md": b, "c.md": c}
     assert normalize_tree(staged, committed=assemble_tree([ta, tb]), **kwargs).passed == {"a.md", "b.md"}

@@ -4,7 +4,7 @@ file, after random rewrites (of the same size too), files that become unreadable
 readable again, files created, removed and swapped for others, files coming and going
 outside ``topics/``, and time passing. And ``transaction.source_index`` from the walk (the
 archives' stamps compared with those it was last found current with) = a fresh load of
-``sources/``. Both find their files in the walk by ``txcache.stamps_under``, which answers
+``sources/``. Both find their files in the walk by ``walk.stamps_under``, which answers
 from its last positions while the walk names the same paths."""
 
 from __future__ import annotations
@@ -17,7 +17,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from memory_tui.core.tx import transaction as tx
-from memory_tui.core.store import txcache
+from memory_tui.core.store import committed, txcache
+from memory_tui.core.store import walk as walk_mod
+from memory_tui.core.store.committed import CommittedFiles
+from memory_tui.core.store.walk import revision_walk
 from memory_tui.core.format.sources import MARKER, SourceIndex, SourceRecord, archive_path, render_frame
 
 OPS = st.lists(st.tuples(st.sampled_from(["rewrite", "same_size", "garble", "create", "remove", "swap", "other",
@@ -60,7 +63,8 @@ def _apply(topics: Path, op: str, n: int) -> None:
 @example(ops=[("age", 0), ("rewrite", 1), ("age", 0), ("none", 0), ("same_size", 2), ("garble", 3), ("age", 0),
               ("none", 0), ("rewrite", 3), ("age", 0), ("none", 0)])
 def test_read_again_equals_reading_every_file(tmp_path_factory, ops, monkeypatch):
-    monkeypatch.setattr(txcache, "RACY_NS", RACY_NS)
+    monkeypatch.setattr(committed, "RACY_NS", RACY_NS)
+    monkeypatch.setattr(walk_mod, "RACY_NS", RACY_NS)
     root = tmp_path_factory.mktemp("read") / "memory"
     topics = root / "topics"
     topics.mkdir(parents=True)
@@ -68,12 +72,12 @@ def test_read_again_equals_reading_every_file(tmp_path_factory, ops, monkeypatch
         (topics / f"t{i:04d}.md").write_text(_text(i, i))
     cache = txcache.WorkspaceCache(root)
     answered = []
-    real = txcache.WorkspaceCache._read_again
-    monkeypatch.setattr(txcache.WorkspaceCache, "_read_again",
+    real = CommittedFiles._read_again
+    monkeypatch.setattr(CommittedFiles, "_read_again",
                         lambda self, *a: (lambda r: answered.append(r is not None) or r)(real(self, *a)))
     for step, (op, n) in enumerate([("none", 0), *ops]):
         _apply(topics, op, n)
-        walk = txcache.revision_walk(root)
+        walk = revision_walk(root)
         got = cache.read_topics(topics, walk=walk)
         want = txcache.WorkspaceCache(root).read_topics(topics, walk=walk)
         assert list(got[0].items()) == list(want[0].items()), (step, op)
@@ -134,7 +138,7 @@ def test_source_index_from_the_walk_equals_a_fresh_load(tmp_path_factory, ops, h
             other.unlink() if other.exists() else write(other, "x")
         elif op == "not_md":  # a file under sources/ that is not an archive
             write(root / "sources" / "openprogram" / f"notes{n % 2}.txt", "x")
-        stamps = txcache.revision_walk(root)[0]
+        stamps = revision_walk(root)[0]
         if handed_on and last is not None:  # a remembered walk hands unchanged stamps on as the same objects
             stamps = {rel: last[rel] if last.get(rel) == st else st for rel, st in stamps.items()}
         got = tx.source_index(root, stamps)

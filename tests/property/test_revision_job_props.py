@@ -15,9 +15,10 @@ import time
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core.store import txcache
+from memory_tui.core.store import revstream, txmode
 from memory_tui.core.store.parsecache import RACY_NS
-from memory_tui.core.store.txcache import WorkspaceCache, revision_walk
+from memory_tui.core.store.txcache import WorkspaceCache
+from memory_tui.core.store.walk import revision_walk
 from memory_tui.core.store.workspace import workspace_revision
 
 NAMES = ["core.md", "relations.json", "sources/a/_v2/x.md", "timeline/2026/01.md", "timeline/2026/02.md",
@@ -51,15 +52,15 @@ def _write(path, data: bytes) -> None:
          limits=(1 << 30, 1 << 30, 16), one_shot=False)
 def test_revision_hashed_ahead_equals_the_full_stream(tmp_path_factory, monkeypatch, seed, txs, limits, one_shot):
     """``one_shot``: the jobs hold no bytes for the next feed (the CLI's one transaction)."""
-    with txcache.one_shot() if one_shot else contextlib.nullcontext():
+    with txmode.one_shot() if one_shot else contextlib.nullcontext():
         _transactions(tmp_path_factory, monkeypatch, seed, txs, limits)
 
 
 def _transactions(tmp_path_factory, monkeypatch, seed, txs, limits) -> None:
     tail, checkpoint, runs = limits
-    monkeypatch.setattr(txcache, "TAIL_BYTES", tail)
-    monkeypatch.setattr(txcache, "CHECKPOINT_BYTES", checkpoint)
-    monkeypatch.setattr(txcache, "MAX_RUNS", runs)
+    monkeypatch.setattr(revstream, "TAIL_BYTES", tail)
+    monkeypatch.setattr(revstream, "CHECKPOINT_BYTES", checkpoint)
+    monkeypatch.setattr(revstream, "MAX_RUNS", runs)
     root, cache = _seeded(tmp_path_factory, "job", seed)
     for step, (changes, how, other) in enumerate(txs):
         planned = {name: None if data is None else data + f" {step}".encode() for name, data in changes}

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from memory_tui.core.tx.transaction import revision_stamps
 from memory_tui.core.store.parsecache import RACY_NS
-from memory_tui.core.store.txcache import WorkspaceCache, revision_walk
+from memory_tui.core.store.txcache import WorkspaceCache
+from memory_tui.core.store.walk import revision_walk
 from memory_tui.core.store.workspace import iter_revision_files, workspace_revision
 
 NAMES = ["core.md", "recent_events.jsonl", "sources/a/_v2/x.md", "timeline/2026/01.md", "topics/a.md",

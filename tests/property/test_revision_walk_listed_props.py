@@ -11,7 +11,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core.store import txcache
+from memory_tui.core.store import walk
 
 OPS = st.lists(st.tuples(st.sampled_from(["create", "remove", "rewrite", "rename", "symlink", "mkdir", "rmdir",
                                           "fifo", "runtime", "age", "put_back_mtime"]),
@@ -28,12 +28,12 @@ def _age(root: Path) -> None:
             if not os.path.islink(p):
                 os.utime(p, (past, past))
         os.utime(dirpath, (past, past))
-    time.sleep(txcache.RACY_NS / 1e9 + 0.02)
+    time.sleep(walk.RACY_NS / 1e9 + 0.02)
 
 
 def _same(root: Path) -> None:
-    a = txcache._walk_listed(os.fspath(root))
-    b = txcache._walk_full(os.fspath(root))
+    a = walk._walk_listed(os.fspath(root))
+    b = walk._walk_full(os.fspath(root))
     assert list(a[0].items()) == list(b[0].items()) and a[1] == b[1]
 
 
@@ -100,7 +100,7 @@ def test_listed_walk_equals_full_walk(tmp_path_factory, ops):
     _age(root)
     _same(root)
     _same(root)  # the second walk reuses every listing
-    assert len(txcache._LISTINGS[os.fspath(root)]) >= 8
+    assert len(walk._LISTINGS[os.fspath(root)]) >= 8
     for op, n in ops:
         _op(root, op, n)
         _same(root)

@@ -70,7 +70,9 @@ def test_mutated_seed_never_raises(data):
 
 # --- normalisation ---------------------------------------------------------------------------
 
-from memory_tui.core.format.normalize import check_cross_topic_links, normalize_tree, rewrite_block_links  # noqa: E402
+from memory_tui.core.format.blocklinks import rewrite_block_links  # noqa: E402
+from memory_tui.core.format.linkcheck import check_cross_topic_links  # noqa: E402
+from memory_tui.core.format.normalize import normalize_tree  # noqa: E402
 
 STAGED_SEED = (
     "# Dave\n\n## Tea\n\nDave likes [x](dave.md#^97de5549) tea.[^e1] ^97de5549\n\n"

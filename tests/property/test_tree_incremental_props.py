@@ -11,11 +11,14 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core.format import normalize
+from memory_tui.core.format import blocklinks
 
-from memory_tui.core.store import txcache
-from memory_tui.core.format.normalize import (block_id_locations, check_cross_topic_links,
-                                       check_cross_topic_links_incremental, rewrite_block_links, topic_link_summary)
+from memory_tui.core.store import linkcache, txcache, txmode
+from memory_tui.core.store.committed import sha
+from memory_tui.core.store.treecache import same_tree
+from memory_tui.core.format.blocklinks import block_id_locations, rewrite_block_links
+from memory_tui.core.format.linkcheck import (check_cross_topic_links, check_cross_topic_links_incremental,
+                                              topic_link_summary)
 from memory_tui.core.format import topics as topics_mod
 from memory_tui.core.format.topics import assemble_tree, parse_topic, reassemble_tree, topic_sort_key
 
@@ -75,7 +78,7 @@ def _reassemble_steps(first, steps, tmp_path_factory) -> None:
     prev = assemble_tree(_parse(prev_texts, known))
     cache = txcache.WorkspaceCache(tmp_path_factory.mktemp("ws"))
     assert cache.block_locations(prev_texts) == block_id_locations(prev_texts)
-    normalize._REWRITTEN[0] = None
+    blocklinks._REWRITTEN[0] = None
     for spec in steps:
         # keep some files exactly as they were: the incremental paths only pay off (and only
         # differ from the full ones) when most topics are the very same parses
@@ -86,7 +89,7 @@ def _reassemble_steps(first, steps, tmp_path_factory) -> None:
         topics = _parse(texts, known)
         full = assemble_tree(topics)
         incr = reassemble_tree(prev, topics)
-        assert txcache.same_tree(incr, full)
+        assert same_tree(incr, full)
         assert incr.dupfree == (len(full.units) == sum(len(t.units) for t in topics))
         assert check_cross_topic_links_incremental(incr, committed=prev) == check_cross_topic_links(full, committed=prev)
         assert check_cross_topic_links_incremental(incr) == check_cross_topic_links(full)
@@ -105,15 +108,15 @@ def _reassemble_steps(first, steps, tmp_path_factory) -> None:
 
 
 def test_check_mode_catches_a_wrong_incremental_answer(monkeypatch):
-    monkeypatch.setenv(txcache.TX_MODE_ENV, "check")
-    with pytest.raises(txcache.IncrementalMismatch):
-        txcache.derive("a fact", lambda: {"x": 1}, lambda: {"x": 2})
-    assert txcache.derive("a fact", lambda: 3, lambda: 3) == 3
-    monkeypatch.setenv(txcache.TX_MODE_ENV, "full")
-    assert txcache.derive("a fact", lambda: 1 / 0, lambda: 4) == 4
-    monkeypatch.setenv(txcache.TX_MODE_ENV, "bogus")
+    monkeypatch.setenv(txmode.TX_MODE_ENV, "check")
+    with pytest.raises(txmode.IncrementalMismatch):
+        txmode.derive("a fact", lambda: {"x": 1}, lambda: {"x": 2})
+    assert txmode.derive("a fact", lambda: 3, lambda: 3) == 3
+    monkeypatch.setenv(txmode.TX_MODE_ENV, "full")
+    assert txmode.derive("a fact", lambda: 1 / 0, lambda: 4) == 4
+    monkeypatch.setenv(txmode.TX_MODE_ENV, "bogus")
     with pytest.raises(ValueError):
-        txcache.tx_mode()
+        txmode.tx_mode()
 
 
 def test_a_duplicate_id_across_files_takes_the_full_assembly():
@@ -159,13 +162,13 @@ def test_block_link_rewrite_kept_from_the_last_call_equals_full(moves, limit, tm
     """Ids move between files (never in two at once) while the files linking to them stay the
     very same text objects: the rewrite kept from the last call (only changed files and those
     linking to a moved id asked again) is the rewrite of every file."""
-    saved, txcache.LOCATIONS_DELTA_MAX = txcache.LOCATIONS_DELTA_MAX, limit
+    saved, linkcache.LOCATIONS_DELTA_MAX = linkcache.LOCATIONS_DELTA_MAX, limit
     try:
         cache = txcache.WorkspaceCache(tmp_path_factory.mktemp("ws"))
         home = {i: PATHS[i % len(PATHS)] for i in range(4)}  # id -> the file holding it
         links: dict[str, tuple[str, int] | None] = {p: None for p in PATHS}  # a file's one block link
         made: dict[tuple, str] = {}
-        normalize._REWRITTEN[0] = None
+        blocklinks._REWRITTEN[0] = None
         for i, path, link in moves:
             home[i] = path  # the id moves (both files change)
             links[path] = link  # and the file it moves to links somewhere
@@ -182,7 +185,7 @@ def test_block_link_rewrite_kept_from_the_last_call_equals_full(moves, limit, tm
             where = cache.block_locations(texts)
             assert rewrite_block_links(texts, locations=where, mode="check") == rewrite_block_links(texts)
     finally:
-        txcache.LOCATIONS_DELTA_MAX = saved
+        linkcache.LOCATIONS_DELTA_MAX = saved
 
 
 # ``WorkspaceCache.tree`` looks again only at the positions whose text is another object, whose
@@ -235,7 +238,7 @@ def test_cache_tree_is_what_every_entry_gives(first, steps, tmp_path_factory):
         elif kind == "retain":
             cache.retain({rel: text for i, (rel, text) in enumerate(texts.items()) if step[1] or i % 2})
         elif kind == "replace_map":
-            cache._topic_keys = dict(cache._topic_keys)
+            cache.trees.topic_keys = dict(cache.trees.topic_keys)
         elif kind == "token":
             index, token = indexes[step[1]], object()
         n += 1
@@ -245,11 +248,11 @@ def test_cache_tree_is_what_every_entry_gives(first, steps, tmp_path_factory):
         for rel, topic in zip(order, tree.topics):
             assert topic.text == texts[rel]
             # what ``entry`` hands out for these bytes now (looked up without handing it out)
-            want = cache._parse_entry(rel, texts[rel], index, token, txcache.sha(texts[rel])).topic
+            want = cache.trees._parse_entry(rel, texts[rel], index, token, sha(texts[rel])).topic
             assert topic is want or (not topic.ok and topic == want)
             if topic.ok:
-                assert cache._topic_keys[rel][0] is topic  # and it is the one handed out
-        assert txcache.same_tree(tree, assemble_tree(list(tree.topics)))
+                assert cache.trees.topic_keys[rel][0] is topic  # and it is the one handed out
+        assert same_tree(tree, assemble_tree(list(tree.topics)))
 
 
 REFS_STEPS = st.lists(st.tuples(

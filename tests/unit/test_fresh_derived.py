@@ -114,17 +114,19 @@ def test_warm_fresh_processes_equal_cold_full_rebuilds(fixture_state, tmp_path, 
 def test_kept_line_ids_and_block_ids_of_the_wrong_types_are_recomputed(tmp_path):
     """A kept per-text value whose items are not all ``str`` (damage, another code's entry
     under the same key) is a miss: the memos compute it again."""
-    from memory_tui.core.format.normalize import _text_line_end_ids, file_block_ids
+    from memory_tui.core.format.blocklinks import file_block_ids
+    from memory_tui.core.format.normalize import line_end_ids
+    from memory_tui.core.store.committed import sha
 
     root = tmp_path / "memory"
     (root / "topics").mkdir(parents=True)
     text = "# T\n\nOne. ^aaaa1111\n\nTwo. ^bbbb2222\n"
     store = parsecache.store_for(root)
-    digest = txcache.sha(text)
+    digest = sha(text)
     store.put_derived("lineids", "t.md", (digest,), frozenset({"aaaa1111", 7}))
     store.put_derived("ids", "t.md", (digest,), ("aaaa1111", 7))
     cache = txcache.WorkspaceCache(root)
-    assert cache.memo("t.md", text, _text_line_end_ids) == _text_line_end_ids(text)
+    assert cache.memo.line_end_ids("t.md", text) == line_end_ids(text)
     assert cache.file_ids("t.md", text) == file_block_ids(text)
     store.put_derived("lineids", "u.md", (digest,), frozenset({"zzzz9999"}))  # the right types: used
-    assert cache.memo("u.md", text, _text_line_end_ids) == frozenset({"zzzz9999"})
+    assert cache.memo.line_end_ids("u.md", text) == frozenset({"zzzz9999"})

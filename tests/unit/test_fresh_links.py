@@ -1,5 +1,5 @@
 """The cross-topic link check of a fresh process reads a kept per-topic summary
-(``normalize.topic_link_summary``: any bare topic link, the block ids linked) instead of
+(``linkcheck.topic_link_summary``: any bare topic link, the block ids linked) instead of
 building the units of every cached topic, and still reports exactly what the full check
 reports: over random trees of topics whose units are never built unless the check needs
 them, and through the parse cache across fresh processes, where an unchanged topic holding a
@@ -14,13 +14,13 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core.format import normalize
+from memory_tui.core.format import linkcheck
 
 from memory_tui.core.store import parsecache
 
-from memory_tui.core.store import txcache
+from memory_tui.core.store import txcache, txmode
 from memory_tui.core.tx import transaction as tx
-from memory_tui.core.format.normalize import check_cross_topic_links, check_cross_topic_links_incremental, topic_link_summary
+from memory_tui.core.format.linkcheck import check_cross_topic_links, check_cross_topic_links_incremental, topic_link_summary
 from memory_tui.core.format.topics import Topic, assemble_tree, parse_topic, topic_sort_key
 
 PATHS = ("a.md", "b.md", "sub/c.md", "sub/d.md", "z.md")
@@ -117,7 +117,7 @@ def _outcome(r: tx.TxResult) -> tuple:
 
 def _session(state: Path, full: bool, monkeypatch, findings: list[str]) -> list[tuple]:
     mem = state / "memory"
-    monkeypatch.setenv(txcache.TX_MODE_ENV, "full" if full else "incremental")
+    monkeypatch.setenv(txmode.TX_MODE_ENV, "full" if full else "incremental")
 
     def fresh() -> None:
         txcache.clear_caches()
@@ -155,13 +155,13 @@ def test_fresh_processes_with_kept_link_summaries_equal_full_checks(fixture_stat
     cold = tmp_path / "cold"
     shutil.copytree(fixture_state, cold, symlinks=True)
     findings: list[str] = []
-    real = normalize.topic_link_findings
+    real = linkcheck.topic_link_findings
 
     def spy(topic):
         findings.append(topic.path)
         return real(topic)
 
-    monkeypatch.setattr(normalize, "topic_link_findings", spy)
+    monkeypatch.setattr(linkcheck, "topic_link_findings", spy)
     warm = _session(fixture_state, False, monkeypatch, findings)
     cold_out = _session(cold, True, monkeypatch, findings)
     assert [o for o in warm if o[0] != "built"] == [o for o in cold_out if o[0] != "built"]

@@ -15,7 +15,7 @@ import pytest
 
 from memory_tui.core.store import fsmonitor
 
-from memory_tui.core.store import txcache
+from memory_tui.core.store import txcache, txmode
 from memory_tui.core.tx import transaction as tx
 from memory_tui.core.format.sources import SourceRecord
 from memory_tui.core.store.archives import append_records
@@ -39,7 +39,7 @@ def _fresh(monkeypatch, tmp_path):
         fsmonitor.inotify()[0](nonblocking=True).close()
     except OSError as exc:
         pytest.skip(f"no inotify instance to be had on this machine now: {exc}")
-    monkeypatch.setenv(txcache.TX_MODE_ENV, "incremental")
+    monkeypatch.setenv(txmode.TX_MODE_ENV, "incremental")
     monkeypatch.delenv(fsmonitor.FSMONITOR_ENV, raising=False)
     txcache.clear_caches()
     yield
@@ -192,13 +192,13 @@ def test_check_mode_catches_a_change_the_monitor_missed(ws, monkeypatch):
     """A monitor that loses an event (here: one made to) is caught by the walk of check mode
     instead of installing over a change it never saw."""
     mem = ws / "memory"
-    monkeypatch.setenv(txcache.TX_MODE_ENV, "check")
+    monkeypatch.setenv(txmode.TX_MODE_ENV, "check")
     _settled(ws)
     watch = fsmonitor.monitor_for(mem)
     assert watch is not None
     (mem / "topics/core.md").write_text(CORE.replace("Ada.", "Eve."))
     watch._notify.read(timeout=0)  # the event is lost
-    with pytest.raises(txcache.IncrementalMismatch):
+    with pytest.raises(txmode.IncrementalMismatch):
         _edit(ws, "juice")
 
 

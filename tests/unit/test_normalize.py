@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from memory_tui.core.format.blocklinks import rewrite_block_links
+from memory_tui.core.format.linkcheck import check_cross_topic_links
 from memory_tui.core.format.normalize import (
     allocate_evidence_ids,
-    check_cross_topic_links,
     default_link_for,
     definition_seed,
     normalize_tree,
     prune_topic,
-    rewrite_block_links,
 )
 from memory_tui.core.format.topics import block_id, evidence_id, parse_topic, parse_tree
 

@@ -170,8 +170,8 @@ def _install_once(mem: Path) -> None:
 
 
 def test_refs_answer_persists_under_bytes_and_archives(mem, monkeypatch):
-    from memory_tui.core.store import txcache
     from memory_tui.core.format.sources import SourceIndex as Index
+    from memory_tui.core.store.committed import sha
 
     _install_once(mem)
     _fresh_process()
@@ -185,7 +185,7 @@ def test_refs_answer_persists_under_bytes_and_archives(mem, monkeypatch):
         assert calls == []  # answered by the last process's entry, not checked again
         # an entry under other bytes is never used: it is recomputed
         store = parsecache.store_for(mem)
-        key = (txcache.sha(topic.text), stage.cache.parsed[(topic.path, txcache.sha(topic.text))].sig)
+        key = (sha(topic.text), stage.cache.trees.parsed[(topic.path, sha(topic.text))].sig)
         store.put_derived("refs", topic.path, ("0" * 64, key[1]), False)  # replaces the real entry
         store.flush()
         _fresh_process()
@@ -203,6 +203,7 @@ def test_refs_answer_persists_under_bytes_and_archives(mem, monkeypatch):
 def test_memos_persist_and_a_wrong_type_is_a_miss(mem):
     from memory_tui.core.format import normalize
     from memory_tui.core.store import txcache
+    from memory_tui.core.store.committed import sha
 
     _install_once(mem)
     _fresh_process()
@@ -212,25 +213,26 @@ def test_memos_persist_and_a_wrong_type_is_a_miss(mem):
 
     def spy(t):
         calls.append(t)
-        return normalize._text_line_end_ids(t)
-    spy.__module__, spy.__qualname__ = normalize._text_line_end_ids.__module__, normalize._text_line_end_ids.__qualname__
-    assert cache.memo("projects/kyoto-trip.md", text, spy) == normalize._text_line_end_ids(text)
+        return normalize.line_end_ids(t)
+    cache.memo.line_end_ids.compute = spy
+    assert cache.memo.line_end_ids("projects/kyoto-trip.md", text) == normalize.line_end_ids(text)
     assert calls == []  # the install stored it; this process read it
     pack = [p for p in _entries(mem) if p.name == "lineids" + parsecache.PACK_SUFFIX]
     assert len(pack) == 1
     kind, table = parsecache.decode(pack[0].read_bytes())
     body = table["projects/kyoto-trip.md"]
-    assert kind == "lineids" and body[:-1] == (txcache.sha(text),)
+    assert kind == "lineids" and body[:-1] == (sha(text),)
     table["projects/kyoto-trip.md"] = (*body[:-1], ("a", "tuple"))  # the same key, a value of the wrong type
     pack[0].write_bytes(parsecache.encode((kind, table)))
     _fresh_process()
     cache = txcache.cache_for(mem)
-    assert cache.memo("projects/kyoto-trip.md", text, spy) == normalize._text_line_end_ids(text)
+    cache.memo.line_end_ids.compute = spy
+    assert cache.memo.line_end_ids("projects/kyoto-trip.md", text) == normalize.line_end_ids(text)
     assert calls == [text]
 
 
 def test_link_rewrite_is_keyed_by_where_the_ids_live(mem):
-    from memory_tui.core.format import normalize
+    from memory_tui.core.format import blocklinks
     from memory_tui.core.store import txcache
 
     texts = {
@@ -241,19 +243,19 @@ def test_link_rewrite_is_keyed_by_where_the_ids_live(mem):
     moved = dict(texts, **{"b.md": "# B\n", "sub/c.md": "# C\n\nFact.[^e-0000000002] ^abcd1234\n"})
     cache = txcache.cache_for(mem)
     for case in (texts, moved, texts):
-        want = normalize.rewrite_block_links(case)
-        assert normalize.rewrite_block_links(case, file_ids=cache.file_ids, rewritten=cache.link_rewrite) == want
-    assert "sub/c.md#^abcd1234" in normalize.rewrite_block_links(moved, rewritten=cache.link_rewrite)["a.md"]
+        want = blocklinks.rewrite_block_links(case)
+        assert blocklinks.rewrite_block_links(case, file_ids=cache.file_ids, rewritten=cache.link_rewrite) == want
+    assert "sub/c.md#^abcd1234" in blocklinks.rewrite_block_links(moved, rewritten=cache.link_rewrite)["a.md"]
     # across processes: an entry stored for one set of locations never answers for another
     parsecache.store_for(mem).flush()
     _fresh_process()
     cache = txcache.cache_for(mem)
-    assert normalize.rewrite_block_links(moved, rewritten=cache.link_rewrite) == normalize.rewrite_block_links(moved)
+    assert blocklinks.rewrite_block_links(moved, rewritten=cache.link_rewrite) == blocklinks.rewrite_block_links(moved)
     # a rewrite that changes nothing (from memory or from the parse cache) is the very text
     # given, so the passes after it see the file unchanged by identity
     same = "".join(list(texts["a.md"]))
     for _ in range(2):
-        out = normalize.rewrite_block_links(dict(texts, **{"a.md": same}), rewritten=cache.link_rewrite)
+        out = blocklinks.rewrite_block_links(dict(texts, **{"a.md": same}), rewritten=cache.link_rewrite)
         assert out["a.md"] is same
 
 

@@ -144,10 +144,10 @@ def _fixture_ops(mem: Path):
 
 def _session(state: Path, mode: str, monkeypatch) -> list[tuple]:
     from memory_tui.core.tx import transaction as tx
-    from memory_tui.core.store import txcache
+    from memory_tui.core.store import txcache, txmode
     from memory_tui.core.store.workspace import workspace_revision
 
-    monkeypatch.setenv(txcache.TX_MODE_ENV, mode)
+    monkeypatch.setenv(txmode.TX_MODE_ENV, mode)
     mem = state / "memory"
     out = []
     for ops_ in _fixture_ops(mem):
@@ -198,7 +198,7 @@ def test_fresh_applies_from_the_kept_index_equal_the_full_path(fixture_state, tm
 
 
 def test_check_mode_catches_a_lying_entry(fixture_state, monkeypatch):
-    from memory_tui.core.store import txcache
+    from memory_tui.core.store import txcache, txmode
     from memory_tui.core.cache.sealed import seal, unseal
     from memory_tui.core.tx import transaction as tx
     from memory_tui.core.store.workspace import workspace_revision
@@ -218,8 +218,8 @@ def test_check_mode_catches_a_lying_entry(fixture_state, monkeypatch):
     tag, shas, ids, labels = unseal(recordindex.MAGIC, path.read_bytes())
     labels = dict(labels, **{KYOTO[len("topics/"):]: (NEW_EVIDENCE_PREFIX + "1",)})
     path.write_bytes(seal(recordindex.MAGIC, (tag, shas, ids, labels)))
-    monkeypatch.setenv(txcache.TX_MODE_ENV, "check")
-    with pytest.raises(txcache.IncrementalMismatch):
+    monkeypatch.setenv(txmode.TX_MODE_ENV, "check")
+    with pytest.raises(txmode.IncrementalMismatch):
         tx.update(fixture_state, workspace_revision(mem), memory_changes=ops_, git_commit="off")
 
 

@@ -9,11 +9,12 @@ import time
 
 from memory_tui.core.store import revmemo
 
-from memory_tui.core.store import txcache
+from memory_tui.core.store import revstream, txcache, txmode
 from memory_tui.core.format.paths import RUNTIME_DIR
 from memory_tui.core.store.parsecache import RACY_NS
 from memory_tui.core.cache.sealed import seal, unseal
-from memory_tui.core.store.txcache import WorkspaceCache, revision_walk
+from memory_tui.core.store.txcache import WorkspaceCache
+from memory_tui.core.store.walk import revision_walk
 from memory_tui.core.store.workspace import workspace_revision
 
 
@@ -33,18 +34,18 @@ def _age() -> None:
 
 def _feeds(monkeypatch) -> list:
     calls: list = []
-    real = txcache._feed_stream
+    real = revstream.feed_stream
 
     def counted(*args, **kwargs):
         calls.append(args[2])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(txcache, "_feed_stream", counted)
+    monkeypatch.setattr(revstream, "feed_stream", counted)
     return calls
 
 
 def test_a_fresh_process_takes_the_kept_revision_without_hashing(tmp_path, monkeypatch):
-    monkeypatch.setenv(txcache.TX_MODE_ENV, "incremental")  # ``check`` hashes as well, to compare
+    monkeypatch.setenv(txmode.TX_MODE_ENV, "incremental")  # ``check`` hashes as well, to compare
     root = _workspace(tmp_path)
     _age()
     stamps, _ = revision_walk(root)
@@ -130,7 +131,7 @@ def test_full_mode_neither_reads_nor_writes_it_and_check_mode_compares(tmp_path,
     monkeypatch.setenv("MEMORY_TUI_TX", "check")
     try:
         WorkspaceCache(root).revision(stamps, installed=True)
-    except txcache.IncrementalMismatch:
+    except txmode.IncrementalMismatch:
         pass
     else:
         raise AssertionError("check mode took the kept revision without comparing it")
@@ -156,7 +157,7 @@ def _cli_session(state, mode: str, monkeypatch, capsys, tmp_path, taken: list) -
     from memory_tui.cli import main
     from tests.unit.test_recordindex import _fixture_ops
 
-    monkeypatch.setenv(txcache.TX_MODE_ENV, mode)
+    monkeypatch.setenv(txmode.TX_MODE_ENV, mode)
     mem = state / "memory"
     out = []
     for n, ops_ in enumerate(_fixture_ops(mem)):
@@ -169,7 +170,7 @@ def _cli_session(state, mode: str, monkeypatch, capsys, tmp_path, taken: list) -
         before = len(taken)
         code = main(["--state", str(state), "--json", "apply", "--base-revision", base, str(request)])
         result = json.loads(capsys.readouterr().out)
-        held = [e for e in txcache.cache_for(mem)._chain if e[4] is not None]
+        held = [e for e in txcache.cache_for(mem).revisions._chain if e[4] is not None]
         taken[before + 1:] = []  # later lookups: the post-install revision's
         out.append((code, result.get("ok"), result.get("code"), result.get("revision"), tuple(result.get("changed_files", ())),
                     workspace_revision(mem), held == []))

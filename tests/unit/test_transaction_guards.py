@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from memory_tui.core.tx import transaction as tx
-from memory_tui.core.store import txcache
+from memory_tui.core.store import proofs, revision, revstream, txcache, walk
 from memory_tui.core.format.normalize import normalize_tree
 from memory_tui.core.format.sources import SourceRecord
 from memory_tui.core.store.archives import append_records
@@ -162,7 +162,7 @@ def test_unproven_committed_file_is_still_normalised(ws, tmp_path):
     edit = _cur(ws, "topics/core.md") + f"\nThe user likes rain.[^e2]\n\n[^e2]: Time: `2026-11`; Sources: [rain]({IDS[3]})\n"
     a = tx.staged_edit(ws, "topics/core.md", edit, git_commit="off")
     txcache.clear_caches()
-    for p in (twin / "state/memory/.scriptorium").glob(txcache.CACHE_NAME):
+    for p in (twin / "state/memory/.scriptorium").glob(proofs.CACHE_NAME):
         p.unlink()
     b = tx.staged_edit(twin / "state", "topics/core.md", edit, git_commit="off")
     assert a.ok and b.ok
@@ -172,11 +172,11 @@ def test_unproven_committed_file_is_still_normalised(ws, tmp_path):
 
 def test_proofs_persist_and_foreign_cache_is_ignored(ws):
     mem = ws / "memory"
-    path = mem / ".scriptorium" / txcache.CACHE_NAME
+    path = mem / ".scriptorium" / proofs.CACHE_NAME
     edit = _cur(ws, "topics/people/ada.md") + f"\nAda walks.[^e2]\n\n[^e2]: Time: `2026-11`; Sources: [walk]({IDS[4]})\n"
     assert tx.staged_edit(ws, "topics/people/ada.md", edit, git_commit="off").ok
     body = json.loads(path.read_text())
-    assert body["code"] == txcache.code_tag() and "core.md" in body["proofs"]
+    assert body["code"] == proofs.code_tag() and "core.md" in body["proofs"]
     assert not tx.workspace_revision(mem) != workspace_revision(mem)  # the cache is not in the revision
     # a cache made by other code, claiming a non-canonical text is canonical, is not believed
     (mem / "topics/misc.md").write_text(f"# Misc\n\nStray.   [^e-0000000000]\n\n[^e-0000000000]: Time: `2026`; Sources: [x]({IDS[5]})\n")
@@ -356,8 +356,8 @@ def test_an_edit_inside_the_clock_tick_does_not_hash_the_stream_again(ws, monkey
     monkeypatch.setattr(parsecache, "RACY_NS", 10**15)  # every stamp young, however slow the machine
     _reword_twice(ws)
     hashed = []
-    real = txcache.WorkspaceCache.revision
-    monkeypatch.setattr(txcache.WorkspaceCache, "revision", lambda self, *a, **k: hashed.append(a) or real(self, *a, **k))
+    real = revision.RevisionChain.revision
+    monkeypatch.setattr(revision.RevisionChain, "revision", lambda self, *a, **k: hashed.append(a) or real(self, *a, **k))
     calls = []
     real_prepare = tx._prepare
     monkeypatch.setattr(tx, "_prepare", lambda stage, ctx: calls.append(1) or real_prepare(stage, ctx))
@@ -375,7 +375,7 @@ def test_a_same_stamp_write_inside_the_clock_tick_is_still_seen(ws, tmp_path, mo
     edit answers as a fresh process would."""
     mem = ws / "memory"
     _reword_twice(ws)
-    remembered = txcache.cache_for(mem)._walk
+    remembered = txcache.cache_for(mem).revisions._walk
     assert remembered is not None
     core = mem / "topics/core.md"
     with open(core, "r+b") as fh:  # same size, in place
@@ -471,8 +471,8 @@ def test_an_edit_leaves_its_revision_to_its_first_reader_and_it_is_exact(ws, mon
     mem = ws / "memory"
     _reword_twice(ws)
     hashed = []
-    real = txcache._feed_planned
-    monkeypatch.setattr(txcache, "_feed_planned", lambda *a, **k: hashed.append(1) or real(*a, **k))
+    real = revstream.feed_planned
+    monkeypatch.setattr(revstream, "feed_planned", lambda *a, **k: hashed.append(1) or real(*a, **k))
     prepares = []
     real_prepare = tx._prepare
     monkeypatch.setattr(tx, "_prepare", lambda stage, ctx: prepares.append(1) or real_prepare(stage, ctx))
@@ -500,7 +500,7 @@ def test_the_installs_own_result_keeps_the_revision_for_the_next_process_a_reade
     edit = re.sub(r"likes \w+", "likes frost", _cur(ws, "topics/core.md"))
     result = tx.staged_edit(ws, "topics/core.md", edit, git_commit="off")
     assert result.ok, result
-    stamps = txcache.revision_walk(mem)[0]
+    stamps = walk.revision_walk(mem)[0]
     assert revmemo.lookup(mem, stamps) is None  # not hashed yet, so not kept
     assert txcache.cache_for(mem).revision(stamps) == workspace_revision(mem)  # a reader hashes it ...
     assert revmemo.lookup(mem, stamps) is None  # ... and writes nothing

@@ -1,4 +1,4 @@
-"""Normalisation of a staged ``topics/`` tree (memory spec §3.8, §3.9) and block links (§3.7).
+"""Normalisation of a staged ``topics/`` tree (memory spec §3.8, §3.9).
 
 ``normalize_tree`` takes the staged texts (topics-relative path -> text) plus what is committed
 and returns the texts OpenProgram's runtime would install, the ids it allocated, and -- where
@@ -14,34 +14,30 @@ been dropped or invented, and why. The steps run in the spec's order:
 7. pruning of empty sections and topics.
 
 Line numbers in every Problem are those of the staged text the caller handed in (steps 3-6 never
-add or remove lines).
+add or remove lines). Which files pass through unchanged is ``passthrough``'s; block links
+(§3.7) are rewritten by ``blocklinks`` and checked by ``linkcheck``.
 """
 
 from __future__ import annotations
 
 import posixpath
 import re
-import threading
-from itertools import compress, filterfalse, repeat
-from operator import and_, attrgetter, is_, is_not, itemgetter, not_
 from collections.abc import Callable, Iterable, Mapping, Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import NamedTuple
-from urllib.parse import unquote
+from itertools import repeat
+from typing import Protocol
 
 from .errors import Problem
+from .passthrough import Committed, PassFacts, Seen, check_order, select, topic_at, usable_seen
 from .paths import relpath
 from .sources import pct
 from .topics import (
-    BLOCK_LINK_RE,
     CITATION_RE,
     INVALID_TOPIC_FORMAT,
-    MARKDOWN_LINK_RE,
     SOURCE_LINK_RE,
     SourceResolver,
     Topic,
     TopicTree,
-    Unit,
     block_id,
     classify_lines,
     evidence_id,
@@ -76,8 +72,6 @@ _WS_BEFORE_REF_RE = re.compile(r"(?<=\S)\s+(?=\[\^)")
 _HEADING_MARK_RE = re.compile(r"#{1,6}\s+")
 _D_HANDLE_RE = re.compile(r"D([0-9]+):([0-9]+)\Z")
 _LOCAL_REF_RE = re.compile(r"\[\^(?:e[0-9]+|new-evidence-[A-Za-z0-9-]+)\]")
-_SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
-_BLOCK_FRAGMENT_RE = re.compile(r"\^[A-Za-z0-9_-]+\Z")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -279,11 +273,12 @@ def _strip_invented(topic_path: str, lines: list[str], committed: frozenset[str]
     return problems
 
 
-def _text_line_end_ids(text: str) -> frozenset[str]:
-    return frozenset(_line_end_ids(split_lines(text)))
+def line_end_ids(text: str) -> frozenset[str]:
+    """The ids at the ends of the lines of one topic text (the passthrough test's ids)."""
+    return frozenset(_ids_at_line_ends(split_lines(text)))
 
 
-def _line_end_ids(lines: Iterable[str]) -> set[str]:
+def _ids_at_line_ends(lines: Iterable[str]) -> set[str]:
     out = set()
     for line in lines:
         m = _LINE_END_ID_RE.search(line)
@@ -498,25 +493,34 @@ def prune_topic(
             reason="section without record", lines=[run[0].number, run[-1].number], new=new,
         ))
     return "\n".join(out).rstrip() + "\n", problems
-
-
 # ---------------------------------------------------------------------------------------------
 # The whole pass
 # ---------------------------------------------------------------------------------------------
 
-# committed topic (by identity) -> (the id set asked about, whether the topic's own block ids hold it)
-_OWN_IDS: dict[int, tuple[Topic, frozenset[str], bool]] = {}
+
+class TextFacts:
+    """The per-text facts normalisation asks of a file, computed afresh: pure functions of the
+    text (the path only names it). A caller that keeps them between calls hands
+    ``normalize_tree`` a ``memo`` with the same methods (``memos.TextMemos``)."""
+
+    @staticmethod
+    def has_local_label(path: str, text: str) -> bool:
+        return has_local_label(text)
+
+    @staticmethod
+    def line_end_ids(path: str, text: str) -> frozenset[str]:
+        return line_end_ids(text)
+
+    @staticmethod
+    def definition_ids(path: str, text: str) -> frozenset[str]:
+        return definition_ids(text)
 
 
-def _ids_own(topic: Topic, ids: frozenset[str]) -> bool:
-    """``ids`` are all block ids of ``topic`` itself (so of any tree holding it): the
-    passthrough test without looking up every file's ids among every id of the workspace."""
-    hit = _OWN_IDS.get(id(topic))
-    if hit is not None and hit[0] is topic and hit[1] is ids:
-        return hit[2]
-    value = ids <= frozenset(topic.memory_ids)  # a cached topic answers without building its units
-    _OWN_IDS[id(topic)] = (topic, ids, value)
-    return value
+class NormalizeFacts(PassFacts, Protocol):
+    """What ``normalize_tree`` asks of its ``memo``: the passthrough test's facts and the
+    definition ids of a passed-through file."""
+
+    def definition_ids(self, path: str, text: str) -> frozenset[str]: ...
 
 
 def normalize_tree(
@@ -528,7 +532,7 @@ def normalize_tree(
     link_for: LinkFor | None = None,
     assume_committed_normal: bool = False,
     proven_canonical: Callable[[str, str], bool] | None = None,
-    memo: Callable[[str, str, Callable[[str], object]], object] | None = None,
+    memo: NormalizeFacts | None = None,
     refuse_drops: bool = False,
     proof_key: object | None = None,
     mode: str = "incremental",
@@ -551,43 +555,77 @@ def normalize_tree(
     ``proven_canonical(path, text)``: with ``assume_committed_normal``, only files for which it
     answers True are passed through (the caller proved that normalising exactly that text is
     the identity); every other file is re-normalised as OpenProgram would.
-    ``memo(path, text, fn)``: returns ``fn(text)``, possibly remembered from an earlier call
-    with the same path and text (per-file facts of passed-through files).
+    ``memo``: the per-file facts of ``TextFacts`` (its default), possibly remembered from an
+    earlier call with the same path and text (facts of passed-through files).
     ``proof_key``: an object for which the caller guarantees that, while it is the same object,
     ``proven_canonical`` keeps answering True for a (path, text object) it answered True for;
     the passthrough test of a file whose text and committed topic are the objects of the last
     call's is then not asked again. ``mode`` (the transaction's ``MEMORY_TUI_TX``): ``full``
     asks every file and sorts every time, ``check`` also compares the remembered answer.
     """
-    if memo is None:
-        def memo(_path, text, fn):  # type: ignore[no-redef]
-            return fn(text)
-    # A one-topic edit hands every topic of the tree: what is asked of every file below is one
-    # C-level pass at most, and only the files that changed since the last call (``_SEEN``) are
-    # looked at one by one.
-    seen = _SEEN
-    if seen is not None and not (assume_committed_normal and isinstance(committed, TopicTree) and mode != "full"
-                                 and proof_key is not None and seen.key is proof_key):
-        seen = None
+    facts: NormalizeFacts = memo if memo is not None else TextFacts()
+    seen = usable_seen(assume_committed_normal, committed, mode, proof_key)
+    inputs, paths, same_paths, plain = _inputs(staged, seen)
+    base = _committed_base(committed, committed_ids, resolve)
+    chosen = select(inputs, paths, seen, same_paths, plain, base, assume_committed_normal=assume_committed_normal,
+                    proven_canonical=proven_canonical, memo=facts, proof_key=proof_key, committed=committed, mode=mode)
+    order, live, passed = chosen.order, chosen.live, chosen.passed
+    work: dict[str, list[str]] = {p: split_lines(live[p]) for p in order}
+    problems: list[Problem] = []
+    labels = _allocate_labels(order, live, passed, facts)  # step 2
+    for path in order:  # step 3
+        _rebind_orphans(work[path])
+    for path in order:  # step 4
+        problems.extend(_strip_invented(path, work[path], base.ids))
+    block_ids = _allocate_block_ids(order, work, base.ids, problems)  # step 5
+    problems.extend(_non_ascii_times(order, work, base.text_of))
+    changed_texts, dropped = _render_and_prune(order, work, labels, base, resolve, link_for, refuse_drops)
+    # every input path, in tree order: a passed-through file's text as given, a deleted one's None
+    if chosen.in_order:
+        texts = dict(inputs)
+    else:
+        assert chosen.order_inputs is not None
+        texts = dict(zip(chosen.order_inputs, map(inputs.__getitem__, chosen.order_inputs)))
+    texts.update(changed_texts)
+    if mode == "check":
+        check_order(texts, order, inputs, live, passed)
+    return NormalizeResult(
+        texts=texts,
+        block_ids=block_ids,
+        evidence_ids=dict(labels),
+        dropped=tuple(dropped),
+        problems=tuple(problems),
+        inputs=inputs,
+        passed=passed,
+    )
+
+
+def _inputs(staged: Mapping[str, str | None], seen: Seen | None,
+            ) -> tuple[dict[str, str | None], tuple[str, ...], bool, bool]:
+    """``(inputs, paths, same_paths, plain)``: the staged texts by topics-relative path and
+    those paths in the order given; whether they are the paths ``seen`` holds, and whether
+    none was given with a ``topics/`` prefix."""
     keys = tuple(staged)
     same_paths = seen is not None and keys == seen.paths
     # the paths ``seen`` holds were given without a ``topics/`` prefix
     plain = same_paths or not any(map(str.startswith, keys, repeat("topics/")))
-    inputs: dict[str, str | None]
     if plain:
-        inputs = dict(staged)
-        paths = keys
-    else:
-        inputs = {}
-        for key, value in staged.items():
-            inputs[key[len("topics/"):] if key.startswith("topics/") else key] = value
-        paths = tuple(inputs)
+        return dict(staged), keys, same_paths, plain
+    inputs: dict[str, str | None] = {}
+    for key, value in staged.items():
+        inputs[key[len("topics/"):] if key.startswith("topics/") else key] = value
+    return inputs, tuple(inputs), same_paths, plain
+
+
+def _committed_base(committed: TopicTree | Mapping[str, str] | None, committed_ids: Iterable[str],
+                    resolve: SourceResolver | None) -> Committed:
+    """What is committed, as a tree (parsed from the texts when given as texts)."""
     committed_texts: dict[str, str] = {}
     committed_tree: TopicTree | None
     own_get: Callable[[str], Topic | None]
     if isinstance(committed, TopicTree):
         committed_tree = committed
-        own_get = _topic_at(committed)
+        own_get = topic_at(committed)
 
         def committed_text(path: str) -> str | None:
             own = own_get(path)
@@ -595,7 +633,7 @@ def normalize_tree(
     elif committed is not None:
         committed_texts = {(k[7:] if k.startswith("topics/") else k): v for k, v in committed.items() if v is not None}
         committed_tree = parse_tree(committed_texts, resolve=resolve, strict=False)
-        own_get, committed_text = _topic_at(committed_tree), committed_texts.get
+        own_get, committed_text = topic_at(committed_tree), committed_texts.get
     else:
         committed_tree = None
         own_get = committed_text = {}.get
@@ -606,86 +644,32 @@ def normalize_tree(
         committed_set = set(committed_ids)
         if committed_tree is not None:
             committed_set |= set(committed_tree.ids)
+    return Committed(committed_texts, committed_tree, own_get, committed_text, committed_set)
 
-    values = list(inputs.values())
-    test: set[str] | None = None  # the paths whose passthrough test is asked; None: every path
-    deleted: bool | None = None  # whether an input is None; None: not known yet
-    in_order: bool | None = None  # whether ``paths`` is tree order; None: not known yet
-    if seen is not None:
-        test, at = _to_test(seen, same_paths, paths, values, committed_tree)  # type: ignore[arg-type]
-        if at is not None:  # the same paths: only a changed position can hold a new None
-            deleted = None if seen.deleted else any(values[i] is None for i in at)
-            in_order = seen.in_order
-    if deleted is None:
-        deleted = None in values
-    live = inputs if not deleted else {p: t for p, t in inputs.items() if t is not None}
-    order_inputs: list[str] | None = None  # distinct paths: the order of any subset is this one's
-    if not in_order or test is None or not assume_committed_normal:
-        order_inputs, in_order = _sorted_paths(paths, mode)
-    if committed_tree is not None:
-        _keep_only(_OWN_IDS, committed_tree.topics)
-    passed: frozenset[str] = frozenset()
-    unpassed: set[str] = set()  # the input paths not passed through
-    if assume_committed_normal:
-        retest: set[str] = set()  # those not passed on their own committed topic's ids
-        if test is None:
-            assert order_inputs is not None
-            asked: Iterable[str] = order_inputs
-        else:
-            asked = sorted(filter(inputs.__contains__, test), key=topic_sort_key)
-        for path in asked:
-            text = inputs[path]
-            by_own = False
-            if text is not None and committed_text(path) == text and not memo(path, text, has_local_label):
-                own = own_get(path)
-                ids = memo(path, text, _text_line_end_ids)
-                by_own = own is not None and _ids_own(own, ids)
-                if (by_own or ids <= committed_set) and (proven_canonical is None or proven_canonical(path, text)):
-                    if not by_own:
-                        retest.add(path)  # a function of the whole committed tree: not remembered
-                    continue
-            unpassed.add(path)
-            retest.add(path)
-        if same_paths and seen.unpassed == unpassed:  # type: ignore[union-attr]
-            passed = seen.passed  # type: ignore[union-attr]
-        else:
-            passed = frozenset(filterfalse(unpassed.__contains__, inputs))
-        if plain and proof_key is not None and isinstance(committed, TopicTree):
-            _remember_seen(_Seen(proof_key, paths, values, committed, frozenset(retest), frozenset(unpassed),
-                                 passed, bool(in_order), bool(deleted)))
-        if mode == "check":
-            _check_passthrough(passed, live, committed_texts or _texts_of(committed_tree), committed_tree,
-                               committed_set, proven_canonical, memo)
-        order = sorted(filter(live.__contains__, unpassed), key=topic_sort_key)
-    else:
-        assert order_inputs is not None
-        order = order_inputs if not deleted else [p for p in order_inputs if p in live]
-    work: dict[str, list[str]] = {p: split_lines(live[p]) for p in order}
-    problems: list[Problem] = []
 
-    # Step 2. (A passed-through file holds no local label, so with none elsewhere there is
-    # nothing to allocate.)
+def _allocate_labels(order: list[str], live: Mapping[str, str], passed: frozenset[str],
+                     facts: NormalizeFacts) -> dict[str, str]:
+    """Step 2 over the files to normalise. (A passed-through file holds no local label, so
+    with none elsewhere there is nothing to allocate.)"""
     if passed and not any(_LOCAL_REF_RE.search(live[p]) for p in order):
-        labels: dict[str, str] = {}
-    elif passed:
+        return {}
+    if passed:
         known: set[str] = set()
         for p in passed:
-            known |= memo(p, live[p], definition_ids)  # type: ignore[operator]
-        labels = allocate_evidence_ids({p: live[p] for p in order}, existing_ids=known)
-    else:
-        labels = allocate_evidence_ids(live)
-    # Step 3.
-    for path in order:
-        _rebind_orphans(work[path])
-    # Step 4.
-    for path in order:
-        problems.extend(_strip_invented(path, work[path], committed_set))
-    # Step 5.
+            known |= facts.definition_ids(p, live[p])
+        return allocate_evidence_ids({p: live[p] for p in order}, existing_ids=known)
+    return allocate_evidence_ids(live)
+
+
+def _allocate_block_ids(order: list[str], work: dict[str, list[str]], committed_set: AbstractSet[str],
+                        problems: list[Problem]) -> dict[str, str]:
+    """Step 5: a block id at the end of every paragraph that cites evidence and has none, in
+    ``work`` (changed in place); returns ``"topics/<path>#<n>" -> id``."""
     # the ids taken: committed ones, every file's line-end ids (a passed-through file's are all
     # committed) and those allocated below
     used: set[str] = set()
     for path in order:
-        used |= _line_end_ids(work[path])
+        used |= _ids_at_line_ends(work[path])
     block_ids: dict[str, str] = {}
     for path in order:
         lines = work[path]
@@ -716,7 +700,13 @@ def normalize_tree(
                 ))
             block_ids[f"topics/{path}#{n}"] = candidate
             n += 1
-    # Pitfall 12: OpenProgram accepts any Unicode digits in a time; memory-tui never writes them.
+    return block_ids
+
+
+def _non_ascii_times(order: list[str], work: dict[str, list[str]],
+                     committed_text: Callable[[str], str | None]) -> list[Problem]:
+    """Pitfall 12: OpenProgram accepts any Unicode digits in a time; memory-tui never writes them."""
+    problems: list[Problem] = []
     for path in order:
         old_lines = set(split_lines(committed_text(path) or ""))
         for line in classify_lines("\n".join(work[path])):
@@ -728,14 +718,19 @@ def normalize_tree(
                     path, f"evidence time must use ASCII digits (YYYY[-MM[-DD]]): {raw.raw_when}",
                     line.number, line.text.find(raw.raw_when) + 1, kind="non_ascii_time", footnote=raw.id,
                 ))
-    # Steps 1 + 6.
-    recovery = _Recovery(committed_tree, resolve)
+    return problems
+
+
+def _render_and_prune(order: list[str], work: dict[str, list[str]], labels: Mapping[str, str], base: Committed,
+                      resolve: SourceResolver | None, link_for: LinkFor | None,
+                      refuse_drops: bool) -> tuple[dict[str, str | None], list[Problem]]:
+    """Steps 1 + 6 (relocated evidence recovered while every line is rewritten canonically)
+    and step 7 (pruning) of each file to normalise: its new text, and what pruning dropped."""
+    recovery = _Recovery(base.tree, resolve)
     texts: dict[str, str | None] = {}
     dropped: list[Problem] = []
     for path in order:
-        lines = work[path]
-        joined = "\n".join(lines)
-        paragraphs, classified, _ = iter_blocks(joined)
+        paragraphs, classified, _ = iter_blocks("\n".join(work[path]))
         citing: dict[str, tuple[str, ...]] = {}
         for para in paragraphs:
             ids = paragraph_shape(para.text).ids
@@ -757,46 +752,10 @@ def normalize_tree(
             else:
                 out.append(line.text)
         canonical = "\n".join(out).rstrip() + "\n"
-        # Step 7.
-        pruned, notes = prune_topic(path, canonical, committed_text=committed_text(path),
-                                    refuse_drops=refuse_drops)
+        pruned, notes = prune_topic(path, canonical, committed_text=base.text_of(path), refuse_drops=refuse_drops)
         texts[path] = pruned
         dropped.extend(notes)
-    # every input path, in tree order: a passed-through file's text as given, a deleted one's None
-    changed_texts = texts
-    if in_order:
-        texts = dict(inputs)
-    else:
-        assert order_inputs is not None
-        texts = dict(zip(order_inputs, map(inputs.__getitem__, order_inputs)))
-    texts.update(changed_texts)
-    if mode == "check":
-        _check_order(texts, order, inputs, live, passed)
-    used_labels = {label: eid for label, eid in labels.items()}
-    return NormalizeResult(
-        texts=texts,
-        block_ids=block_ids,
-        evidence_ids=used_labels,
-        dropped=tuple(dropped),
-        problems=tuple(problems),
-        inputs=inputs,
-        passed=passed,
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# §3.7 block links
-# ---------------------------------------------------------------------------------------------
-
-
-def _pct_block_path(path: str) -> str:
-    out = []
-    for ch in path:
-        if ch.isascii() and (ch.isalnum() or ch in "/._-"):
-            out.append(ch)
-        else:
-            out.extend(f"%{b:02X}" for b in ch.encode("utf-8"))
-    return "".join(out)
+    return texts, dropped
 
 
 def has_local_label(text: str) -> bool:
@@ -804,626 +763,7 @@ def has_local_label(text: str) -> bool:
     return _LOCAL_REF_RE.search(text) is not None
 
 
-def file_block_ids(text: str) -> tuple[str, ...]:
-    """The block / mem_ ids of one topic text, in order (what ``_id_locations`` uses)."""
-    out: list[str] = []
-    paragraphs, _, _ = iter_blocks(text)
-    for para in paragraphs:
-        shape = paragraph_shape(para.text)
-        if shape.invalid_ids:
-            continue
-        out.extend(shape.ids or tuple(
-            fid for _, _, fids in shape.groups if all(is_mem_id(f) for f in fids) for fid in fids
-        ))
-    return tuple(out)
-
-
-def block_id_locations(texts: Mapping[str, str], file_ids: Callable[[str, str], Iterable[str]] | None = None,
-                       ) -> dict[str, str]:
-    """Where ``rewrite_block_links`` points each id: block id / mem_ id -> the topic path of
-    its first occurrence in tree order (live texts only)."""
-    return _id_locations(texts, file_ids)
-
-
-def _id_locations(texts: Mapping[str, str], file_ids: Callable[[str, str], Iterable[str]] | None = None) -> dict[str, str]:
-    """Block id / mem_ id -> topic path, first occurrence in tree order (cheap: no evidence).
-    ``file_ids(path, text)``: a caller's (cached) ``file_block_ids``."""
-    where: dict[str, str] = {}
-    for path in sorted(texts, key=topic_sort_key):
-        ids = file_ids(path, texts[path]) if file_ids is not None else file_block_ids(texts[path])
-        for bid in ids:
-            where.setdefault(bid, path)
-    return where
-
-
-def _is_relative_link(path: str) -> bool:
-    return not (path.startswith("/") or _SCHEME_RE.match(path))
-
-
-def rewrite_block_links(
-    texts: Mapping[str, str | None], *, file_ids: Callable[[str, str], Iterable[str]] | None = None,
-    rewritten: Callable[[str, str, tuple, Callable[[], str]], str] | None = None,
-    locations: Mapping[str, str] | None = None,
-    memo: Callable[[str, str, Callable[[str], object]], object] | None = None,
-    mode: str = "incremental",
-) -> dict[str, str | None]:
-    """Point every ``[text](path#^id)`` at the current file holding ``id`` (relative to the
-    linking topic, percent-encoding all but ``/._-``; same file -> ``<file>.md#^id``).
-    Links to unknown ids are left alone (``check_cross_topic_links`` reports them).
-
-    ``rewritten(path, text, locations, compute)``: a caller's memo of one file's result. The
-    result is a function of the path, the text and where each id it could link to lives:
-    ``locations`` is ``((id, path or None), ...)`` for every ``#^id)`` in the text (a superset
-    of the ids of its block links), so equal arguments always mean an equal result.
-
-    ``locations``: ``block_id_locations`` of the live texts, when the caller has it (kept up
-    to date from the previous call's); ``memo(path, text, fn)``: a caller's memo of per-text facts.
-    With ``locations``, the last such call's answer is kept (``_REWRITTEN``): a file whose text
-    is the very object it was and none of whose linked ids moved keeps its rewrite, so only
-    the changed files and those linking to a moved id are asked. ``mode`` (the transaction's
-    ``MEMORY_TUI_TX``): ``full`` asks every file, ``check`` both, comparing them."""
-    if locations is None:
-        where = _id_locations({(k[7:] if k.startswith("topics/") else k): v for k, v in texts.items() if v is not None},
-                              file_ids)
-        return _rewrite_all(texts, where, rewritten, memo)[0]
-    if mode == "full":
-        return _rewrite_all(texts, locations, rewritten, memo)[0]
-    with _REWRITTEN_LOCK:
-        last, _REWRITTEN[0] = _REWRITTEN[0], None  # taken: a failure below leaves none
-        out = _rewrite_since(last, texts, locations, rewritten, memo) if last is not None else None
-        if out is None:
-            out, linking = _rewrite_all(texts, locations, rewritten, memo)
-            _REWRITTEN[0] = _Rewritten(tuple(texts), list(texts.values()), out, locations, linking)
-        else:
-            _REWRITTEN[0] = last._replace(keys=tuple(texts), values=list(texts.values()), out=out, where=locations)
-    if mode == "check":
-        full = _rewrite_all(texts, locations, rewritten, memo)[0]
-        if full != out or list(full) != list(out):
-            raise RewriteMismatch(f"incremental block-link rewrite differs: "
-                                  f"{sorted(k for k in full if full[k] != out.get(k))[:10]}")
-    return dict(out)
-
-
-class RewriteMismatch(AssertionError):
-    """``mode="check"``: the kept block-link rewrite differs from asking every file."""
-
-
-class _Rewritten(NamedTuple):
-    """The last ``rewrite_block_links`` call with ``locations``: its texts, its answer, the
-    locations it was given and, per id, the keys of the texts that link to it."""
-
-    keys: tuple[str, ...]
-    values: list[str | None]
-    out: dict[str, str | None]  # never handed out (the caller gets a copy)
-    where: Mapping[str, str]
-    linking: dict[str, set[str]]  # id -> keys whose ``_linked_ids`` hold it; changed in place
-
-
-_REWRITTEN_LOCK = threading.Lock()
-_REWRITTEN: list[_Rewritten | None] = [None]
-# More changed texts or files to ask again than this and every file is asked.
-REWRITE_MAX_CHANGED = 64
-
-
-def _rewrite_one(key: str, value: str | None, where: Mapping[str, str],
-                 rewritten: Callable[[str, str, tuple, Callable[[], str]], str] | None,
-                 memo: Callable[[str, str, Callable[[str], object]], object] | None,
-                 ) -> tuple[str | None, tuple[str, ...] | None]:
-    """One text's rewrite and its ``_linked_ids``."""
-    if value is None:
-        return None, None
-    path = key[7:] if key.startswith("topics/") else key
-    fast = _LINKED.get(path)
-    if fast is not None and fast[0] is value:  # a pure function of the very text
-        linked = fast[1]
-    else:
-        linked = memo(path, value, _linked_ids) if memo is not None else _linked_ids(value)
-        _LINKED[path] = (value, linked)
-    if linked is None:
-        return value, None
-    if rewritten is None:
-        return _rewrite_file(path, value, where), linked
-    found = tuple((bid, where.get(bid)) for bid in linked)
-    return rewritten(path, value, found, lambda: _rewrite_file(path, value, where)), linked
-
-
-def _rewrite_all(texts: Mapping[str, str | None], where: Mapping[str, str],
-                 rewritten: Callable[[str, str, tuple, Callable[[], str]], str] | None,
-                 memo: Callable[[str, str, Callable[[str], object]], object] | None,
-                 ) -> tuple[dict[str, str | None], dict[str, set[str]]]:
-    """Every text's rewrite, and per id the keys of the texts linking to it."""
-    out: dict[str, str | None] = {}
-    linking: dict[str, set[str]] = {}
-    for key, value in texts.items():
-        out[key], linked = _rewrite_one(key, value, where, rewritten, memo)
-        for bid in linked or ():
-            linking.setdefault(bid, set()).add(key)
-    return out, linking
-
-
-def _rewrite_since(last: _Rewritten, texts: Mapping[str, str | None], where: Mapping[str, str],
-                   rewritten: Callable[[str, str, tuple, Callable[[], str]], str] | None,
-                   memo: Callable[[str, str, Callable[[str], object]], object] | None,
-                   ) -> dict[str, str | None] | None:
-    """``last.out`` with the texts that are other objects and those linking to an id whose
-    location moved asked again (``last.linking`` updated in place); None when that cannot
-    be told here: other keys, other locations, too many changes."""
-    keys = tuple(texts)
-    if keys != last.keys:
-        return None
-    moved = _moved_ids(last.where, where)
-    if moved is None:
-        return None
-    values = list(texts.values())
-    at = list(compress(range(len(values)), map(is_not, values, last.values)))
-    if len(at) > REWRITE_MAX_CHANGED:
-        return None
-    again = set(map(keys.__getitem__, at))
-    linking = last.linking
-    for bid in moved:
-        again.update(linking.get(bid, ()))
-    if len(again) > REWRITE_MAX_CHANGED:
-        return None
-    out = dict(last.out)
-    for i in at:  # their linked ids as they were, taken out of the index
-        key, before = keys[i], last.values[i]
-        if before is not None:
-            old = _linked_of(key, before)
-            for bid in old or ():
-                paths = linking.get(bid)
-                if paths is not None:
-                    paths.discard(key)
-                    if not paths:
-                        del linking[bid]
-    for key in again:
-        value = texts[key]
-        out[key], linked = _rewrite_one(key, value, where, rewritten, memo)
-        for bid in linked or ():
-            linking.setdefault(bid, set()).add(key)
-    return out
-
-
-def _linked_of(key: str, text: str) -> tuple[str, ...] | None:
-    path = key[7:] if key.startswith("topics/") else key
-    fast = _LINKED.get(path)
-    return fast[1] if fast is not None and fast[0] is text else _linked_ids(text)
-
-
-def _moved_ids(old: Mapping[str, str], new: Mapping[str, str]) -> set[str] | None:
-    """The ids whose location may differ between two ``block_id_locations`` maps, when both
-    are the same plain map with (``txcache.Locations``) a few ids laid over it; else None."""
-    if new is old:
-        return set()
-    old_base, old_delta = _laid_over(old)
-    new_base, new_delta = _laid_over(new)
-    if old_base is not new_base:
-        return None
-    return {bid for bid in old_delta.keys() | new_delta.keys() if old.get(bid) != new.get(bid)}
-
-
-def _laid_over(where: Mapping[str, str]) -> tuple[Mapping[str, str], Mapping[str, str]]:
-    """``(base, delta)``: a ``txcache.Locations``'s shared plain map and what is laid over it
-    (any other map is its own base)."""
-    if type(where) is dict:
-        return where, {}
-    base, delta = getattr(where, "base", None), getattr(where, "delta", None)
-    if isinstance(base, dict) and isinstance(delta, dict):
-        return base, delta
-    return where, {}
-
-
-# path -> (the last text object seen there, its ``_linked_ids``): asked of every file per edit
-_LINKED: dict[str, tuple[str, tuple[str, ...] | None]] = {}
-
-
-def _linked_ids(text: str) -> tuple[str, ...] | None:
-    """Every id some ``#^id)`` of ``text`` ends in, sorted (the ids of its block links are
-    among them); None when it has no ``#^`` at all (it is then its own rewrite)."""
-    if "#^" not in text:
-        return None
-    return tuple(sorted(set(_LINKED_ID_RE.findall(text))))
-
-
-# Every id a block link can end in: BLOCK_LINK_RE's last group is followed by ")" and preceded
-# by "#^", and no "#^id)" can overlap another (ids hold neither "#" nor ")").
-_LINKED_ID_RE = re.compile(r"#\^([A-Za-z0-9_-]+)\)")
-
-
-def _rewrite_file(path: str, value: str, where: Mapping[str, str]) -> str:
-    here = posixpath.dirname(path) or "."
-
-    def fix(m: re.Match) -> str:
-        label, target_path, bid = m.group(1), m.group(2), m.group(3)
-        # An absolute path (``/core.md#^id``) is re-pointed too: OpenProgram rewrites every
-        # block link by its id (corpus cases 010, 094, 139), so keeping it would leave a file
-        # that OpenProgram's next no-op edit rewrites. Only links with a scheme stay.
-        if _SCHEME_RE.match(target_path) or bid not in where:
-            return m.group(0)
-        dest = where[bid]
-        rel = posixpath.basename(dest) if dest == path else posixpath.relpath(dest, here)
-        return f"[{label}]({_pct_block_path(rel)}#^{bid})"
-
-    new_lines = []
-    for line in classify_lines(value):
-        new_lines.append(BLOCK_LINK_RE.sub(fix, line.text) if line.kind == "text" else line.text)
-    new = "\n".join(new_lines)
-    if value.endswith("\n"):
-        new += "\n"
-    return new
-
-
-def check_cross_topic_links(
-    tree: TopicTree | Mapping[str, str | None],
-    *,
-    committed: TopicTree | None = None,
-    changed_only: bool = True,
-) -> list[Problem]:
-    """§3.7 rules with positions: in changed record content (units new or whose body differs
-    from ``committed``; all units when ``committed`` is None or ``changed_only`` is False) a
-    relative link to a ``.md`` inside ``topics/`` must end ``#^<id>``; and every unit's ``#^id``
-    targets must exist in the tree (``dangling block link``)."""
-    if not isinstance(tree, TopicTree):
-        tree = parse_tree({k: v for k, v in tree.items() if v is not None}, strict=False)
-    problems: list[Problem] = []
-    ids = tree.ids
-    seen_paragraphs: set[tuple[str, int]] = set()
-    line_cache: dict[str, list[str]] = {}
-    for unit in tree.units:
-        key = (unit.topic_path, unit.line)
-        if key in seen_paragraphs or "](" not in unit.body:
-            continue
-        seen_paragraphs.add(key)
-        if unit.topic_path not in line_cache:
-            topic = tree.topic(unit.topic_path)
-            line_cache[unit.topic_path] = split_lines(topic.text) if topic else []
-        changed = _unit_changed(unit, committed, changed_only)
-        for bid, problem in _unit_link_findings(unit, line_cache[unit.topic_path]):
-            if bid is not None:
-                if bid not in ids:
-                    problems.append(problem)
-            elif changed:
-                problems.append(problem)
-    return problems
-
-
-def _unit_changed(unit: Unit, committed: TopicTree | None, changed_only: bool) -> bool:
-    if committed is None or not changed_only:
-        return True
-    old = committed.by_id(unit.identity)
-    return old is None or old.body != unit.body
-
-
-def _unit_link_findings(unit: Unit, lines: list[str]) -> list[tuple[str | None, Problem]]:
-    """What ``check_cross_topic_links`` may report for one unit, in its order: ``(bid,
-    problem)`` for a block link (reported when ``bid`` is not in the tree) and ``(None,
-    problem)`` for a topic link without ``#^id`` (reported when the unit's content changed)."""
-    out: list[tuple[str | None, Problem]] = []
-    for m, line_no, col in _links_with_positions(lines, unit):
-        target = m.group(2)
-        path_part, hash_, fragment = target.partition("#")
-        if fragment.startswith("^"):
-            bid = fragment[1:]
-            if _BLOCK_FRAGMENT_RE.match(fragment):
-                out.append((bid, _problem(unit.topic_path, f"dangling block link: {bid}", line_no, col,
-                                          target=target)))
-        if not _is_relative_link(path_part):
-            continue
-        rel = unquote(path_part) if path_part else posixpath.basename(unit.topic_path)
-        if not rel.endswith(".md"):
-            continue
-        norm = posixpath.normpath(posixpath.join(posixpath.dirname(unit.topic_path), rel))
-        if norm == ".." or norm.startswith("../"):
-            continue
-        if not (hash_ and _BLOCK_FRAGMENT_RE.match(fragment)):
-            out.append((None, _problem(
-                unit.topic_path, f"Topic-to-Topic link must target #^block-id: {unit.topic_path} -> {target}",
-                line_no, col, target=target,
-            )))
-    return out
-
-
-# topic (by identity) -> its units' link findings; a function of the topic alone
-_TOPIC_FINDINGS: dict[int, tuple[Topic, tuple[tuple[Unit, tuple[tuple[str | None, Problem], ...]], ...]]] = {}
-
-
-def topic_link_findings(topic: Topic) -> tuple[tuple[Unit, tuple[tuple[str | None, Problem], ...]], ...]:
-    """Per unit of ``topic`` holding a link, its ``_unit_link_findings`` (paragraphs once),
-    remembered while the topic object lives."""
-    hit = _TOPIC_FINDINGS.get(id(topic))
-    if hit is not None and hit[0] is topic:
-        return hit[1]
-    seen: set[int] = set()
-    lines: list[str] | None = None
-    out = []
-    for unit in topic.units:
-        if unit.line in seen or "](" not in unit.body:
-            continue
-        seen.add(unit.line)
-        if lines is None:
-            lines = split_lines(topic.text)
-        out.append((unit, tuple(_unit_link_findings(unit, lines))))
-    value = tuple(out)
-    _TOPIC_FINDINGS[id(topic)] = (topic, value)
-    return value
-
-
-def topic_link_summary(topic: Topic) -> tuple[bool, tuple[str, ...]]:
-    """What the link check needs of ``topic`` besides the tree it is in: whether any of its
-    units holds a topic link without ``#^id`` (reported when the unit changed), and the
-    sorted block ids its block links name (each reported when the tree lacks it). Like
-    ``topic_link_findings``, a function of the topic's path and text, so it can be kept by
-    them across processes and answer for a topic whose units were never built."""
-    bids: set[str] = set()
-    bare = False
-    for _unit, findings in topic_link_findings(topic):
-        for bid, _problem in findings:
-            if bid is None:
-                bare = True
-            else:
-                bids.add(bid)
-    return bare, tuple(sorted(bids))
-
-
-class _Seen(NamedTuple):
-    """What one ``normalize_tree`` call with a proof key saw and found. Every fact in it stays
-    true while the key does: whether a path passes on its own committed topic's ids is a
-    function of its text and that topic (its label, its line-end ids, the committed text) and
-    of the proof, which holds for a text object while the key does."""
-
-    key: object  # the proof key
-    paths: tuple[str, ...]  # the input paths in the order given, none of them ``topics/``-prefixed
-    values: list[str | None]  # their texts, aligned
-    tree: TopicTree  # the committed tree
-    # the paths that did not pass on their own committed topic's ids: not passed (deleted
-    # included), or passed on the whole tree's ids -- the only ones asked again while their
-    # text and committed topic stay the objects they were
-    retest: frozenset[str]
-    unpassed: frozenset[str]  # the paths not passed through
-    passed: frozenset[str]  # the others (``NormalizeResult.passed``)
-    in_order: bool  # ``paths`` is tree order
-    deleted: bool  # some value is None
-
-
-# the last call's ``_Seen``; replaced whole, so a thread reads one consistent snapshot (and any
-# snapshot under the same key is as good as the newest, only older)
-_SEEN: _Seen | None = None
-# the last path order asked for: (the paths in the order given, topic order, whether they are the same)
-_ORDER: tuple[tuple[str, ...], tuple[str, ...], bool] = ((), (), True)
-# More texts or committed parses moved than this since the last call and the paths are matched by name.
-SEEN_MAX_MOVED = 64
-_ABSENT = object()
-
-
-class PassthroughMismatch(AssertionError):
-    """``mode="check"``: the remembered passthrough set differs from the file-by-file test."""
-
-
-def _remember_seen(seen: _Seen) -> None:
-    global _SEEN
-    _SEEN = seen
-
-
-def _topic_at(tree: TopicTree) -> Callable[[str], Topic | None]:
-    """The committed topic at exactly this path (``TopicTree.topic`` also strips a
-    ``topics/`` prefix, which a path of ``topics/topics/…`` keeps)."""
-    return tree._topic_index.get
-
-
-def _texts_of(tree: TopicTree | None) -> dict[str, str]:
-    return {} if tree is None else dict(zip(map(_TOPIC_PATH, tree.topics), map(_TOPIC_TEXT, tree.topics)))
-
-
-def _to_test(seen: _Seen, same_paths: bool, paths: tuple[str, ...], values: list[str | None], tree: TopicTree,
-             ) -> tuple[set[str], list[int] | None]:
-    """``(paths to test, changed positions)``: every path but those ``seen`` found passing on
-    their own committed topic whose text and committed topic are still the very objects it saw
-    (the changed positions when ``paths`` are ``seen``'s, else None). Found by C-level passes:
-    by position while the paths and the committed topics' paths stand where they stood, else
-    by name."""
-    if same_paths:
-        at = list(compress(range(len(values)), map(is_not, values, seen.values)))
-        tops, old = tree.topics, seen.tree.topics
-        if len(at) <= SEEN_MAX_MOVED and len(tops) == len(old):
-            moved = list(compress(range(len(tops)), map(is_not, tops, old)))
-            if len(moved) <= SEEN_MAX_MOVED:
-                # a path whose committed topic is another object had one at a position that
-                # moved (paths are distinct), or had none and did not pass
-                out = set(seen.retest)
-                out.update(map(paths.__getitem__, at))
-                out.update(map(_TOPIC_PATH, map(old.__getitem__, moved)))
-                return out, at
-    else:
-        at = None
-    where = dict(zip(seen.paths, range(len(seen.paths))))
-    before = [*seen.values, _ABSENT]
-    then = map(before.__getitem__, map(where.get, paths, repeat(len(seen.paths))))
-    same = map(and_, map(is_, values, then), map(is_, map(_topic_at(tree), paths), map(_topic_at(seen.tree), paths)))
-    kept = map(and_, same, map(not_, map(seen.retest.__contains__, paths)))
-    return set(compress(paths, map(not_, kept))), at
-
-
-def _sorted_paths(keys: tuple[str, ...], mode: str = "incremental") -> tuple[list[str], bool]:
-    """``(sorted(keys, key=topic_sort_key), whether that is their order)``, remembered for the
-    last tuple of keys (a transaction hands the same keys in the same order every time)."""
-    global _ORDER
-    last_keys, last_order, last_same = _ORDER
-    if last_keys == keys and mode != "full":
-        return list(last_order), last_same
-    order = tuple(sorted(keys, key=topic_sort_key))
-    _ORDER = (keys, order, order == keys)
-    return list(order), order == keys
-
-
-def _check_order(texts: Mapping[str, str | None], order: list[str], inputs: Mapping[str, str | None],
-                 live: Mapping[str, str], passed: AbstractSet[str]) -> None:
-    """``MEMORY_TUI_TX=check``: the result's paths in tree order and the files normalised those
-    not passed through, in tree order."""
-    tree_order = sorted(inputs, key=topic_sort_key)
-    if list(texts) != tree_order:
-        raise PassthroughMismatch("the result's paths are not in tree order")
-    if order != [p for p in tree_order if p in live and p not in passed]:
-        raise PassthroughMismatch(f"incremental files to normalise differ: {order[:10]}")
-
-
-def _check_passthrough(passthrough, live, committed_texts, committed_tree, committed_set, proven_canonical, memo) -> None:
-    """``MEMORY_TUI_TX=check``: the passthrough set as the test for every file gives it."""
-    own_of = {t.path: t for t in committed_tree.topics} if committed_tree is not None else {}
-    full: set[str] = set()
-    for path, text in live.items():
-        if committed_texts.get(path) != text or memo(path, text, has_local_label):
-            continue
-        ids = memo(path, text, _text_line_end_ids)
-        own = own_of.get(path)
-        if ((own is not None and _ids_own(own, ids)) or ids <= committed_set) and (
-                proven_canonical is None or proven_canonical(path, text)):
-            full.add(path)
-    if full != passthrough:
-        raise PassthroughMismatch(f"incremental passthrough differs: {sorted(full ^ passthrough)[:10]}")
-
-
-def _keep_only(memo: dict[int, tuple], topics: tuple[Topic, ...]) -> None:
-    """Drop what a per-parse memo holds for parses no longer in the tree once it is twice the
-    tree's size (an entry keeps its parse alive)."""
-    if len(memo) > 2 * len(topics) + 64:
-        live = {id(t): t for t in topics}
-        for key, value in list(memo.items()):  # one C call: safe while another thread adds
-            if live.get(key) is not value[0]:
-                memo.pop(key, None)
-
-
-# The last memoised link check: its tree, and per path the topic object found clear in it (no
-# bare topic link, every block id it links to in that tree) with those ids; ``_LINKED_BY`` indexes
-# the clear topics by the ids they link to. Only those topics' answers carry over to the next
-# tree, and only while none of their ids left it. Updated in place under ``_CLEAR_LOCK``.
-_CLEAR_LOCK = threading.Lock()
-_CLEAR: dict[str, tuple[Topic, tuple[str, ...]]] = {}
-_LINKED_BY: dict[str, set[str]] = {}
-_CLEAR_TREE: list[TopicTree | None] = [None]
-# the positions in ``_CLEAR_TREE[0]`` of the topics the last call looked at
-_LOOKED: list[list[int]] = [[]]
-# More replaced topics than this since the last check and every topic is looked at again.
-CLEAR_MAX_MOVED = 64
-
-
-def check_cross_topic_links_incremental(
-    tree: TopicTree, *, committed: TopicTree | None = None,
-    summary: Callable[[Topic], tuple[bool, tuple[str, ...]] | None] | None = None,
-) -> list[Problem]:
-    """``check_cross_topic_links(tree, committed=committed)`` from per-topic findings kept
-    across calls: a topic's findings are a function of the topic alone, and what the tree adds
-    (is the id there, did the unit's content change) is looked up for the few units that hold
-    a link. Only for a tree free of duplicate ids (its units are its topics' units in order);
-    anything else takes the full check. ``summary(topic)``: ``topic_link_summary(topic)``
-    (possibly remembered by path and text) or ``None``; a topic it clears is not looked into.
-
-    With ``summary``, a topic found clear by the last call is not asked again while it is the
-    very same parse and no id it links to left the tree since: its answer cannot have changed
-    (it has no bare link, so the committed tree does not enter it). So an edit looks at the
-    topics it replaced, those linking to an id it removed, and the few that are not clear --
-    not at every topic of the tree."""
-    if not tree.dupfree:
-        return check_cross_topic_links(tree, committed=committed)
-    _keep_only(_TOPIC_FINDINGS, tree.topics)
-    if summary is None:
-        return _link_problems(tree, tree.topics, committed, None)
-    with _CLEAR_LOCK:
-        return _link_problems(tree, _to_look_at(tree), committed, summary)
-
-
-def _to_look_at(tree: TopicTree) -> Iterable[Topic]:
-    """The topics of ``tree`` (in its order) whose answer ``_CLEAR`` does not give; forgets the
-    clear answers that no longer hold. Call with ``_CLEAR_LOCK`` held."""
-    topics = tree.topics
-    last = _CLEAR_TREE[0]
-    _CLEAR_TREE[0] = tree
-    looked_last = _LOOKED[0]
-    if last is None or not last.dupfree or len(last.topics) != len(topics):
-        return _looked_at(topics, range(len(topics)), clear=True)
-    moved = list(compress(range(len(topics)), map(is_not, topics, last.topics)))
-    if len(moved) > CLEAR_MAX_MOVED:
-        return _looked_at(topics, range(len(topics)), clear=True)
-    old = last.topics
-    forgot = False
-    for mid in {mid for i in moved for mid in old[i].memory_ids if not tree.has_id(mid)}:
-        for path in _LINKED_BY.pop(mid, ()):
-            _forget_clear(path)
-            forgot = True
-    if forgot:  # where the forgotten paths stand is not at hand: every topic is asked
-        return _looked_at(topics, range(len(topics)))
-    # A topic the last call did not look at was clear in the last tree and nothing forgot it
-    # since (only the topics looked at, and the ids that left, change ``_CLEAR``): while it is
-    # the very parse at its position it still is.
-    return _looked_at(topics, sorted(set(moved).union(looked_last)))
-
-
-def _looked_at(topics: tuple[Topic, ...], at: Iterable[int], clear: bool = False) -> list[Topic]:
-    """The topics at the positions ``at`` that are not their path's clear parse (all of them,
-    after forgetting every clear answer, with ``clear``), noted in ``_LOOKED``."""
-    if clear:
-        _CLEAR.clear()
-        _LINKED_BY.clear()
-        _LOOKED[0] = list(at)
-        return list(topics)
-    at = list(at)
-    hits = map(_CLEAR.get, map(_TOPIC_PATH, map(topics.__getitem__, at)), repeat(_NO_CLEAR))
-    looked = list(compress(at, map(is_not, map(topics.__getitem__, at), map(_FIRST, hits))))
-    _LOOKED[0] = looked
-    return list(map(topics.__getitem__, looked))
-
-
-def _forget_clear(path: str) -> None:
-    hit = _CLEAR.pop(path, None)
-    if hit is not None:
-        for bid in hit[1]:
-            paths = _LINKED_BY.get(bid)
-            if paths is not None:
-                paths.discard(path)
-                if not paths:
-                    del _LINKED_BY[bid]
-
-
-def _link_problems(tree: TopicTree, topics: Iterable[Topic], committed: TopicTree | None,
-                   summary: Callable[[Topic], tuple[bool, tuple[str, ...]] | None] | None) -> list[Problem]:
-    problems: list[Problem] = []
-    has_id = tree.has_id
-    for topic in topics:
-        if summary is not None:
-            known = summary(topic)
-            if _CLEAR.get(topic.path, _NO_CLEAR)[0] is not topic:
-                _forget_clear(topic.path)
-            # no bare topic link and every block link's id in the tree: nothing to report,
-            # whatever changed, so a cached topic's units need not be built to know it
-            if known is not None and not known[0] and all(map(has_id, known[1])):
-                _CLEAR[topic.path] = (topic, known[1])
-                for bid in known[1]:
-                    _LINKED_BY.setdefault(bid, set()).add(topic.path)
-                continue
-        for unit, findings in topic_link_findings(topic):
-            if not findings:
-                continue
-            changed = _unit_changed(unit, committed, True)
-            for bid, problem in findings:
-                if bid is not None:
-                    if not has_id(bid):
-                        problems.append(problem)
-                elif changed:
-                    problems.append(problem)
-    return problems
-
-
-_NO_CLEAR = (None, ())
-_FIRST = itemgetter(0)
-_TOPIC_PATH, _TOPIC_TEXT = attrgetter("path"), attrgetter("text")
-
-
-def _links_with_positions(lines: list[str], unit: Unit):
-    for index in range(unit.line - 1, min(unit.end_line, len(lines))):
-        for m in MARKDOWN_LINK_RE.finditer(lines[index]):
-            yield m, index + 1, m.start() + 1
-
-
 __all__ = [
-    "LinkFor", "NormalizeResult", "allocate_evidence_ids", "definition_ids", "check_cross_topic_links",
-    "block_id_locations", "check_cross_topic_links_incremental", "default_link_for", "topic_link_findings", "topic_link_summary",
-    "definition_seed", "file_block_ids", "has_local_label", "normalize_tree", "prune_topic", "rewrite_block_links",
+    "LinkFor", "NormalizeResult", "TextFacts", "allocate_evidence_ids", "default_link_for", "definition_ids",
+    "definition_seed", "has_local_label", "line_end_ids", "normalize_tree", "prune_topic",
 ]

@@ -3,7 +3,7 @@ a transaction last looked, without ``lstat``-ing every file (Linux inotify; what
 fsmonitor does for the index).
 
 A transaction prepared outside the write lock installs only if the workspace still holds
-what it was prepared from; ``txcache.revision_walk`` proves that by the stamp of every file,
+what it was prepared from; ``walk.revision_walk`` proves that by the stamp of every file,
 one ``lstat`` per file of the workspace on every edit. The monitor watches every folder the
 walk lists (``cover``) and counts the changes it is told about: each event that is not one of
 this process's own install moves its ``generation`` on. A transaction records the generation
@@ -24,8 +24,8 @@ Writes through a shared ``mmap`` raise no event either; no writer of the workspa
 (OpenProgram, editors, memory-tui) writes that way.
 
 ``MEMORY_TUI_FSMONITOR=off`` turns it off; ``MEMORY_TUI_TX=full`` never uses it and ``check``
-walks as well and compares (``txcache.IncrementalMismatch`` when the monitor missed a change).
-A process that runs one transaction (``txcache.one_shot``) starts none: it would not pay for
+walks as well and compares (``txmode.IncrementalMismatch`` when the monitor missed a change).
+A process that runs one transaction (``txmode.one_shot``) starts none: it would not pay for
 itself, and the CLI's fresh edit imports nothing it does not need (``inotify_simple`` and
 ``ctypes`` are imported when a monitor starts).
 """

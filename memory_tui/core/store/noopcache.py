@@ -40,7 +40,7 @@ from typing import Any, Mapping
 from ..fsutil import replace_cache_file
 from .parsecache import is_racy
 from ..format.paths import Layout
-from .txcache import revision_walk
+from .walk import revision_walk
 
 NAME = "memory-tui-noop.json"
 VERSION = 1

@@ -196,7 +196,8 @@ def code_tag() -> str:
     return tag_of(*(f"memory_tui.core.{name}" for name in (
         "format.topics", "format.sources", "format.errors", "store.txcache", "store.parsecache", "format.views",
         "store.viewcache", "format.normalize", "changes.request", "changes.labels", "changes.files", "changes.patch",
-        "changes.records", "changes.workcopy", "format.fastdata")), salt=f"format {FORMAT}", length=16)
+        "changes.records", "changes.workcopy", "format.fastdata", "format.blocklinks", "format.linkcheck",
+        "store.treecache", "store.linkcache", "store.memos")), salt=f"format {FORMAT}", length=16)
 
 
 def stat_key(st: os.stat_result) -> StatKey:

@@ -518,7 +518,7 @@ class StateView:
     writer_disabled: bool
     empty_workspace: bool
     # refresh bookkeeping
-    # rel -> (mtime_ns, size, inode, ctime_ns), as txcache.revision_walk lists them
+    # rel -> (mtime_ns, size, inode, ctime_ns), as walk.revision_walk lists them
     revision_stamps: Mapping[str, tuple] = field(default_factory=dict, repr=False, compare=False)
     state_stamps: Mapping[str, FileStamp | None] = field(default_factory=dict, repr=False, compare=False)
     topic_entries: Mapping[str, _TopicEntry] = field(default_factory=dict, repr=False, compare=False)
@@ -688,7 +688,8 @@ def _revision_of(memory_root: Path, prev: StateView | None) -> tuple[Mapping[str
     refresh after a one-file change used to read and hash the whole workspace again (most of
     an app reload); the transaction cache's stream resumes from the hash state saved before
     the first changed file and feeds exactly the bytes ``workspace_revision`` feeds."""
-    from .txcache import cache_for, revision_walk
+    from .txcache import cache_for
+    from .walk import revision_walk
 
     stamps, _links = revision_walk(memory_root)
     if prev is not None and prev.revision_stamps == stamps:

@@ -50,9 +50,10 @@ from ..format.topics import (CITATION_RE, DEFINITION_RE, Topic, TopicTree, Unit,
                      topic_sort_key)
 from ..store.parsecache import store_for
 from ..store.fsmonitor import monitor_for
-from ..store.txcache import (IncrementalMismatch, InstalledRevision, PendingRevision, RevisionJob, WorkspaceCache, any_racy,
-                      cache_for, derive, in_one_shot, installed_stamps, revision_text, revision_walk, stamps_under,
-                      tx_mode)
+from ..store.revision import InstalledRevision, PendingRevision, RevisionJob, revision_text
+from ..store.txcache import WorkspaceCache, cache_for
+from ..store.txmode import IncrementalMismatch, derive, in_one_shot, tx_mode
+from ..store.walk import any_racy, installed_stamps, revision_walk, stamps_under
 from ..store import noopcache
 from ..store.viewcache import mode as views_mode
 from ..store.workspace import RuntimeState, dump_runtime_json, load_runtime_state, workspace_revision
@@ -1215,7 +1216,7 @@ def _promote_legacy_core(stage: Stage, normalized: dict[str, str], ctx: _Context
     ``topics/core.md`` with links re-based to ``topics/``; kept only if the whole tree still
     parses (and, stricter than OpenProgram, only if its sources validate, so a legacy file
     never makes an unrelated edit fail). Returns (texts, note)."""
-    from ..format.normalize import rewrite_block_links
+    from ..format.blocklinks import rewrite_block_links
     from ..format.views import promote_legacy_core
 
     if "core.md" in normalized:
@@ -1263,7 +1264,7 @@ def _link_summaries(cache: WorkspaceCache):
     """``normalize.topic_link_summary`` of a topic, kept by its path and bytes in the parse
     cache: a fresh process checks the links of the topics it did not change without building
     their units (the check builds a topic only when its summary names an id the tree lacks)."""
-    from ..format.normalize import topic_link_summary
+    from ..format.linkcheck import topic_link_summary
 
     def summary(topic: Topic) -> tuple[bool, tuple[str, ...]]:
         return cache.kept("blinks", topic.path, topic.text, lambda: topic_link_summary(topic), _is_link_summary)
@@ -1303,7 +1304,8 @@ def _prepare(stage: Stage, ctx: _Context) -> _Prepared:
     errors.add(problems)
     errors.add(_missing_sources(texts, changed, index, ctx.rule))
 
-    from ..format.normalize import check_cross_topic_links, check_cross_topic_links_incremental, rewrite_block_links
+    from ..format.blocklinks import rewrite_block_links
+    from ..format.linkcheck import check_cross_topic_links, check_cross_topic_links_incremental
 
     # The owner's own texts (hand edit, whole-file change, patch) must land whole; record ops,
     # writers and organize legitimately leave empty sections for pruning.
