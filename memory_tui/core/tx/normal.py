@@ -6,8 +6,8 @@ rewritten to where their blocks now are."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from operator import is_
 from itertools import repeat
+from operator import is_
 from typing import Any, Mapping
 
 from ..format.errors import MemoryError
