@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from memory_tui.core.store import gitlog
-from memory_tui.core.tx import transaction as tx
+from memory_tui.core.tx import api as tx
 from memory_tui.core.format.sources import SourceRecord
 from memory_tui.core.store.archives import append_records
 
@@ -116,7 +116,7 @@ def timed(fn, n: int) -> tuple[float, float]:
 
 _COLD = r"""
 import sys, time
-from memory_tui.core.tx import transaction as tx
+from memory_tui.core.tx import api as tx
 root, rel = sys.argv[1], sys.argv[2]
 from pathlib import Path
 text = (Path(root) / 'memory' / rel).read_text()

@@ -8,7 +8,9 @@ of the middle topic file with ``git_commit="off"`` (as ``run.py``'s ``edit_rewor
 Run it with ``PYTHONPATH`` at another checkout to profile that code on the same state."""
 import sys, time, statistics, functools
 from pathlib import Path
-from memory_tui.core.tx import transaction as tx
+from memory_tui.core.tx import api as tx
+from memory_tui.core.tx import checks, derived, finish, normal, optimistic, prepare, stage
+from memory_tui.core.tx.stage import Stage
 from memory_tui.core.store import revision, txcache
 from memory_tui.core.format import blocklinks, linkcheck
 from memory_tui.core.store import viewcache
@@ -31,32 +33,34 @@ def wrap(owner, name, label):
             d = acc.setdefault(label, [0.0, 0.0, 0]); d[0] += tt() - t0; d[1] += time.perf_counter() - w0; d[2] += 1
     setattr(owner, name, w)
 C = txcache.WorkspaceCache
+# (the module whose globals the callers look the name up in, the name, the label)
 parts = [
- (tx, "_normalize", "normalisation (_normalize)"),
+ (normal, "_normalize", "normalisation (_normalize)"),
  (blocklinks, "rewrite_block_links", "rewrite_block_links"),
- (tx, "_unchanged", "walk under the lock (_unchanged)"),
- (tx, "revision_walk", "revision_walk (tx)"),
+ (optimistic, "unchanged", "walk under the lock (unchanged)"),
+ (stage, "revision_walk", "revision_walk (stage)"),
  (C, "tree", "cache.tree"),
  (C, "read_topics", "read_topics"),
- (tx, "source_index", "source_index"),
+ (stage, "source_index", "source_index"),
  (C, "take_walk", "take_walk"),
- (tx.Stage, "__init__", "Stage.__init__ (stage)"),
- (tx, "_write_views", "views (_write_views)"),
- (tx, "_write_runtime", "_write_runtime"),
- (tx, "_write_stage_texts", "_write_stage_texts"),
- (tx, "_check_units", "_check_units"),
- (tx, "plan_install", "plan_install"),
- (tx, "install", "install"),
+ (Stage, "__init__", "Stage.__init__ (stage)"),
+ (derived, "_write_views", "views (_write_views)"),
+ (derived, "_write_runtime", "_write_runtime"),
+ (Stage, "write_texts", "Stage.write_texts"),
+ (checks, "_check_units", "_check_units"),
+ (stage, "plan_install", "plan_install"),
+ (finish, "install", "install"),
  (C, "retain", "retain"),
  (C, "save_disk", "parse-cache flush (save_disk)"),
  (C, "prove", "prove"),
  (C, "block_locations", "block_locations"),
- (tx, "installed_stamps", "installed_stamps"),
+ (finish, "installed_stamps", "installed_stamps"),
  (revision.RevisionJob, "result", "revision wait (job.result)"),
- (tx, "_start_revision", "_start_revision"),
- (tx, "_prepare", "_prepare"),
- (tx, "_finish", "_finish"),
- (tx, "write_lock", "write_lock enter"),
+ (optimistic, "start_revision", "start_revision"),
+ (finish, "start_revision", "start_revision"),
+ (prepare, "prepare", "prepare"),
+ (optimistic, "finish", "finish"),
+ (optimistic, "write_lock", "write_lock enter"),
  (linkcheck, "check_cross_topic_links_incremental", "link check"),
  (viewcache.ViewCache, "_keys", "  views: _keys"),
  (viewcache.ViewCache, "_from_snapshot", "  views: _from_snapshot"),
@@ -65,21 +69,21 @@ parts = [
  (viewcache, "_core_pending", "  views: _core_pending"),
  (viewcache.Snapshot, "save", "  flush: viewcache Snapshot.save"),
  (parsecache.ParseStore, "flush", "  flush: ParseStore.flush"),
- (tx, "_missing_ids", "_missing_ids"),
- (tx, "_non_ascii_times", "_non_ascii_times"),
- (tx, "_precheck", "_precheck"),
- (tx, "_missing_sources", "_missing_sources"),
+ (checks, "_missing_ids", "_missing_ids"),
+ (checks, "_non_ascii_times", "_non_ascii_times"),
+ (checks, "_precheck", "_precheck"),
+ (checks, "_missing_sources", "_missing_sources"),
  (C, "observe_index", "observe_index"),
  (C, "load_disk", "load_disk"),
- (tx, "check_write_confinement", "check_write_confinement"),
- (tx, "make_stage_dir", "make_stage_dir"),
- (tx.Stage, "discard", "Stage.discard"),
- (tx, "_copy_entry", "_copy_entry"),
- (tx, "_guard_core_master", "_guard_core_master"),
- (tx, "_promote_legacy_core", "_promote_legacy_core"),
- (tx, "needs_recovery", "needs_recovery"),
- (tx, "_open_locked", "_open_locked"),
- (tx, "_known_noop", "_known_noop"),
+ (stage, "check_write_confinement", "check_write_confinement"),
+ (stage, "make_stage_dir", "make_stage_dir"),
+ (Stage, "discard", "Stage.discard"),
+ (stage, "_copy_entry", "_copy_entry"),
+ (normal, "_guard_core_master", "_guard_core_master"),
+ (normal, "_promote_legacy_core", "_promote_legacy_core"),
+ (optimistic, "needs_recovery", "needs_recovery"),
+ (optimistic, "open_locked", "open_locked"),
+ (tx, "known_noop", "known_noop"),
 ]
 for o, nm, lb in parts:
     if hasattr(o, nm): wrap(o, nm, lb)

@@ -105,7 +105,7 @@ def build(root: Path, node_mb: int, lines: int) -> tuple[Path, Path]:
     """Two small real workspaces: one with a session holding one huge node, one with one huge
     topic (apart, so each row measures one of them)."""
     sys.path.insert(0, str(REPO))
-    from memory_tui.core.tx import transaction as tx
+    from memory_tui.core.tx import api as tx
     from memory_tui.core.format.sources import SourceRecord
     from memory_tui.core.store.archives import append_records
 

@@ -30,7 +30,7 @@ from typing import Any
 from memory_tui.core.store import gitlog
 
 from memory_tui.core.store import parsecache
-from memory_tui.core.tx import transaction as tx
+from memory_tui.core.tx import api as tx
 from memory_tui.core.fsutil import atomic_write
 from memory_tui.core.format.sources import SourceRecord
 from memory_tui.core.store.archives import append_records

@@ -177,7 +177,7 @@ print(json.dumps(out))
 CHILD_EDIT_INPROC = r"""
 import json, sys, time
 from pathlib import Path
-from memory_tui.core.tx import transaction as tx
+from memory_tui.core.tx import api as tx
 state = Path(sys.argv[1]); rel = sys.argv[2]; mode = sys.argv[3]; n = int(sys.argv[4])
 path = state / "memory" / rel
 base = path.read_text()

@@ -1,4 +1,4 @@
-"""Verbs that change memory, all through ``core.transaction``: ``edit``, ``apply``, ``views``."""
+"""Verbs that change memory, all through ``core.tx.api``: ``edit``, ``apply``, ``views``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from memory_tui.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE, CliError, add_common, emit_json
-from memory_tui.core.tx import transaction as tx
+from memory_tui.core.tx import api as tx
+from memory_tui.core.tx.context import GIT_MODES
+from memory_tui.core.tx.provenance import owner_provenance
+from memory_tui.core.tx.result import TxResult
+from memory_tui.core.tx.stage import memory_root
 from memory_tui.core.format.errors import RETRYABLE_TRANSACTION_CODES, MemoryError
 from memory_tui.core.format.paths import check_writable, discover_state_dir
 from memory_tui.core.format.text import sanitize
@@ -39,13 +43,13 @@ def _topic_rel(topic: str) -> str:
     return rel
 
 
-def _exit_for(result: tx.TxResult) -> int:
+def _exit_for(result: TxResult) -> int:
     if result.ok:
         return EXIT_OK
     return EXIT_RETRYABLE if result.code in RETRYABLE_TRANSACTION_CODES else EXIT_FAILURE
 
 
-def _print_rejection(result: tx.TxResult) -> None:
+def _print_rejection(result: TxResult) -> None:
     seen = set()
     for problem in result.problems or (result.error().as_problem(),):
         line = sanitize(str(problem))
@@ -54,7 +58,7 @@ def _print_rejection(result: tx.TxResult) -> None:
             print(f"rejected: {line}", file=sys.stderr)
 
 
-def _print_success(result: tx.TxResult) -> None:
+def _print_success(result: TxResult) -> None:
     if not result.changed_files:
         print(f"no change (revision {result.revision})")
         return
@@ -78,13 +82,13 @@ def _read_source(spec: str) -> str:
         raise CliError(f"cannot read {spec}: {exc}", EXIT_USAGE) from None
 
 
-def _editor_loop(state: Path, rel: str, git_commit: str) -> tx.TxResult:
+def _editor_loop(state: Path, rel: str, git_commit: str) -> TxResult:
     # only the interactive editor needs these; `edit --from` and `apply` start without them
     import shlex
     import subprocess
     import tempfile
 
-    root = tx.memory_root(state)
+    root = memory_root(state)
     current = root / rel
     text = current.read_text(encoding="utf-8") if current.is_file() else ""
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
@@ -99,7 +103,7 @@ def _editor_loop(state: Path, rel: str, git_commit: str) -> tx.TxResult:
             new = Path(tmp).read_text(encoding="utf-8")
             if new == text:
                 print("no change")
-                return tx.TxResult(ok=True, message="no change")
+                return TxResult(ok=True, message="no change")
             result = tx.staged_edit(state, rel, new, git_commit=git_commit)
             if result.ok:
                 return result
@@ -122,7 +126,7 @@ def _missing_topic(state: Path, rel: str) -> bool:
         check_writable(rel)
     except MemoryError:
         return False  # not a topic path at all: the transaction's path rule names what is wrong
-    root = tx.memory_root(state)
+    root = memory_root(state)
     return (root / "topics").is_dir() and not os.path.lexists(root / rel)
 
 
@@ -138,8 +142,8 @@ def _cmd_edit(args: argparse.Namespace) -> int:
     elif args.source is not None and not args.create and _missing_topic(state, rel):
         # OpenProgram's own CLI edit refuses a missing file: a mistyped path must not quietly
         # start a new topic. --create says it on purpose (the web PUT allows new files).
-        result = tx.TxResult(ok=False, code="MEMORY_NOT_FOUND", message=f"No memory file at '{rel}'.", path=rel,
-                             validate_only=args.check)
+        result = TxResult(ok=False, code="MEMORY_NOT_FOUND", message=f"No memory file at '{rel}'.", path=rel,
+                          validate_only=args.check)
     elif args.source is not None:
         text = _read_source(args.source)
         with one_shot():
@@ -177,18 +181,18 @@ def _cmd_apply(args: argparse.Namespace) -> int:
     known = ("base_revision", "memory_changes", "changes", "patch", "sources", "commit_message", "git_commit", "append_only")
     unknown = sorted(set(payload) - set(known))
     if unknown:
-        result = tx.TxResult(ok=False, code="INVALID_ARGUMENT", message=f"unknown request field: {unknown[0]}")
+        result = TxResult(ok=False, code="INVALID_ARGUMENT", message=f"unknown request field: {unknown[0]}")
     else:
         state = _state(args)
         base = payload.get("base_revision")
         if base == CURRENT:  # explicit opt-out of compare-and-set, said out loud
             from memory_tui.core.store.workspace import workspace_revision
 
-            base = workspace_revision(tx.memory_root(state))
+            base = workspace_revision(memory_root(state))
             print(f"memory-tui: applying to the current revision {base} (no compare-and-set: "
                   "changes made since you read the workspace are not detected)", file=sys.stderr)
         if base is None:
-            result = tx.TxResult(
+            result = TxResult(
                 ok=False, code="INVALID_ARGUMENT",
                 message="base_revision is required: pass --base-revision R (the revision you read, "
                         "e.g. from `memory-tui status --json`), or --base-revision current to apply "
@@ -199,15 +203,15 @@ def _cmd_apply(args: argparse.Namespace) -> int:
         if payload.get("sources"):
             # sources are spoken by the local owner: the principal OpenProgram persisted
             try:
-                kwargs["provenance"] = tx.owner_provenance(state, APPLY_ORIGIN)
+                kwargs["provenance"] = owner_provenance(state, APPLY_ORIGIN)
             except MemoryError as exc:
-                return _report_apply(args, tx.TxResult.failure(exc, validate_only=args.check))
+                return _report_apply(args, TxResult.failure(exc, validate_only=args.check))
         with one_shot():
             result = tx.update(state, base, validate_only=args.check, **kwargs)
     return _report_apply(args, result)
 
 
-def _report_apply(args: argparse.Namespace, result: tx.TxResult) -> int:
+def _report_apply(args: argparse.Namespace, result: TxResult) -> int:
     if getattr(args, "json", False):
         emit_json(result.to_json())
     elif result.ok:
@@ -224,7 +228,7 @@ def _cmd_views(args: argparse.Namespace) -> int:
         return _report_apply(args, tx.rebuild_views(state))
     from memory_tui.core.store.workspace import check_views
 
-    root = tx.memory_root(state)
+    root = memory_root(state)
     if not root.parent.is_dir():
         raise CliError(f"state directory not found: {state}")
     if not root.is_dir():
@@ -249,7 +253,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--delete", action="store_true", help="delete the topic (never topics/core.md)")
     p.add_argument("--create", action="store_true", help="with --from: allow a topic that does not exist yet")
     p.add_argument("--check", action="store_true", help="validate only; install nothing")
-    p.add_argument("--git-commit", choices=tx.GIT_MODES, default="auto")
+    p.add_argument("--git-commit", choices=GIT_MODES, default="auto")
     p.set_defaults(func=_cmd_edit)
 
     p = subparsers.add_parser(

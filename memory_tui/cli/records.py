@@ -110,7 +110,7 @@ def _cmd_delete(args: argparse.Namespace) -> int:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    from memory_tui.core.tx.transaction import GIT_MODES
+    from memory_tui.core.tx.context import GIT_MODES
 
     add_common(p)
     p.add_argument("id", help="the record's block id")

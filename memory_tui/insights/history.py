@@ -643,7 +643,7 @@ def revert(view: Any, target: str, to: str, *, base_revision: str | None = None,
     install is refused with ``CONCURRENT_UPDATE`` when the workspace has changed since.
     Never raises for a refusal: the result says why.
     """
-    from memory_tui.core.tx.transaction import staged_edit
+    from memory_tui.core.tx.api import staged_edit
 
     kind = "record" if is_block_target(target) and not (_memory_root(view) / topic_rel(target)).is_file() else "topic"
     name = target.strip().lstrip("^") if kind == "record" else topic_rel(target)

@@ -82,7 +82,8 @@ def migrate_legacy_core(ctx: Context) -> str | None:
     earlier run: the id is content addressed, so the frame is never duplicated). A transaction that
     fails for another reason raises its error rather than archiving a core that may parse.
     """
-    from memory_tui.core.tx import transaction as tx
+    from memory_tui.core.tx import api as tx
+    from memory_tui.core.tx.provenance import read_owner_principal
     from memory_tui.core.store.archives import append_records
 
     root = ctx.memory_root
@@ -96,7 +97,7 @@ def migrate_legacy_core(ctx: Context) -> str | None:
     text = _legacy_core_text(root)
     if text is None:
         return None
-    record = legacy_core_record(text, tx.read_owner_principal(ctx.state_dir))
+    record = legacy_core_record(text, read_owner_principal(ctx.state_dir))
     done = append_records(root, [record], runtime_dir=ctx.layout.runtime_dir)
     return "archived" if done.written_ids else None  # archived by an earlier run: nothing new
 

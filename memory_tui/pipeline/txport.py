@@ -42,7 +42,7 @@ class StageHandle:
 
 @dataclass
 class TransactionPort:
-    """``TxPort`` over ``memory_tui.core.tx.transaction`` for one memory workspace."""
+    """``TxPort`` over ``memory_tui.core.tx.api`` for one memory workspace."""
 
     memory_root: Path
     restricted: bool = True
@@ -73,12 +73,12 @@ class TransactionPort:
         return workspace_revision(self.memory_root)
 
     def open_stage(self, allowed_refs: Sequence[str]) -> StageHandle:
-        from memory_tui.core.tx import transaction
+        from memory_tui.core.tx import api as transaction
 
         return StageHandle(transaction.open_stage(self.memory_root, restricted=self.restricted, allowed_refs=tuple(allowed_refs)))
 
     def commit_edits(self, stage: StageHandle) -> CommitInfo:
-        from memory_tui.core.tx import transaction
+        from memory_tui.core.tx import api as transaction
 
         def run() -> Any:
             try:
@@ -92,7 +92,7 @@ class TransactionPort:
         stage.close()
 
     def update(self, base_revision: str, memory_changes: list[dict[str, Any]]) -> CommitInfo:
-        from memory_tui.core.tx import transaction
+        from memory_tui.core.tx import api as transaction
 
         # a writer's structured commit: audited like commit_edits
         return self._audited(

@@ -87,7 +87,7 @@ def diagnostics_from_result(result: Any, path: str, *, line_count: int | None = 
 
 def validate_topic_text(state_dir: Path | str, path: str, text: str, seq: int = 0, **kw: Any) -> Validation:
     """Validate ``text`` as the new content of topic ``path`` (validate-only; installs nothing)."""
-    from memory_tui.core.tx import transaction as tx
+    from memory_tui.core.tx import api as tx
 
     result = tx.validate_edit(state_dir, path, text, **kw)
     lines = text.count("\n") + 1
@@ -96,7 +96,7 @@ def validate_topic_text(state_dir: Path | str, path: str, text: str, seq: int = 
 
 def save_topic_text(state_dir: Path | str, path: str, text: str, **kw: Any) -> Validation:
     """Save through ``staged_edit``; a rejection comes back as the same diagnostics."""
-    from memory_tui.core.tx import transaction as tx
+    from memory_tui.core.tx import api as tx
 
     result = tx.staged_edit(state_dir, path, text, **kw)
     lines = text.count("\n") + 1

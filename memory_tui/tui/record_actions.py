@@ -156,7 +156,7 @@ def delete_record(state_dir: Path, memory_id: str, base_revision: str | None, **
 
 def delete_topic(state_dir: Path, path: str, base_revision: str | None, **tx_kw: Any) -> ActionOutcome:
     """Delete the topic file as ``memory-tui edit TOPIC --delete`` does (``staged_edit`` with no text)."""
-    from memory_tui.core.tx import transaction as tx
+    from memory_tui.core.tx import api as tx
 
     check = topic_delete_check(state_dir, path)
     if not check.allowed:

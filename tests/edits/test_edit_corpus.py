@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from memory_tui.core.store import gitlog
-from memory_tui.core.tx import transaction as tx
+from memory_tui.core.tx import api as tx
 from memory_tui.core.format.topics import parse_tree_strict
 from memory_tui.core.store.workspace import workspace_revision
 

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from memory_tui.core.tx import transaction as tx
+from memory_tui.core.tx import api as tx
+from memory_tui.core.store.workspace import workspace_revision
+from memory_tui.core.tx.stage import source_index
 from memory_tui.core.store.gitlog import fixed_env
 from memory_tui.pipeline.preview import ANY_TOPIC, DERIVED, JOBS, preview_job
 from memory_tui.pipeline.write import Context, write
@@ -76,9 +78,9 @@ def test_reorganize_preview_lists_the_duplicate_and_its_topic(fixture_state):
     from memory_tui.core.format.topics import parse_tree
 
     root = fixture_state / "memory"
-    tree = parse_tree(root / "topics", resolve=tx.source_index(root).resolve_target)
+    tree = parse_tree(root / "topics", resolve=source_index(root).resolve_target)
     unit = next(u for u in tree.units if u.topic_path == "people/ada.md")
-    res = tx.update(root, tx.workspace_revision(root), memory_changes=[{
+    res = tx.update(root, workspace_revision(root), memory_changes=[{
         "op": "create_record", "content": unit.content, "time": unit.when, "source_refs": [unit.source_refs[0]],
         "destination": {"topic_path": "topics/people/ada-copy.md", "headings": ["Ada"], "position": "end"},
     }], git_commit="off")

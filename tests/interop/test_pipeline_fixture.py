@@ -257,7 +257,7 @@ def test_reorganize_and_backfill_shapes(fixture_state):
 
 
 def test_reorganize_folds_duplicates_keeping_ids(fixture_state):
-    from memory_tui.core.tx import transaction
+    from memory_tui.core.tx import api
     from memory_tui.pipeline.context import topic_tree as _tree
     from memory_tui.pipeline.reorganize import reorganize
 
@@ -265,7 +265,7 @@ def test_reorganize_folds_duplicates_keeping_ids(fixture_state):
     tree = _tree(root)
     unit = next(u for u in tree.units if u.topic_path == "people/ada.md")
     ref = unit.source_refs[0]
-    res = transaction.update(root, revision(root), memory_changes=[{
+    res = api.update(root, revision(root), memory_changes=[{
         "op": "create_record", "content": unit.content, "time": unit.when, "source_refs": [ref],
         "destination": {"topic_path": "topics/people/ada-copy.md", "headings": ["Ada"], "position": "end"},
     }], git_commit="off")

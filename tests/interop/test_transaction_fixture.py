@@ -6,7 +6,8 @@ import os
 import subprocess
 
 from memory_tui.core.store import gitlog
-from memory_tui.core.tx import transaction as tx
+from memory_tui.core.tx import api as tx
+from memory_tui.core.tx.stage import source_index
 from memory_tui.core.format.normalize import normalize_tree
 from memory_tui.core.format.topics import read_topic_texts
 from memory_tui.core.store.workspace import check_views
@@ -40,7 +41,7 @@ def test_views_rebuild_byte_equal_and_noop(fixture_state, expected):
 def test_normalising_normal_topics_changes_nothing(fixture_state):
     root = fixture_state / "memory"
     texts, _ = read_topic_texts(root / "topics")
-    index = tx.source_index(root)
+    index = source_index(root)
     result = normalize_tree(texts, committed=texts, resolve=index.resolve_target, link_for=index.link_for)
     assert result.texts == texts and result.block_ids == {} and result.errors == ()
 

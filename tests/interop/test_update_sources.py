@@ -10,14 +10,15 @@ import json
 from pathlib import Path
 
 from memory_tui.cli import main
-from memory_tui.core.tx import transaction as tx
+from memory_tui.core.tx import api as tx
+from memory_tui.core.tx.provenance import Provenance, transaction_source_records
 from memory_tui.core.changes.request import NewSource
 from memory_tui.core.format.sources import SourceIndex, archive_path, decode_meta
 from memory_tui.core.format.topics import parse_tree
 from memory_tui.core.store.workspace import workspace_revision
 
 US = "\x1f"
-PROV = tx.Provenance("owner/install/ef943b18af0244d0", "owner", "owner/local", "owner", "memory-tui/apply")
+PROV = Provenance("owner/install/ef943b18af0244d0", "owner", "owner/local", "owner", "memory-tui/apply")
 TEA = {"label": "new-source-tea", "role": "user", "content": "I drink genmaicha now.",
        "observed_at": "2026-11-02T10:00:00+01:00"}
 RAIN = {"label": "new-source-rain", "role": "assistant", "content": "Noted: rain walks.\nEvery day."}
@@ -28,7 +29,7 @@ def _create(label: str, content: str = "Ada drinks genmaicha.", headings=("Ada",
             "destination": {"topic_path": "topics/people/ada.md", "headings": list(headings), "position": "end"}}
 
 
-def _expected_ids(prov: tx.Provenance, sources: list[dict]) -> list[str]:
+def _expected_ids(prov: Provenance, sources: list[dict]) -> list[str]:
     """The §5.3 step 4 formula, written out independently of the implementation."""
     seed = US.join([prov.principal_id, prov.speaker_kind, prov.speaker_id, prov.authority_tier, prov.origin_id])
     rows = [US.join([s["role"], s["content"], s.get("observed_at") or ""]) for s in sources]
@@ -49,12 +50,12 @@ def _files(root: Path) -> dict[str, bytes]:
 
 def test_ids_follow_the_formula_and_are_deterministic():
     sources = [NewSource(**TEA), NewSource(**RAIN)]
-    first = [r.source_id for _, r in tx.transaction_source_records(sources, PROV)]
+    first = [r.source_id for _, r in transaction_source_records(sources, PROV)]
     assert first == _expected_ids(PROV, [TEA, RAIN])
-    assert [r.source_id for _, r in tx.transaction_source_records(sources, PROV)] == first
-    other = tx.Provenance(PROV.principal_id, "owner", "owner/local", "owner", "owner-rest/memory-changes")
-    assert [r.source_id for _, r in tx.transaction_source_records(sources, other)][0].split("/")[1] != first[0].split("/")[1]
-    label, rec = tx.transaction_source_records(sources, PROV)[0]
+    assert [r.source_id for _, r in transaction_source_records(sources, PROV)] == first
+    other = Provenance(PROV.principal_id, "owner", "owner/local", "owner", "owner-rest/memory-changes")
+    assert [r.source_id for _, r in transaction_source_records(sources, other)][0].split("/")[1] != first[0].split("/")[1]
+    label, rec = transaction_source_records(sources, PROV)[0]
     assert label == "new-source-tea" and rec.ordinal == 1 and rec.timestamp == TEA["observed_at"]
     assert rec.trust_state == "trusted" and rec.authority_tier == "owner" and rec.speaker_id == "owner/local"
 
@@ -156,8 +157,8 @@ def test_rejected_change_leaves_no_archive(fixture_state):
 def test_without_provenance_sources_are_refused(fixture_state):
     root = fixture_state / "memory"
     before = _files(root)
-    for prov in (None, tx.Provenance(PROV.principal_id, "owner", "owner/local", "", "x"),
-                 tx.Provenance("", "owner", "owner/local", "owner", "x")):
+    for prov in (None, Provenance(PROV.principal_id, "owner", "owner/local", "", "x"),
+                 Provenance("", "owner", "owner/local", "owner", "x")):
         result = tx.update(fixture_state, workspace_revision(root), memory_changes=[_create("new-source-tea")],
                            sources=[TEA], git_commit="off", provenance=prov)
         assert not result.ok and result.code == "WRITER_PRECONDITION_FAILED"
@@ -176,7 +177,7 @@ def test_cli_apply_archives_sources_as_the_owner(fixture_state, tmp_path, capsys
     code = main(["--state", str(fixture_state), "apply", str(req), "--base-revision", workspace_revision(root), "--json"])
     data = json.loads(capsys.readouterr().out)
     assert code == 0, data
-    owner = tx.Provenance(principal, "owner", "owner/local", "owner", "owner-rest/memory-changes")
+    owner = Provenance(principal, "owner", "owner/local", "owner", "owner-rest/memory-changes")
     (sid,) = _expected_ids(owner, [TEA])
     assert data["source_ids"] == {"new-source-tea": sid}
     frame = SourceIndex.load(root).v2_frame(sid)

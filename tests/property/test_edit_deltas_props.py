@@ -270,7 +270,7 @@ def test_lazy_retain_bounds_the_caches_and_answers_as_an_exact_retain(tmp_path, 
     """``retain_lazily`` lets at most ``RETAIN_SLACK`` dead entries stay between prunes, and a
     run of edits answers exactly as with a full ``retain`` after every one (every cache checks
     the text it was made from, so a dead entry is never handed out)."""
-    from memory_tui.core.tx import transaction as tx
+    from memory_tui.core.tx import api as tx
     from memory_tui.demo import build_demo
 
     monkeypatch.setattr(txcache, "RETAIN_SLACK", 6)

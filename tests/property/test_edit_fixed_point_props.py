@@ -11,7 +11,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core.tx import transaction as tx
+from memory_tui.core.tx import api as tx
 from memory_tui.core.format.sources import SourceIndex, SourceRecord
 from memory_tui.core.store.archives import append_records
 from memory_tui.core.format.topics import parse_tree

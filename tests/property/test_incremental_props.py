@@ -25,7 +25,8 @@ from memory_tui.core.store import revmemo
 from memory_tui.core.store import proofs, txcache, txmode
 
 from memory_tui.core.store import viewcache
-from memory_tui.core.tx import transaction as tx
+from memory_tui.core.tx import api as tx
+from memory_tui.core.tx.stage import STAGE_MODE_ENV
 from memory_tui.core.format.sources import SourceIndex
 from memory_tui.core.format.topics import parse_tree
 
@@ -221,14 +222,14 @@ def test_cached_edit_sequence_equals_full_rebuild(master, tmp_path_factory, ops,
     monkeypatch.delenv(txmode.TX_MODE_ENV)
     got_full = []
     monkeypatch.setenv(viewcache.MODE_ENV, "full")  # every view derived from every unit, as build_views does
-    monkeypatch.setenv(tx.STAGE_MODE_ENV, "full")  # whole-tree stages, planned by comparing every file
+    monkeypatch.setenv(STAGE_MODE_ENV, "full")  # whole-tree stages, planned by comparing every file
     monkeypatch.setenv(txmode.TX_MODE_ENV, "full")  # trees, id and link checks, locations from scratch
     for op, n in ops:
         txcache.clear_caches()
         parsecache.drop(full / "memory")
         got_full.append(_apply(full, op, n, sources))
     monkeypatch.delenv(viewcache.MODE_ENV)
-    monkeypatch.delenv(tx.STAGE_MODE_ENV)
+    monkeypatch.delenv(STAGE_MODE_ENV)
     monkeypatch.delenv(txmode.TX_MODE_ENV)
     assert got_incr == got_full
     assert got_checked == got_full

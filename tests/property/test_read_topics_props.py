@@ -16,7 +16,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core.tx import transaction as tx
+from memory_tui.core.tx.stage import source_index
 from memory_tui.core.store import committed, txcache
 from memory_tui.core.store import walk as walk_mod
 from memory_tui.core.store.committed import CommittedFiles
@@ -141,7 +141,7 @@ def test_source_index_from_the_walk_equals_a_fresh_load(tmp_path_factory, ops, h
         stamps = revision_walk(root)[0]
         if handed_on and last is not None:  # a remembered walk hands unchanged stamps on as the same objects
             stamps = {rel: last[rel] if last.get(rel) == st else st for rel, st in stamps.items()}
-        got = tx.source_index(root, stamps)
+        got = source_index(root, stamps)
         want = SourceIndex.load(root)
         assert {rel: e.key for rel, e in got.files.items()} == {rel: e.key for rel, e in want.files.items()}, (step, op)
         assert got.trusted_ids() == want.trusted_ids() and not want.problems, (step, op)

@@ -10,7 +10,7 @@ import time
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from memory_tui.core.tx.transaction import revision_stamps
+from memory_tui.core.tx.stage import revision_stamps
 from memory_tui.core.store.parsecache import RACY_NS
 from memory_tui.core.store.txcache import WorkspaceCache
 from memory_tui.core.store.walk import revision_walk

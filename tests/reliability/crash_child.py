@@ -42,7 +42,7 @@ def main() -> int:
     from memory_tui.cli import main as cli
     from memory_tui.core.format.sources import SourceRecord
     from memory_tui.core.store.archives import append_records
-    from memory_tui.core.tx.transaction import memory_root
+    from memory_tui.core.tx.stage import memory_root
 
     print("go", flush=True)
     if op == "append":

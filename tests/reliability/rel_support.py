@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from memory_tui.core.tx import transaction as tx
+from memory_tui.core.tx import api as tx
 from memory_tui.core.format.sources import SourceRecord
 from memory_tui.core.store.archives import append_records
 

@@ -13,7 +13,8 @@ import pytest
 
 from memory_tui.cli import main
 from memory_tui.core.store import install as inst
-from memory_tui.core.tx import transaction as tx
+from memory_tui.core.tx import api as tx
+from memory_tui.core.tx import prepare as tx_prepare, stage as tx_stage
 from memory_tui.core.format.errors import MemoryError
 from memory_tui.core.store.gitlog import fixed_env
 from memory_tui.core.format.paths import Layout
@@ -45,12 +46,12 @@ def test_stage_lives_in_the_workspace_scratch_area_and_is_removed(tmp_path):
         seen.append(d.path)
         return d
 
-    inst_make = tx.make_stage_dir
+    inst_make = tx_stage.make_stage_dir
     try:
-        tx.make_stage_dir = spy
+        tx_stage.make_stage_dir = spy
         r = tx.staged_edit(state, "topics/extra.md", topic("Extra", [("x.", ids()[3])]), git_commit="off")
     finally:
-        tx.make_stage_dir = inst_make
+        tx_stage.make_stage_dir = inst_make
     assert r.ok, r
     assert seen and all(p.parent == mem / ".scriptorium-stage" for p in seen)
     assert leftovers(mem) == [] and not (mem / ".scriptorium-stage").exists()
@@ -58,13 +59,13 @@ def test_stage_lives_in_the_workspace_scratch_area_and_is_removed(tmp_path):
 
 _KILLER = r"""
 import os, sys
-from memory_tui.core.tx import transaction as tx
-real = tx.make_stage_dir
+from memory_tui.core.tx import api as tx, stage as tx_stage
+real = tx_stage.make_stage_dir
 def die(layout, *a, **k):
     d = real(layout, *a, **k)
     (d.path / "marker").write_text("x")
     os._exit(9)   # as kill -9: no cleanup of any kind
-tx.make_stage_dir = die
+tx_stage.make_stage_dir = die
 tx.staged_edit(sys.argv[1], "topics/extra.md", "# Extra\n", git_commit="off")
 """
 
@@ -197,7 +198,7 @@ def test_request_paths_outside_topics_are_refused(tmp_path, capsys, argv):
 
 def test_a_file_vanishing_during_an_edit_is_retried_then_retryable(tmp_path, monkeypatch):
     state = make_state(tmp_path)
-    real = tx._prepare
+    real = tx_prepare.prepare
     calls = {"n": 0}
 
     def racy(stage, ctx):
@@ -206,7 +207,7 @@ def test_a_file_vanishing_during_an_edit_is_retried_then_retryable(tmp_path, mon
             raise FileNotFoundError(2, "No such file or directory", str(stage.path / "topics/gone.md"))
         return real(stage, ctx)
 
-    monkeypatch.setattr(tx, "_prepare", racy)
+    monkeypatch.setattr(tx_prepare, "prepare", racy)
     limit = 1
     r = tx.staged_edit(state, "topics/extra.md", topic("Extra", [("x.", ids()[3])]), git_commit="off")
     assert r.ok, r

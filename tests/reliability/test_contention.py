@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from memory_tui.core.tx import transaction as tx
+from memory_tui.core.tx import api as tx
 
 from rel_support import ids, make_state, topic
 

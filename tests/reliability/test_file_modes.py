@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from memory_tui.cli import main
-from memory_tui.core.tx import transaction as tx
+from memory_tui.core.tx import api as tx
 from memory_tui.core.store.gitlog import fixed_env
 from memory_tui.pipeline.write import Context, write
 

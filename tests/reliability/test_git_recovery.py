@@ -10,7 +10,8 @@ import pytest
 
 from memory_tui.cli import main
 from memory_tui.core.store import gitlog
-from memory_tui.core.tx import transaction as tx
+from memory_tui.core.tx import api as tx
+from memory_tui.core.store.lock import write_lock
 
 from rel_support import ids, leftovers, make_state, topic
 
@@ -101,7 +102,7 @@ def test_pipeline_write_is_not_success_when_git_refuses(fixture_state, monkeypat
     monkeypatch.undo()
     mem = fixture_state / "memory"
     assert _dirty(mem) != "" and gitlog.git_problems(mem)  # uncommitted, and status will say it
-    with tx.write_lock(mem):
+    with write_lock(mem):
         from memory_tui.core.store.install import recover
 
         recover(mem)

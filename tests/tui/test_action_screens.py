@@ -16,7 +16,7 @@ import pytest
 from action_harness import until as _until
 from tui_helpers import make_app, settle
 
-from memory_tui.core.tx import transaction as tx
+from memory_tui.core.tx import api as tx
 from memory_tui.core.store.gitlog import fixed_env
 from memory_tui.tui.dialogs.confirm_job import ConfirmJobDialog
 from memory_tui.tui.dialogs.conflict import ConflictDialog

@@ -149,7 +149,7 @@ async def test_a_refused_save_keeps_the_buffer_and_leaving_unsaved_asks(fixture_
 
 @pytest.mark.parametrize("choice", ["take_theirs", "keep_mine", "see_diff"])
 async def test_a_change_on_disk_under_unsaved_edits_offers_the_conflict_dialog(fixture_state, choice):
-    from memory_tui.core.tx import transaction as tx
+    from memory_tui.core.tx import api as tx
     from memory_tui.tui.dialogs.conflict import ConflictDialog
     from memory_tui.tui.messages import WorkspaceChanged
 

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))  # the cra
 from insights_world import forked_world  # noqa: E402
 
 from memory_tui.core.store import gitlog  # noqa: E402
-from memory_tui.core.tx import transaction as tx  # noqa: E402
+from memory_tui.core.tx import api as tx  # noqa: E402
 from memory_tui.core.store.workspace import open_state  # noqa: E402
 from memory_tui.insights.history import history  # noqa: E402
 from memory_tui.insights.summary import summarize  # noqa: E402

@@ -16,7 +16,7 @@ from insights_world import forked_world  # noqa: E402
 from tui_helpers import make_app, settle  # noqa: E402
 
 from memory_tui.core.store import gitlog  # noqa: E402
-from memory_tui.core.tx import transaction as tx  # noqa: E402
+from memory_tui.core.tx import api as tx  # noqa: E402
 from memory_tui.tui.screens.alternatives import AlternativesScreen  # noqa: E402
 from memory_tui.tui.screens.evidence import EvidenceScreen  # noqa: E402
 from memory_tui.tui.screens.history import ConfirmRevert, HistoryScreen  # noqa: E402

@@ -17,7 +17,7 @@ from tui_helpers import make_app
 
 from memory_tui.core.store import gitlog
 
-from memory_tui.core.tx import transaction
+from memory_tui.core.tx import api
 from memory_tui.core.store.gitlog import fixed_env
 from memory_tui.pipeline.context import Context, revision, topic_tree
 from memory_tui.pipeline.write import write
@@ -50,7 +50,7 @@ def _app(state: Path):
 def _duplicate_ada(state: Path) -> None:
     root = state / "memory"
     unit = next(u for u in topic_tree(root).units if u.topic_path == "people/ada.md")
-    res = transaction.update(root, revision(root), memory_changes=[{
+    res = api.update(root, revision(root), memory_changes=[{
         "op": "create_record", "content": unit.content, "time": unit.when, "source_refs": [unit.source_refs[0]],
         "destination": {"topic_path": "topics/people/ada-copy.md", "headings": ["Ada"], "position": "end"},
     }], git_commit="off")

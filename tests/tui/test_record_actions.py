@@ -190,7 +190,7 @@ async def test_update_text_keeps_sources_and_a_refusal_keeps_the_buffer(fixture_
 
 
 async def test_a_concurrent_change_is_refused_then_retried_on_the_new_revision(fixture_state):
-    from memory_tui.core.tx import transaction as tx
+    from memory_tui.core.tx import api as tx
 
     root = fixture_state / "memory"
     app = _app(fixture_state)

@@ -8,7 +8,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from memory_tui.core.tx import transaction as tx
+from memory_tui.core.tx import api as tx
 from memory_tui.core.store import gitlog
 from memory_tui.core.store.gitlog import fixed_env
 from memory_tui.core.format.sources import SourceIndex, SourceRecord, decode_meta

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from memory_tui.cli import main
-from memory_tui.core.tx import transaction as tx
+from memory_tui.core.tx import api as tx
 from memory_tui.core.format.sources import SourceRecord
 from memory_tui.core.store.archives import append_records
 

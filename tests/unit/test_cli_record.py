@@ -12,7 +12,8 @@ import pytest
 
 from memory_tui.cli import main
 from memory_tui.core.tx import recordops
-from memory_tui.core.tx import transaction as tx
+from memory_tui.core.tx import api as tx
+from memory_tui.core.tx.stage import source_index
 from memory_tui.core.format.sources import SourceRecord
 from memory_tui.core.store.archives import append_records
 from memory_tui.core.format.topics import parse_tree
@@ -42,7 +43,7 @@ def ws(tmp_path) -> Path:
 
 def _tree(state: Path):
     root = state / "memory"
-    return parse_tree(root / "topics", resolve=tx.source_index(root).resolve_target)
+    return parse_tree(root / "topics", resolve=source_index(root).resolve_target)
 
 
 def _unit(state: Path, content_start: str):

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from memory_tui.core.tx import transaction as tx
+from memory_tui.core.tx import api as tx
+from memory_tui.core.tx.result import TxResult
 from memory_tui.core.format.errors import Problem
 from memory_tui.core.format.sources import SourceRecord
 from memory_tui.core.store.archives import append_records
@@ -100,5 +101,5 @@ def test_summaries():
 
     err = summarize_migrate(None, error=MemoryError("CONCURRENT_UPDATE", "busy"))
     assert err.retryable and not err.ok
-    rejected = summarize_tx("edit", "edit", tx.TxResult(ok=False, code="INVALID_TOPIC_FORMAT", message="uncited"))
+    rejected = summarize_tx("edit", "edit", TxResult(ok=False, code="INVALID_TOPIC_FORMAT", message="uncited"))
     assert not rejected.ok and not rejected.retryable and rejected.message == "uncited"

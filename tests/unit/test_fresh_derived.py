@@ -17,7 +17,9 @@ from memory_tui.core.store import parsecache
 from memory_tui.core.store import txcache
 
 from memory_tui.core.store import viewcache
-from memory_tui.core.tx import transaction as tx
+from memory_tui.core.tx import api as tx
+from memory_tui.core.tx.result import TxResult
+from memory_tui.core.tx.stage import STAGE_MODE_ENV
 from memory_tui.core.format.topics import parse_tree
 from memory_tui.core.format.sources import SourceIndex
 from memory_tui.core.store.workspace import workspace_revision
@@ -36,7 +38,7 @@ def _files(mem: Path) -> dict[str, bytes]:
     return out
 
 
-def _summary(r: tx.TxResult) -> tuple:
+def _summary(r: TxResult) -> tuple:
     return (r.ok, r.code, r.message, tuple(r.changed_files), dict(r.block_ids), dict(r.evidence_ids), r.core)
 
 
@@ -46,10 +48,10 @@ def _steps(state: Path, full: bool, monkeypatch) -> list[tuple]:
     mem = state / "memory"
     if full:
         monkeypatch.setenv(viewcache.MODE_ENV, "full")
-        monkeypatch.setenv(tx.STAGE_MODE_ENV, "full")
+        monkeypatch.setenv(STAGE_MODE_ENV, "full")
     else:
         monkeypatch.delenv(viewcache.MODE_ENV, raising=False)
-        monkeypatch.delenv(tx.STAGE_MODE_ENV, raising=False)
+        monkeypatch.delenv(STAGE_MODE_ENV, raising=False)
 
     def fresh() -> None:
         txcache.clear_caches()

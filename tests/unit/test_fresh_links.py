@@ -18,9 +18,10 @@ from memory_tui.core.format import linkcheck
 
 from memory_tui.core.store import parsecache
 
-from memory_tui.core.store import txcache, txmode
-from memory_tui.core.tx import transaction as tx
+from memory_tui.core.tx import api as tx
+from memory_tui.core.tx.result import TxResult
 from memory_tui.core.format.linkcheck import check_cross_topic_links, check_cross_topic_links_incremental, topic_link_summary
+from memory_tui.core.store import txcache, txmode
 from memory_tui.core.format.topics import Topic, assemble_tree, parse_topic, topic_sort_key
 
 PATHS = ("a.md", "b.md", "sub/c.md", "sub/d.md", "z.md")
@@ -110,7 +111,7 @@ def _files(mem: Path) -> dict[str, bytes]:
             if p.is_file() and not p.relative_to(mem).as_posix().startswith((".git/", ".scriptorium/memory-tui"))}
 
 
-def _outcome(r: tx.TxResult) -> tuple:
+def _outcome(r: TxResult) -> tuple:
     return (r.ok, r.code, r.message, tuple(r.changed_files), dict(r.block_ids),
             tuple((p.path, p.line, p.column, p.message) for p in r.problems), r.warnings)
 

@@ -15,8 +15,9 @@ import pytest
 
 from memory_tui.core.store import fsmonitor
 
+from memory_tui.core.tx import api as tx
+from memory_tui.core.tx import stage as tx_stage
 from memory_tui.core.store import txcache, txmode
-from memory_tui.core.tx import transaction as tx
 from memory_tui.core.format.sources import SourceRecord
 from memory_tui.core.store.archives import append_records
 from memory_tui.core.store.workspace import workspace_revision
@@ -64,8 +65,8 @@ def _edit(state: Path, word: str):
 
 def _walks(monkeypatch) -> list:
     calls: list = []
-    real = tx.revision_walk
-    monkeypatch.setattr(tx, "revision_walk", lambda root: calls.append(root) or real(root))
+    real = tx_stage.revision_walk
+    monkeypatch.setattr(tx_stage, "revision_walk", lambda root: calls.append(root) or real(root))
     return calls
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from memory_tui.cli import main
 from memory_tui.core.store import gitlog
-from memory_tui.core.tx import transaction as tx
+from memory_tui.core.tx import api as tx
 from memory_tui.core.format.errors import MemoryError
 from memory_tui.core.store.workspace import AgentRun, open_state
 from memory_tui.insights.history import (

@@ -17,7 +17,10 @@ from memory_tui.core.store import noopcache
 from memory_tui.core.store import txcache
 
 from memory_tui.core.store import viewcache
-from memory_tui.core.tx import transaction as tx
+from memory_tui.core.tx import api as tx
+from memory_tui.core.tx import prepare as tx_prepare
+from memory_tui.core.tx.noop import NoopMismatch
+from memory_tui.core.tx.result import TxResult
 
 ADA = "topics/people/ada.md"
 KYOTO = "topics/projects/kyoto-trip.md"
@@ -44,20 +47,20 @@ class _Spy:
 
     def __init__(self, monkeypatch) -> None:
         self.calls = 0
-        real = tx._prepare
+        real = tx_prepare.prepare
 
         def prepare(*a, **kw):
             self.calls += 1
             return real(*a, **kw)
 
-        monkeypatch.setattr(tx, "_prepare", prepare)
+        monkeypatch.setattr(tx_prepare, "prepare", prepare)
 
 
 def _fresh() -> None:
     txcache.clear_caches()  # nothing in memory: what a new process starts with
 
 
-def _noop(state: Path, rel: str = ADA, **kw) -> tx.TxResult:
+def _noop(state: Path, rel: str = ADA, **kw) -> TxResult:
     mem = state / "memory"
     return tx.staged_edit(state, rel, (mem / rel).read_text(encoding="utf-8"), **kw)
 
@@ -198,7 +201,7 @@ def test_check_mode_catches_a_wrong_verdict(state, monkeypatch):
     lie = dict(body, warnings=["not what the full path says"])
     path.write_text(json.dumps(lie), encoding="utf-8")
     _fresh()
-    with pytest.raises(tx.NoopMismatch):
+    with pytest.raises(NoopMismatch):
         _noop(state, git_commit="off")
 
 

@@ -11,7 +11,9 @@ import pytest
 from parsecache_helpers import age, mem  # noqa: F401  (mem is a fixture)
 
 from memory_tui.core.store import parsecache
-from memory_tui.core.tx import transaction as tx
+from memory_tui.core.tx import api as tx
+from memory_tui.core.store.workspace import workspace_revision
+from memory_tui.core.tx.stage import Stage
 from memory_tui.core.format.sources import SourceIndex
 from memory_tui.core.format.topics import parse_tree
 from memory_tui.core.store.workspace import open_state
@@ -141,9 +143,9 @@ def test_other_code_tags_are_removed_and_never_read(mem):
 
 
 def test_cache_is_outside_the_revision_and_open_state_agrees(mem):
-    before = tx.workspace_revision(mem)
+    before = workspace_revision(mem)
     parsecache.load_tree(mem, persist=True)
-    assert tx.workspace_revision(mem) == before
+    assert workspace_revision(mem) == before
     parsecache.forget_in_process()
     cached = open_state(mem.parent)
     parsecache.drop(mem)
@@ -175,7 +177,7 @@ def test_refs_answer_persists_under_bytes_and_archives(mem, monkeypatch):
 
     _install_once(mem)
     _fresh_process()
-    stage = tx.Stage(mem, link_topics=True)
+    stage = Stage(mem, link_topics=True)
     try:
         topic = stage.baseline.topics[0]
         calls = []
@@ -191,7 +193,7 @@ def test_refs_answer_persists_under_bytes_and_archives(mem, monkeypatch):
         _fresh_process()
     finally:
         stage.discard()
-    stage = tx.Stage(mem, link_topics=True)
+    stage = Stage(mem, link_topics=True)
     try:
         topic = stage.baseline.topic(topic.path)
         assert stage.cache.refs_ok(topic, stage.index) is True

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import re
 
-from memory_tui.core.tx import transaction as tx
+from memory_tui.core.tx import api as tx
+from memory_tui.core.store.workspace import workspace_revision
+from memory_tui.core.tx.stage import source_index
 from memory_tui.core.format.topics import parse_tree
 
 
@@ -26,10 +28,10 @@ def test_record_ops_install_on_fixture(fixture_state):
          "destination": {"topic_path": "topics/people/ada.md", "headings": ["Ada"], "position": "after", "anchor_memory_id": "fc30e0e0"}},
         {"op": "delete_record", "memory_id": "024689fd"},
     ]
-    result = tx.update(fixture_state, tx.workspace_revision(root), memory_changes=ops, git_commit="off")
+    result = tx.update(fixture_state, workspace_revision(root), memory_changes=ops, git_commit="off")
     assert result.ok, result
     assert set(result.evidence_ids) == {"new-evidence-record-1", "new-evidence-record-2"}
-    tree = parse_tree(root / "topics", resolve=tx.source_index(root).resolve_target)
+    tree = parse_tree(root / "topics", resolve=source_index(root).resolve_target)
     assert tree.ok, tree.errors
     ada = [u.memory_id for u in tree.topic("people/ada.md").units]
     assert ada[:2] == ["fc30e0e0", "c2a2c020"]
@@ -47,14 +49,14 @@ def test_patch_installs_on_fixture(fixture_state):
         "--- a/topics/people/ada.md\n+++ b/topics/people/ada.md\n"
         f"@@ -1,3 +1,3 @@\n # Ada\n \n-{lines[2]}\n+{lines[2].replace('wants short answers', 'wants brief answers')}\n"
     )
-    result = tx.update(fixture_state, tx.workspace_revision(root), patch=patch, git_commit="off")
+    result = tx.update(fixture_state, workspace_revision(root), patch=patch, git_commit="off")
     assert result.ok, result
     assert "wants brief answers" in (root / "topics/people/ada.md").read_text()
 
 
 def test_patch_conflict_leaves_workspace_unchanged(fixture_state):
     root = fixture_state / "memory"
-    rev = tx.workspace_revision(root)
+    rev = workspace_revision(root)
     result = tx.update(fixture_state, rev, patch="--- a/topics/people/ada.md\n+++ b/topics/people/ada.md\n@@ -1 +1 @@\n-# Bob\n+# Ada\n", git_commit="off")
     assert not result.ok and result.code == "PATCH_CONFLICT"
-    assert tx.workspace_revision(root) == rev
+    assert workspace_revision(root) == rev

@@ -143,7 +143,7 @@ def _fixture_ops(mem: Path):
 
 
 def _session(state: Path, mode: str, monkeypatch) -> list[tuple]:
-    from memory_tui.core.tx import transaction as tx
+    from memory_tui.core.tx import api as tx
     from memory_tui.core.store import txcache, txmode
     from memory_tui.core.store.workspace import workspace_revision
 
@@ -200,7 +200,7 @@ def test_fresh_applies_from_the_kept_index_equal_the_full_path(fixture_state, tm
 def test_check_mode_catches_a_lying_entry(fixture_state, monkeypatch):
     from memory_tui.core.store import txcache, txmode
     from memory_tui.core.cache.sealed import seal, unseal
-    from memory_tui.core.tx import transaction as tx
+    from memory_tui.core.tx import api as tx
     from memory_tui.core.store.workspace import workspace_revision
 
     mem = fixture_state / "memory"

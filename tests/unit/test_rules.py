@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from memory_tui.core.tx import transaction as tx
+from memory_tui.core.tx import api as tx
+from memory_tui.core.tx.context import RULE_HAND, RULE_ORGANIZE, RULE_WRITER
 from memory_tui.core.format.rules import rule_of
 
 
 def test_a_citation_error_names_the_citation_rule_that_applied():
     ref = "openprogram/_v2/s.md#source-0123456789abcdef"
-    hand = f"source reference is not trusted; promote it first: {ref} ({tx.RULE_HAND})"
-    writer = f"source reference is not evidence of this transaction: {ref} ({tx.RULE_WRITER})"
-    assert rule_of(hand) == tx.RULE_HAND
-    assert rule_of(writer) == tx.RULE_WRITER
-    assert rule_of(f"missing source reference: {ref} ({tx.RULE_ORGANIZE})") == tx.RULE_ORGANIZE
+    hand = f"source reference is not trusted; promote it first: {ref} ({RULE_HAND})"
+    writer = f"source reference is not evidence of this transaction: {ref} ({RULE_WRITER})"
+    assert rule_of(hand) == RULE_HAND
+    assert rule_of(writer) == RULE_WRITER
+    assert rule_of(f"missing source reference: {ref} ({RULE_ORGANIZE})") == RULE_ORGANIZE
 
 
 def test_format_errors_name_their_spec_rule_and_unknown_messages_none():

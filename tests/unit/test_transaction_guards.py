@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from memory_tui.core.tx import transaction as tx
+from memory_tui.core.tx import api as tx
+from memory_tui.core.tx import prepare as tx_prepare, stage as tx_stage
+from memory_tui.core.tx.stage import STAGE_MODE_ENV, source_index
 from memory_tui.core.store import proofs, revision, revstream, txcache, walk
 from memory_tui.core.format.normalize import normalize_tree
 from memory_tui.core.format.sources import SourceRecord
@@ -129,7 +131,7 @@ def test_legacy_root_core_promoted_with_rebased_links(tmp_path):
     master = (mem / "topics/core.md").read_text()
     assert "](../sources/openprogram/_v2/sess-tx.md#source-" in master
     assert "^abcd1234" in master
-    tree = parse_tree(mem / "topics", resolve=tx.source_index(mem).resolve_target)
+    tree = parse_tree(mem / "topics", resolve=source_index(mem).resolve_target)
     assert tree.ok and tree.by_id("abcd1234").source_refs == (IDS[0],)
     # core.md is now rendered from the master, links re-based back to the root
     assert "](sources/openprogram/_v2/sess-tx.md#source-" in (mem / "core.md").read_text()
@@ -177,7 +179,6 @@ def test_proofs_persist_and_foreign_cache_is_ignored(ws):
     assert tx.staged_edit(ws, "topics/people/ada.md", edit, git_commit="off").ok
     body = json.loads(path.read_text())
     assert body["code"] == proofs.code_tag() and "core.md" in body["proofs"]
-    assert not tx.workspace_revision(mem) != workspace_revision(mem)  # the cache is not in the revision
     # a cache made by other code, claiming a non-canonical text is canonical, is not believed
     (mem / "topics/misc.md").write_text(f"# Misc\n\nStray.   [^e-0000000000]\n\n[^e-0000000000]: Time: `2026`; Sources: [x]({IDS[5]})\n")
     forged = {"version": 1, "code": "someone-else", "proofs": {"misc.md": {"0" * 64: "x"}}}
@@ -192,7 +193,7 @@ def test_cached_tree_equals_parse_tree(ws):
     mem = ws / "memory"
     texts = {p.relative_to(mem / "topics").as_posix(): p.read_text() for p in (mem / "topics").rglob("*.md")}
     texts["dup.md"] = texts["people/ada.md"]  # cross-file duplicate ids
-    index = tx.source_index(mem)
+    index = source_index(mem)
     cache = txcache.WorkspaceCache(mem)
     token = cache.observe_index(index)
     mine = cache.tree(texts, index, token)
@@ -252,18 +253,18 @@ def test_normalize_passthrough_needs_proof():
 def test_workspace_moving_during_prepare_is_redone_under_lock(ws, monkeypatch):
     mem = ws / "memory"
     calls = []
-    real = tx._prepare
+    real = tx_prepare.prepare
 
     def racing(stage, ctx):
         if not calls:  # another process installs while we prepare outside the lock
             other = _cur(ws, "topics/people/ada.md") + f"\nAda sings.[^e2]\n\n[^e2]: Time: `2026-11`; Sources: [sing]({IDS[6]})\n"
-            monkeypatch.setattr(tx, "_prepare", real)
+            monkeypatch.setattr(tx_prepare, "prepare", real)
             assert tx.staged_edit(ws, "topics/people/ada.md", other, git_commit="off").ok
-            monkeypatch.setattr(tx, "_prepare", racing)
+            monkeypatch.setattr(tx_prepare, "prepare", racing)
         calls.append(stage.revision)
         return real(stage, ctx)
 
-    monkeypatch.setattr(tx, "_prepare", racing)
+    monkeypatch.setattr(tx_prepare, "prepare", racing)
     edit = _cur(ws, "topics/core.md") + f"\nThe user likes rain.[^e2]\n\n[^e2]: Time: `2026-11`; Sources: [rain]({IDS[3]})\n"
     result = tx.staged_edit(ws, "topics/core.md", edit, git_commit="off")
     assert result.ok, result
@@ -289,8 +290,8 @@ def test_a_hand_edit_between_transactions_is_seen(ws, monkeypatch):
     with open(ada, "r+b") as fh:  # in place: same inode, same size
         fh.write(ada.read_bytes().replace(b"drinks tea", b"drinks tee"))
     calls = []
-    real = tx._prepare
-    monkeypatch.setattr(tx, "_prepare", lambda stage, ctx: calls.append(stage.revision) or real(stage, ctx))
+    real = tx_prepare.prepare
+    monkeypatch.setattr(tx_prepare, "prepare", lambda stage, ctx: calls.append(stage.revision) or real(stage, ctx))
     result = tx.staged_edit(ws, "topics/core.md", _cur(ws, "topics/core.md").replace("likes hail", "likes snow"), git_commit="off")
     assert result.ok, result
     assert len(calls) == 2 and calls[0] != calls[1]  # the pass on the remembered stamps was refused
@@ -359,8 +360,8 @@ def test_an_edit_inside_the_clock_tick_does_not_hash_the_stream_again(ws, monkey
     real = revision.RevisionChain.revision
     monkeypatch.setattr(revision.RevisionChain, "revision", lambda self, *a, **k: hashed.append(a) or real(self, *a, **k))
     calls = []
-    real_prepare = tx._prepare
-    monkeypatch.setattr(tx, "_prepare", lambda stage, ctx: calls.append(1) or real_prepare(stage, ctx))
+    real_prepare = tx_prepare.prepare
+    monkeypatch.setattr(tx_prepare, "prepare", lambda stage, ctx: calls.append(1) or real_prepare(stage, ctx))
     result = tx.staged_edit(ws, "topics/core.md", _cur(ws, "topics/core.md").replace("likes hail", "likes snow"),
                             git_commit="off")
     assert result.ok, result
@@ -383,7 +384,7 @@ def test_a_same_stamp_write_inside_the_clock_tick_is_still_seen(ws, tmp_path, mo
     copy = tmp_path / "copy"
     shutil.copytree(ws, copy)
     walks = []
-    real_walk = tx.revision_walk
+    real_walk = tx_stage.revision_walk
 
     def same_stamps(root):  # the first walk under the lock: as if the write kept core.md's stamp
         if not walks:
@@ -391,16 +392,16 @@ def test_a_same_stamp_write_inside_the_clock_tick_is_still_seen(ws, tmp_path, mo
             return dict(remembered[0]), remembered[1]
         return real_walk(root)
 
-    monkeypatch.setattr(tx, "revision_walk", same_stamps)
+    monkeypatch.setattr(tx_stage, "revision_walk", same_stamps)
     calls = []
-    real_prepare = tx._prepare
-    monkeypatch.setattr(tx, "_prepare", lambda stage, ctx: calls.append(1) or real_prepare(stage, ctx))
+    real_prepare = tx_prepare.prepare
+    monkeypatch.setattr(tx_prepare, "prepare", lambda stage, ctx: calls.append(1) or real_prepare(stage, ctx))
     ada = _cur(ws, "topics/people/ada.md").replace("drinks tea", "drinks milk")
     here = tx.staged_edit(ws, "topics/people/ada.md", ada, git_commit="off")
     assert here.ok, here
     assert walks and len(calls) == 2  # the pass on the unchanged stamps was refused, and redone
     assert here.revision == workspace_revision(mem)
-    monkeypatch.setattr(tx, "revision_walk", real_walk)
+    monkeypatch.setattr(tx_stage, "revision_walk", real_walk)
     txcache.clear_caches()
     fresh = tx.staged_edit(copy, "topics/people/ada.md", ada, git_commit="off")
     assert fresh.ok and fresh.revision == here.revision
@@ -420,14 +421,14 @@ def test_a_sparse_stage_copies_no_root_file_and_installs_what_a_full_stage_does(
     other = tmp_path / "other"
     shutil.copytree(ws, other)
     copied: list[str] = []
-    real_copy = tx._copy_entry
+    real_copy = tx_stage._copy_entry
 
     def spy(src: Path, dst: Path) -> None:
         copied.append(src.name)
         real_copy(src, dst)
 
-    monkeypatch.setattr(tx, "_copy_entry", spy)
-    monkeypatch.setenv(tx.STAGE_MODE_ENV, stage_mode)
+    monkeypatch.setattr(tx_stage, "_copy_entry", spy)
+    monkeypatch.setenv(STAGE_MODE_ENV, stage_mode)
     committed = (ws / "memory" / "topics" / "people" / "ada.md").read_text()
     new = committed.replace("Ada drinks tea.", "Ada drinks green tea.") + (
         f"\nAda rows a boat.[^e2]\n\n[^e2]: Time: `2026-11-03`; Sources: [row]({IDS[2]})\n")
@@ -446,7 +447,7 @@ def test_a_sparse_stage_copies_no_root_file_and_installs_what_a_full_stage_does(
     else:
         assert {"relations.json", "runtime.json"} <= set(copied)
     # the other copy, edited with every root file staged, ends with the same bytes
-    monkeypatch.setenv(tx.STAGE_MODE_ENV, "full")
+    monkeypatch.setenv(STAGE_MODE_ENV, "full")
     txcache.clear_caches()
     r2 = tx.staged_edit(other, "topics/people/ada.md", new, git_commit="off")
     assert r2.ok, r2
@@ -474,8 +475,8 @@ def test_an_edit_leaves_its_revision_to_its_first_reader_and_it_is_exact(ws, mon
     real = revstream.feed_planned
     monkeypatch.setattr(revstream, "feed_planned", lambda *a, **k: hashed.append(1) or real(*a, **k))
     prepares = []
-    real_prepare = tx._prepare
-    monkeypatch.setattr(tx, "_prepare", lambda stage, ctx: prepares.append(1) or real_prepare(stage, ctx))
+    real_prepare = tx_prepare.prepare
+    monkeypatch.setattr(tx_prepare, "prepare", lambda stage, ctx: prepares.append(1) or real_prepare(stage, ctx))
     results, truths = [], []
     for word in ("sleet", "mist", "fog", "dew"):
         text = re.sub(r"likes \w+", "likes " + word, _cur(ws, "topics/core.md"))

@@ -2,7 +2,7 @@
 
 The CLI verbs ``record move|update|delete`` and the app's record actions both call these
 functions, so the two give the same bytes. Each builds exactly one op from the committed
-record, and runs it as one ``transaction.update`` with compare-and-set on the revision:
+record, and runs it as one ``api.update`` with compare-and-set on the revision:
 the revision the caller saw (``base_revision``), or the one this call read the record at.
 A change made in between (by OpenProgram or another memory-tui) is refused as
 ``CONCURRENT_UPDATE`` instead of being applied to a record that is not what was shown.
@@ -58,7 +58,7 @@ class RecordOpResult:
     action: str  # move | update | delete
     memory_id: str
     op: dict[str, Any]  # the memory_changes op that was sent ({} when refused before sending)
-    result: Any  # transaction.TxResult
+    result: Any  # result.TxResult
     linked_by: tuple[LinkRef, ...] = ()  # delete: the records linking to it
     location: RecordLocation | None = None  # move/update: where the record is now
 
@@ -80,13 +80,13 @@ class RecordOpResult:
 
 def committed_tree(state: Any) -> tuple[TopicTree, str]:
     """The committed topics and the revision they were read at."""
-    from . import transaction as tx
     from ..format.topics import parse_tree
     from ..store.workspace import workspace_revision
+    from .stage import memory_root, source_index
 
-    root = tx.memory_root(state)
+    root = memory_root(state)
     rev = workspace_revision(root)
-    tree = parse_tree(root / "topics", resolve=tx.source_index(root).resolve_target)
+    tree = parse_tree(root / "topics", resolve=source_index(root).resolve_target)
     return tree, rev
 
 
@@ -141,15 +141,15 @@ def _locate(state: Any, memory_id: str) -> RecordLocation | None:
 
 
 def _run(state: Any, action: str, memory_id: str, op: dict[str, Any], base: str, **tx_kw: Any) -> RecordOpResult:
-    from . import transaction as tx
+    from . import api
 
-    result = tx.update(state, base, memory_changes=[op], **tx_kw)
+    result = api.update(state, base, memory_changes=[op], **tx_kw)
     location = _locate(state, memory_id) if result.ok and action != "delete" and not result.validate_only else None
     return RecordOpResult(action, memory_id, op, result, location=location)
 
 
 def _refused(action: str, memory_id: str, exc: MemoryError) -> RecordOpResult:
-    from .transaction import TxResult
+    from .result import TxResult
 
     return RecordOpResult(action, memory_id, {}, TxResult.failure(exc))
 
