@@ -29,7 +29,7 @@ from memory_tui.core.store.lockprobe import LockProbe, probe_write_lock
 from memory_tui.core.format.tokens import O200kCounter, TokenCounter
 
 from . import commands as registry
-from .commands import MemoryCommands
+from .palette import MemoryCommands
 from .jobs import JobPreviewReady, JobRequest, JobRunner, JobSpec, progress_bar, spec_for, summarize
 from .data import CORE_TOPIC, RecordVM, WorkspaceModel, changed_views, header_changed, load_model, with_sessions
 from .data import outline_model, with_session_list

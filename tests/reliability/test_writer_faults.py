@@ -154,3 +154,33 @@ def test_command_writer_writing_outside_its_stage_is_refused(fixture_state, tmp_
     assert "outside its stage" in report.outcome.message, report.to_json()
     assert not (mem / "topics/confined.md").exists()  # the stage was not installed
     assert node_marks(fixture_state) == before
+
+
+def test_a_command_writer_can_run_memory_tui_inside_its_stage(fixture_state, tmp_path):
+    """A writer command that checks its own work with memory-tui: the stage path it is handed
+    (``MEMORY_TUI_STAGE``) must not be read by that memory-tui as a switch of its own."""
+    from memory_tui.pipeline.writers.command import CommandWriter
+
+    log = tmp_path / "inner.log"
+    agent = tmp_path / "agent.py"
+    agent.write_text(
+        "import os, subprocess, sys\n"
+        "stage = os.environ['MEMORY_TUI_STAGE']\n"
+        "ref = os.environ['MEMORY_TUI_ALLOWED_REFS'].splitlines()[0]\n"
+        "path = os.path.join(stage, 'topics', 'checked.md')\n"
+        "open(path, 'w').write('# Checked\\n\\nThe user asked about tea.[^e1]\\n\\n"
+        "[^e1]: Time: `2026-11-30`; Sources: [s](' + ref + ')\\n')\n"
+        f"state = {str(fixture_state)!r}\n"
+        "with open(" + repr(str(log)) + ", 'w') as out:\n"
+        "    for argv in (['status', '--state', state],\n"
+        "                 ['edit', 'topics/core.md', '--from', os.path.join(state, 'memory', 'topics', 'core.md'),\n"
+        "                  '--check', '--state', state]):\n"
+        "        r = subprocess.run([sys.executable, '-m', 'memory_tui', *argv], capture_output=True, text=True,\n"
+        "                           stdin=subprocess.DEVNULL, timeout=120)\n"
+        "        out.write(f'{argv[0]} {r.returncode}\\n{r.stderr}\\n')\n")
+    write(Context(fixture_state, writer=CommandWriter((sys.executable, str(agent))), git_env=fixed_env(),
+                  clock=lambda: 1796100000.0), SID, force=True)
+    inner = log.read_text()
+    assert "must be sparse or full" not in inner, inner
+    assert inner.startswith("status 0\n"), inner
+    assert "\nedit 0\n" in inner, inner

@@ -197,7 +197,8 @@ def _bare(cls):
 
 
 def test_every_binding_is_in_the_help_and_the_palette():
-    from memory_tui.tui.commands import COMMANDS, key_label, palette_items
+    from memory_tui.tui.commands import COMMANDS, key_label
+    from memory_tui.tui.palette import palette_items
     from memory_tui.tui.screens import HelpScreen
     from memory_tui.tui.views import VIEWS
 
@@ -224,7 +225,7 @@ def test_every_binding_is_in_the_help_and_the_palette():
 
 
 def test_a_keyless_command_reads_well_in_the_palette():
-    from memory_tui.tui.commands import palette_items
+    from memory_tui.tui.palette import palette_items
 
     items = {i.id: i for i in palette_items("topics", {}, [], lambda *_: None)}
     forced = items["job.write_all_forced"]

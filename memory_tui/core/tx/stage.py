@@ -109,7 +109,9 @@ def _copy_entry(src: Path, dst: Path) -> None:
         shutil.copyfile(src, dst)
 
 
-STAGE_MODE_ENV = "MEMORY_TUI_STAGE"  # "sparse" (default) or "full"
+# A test switch, named as one: MEMORY_TUI_STAGE is the stage path a command writer is given,
+# and a memory-tui started inside that writer must not read it as this switch.
+STAGE_MODE_ENV = "MEMORY_TUI_TEST_STAGE"  # "sparse" (default) or "full"
 
 
 def stage_mode() -> str:

@@ -62,7 +62,9 @@ class ProblemsScreen(RankedFooter, Screen[None]):
         if not isinstance(event.option, ProblemOption):
             return
         if self.open_location(event.option.problem):
-            self.dismiss(None)
+            # the jump (app.go_to) already leaves the screens pushed over the view, this one included
+            if self.app.screen is self:
+                self.dismiss(None)
         else:
             self.notify(f"{event.option.problem.path}: not shown in a view; open it in your editor.", severity="information")
 
