@@ -53,7 +53,10 @@ PITFALL_VERDICT = {
     12: (False, None),                    # non-ASCII digits in a time: refused (code per path, below)
     13: (False, "INVALID_TOPIC_FORMAT"),  # content that would be dropped is reported
     14: (False, "INVALID_TOPIC_FORMAT"),  # malformed id placement is reported
-    15: (True, None),                     # special-token text is ordinary text
+    # special-token text in topics/core.md would stop every later OpenProgram transaction (its
+    # core render raises): refused, located, the token named -- OpenProgram refuses it too, with
+    # tiktoken's raw text
+    15: (False, "INVALID_TOPIC_FORMAT"),
 }
 # Row 12 names no single code: a hand edit breaks the topic format, a record op's ``time``
 # argument is an invalid argument (§6.1).

@@ -220,21 +220,35 @@ def test_record_rule_errors_with_positions():
     assert all(p.code == "INVALID_TOPIC_FORMAT" for p in topic.problems)
 
 
+def test_unreadable_definition_nobody_cites_is_named_as_such():
+    text = "Fact.[^e-1] ^abc\n\n[^e-1]: Time: `2026`; Sources: [s](D1:2)\n[^e-2]: Time: ``; Sources: [s](D1:2)\n"
+    assert messages(parse_topic("t.md", text))[0] == ("invalid evidence definition: e-2", 4, 1)
+
+
 def test_second_ref_in_group_column():
     text = "Fact.[^e-1][^e-7] ^abc\n\n[^e-1]: Time: `2026`; Sources: [s](D1:2)\n"
     assert messages(parse_topic("t.md", text)) == [("undefined footnote: e-7", 1, 12)]
 
 
+_NOT_READ = ("undefined footnote: e-1 (line 3 is not a definition OpenProgram reads: write [^e-1]: Time: "
+             "`YYYY[-MM[-DD]]` or `undated`; Sources: [label](target))")
+
+
 @pytest.mark.parametrize(
     ("definition", "message"),
     [
-        ("[^e-1]: Time: `2026-02-30`; Sources: [s](D1:2)", "invalid evidence date"),
-        ("[^e-1]: Time: `2026-13`; Sources: [s](D1:2)", "invalid evidence date"),
-        ("[^e-1]: Time: `26`; Sources: [s](D1:2)", "invalid evidence date"),
-        ("[^e-1]: Time: `2026; Sources: [s](D1:2)", "invalid evidence definition: e-1"),
+        ("[^e-1]: Time: `2026-02-30`; Sources: [s](D1:2)", "invalid evidence date: 2026-02-30"),
+        ("[^e-1]: Time: `2026-13`; Sources: [s](D1:2)", "invalid evidence date: 2026-13"),
+        # Shapes OpenProgram does not read as a definition at all: its citation is undefined.
+        # Reading them leniently would let normalisation rewrite the owner's line canonical.
+        ("[^e-1]: Time: `26`; Sources: [s](D1:2)", _NOT_READ),
+        ("[^e-1]: Time: `2026; Sources: [s](D1:2)", _NOT_READ),
+        ("[^e-1]: Time: ` 2026-11 `; Sources: [s](D1:2)", _NOT_READ),
+        ("[^e-1]: Time: ``; Sources: [s](D1:2)", _NOT_READ),
+        ("[^e-1]: Time: `2026-11`; Sources:", _NOT_READ),
         ("[^e-1]: Time: `2026`; Sources: nothing linked", "memory source links required: e-1"),
         ("[^e-1]: Time: `2026`; Sources: [  ](D1:2)", "memory source labels required: e-1"),
-        ("[^e-1]: just words", "invalid evidence definition: e-1"),
+        ("[^e-1]: just words", _NOT_READ),
     ],
 )
 def test_definition_errors(definition, message):

@@ -34,6 +34,7 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("invalid source reference", "§5.4 step 6: a cited source reference is well formed"),
     ("citation [^", "pitfall 13: a footnote cited only by a heading would be dropped"),
     ("topics/core.md cannot be", "pitfall 10: topics/core.md is the core master"),
+    ("special-token text", "core render: topics/core.md holds no special-token text (OpenProgram's counter raises on it)"),
     ("topic holds no cited record", "pitfall 2: a topic without a cited record would be deleted"),
 )
 _DROPPED = "pitfall 13: nothing the owner wrote may be dropped silently"

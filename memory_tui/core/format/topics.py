@@ -73,10 +73,17 @@ MARKDOWN_LINK_RE = re.compile(r"(?<!!)\[([^\]]*)\]\(([^)\s]*)\)")
 SOURCE_LINK_RE = re.compile(r"\[([^\]]*)\]\(([^)\n]*)\)")
 
 # Definition bodies (after "[^id]:").
+# Exactly the shapes OpenProgram reads as a definition (memory spec §3.4): the time is a date
+# shape or "undated", in backticks or bare, with nothing else between them, and something
+# follows "Sources:". A line that starts "[^id]:" in any other shape is no definition to
+# OpenProgram (its citations are then undefined), so it must not be read -- and rewritten
+# canonical by normalisation -- as one here: that would install a text the owner never typed.
+# \d on purpose: OpenProgram's shape accepts any Unicode decimal digit (pitfall 12).
+_WHEN_SHAPE = r"(?:\d{4}(?:-\d{2}(?:-\d{2})?)?|undated)"
 _CANON_DEF_RE = re.compile(
-    r"^\s*Time:\s*(?P<when>`[^`]*`|[^;`]*?)\s*;\s*Sources:\s*(?P<sources>.*?)\s*$", re.DOTALL
+    rf"^\s*Time:\s*(?P<when>`{_WHEN_SHAPE}`|{_WHEN_SHAPE})\s*;\s*Sources:\s*(?P<sources>.+?)\s*$", re.DOTALL
 )
-_LEGACY_DEF_RE = re.compile(r"^\s*(?P<when>[^\s·]+)\s*·\s*Sources:\s*(?P<sources>.*?)\s*$", re.DOTALL)
+_LEGACY_DEF_RE = re.compile(rf"^\s*(?P<when>{_WHEN_SHAPE})\s*·\s*Sources:\s*(?P<sources>.+?)\s*$", re.DOTALL)
 # \d on purpose: OpenProgram accepts any Unicode decimal digit here (pitfall 12).
 _WHEN_RE = re.compile(r"(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?\Z")
 _ASCII_WHEN_RE = re.compile(r"[0-9]{4}(?:-[0-9]{2}(?:-[0-9]{2})?)?\Z")
@@ -820,16 +827,23 @@ class _Reporter:
 
 
 def _read_evidence(
-    raw: RawDefinition, topic_path: str, resolve: SourceResolver | None, report: _Reporter
+    raw: RawDefinition, topic_path: str, resolve: SourceResolver | None, report: _Reporter, cited: bool = False
 ) -> Evidence:
     col_of = lambda needle: max(raw.text.find(needle), 0) + 1  # noqa: E731
     if raw.raw_when is None:
-        report.error(f"invalid evidence definition: {raw.id}", raw.line, 1, footnote=raw.id)
+        if cited:
+            # OpenProgram reads no definition here, so its error is the citation's; the line and
+            # the shape it needs are what the owner has to fix.
+            report.error(f"undefined footnote: {raw.id} (line {raw.line} is not a definition OpenProgram reads: "
+                         f"write [^{raw.id}]: Time: `YYYY[-MM[-DD]]` or `undated`; Sources: [label](target))",
+                         raw.line, 1, footnote=raw.id)
+        else:
+            report.error(f"invalid evidence definition: {raw.id}", raw.line, 1, footnote=raw.id)
         # Still a definition: citing it is not an "undefined footnote" on top.
         return Evidence(raw.id, "", None, (), topic_path, raw.line, False, text=raw.text)
     ok, when, non_ascii = parse_when(raw.raw_when)
     if not ok:
-        report.error("invalid evidence date", raw.line, col_of(raw.raw_when) if raw.raw_when else 1,
+        report.error(f"invalid evidence date: {raw.raw_when}", raw.line, col_of(raw.raw_when) if raw.raw_when else 1,
                      footnote=raw.id, value=raw.raw_when)
     if non_ascii:
         report.warning(f"evidence time uses non-ASCII digits: {raw.raw_when}", raw.line, col_of(raw.raw_when),
@@ -907,6 +921,7 @@ def parse_topic(
     # Definitions first: citations may precede them.
     definitions: dict[str, Evidence] = {}
     evidence_order: list[Evidence] = []
+    cited_ids: set[str] | None = None  # read only for a definition OpenProgram does not read
     for line in lines:
         if line.kind != "definition":
             continue
@@ -914,7 +929,10 @@ def parse_topic(
         if raw.id in definitions:  # every definition read so far is in it
             report.error("duplicate footnote definition", line.number, 1, footnote=raw.id)
             continue
-        ev = _read_evidence(raw, topic_path, resolve, report)
+        if raw.raw_when is None and cited_ids is None:
+            cited_ids = {fid for other in lines if other.kind in ("text", "heading")
+                         for fid in CITATION_RE.findall(other.text)}
+        ev = _read_evidence(raw, topic_path, resolve, report, raw.raw_when is None and raw.id in cited_ids)  # type: ignore[operator]
         definitions[raw.id] = ev
         evidence_order.append(ev)
 
@@ -1009,7 +1027,7 @@ _OTHER_BREAKS_RE = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")  # str
 # start. The id part can match only one way, and _CANON_DEF_RE's "(?P<sources>.*?)\s*$" always
 # matches what follows (a line holds no line break), so the groups are the ones the two
 # matches give and the sources are the rest of the line without its trailing whitespace.
-_CANON_DEFINITION_RE = re.compile(r"\[\^([A-Za-z0-9_-]+)\]:\s*Time:\s*(`[^`]*`|[^;`]*?)\s*;\s*Sources:\s*")
+_CANON_DEFINITION_RE = re.compile(rf"\[\^([A-Za-z0-9_-]+)\]:\s*Time:\s*(`{_WHEN_SHAPE}`|{_WHEN_SHAPE})\s*;\s*Sources:\s*(?=\S)")
 # A record line "QUOTE[^a][^b] ^id" (paragraph_shape's usual case): QUOTE holds no "[^", so the
 # group is the only one and ends the body; one space before the one id. (QUOTE as an unrolled
 # loop: an alternation tried per character costs the regex engine five times as much.)

@@ -50,7 +50,39 @@ def check_changed(texts: Mapping[str, str], changed: frozenset[str], index: Sour
             problems.extend(_precheck(rel, texts[rel]))
     errors.add(problems)
     errors.add(_missing_sources(texts, changed, index, rule))
+    if CORE_TOPIC in changed and CORE_TOPIC in texts:
+        errors.add(special_token_errors(texts[CORE_TOPIC]))
     return errors
+
+
+CORE_TOPIC = "core.md"  # topics/core.md, relative to topics/ as the stage's texts are
+
+
+def special_token_errors(text: str) -> list[Problem]:
+    """Special-token text (``<|endoftext|>``, ``<|endofprompt|>``: the special tokens of
+    ``o200k_base``, the encoding OpenProgram counts core with) in a changed ``topics/core.md``.
+    OpenProgram renders core on every transaction and its counter raises on such text, so once
+    installed no later OpenProgram transaction (its writer's, its owner's edits) could succeed.
+    memory-tui installs nothing OpenProgram's own core rendering cannot pass; elsewhere the
+    same text is ordinary text (OpenProgram never counts other topics)."""
+    from ..format.views import special_token_problems
+
+    class _Text:
+        path = CORE_TOPIC
+
+        def __init__(self, text: str) -> None:
+            self.text = text
+
+    out = []
+    for p in special_token_problems([_Text(text)]):
+        names = p.details.get("tokens", [])
+        out.append(Problem(
+            "INVALID_TOPIC_FORMAT",
+            f"special-token text {', '.join(names)} in topics/core.md: OpenProgram's token counter raises on it "
+            f"when it renders core.md, so every later OpenProgram memory transaction would fail; remove it from "
+            f"the line (any other topic may hold it)",
+            p.path, p.line, p.column, {"tokens": list(names)}))
+    return out
 
 
 def validate(stage: Stage, texts: Mapping[str, str], changed: frozenset[str], ctx: Context, errors: Errors) -> TopicTree:
