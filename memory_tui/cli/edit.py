@@ -33,7 +33,7 @@ APPLY_ORIGIN = "owner-rest/memory-changes"
 
 
 def _topic_rel(topic: str) -> str:
-    rel = topic.replace("\\", "/")
+    rel = topic  # a backslash is no separator: the path rule refuses it, never rewrites it
     if rel.startswith("/") or (len(rel) > 1 and rel[1] == ":"):
         return rel  # absolute: left as given, so the path rule refuses it (never topics/<abs>)
     if not rel.startswith("topics/"):

@@ -39,6 +39,15 @@ def _link_problem(topic_path: str, message: str, line: int, column: int, target:
     return Problem(INVALID_TOPIC_FORMAT, message, "topics/" + topic_path, line, column, {"target": target})
 
 
+def _suffix(path: str) -> str:
+    """The file extension as OpenProgram's rule reads it (``PurePath.suffix``: the last dot of
+    the last name, not a leading one, not a trailing one), compared case-blind there: a link to
+    ``notes.MD`` is a topic link as much as one to ``notes.md``."""
+    name = path.rstrip("/").rpartition("/")[2]
+    i = name.rfind(".")
+    return name[i:] if 0 < i < len(name) - 1 else ""
+
+
 def _is_relative_link(path: str) -> bool:
     return not (path.startswith("/") or SCHEME_RE.match(path))
 
@@ -96,10 +105,10 @@ def _unit_link_findings(unit: Unit, lines: list[str]) -> list[tuple[str | None, 
             bid = fragment[1:]
             if _BLOCK_FRAGMENT_RE.match(fragment):
                 out.append((bid, _link_problem(unit.topic_path, f"dangling block link: {bid}", line_no, col, target)))
-        if not _is_relative_link(path_part):
-            continue
-        rel = unquote(path_part) if path_part else posixpath.basename(unit.topic_path)
-        if not rel.endswith(".md"):
+        if not path_part or not _is_relative_link(path_part):
+            continue  # a link within the file (``#heading``) names no other topic: OpenProgram's rule too
+        rel = unquote(path_part)
+        if _suffix(rel).lower() != ".md":
             continue
         norm = posixpath.normpath(posixpath.join(posixpath.dirname(unit.topic_path), rel))
         if norm == ".." or norm.startswith("../"):

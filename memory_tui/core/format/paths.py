@@ -107,23 +107,31 @@ def is_internal_top(name: str) -> bool:
 def check_writable(rel: str) -> str:
     """The one path rule for every write entry point (pitfall 11): only ``topics/**/*.md``.
 
-    Returns the normalised posix path or raises ``PATH_OUTSIDE_WORKSPACE`` /
-    ``READ_ONLY_PATH``.
+    OpenProgram's rule (its ``changes`` route, its record ops, its CLI edit), read on the path
+    as given with ``/`` the only separator: an absolute path or a ``..`` part escapes the
+    workspace (``PATH_OUTSIDE_WORKSPACE``); anything but ``topics/<name>.md`` is read-only
+    (``READ_ONLY_PATH``) -- so ``topics\\misc.md`` is one name outside ``topics/`` and refused,
+    never turned into ``topics/misc.md``. Stricter, each a row of the README's table: a
+    backslash anywhere (OpenProgram installs ``topics/a\\b.md`` as a file whose name holds a
+    backslash), a hidden part (``topics/.md``, ``topics/.scriptorium/x.md``) and NUL are
+    refused ``READ_ONLY_PATH`` too.
+
+    Returns the normalised posix path or raises.
     """
     if not isinstance(rel, str) or not rel.strip():
         raise MemoryError("INVALID_ARGUMENT", "path is required", path=None)
-    raw = rel.replace("\\", "/")
-    if raw.startswith("/") or PurePosixPath(raw).is_absolute() or (len(raw) > 1 and raw[1] == ":"):
+    parts = PurePosixPath(rel).parts
+    if PurePosixPath(rel).is_absolute() or ".." in parts:
         raise MemoryError("PATH_OUTSIDE_WORKSPACE", "path escapes the workspace", path=rel)
-    if ".." in PurePosixPath(raw).parts:
-        raise MemoryError("PATH_OUTSIDE_WORKSPACE", "path escapes the workspace", path=rel)
-    norm = posixpath.normpath(raw)
-    if norm.startswith("../") or norm == "..":
-        raise MemoryError("PATH_OUTSIDE_WORKSPACE", "path escapes the workspace", path=rel)
-    if not norm.startswith("topics/") or not norm.endswith(".md") or norm == "topics/.md":
+    norm = posixpath.normpath(rel)
+    if not norm.startswith("topics/") or not norm.endswith(".md"):
         raise MemoryError("READ_ONLY_PATH", "only topics/**/*.md is writable", path=rel)
+    if "\\" in norm:
+        raise MemoryError("READ_ONLY_PATH", "only topics/**/*.md is writable: a topic path separates its folders "
+                          "with '/', and a backslash in a name is refused", path=rel)
     if any(part.startswith(".") for part in PurePosixPath(norm).parts[1:]) or "\x00" in norm:
-        raise MemoryError("READ_ONLY_PATH", "only topics/**/*.md is writable", path=rel)
+        raise MemoryError("READ_ONLY_PATH", "only topics/**/*.md is writable: a hidden name (starting with '.') "
+                          "or NUL is refused", path=rel)
     return norm
 
 

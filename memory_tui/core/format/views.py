@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
-from urllib.parse import quote
 
 from .config import CORE_BUDGET_TOKENS
 from .errors import SPECIAL_TOKEN_TEXT, Problem
@@ -98,8 +97,10 @@ def source_location(source_id: str) -> str | None:
 
 
 def _topic_href(topic_path: str) -> str:
-    # Block-link paths are percent-encoded keeping only "/._-" (and alphanumerics), §3.7.
-    return quote(f"topics/{topic_path}", safe="/._-")
+    # A timeline row links its topic by the plain relative path, spaces and non-ASCII letters
+    # as they are (OpenProgram's own rebuild writes it so); only the block links rewritten
+    # inside topics are percent-encoded (§3.7).
+    return f"topics/{topic_path}"
 
 
 # --------------------------------------------------------------------------------------------

@@ -111,7 +111,7 @@ def _find(tree: TopicTree, memory_id: str) -> Unit:
 
 
 def _topic_path(topic: str) -> str:
-    rel = topic.replace("\\", "/")
+    rel = topic  # a backslash is no separator: the path rule refuses it, never rewrites it
     if not rel.startswith("topics/"):
         rel = "topics/" + rel
     if not rel.endswith(".md") and "." not in rel.rsplit("/", 1)[-1]:
