@@ -71,7 +71,7 @@ def _no_change(stage: Stage, ctx: Context, prep: Prepared) -> TxResult:
                           _generation(stage))
     remember_noop(stage, ctx, prep)  # ... except its own answer, once (noopcache)
     return TxResult(
-        ok=True, message="no change", revision=stage.revision_ref, changed_files=tuple(ctx.reported_changed),
+        ok=True, message="no change", revision=stage.revision_ref, changed_files=tuple(sorted(set(ctx.reported_changed))),
         memory_committed=True, git_error=gitlog.NOTHING_TO_COMMIT if ctx.git_commit != "off" else None,
         warnings=prep.warnings, **prep.base,
     )
@@ -124,9 +124,8 @@ def _install(stage: Stage, prep: Prepared) -> str | PendingRevision:
 
 
 def _changed(plan: InstallPlan, ctx: Context) -> tuple[str, ...]:
-    seen = dict.fromkeys(ctx.reported_changed)
-    seen.update(dict.fromkeys(plan.changed_files))
-    return tuple(seen)
+    # sorted as OpenProgram's result lists them (plain string order), so the two compare as lists
+    return tuple(sorted({*ctx.reported_changed, *plan.changed_files}))
 
 
 def _generation(stage: Stage) -> int | None:
