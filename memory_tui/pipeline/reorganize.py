@@ -5,10 +5,11 @@ It finds records that say the same thing and folds them into one, through record
 record keeps its id, its evidence grows to the union of both records' sources, and empty
 sections/files are pruned by the transaction's normaliser (§3.9).
 
-"The same thing":
-* exact duplicates: identical content after collapsing whitespace and case;
-* near duplicates: the same quoted statement (text between “ ” or " "), or word sets
-  with Jaccard similarity ≥ 0.85 when both have at least five words.
+"The same thing" is the same claim: identical content after collapsing whitespace and case and
+dropping the final full stop. Records that only look alike (the same quoted statement, or word
+sets with Jaccard similarity >= 0.85 when both have at least five words) may still say different
+things ("Migration rule 5 ..." / "Migration rule 6 ..."), so they are never folded: they are
+reported as ``candidates`` for the owner (or a writer) to judge, and left as they are.
 The kept record is the oldest (creation order, then tree order); among equals the longer
 content wins the text. A record that another record links to (``#^id``) is never deleted,
 and legacy ``mem_`` units are left alone.
@@ -51,9 +52,17 @@ def _words(text: str) -> set[str]:
     return set(_WORD.findall(text.lower()))
 
 
+def _claim(text: str) -> str:
+    return _norm(text).rstrip(".!?")
+
+
 def same_thing(a: str, b: str) -> bool:
-    if _norm(a) == _norm(b):
-        return True
+    """The same claim, so folding the two loses nothing: equal after normalisation."""
+    return _claim(a) == _claim(b)
+
+
+def look_alike(a: str, b: str) -> bool:
+    """Worded alike, which says nothing about meaning: a fold candidate, never a fold."""
     qa, qb = _quote(a), _quote(b)
     if qa and qb and qa == qb:
         return True
@@ -75,11 +84,18 @@ def _labels(unit: Any) -> dict[str, str]:
 
 def plan_ops(tree: Any, creation_order: dict[str, int]) -> list[dict[str, Any]]:
     """Record ops that fold duplicates into their oldest copy."""
+    return plan(tree, creation_order)[0]
+
+
+def plan(tree: Any, creation_order: dict[str, int]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Record ops that fold records making the same claim into their oldest copy, and the
+    pairs that only look alike (``{"memory_ids": [older, newer], "reason"}``), left alone."""
     units = [u for u in tree.units if not u.legacy and len(u.aliases) <= 1 and u.source_refs]
     targets = {t for u in tree.units for t in u.relation_targets}
     order = {u.memory_id: i for i, u in enumerate(tree.units)}
     units.sort(key=lambda u: (creation_order.get(u.memory_id, 10**9), order[u.memory_id]))
     ops: list[dict[str, Any]] = []
+    candidates: list[dict[str, Any]] = []
     consumed: set[str] = set()
     for i, keep in enumerate(units):
         if keep.memory_id in consumed:
@@ -89,6 +105,12 @@ def plan_ops(tree: Any, creation_order: dict[str, int]) -> list[dict[str, Any]]:
             for other in units[i + 1:]
             if other.memory_id not in consumed and other.memory_id not in targets and same_thing(keep.content, other.content)
         ]
+        folded = {other.memory_id for other in group}
+        for other in units[i + 1:]:
+            if other.memory_id in consumed or other.memory_id in folded or not look_alike(keep.content, other.content):
+                continue
+            candidates.append({"memory_ids": [keep.memory_id, other.memory_id],
+                               "reason": "worded alike but not the same claim: left as they are"})
         if not group:
             continue
         refs = list(keep.source_refs)
@@ -115,7 +137,7 @@ def plan_ops(tree: Any, creation_order: dict[str, int]) -> list[dict[str, Any]]:
         )
         for other in group:
             ops.append({"op": "delete_record", "memory_id": other.memory_id})
-    return ops
+    return ops, candidates
 
 
 def _failed(exc: MemoryError) -> JobOutcome:
@@ -131,13 +153,14 @@ def organize_locked(ctx: Context, *, reason: str = "manual", dry_run: bool = Fal
     if not tree.topics:
         return ReorganizeReport(JobOutcome("empty"), reason=reason)
     state, _ = load_runtime_state(root)
-    ops = plan_ops(tree, dict(state.creation_order))
+    ops, candidates = plan(tree, dict(state.creation_order))
+    found = tuple(candidates)
     prompt = f"organize ({reason}): {len(ops)} record op(s) over {n_topics} topic file(s)"
     if dry_run:
-        return ReorganizeReport(JobOutcome("ok"), n_topics, planned_ops=tuple(ops), reason=reason)
+        return ReorganizeReport(JobOutcome("ok"), n_topics, planned_ops=tuple(ops), reason=reason, candidates=found)
     if not ops:
         st.append_history(ctx.layout.runtime_dir, [st.history_entry("organize", "memory-tui deterministic organizer", prompt, reply="organize: nothing to change")])
-        return ReorganizeReport(JobOutcome("ok"), n_topics, reason=reason)
+        return ReorganizeReport(JobOutcome("ok"), n_topics, reason=reason, candidates=found)
     port = TransactionPort(root, restricted=False, counter=ctx.counter)
     changed: list[str] = []
     before: str | None = None  # the first transaction's base
@@ -170,7 +193,7 @@ def organize_locked(ctx: Context, *, reason: str = "manual", dry_run: bool = Fal
     if commit:
         git_commit(ctx, REORGANIZE_MESSAGE)
     return ReorganizeReport(JobOutcome("ok"), len(topic_tree(root).topics), tuple(sorted(changed)), reason=reason,
-                            revision_before=before, revision=after)
+                            revision_before=before, revision=after, candidates=found)
 
 
 def reorganize(ctx: Context, *, dry_run: bool = False) -> ReorganizeReport:

@@ -152,9 +152,13 @@ class ReorganizeReport(JobReport):
     reason: str | None = None  # manual, or the write's organize trigger; None: the pass never ran
     revision_before: str | None = None  # before its first transaction (None: it made none)
     revision: str | None = None  # after its last transaction
+    # records worded alike that may say different things: reported, never folded
+    candidates: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"status": self.outcome.status, "topics": self.topics, "changed_files": list(self.changed_files)}
+        if self.candidates:
+            out["candidates"] = list(self.candidates)
         if self.planned_ops is not None:
             out["planned_ops"] = list(self.planned_ops)
         if self.outcome.code is not None:

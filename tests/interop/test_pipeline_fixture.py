@@ -316,3 +316,36 @@ def test_backfill_dry_run_and_unfailed_run_are_not_incomplete(fixture_state, cap
     out = backfill(ctx_for(fixture_state, writer=DoesNothing()))
     assert out.outcome.status == "ok" and not out.outcome.failed and "error" not in out.to_json()
     assert out.remaining == out.candidates
+
+
+def test_reorganize_keeps_near_identical_records_that_say_different_things(fixture_state):
+    """Two rules worded alike (word overlap well above 0.85) are different claims: folding one
+    into the other would delete a rule and move its evidence onto a record that says something
+    else. Both stay, and the pair is reported as a candidate."""
+    from memory_tui.core.tx import api
+    from memory_tui.pipeline.context import topic_tree as _tree
+    from memory_tui.pipeline.reorganize import look_alike, reorganize, same_thing
+
+    root = fixture_state / "memory"
+    ref = next(u for u in _tree(root).units if u.topic_path == "people/ada.md").source_refs[0]
+    rules = [
+        "Migration rule 5 of the archive plan: copy the legacy notebooks into the shared folder before the team "
+        "renames any tag, checks every link, and reports the result to the owner in the weekly review.",
+        "Migration rule 6 of the archive plan: copy the legacy notebooks into the shared folder before the team "
+        "renames any tag, checks every link, and reports the result to the owner in the weekly review.",
+    ]
+    assert look_alike(*rules) and not same_thing(*rules)
+    res = api.update(root, revision(root), memory_changes=[{
+        "op": "create_record", "content": text, "time": "2026-11", "source_refs": [ref],
+        "destination": {"topic_path": "topics/projects/migration.md", "headings": ["Migration"], "position": "end"},
+    } for text in rules], git_commit="off")
+    assert res.ok, res.to_json()
+    ids = sorted(res.block_ids.values())
+    before = (root / "topics/projects/migration.md").read_bytes()
+    out = reorganize(ctx_for(fixture_state))
+    assert out.outcome.status == "ok", out
+    after = _tree(root)
+    assert all(after.has_id(i) for i in ids)
+    assert sorted(u.content for u in after.units if u.topic_path == "projects/migration.md") == sorted(rules)
+    assert (root / "topics/projects/migration.md").read_bytes() == before
+    assert [sorted(c["memory_ids"]) for c in out.to_json()["candidates"]] == [ids]
