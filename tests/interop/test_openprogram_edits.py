@@ -138,7 +138,20 @@ def _replay(step: dict, state: Path, work: Path, monkeypatch, capsys) -> dict:
     return {"ok": False, "code": error.get("code"), "message": error.get("message"), "raw": data, "rc": rc}
 
 
+# Cases OpenProgram accepts that memory-tui refuses on purpose, each held to its row of the
+# README's "Where memory-tui is stricter" table (named by the row's first words).
+STRICTER_ROWS = {
+    # special-token text in a core record beyond today's 2 000-token budget: OpenProgram's core
+    # render never encodes it yet, but the first removal above it brings it in and from then
+    # every OpenProgram transaction fails
+    "234-create-special-token-core": ("special-token text", False, "INVALID_TOPIC_FORMAT"),
+}
+
+
 def _expected_verdict(case: dict) -> tuple[bool, str | None]:
+    row = STRICTER_ROWS.get(case["case_id"])
+    if row is not None:
+        return row[1], row[2]
     pit = case.get("pitfall")
     if pit is None:
         op = case["openprogram"]
@@ -206,7 +219,7 @@ def test_case(case_id, edits_dir, master_state, tmp_path, monkeypatch, capsys):
     changed, deleted = _diff(before, after)
     if not got["ok"] and (changed or deleted):
         problems.append(f"a refusal changed files: {sorted(changed)} deleted {deleted}")
-    if got["ok"] and want_ok and case.get("pitfall") is None:
+    if got["ok"] and want_ok and case.get("pitfall") is None and case_id not in STRICTER_ROWS:
         want = _expected_files(op)
         bytes_ok = changed == want and deleted == sorted(op.get("deleted") or [])
         if not bytes_ok:
@@ -215,10 +228,11 @@ def test_case(case_id, edits_dir, master_state, tmp_path, monkeypatch, capsys):
                     problems.append(f"bytes differ: {path}")
             if deleted != sorted(op.get("deleted") or []):
                 problems.append(f"deleted: want {op.get('deleted')}, got {deleted}")
-    if got["ok"] and case.get("pitfall") == 15:
-        # the special-token text landed as ordinary text
-        topic = case["input"].get("topic_path", "topics/core.md")
-        assert b"<|endoftext|>" in (state / "memory" / topic).read_bytes()
+    if case.get("pitfall") == 15 or STRICTER_ROWS.get(case_id, ("",))[0] == "special-token text":
+        # refused, the token named, on its line of topics/core.md
+        assert not got["ok"] and "<|endoftext|>" in (got["message"] or ""), got
+        err = got["raw"] if case["kind"] == "staged_edit" else got["raw"].get("error", {})
+        assert err.get("path") == "topics/core.md" and err.get("line"), got["raw"]
     _RESULTS[case_id] = (verdict_ok, bytes_ok)
     report = os.environ.get("MEMORY_TUI_EDITS_REPORT")  # a JSON-lines file, for working through differences
     if report and problems:
