@@ -69,6 +69,15 @@ _TRAILING_ID_RE = re.compile(r"(\s+)\^([A-Za-z0-9-]+)\s*$")
 _LONE_IDS_RE = re.compile(r"^\s*(?:\^[A-Za-z0-9-]+\s*)+$")
 _SUFFIX_TOKENS_RE = re.compile(r"(?:\s+\^[A-Za-z0-9-]+)+\s*$")
 _WS_BEFORE_REF_RE = re.compile(r"(?<=\S)\s+(?=\[\^)")
+# OpenProgram's canonical rewrite of every line that is not a definition (memory spec §3.8
+# step 6), applied as it applies it -- to text, headings, fenced code and comments alike: the
+# spaces and tabs before a citation go, and the last trailing id gets exactly one space before
+# it (any other whitespace before it, a no-break space say, stays where it is).
+_OP_REF_GAP_RE = re.compile(r"[ \t]+\[\^([A-Za-z0-9_-]+)\]")
+_OP_LAST_ID_RE = re.compile(r"[ \t]*\^([A-Za-z0-9-]+)\s*$")
+# Step 4 as OpenProgram runs it on every line: one uncommitted trailing id, with the spaces
+# and tabs before it.
+_OP_INVENTED_RE = re.compile(r"[ \t]*\^([A-Za-z0-9-]+)(?=\s*$)")
 _HEADING_MARK_RE = re.compile(r"#{1,6}\s+")
 _D_HANDLE_RE = re.compile(r"D([0-9]+):([0-9]+)\Z")
 _LOCAL_REF_RE = re.compile(r"\[\^(?:e[0-9]+|new-evidence-[A-Za-z0-9-]+)\]")
@@ -228,7 +237,10 @@ def _rebind_orphans(lines: list[str]) -> None:
 def _strip_invented(topic_path: str, lines: list[str], committed: frozenset[str] | set[str]) -> list[Problem]:
     problems: list[Problem] = []
     text = "\n".join(lines)
-    paragraphs, _, _ = iter_blocks(text)
+    paragraphs, classified, _ = iter_blocks(text)
+    if "^" in text:
+        problems.extend(_strip_invented_outside(topic_path, lines, {line.number - 1: line.kind for line in classified},
+                                                committed))
     for para in paragraphs:
         for index in range(para.start - 1, para.end):
             line = lines[index]
@@ -249,12 +261,10 @@ def _strip_invented(topic_path: str, lines: list[str], committed: frozenset[str]
                 if not m or m.group(2) in committed:
                     break
                 if any(ch not in " \t" for ch in m.group(1)):
-                    odd = ", ".join(sorted({f"U+{ord(c):04X}" for c in m.group(1) if c not in " \t"}))
-                    problems.append(_problem(
-                        topic_path, f"malformed id placement: ^{m.group(2)} follows unusual whitespace ({odd})",
-                        number, m.start(2), kind="malformed_id_placement", memory_id=m.group(2),
-                    ))
-                    reported.add(m.group(2))
+                    # OpenProgram strips the id with the spaces and tabs before it and keeps the
+                    # rest (a no-break space, say); the id allocated next ends the line's text.
+                    op = _OP_INVENTED_RE.search(line)
+                    line = line[: op.start()] + line[op.end():] if op is not None else line[: m.start()]
                     break
                 line = line[: m.start()]
             # What is left at the end of the line are committed ids; uncommitted aliases before
@@ -294,12 +304,51 @@ def _ids_at_line_ends(lines: Iterable[str]) -> set[str]:
 
 def _canonical_text_line(line: str, labels: Mapping[str, str]) -> str:
     line = CITATION_RE.sub(lambda m: f"[^{labels.get(m.group(1), m.group(1))}]", line)
-    line = _WS_BEFORE_REF_RE.sub("", line)
-    m = _SUFFIX_TOKENS_RE.search(line)
-    if m and m.start() > 0:
-        ids = re.findall(r"\^([A-Za-z0-9-]+)", m.group(0))
-        line = line[: m.start()].rstrip() + "".join(f" ^{i}" for i in ids)
-    return line
+    return _canonical_id_gap(_OP_REF_GAP_RE.sub(r"[^\1]", line))
+
+
+def _canonical_id_gap(line: str) -> str:
+    return _OP_LAST_ID_RE.sub(r" ^\1", line) if "^" in line else line
+
+
+def _committed_like(memory_id: str, committed: AbstractSet[str]) -> bool:
+    """Whether OpenProgram's step 4 keeps this trailing id: it is committed, or a committed id
+    followed by a '-' part (its test ends each committed id at a word boundary)."""
+    if memory_id in committed:
+        return True
+    at = memory_id.find("-")
+    while at > 0:
+        if memory_id[:at] in committed:
+            return True
+        at = memory_id.find("-", at + 1)
+    return False
+
+
+def _strip_invented_outside(topic_path: str, lines: list[str], kinds: Mapping[int, str],
+                            committed: AbstractSet[str]) -> list[Problem]:
+    """Step 4 on the lines no paragraph holds: OpenProgram strips an uncommitted trailing
+    ``^id`` from every line of the file. On a heading that is an id-like tag, stripped as in a
+    paragraph (``# Title ^x`` is installed as ``# Title``); in fenced code or a comment it is
+    the owner's content (``2^n``), which would be lost while the edit answers ok, so it is
+    refused instead (a row of the README's stricter table)."""
+    problems: list[Problem] = []
+    for index, kind in kinds.items():
+        if kind not in ("heading", "fence", "fenced", "html") or "^" not in lines[index]:
+            continue
+        m = _OP_INVENTED_RE.search(lines[index])
+        if m is None or _committed_like(m.group(1), committed):
+            continue
+        if kind == "heading":
+            lines[index] = lines[index][: m.start()] + lines[index][m.end():]
+            continue
+        where = "a comment" if kind == "html" else "fenced code"
+        problems.append(_problem(
+            topic_path, f"malformed id placement: ^{m.group(1)} ends a line of {where}, and OpenProgram strips a "
+            "trailing ^word there as an invented block id, so the text would be lost: put something after it "
+            "on the line", index + 1, m.start() + 1 + (len(m.group(0)) - len(m.group(1)) - 1),
+            kind="malformed_id_placement", memory_id=m.group(1),
+        ))
+    return problems
 
 
 class _Recovery:
@@ -742,13 +791,15 @@ def _render_and_prune(order: list[str], work: dict[str, list[str]], labels: Mapp
                 out.append(_canonical_text_line(line.text, labels))
             elif line.kind == "definition":
                 out.append(_render_definition(path, line.text, line.number, labels, citing, resolve, link_for, recovery))
-            elif line.kind == "heading" and "[^" in line.text:
+            elif line.kind == "heading":
                 # OpenProgram also closes the gap before a citation in a heading: `# Ideas[^e1]`
                 # (corpus cases 057, 098).
                 # Only inside the title: the gap after the `#` marker is what makes it a heading.
                 m = _HEADING_MARK_RE.match(line.text)
                 mark, title = (m.group(0), line.text[m.end():]) if m else ("", line.text)
-                out.append(mark + _WS_BEFORE_REF_RE.sub("", title))
+                out.append(_canonical_id_gap(mark + _OP_REF_GAP_RE.sub(r"[^\1]", title)))
+            elif line.kind in ("fence", "fenced", "html"):
+                out.append(_canonical_id_gap(_OP_REF_GAP_RE.sub(r"[^\1]", line.text)))
             else:
                 out.append(line.text)
         canonical = "\n".join(out).rstrip() + "\n"
