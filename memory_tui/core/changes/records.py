@@ -36,13 +36,27 @@ _SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
 
 def _insert_block(lines: list[str], at: int, block: list[str]) -> tuple[int, int]:
-    """Insert ``block`` at ``at`` with one blank line of separation each side.
-    Returns (index of the block's first line, number of lines inserted including padding)."""
+    """Insert ``block`` at ``at`` the way OpenProgram joins it in: the text before and the text
+    after lose the whitespace at the seam (blank lines left there by an earlier op of the same
+    request, trailing spaces, the next line's indent) and meet the block with exactly one
+    blank line each side. Returns (index of the block's first line, its number of lines)."""
+    before = "\n".join(lines[:at]).rstrip()
+    after = "\n".join(lines[at:]).lstrip()
+    text = "\n".join(block).strip()
+    if not text:  # nothing to insert: the seam is left as it is
+        return at, 0
+    first = before.count("\n") + 2 if before else 0
+    lines[:] = "\n\n".join(part for part in (before, text, after) if part).split("\n")
+    return first, text.count("\n") + 1
+
+
+def _insert_beside(lines: list[str], at: int, block: list[str]) -> None:
+    """Insert ``block`` at ``at`` with one blank line of separation each side, leaving the
+    lines around it as they are: an updated record's definition goes where OpenProgram's
+    in-place replacement of the paragraph puts it (content, blank, definition)."""
     pad_before = at > 0 and not is_blank_line(lines[at - 1])
     pad_after = at < len(lines) and not is_blank_line(lines[at])
-    chunk = ([""] if pad_before else []) + block + ([""] if pad_after else [])
-    lines[at:at] = chunk
-    return at + (1 if pad_before else 0), len(chunk)
+    lines[at:at] = ([""] if pad_before else []) + block + ([""] if pad_after else [])
 
 
 def _rel_link(target: str, old_dir: str, new_dir: str) -> str:
@@ -281,7 +295,7 @@ def _do_update(work: WorkCopy, op: RecordOp, label: str | None) -> None:
             work.changed(loc.path)
         else:
             para = scan.paragraphs[work.index[mid].para]
-            _insert_block(lines, para.end, [definition])
+            _insert_beside(lines, para.end, [definition])
             work.changed(loc.path)
         return
     assert label is not None
@@ -289,7 +303,7 @@ def _do_update(work: WorkCopy, op: RecordOp, label: str | None) -> None:
     scan = _replace_paragraph(work, loc, _record_lines(op.content, label, loc.ids))
     para = scan.paragraphs[work.index[mid].para]
     definition = work.render_definition(label, op.time, op.refs, loc.path)
-    _insert_block(work.lines[loc.path], para.end, [definition])
+    _insert_beside(work.lines[loc.path], para.end, [definition])
     work.changed(loc.path)
     work.remove_unused_definitions(loc.path, old_cited)
 
