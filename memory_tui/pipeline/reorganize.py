@@ -21,8 +21,10 @@ topics``. Its ``--json`` object is ``{"status", "topics", "changed_files"}`` plu
 
 from __future__ import annotations
 
+import math
 import re
-from typing import Any
+from fractions import Fraction
+from typing import Any, Callable
 
 from memory_tui.core.format.errors import MemoryError
 from memory_tui.core.store.lock import TIMEOUT_EDIT
@@ -51,16 +53,64 @@ def _words(text: str) -> set[str]:
     return set(_WORD.findall(text.lower()))
 
 
-def same_thing(a: str, b: str) -> bool:
-    if _norm(a) == _norm(b):
+def _key(text: str) -> tuple[str, str | None, frozenset[str]]:
+    return _norm(text), _quote(text), frozenset(_words(text))
+
+
+def _same_key(ka: tuple[str, str | None, frozenset[str]], kb: tuple[str, str | None, frozenset[str]]) -> bool:
+    if ka[0] == kb[0]:
         return True
-    qa, qb = _quote(a), _quote(b)
+    qa, qb = ka[1], kb[1]
     if qa and qb and qa == qb:
         return True
-    wa, wb = _words(a), _words(b)
+    wa, wb = ka[2], kb[2]
     if len(wa) >= 5 and len(wb) >= 5:
         return len(wa & wb) / len(wa | wb) >= NEAR
     return False
+
+
+def same_thing(a: str, b: str) -> bool:
+    return _same_key(_key(a), _key(b))
+
+
+def _candidates(keys: list[tuple[str, str | None, frozenset[str]]]) -> Callable[[int], list[int]]:
+    """For unit ``i``, the later units that can be ``_same_key`` with it, in order: a superset
+    of the true matches (each is still checked), found without comparing every pair. Equal
+    normal forms and equal quotes share a bucket; two word sets whose Jaccard similarity is at
+    least NEAR share a word among the first ``|A| - ceil(NEAR * |A|) + 1`` words of each, in
+    one global order (prefix filtering), rarest words first so the buckets stay small."""
+    near = Fraction(NEAR).limit_denominator(1000)
+    by_norm: dict[str, list[int]] = {}
+    by_quote: dict[str, list[int]] = {}
+    freq: dict[str, int] = {}
+    for i, (norm, quote, words) in enumerate(keys):
+        by_norm.setdefault(norm, []).append(i)
+        if quote:
+            by_quote.setdefault(quote, []).append(i)
+        for w in words:
+            freq[w] = freq.get(w, 0) + 1
+    by_word: dict[str, list[int]] = {}
+    prefixes: list[tuple[str, ...]] = []
+    for i, (_norm_, _quote_, words) in enumerate(keys):
+        if len(words) < 5:
+            prefixes.append(())
+            continue
+        ordered = sorted(words, key=lambda w: (freq[w], w))
+        prefix = tuple(ordered[: len(words) - math.ceil(near * len(words)) + 1])
+        prefixes.append(prefix)
+        for w in prefix:
+            by_word.setdefault(w, []).append(i)
+
+    def later(i: int) -> list[int]:
+        norm, quote, _words_ = keys[i]
+        found = {j for j in by_norm[norm] if j > i}
+        if quote:
+            found.update(j for j in by_quote[quote] if j > i)
+        for w in prefixes[i]:
+            found.update(j for j in by_word[w] if j > i)
+        return sorted(found)
+
+    return later
 
 
 def _labels(unit: Any) -> dict[str, str]:
@@ -81,13 +131,18 @@ def plan_ops(tree: Any, creation_order: dict[str, int]) -> list[dict[str, Any]]:
     units.sort(key=lambda u: (creation_order.get(u.memory_id, 10**9), order[u.memory_id]))
     ops: list[dict[str, Any]] = []
     consumed: set[str] = set()
+    # Every pair is compared: each text's normal form, quote and word set once per unit, not
+    # once per pair (a write's organize pass over thousands of records spent minutes here).
+    keys = [_key(u.content) for u in units]
+    candidates = _candidates(keys)
     for i, keep in enumerate(units):
         if keep.memory_id in consumed:
             continue
+        kk = keys[i]
         group = [
-            other
-            for other in units[i + 1:]
-            if other.memory_id not in consumed and other.memory_id not in targets and same_thing(keep.content, other.content)
+            units[j]
+            for j in candidates(i)
+            if units[j].memory_id not in consumed and units[j].memory_id not in targets and _same_key(kk, keys[j])
         ]
         if not group:
             continue
