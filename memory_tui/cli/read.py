@@ -274,6 +274,7 @@ def cmd_why(args: argparse.Namespace) -> int:
         for r in js["reasons"]:
             print(f"  ! {r['code']}: {sanitize(r['message'])}")
             _print_evidence(r, "      ")
+        printed: dict[str, list[dict[str, Any]]] = {}  # tip -> the turns printed under it
         for tip, t in js["tips"].items():
             tags = [x for x, on in (("head", t["is_head"]), ("archived", t["archived"]), ("unlisted", not t["listed"])) if on]
             summary = tip_summary(selected[sid].tips[tip], ctx.config.trigger_tokens)
@@ -281,7 +282,13 @@ def cmd_why(args: argparse.Namespace) -> int:
             for r in t["reasons"]:
                 print(f"    ! {r['code']}: {sanitize(r['message'])}")
                 _print_evidence(r, "        ")
-            for turn in t["turns"]:
+            turns = t["turns"]
+            printed[tip] = turns
+            shared, other = _shared_prefix(turns, {k: v for k, v in printed.items() if k != tip})
+            if shared:
+                print(f"    = {shared} turn(s) shared with tip {sanitize(other)}, the same verdicts: "
+                      f"{sanitize(turns[0]['id'])} … {sanitize(turns[shared - 1]['id'])}")
+            for turn in turns[shared:]:
                 node = session.get(turn["id"])
                 text = _turn_text(node)
                 print(f"    {_GLYPH[turn['verdict']]} {turn['verdict']:<7} {sanitize(turn['id'])}  {text}")
@@ -289,6 +296,23 @@ def cmd_why(args: argparse.Namespace) -> int:
                     print(f"        {r['code']}: {sanitize(r['message'])}")
                     _print_evidence(r, "          ")
     return 0
+
+
+def _shared_prefix(turns: list[dict[str, Any]], earlier: dict[str, list[dict[str, Any]]]) -> tuple[int, str]:
+    """How many leading ``turns`` an already printed tip showed the same way (same turn, same
+    verdict and reasons), and which tip: branches share their history up to the fork, and
+    repeating it once per tip buried what differs. A turn whose verdict differs here (a
+    pending turn that counts against another tip's threshold) ends the shared part."""
+    best, name = 0, ""
+    for tip, seen in earlier.items():
+        n = 0
+        for a, b in zip(turns, seen):
+            if a != b:
+                break
+            n += 1
+        if n > best:
+            best, name = n, tip
+    return best, name
 
 
 def _turn_text(node) -> str:

@@ -535,26 +535,33 @@ def _splice_record(current: str, now: BlockText, old: BlockText, old_dir: str, n
         if m and m.group(1) in defined and m.group(1) not in still_cited:
             replace[defined[m.group(1)]] = _rebase_definition(d, old_dir, new_dir)
     out: list[str] = []
+    gap = False  # a dropped definition was just left out
     for i, line in enumerate(lines):
         if i in replace:
             out.append(replace[i])
+            gap = False
             continue
         if i == now.start:
             out.extend(old.paragraph)
             if add:
                 out.append("")
                 out.extend(add)
+            gap = False
             continue
-        if now.start < i < now.end or i in drop:
+        if now.start < i < now.end:
             continue
+        if i in drop:
+            gap = True
+            continue
+        if not line.strip():
+            # the blank line after a dropped definition would double the one before it;
+            # every other blank line is the file's own and stays, byte for byte
+            if gap and out and not out[-1].strip():
+                continue
+        else:
+            gap = False
         out.append(line)
-    # a dropped definition may leave two blank lines in a row; keep the file's shape tidy
-    tidy: list[str] = []
-    for line in out:
-        if not line.strip() and tidy and not tidy[-1].strip():
-            continue
-        tidy.append(line)
-    return "\n".join(tidy)
+    return "\n".join(out)
 
 
 def _ids_in(rel: str, text: str | None) -> set[str]:

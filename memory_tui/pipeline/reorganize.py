@@ -22,8 +22,10 @@ topics``. Its ``--json`` object is ``{"status", "topics", "changed_files"}`` plu
 
 from __future__ import annotations
 
+import math
 import re
-from typing import Any
+from fractions import Fraction
+from typing import Any, Callable
 
 from memory_tui.core.format.errors import MemoryError
 from memory_tui.core.store.lock import TIMEOUT_EDIT
@@ -52,24 +54,69 @@ def _words(text: str) -> set[str]:
     return set(_WORD.findall(text.lower()))
 
 
-def _claim(text: str) -> str:
-    return _norm(text).rstrip(".!?")
+def _key(text: str) -> tuple[str, str | None, frozenset[str]]:
+    """The claim (normal form without the final full stop), the quoted statement, the words."""
+    return _norm(text).rstrip(".!?"), _quote(text), frozenset(_words(text))
+
+
+def _alike(ka: tuple[str, str | None, frozenset[str]], kb: tuple[str, str | None, frozenset[str]]) -> bool:
+    """Worded alike, which says nothing about meaning: a fold candidate, never a fold."""
+    qa, qb = ka[1], kb[1]
+    if qa and qb and qa == qb:
+        return True
+    wa, wb = ka[2], kb[2]
+    if len(wa) >= 5 and len(wb) >= 5:
+        return len(wa & wb) / len(wa | wb) >= NEAR
+    return False
 
 
 def same_thing(a: str, b: str) -> bool:
     """The same claim, so folding the two loses nothing: equal after normalisation."""
-    return _claim(a) == _claim(b)
+    return _key(a)[0] == _key(b)[0]
 
 
 def look_alike(a: str, b: str) -> bool:
-    """Worded alike, which says nothing about meaning: a fold candidate, never a fold."""
-    qa, qb = _quote(a), _quote(b)
-    if qa and qb and qa == qb:
-        return True
-    wa, wb = _words(a), _words(b)
-    if len(wa) >= 5 and len(wb) >= 5:
-        return len(wa & wb) / len(wa | wb) >= NEAR
-    return False
+    return _alike(_key(a), _key(b))
+
+
+def _candidates(keys: list[tuple[str, str | None, frozenset[str]]]) -> Callable[[int], list[int]]:
+    """For unit ``i``, the later units that can make its claim or look alike with it, in order:
+    a superset of the true matches (each is still checked), found without comparing every pair.
+    Equal claims and equal quotes share a bucket; two word sets whose Jaccard similarity is at
+    least NEAR share a word among the first ``|A| - ceil(NEAR * |A|) + 1`` words of each, in
+    one global order (prefix filtering), rarest words first so the buckets stay small."""
+    near = Fraction(NEAR).limit_denominator(1000)
+    by_norm: dict[str, list[int]] = {}
+    by_quote: dict[str, list[int]] = {}
+    freq: dict[str, int] = {}
+    for i, (norm, quote, words) in enumerate(keys):
+        by_norm.setdefault(norm, []).append(i)
+        if quote:
+            by_quote.setdefault(quote, []).append(i)
+        for w in words:
+            freq[w] = freq.get(w, 0) + 1
+    by_word: dict[str, list[int]] = {}
+    prefixes: list[tuple[str, ...]] = []
+    for i, (_norm_, _quote_, words) in enumerate(keys):
+        if len(words) < 5:
+            prefixes.append(())
+            continue
+        ordered = sorted(words, key=lambda w: (freq[w], w))
+        prefix = tuple(ordered[: len(words) - math.ceil(near * len(words)) + 1])
+        prefixes.append(prefix)
+        for w in prefix:
+            by_word.setdefault(w, []).append(i)
+
+    def later(i: int) -> list[int]:
+        norm, quote, _words_ = keys[i]
+        found = {j for j in by_norm[norm] if j > i}
+        if quote:
+            found.update(j for j in by_quote[quote] if j > i)
+        for w in prefixes[i]:
+            found.update(j for j in by_word[w] if j > i)
+        return sorted(found)
+
+    return later
 
 
 def _labels(unit: Any) -> dict[str, str]:
@@ -95,22 +142,23 @@ def plan(tree: Any, creation_order: dict[str, int]) -> tuple[list[dict[str, Any]
     order = {u.memory_id: i for i, u in enumerate(tree.units)}
     units.sort(key=lambda u: (creation_order.get(u.memory_id, 10**9), order[u.memory_id]))
     ops: list[dict[str, Any]] = []
-    candidates: list[dict[str, Any]] = []
+    alike: list[dict[str, Any]] = []
     consumed: set[str] = set()
+    # Each text's claim, quote and word set once per unit, and only the units that can match
+    # compared (a write's organize pass over thousands of records spent minutes comparing pairs).
+    keys = [_key(u.content) for u in units]
+    later = _candidates(keys)
     for i, keep in enumerate(units):
         if keep.memory_id in consumed:
             continue
-        group = [
-            other
-            for other in units[i + 1:]
-            if other.memory_id not in consumed and other.memory_id not in targets and same_thing(keep.content, other.content)
-        ]
+        kk = keys[i]
+        near = [j for j in later(i) if units[j].memory_id not in consumed]
+        group = [units[j] for j in near if units[j].memory_id not in targets and keys[j][0] == kk[0]]
         folded = {other.memory_id for other in group}
-        for other in units[i + 1:]:
-            if other.memory_id in consumed or other.memory_id in folded or not look_alike(keep.content, other.content):
-                continue
-            candidates.append({"memory_ids": [keep.memory_id, other.memory_id],
-                               "reason": "worded alike but not the same claim: left as they are"})
+        for j in near:
+            if units[j].memory_id not in folded and _alike(kk, keys[j]):
+                alike.append({"memory_ids": [keep.memory_id, units[j].memory_id],
+                              "reason": "worded alike but not the same claim: left as they are"})
         if not group:
             continue
         refs = list(keep.source_refs)
@@ -137,7 +185,7 @@ def plan(tree: Any, creation_order: dict[str, int]) -> tuple[list[dict[str, Any]
         )
         for other in group:
             ops.append({"op": "delete_record", "memory_id": other.memory_id})
-    return ops, candidates
+    return ops, alike
 
 
 def _failed(exc: MemoryError) -> JobOutcome:

@@ -265,3 +265,19 @@ def test_fixture_history_attributes_writer_commits_to_runs(fixture_state_ro):
     assert core.versions[0].actor == HAND_EDIT
     writer = [v for v in core.versions if v.actor == WRITER]
     assert writer and all(v.actor_detail and "write" in v.actor_detail for v in writer)
+
+
+def test_record_revert_changes_only_its_paragraph_byte_for_byte(repo):
+    """Blank lines elsewhere in the file (runs of them, as the writer leaves between
+    records) are not the record's: a revert of one record leaves them as they are."""
+    root = repo / "memory"
+    first = history(open_state(repo), "flask001").versions[-1].commit
+    text = (root / WEB).read_text()
+    spaced = text.replace("# Web\n\n", "# Web\n\n\n", 1).replace("^asst0001\n\n", "^asst0001\n\n\n\n", 1)
+    assert tx.staged_edit(repo, WEB, spaced, git_env=env(24)).ok
+    before = (root / WEB).read_bytes()
+    assert b"# Web\n\n\n" in before and b"^asst0001\n\n\n\n" in before  # the transaction kept them
+    assert revert(open_state(repo), "flask001", first, git_env=env(25)).ok
+    expected = before.replace(b"The app uses Flask v5.[^e-0000000005] ^flask001",
+                              b"The app uses Flask.[^e-0000000005] ^flask001")
+    assert (root / WEB).read_bytes() == expected
