@@ -35,6 +35,7 @@ from memory_tui.pipeline.txport import TransactionPort
 
 REORGANIZE_MESSAGE = "memory: reorganize topics"
 NEAR = 0.85
+CHUNK = 64  # ``update`` allows at most 64 ops per request
 _QUOTE = re.compile(r"[“\"]([^”\"]{8,})[”\"]")
 _WORD = re.compile(r"[\w']+")
 
@@ -143,8 +144,7 @@ def organize_locked(ctx: Context, *, reason: str = "manual", dry_run: bool = Fal
     changed: list[str] = []
     before: str | None = None  # the first transaction's base
     after: str | None = None  # the last one's result
-    # ``update`` allows at most 64 ops per request.
-    chunks = range(0, len(ops), 64)
+    chunks = range(0, len(ops), CHUNK)
     if commit:
         # Said before the first install, so a kill anywhere up to the end of the commit below
         # (inside ``git commit`` included) is committed by the next locked open.
@@ -163,7 +163,7 @@ def organize_locked(ctx: Context, *, reason: str = "manual", dry_run: bool = Fal
                                                  reason=reason, revision_before=before, revision=after or workspace_revision(root))
                 raise
         ctx.emit(JobPhase.ORGANIZE, n, len(chunks), f"{len(ops)} record op(s) over {n_topics} topic file(s)")
-        chunk = ops[start:start + 64]
+        chunk = ops[start:start + CHUNK]
         try:
             base = workspace_revision(root)
             before = before or base

@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 from typing import Iterable
 
-ATOMIC_TEMP = re.compile(r"^.+\.[0-9a-f]{16}-p(\d+)\.tmp$")
+ATOMIC_TEMP = re.compile(r"^.+[.-][0-9a-f]{16}-p(\d+)\.tmp$")
 CACHE_TEMP = re.compile(r"^\..+\.(\d+)\.(\d+)\.tmp$")
 
 
