@@ -261,8 +261,8 @@ def backfill(ctx: Context, *, dry_run: bool = False, retry_declined: bool = Fals
         planned = budget_batches(offer, ctx.counter, budget, text_of=text_of)
         left = {fr.source_id for fr in first}
         decl = tuple(DeclinedSource(sid, d["writer"], d["answer"]) for sid, d in sorted(declined.items()) if sid in left)
-        status = "ok" if not first else "incomplete"  # what a run would leave if nothing got cited
-        return BackfillReport(JobOutcome(status), len(first), 0, len(first), revision(root), dry_run=True,
+        # A plan is not a run: it fails only when it cannot be made ("incomplete" belongs to runs).
+        return BackfillReport(JobOutcome("ok"), len(first), 0, len(first), revision(root), dry_run=True,
                               writer=getattr(ctx.writer, "name", "?"), declined=decl, offered=len(offer),
                               batches=tuple(BackfillBatch(tuple(fr.source_id for fr in b.records), b.tokens) for b in planned))
     ran: list[BackfillBatch] = []

@@ -220,10 +220,11 @@ class BackfillReport(JobReport):
         if self.dry_run:
             out["dry_run"] = True
         out.update(candidates=self.candidates, processed=self.processed, remaining=self.remaining, revision=self.revision)
-        out["declined"] = [d.to_json() for d in self.declined]
         if self.dry_run:
             out["writer"] = self.writer
             out["batches"] = [b.to_json() for b in self.batches]
+        # beyond the spec's keys: the remaining sources a writer declined, with its answer
+        out["declined"] = [d.to_json() for d in self.declined]
         if self.legacy_core:
             out["legacy_core"] = self.legacy_core
         if self.outcome.code is not None:
