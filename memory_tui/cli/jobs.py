@@ -173,16 +173,36 @@ def cmd_reorganize(args: argparse.Namespace) -> int:
 def cmd_backfill(args: argparse.Namespace) -> int:
     from memory_tui.pipeline.backfill import backfill
 
-    report = _run_job(args, "backfilling", backfill, dry_run=args.dry_run)
+    report = _run_job(args, "backfilling", backfill, dry_run=args.dry_run, retry_declined=args.retry_declined)
     if getattr(args, "json", False):
         emit_json(report.to_json())
     else:
         if args.dry_run:
             for i, b in enumerate(report.batches, 1):
                 print(f"batch {i}: {len(b.ids)} source(s), {b.tokens} tokens")
-        print(f"{report.outcome.status}: {report.candidates} candidate(s), {report.processed} processed, {report.remaining} remaining")
+        for line in backfill_lines(report):
+            print(line)
         _print_error(report.outcome)
-    return _exit_for(report.outcome)
+    if report.outcome.failed or report.dry_run:
+        return _exit_for(report.outcome)
+    return EXIT_OK if report.remaining == 0 else EXIT_FAILURE  # OpenProgram's rule: 0 iff nothing remains
+
+
+def backfill_lines(report: Any) -> list[str]:
+    """The backfill result in words: OpenProgram's counts, then the declined sources apart
+    (each with the writer's answer) and what a later run can still do."""
+    head = f"{report.outcome.status}: {report.candidates} candidate(s), {report.processed} processed, {report.remaining} remaining"
+    if report.dry_run:
+        head = f"{report.candidates} candidate(s), {report.offered} would be offered"
+    if report.declined:
+        head += f" ({len(report.declined)} declined by the writer, {report.not_offered} not offered yet)"
+    out = [head]
+    for d in report.declined:
+        out.append(f"  declined {sanitize(d.source_id)} (writer {sanitize(d.writer)}; its answer for that batch: "
+                   f"{sanitize(d.answer)})")
+    if report.declined and not report.not_offered and not report.dry_run:
+        out.append("nothing left to offer: run `memory-tui backfill --retry-declined` to offer the declined sources again")
+    return out
 
 
 @_cancellable
@@ -220,6 +240,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = add_verb(sub, "backfill", "distil archived trusted sources that no topic cites", cmd_backfill)
     p.add_argument("--dry-run", action="store_true", help="list candidates and batches; change nothing")
+    p.add_argument("--retry-declined", action="store_true",
+                   help="offer again the sources a writer declined in an earlier run")
     add_writer_options(p)
 
     add_verb(sub, "migrate", "replace legacy runtime.json cursors by node marks (one time)", cmd_migrate)

@@ -52,15 +52,17 @@ def atomic_write(
 ) -> None:
     """Replace ``path`` with ``data`` atomically.
 
-    The temp file is ``<name>.<32 hex>.tmp`` beside the target unless ``tmp_dir`` (which must
-    be on the same filesystem) and ``tmp_prefix`` say otherwise.
+    The temp file is ``<name>.<16 hex>-p<pid>.tmp`` beside the target unless ``tmp_dir`` (which
+    must be on the same filesystem) and ``tmp_prefix`` say otherwise. The pid tells the next
+    locked open that a temp file whose writer is gone is a leftover of a kill (and the ``-p``
+    tells ours from OpenProgram's ``<name>.<32 hex>.tmp``, which it writes without our lock).
     """
     path = Path(path)
     if isinstance(data, str):
         data = data.encode("utf-8")
     where = Path(tmp_dir) if tmp_dir is not None else path.parent
-    # 32 random hex digits, what uuid4().hex gave, without importing uuid (and platform) at start-up
-    name = f"{tmp_prefix or path.name + '.'}{os.urandom(16).hex()}.tmp"
+    # random hex without importing uuid (and platform) at start-up
+    name = f"{tmp_prefix or path.name + '.'}{os.urandom(8).hex()}-p{os.getpid()}.tmp"
     tmp = where / name
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     with _temp_removed_on_failure(tmp):

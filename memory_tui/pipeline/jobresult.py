@@ -97,6 +97,11 @@ def summarize_backfill(report: BackfillReport, *, revision_before: str | None = 
         outcome = describe_outcome(report.outcome.status)
     rev = report.revision
     msg = f"{report.processed} of {report.candidates} source(s) processed, {report.remaining} remaining"
+    declined = getattr(report, "declined", ())
+    if declined:
+        answers = sorted({d.answer for d in declined})
+        msg += (f" ({len(declined)} declined by the writer and not offered again, {report.not_offered} not offered yet; "
+                f"its answer: {'; '.join(answers)}; declined: {', '.join(d.source_id for d in declined)})")
     if report.legacy_core:
         msg += f"; legacy core.md {report.legacy_core}"
     # backfill commits what it installed (pipeline.backfill): HEAD when the revision moved.

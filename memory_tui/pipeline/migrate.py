@@ -28,10 +28,9 @@ from memory_tui.core.format.errors import MemoryError
 from memory_tui.core.store.lock import TIMEOUT_EDIT
 from memory_tui.core.format.sources import anchor, scan_v2, split_source_id
 from memory_tui.core.store.workspace import load_runtime_state, read_workspace_id
-from memory_tui.pipeline import status as st
+from memory_tui.pipeline import recovery
 from memory_tui.pipeline.context import Context, ensure_workspace, load_snapshot, locked
 from memory_tui.sessions.dag import get_branch
-from memory_tui.sessions import marks
 from memory_tui.sessions.records import records_for
 
 _ANCHOR_LINE = re.compile(r'<a id="(source-[0-9a-f]{16})"></a>')
@@ -115,22 +114,22 @@ def migrate_locked(ctx: Context) -> dict[str, Any] | None:
     cands = candidates(ctx.memory_root)
     snap = load_snapshot(ctx)
     marked: dict[str, list[str]] = {}
-    problems: list[str] = []
+    dirs: dict[str, str] = {}
     for sid in sorted(cands):
         session = snap.get(sid)
         if session is None:
             continue
         ids = prefix_to_mark(session, cands[sid])
-        if not ids:
-            continue
-        res = marks.mark_nodes(session.dir, ids, wid)
-        marked[sid] = list(ids)
-        problems.extend(str(p) for p in res.problems)
+        if ids:
+            marked[sid] = list(ids)
+            dirs[sid] = str(session.dir)
+    # Every mark the migration makes is named on disk before the first one, so a kill between
+    # two marks (or before the cursors go) is finished by the next locked open.
+    recovery.write_migrate_intent(ctx.memory_root, wid, marked, dirs)
+    problems = recovery.finish_migration(ctx.memory_root, wid, marked, dirs)
     if problems:
+        (ctx.layout.runtime_dir / recovery.MIGRATE_INTENT).unlink(missing_ok=True)
         raise MemoryError("SESSION_NODES_UNAVAILABLE", "marking failed; legacy cursors kept for a retry: " + "; ".join(problems))
-    data = state.to_json()
-    data.pop("cursors", None)
-    st.save_runtime(ctx.layout.runtime_json, data)
     return {"sessions": marked, "marked": sum(len(v) for v in marked.values()), "cursors_removed": True}
 
 

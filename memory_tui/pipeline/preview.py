@@ -206,6 +206,9 @@ def preview_backfill(ctx: Any) -> JobPreview:
     if not (root / "topics" / "core.md").exists() and (root / "core.md").is_file():
         notes.append("a legacy root core.md is promoted (or archived as a source) first")
         files.extend(["memory/topics/core.md", "memory/sources/openprogram-migration/_v2/legacy-core.md"])
+    if report.declined:
+        notes.append(f"{len(report.declined)} source(s) a writer already declined are not offered again "
+                     f"(memory-tui backfill --retry-declined offers them)")
     if batches:
         if _writer_name(ctx) == "extractive":
             titles = _session_titles(ctx)
@@ -218,7 +221,7 @@ def preview_backfill(ctx: Any) -> JobPreview:
         files.extend(DERIVED)
         files.append("memory/.scriptorium/agent-history.jsonl")
     return JobPreview("backfill", "backfill uncited sources", report.writer or _writer_name(ctx), "sources",
-                      report.candidates, sum(b.tokens for b in batches), batches, _uniq(files),
+                      report.offered, sum(b.tokens for b in batches), batches, _uniq(files),
                       report.revision, tuple(notes), raw=report.to_json())
 
 

@@ -28,6 +28,7 @@ from fractions import Fraction
 from typing import Any, Callable
 
 from memory_tui.core.format.errors import MemoryError
+from memory_tui.core.store import gitlog
 from memory_tui.core.store.lock import TIMEOUT_EDIT
 from memory_tui.core.store.workspace import load_runtime_state, workspace_revision
 from memory_tui.pipeline import status as st
@@ -37,6 +38,7 @@ from memory_tui.pipeline.txport import TransactionPort
 
 REORGANIZE_MESSAGE = "memory: reorganize topics"
 NEAR = 0.85
+CHUNK = 64  # ``update`` allows at most 64 ops per request
 _QUOTE = re.compile(r"[“\"]([^”\"]{8,})[”\"]")
 _WORD = re.compile(r"[\w']+")
 
@@ -213,18 +215,26 @@ def organize_locked(ctx: Context, *, reason: str = "manual", dry_run: bool = Fal
     changed: list[str] = []
     before: str | None = None  # the first transaction's base
     after: str | None = None  # the last one's result
-    # ``update`` allows at most 64 ops per request.
-    chunks = range(0, len(ops), 64)
+    chunks = range(0, len(ops), CHUNK)
+    if commit:
+        # Said before the first install, so a kill anywhere up to the end of the commit below
+        # (inside ``git commit`` included) is committed by the next locked open.
+        gitlog.mark_pending(root)
     for n, start in enumerate(chunks):
         if commit:  # a manual reorganize can be cancelled between its transactions
             try:
                 ctx.checkpoint(JobPhase.ORGANIZE, n)
-            except JobCancelled:
+            except JobCancelled as cancel:
                 if changed:
                     git_commit(ctx, REORGANIZE_MESSAGE)
+                else:
+                    gitlog.clear_pending(root)
+                # what was written before the cancel: its transactions are whole and committed
+                cancel.result = ReorganizeReport(JobOutcome("cancelled"), len(topic_tree(root).topics), tuple(sorted(changed)),
+                                                 reason=reason, revision_before=before, revision=after or workspace_revision(root))
                 raise
         ctx.emit(JobPhase.ORGANIZE, n, len(chunks), f"{len(ops)} record op(s) over {n_topics} topic file(s)")
-        chunk = ops[start:start + 64]
+        chunk = ops[start:start + CHUNK]
         try:
             base = workspace_revision(root)
             before = before or base

@@ -181,7 +181,26 @@ class BackfillBatch:
 
 
 @dataclass(frozen=True)
+class DeclinedSource:
+    """An uncited source a writer was given and chose not to cite, with the writer's answer
+    for the batch it was in."""
+
+    source_id: str
+    writer: str
+    answer: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source_id, "writer": self.writer, "answer": self.answer}
+
+
+@dataclass(frozen=True)
 class BackfillReport(JobReport):
+    """``candidates``: trusted archived sources no topic cited when the run began;
+    ``processed``: how many of them a topic cites now; ``remaining``: trusted sources still
+    uncited after the run (``ok`` only when 0, else ``incomplete``, as OpenProgram reports);
+    ``declined``: those of ``remaining`` a writer was given and chose not to cite (this run or
+    an earlier one; not offered again); ``offered``: sources handed to the writer this run."""
+
     outcome: JobOutcome
     candidates: int = 0
     processed: int = 0
@@ -192,6 +211,13 @@ class BackfillReport(JobReport):
     batches: tuple[BackfillBatch, ...] = ()  # planned (dry run) or handed to the writer
     changed_files: tuple[str, ...] = ()  # topic files its writer runs changed (for the app)
     legacy_core: str | None = None  # promoted | archived
+    declined: tuple[DeclinedSource, ...] = ()
+    offered: int = 0
+
+    @property
+    def not_offered(self) -> int:
+        """Remaining sources no writer has declined: work a later run can still do."""
+        return max(0, self.remaining - len(self.declined))
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"status": self.outcome.status}
@@ -201,6 +227,8 @@ class BackfillReport(JobReport):
         if self.dry_run:
             out["writer"] = self.writer
             out["batches"] = [b.to_json() for b in self.batches]
+        # beyond the spec's keys: the remaining sources a writer declined, with its answer
+        out["declined"] = [d.to_json() for d in self.declined]
         if self.legacy_core:
             out["legacy_core"] = self.legacy_core
         if self.outcome.code is not None:
@@ -208,4 +236,4 @@ class BackfillReport(JobReport):
         return out
 
 
-__all__ = ["BackfillBatch", "BackfillReport", "BatchReport", "JobOutcome", "JobReport", "ReorganizeReport", "WriteReport"]
+__all__ = ["BackfillBatch", "BackfillReport", "DeclinedSource", "BatchReport", "JobOutcome", "JobReport", "ReorganizeReport", "WriteReport"]

@@ -31,6 +31,7 @@ from memory_tui.core.store.install import recover
 from memory_tui.core.format.sources import SourceRecord
 from memory_tui.core.store.archives import append_records
 from memory_tui.core.store.workspace import load_runtime_state
+from memory_tui.pipeline import recovery
 from memory_tui.pipeline import status as st
 from memory_tui.pipeline.batching import Batch, first_batch, plan_batches, total_tokens, unforced_gate
 from memory_tui.pipeline.context import (
@@ -136,19 +137,6 @@ def turn_for(sr: Any, session_title: str, tokens: int) -> Turn:
 # ------------------------------------------------------------------------------ one batch
 
 
-def after_commit(ctx: Context, tokens: int, now: float, report: WriteReport | None, *, count: bool = True) -> None:
-    """Counters, organize triggers, git commit (§7.4 steps 8-9). Call under the lock."""
-    if count:
-        state, _problems = load_runtime_state(ctx.memory_root)
-        data, decision = st.bump_counters(state.to_json(), tokens, now)
-        st.save_runtime(ctx.layout.runtime_json, data)
-        if decision.any:
-            res = organize_locked(ctx, reason=decision.reason or "local")
-            if report is not None:
-                report.organize.append(res)
-    git_commit(ctx, INCREMENTAL_MESSAGE)
-
-
 def write_batch(ctx: Context, bs: BranchState, batch: Batch, workspace_id: str, report: WriteReport) -> BatchReport:
     """Archive → writer → marks → counters for one batch. The caller holds the lock."""
     session = bs.session
@@ -160,26 +148,33 @@ def write_batch(ctx: Context, bs: BranchState, batch: Batch, workspace_id: str, 
     append_records(ctx.memory_root, srecs, runtime_dir=ctx.layout.runtime_dir)
     turns = tuple(turn_for(sr, session.title, ctx.counter.count(sr.content)) for sr in srecs)
     task = WriteTask("write", turns, session.id, session.title, ctx.settings.topic)
-    # Before the install, so a kill between the install and the marks is finished by the next open.
-    marks.write_intent(ctx.layout.runtime_dir, session.id, ids, workspace_id, source_ids=[sr.source_id for sr in srecs])
+    # Before the install: everything the batch's end does once its install lands (marks,
+    # counters, organize), so a kill anywhere after the install is finished by the next open
+    # exactly as this run would have finished it.
+    plan = {**recovery.batch_plan(ctx.memory_root, batch.tokens, ctx.clock()), "dir": str(session.dir)}
+    source_ids = [sr.source_id for sr in srecs]
+    marks.write_intent(ctx.layout.runtime_dir, session.id, ids, workspace_id, source_ids=source_ids, extra=plan)
     ctx.emit(JobPhase.WRITER, len(report.batches), None, f"{session.id} {bs.tip}: writing {len(ids)} turns, {batch.tokens} tokens")
     outcome = run_writer(ctx, task)
     if outcome.changed:
         br.result = "written"
         br.changed_topics = list(outcome.changed_topics)
-    elif topics_cite_any(ctx.memory_root, [sr.source_id for sr in srecs]):
+    elif topics_cite_any(ctx.memory_root, source_ids):
         br.result = "recovered"
         br.message = "the topics already cite this batch (an earlier install landed before its marks)"
     else:
         marks.clear_intent(ctx.layout.runtime_dir)
         br.message = outcome.summary or "the writer changed no topic file"
         return br
-    res = marks.mark_nodes(session.dir, ids, workspace_id)
-    marks.clear_intent(ctx.layout.runtime_dir)
+    body = {"session": session.id, "ids": ids, "workspace_id": workspace_id, **plan}
+    res, organized = recovery.finish_batch(ctx.memory_root, body, ctx)
     br.marked = list(res.marked) + list(res.already)
     if res.problems:
+        marks.clear_intent(ctx.layout.runtime_dir)
         raise MemoryError("SESSION_NODES_UNAVAILABLE", "; ".join(str(p) for p in res.problems))
-    after_commit(ctx, batch.tokens, ctx.clock(), report)
+    if organized is not None:
+        report.organize.append(organized)
+    git_commit(ctx, INCREMENTAL_MESSAGE)
     return br
 
 
@@ -190,8 +185,7 @@ def _attempt(ctx: Context, report: WriteReport, bs: BranchState, batch: Batch, w
     ctx.checkpoint(JobPhase.BATCH, len(report.written), report)  # before the transaction, never inside it
     try:
         with locked(ctx):
-            recover(ctx.memory_root)  # a killed run's journal, stages and git step, before anything new
-            marks.finish_intent(ctx.layout.runtime_dir, ctx.state_dir / "sessions")  # then a killed run's marks
+            recover(ctx.memory_root)  # a killed run's journal, intents, temp files and git step, before anything new
             wid = ensure_workspace(ctx)
             br = write_batch(ctx, bs, batch, wid, report)
     except Exception as exc:  # classified: the closed code set and a retry verdict
@@ -346,7 +340,7 @@ def _finish_interrupted(ctx: Context) -> None:
         return
     try:
         with locked(ctx):
-            marks.finish_intent(ctx.layout.runtime_dir, ctx.state_dir / "sessions")
+            recover(ctx.memory_root)  # finishes the batch intent among the rest
     except MemoryError as exc:
         if exc.code != "CONCURRENT_UPDATE":
             raise

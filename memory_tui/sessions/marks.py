@@ -196,10 +196,13 @@ def mark_nodes(
 
 
 def write_intent(runtime_dir: Path, session_id: str, node_ids: Iterable[str], workspace_id: str,
-                 source_ids: Iterable[str] | None = None) -> None:
+                 source_ids: Iterable[str] | None = None, extra: dict[str, Any] | None = None) -> None:
+    """``extra``: what else the batch's end does (its counters, an organize), finished with
+    the marks by the next locked open (``pipeline.recovery``)."""
     body: dict[str, Any] = {"version": 1, "session": session_id, "ids": list(node_ids), "workspace_id": workspace_id}
     if source_ids is not None:
         body["source_ids"] = list(source_ids)
+    body.update(extra or {})
     atomic_write(Path(runtime_dir) / INTENT_NAME, json.dumps(body) + "\n")
 
 

@@ -159,6 +159,14 @@ def summarize_cancelled(request: JobRequest, finished: JobFinished, *, memory_ro
         message = (f"{data['written_batches']}{_of(planned)} batch(es) written, {data['marked_turns']}{_of(count)} turn(s) "
                    "marked before the cancel; the other turns are still pending")
         base = replace(base, revision_before=base.revision_before or revision_before)
+    elif kind == "reorganize" and result is not None:
+        base = jobresult.summarize_reorganize(result, revision_before=revision_before, memory_root=memory_root)
+        message = (f"{steps} transaction(s) installed and committed before the cancel, "
+                   f"{len(result.changed_files)} file(s) changed")
+    elif kind == "backfill" and result is not None:
+        base = jobresult.summarize_backfill(result, revision_before=revision_before, memory_root=memory_root)
+        message = (f"{len(result.batches)} batch(es), {result.offered} source(s) offered before the cancel, each batch "
+                   f"installed and committed; {base.message}")
     elif kind == "reorganize":
         # a cancelled reorganize commits what it installed but reports no files (pipeline.reorganize)
         base = jobresult.summarize_reorganize({"status": "ok", "changed_files": []}, revision_before=revision_before,

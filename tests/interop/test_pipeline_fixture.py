@@ -249,8 +249,10 @@ def test_reorganize_and_backfill_shapes(fixture_state):
     assert dry.candidates == dry.remaining and dry.batches
     before = marks(fixture_state)
     out = backfill(ctx)
-    assert set(out.to_json()) == {"status", "candidates", "processed", "remaining", "revision"}
-    assert out.processed == dry.candidates and out.remaining < out.candidates
+    # the spec's keys, plus the declined sources listed apart
+    assert set(out.to_json()) == {"status", "candidates", "processed", "remaining", "revision", "declined"}
+    # OpenProgram's counts: processed = the candidates a topic cites after the run
+    assert out.candidates == dry.candidates and out.processed == out.candidates - out.remaining > 0
     assert marks(fixture_state) == before  # backfill adds/removes no marks
     res = reorganize(ctx)
     assert res.outcome.status == "ok" and isinstance(res.to_json()["changed_files"], list)
@@ -299,9 +301,10 @@ def test_cli_verbs_exit_codes_and_json(fixture_state, capsys, monkeypatch, tmp_p
     assert code == 0 and out["status"] == "ok"  # a plan never fails (issue 13: was exit 1 "incomplete")
 
 
-def test_backfill_dry_run_and_unfailed_run_are_not_incomplete(fixture_state, capsys):
-    """``incomplete`` (and exit 1) only when a batch failed; a plan or a run whose writer left
-    some sources uncited is ``ok`` with the count in ``remaining`` (issue 13, class 11)."""
+def test_backfill_dry_run_is_ok_and_a_run_leaving_sources_uncited_is_incomplete(fixture_state, capsys):
+    """A plan never fails. A run reports OpenProgram's rule (spec §7.6): ``ok`` only when no
+    trusted source is left uncited, else ``incomplete`` (exit 1) -- with no ``error`` when no
+    batch failed, and the sources the writer declined listed apart."""
     import json as _json
 
     from memory_tui.cli import main as cli_main
@@ -314,8 +317,8 @@ def test_backfill_dry_run_and_unfailed_run_are_not_incomplete(fixture_state, cap
     assert cli_main(["--state", str(fixture_state), "--json", "backfill", "--dry-run"]) == 0
     assert _json.loads(capsys.readouterr().out)["status"] == "ok"
     out = backfill(ctx_for(fixture_state, writer=DoesNothing()))
-    assert out.outcome.status == "ok" and not out.outcome.failed and "error" not in out.to_json()
-    assert out.remaining == out.candidates
+    assert out.outcome.status == "incomplete" and not out.outcome.failed and "error" not in out.to_json()
+    assert out.remaining == out.candidates and out.processed == 0 and len(out.declined) == out.remaining
 
 
 def test_reorganize_keeps_near_identical_records_that_say_different_things(fixture_state):

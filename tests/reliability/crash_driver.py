@@ -37,11 +37,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 OPS = ("edit", "append", "write", "migrate", "views", "reorganize", "backfill")
-FIXTURE_OPS = ("write", "migrate", "reorganize", "backfill")  # need OpenProgram's sessions
+FIXTURE_OPS = ("write", "migrate", "reorganize", "backfill", "views")  # need OpenProgram's sessions
 MARK = "memory_written_scriptorium"
 
 
-ARCHIVE_FIRST = ("write", "backfill")  # the archive append is its own durable step before the install
+ARCHIVE_FIRST = ("write",)  # the archive append is its own durable step before the install
 VARIANTS = 4  # distinct inputs for edit/append; the new state of each is computed once
 
 
@@ -69,6 +69,7 @@ class Snapshot:
     sources: str
     rest: str
     marks: str
+    runtime: str = ""  # runtime.json's counters and whether legacy cursors are left
 
 
 def snapshot(state: Path) -> Snapshot:
@@ -85,7 +86,19 @@ def snapshot(state: Path) -> Snapshot:
             h = src if top == "sources" else rest
             h.update(f.relative_to(mem).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
     marks = json.dumps(sorted((list(k), v) for k, v in _marks(state).items()), default=str) if (state / "sessions").is_dir() else ""
-    return Snapshot(src.hexdigest()[:16], rest.hexdigest()[:16], hashlib.sha256(marks.encode()).hexdigest()[:16])
+    return Snapshot(src.hexdigest()[:16], rest.hexdigest()[:16], hashlib.sha256(marks.encode()).hexdigest()[:16],
+                    _runtime_key(mem))
+
+
+def _runtime_key(mem: Path) -> str:
+    """The counters a write leaves (``last_global_at`` is the clock, not compared) and the
+    legacy cursors a migration removes."""
+    try:
+        data = json.loads((mem / ".scriptorium" / "runtime.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "none"
+    keys = ("write_commits_since_global", "local_batches", "local_tokens")
+    return json.dumps([data.get(k) for k in keys] + ["cursors" in data])
 
 
 def classify(op: str, got: Snapshot, old: Snapshot, steps: list[Snapshot]) -> str | None:
@@ -99,7 +112,7 @@ def classify(op: str, got: Snapshot, old: Snapshot, steps: list[Snapshot]) -> st
         return "step"
     if op in ARCHIVE_FIRST:
         for before, after in zip([old, *steps], steps):
-            if got == Snapshot(after.sources, before.rest, before.marks):
+            if got == Snapshot(after.sources, before.rest, before.marks, before.runtime):
                 return "archive-only"
     return None
 
@@ -114,7 +127,7 @@ def _small_state(dest: Path) -> Path:
     return make_state(dest, git="auto")
 
 
-def fixture_master(shared: Path, dest: Path) -> Path | None:
+def fixture_master(shared: Path, dest: Path, op: str = "write") -> Path | None:
     tgz = shared / "fixtures" / "openprogram-state.tgz"
     if not tgz.is_file():
         return None
@@ -122,9 +135,76 @@ def fixture_master(shared: Path, dest: Path) -> Path | None:
         tar.extractall(dest, filter="tar")
     state = dest / ".openprogram"
     # give the fixture its git history first, so every trial starts committed
-    subprocess.run([sys.executable, str(HERE / "crash_child.py"), "views", str(state)], cwd=REPO,
-                   capture_output=True, env=_env(), check=False)
+    _child(["views", str(state)])
+    give_work(op, state)
     return state
+
+
+def _child(argv: list[str]) -> None:
+    proc = subprocess.run([sys.executable, str(HERE / "crash_child.py"), *argv], cwd=REPO, capture_output=True, env=_env())
+    if proc.returncode not in (0, 1):
+        raise RuntimeError(f"preparing the state failed: {argv} {proc.stderr[-1500:]!r}")
+
+
+def _commit(state: Path, message: str) -> None:
+    from memory_tui.core.store import gitlog
+
+    out = gitlog.commit(state / "memory", message, env=_env())
+    if not (out.committed or out.nothing_to_commit):
+        raise RuntimeError(f"preparing the state: git refused: {out.error}")
+
+
+def give_work(op: str, state: Path) -> None:
+    """Make the fixture a state on which ``op`` has real work (the bare fixture needs no
+    migration, backfill or reorganize, and its views are current), committed to git so every
+    trial starts clean:
+
+    * ``backfill``: after ``write --force``, whose writer leaves 7 archived sources uncited;
+    * ``migrate``: after ``write --force``, every mark removed again and legacy ``cursors``
+      put into ``runtime.json``, so the migration re-marks what the archive proves;
+    * ``reorganize``: three records that repeat another record's words (citing another
+      source) added through ``update``, so the organizer folds three pairs;
+    * ``views``: ``relations.json`` and one timeline day replaced by stale text and committed.
+    """
+    mem = state / "memory"
+    if op in ("backfill", "migrate"):
+        _child(["write", str(state)])
+    if op == "migrate":
+        from memory_tui.sessions.marks import MARK_KEY, serialize_node
+
+        for f in sorted((state / "sessions").glob("*/history/*.json")):
+            node = json.loads(f.read_text(encoding="utf-8"))
+            meta = node.get("metadata") or {}
+            if MARK_KEY in meta:
+                del meta[MARK_KEY]
+                node["metadata"] = meta
+                f.write_text(serialize_node(node), encoding="utf-8")
+        rt = mem / ".scriptorium" / "runtime.json"
+        data = json.loads(rt.read_text(encoding="utf-8"))
+        data["cursors"] = {"legacy": {"message_id": "m", "ordinal": 1}}
+        rt.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    elif op == "reorganize":
+        from memory_tui.core.tx import api as tx
+        from memory_tui.core.store.workspace import workspace_revision
+        from memory_tui.pipeline.context import topic_tree
+
+        tree = topic_tree(mem)
+        units = [u for u in tree.units if u.source_refs and not u.legacy]
+        ops = []
+        for keep, other in list(zip(units, units[1:]))[:3]:
+            ops.append({"op": "create_record", "content": keep.content, "time": keep.when,
+                        "source_refs": [other.source_refs[0]],
+                        "destination": {"topic_path": f"topics/{keep.topic_path}", "headings": list(keep.headings),
+                                        "position": "end"}})
+        res = tx.update(state, workspace_revision(mem), memory_changes=ops, git_commit="off")
+        if not res.ok:
+            raise RuntimeError(f"preparing the reorganize state: {res}")
+    elif op == "views":
+        (mem / "relations.json").write_text("{}\n", encoding="utf-8")
+        days = sorted((mem / "timeline").rglob("*.md"))
+        if days:
+            days[0].write_text("# stale\n", encoding="utf-8")
+    _commit(state, f"crash driver: give {op} work")
 
 
 def _env() -> dict[str, str]:
@@ -167,7 +247,8 @@ def _leftovers(mem: Path) -> list[str]:
         for name in (f"{rt}-txn", f"{rt}-stage"):
             if (mem / name).exists():
                 out.append(name)
-        for name in ("install-journal.json", "install-journal.json.tmp", "marks-pending.json", "git-pending"):
+        for name in ("install-journal.json", "install-journal.json.tmp", "marks-pending.json", "migrate-pending.json",
+                     "git-pending"):
             if (mem / rt / name).exists():
                 out.append(f"{rt}/{name}")
     from memory_tui.core.store.gitlog import stale_locks
@@ -187,19 +268,30 @@ def _git_dirty(mem: Path) -> str:
 
 
 def recover_open(state: Path) -> None:
-    """What the next locked open does before anything else."""
-    from memory_tui.core.store.install import recover
+    """What the next locked open does before anything else (every verb that takes the lock:
+    an edit, a rebuild, a job), nothing more."""
+    import memory_tui  # noqa: F401 - wires the engine's open step, as every entry point does
     from memory_tui.core.store.lock import write_lock
-    from memory_tui.core.format.paths import Layout
-    from memory_tui.sessions.marks import finish_intent
+    from memory_tui.core.tx.stage import open_locked
 
     mem = state / "memory"
     with write_lock(mem, 10.0):
-        recover(mem)
-        finish_intent(Layout(mem).runtime_dir, state / "sessions")
+        open_locked(mem)
 
 
-def check(state: Path, before_ids: set[str], before_marks: dict, before_rev: str) -> list[str]:
+def temp_files(state: Path) -> set[str]:
+    """Every ``*.tmp`` file under the state directory (git's own objects aside)."""
+    out = set()
+    for dirpath, dirnames, filenames in os.walk(state):
+        if ".git" in dirnames:
+            dirnames.remove(".git")
+        for n in filenames:
+            if n.endswith(".tmp"):
+                out.add(os.path.relpath(os.path.join(dirpath, n), state))
+    return out
+
+
+def check(state: Path, before_ids: set[str], before_marks: dict, before_rev: str, before_temps: set[str] = frozenset()) -> list[str]:
     from memory_tui.core.format.sources import SourceIndex
     from memory_tui.core.store.workspace import open_state, workspace_revision
 
@@ -227,6 +319,9 @@ def check(state: Path, before_ids: set[str], before_marks: dict, before_rev: str
     left = _leftovers(mem)
     if left:
         bad.append(f"left behind: {left}")
+    temps = temp_files(state) - set(before_temps)
+    if temps:
+        bad.append(f"temp files left: {sorted(temps)[:5]}")
     dirty = _git_dirty(mem)
     if dirty:
         bad.append(f"git differs from the installed revision: {dirty.splitlines()[:3]}")
@@ -274,13 +369,25 @@ def _run_child(argv: list[str], delay: float | None, trace: Path | None = None) 
             killed = True
     proc.wait()
     secs = time.monotonic() - t0
-    if delay is None and proc.returncode != 0:
+    if delay is None and proc.returncode != 0 and not _incomplete_backfill(argv, proc):
         # an uninterrupted run that fails would make "new" equal "old" and every trial pass
         out, err = proc.stdout.read()[-1500:], proc.stderr.read()[-1500:]
         raise RuntimeError(f"uninterrupted run failed (exit {proc.returncode}): {argv[2:]} {out!r} {err!r}")
     proc.stdout.close()
     proc.stderr.close()
     return killed, secs
+
+
+def _incomplete_backfill(argv: list[str], proc: subprocess.Popen) -> bool:
+    """``backfill`` exits 1 while trusted sources stay uncited (OpenProgram's rule), also when
+    every batch ran: that is its finished run, not a failure (``error`` would say one)."""
+    if argv[2:3] != ["backfill"] or proc.returncode != 1 or proc.stdout is None:
+        return False
+    try:
+        body = json.loads(proc.stdout.read())
+    except ValueError:
+        return False
+    return body.get("status") == "incomplete" and "error" not in body
 
 
 def run(op: str, trials: int, *, seed: int = 0, work: Path, shared: Path | None = None,
@@ -295,7 +402,7 @@ def run(op: str, trials: int, *, seed: int = 0, work: Path, shared: Path | None 
     if op in FIXTURE_OPS:
         if shared is None:
             raise RuntimeError("fixture ops need the shared fixtures")
-        master = fixture_master(shared, work / "master")
+        master = fixture_master(shared, work / "master", op)
         if master is None:
             raise RuntimeError("fixture not found")
     else:
@@ -313,7 +420,7 @@ def run(op: str, trials: int, *, seed: int = 0, work: Path, shared: Path | None 
             trace = work / f"trace-{v}-{k}.jsonl"
             shutil.copytree(master, calib, symlinks=True)
             _, secs = _run_child(_child_argv(op, calib, v, work), None, trace)
-            duration = max(duration, secs)
+            duration = secs if duration == 0.0 else min(duration, secs)  # the warm run: a kill must land inside it
             recover_open(calib)
             lines = trace.read_text(encoding="utf-8").splitlines() if trace.exists() else []
             steps = [Snapshot(**json.loads(line)) for line in lines]
@@ -327,6 +434,13 @@ def run(op: str, trials: int, *, seed: int = 0, work: Path, shared: Path | None 
         expected[v] = got[0]
     old = snapshot(master)
     figures.changes = any(e[-1] != old for e in expected.values())
+    # records the operation removes by design (reorganize folds duplicates into one)
+    calib = work / "calib"
+    shutil.copytree(master, calib, symlinks=True)
+    _run_child(_child_argv(op, calib, 0, work), None)
+    recover_open(calib)
+    folded = _memory_ids(master / "memory") - _memory_ids(calib / "memory")
+    shutil.rmtree(calib)
     state = work / "trial"
     for n in range(trials):
         if stop_at is not None and time.monotonic() >= stop_at:
@@ -340,12 +454,13 @@ def run(op: str, trials: int, *, seed: int = 0, work: Path, shared: Path | None 
         from memory_tui.core.store.workspace import workspace_revision
 
         before_rev = workspace_revision(mem)
+        before_temps = temp_files(state)
         killed, _ = _run_child(_child_argv(op, state, n, work), rng.uniform(0.0, duration * 1.05))
         figures.trials += 1
         figures.killed += killed
         try:
             recover_open(state)
-            bad = check(state, before_ids, before_marks, before_rev)
+            bad = check(state, before_ids - folded, before_marks, before_rev, before_temps)
             steps = expected[n % variants]
             got = snapshot(state)
             kind = classify(op, got, old, steps)

@@ -14,7 +14,6 @@ import pytest
 import crash_driver as cd
 
 CI_TRIALS = int(os.environ.get("MEMORY_TUI_CRASH_TRIALS", "8"))
-NOOP_ON_INPUT = ("views", "migrate", "reorganize", "backfill")
 SHARED = Path(os.environ.get("MEMORY_TUI_SHARED", cd.REPO.parent / "shared"))
 
 
@@ -24,7 +23,6 @@ def test_kill_at_random_points_recovers_cleanly(op, tmp_path):
         pytest.skip("OpenProgram's fixture state is not present")
     figures = cd.run(op, CI_TRIALS, seed=1, work=tmp_path, shared=SHARED)
     assert figures.trials == CI_TRIALS
-    # on these inputs only these four change nothing (the fixture needs no migration, backfill
-    # or reorganize, and a rebuild reproduces the committed views): the others must change
-    assert figures.changes == (op not in NOOP_ON_INPUT), op
+    # every operation runs on a state where it has real work (crash_driver.give_work)
+    assert figures.changes, op
     assert figures.failures == [], "\n".join(figures.failures[:20])

@@ -76,7 +76,9 @@ def test_backfill_reports_and_processes_the_archived_core(tmp_path):
     out = backfill(_ctx(state))
     assert out.legacy_core == "archived" and out.to_json()["legacy_core"] == "archived"
     assert out.candidates == 3  # two uncited turns + the legacy core
-    assert out.processed == 3
+    # OpenProgram's count: processed = candidates a topic cites after the run (this writer
+    # cited none of the three), and the three are declined, each with the writer's answer
+    assert out.processed == 0 and out.outcome.status == "incomplete" and len(out.declined) == 3
     # the changed topic files ride beside the spec's keys, not in them; this writer
     # cited nothing (all 3 remain), so none is listed
     assert out.remaining == 3 and out.changed_files == () and "changed_files" not in out.to_json()

@@ -74,12 +74,13 @@ def test_reorganize_json_keeps_the_spec_keys_in_order():
 def test_backfill_json_keeps_the_spec_keys_in_order():
     plan = BackfillReport(JobOutcome("ok"), 2, 0, 2, "r", dry_run=True, writer="extractive",
                           batches=(BackfillBatch(("a", "b"), 7),))
-    assert list(plan.to_json()) == ["status", "dry_run", "candidates", "processed", "remaining", "revision", "writer", "batches"]
+    assert list(plan.to_json()) == ["status", "dry_run", "candidates", "processed", "remaining", "revision", "writer", "batches",
+                                   "declined"]
     assert plan.to_json()["batches"] == [{"ids": ["a", "b"], "tokens": 7}]
     run = BackfillReport(JobOutcome("incomplete", True, "MODEL_TIMEOUT", "slow", True), 2, 1, 1, "r",
                          batches=(BackfillBatch(("a",), 3),), changed_files=("topics/core.md",), legacy_core="promoted")
     assert json.dumps(run.to_json()) == json.dumps({
-        "status": "incomplete", "candidates": 2, "processed": 1, "remaining": 1, "revision": "r",
+        "status": "incomplete", "candidates": 2, "processed": 1, "remaining": 1, "revision": "r", "declined": [],
         "legacy_core": "promoted", "error": {"code": "MODEL_TIMEOUT", "message": "slow", "retryable": True}})
 
 

@@ -35,6 +35,7 @@ MSG_EDIT_DEFAULT = "memory: edit topics"
 
 NOTHING_TO_COMMIT = "nothing to commit"
 MSG_RECOVER = "memory: finish interrupted transaction"
+MSG_REBUILD = "memory: rebuild derived views"
 
 # ``<M>/<rt>/git-pending``: written before a change that will be committed, removed once git
 # holds it. Present at the next open means a kill (or a git refusal) came in between.

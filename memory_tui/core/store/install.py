@@ -837,20 +837,46 @@ def needs_recovery(memory_root: Path) -> bool:
     return _journal(layout).exists() or _scratch(layout).exists()
 
 
+def _outermost(layout: Layout) -> bool:
+    # A nested open inside a running transaction (a writer's stage, an organize inside a write)
+    # must not finish its own job's intents or commit its pending change: they are in progress.
+    return hold_depth(layout.root) <= 1
+
+
+def _remove_dead_temps(layout: Layout) -> None:
+    from .leftovers import remove_dead_temps
+
+    remove_dead_temps([(layout.runtime_dir, True)])
+
+
+def _run_open_steps(layout: Layout) -> None:
+    if not _outermost(layout):
+        return
+    from . import openhooks
+
+    for step in openhooks.steps():  # a killed job's marks intent, a killed migration
+        step(layout.root)
+
+
 def recover(memory_root: Path) -> RecoveryReport:
-    """Finish or forget an interrupted install. Idempotent; call under the write lock."""
+    """Finish or forget an interrupted install, then what a killed job left (its marks
+    intent, its temp files, its git step). Idempotent; call under the write lock."""
     layout = Layout(Path(memory_root))
     journal = _journal(layout)
     scratch = _scratch(layout)
     problems: list[Problem] = []
     problems.extend(_openprogram_backup(layout))
     clean_stale_stages(layout)
+    if _outermost(layout):
+        _remove_dead_temps(layout)
     if not journal.exists():
         tmp = journal.with_name(JOURNAL_NAME + ".tmp")
         if scratch.exists() or tmp.exists():
             _discard_intent(layout)
+            _run_open_steps(layout)
             _finish_git(layout)
             return RecoveryReport("discarded", problems=tuple(problems))
+        _run_open_steps(layout)
         _finish_git(layout)
         return RecoveryReport("none", problems=tuple(problems))
     try:
@@ -886,6 +912,7 @@ def recover(memory_root: Path) -> RecoveryReport:
         return RecoveryReport("stale-journal", tuple(stale), tuple(problems))
     _roll_forward(layout, targets)
     _finish(layout)
+    _run_open_steps(layout)
     _finish_git(layout)
     return RecoveryReport("rolled-forward", tuple(t.path for t in targets), tuple(problems))
 
@@ -893,7 +920,7 @@ def recover(memory_root: Path) -> RecoveryReport:
 def _finish_git(layout: Layout) -> None:
     """The git step of a transaction that was killed (or refused) after its install: commit
     what is installed, so git matches the revision again (a no-op when nothing is pending)."""
-    if hold_depth(layout.root) > 1:
+    if not _outermost(layout):
         return  # a nested open inside a running transaction: the pending commit is its own
     gitlog.finish_pending(layout.root)
 

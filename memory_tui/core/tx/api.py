@@ -402,10 +402,15 @@ def rebuild_views(
     timeout: float = TIMEOUT_DEFAULT,
     counter: Any = None,
     validate_only: bool = False,
+    git_commit: str = "auto",
+    git_env: Mapping[str, str] | None = None,
 ) -> TxResult:
     """``views --rebuild``: re-derive every view from the committed topics; installs only
-    what differs (a workspace whose views are current is left untouched, revision included)."""
+    what differs (a workspace whose views are current is left untouched, revision included)
+    and commits what it installed (``memory: rebuild derived views``), so git holds the
+    installed revision like after every other install."""
     try:
+        mode = git_mode(git_commit)
         root = memory_root(state)
         if not root.is_dir():  # nothing to derive from: never create a workspace here
             raise MemoryError("MEMORY_NOT_FOUND", f"no memory workspace at {root}")
@@ -418,12 +423,13 @@ def rebuild_views(
                 rule=RULE_HAND,
                 allowed_refs=None,
                 validate_only=validate_only,
-                git_commit="off",
-                commit_message=None,
-                git_env=None,
+                git_commit=mode,
+                commit_message=gitlog.MSG_REBUILD,
+                git_env=git_env,
                 counter=counter_or_default(counter),
             )
 
-        return transact(root, make, timeout=timeout, validate_only=validate_only)
+        return transact(root, make, timeout=timeout, validate_only=validate_only,
+                        before_install=lambda: ensure_git(root, mode, git_env))
     except MemoryError as exc:
         return TxResult.failure(exc, validate_only=validate_only)
