@@ -10,8 +10,10 @@ rename, the writer bookkeeping before every status line):
 * Below the resolved root, no write follows a link: not a linked ``topics/``, ``sources/``,
   ``timeline/``, runtime dir, ``.git``, scratch or stage area, not any entry of the runtime dir
   (``runtime.json``, ``writer-status.json``, ``agent-history.jsonl``, the cache folders …),
-  and not a linked file or folder on the way to a file an install changes. Such a write is
-  refused with ``PATH_OUTSIDE_WORKSPACE``, naming the link; nothing is written anywhere.
+  not any entry under ``topics/`` (a linked topic's records are never read, so no job may
+  decide without them), and not a linked file or folder on the way to a file an install
+  changes. Such a write is refused with ``PATH_OUTSIDE_WORKSPACE``, naming the link; nothing
+  is written anywhere.
 
 Its own module because the lock, the stage, the installer and the pipeline's bookkeeping all
 use it.
@@ -83,6 +85,26 @@ def check_write_confinement(memory_root: Path) -> None:
         refuse_symlink(root / f"{name}-txn", f"{name}-txn")
         refuse_symlink(root / f"{name}{STAGE_DIR_SUFFIX}", f"{name}{STAGE_DIR_SUFFIX}")
         _refuse_linked_entries(root, name)
+    _refuse_linked_topics(root)
+
+
+def _refuse_linked_topics(root: Path) -> None:
+    """A link anywhere under ``topics/`` (a topic file or a folder of them): every write is
+    refused until it is a regular file or gone -- its records are not read, so a job would
+    decide without them, and an install at its path would replace it. ``scandir`` knows an
+    entry is a link without an ``lstat``: one listing per folder, not a stat per file."""
+    stack = [("topics", root / "topics")]
+    while stack:
+        rel, folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_symlink():
+                raise _refused(f"{rel}/{entry.name}", " in topics/")
+            if entry.is_dir(follow_symlinks=False):
+                stack.append((f"{rel}/{entry.name}", Path(entry.path)))
 
 
 def _refuse_linked_entries(root: Path, runtime_name: str) -> None:

@@ -198,8 +198,10 @@ class Stage:
             self.layout.topics, walk=(self.stamps, self.links))
         self.baseline: TopicTree = self.cache.tree(self.committed_texts, self.index, self.token, self.committed_shas)
         self.baseline_problems = tuple(read_problems) + tuple(self.baseline.problems)
-        if not link_topics:  # a copied stage would follow the link and install its target's bytes
-            raise_first([p for p in read_problems if p.details.get("kind") == "symlink"])
+        # A linked topic entry refuses every transaction, whatever it touches: a copied stage
+        # would follow the link and install its target's bytes, a linked one would replace the
+        # link on a write and miss the records behind it on every lookup.
+        raise_first([p for p in read_problems if p.details.get("kind") == "symlink"])
         check_write_confinement(self.memory_root)
         self._stage_dir = make_stage_dir(self.layout)
         self.path = self._stage_dir.path
