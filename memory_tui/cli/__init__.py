@@ -24,7 +24,7 @@ from memory_tui.cli.common import (
     add_common,
     emit_json,
 )
-from memory_tui.core.format.errors import MemoryError
+from memory_tui.core.format.errors import MemoryError, os_failure
 from memory_tui.core.format.text import SanitizingStream, sanitize
 
 __all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_RETRYABLE", "EXIT_USAGE", "CliError", "add_common", "build_parser", "emit_json", "main"]
@@ -143,6 +143,9 @@ def _main(argv: list[str]) -> int:
     return _run(func, args)
 
 
+CLI_KEPT = "stopped there; an install is all-or-nothing, so memory is at its old or its new revision"
+
+
 def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     try:
         return int(func(args) or 0)
@@ -155,6 +158,19 @@ def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) ->
         else:
             print(f"memory-tui: {sanitize(str(exc))}", file=sys.stderr)
         return EXIT_RETRYABLE if exc.retryable else EXIT_FAILURE
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError):
+            return EXIT_OK
+        if os.environ.get("MEMORY_TUI_DEBUG"):
+            raise
+        # what the file system refused, coded like every other failure (and as JSON under --json);
+        # every install is all-or-nothing, so memory holds its old or its new revision
+        err = os_failure(exc, kept=CLI_KEPT)
+        if getattr(args, "json", False):
+            emit_json(err.to_json())
+        else:
+            print(f"memory-tui: {sanitize(str(err))}", file=sys.stderr)
+        return EXIT_RETRYABLE if err.code == "TOO_MANY_OPEN_FILES" else EXIT_FAILURE
     except KeyboardInterrupt:
         print("memory-tui: interrupted", file=sys.stderr)
         return 130

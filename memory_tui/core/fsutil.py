@@ -7,11 +7,32 @@ ignore ``*.tmp``, so a crash leaves at most a stray temp file, never a torn targ
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
+
+
+def refuse_link(path: Path) -> None:
+    """Raise ``ELOOP`` (the errno ``O_NOFOLLOW`` gives) when ``path`` is a symbolic link: a
+    replace would destroy the link, a write would follow it. The layers above name it
+    ``PATH_OUTSIDE_WORKSPACE``."""
+    if os.path.islink(path):
+        raise OSError(errno.ELOOP, "is a symbolic link; memory-tui never writes through or replaces one", str(path))
+
+
+@contextmanager
+def named_errors(path: Path | str) -> Iterator[None]:
+    """An ``OSError`` raised inside names ``path`` when it named no file (a full disk surfaces
+    from ``write``/``close``, which know no name): every report can then say which file."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = os.fspath(path)
+        raise
 
 
 def fsync_dir(path: Path) -> None:
@@ -58,13 +79,20 @@ def atomic_write(
     tells ours from OpenProgram's ``<name>.<32 hex>.tmp``, which it writes without our lock).
     """
     path = Path(path)
+    refuse_link(path)
     if isinstance(data, str):
         data = data.encode("utf-8")
     where = Path(tmp_dir) if tmp_dir is not None else path.parent
     # random hex without importing uuid (and platform) at start-up
     name = f"{tmp_prefix or path.name + '.'}{os.urandom(8).hex()}-p{os.getpid()}.tmp"
     tmp = where / name
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    with named_errors(path):
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        _write_replace(fd, tmp, path, data, mode)
+    fsync_dir(path.parent)
+
+
+def _write_replace(fd: int, tmp: Path, path: Path, data: bytes, mode: int) -> None:
     with _temp_removed_on_failure(tmp):
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -72,7 +100,6 @@ def atomic_write(
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
-    fsync_dir(path.parent)
 
 
 def replace_cache_file(path: Path, data: bytes | tuple[bytes, ...]) -> None:
@@ -85,6 +112,7 @@ def replace_cache_file(path: Path, data: bytes | tuple[bytes, ...]) -> None:
     as best effort catch it.
     """
     path = Path(path)
+    refuse_link(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     with _temp_removed_on_failure(tmp):
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

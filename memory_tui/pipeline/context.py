@@ -22,6 +22,7 @@ from typing import Any, Callable, ContextManager, Iterable
 from memory_tui.core.store import gitlog
 from memory_tui.core.format.config import MemoryConfig, load_memory_config
 from memory_tui.core.format.errors import MemoryError
+from memory_tui.core.store.confine import workspace_root
 from memory_tui.core.store.lock import TIMEOUT_ONLINE, write_lock
 from memory_tui.core.format.paths import Layout
 from memory_tui.core.format.sources import SourceIndex
@@ -108,7 +109,12 @@ class Context:
 
     @property
     def memory_root(self) -> Path:
-        return self.state_dir / "memory"
+        # resolved once per job: a linked memory folder is followed on purpose, and every
+        # write of the job stays in the tree it resolved to (confine.workspace_root)
+        root = self.__dict__.get("_memory_root")
+        if root is None:
+            root = self.__dict__["_memory_root"] = workspace_root(self.state_dir / "memory")
+        return root
 
     @property
     def layout(self) -> Layout:

@@ -32,6 +32,7 @@ from memory_tui.pipeline import recovery
 from memory_tui.pipeline.context import Context, ensure_workspace, load_snapshot, locked
 from memory_tui.sessions.dag import get_branch
 from memory_tui.sessions.records import records_for
+from memory_tui.sessions.store import rel_path, sessions_root
 
 _ANCHOR_LINE = re.compile(r'<a id="(source-[0-9a-f]{16})"></a>')
 _SOURCE_LINE = re.compile(r"<!-- source-id:(.+) -->")
@@ -118,6 +119,9 @@ def migrate_locked(ctx: Context) -> dict[str, Any] | None:
     for sid in sorted(cands):
         session = snap.get(sid)
         if session is None:
+            blocked = _unreadable_session(ctx, sid)
+            if blocked:
+                problems.append(blocked)  # its marks cannot land, so its cursor must stay
             continue
         ids = prefix_to_mark(session, cands[sid])
         if ids:
@@ -131,6 +135,20 @@ def migrate_locked(ctx: Context) -> dict[str, Any] | None:
         (ctx.layout.runtime_dir / recovery.MIGRATE_INTENT).unlink(missing_ok=True)
         raise MemoryError("SESSION_NODES_UNAVAILABLE", "marking failed; legacy cursors kept for a retry: " + "; ".join(problems))
     return {"sessions": marked, "marked": sum(len(v) for v in marked.values()), "cursors_removed": True}
+
+
+def _unreadable_session(ctx: Context, sid: str) -> str | None:
+    """Why the archive's candidates of ``sid`` cannot be marked, when its folder exists but the
+    snapshot left it out: a session folder that is a symbolic link is never written through
+    (its marks would land outside the state dir), so the cursor that stands for them stays.
+    A session that is simply gone implies no mark."""
+    root = sessions_root(ctx.state_dir)
+    if root is None:
+        return None
+    path = root / sid
+    if path.is_symlink():
+        return f"{rel_path(path, ctx.state_dir)}: PATH_OUTSIDE_WORKSPACE: session folder is a symbolic link; its nodes are never marked"
+    return None
 
 
 def migrate_if_needed(ctx: Context) -> dict[str, Any] | None:

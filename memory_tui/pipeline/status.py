@@ -24,6 +24,7 @@ from typing import Any, Iterator
 
 from memory_tui.core import fsutil
 from memory_tui.core.store import workspace as ws
+from memory_tui.core.store.confine import refuse_linked_path
 from memory_tui.core.format.config import GLOBAL_ORGANIZE_SECONDS, LOCAL_ORGANIZE_BATCHES, LOCAL_ORGANIZE_TOKENS
 from memory_tui.core.format.errors import WRITE_FAILURE_CODES
 
@@ -47,16 +48,25 @@ def parse_iso(value: Any) -> float | None:
     return dt.timestamp()
 
 
+def _confined(path: Path) -> None:
+    """These files live in ``<M>/<rt>/``: neither the runtime dir nor the file may be a link
+    (the same rule the lock applies; checked here too, since a failure is recorded when the
+    lock was refused)."""
+    refuse_linked_path(path.parent.parent, f"{path.parent.name}/{path.name}")
+
+
 def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
     """The shared durable replace, creating the runtime dir (0700) on first use."""
+    _confined(path)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fsutil.atomic_write(path, data, mode=mode)
 
 
 @contextlib.contextmanager
 def _flock(path: Path) -> Iterator[None]:
+    _confined(path)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -165,9 +175,11 @@ def commit_audit_error(exc: BaseException) -> dict[str, Any]:
 def append_history(runtime_dir: Path, entries: list[dict[str, Any]]) -> None:
     if not entries:
         return
+    path = runtime_dir / "agent-history.jsonl"
+    _confined(path)
     runtime_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     data = "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries).encode("utf-8")
-    fd = os.open(runtime_dir / "agent-history.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
     try:
         os.write(fd, data)
     finally:

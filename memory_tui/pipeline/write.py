@@ -26,7 +26,7 @@ from datetime import datetime, tzinfo
 from typing import Any
 
 from memory_tui.core.store import gitlog
-from memory_tui.core.format.errors import MemoryError, classify_write_failure
+from memory_tui.core.format.errors import OS_ERROR_CODES, MemoryError, classify_write_failure, os_failure
 from memory_tui.core.store.install import recover
 from memory_tui.core.format.sources import SourceRecord
 from memory_tui.core.store.archives import append_records
@@ -181,6 +181,11 @@ def write_batch(ctx: Context, bs: BranchState, batch: Batch, workspace_id: str, 
 # ------------------------------------------------------------------------------ sessions
 
 
+# A batch is one transaction plus its marks (the marks intent finishes them at the next open):
+# a failure leaves its turns pending and every batch before it written.
+BATCH_KEPT = "this batch's turns stay pending; earlier batches are kept"
+
+
 def _attempt(ctx: Context, report: WriteReport, bs: BranchState, batch: Batch, wid: str) -> BatchReport:
     ctx.checkpoint(JobPhase.BATCH, len(report.written), report)  # before the transaction, never inside it
     try:
@@ -193,7 +198,13 @@ def _attempt(ctx: Context, report: WriteReport, bs: BranchState, batch: Batch, w
         if isinstance(exc, MemoryError) and code == "WRITER_FAILURE_UNKNOWN" and exc.code in st.WRITE_FAILURE_CODES:
             code = exc.code
         br = BatchReport(bs.session.id, bs.tip, [r.id for r in batch.records], batch.tokens, "failed")
-        br.reason_code, br.retryable, br.message = code, retry, str(getattr(exc, "message", exc))
+        if isinstance(exc, OSError):  # named: the file, and what this batch kept
+            exc = os_failure(exc, root=ctx.memory_root, kept=BATCH_KEPT)
+        if isinstance(exc, MemoryError) and exc.code in OS_ERROR_CODES:
+            br.message = str(exc)  # path: CODE: reason; kept
+        else:
+            br.message = str(getattr(exc, "message", exc))
+        br.reason_code, br.retryable = code, retry
         return br
     return br
 
@@ -352,12 +363,21 @@ def _finish(ctx: Context, report: WriteReport) -> None:
         report.revision = report.revision_before
         return
     now = ctx.clock()
-    if report.outcome.failed:
-        if ctx.layout.runtime_dir.is_dir():
-            st.record_failure(ctx.layout.runtime_dir, now, report.outcome.code or "WRITER_FAILURE_UNKNOWN", report.outcome.retryable)
-    elif report.written:
-        report.succeed()
-        st.record_success(ctx.layout.runtime_dir, now)
+    try:
+        if report.outcome.failed:
+            if ctx.layout.runtime_dir.is_dir():
+                st.record_failure(ctx.layout.runtime_dir, now, report.outcome.code or "WRITER_FAILURE_UNKNOWN",
+                                  report.outcome.retryable)
+        elif report.written:
+            report.succeed()
+            st.record_success(ctx.layout.runtime_dir, now)
+    except (MemoryError, OSError) as exc:
+        # The job's own outcome stands (the memory it wrote is kept); only its bookkeeping line is
+        # missing, said as a warning: a linked runtime dir or status file, a full disk.
+        err = os_failure(exc, root=ctx.memory_root) if isinstance(exc, OSError) else exc
+        if isinstance(exc, MemoryError) and exc.code != "PATH_OUTSIDE_WORKSPACE":
+            raise
+        report.warnings.append(f"writer-status.json not updated: {err}")
     if ctx.memory_root.is_dir():
         report.revision = revision(ctx.memory_root)
 

@@ -66,8 +66,10 @@ def load_app_settings(path: Path | None = None) -> Settings:
 
 # layout (issue 8): ASCII mode filters every drawn line; Screenshot saves under the cwd.
 from .ascii import AsciiFilter
+from .safe_filter import SanitizeFilter
 
 _ASCII_FILTER = AsciiFilter()
+_SANITIZE_FILTER = SanitizeFilter()
 
 Clock = Callable[[], datetime]
 Arrival = Callable[[ViewScreen], None]
@@ -248,7 +250,9 @@ class MemoryApp(JobRunner, App[None]):
         return self._arrivals.pop(view, None)
 
     def get_line_filters(self):
-        filters = list(super().get_line_filters())
+        # the sanitiser first, on every line of every widget: nothing from disk reaches the
+        # terminal raw, whichever view or library drew it
+        filters = [_SANITIZE_FILTER, *super().get_line_filters()]
         return [*filters, _ASCII_FILTER] if self.ascii_mode else filters
 
     # sessions-done: ASCII footer. Textual shows some keys as symbols (enter as U+23CE) that

@@ -774,7 +774,13 @@ def _row_key(r: Any) -> tuple[str, str, str]:
 
 def _row_vm(r: Any) -> TimelineRowVM:
     # interned: one topic path string per topic, not one per row
-    return TimelineRowVM(r.when, r.memory_id, sys.intern("topics/" + r.topic_path), sanitize(r.text))
+    return TimelineRowVM(r.when, r.memory_id, sys.intern(_shown("topics/" + r.topic_path)), sanitize(r.text))
+
+
+def _shown(text: str) -> str:
+    """A file name as a view shows it: through the one sanitiser (a C-level check first: a name
+    holding nothing a terminal acts on is itself)."""
+    return text if text.isprintable() else sanitize(text)
 
 
 def _timeline_from_parts(parts: Mapping[str, Any], cache: _Cache) -> tuple[TimelineRowVM, ...]:

@@ -7,6 +7,9 @@ the editor can put it on the line.
 
 from __future__ import annotations
 
+import errno as errno_mod
+import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -175,8 +178,69 @@ STATE_NOT_FOUND = "STATE_NOT_FOUND"
 SPECIAL_TOKEN_TEXT = "SPECIAL_TOKEN_TEXT"  # a warning: text OpenProgram's token counter raises on (pitfall 15)
 
 
+# An operating-system refusal, named: what the file system said, never "internal error".
+# (Not OpenProgram codes: writer-status.json, whose enum is closed, stores them as
+# WRITER_FAILURE_UNKNOWN; every report, the CLI and ``--json`` carry the precise one.)
+NO_SPACE = "NO_SPACE"
+READ_ONLY = "READ_ONLY"
+NAME_TOO_LONG = "NAME_TOO_LONG"
+PERMISSION_DENIED = "PERMISSION_DENIED"
+IO_ERROR = "IO_ERROR"
+TOO_MANY_OPEN_FILES = "TOO_MANY_OPEN_FILES"
+OS_ERROR = "OS_ERROR"
+OS_ERROR_CODES = (NO_SPACE, READ_ONLY, NAME_TOO_LONG, PERMISSION_DENIED, IO_ERROR, TOO_MANY_OPEN_FILES, OS_ERROR)
+
+_ERRNO_CODES = {
+    errno_mod.ENOSPC: NO_SPACE,
+    errno_mod.EDQUOT: NO_SPACE,
+    errno_mod.EFBIG: NO_SPACE,
+    errno_mod.EROFS: READ_ONLY,
+    errno_mod.ENAMETOOLONG: NAME_TOO_LONG,
+    errno_mod.EACCES: PERMISSION_DENIED,
+    errno_mod.EPERM: PERMISSION_DENIED,
+    errno_mod.EIO: IO_ERROR,
+    errno_mod.EMFILE: TOO_MANY_OPEN_FILES,
+    errno_mod.ENFILE: TOO_MANY_OPEN_FILES,
+    errno_mod.ELOOP: "PATH_OUTSIDE_WORKSPACE",  # O_NOFOLLOW met a link (fsutil.refuse_link)
+}
+
+
+# a file written in a stage or the install scratch dir stands for the workspace file it becomes
+_STAGED = re.compile(r"^\.(?:scriptorium|nativemem)-(?:stage/[^/]+|txn/(?:new|old))/")
+
+
+def os_error_code(exc: OSError) -> str:
+    return _ERRNO_CODES.get(exc.errno or 0, OS_ERROR)
+
+
+def os_failure(exc: OSError, *, root: Any = None, kept: str = "") -> MemoryError:
+    """An ``OSError`` as a coded ``MemoryError``: the code (``NO_SPACE``, ``READ_ONLY`` …), the
+    file (relative to ``root`` when inside it) and what the failed operation kept."""
+    filename = exc.filename if exc.filename is not None else exc.filename2
+    path = os.fsdecode(filename) if filename is not None else None
+    if path is not None and root is not None:
+        try:
+            rel = os.path.relpath(path, os.fspath(root))
+            if not rel.startswith(".."):
+                path = _STAGED.sub("", rel.replace(os.sep, "/"))
+        except ValueError:
+            pass
+    reason = exc.strerror or str(exc)
+    message = reason  # the path is the error's location: every face prints it before the code
+    if kept:
+        message += f"; {kept}"
+    details: dict[str, Any] = {"errno": errno_mod.errorcode.get(exc.errno or 0, str(exc.errno))}
+    if kept:
+        details["kept"] = kept
+    return MemoryError(os_error_code(exc), message, path=path, details=details)
+
+
 def classify_write_failure(exc: BaseException) -> tuple[str, bool]:
     """Map an exception from a write to (persisted reason code, retryable)."""
+    if isinstance(exc, OSError):
+        return os_error_code(exc), False
+    if isinstance(exc, MemoryError) and exc.code in OS_ERROR_CODES:
+        return exc.code, False
     if isinstance(exc, MemoryError):
         if exc.code in TRANSACTION_KEPT_CODES:
             return exc.code, exc.code in RETRYABLE_TRANSACTION_CODES

@@ -16,6 +16,14 @@ from dataclasses import dataclass
 
 from .errors import (
     CORRUPT_FILE,
+    IO_ERROR,
+    NAME_TOO_LONG,
+    NO_SPACE,
+    OS_ERROR,
+    OS_ERROR_CODES,
+    PERMISSION_DENIED,
+    READ_ONLY,
+    TOO_MANY_OPEN_FILES,
     STATE_NOT_FOUND,
     TRANSACTION_CODES,
     TRUNCATED_ARCHIVE,
@@ -57,6 +65,13 @@ OUTCOMES: dict[str, tuple[str, bool]] = {
     CORRUPT_FILE: ("A state file is not valid (bad JSON or bad encoding).", False),
     TRUNCATED_ARCHIVE: ("A source archive ends in the middle of a frame.", False),
     STATE_NOT_FOUND: ("The state directory does not exist.", False),
+    NO_SPACE: ("The disk (or quota) is full: a file could not be written. Free space and run it again.", False),
+    READ_ONLY: ("The file system is mounted read-only: nothing can be written there.", False),
+    NAME_TOO_LONG: ("A file name is longer than the file system allows.", False),
+    PERMISSION_DENIED: ("The operating system refused access to a file or folder (permissions).", False),
+    IO_ERROR: ("The disk reported an input/output error.", False),
+    TOO_MANY_OPEN_FILES: ("The process ran out of file descriptors.", True),
+    OS_ERROR: ("The operating system refused a file operation.", False),
 }
 
 # Outcomes of a job that are not failures.
@@ -69,7 +84,8 @@ SUCCESS_OUTCOMES: dict[str, str] = {
     "incomplete": "The job ran, but some candidates remain.",
 }
 
-KNOWN_CODES = frozenset(WRITE_FAILURE_CODES) | frozenset(TRANSACTION_CODES) | {CORRUPT_FILE, TRUNCATED_ARCHIVE, STATE_NOT_FOUND}
+KNOWN_CODES = (frozenset(WRITE_FAILURE_CODES) | frozenset(TRANSACTION_CODES) | frozenset(OS_ERROR_CODES)
+               | {CORRUPT_FILE, TRUNCATED_ARCHIVE, STATE_NOT_FOUND})
 
 
 @dataclass(frozen=True)

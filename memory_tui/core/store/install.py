@@ -49,8 +49,8 @@ from typing import Iterable, Mapping
 
 from ..format.errors import Problem
 from . import gitlog
-from .confine import STAGE_DIR_SUFFIX, refuse_symlink
-from ..fsutil import fsync_dir
+from .confine import STAGE_DIR_SUFFIX, refuse_linked_paths, refuse_symlink
+from ..fsutil import fsync_dir, named_errors
 from .lock import hold_depth
 from ..format.paths import Layout
 
@@ -233,17 +233,18 @@ def _secure_dirs(root: Path, folder: Path) -> None:
 
 
 def _copy_file(src: Path, dst: Path) -> None:
-    _makedirs(dst.parent)
-    data = src.read_bytes()
-    fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.chmod(dst, 0o600)
+    with named_errors(dst):
+        _makedirs(dst.parent)
+        data = src.read_bytes()
+        fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.chmod(dst, 0o600)
 
 
 def _copy_tree(src: Path, dst: Path, reuse: Path | None = None, owned=None) -> None:
@@ -599,6 +600,10 @@ def plan_install(memory_root: Path, stage_root: Path, *, compare_sources: bool =
         targets.append(Target("file", name, old, new))
         if not name.startswith(rt + "/"):
             changed.append(name)
+    # The last word before anything moves, whatever staged it: no target and no changed file
+    # may be (or lie below) a committed link -- the rename would replace the link (and drop
+    # what the linked file holds) or the write would land outside the workspace.
+    refuse_linked_paths(root, [*(t.path for t in targets), *changed])
     return InstallPlan(tuple(targets), tuple(changed), tuple(kept_sparse))
 
 
@@ -719,12 +724,13 @@ def install(memory_root: Path, stage_root: Path, plan: InstallPlan) -> None:
             "targets": [t.to_json() for t in plan.targets],
         }
         tmp = journal.with_name(journal.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, (json.dumps(body, indent=1) + "\n").encode("utf-8"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        with named_errors(journal):
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                os.write(fd, (json.dumps(body, indent=1) + "\n").encode("utf-8"))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         _crash_point("journal-written")
         os.replace(tmp, journal)
         fsync_dir(layout.runtime_dir)

@@ -10,8 +10,9 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from ..format.errors import MemoryError
-from ..store.install import needs_recovery
+from ..format.errors import MemoryError, os_failure
+from ..format.paths import Layout
+from ..store.install import JOURNAL_NAME, needs_recovery
 from ..store.lock import write_lock
 from . import prepare
 from .context import Context
@@ -25,14 +26,26 @@ def transact(root: Path, make: Callable[[], tuple[Stage, Context]], **kw: Any) -
     editor saving, another tool) is a race, not an internal error: the transaction runs once
     more, and if the race persists it is refused as CONCURRENT_UPDATE (retryable)."""
     try:
-        return _transact_once(root, make, **kw)
-    except (FileNotFoundError, NotADirectoryError):
-        pass
-    try:
-        return _transact_once(root, make, **kw)
-    except (FileNotFoundError, NotADirectoryError) as exc:
-        raise MemoryError("CONCURRENT_UPDATE", f"a file appeared or vanished during the transaction; retry "
-                          f"({exc.strerror}: {os.path.basename(exc.filename or '')})") from None
+        try:
+            return _transact_once(root, make, **kw)
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        try:
+            return _transact_once(root, make, **kw)
+        except (FileNotFoundError, NotADirectoryError) as exc:
+            raise MemoryError("CONCURRENT_UPDATE", f"a file appeared or vanished during the transaction; retry "
+                              f"({exc.strerror}: {os.path.basename(exc.filename or '')})") from None
+    except OSError as exc:  # a full disk, a read-only mount, a name too long: named, with what was kept
+        raise os_failure(exc, root=root, kept=kept_after_failure(root)) from None
+
+
+def kept_after_failure(root: Path) -> str:
+    """What a transaction that failed with an OS error left: an install whose intent record was
+    written completes at the next open (roll-forward needs no new space); before that point
+    nothing under the workspace was touched."""
+    if (Layout(Path(root)).runtime_dir / JOURNAL_NAME).exists():
+        return "the change is recorded in the install journal and the next open completes it"
+    return "nothing was changed: the workspace keeps its revision"
 
 
 def _transact_once(

@@ -106,6 +106,11 @@ def linkers(tree: TopicTree, memory_id: str) -> tuple[LinkRef, ...]:
 def _find(tree: TopicTree, memory_id: str) -> Unit:
     unit = tree.by_id(memory_id)
     if unit is None:
+        # a linked topic entry is never read: the record may be behind it, and a change there
+        # would have to write through the link -- that is the refusal to report, naming it
+        for problem in tree.problems:
+            if problem.code == "PATH_OUTSIDE_WORKSPACE" or problem.details.get("kind") == "symlink":
+                raise MemoryError.from_problem(problem, code="PATH_OUTSIDE_WORKSPACE")
         raise MemoryError("MEMORY_NOT_FOUND", f"memory_id does not exist: {memory_id}", details={"memory_id": memory_id})
     return unit
 

@@ -24,7 +24,8 @@ from ..format.errors import CORRUPT_FILE, MemoryError, Problem
 from ..format.paths import Layout, check_writable
 from ..format.sources import SourceIndex, SourceRecord
 from ..format.topics import TopicTree, read_topic_texts
-from ..store.confine import check_write_confinement
+from ..fsutil import named_errors
+from ..store.confine import check_write_confinement, refuse_linked_path, workspace_root
 from ..store.fsmonitor import monitor_for
 from ..store.install import FILE_TARGETS, InstallPlan, make_stage_dir, plan_install, recover, remove_stage_dir
 from ..store.parsecache import store_for
@@ -41,15 +42,17 @@ from .result import raise_first
 def memory_root(state: Any) -> Path:
     """``state`` may be the state dir (``~/.openprogram``), the memory root, or a ``Layout``."""
     if isinstance(state, Layout):
-        return state.root
+        return workspace_root(state.root)
     root = getattr(state, "memory_root", None)
     if root is not None:
-        return Path(root)
+        return workspace_root(root)
     p = Path(state)
     if p.name == "memory" or (p / "topics").is_dir() or (p / ".scriptorium").is_dir():
         if not (p / "memory").is_dir():
-            return p
-    return p / "memory"
+            return workspace_root(p)
+    # a linked memory folder (or state dir) is followed on purpose, resolved here, once per
+    # transaction: every write of it stays in the resolved tree (confine.workspace_root)
+    return workspace_root(p / "memory")
 
 
 def state_dir(root: Path) -> Path:
@@ -195,8 +198,10 @@ class Stage:
             self.layout.topics, walk=(self.stamps, self.links))
         self.baseline: TopicTree = self.cache.tree(self.committed_texts, self.index, self.token, self.committed_shas)
         self.baseline_problems = tuple(read_problems) + tuple(self.baseline.problems)
-        if not link_topics:  # a copied stage would follow the link and install its target's bytes
-            raise_first([p for p in read_problems if p.details.get("kind") == "symlink"])
+        # A linked topic entry refuses every transaction, whatever it touches: a copied stage
+        # would follow the link and install its target's bytes, a linked one would replace the
+        # link on a write and miss the records behind it on every lookup.
+        raise_first([p for p in read_problems if p.details.get("kind") == "symlink"])
         check_write_confinement(self.memory_root)
         self._stage_dir = make_stage_dir(self.layout)
         self.path = self._stage_dir.path
@@ -403,12 +408,7 @@ class Stage:
     def _refuse_linked(self, rel: str) -> None:
         """A committed symlink on the way to ``rel`` (the topic or a folder above it) is
         refused: replacing it would destroy the link, writing into it would leave the workspace."""
-        p = self.memory_root
-        for part in rel.split("/"):
-            p = p / part
-            if p.is_symlink():
-                raise MemoryError("PATH_OUTSIDE_WORKSPACE", f"{p.relative_to(self.memory_root).as_posix()} is a symbolic "
-                                  "link; memory-tui never replaces or writes through one", path=rel)
+        refuse_linked_path(self.memory_root, rel)
 
     def write_topic(self, rel: str, text: str) -> None:
         rel = check_writable(rel)
@@ -416,11 +416,16 @@ class Stage:
         self._put(rel[len("topics/"):], text)
 
     def _put(self, topic_rel: str, text: str) -> None:
+        # Every staged topic write comes here (an edit, a record op, a writer's commit): a
+        # committed symlink at the path is refused here, not per verb; replacing it would drop
+        # the linked file's records and clear the problem that refuses the transaction.
+        self._refuse_linked("topics/" + topic_rel)
         target = self.topics / topic_rel
         target.parent.mkdir(parents=True, exist_ok=True)
         if target.is_file() or target.is_symlink():
             target.unlink()
-        target.write_text(text, encoding="utf-8", newline="")
+        with named_errors(target):
+            target.write_text(text, encoding="utf-8", newline="")
         self._unread.pop("topics/" + topic_rel, None)
         self._drops.discard(topic_rel)
         if self._texts is not None:
@@ -428,6 +433,7 @@ class Stage:
             self._touched.add(topic_rel)
 
     def _drop(self, topic_rel: str) -> None:
+        self._refuse_linked("topics/" + topic_rel)
         target = self.topics / topic_rel
         if self.linked:
             if target.is_file():
@@ -507,8 +513,9 @@ class Stage:
                      if not self.cache.committed_equals(rel, self.stamps.get(rel), text)}
         for rel, text in files.items():
             target = self.path / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8", newline="")
+            with named_errors(target):
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text, encoding="utf-8", newline="")
 
     def plan(self) -> InstallPlan:
         """The install that makes the committed workspace what this stage holds."""
