@@ -254,7 +254,42 @@ def session_drift(sa: SessionAnalysis, citations: Citations) -> SessionDrift:
     return SessionDrift(sid, tuple(n for n in ids if n in pending), tuple(cite_pending), tuple(items))
 
 
+
+
+def citations_for_state(state_dir: Any) -> tuple[Citations, str | None]:
+    """The citations of the workspace under ``state_dir`` and, when its topics could not be
+    read, why (then every turn reads as cited by nothing, and callers say so)."""
+    from pathlib import Path
+
+    from memory_tui.core.store.workspace import open_state
+
+    state = Path(state_dir)
+    if not (state / "memory").is_dir():
+        return Citations.empty(), "no memory workspace (memory/ is missing)"
+    try:
+        view = open_state(state)
+    except Exception as exc:  # noqa: BLE001 - the sessions' verdicts stand without the topics
+        return Citations.empty(), f"the topics could not be read: {exc}"
+    if getattr(view, "tree", None) is None:
+        return Citations.empty(), "the topics could not be read"
+    return Citations.from_view(view), None
+
+
+def kept_report(session: Session, citations: Citations, workspace_id: str, analysis: SessionAnalysis | None = None
+                ) -> dict[str, Any]:
+    """The JSON of one session's kept verdicts (and its drift when ``analysis`` is given)."""
+    states = kept_states(session, citations, workspace_id)
+    out: dict[str, Any] = {
+        "counts": kept_counts(states),
+        "turns": [kept_verdict(session, nid, st, citations).to_json() for nid, st in states.items()],
+    }
+    if analysis is not None:
+        out["drift"] = session_drift(analysis, citations).to_json()
+    return out
+
+
 __all__ = [
     "CITED_BUT_PENDING", "CitingRecord", "Citations", "DROPPED", "DriftItem", "KEPT", "KEPT_STATES", "KeptVerdict",
-    "MARKED_NOT_CITED", "SessionDrift", "UNMARKED_KEPT", "kept_counts", "kept_states", "kept_verdict", "session_drift",
+    "MARKED_NOT_CITED", "SessionDrift", "UNMARKED_KEPT", "citations_for_state", "kept_counts", "kept_report", "kept_states",
+    "kept_verdict", "session_drift",
 ]
