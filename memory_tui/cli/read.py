@@ -258,10 +258,19 @@ def cmd_why(args: argparse.Namespace) -> int:
     selected = {sid: se for sid, se in sessions.items() if wanted is None or sid == wanted}
     if args.tip is not None and not any(args.tip in se.tips for se in selected.values()):
         raise CliError(f"no such tip: {args.tip}")
+    from memory_tui.sessions.links import SpawnLinks, summary_facts, summary_reason
+    from memory_tui.sessions.store import load_sessions
+
     citations, citations_missing = citations_for_state(_state_dir(args))
+    # a cross-session spawn names a node of another session: every session is looked at for it
+    all_sessions = load_sessions(_state_dir(args)).sessions if wanted is not None else {s: se.session for s, se in sessions.items()}
+    links = SpawnLinks(all_sessions)
     out_sessions: dict[str, Any] = {}
     for sid, se in selected.items():
         js = se.to_json()
+        js["links"] = [x.to_json() for x in links.of_session(sid)]
+        js["link_reasons"] = [r.to_json() for r in links.reasons(sid)]
+        js["summaries"] = [{**f.to_json(), "message": f.message()} for f in summary_facts(se.session, citations, ctx.workspace_id)]
         js["kept"] = kept_report(se.session, citations, ctx.workspace_id, se.analysis)
         if citations_missing:
             js["kept"]["unread"] = citations_missing
@@ -284,7 +293,7 @@ def cmd_why(args: argparse.Namespace) -> int:
         })
         return 0
     if getattr(args, "graph", False):
-        return _print_graphs(args, selected)
+        return _print_graphs(args, selected, ctx.workspace_id)
     from memory_tui.sessions.summary import tip_summary
 
     for r in reasons:
@@ -299,6 +308,14 @@ def cmd_why(args: argparse.Namespace) -> int:
         for r in js["reasons"]:
             print(f"  ! {r['code']}: {sanitize(r['message'])}")
             _print_evidence(r, "      ")
+        for r in js["link_reasons"]:
+            print(f"  > {r['code']}: {sanitize(r['message'])}")
+            _print_evidence(r, "      ")
+        for f in js["summaries"]:
+            flag = "!" if f["on_head_line"] else "="
+            print(f"  {flag} compaction summary {sanitize(f['id'])}: {sanitize(f['message'])}")
+            for ev in f["evidence"]:
+                _print_evidence({"evidence": [ev]}, "      ")
         for tip, t in js["tips"].items():
             tags = [x for x, on in (("head", t["is_head"]), ("archived", t["archived"]), ("unlisted", not t["listed"])) if on]
             summary = tip_summary(selected[sid].tips[tip], ctx.config.trigger_tokens)
@@ -404,15 +421,25 @@ def _print_evidence(reason: dict[str, Any], indent: str) -> None:
         print(f"{indent}evidence {where}{field_} = {_value(ev['value'])}")
 
 
-def _print_graphs(args: argparse.Namespace, selected: dict[str, Any]) -> int:
+def _print_graphs(args: argparse.Namespace, selected: dict[str, Any], workspace_id: str = "") -> int:
     import shutil
 
     from memory_tui.sessions.graph import LayoutOptions, draw, layout_session, legend_lines
 
     width = args.width if args.width is not None else shutil.get_terminal_size((120, 40)).columns
     opts = LayoutOptions(reverse=args.newest_first, collapse=not args.no_collapse)
+    from memory_tui.sessions.graph import Decorations
+    from memory_tui.sessions.kept import citations_for_state, kept_states
+    from memory_tui.sessions.links import SpawnLinks, summaries_on_head
+    from memory_tui.sessions.store import load_sessions
+
+    state = _state_dir(args)
+    citations, _missing = citations_for_state(state)
+    links = SpawnLinks(load_sessions(state).sessions)
     for sid, se in selected.items():
-        lay = layout_session(se, opts)
+        deco = Decorations(kept=kept_states(se.session, citations, workspace_id), links_in=links.links_in(sid),
+                           links_out=links.links_out(sid), summaries_on_head=summaries_on_head(se.session))
+        lay = layout_session(se, opts, None, deco)
         print(f"session {sanitize(sid)}  head {sanitize(str(se.session.head_id))}  {len(se.session.nodes)} nodes")
         for line in draw(lay, ascii=args.ascii, max_lanes=max(2, min(16, width // 4)), width=width):
             print(line)

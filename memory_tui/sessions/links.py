@@ -102,6 +102,16 @@ class SummaryFacts:
     on_head_line: bool
     uncommitted: bool  # meta's _last_summary_id names it, but the head's line does not run through it
     covers: tuple[tuple[str, str], ...]  # (turn id, its state: kept | dropped | unmarked_kept | unwritten | missing)
+    meta_file: str = ""
+    head_id: str | None = None
+
+    def evidence(self) -> list[tuple[str, str, Any]]:
+        out: list[tuple[str, str, Any]] = [(self.file, "metadata.covers_ids", [i for i, _ in self.covers])]
+        if self.on_head_line:
+            out.append((self.meta_file, "head_id", self.head_id))
+        elif self.uncommitted:
+            out.append((self.meta_file, "_last_summary_id", self.node_id))
+        return out
 
     @property
     def written(self) -> int:
@@ -110,7 +120,7 @@ class SummaryFacts:
     def to_json(self) -> dict[str, Any]:
         return {"id": self.node_id, "on_head_line": self.on_head_line, "uncommitted": self.uncommitted,
                 "covers": [{"id": i, "state": st} for i, st in self.covers],
-                "evidence": [{"file": self.file, "field": "metadata.covers_ids", "value": [i for i, _ in self.covers]}]}
+                "evidence": [{"file": f, "field": k, "value": v} for f, k, v in self.evidence()]}
 
     def message(self) -> str:
         n = len(self.covers)
@@ -147,15 +157,12 @@ def summary_facts(session: Session, citations: Citations, workspace_id: str) -> 
                 st = kept.get(c) or ("unwritten" if other.metadata.get(MARK_KEY) != workspace_id else "kept")
             states.append((c, st))
         last = session.meta.get("_last_summary_id")
-        out.append(SummaryFacts(nid, node.file, nid in on_head, last == nid and nid not in on_head, tuple(states)))
+        out.append(SummaryFacts(nid, node.file, nid in on_head, last == nid and nid not in on_head, tuple(states),
+                                session.meta_file, session.head_id))
     return tuple(out)
 
 
 def summary_reason(facts: SummaryFacts, session: Session) -> Reason:
-    ev = [Evidence(facts.file, "metadata.covers_ids", [i for i, _ in facts.covers])]
-    if facts.on_head_line:
-        ev.append(Evidence(session.meta_file, "head_id", session.head_id))
-    elif facts.uncommitted:
-        ev.append(Evidence(session.meta_file, "_last_summary_id", facts.node_id))
+    ev = [Evidence(f, k, v) for f, k, v in facts.evidence()]
     code = "summary_on_head_line" if facts.on_head_line else "compaction_summary"
     return Reason(code, tuple(ev), facts.message())

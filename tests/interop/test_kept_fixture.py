@@ -191,3 +191,65 @@ def test_a_cited_turn_whose_mark_is_gone_is_drift_the_other_way(fixture_state, c
     assert _expected_kept(fixture_state)[sid][nid] == "unmarked_kept"
     _rc, out = _run(capsys, "--state", str(fixture_state), "why", "--drift", sid, "--now", "1796100000")
     assert f"session {sid}  drift 1" in out and nid in out and "evidence" in out
+
+
+def test_cross_session_spawn_is_named_from_both_halves(fixture_state_ro, capsys):
+    child, parent = "local_0c0c0c0c0c", "local_f6e5d4c3b2"
+    root = json.loads(next((fixture_state_ro / "sessions" / child / "history").glob("*-c00000000001.json")).read_text())
+    assert root["metadata"]["spawn_branch_root"] and root["predecessor"] is None
+    spawner = root["caller"]
+    assert list((fixture_state_ro / "sessions" / parent / "history").glob(f"*-{spawner}.json"))  # the other half
+    data = _why(capsys, fixture_state_ro)
+    for sid in (child, parent):
+        (link,) = data["sessions"][sid]["links"]
+        assert link == {"child_session": child, "child_node": "c00000000001", "parent_session": parent,
+                        "parent_node": spawner, "evidence": {"file": f"sessions/{child}/history/0001-u-c00000000001.json",
+                                                             "field": "caller", "value": spawner}}
+        other = parent if sid == child else child
+        assert other in data["sessions"][sid]["link_reasons"][0]["message"]
+    for sid in ("local_a1b2c3d4e5", "local_9f1e2d3c4b"):
+        assert data["sessions"][sid]["links"] == []
+    # one session asked for alone still names the other half
+    _rc, out = _run(capsys, "--state", str(fixture_state_ro), "why", child, "--now", "1796100000")
+    assert f"spawned from node {spawner} of session {parent}" in out
+    _rc, out = _run(capsys, "--state", str(fixture_state_ro), "why", child, "--graph", "--ascii", "--width", "200")
+    assert f"& @{parent}/{spawner}" in out
+
+
+def test_the_uncommitted_compaction_summary_names_what_it_covers(fixture_state_ro, capsys):
+    sid = "local_a1b2c3d4e5"
+    node = json.loads(next((fixture_state_ro / "sessions" / sid / "history").glob("*-summary_*.json")).read_text())
+    meta = json.loads((fixture_state_ro / "sessions" / sid / "meta.json").read_text())
+    expected = _expected_kept(fixture_state_ro)[sid]
+    (summary,) = _why(capsys, fixture_state_ro)["sessions"][sid]["summaries"]
+    assert summary["id"] == node["id"] == meta["_last_summary_id"]
+    assert summary["uncommitted"] and not summary["on_head_line"]
+    assert [c["id"] for c in summary["covers"]] == node["metadata"]["covers_ids"]
+    assert all(c["state"] == expected.get(c["id"], "unwritten") for c in summary["covers"])
+    assert {"file": f"sessions/{sid}/meta.json", "field": "_last_summary_id", "value": node["id"]} in summary["evidence"]
+
+
+def test_a_summary_on_the_heads_line_is_flagged(fixture_state, capsys):
+    """The owner continues from the compaction summary: the head's line now runs through it."""
+    sid = "local_a1b2c3d4e5"
+    sdir = fixture_state / "sessions" / sid
+    summary = json.loads(next((sdir / "history").glob("*-summary_*.json")).read_text())
+    seq = max(json.loads(p.read_text())["seq"] for p in (sdir / "history").glob("*.json")) + 1
+    turn = {"id": "a0000000000a", "created_at": 1796014900.0, "seq": seq, "role": "user", "name": "", "input": None,
+            "output": "Continue from the summary.", "caller": "", "predecessor": summary["id"], "reads": [],
+            "metadata": {"source": "web"}}
+    reply = {**turn, "id": "a0000000000a_reply", "seq": seq + 1, "role": "llm", "output": "Continuing.",
+             "predecessor": "a0000000000a", "metadata": {"source": "web", "status": "completed"}}
+    for data in (turn, reply):
+        (sdir / "history" / f"{data['seq']:04d}-{data['role'][0]}-{data['id']}.json").write_text(serialize_node(data))
+    meta = json.loads((sdir / "meta.json").read_text())
+    meta["head_id"] = reply["id"]
+    (sdir / "meta.json").write_text(json.dumps(meta))
+    data = _why(capsys, fixture_state)
+    (facts,) = data["sessions"][sid]["summaries"]
+    assert facts["on_head_line"] and not facts["uncommitted"]
+    assert "unwritten assistant turn restating 4 turn(s), 4 of them already written" in facts["message"]
+    assert {"file": f"sessions/{sid}/meta.json", "field": "head_id", "value": reply["id"]} in facts["evidence"]
+    _rc, out = _run(capsys, "--state", str(fixture_state), "why", sid, "--graph", "--ascii", "--width", "200")
+    line = next(ln for ln in out.splitlines() if summary["id"] in ln)
+    assert " F " in line and "on the head's line" in line
