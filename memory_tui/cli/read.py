@@ -258,7 +258,8 @@ def cmd_why(args: argparse.Namespace) -> int:
     selected = {sid: se for sid, se in sessions.items() if wanted is None or sid == wanted}
     if args.tip is not None and not any(args.tip in se.tips for se in selected.values()):
         raise CliError(f"no such tip: {args.tip}")
-    from memory_tui.sessions.links import SpawnLinks, summary_facts, summary_reason
+    from memory_tui.sessions.links import SpawnLinks, summary_facts
+    from memory_tui.sessions.schedule import session_schedule
     from memory_tui.sessions.store import load_sessions
 
     citations, citations_missing = citations_for_state(_state_dir(args))
@@ -272,6 +273,9 @@ def cmd_why(args: argparse.Namespace) -> int:
         js["link_reasons"] = [r.to_json() for r in links.reasons(sid)]
         js["summaries"] = [{**f.to_json(), "message": f.message()} for f in summary_facts(se.session, citations, ctx.workspace_id)]
         js["kept"] = kept_report(se.session, citations, ctx.workspace_id, se.analysis)
+        for tip, nw in session_schedule(se.analysis, ctx).items():
+            if tip in js["tips"]:
+                js["tips"][tip]["next_write"] = nw.to_json()
         if citations_missing:
             js["kept"]["unread"] = citations_missing
         kept_of = {t["id"]: t["state"] for t in js["kept"]["turns"]}
@@ -320,6 +324,11 @@ def cmd_why(args: argparse.Namespace) -> int:
             tags = [x for x, on in (("head", t["is_head"]), ("archived", t["archived"]), ("unlisted", not t["listed"])) if on]
             summary = tip_summary(selected[sid].tips[tip], ctx.config.trigger_tokens)
             print(f"  tip {sanitize(tip)}{' [' + ', '.join(tags) + ']' if tags else ''}: {summary}")
+            nw = t.get("next_write")
+            if nw is not None:
+                print(f"    next write: {sanitize(nw['text'])}")
+                for ev in nw["evidence"]:
+                    _print_evidence({"evidence": [ev]}, "        ")
             for r in t["reasons"]:
                 print(f"    ! {r['code']}: {sanitize(r['message'])}")
                 _print_evidence(r, "        ")

@@ -36,6 +36,7 @@ from memory_tui.sessions.graph import (
 from memory_tui.sessions.kept import (
     Citations, SessionDrift, kept_counts, kept_states, kept_verdict, session_drift,
 )
+from memory_tui.sessions.schedule import next_write
 from memory_tui.sessions.links import SpawnLinks, summaries_on_head, summary_facts, summary_reason
 from memory_tui.sessions.overview import SessionOverview
 from memory_tui.sessions.overview_table import cached_overview
@@ -171,6 +172,9 @@ class BranchVerdictVM:
     plan: DryRunVM | None = None
     planning: bool = False  # the dry run is being computed (off the UI thread); plan follows
     summary: str = ""  # sessions.summary.tip_summary: the same story as the turns
+    next_write: str = ""  # sessions.schedule: the rule that writes its pending turns next, and when
+    next_at: float | None = None  # the idle pass's time (the panel counts down to it)
+    next_evidence: tuple[EvidenceVM, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -670,6 +674,7 @@ class SessionsModel:
         if te is None:
             raise KeyError(f"{tip} is not a tip of {sid}")
         ta = te.analysis
+        nw = next_write(se.analysis, ta, self.context) if ta.pending else None
         pending = tuple(r.id for r in ta.pending)
         held = held_ids(te)
         records = len(ta.recordset.records)
@@ -702,6 +707,9 @@ class SessionsModel:
             plan=plan,
             planning=planning and plan is None,
             summary=tip_summary(te, self.threshold),
+            next_write=sanitize(nw.text) if nw is not None else "",
+            next_at=nw.at if nw is not None else None,
+            next_evidence=tuple(EvidenceVM(sanitize(f), sanitize(k), _value(v)) for f, k, v in nw.evidence) if nw else (),
         )
 
 
