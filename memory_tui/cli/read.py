@@ -260,12 +260,13 @@ def cmd_why(args: argparse.Namespace) -> int:
         raise CliError(f"no such tip: {args.tip}")
     from memory_tui.sessions.links import SpawnLinks, summary_facts
     from memory_tui.sessions.schedule import session_schedule
-    from memory_tui.sessions.store import load_sessions
 
     citations, citations_missing = citations_for_state(_state_dir(args))
     # a cross-session spawn names a node of another session: every session is looked at for it
-    all_sessions = load_sessions(_state_dir(args)).sessions if wanted is not None else {s: se.session for s, se in sessions.items()}
-    links = SpawnLinks(all_sessions)
+    if wanted is not None:
+        links = SpawnLinks.for_session(_state_dir(args), wanted)
+    else:
+        links = SpawnLinks({s: se.session for s, se in sessions.items()})
     out_sessions: dict[str, Any] = {}
     for sid, se in selected.items():
         js = se.to_json()
@@ -437,17 +438,14 @@ def _print_graphs(args: argparse.Namespace, selected: dict[str, Any], workspace_
 
     width = args.width if args.width is not None else shutil.get_terminal_size((120, 40)).columns
     opts = LayoutOptions(reverse=args.newest_first, collapse=not args.no_collapse)
-    from memory_tui.sessions.graph import Decorations
-    from memory_tui.sessions.kept import citations_for_state, kept_states
-    from memory_tui.sessions.links import SpawnLinks, summaries_on_head
-    from memory_tui.sessions.store import load_sessions
+    from memory_tui.sessions.kept import citations_for_state
+    from memory_tui.sessions.links import SpawnLinks, session_decorations
 
     state = _state_dir(args)
     citations, _missing = citations_for_state(state)
-    links = SpawnLinks(load_sessions(state).sessions)
     for sid, se in selected.items():
-        deco = Decorations(kept=kept_states(se.session, citations, workspace_id), links_in=links.links_in(sid),
-                           links_out=links.links_out(sid), summaries_on_head=summaries_on_head(se.session))
+        links = SpawnLinks.for_session(state, sid)
+        deco = session_decorations(se.session, citations, workspace_id, links)
         lay = layout_session(se, opts, None, deco)
         print(f"session {sanitize(sid)}  head {sanitize(str(se.session.head_id))}  {len(se.session.nodes)} nodes")
         for line in draw(lay, ascii=args.ascii, max_lanes=max(2, min(16, width // 4)), width=width):

@@ -61,7 +61,10 @@ class Citations:
     frame when a verdict is worded (never for every turn at once)."""
 
     def __init__(self, refs: Iterable[tuple[str, str, str, int]], frame: FrameLookup | None = None,
-                 memory_rel: str = "memory") -> None:
+                 memory_rel: str = "memory", *, known: bool = True) -> None:
+        # ``known``: the records were read. Unknown citations (the topics could not be read,
+        # or the caller has none to give) claim nothing: no turn is called dropped or kept.
+        self.known = known
         by_node: dict[tuple[str, str], list[CitingRecord]] = {}
         for source_id, memory_id, topic_path, line in refs:
             parts = split_source_id(source_id)
@@ -89,7 +92,8 @@ class Citations:
 
     @classmethod
     def empty(cls) -> "Citations":
-        return cls(())
+        """Citations not known (no topics read): every kept verdict is withheld."""
+        return cls((), known=False)
 
     def of(self, session_id: str, node_id: str) -> tuple[CitingRecord, ...]:
         return self._by_node.get((session_id, node_id), ())
@@ -111,6 +115,8 @@ def kept_states(session: Session, citations: Citations, workspace_id: str) -> di
     """Node id -> ``kept`` / ``dropped`` / ``unmarked_kept`` for every turn that is marked by
     this workspace or cited (other nodes are absent)."""
     out: dict[str, str] = {}
+    if not citations.known:
+        return out
     sid = session.id
     for nid, node in session.nodes.items():
         if node.is_root:
@@ -227,6 +233,8 @@ def session_drift(sa: SessionAnalysis, citations: Citations) -> SessionDrift:
     (a tip of a branch that is not archived, or the head)."""
     session = sa.session
     sid = session.id
+    if not citations.known:  # without the records nothing can be said to disagree
+        return SessionDrift(sid, tuple(r.id for ta in sa.tips.values() for r in ta.pending), (), ())
     reach: dict[str, list[str]] = {}  # record id -> live tips reaching it
     pending: set[str] = set()
     for tip, ta in sa.tips.items():

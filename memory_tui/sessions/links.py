@@ -36,20 +36,33 @@ class SpawnLink:
                 "evidence": {"file": self.child_file, "field": "caller", "value": self.parent_node}}
 
 
-class SpawnLinks:
-    """Every cross-session spawn of a snapshot, by either half."""
+def is_sub_agent_session(session: Session) -> bool:
+    """A session OpenProgram made for a sub-agent (``meta.json`` ``source: agent_spawn``): the
+    only kind whose branch root may name a node of another session."""
+    return session.meta.get("source") == "agent_spawn"
 
-    def __init__(self, sessions: Mapping[str, Session]) -> None:
+
+class SpawnLinks:
+    """Every cross-session spawn among ``sessions``, by either half. The spawning node is
+    found by its node file's name (``<seq>-<role>-<id>.json``) in the other sessions'
+    ``history/`` folders, so the parent session need not be read: ``why SESSION`` reads the
+    session, the sub-agent sessions (their ``meta.json`` says so) and nothing else."""
+
+    def __init__(self, sessions: Mapping[str, Session], holders: Any = None) -> None:
         self.links: list[SpawnLink] = []
-        roots = [(s, n) for s in sessions.values() for n in s.nodes.values()
+        roots = [(s, n) for s in sessions.values() if is_sub_agent_session(s) for n in s.nodes.values()
                  if n.is_spawn_root and not n.predecessor and n.caller not in ("", "ROOT") and n.caller not in s.nodes]
         if roots:
-            owner: dict[str, list[str]] = {}
-            for s in sessions.values():
-                for nid in s.nodes:
-                    owner.setdefault(nid, []).append(s.id)
+            if holders is None:
+                owner: dict[str, list[str]] = {}
+                for s in sessions.values():
+                    for nid in s.nodes:
+                        owner.setdefault(nid, []).append(s.id)
+
+                def holders(nid: str) -> list[str]:
+                    return owner.get(nid, [])
             for s, n in roots:
-                for other in owner.get(n.caller, ()):
+                for other in holders(n.caller):
                     if other != s.id:
                         self.links.append(SpawnLink(s.id, n.id, other, n.caller, n.file))
         self.by_session: dict[str, list[SpawnLink]] = {}
@@ -61,6 +74,46 @@ class SpawnLinks:
     @classmethod
     def of(cls, snapshot: SessionSnapshot) -> "SpawnLinks":
         return cls(snapshot.sessions)
+
+    @classmethod
+    def for_session(cls, state_dir: Any, sid: str) -> "SpawnLinks":
+        """The links of one session, reading only it and the sub-agent sessions (their
+        ``meta.json`` first) plus the other sessions' ``history/`` listings: what
+        ``why SESSION`` needs. Equal to the links of a full snapshot, for that session."""
+        import json
+        import os
+        from pathlib import Path
+
+        from .store import discover, load_sessions
+
+        found, _registry, _ok, _problems = discover(Path(state_dir))
+        wanted = [sid]
+        for other, sdir in found:
+            if other == sid:
+                continue
+            try:
+                meta = json.loads((sdir / "meta.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(meta, dict) and meta.get("source") == "agent_spawn":
+                wanted.append(other)
+        dirs = dict(found)
+
+        def holders(nid: str) -> list[str]:
+            out = []
+            suffix = f"-{nid}.json"
+            for other, sdir in found:
+                try:
+                    names = os.listdir(sdir / "history")
+                except OSError:
+                    continue
+                if any(n.endswith(suffix) and n.split("-", 2)[-1] == f"{nid}.json" for n in names):
+                    out.append(other)
+            return out
+
+        snap = load_sessions(Path(state_dir), only=wanted)
+        assert all(w in dirs for w in snap.sessions)
+        return cls(snap.sessions, holders)
 
     def of_session(self, sid: str) -> tuple[SpawnLink, ...]:
         return tuple(self.by_session.get(sid, ()))
@@ -166,3 +219,12 @@ def summary_reason(facts: SummaryFacts, session: Session) -> Reason:
     ev = [Evidence(f, k, v) for f, k, v in facts.evidence()]
     code = "summary_on_head_line" if facts.on_head_line else "compaction_summary"
     return Reason(code, tuple(ev), facts.message())
+
+
+def session_decorations(session: Session, citations: Citations, workspace_id: str, links: SpawnLinks) -> Any:
+    """What the graph draws beyond the session's files (``graph.Decorations``): the one
+    recipe the Sessions view and ``why --graph`` share."""
+    from .graph import Decorations
+
+    return Decorations(kept=kept_states(session, citations, workspace_id), links_in=links.links_in(session.id),
+                       links_out=links.links_out(session.id), summaries_on_head=summaries_on_head(session))

@@ -37,7 +37,7 @@ from memory_tui.sessions.kept import (
     Citations, SessionDrift, kept_counts, kept_states, kept_verdict, session_drift,
 )
 from memory_tui.sessions.schedule import next_write
-from memory_tui.sessions.links import SpawnLinks, summaries_on_head, summary_facts, summary_reason
+from memory_tui.sessions.links import SpawnLinks, session_decorations, summary_facts, summary_reason
 from memory_tui.sessions.overview import SessionOverview
 from memory_tui.sessions.overview_table import cached_overview
 from memory_tui.sessions.reasons import Explanation, Reason, SessionExplanation, WriterContext, explain, load_context
@@ -350,7 +350,8 @@ class SessionsModel:
         self._counter = counter
         self.overviews: dict[str, SessionOverview | None] = dict(overviews or {})
         self.citations = dict(citations or {})
-        self.kept_index: Citations = kept_index if kept_index is not None else citations_from_vms(self.citations)
+        self.kept_index: Citations = (kept_index if kept_index is not None
+                                      else citations_from_vms(self.citations) if citations is not None else Citations.empty())
         self._decorations: dict[str, Decorations] = {}
         self._drift: dict[str, SessionDrift] = {}
         self._links: SpawnLinks | None = None
@@ -362,7 +363,7 @@ class SessionsModel:
         *,
         now: float | None = None,
         counter: TokenCounter | None = None,
-        records: Iterable[Any] = (),
+        records: Iterable[Any] | None = None,
         snapshot: SessionSnapshot | None = None,
         frame: Callable[[str], Any] | None = None,
     ) -> "SessionsModel":
@@ -371,10 +372,12 @@ class SessionsModel:
         ctx = load_context(state, now=time.time() if now is None else now)
         cc = cached_counter(counter)
         overviews = {sid: cached_overview(s, ctx.workspace_id, cc) for sid, s in snap.sessions.items()}
-        records = tuple(records)
+        # without the records (``None``) what memory kept is unknown, and no turn is called dropped
+        known = records is not None
+        records = tuple(records or ())
         cites = citation_index(records)
         model = cls(snapshot=snap, context=ctx, counter=cc, overviews=overviews, citations=cites,
-                    kept_index=citations_from_records(records, frame))
+                    kept_index=citations_from_records(records, frame) if known else Citations.empty())
         if any(o is None for o in overviews.values()) or sum(o.walk_total for o in overviews.values() if o) < INLINE_WALKS:
             model.explain_now()
         return model
@@ -500,14 +503,8 @@ class SessionsModel:
         """What the graph draws beyond the session's files, once per session per load."""
         hit = self._decorations.get(sid)
         if hit is None:
-            session = self.session_data(sid)
-            links = self.spawn_links
-            hit = self._decorations[sid] = Decorations(
-                kept=kept_states(session, self.kept_index, self.workspace_id),
-                links_in=links.links_in(sid),
-                links_out=links.links_out(sid),
-                summaries_on_head=summaries_on_head(session),
-            )
+            hit = self._decorations[sid] = session_decorations(self.session_data(sid), self.kept_index, self.workspace_id,
+                                                               self.spawn_links)
         return hit
 
     def drift(self, sid: str) -> SessionDrift | None:
