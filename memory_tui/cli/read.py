@@ -371,16 +371,25 @@ def _print_drift(args: argparse.Namespace) -> int:
     pending sets disagree, each turn with the file and field that prove it."""
     from memory_tui.sessions.kept import MARKED_NOT_CITED, citations_for_state, session_drift
 
+    from memory_tui.sessions.reasons import load_context
+    from memory_tui.sessions.records import analyze_session, cached_counter
+    from memory_tui.sessions.store import load_sessions
+
     wanted = args.session
-    if wanted is not None:
-        ctx, _reasons, sessions = _explain_one(args, wanted, lazy=True)
-        if wanted not in sessions:
-            raise CliError(f"no such session: {wanted}")
-    else:
-        _state, _snap, ctx, ex = _explain(args, lazy=True)
-        sessions = ex.sessions
-    citations, missing = citations_for_state(_state_dir(args))
-    report = {sid: session_drift(se.analysis, citations) for sid, se in sessions.items()}
+    state = _state_dir(args)
+    now = args.now if getattr(args, "now", None) is not None else time.time()
+    try:
+        # the branches' analyses only (records, marks, pending sets): no reasons are worded
+        snap = load_sessions(state, only=(wanted,) if wanted is not None else None)
+        ctx = load_context(state, now=now)
+    except OSError as exc:
+        raise CliError(f"cannot read {state}: {exc.strerror or exc}") from exc
+    if wanted is not None and wanted not in snap.sessions:
+        raise CliError(f"no such session: {wanted}")
+    citations, missing = citations_for_state(state)
+    cc = cached_counter(None)
+    report = {sid: session_drift(analyze_session(s, ctx.workspace_id, ctx.config.trigger_tokens, cc), citations)
+              for sid, s in snap.sessions.items()}
     if getattr(args, "json", False):
         emit_json({"workspace_id": ctx.workspace_id or None, "unread": missing,
                    "sessions": {sid: {"drift": d.count, **d.to_json()} for sid, d in report.items()}})

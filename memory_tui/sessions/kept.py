@@ -269,18 +269,22 @@ def citations_for_state(state_dir: Any) -> tuple[Citations, str | None]:
     read, why (then every turn reads as cited by nothing, and callers say so)."""
     from pathlib import Path
 
-    from memory_tui.core.store.workspace import open_state
+    from types import SimpleNamespace
+
+    from memory_tui.core.store import parsecache
 
     state = Path(state_dir)
     if not (state / "memory").is_dir():
         return Citations.empty(), "no memory workspace (memory/ is missing)"
     try:
-        view = open_state(state)
+        # the topic tree and the archives through the parse cache (no derived views: only the
+        # records' source refs and the frames are needed)
+        index, tree = parsecache.load_tree(state / "memory")
     except Exception as exc:  # noqa: BLE001 - the sessions' verdicts stand without the topics
         return Citations.empty(), f"the topics could not be read: {exc}"
-    if getattr(view, "tree", None) is None:
+    if tree is None:
         return Citations.empty(), "the topics could not be read"
-    return Citations.from_view(view), None
+    return Citations.from_view(SimpleNamespace(tree=tree, sources=index)), None
 
 
 def kept_report(session: Session, citations: Citations, workspace_id: str, analysis: SessionAnalysis | None = None
