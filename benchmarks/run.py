@@ -35,6 +35,8 @@ TARGETS = {
     "pending_cold": "<= 2.0 s",
     "pending_warm": "<= 0.2 s",
     "why_session_fresh": "<= 1 s",
+    "drift_session_fresh": "<= 1 s",
+    "drift_all_fresh": "<= 5 s",
     "edit_noop_fresh": "<= 0.5 s",
     "edit_reword_inproc": "<= 0.3 s",
     "apply_update_fresh": "<= 0.5 s",
@@ -60,6 +62,10 @@ ROWS = (
     ("pending_nocache", "pending, all sessions, cold, empty session cache"),
     ("pending_warm", "pending, all sessions, warm (unchanged)"),
     ("why_session_fresh", "`why SESSION`, fresh process"),
+    # written vs kept: the mark-based and the citation-based pending sets of one session / of
+    # every session (the topic tree from the parse cache; nothing of the drift itself is kept)
+    ("drift_session_fresh", "`why --drift SESSION`, fresh process"),
+    ("drift_all_fresh", "`why --drift`, every session, fresh process"),
     ("edit_noop_fresh", "`edit` no-op, fresh process"),
     ("edit_reword_fresh", "`edit` one-record reword, fresh process"),
     ("edit_noop_inproc", "staged_edit no-op, in process, repeated"),
@@ -364,6 +370,11 @@ def measure(row: str, state: Path, runs: int, app_cache: dict) -> tuple[list[flo
     if row == "why_session_fresh":
         sid = _first_session(state)
         return [_wall(_cli(state, "why", sid)) for _ in range(runs)], "s"
+    if row == "drift_session_fresh":
+        sid = _first_session(state)
+        return [_wall(_cli(state, "why", "--drift", sid)) for _ in range(runs)], "s"
+    if row == "drift_all_fresh":
+        return [_wall(_cli(state, "why", "--drift")) for _ in range(runs)], "s"
     if row in ("edit_noop_fresh", "edit_reword_fresh"):
         path = state / "memory" / TOPIC
         base = path.read_text()

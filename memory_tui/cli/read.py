@@ -32,6 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--newest-first", action="store_true", help="--graph: newest turn at the top")
     p.add_argument("--no-collapse", action="store_true", help="--graph: do not fold tool runs and long linear runs")
     p.add_argument("--width", type=int, default=None, help="--graph: cut lines at this width (default: the terminal's)")
+    p.add_argument("--drift", action="store_true",
+                   help="only where the marks and the records disagree: turns the marks call done that no record cites, "
+                        "and pending turns a record already cites")
     p.add_argument("--now", type=float, default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_why)
 
@@ -50,7 +53,7 @@ def _state_dir(args: argparse.Namespace) -> Path:
     return state
 
 
-def _explain(args: argparse.Namespace):
+def _explain(args: argparse.Namespace, *, lazy: bool = False):
     from memory_tui.sessions.reasons import explain, load_context
     from memory_tui.sessions.store import load_sessions
 
@@ -59,7 +62,7 @@ def _explain(args: argparse.Namespace):
     try:
         snap = load_sessions(state)
         ctx = load_context(state, now=now)
-        return state, snap, ctx, explain(snap, ctx)
+        return state, snap, ctx, explain(snap, ctx, lazy=lazy)
     except OSError as exc:
         raise CliError(f"cannot read {state}: {exc.strerror or exc}") from exc
 
@@ -113,12 +116,17 @@ def _session_pending(se) -> tuple[int, int]:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from memory_tui.sessions.kept import citations_for_state, kept_counts, kept_states, session_drift
+
     state, snap, ctx, ex = _explain(args)
     mem = _memory_summary(state, snap)
+    citations, _why_not = citations_for_state(state)
     threshold = ctx.config.trigger_tokens
     sessions = []
     for sid, se in ex.sessions.items():
         pending_turns, head_tokens = _session_pending(se)
+        kept = kept_counts(kept_states(se.session, citations, ctx.workspace_id))
+        drift = session_drift(se.analysis, citations)
         sessions.append({
             "id": sid,
             "title": se.session.title,
@@ -130,6 +138,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             "pending_turns": pending_turns,
             "head_pending_tokens": head_tokens,
             "trigger_tokens": threshold,
+            "kept": kept,
+            "drift": drift.count,
             "reasons": [r.to_json() for r in se.reasons],
             "problems": [p.to_json() for p in se.session.problems],
         })
@@ -177,6 +187,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         flag = "" if row["in_registry"] else "  [not in registry]"
         print(f"session {sanitize(row['id'])}  head {sanitize(str(row['head_id']))}  tips {row['tips']}  "
               f"pending {row['pending_turns']} turns, head {row['head_pending_tokens']}/{threshold} tokens{flag}")
+        k = row["kept"]
+        print(f"  kept     {k['kept']} written and kept, {k['dropped']} written but nothing kept, "
+              f"{k['unmarked_kept']} kept without a mark; drift {row['drift']}")
         for p in row["problems"]:  # a corrupt meta.json or node file of this session
             print(f"  problem  {_problem_line(p)}")
     for line in dict.fromkeys(_problem_line(p) for p in data["problems"]):  # same finding, two readers
@@ -211,7 +224,7 @@ def _problem_line(p: dict[str, Any]) -> str:
     return f"{sanitize(where)}: {p.get('code')}: {sanitize(str(p.get('message')))}"
 
 
-def _explain_one(args: argparse.Namespace, sid: str):
+def _explain_one(args: argparse.Namespace, sid: str, *, lazy: bool = False):
     """``(context, global reasons, {sid: explanation})`` reading just that session: a session's
     explanation depends on its own files, its registry entry and the writer context only. The
     global pending count (which needs every session) is not computed: the text output of
@@ -224,13 +237,17 @@ def _explain_one(args: argparse.Namespace, sid: str):
     try:
         snap = load_sessions(state, only=(sid,))
         ctx = load_context(state, now=now)
-        return ctx, global_reasons(ctx), {s: explain_session(sess, ctx) for s, sess in snap.sessions.items()}
+        return ctx, global_reasons(ctx), {s: explain_session(sess, ctx, lazy=lazy) for s, sess in snap.sessions.items()}
     except OSError as exc:
         raise CliError(f"cannot read {state}: {exc.strerror or exc}") from exc
 
 
 def cmd_why(args: argparse.Namespace) -> int:
+    from memory_tui.sessions.kept import citations_for_state, kept_report
+
     wanted = args.session
+    if getattr(args, "drift", False):
+        return _print_drift(args)
     if wanted is not None and not getattr(args, "json", False):
         ctx, reasons, sessions = _explain_one(args, wanted)
     else:
@@ -241,9 +258,31 @@ def cmd_why(args: argparse.Namespace) -> int:
     selected = {sid: se for sid, se in sessions.items() if wanted is None or sid == wanted}
     if args.tip is not None and not any(args.tip in se.tips for se in selected.values()):
         raise CliError(f"no such tip: {args.tip}")
+    from memory_tui.sessions.links import SpawnLinks, summary_facts
+    from memory_tui.sessions.schedule import session_schedule
+
+    citations, citations_missing = citations_for_state(_state_dir(args))
+    # a cross-session spawn names a node of another session: every session is looked at for it
+    if wanted is not None:
+        links = SpawnLinks.for_session(_state_dir(args), wanted)
+    else:
+        links = SpawnLinks({s: se.session for s, se in sessions.items()})
     out_sessions: dict[str, Any] = {}
     for sid, se in selected.items():
         js = se.to_json()
+        js["links"] = [x.to_json() for x in links.of_session(sid)]
+        js["link_reasons"] = [r.to_json() for r in links.reasons(sid)]
+        js["summaries"] = [{**f.to_json(), "message": f.message()} for f in summary_facts(se.session, citations, ctx.workspace_id)]
+        js["kept"] = kept_report(se.session, citations, ctx.workspace_id, se.analysis)
+        for tip, nw in session_schedule(se.analysis, ctx).items():
+            if tip in js["tips"]:
+                js["tips"][tip]["next_write"] = nw.to_json()
+        if citations_missing:
+            js["kept"]["unread"] = citations_missing
+        kept_of = {t["id"]: t["state"] for t in js["kept"]["turns"]}
+        for t in js["tips"].values():
+            for turn in t["turns"]:
+                turn["kept"] = kept_of.get(turn["id"])
         if args.tip is not None:
             if args.tip not in js["tips"]:
                 continue
@@ -259,7 +298,7 @@ def cmd_why(args: argparse.Namespace) -> int:
         })
         return 0
     if getattr(args, "graph", False):
-        return _print_graphs(args, selected)
+        return _print_graphs(args, selected, ctx.workspace_id)
     from memory_tui.sessions.summary import tip_summary
 
     for r in reasons:
@@ -274,11 +313,24 @@ def cmd_why(args: argparse.Namespace) -> int:
         for r in js["reasons"]:
             print(f"  ! {r['code']}: {sanitize(r['message'])}")
             _print_evidence(r, "      ")
+        for r in js["link_reasons"]:
+            print(f"  > {r['code']}: {sanitize(r['message'])}")
+            _print_evidence(r, "      ")
+        for f in js["summaries"]:
+            flag = "!" if f["on_head_line"] else "="
+            print(f"  {flag} compaction summary {sanitize(f['id'])}: {sanitize(f['message'])}")
+            for ev in f["evidence"]:
+                _print_evidence({"evidence": [ev]}, "      ")
         printed: dict[str, list[dict[str, Any]]] = {}  # tip -> the turns printed under it
         for tip, t in js["tips"].items():
             tags = [x for x, on in (("head", t["is_head"]), ("archived", t["archived"]), ("unlisted", not t["listed"])) if on]
             summary = tip_summary(selected[sid].tips[tip], ctx.config.trigger_tokens)
             print(f"  tip {sanitize(tip)}{' [' + ', '.join(tags) + ']' if tags else ''}: {summary}")
+            nw = t.get("next_write")
+            if nw is not None:
+                print(f"    next write: {sanitize(nw['text'])}")
+                for ev in nw["evidence"]:
+                    _print_evidence({"evidence": [ev]}, "        ")
             for r in t["reasons"]:
                 print(f"    ! {r['code']}: {sanitize(r['message'])}")
                 _print_evidence(r, "        ")
@@ -295,6 +347,78 @@ def cmd_why(args: argparse.Namespace) -> int:
                 for r in turn["reasons"]:
                     print(f"        {r['code']}: {sanitize(r['message'])}")
                     _print_evidence(r, "          ")
+        _print_kept(js["kept"], citations_missing)
+    return 0
+
+
+_KEPT_GLYPH = {"kept": "+", "dropped": "@", "unmarked_kept": "K"}
+
+
+def _print_kept(kept: dict[str, Any], missing: str | None) -> None:
+    """The session's kept section: what the records hold of the turns the marks say were written."""
+    c = kept["counts"]
+    print(f"  kept: {c['kept']} written and kept, {c['dropped']} written but nothing kept, "
+          f"{c['unmarked_kept']} kept without a mark")
+    if missing:
+        print(f"    ! {sanitize(missing)}: every turn reads as cited by nothing")
+    for turn in kept["turns"]:
+        print(f"    {_KEPT_GLYPH[turn['state']]} {turn['state']:<13} {sanitize(turn['id'])}  {sanitize(turn['message'])}")
+        if turn["state"] != "kept":  # a kept turn's proof is the records it names; the others show theirs
+            for ev in turn["evidence"]:
+                _print_evidence({"evidence": [ev]}, "        ")
+    drift = kept.get("drift")
+    if drift is not None:
+        n = len(drift["marks_done_not_cited"]) + len(drift["cited_but_pending"])
+        print(f"  drift: {n} (pending by the marks {len(drift['mark_pending_ids'])}, "
+              f"by the records {len(drift['cite_pending_ids'])}; `why --drift` lists them)")
+
+
+def _print_drift(args: argparse.Namespace) -> int:
+    """``why --drift [SESSION]``: per session, where the mark-based and the citation-based
+    pending sets disagree, each turn with the file and field that prove it."""
+    from memory_tui.sessions.kept import MARKED_NOT_CITED, citations_for_state, session_drift
+
+    from memory_tui.sessions.reasons import load_context
+    from memory_tui.sessions.records import analyze_session, cached_counter
+    from memory_tui.sessions.store import load_sessions
+
+    wanted = args.session
+    state = _state_dir(args)
+    now = args.now if getattr(args, "now", None) is not None else time.time()
+    try:
+        # the branches' analyses only (records, marks, pending sets): no reasons are worded
+        snap = load_sessions(state, only=(wanted,) if wanted is not None else None)
+        ctx = load_context(state, now=now)
+    except OSError as exc:
+        raise CliError(f"cannot read {state}: {exc.strerror or exc}") from exc
+    if wanted is not None and wanted not in snap.sessions:
+        raise CliError(f"no such session: {wanted}")
+    citations, missing = citations_for_state(state)
+    cc = cached_counter(None)
+    report = {sid: session_drift(analyze_session(s, ctx.workspace_id, ctx.config.trigger_tokens, cc), citations)
+              for sid, s in snap.sessions.items()}
+    if getattr(args, "json", False):
+        emit_json({"workspace_id": ctx.workspace_id or None, "unread": missing,
+                   "sessions": {sid: {"drift": d.count, **d.to_json()} for sid, d in report.items()}})
+        return 0
+    if missing:
+        print(f"! {sanitize(missing)}: every turn reads as cited by nothing")
+    total = 0
+    for sid, d in sorted(report.items(), key=lambda kv: (-kv[1].count, kv[0])):
+        total += d.count
+        print(f"session {sanitize(sid)}  drift {d.count}  pending by the marks {len(d.mark_pending)}, "
+              f"by the records {len(d.cite_pending)}")
+        for item in d.items:
+            if item.kind == MARKED_NOT_CITED:
+                what = "the marks call it done, no record cites it"
+            else:
+                what = "pending by the marks, but cited by " + ", ".join(
+                    f"^{r.memory_id} ({r.topic_path}:{r.line})" for r in item.records)
+            print(f"  {'@' if item.kind == MARKED_NOT_CITED else 'K'} {sanitize(item.node_id)}  {sanitize(what)}")
+            print(f"      evidence {sanitize(item.file)} metadata.memory_written_scriptorium = {_value(item.mark)}")
+            for r in item.records:
+                print(f"      evidence memory/{sanitize(r.topic_path)} line {r.line} ^{sanitize(r.memory_id)} = {_value(r.source_id)}")
+    print(f"drift {total} turn(s) in {sum(1 for d in report.values() if d.count)} session(s)")
     return 0
 
 
@@ -340,15 +464,22 @@ def _print_evidence(reason: dict[str, Any], indent: str) -> None:
         print(f"{indent}evidence {where}{field_} = {_value(ev['value'])}")
 
 
-def _print_graphs(args: argparse.Namespace, selected: dict[str, Any]) -> int:
+def _print_graphs(args: argparse.Namespace, selected: dict[str, Any], workspace_id: str = "") -> int:
     import shutil
 
     from memory_tui.sessions.graph import LayoutOptions, draw, layout_session, legend_lines
 
     width = args.width if args.width is not None else shutil.get_terminal_size((120, 40)).columns
     opts = LayoutOptions(reverse=args.newest_first, collapse=not args.no_collapse)
+    from memory_tui.sessions.kept import citations_for_state
+    from memory_tui.sessions.links import SpawnLinks, session_decorations
+
+    state = _state_dir(args)
+    citations, _missing = citations_for_state(state)
     for sid, se in selected.items():
-        lay = layout_session(se, opts)
+        links = SpawnLinks.for_session(state, sid)
+        deco = session_decorations(se.session, citations, workspace_id, links)
+        lay = layout_session(se, opts, None, deco)
         print(f"session {sanitize(sid)}  head {sanitize(str(se.session.head_id))}  {len(se.session.nodes)} nodes")
         for line in draw(lay, ascii=args.ascii, max_lanes=max(2, min(16, width // 4)), width=width):
             print(line)

@@ -186,6 +186,8 @@ def tip_exclusion(session: Session, node: Node, children: Mapping[str, list[str]
     for child in children.get(node.id, ()):
         if is_conversational_child(session, session.nodes[child]):
             return "has_child"
+    if session.unreadable and node.id in session.unreadable_predecessors:
+        return "unreadable_child"  # its child's file exists but does not parse: not the end of a branch
     if node.id in session.merged_heads:
         return "merged_head"
     if node.id in session.commit_parent_heads:

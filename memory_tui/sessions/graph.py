@@ -45,16 +45,22 @@ STRANDED_S = "stranded"  # unmarked behind a newer mark: never offered again
 SUMMARY_S = "summary"  # compaction summary (side branch)
 ROOT_S = "root"  # the graph root node
 COLLAPSED_S = "collapsed"  # a folded run of rows
+DROPPED_S = "dropped"  # marked by this workspace, but no record cites it: written, nothing kept
+UNREADABLE_S = "unreadable"  # a node file that cannot be read (its error is in the node detail)
+LINK_S = "link"  # a node of another session this one is linked to (cross-session spawn)
 
-STATES = (WRITTEN_S, PENDING_S, HELD_S, INELIGIBLE_S, REWOUND_S, FOREIGN_S, STRANDED_S, SUMMARY_S, ROOT_S, COLLAPSED_S)
+STATES = (WRITTEN_S, PENDING_S, HELD_S, INELIGIBLE_S, REWOUND_S, FOREIGN_S, STRANDED_S, SUMMARY_S, ROOT_S, COLLAPSED_S,
+          DROPPED_S, UNREADABLE_S, LINK_S)
 
 # Structural markers (drawn after the lanes; a node may carry several).
 HEAD_M = "head"
 TIP_M = "tip"  # another live tip (a list_branches row that is not the head)
 SPAWN_M = "spawn"  # spawn branch root (same or cross session)
 MERGE_M = "merge"  # a node that absorbed other tips (merged_heads)
+KEPT_M = "kept"  # cited by a record although this workspace never marked it: kept without a mark
+SUMMARY_HEAD_M = "summary_head"  # a compaction summary on the head's line (an unwritten restatement)
 
-MARKERS = (HEAD_M, TIP_M, SPAWN_M, MERGE_M)
+MARKERS = (HEAD_M, TIP_M, SPAWN_M, MERGE_M, KEPT_M, SUMMARY_HEAD_M)
 
 
 @dataclass(frozen=True)
@@ -82,8 +88,9 @@ _BOX_ASCII = {
 
 UTF8 = GlyphSet(
     states={WRITTEN_S: "●", PENDING_S: "○", HELD_S: "◌", INELIGIBLE_S: "·", REWOUND_S: "↺", FOREIGN_S: "◐",
-            STRANDED_S: "⊘", SUMMARY_S: "≡", ROOT_S: "◎", COLLAPSED_S: "⋮"},
-    markers={HEAD_M: "◆", TIP_M: "◇", SPAWN_M: "↳", MERGE_M: "⊕"},
+            STRANDED_S: "⊘", SUMMARY_S: "≡", ROOT_S: "◎", COLLAPSED_S: "⋮", DROPPED_S: "◍", UNREADABLE_S: "✖",
+            LINK_S: "⇄"},
+    markers={HEAD_M: "◆", TIP_M: "◇", SPAWN_M: "↳", MERGE_M: "⊕", KEPT_M: "✓", SUMMARY_HEAD_M: "⚑"},
     box=_BOX_UTF8,
     horizontal="─",
     fold="⋯",
@@ -91,8 +98,9 @@ UTF8 = GlyphSet(
 )
 ASCII = GlyphSet(
     states={WRITTEN_S: "*", PENDING_S: "o", HELD_S: "!", INELIGIBLE_S: ".", REWOUND_S: "~", FOREIGN_S: "%",
-            STRANDED_S: "x", SUMMARY_S: "=", ROOT_S: "#", COLLAPSED_S: ":"},
-    markers={HEAD_M: "H", TIP_M: "T", SPAWN_M: "S", MERGE_M: "M"},
+            STRANDED_S: "x", SUMMARY_S: "=", ROOT_S: "#", COLLAPSED_S: ":", DROPPED_S: "@", UNREADABLE_S: "?",
+            LINK_S: "&"},
+    markers={HEAD_M: "H", TIP_M: "T", SPAWN_M: "S", MERGE_M: "M", KEPT_M: "K", SUMMARY_HEAD_M: "F"},
     box=_BOX_ASCII,
     horizontal="-",
     fold=">",
@@ -100,7 +108,8 @@ ASCII = GlyphSet(
 )
 
 LEGEND = (
-    (WRITTEN_S, "written by this workspace"),
+    (WRITTEN_S, "written by this workspace (and a record keeps it, where the topics are read)"),
+    (DROPPED_S, "written, nothing kept: marked, but no record cites it"),
     (PENDING_S, "unwritten, pending (a pass would offer it)"),
     (HELD_S, "unwritten, held (no pass writes it: archived or off every live branch)"),
     (INELIGIBLE_S, "not eligible (tool, runtime turn, empty, authority)"),
@@ -110,12 +119,16 @@ LEGEND = (
     (SUMMARY_S, "compaction summary"),
     (ROOT_S, "graph root"),
     (COLLAPSED_S, "collapsed run (expand it)"),
+    (UNREADABLE_S, "unreadable node file (the error is in the node detail)"),
+    (LINK_S, "a node of another session (cross-session spawn; g crosses)"),
 )
 MARKER_LEGEND = (
     (HEAD_M, "head"),
     (TIP_M, "other live tip"),
     (SPAWN_M, "spawn root"),
     (MERGE_M, "merge"),
+    (KEPT_M, "kept without a mark: a record cites it, no mark of this workspace"),
+    (SUMMARY_HEAD_M, "compaction summary on the head's line (restates turns)"),
 )
 
 
@@ -214,25 +227,97 @@ def first_line(value: object, limit: int = 200) -> str:
     return ""
 
 
-def nodes_from_session(se: SessionExplanation) -> tuple[LayoutNode, ...]:
+@dataclass(frozen=True, eq=False)  # compared and hashed by identity: one per session per load
+class Decorations:
+    """What the graph shows beyond the session's own files: the kept state of each turn
+    (``sessions.kept``: ``kept`` / ``dropped`` / ``unmarked_kept``), the unreadable node files
+the links to other sessions (cross-session spawns, :mod:`.links`) and the
+    compaction summaries on the head's line. An empty one draws the session as before."""
+
+    kept: Mapping[str, str] = field(default_factory=dict)
+    links_in: tuple[tuple[str, str, str], ...] = ()  # (local node, other session, other node): spawned from there
+    links_out: tuple[tuple[str, str, str], ...] = ()  # (local node, other session, other node): spawned there
+    summaries_on_head: frozenset[str] = frozenset()
+
+
+NO_DECORATIONS = Decorations()
+
+
+def nodes_from_session(se: SessionExplanation, deco: Decorations = NO_DECORATIONS) -> tuple[LayoutNode, ...]:
     """Layout input for a session: edges from the files, states from the reasons engine."""
     session, verdicts = se.session, se.nodes
-    return _layout_nodes(session, se.analysis.rows, lambda nid: node_state(session, nid, *verdict_kind(session, verdicts, nid)))
+    return _layout_nodes(session, se.analysis.rows, lambda nid: node_state(session, nid, *verdict_kind(session, verdicts, nid)),
+                         deco)
 
 
-def nodes_from_overview(ov: O.SessionOverview) -> tuple[LayoutNode, ...]:
+def nodes_from_overview(ov: O.SessionOverview, deco: Decorations = NO_DECORATIONS) -> tuple[LayoutNode, ...]:
     """:func:`nodes_from_session` from the engine's fast path, the one-pass overview (equal
     states, no per-tip work)."""
-    return _layout_nodes(ov.session, ov.rows, lambda nid: node_state(ov.session, nid, ov.kinds[nid], nid in ov.foreign_ids))
+    return _layout_nodes(ov.session, ov.rows, lambda nid: node_state(ov.session, nid, ov.kinds[nid], nid in ov.foreign_ids),
+                         deco)
 
 
-def _layout_nodes(session: Session, rows: Sequence[Branch], state_of) -> tuple[LayoutNode, ...]:
+def link_id(other_session: str, other_node: str) -> str:
+    """The id of the graph node standing for a node of another session."""
+    return f"@{other_session}/{other_node}"
+
+
+def unreadable_id(u: Any) -> str:
+    """The graph id of an unreadable node file: its node id (from the file name), else the file."""
+    return u.id or f"!{u.file.rsplit('/', 1)[-1]}"
+
+
+def _decorate(out: list[LayoutNode], session: Session, deco: Decorations) -> list[LayoutNode]:
+    kept = deco.kept
+    if kept or deco.summaries_on_head:
+        from .kept import DROPPED, UNMARKED_KEPT
+
+        for i, n in enumerate(out):
+            k = kept.get(n.id)
+            state, markers, note = n.state, n.markers, n.note
+            if k == DROPPED and state == WRITTEN_S:
+                state = DROPPED_S
+            elif k == UNMARKED_KEPT:
+                markers = (*markers, KEPT_M)
+            if n.id in deco.summaries_on_head:
+                markers = (*markers, SUMMARY_HEAD_M)
+                note = (note + "; " if note else "") + "on the head's line"
+            if (state, markers, note) != (n.state, n.markers, n.note):
+                out[i] = LayoutNode(n.id, n.parents, n.seq, state, markers, n.role, n.text, note, n.tool)
+    if deco.links_in or deco.links_out:
+        by_id = {n.id: i for i, n in enumerate(out)}
+        for local, osid, onode in deco.links_in:
+            i = by_id.get(local)
+            if i is None:
+                continue
+            lid = link_id(osid, onode)
+            n = out[i]
+            seq = n.seq
+            out.append(LayoutNode(lid, (), seq, LINK_S, (), "link", f"session {sanitize(osid)}, node {sanitize(onode)}",
+                                  "spawned this branch"))
+            out[i] = LayoutNode(n.id, (lid, *n.parents), n.seq, n.state, n.markers, n.role, n.text,
+                                f"spawned from {sanitize(onode)} in session {sanitize(osid)}", n.tool)
+        for local, osid, onode in deco.links_out:
+            if local not in by_id:
+                continue
+            lid = link_id(osid, onode)
+            seq = out[by_id[local]].seq
+            out.append(LayoutNode(lid, (local,), seq, LINK_S, (), "link", f"session {sanitize(osid)}, node {sanitize(onode)}",
+                                  "a sub-agent branch spawned here"))
+    return out
+
+
+def _layout_nodes(session: Session, rows: Sequence[Branch], state_of, deco: Decorations = NO_DECORATIONS
+                  ) -> tuple[LayoutNode, ...]:
     listed = {r.head_msg_id for r in rows}
     merge_sources = _merge_sources(session)
     nodes = session.nodes
     head_id = session.head_id
     out: list[LayoutNode] = []
     append = out.append
+    # A node file that does not parse is still a node: drawn in its place (its id and seq are
+    # in its name), so its children keep their parent and its predecessor is no tip.
+    unreadable = {unreadable_id(u): u for u in session.unreadable}
     # One pass over 10 000 nodes on a big session's open: each metadata key is read once
     # (Node's properties each look one up), with the same meaning as those properties.
     for nid in session.order:
@@ -242,7 +327,7 @@ def _layout_nodes(session: Session, rows: Sequence[Branch], state_of) -> tuple[L
         spawn_root = bool(md.get("spawn_branch_root")) or md.get("source") == "agent_spawn"
         parents: list[str] = []
         note = ""
-        if pred and pred in nodes:
+        if pred and (pred in nodes or pred in unreadable):
             parents.append(pred)
         elif pred:
             note = f"predecessor {pred} is missing"
@@ -288,6 +373,19 @@ def _layout_nodes(session: Session, rows: Sequence[Branch], state_of) -> tuple[L
             note=note,
             tool=role == "code" and not pred,
         ))
+    for uid, u in unreadable.items():
+        pred = u.predecessor
+        append(LayoutNode(
+            id=uid,
+            parents=(pred,) if pred and (pred in nodes or pred in unreadable) else (),
+            seq=u.seq if u.seq is not None else 0,
+            state=UNREADABLE_S,
+            role="unreadable",
+            text=sanitize(u.file.rsplit("/", 1)[-1]),
+            note=sanitize(f"unreadable: {u.code}: {u.message}"),
+        ))
+    if deco is not NO_DECORATIONS:
+        out = _decorate(out, session, deco)
     return tuple(out)
 
 
@@ -745,36 +843,39 @@ def cached_layout(session_id: str, nodes: Sequence[LayoutNode], options: LayoutO
     return _cached((session_fingerprint(session_id, frozen), opts), frozen, opts)
 
 
-_NODES: "OrderedDict[int, tuple[weakref.ref, tuple[LayoutNode, ...], tuple]]" = OrderedDict()
+_NODES: "OrderedDict[tuple, tuple[weakref.ref, tuple[LayoutNode, ...], tuple]]" = OrderedDict()
 
 
-def _memo_nodes(source: Any, build: Callable[[Any], tuple[LayoutNode, ...]]) -> tuple[tuple[LayoutNode, ...], tuple]:
-    """Layout nodes and fingerprint of one explanation or overview object, derived once (both
-    are immutable snapshots; a reload makes new ones)."""
-    hit = _NODES.get(id(source))
+def _memo_nodes(source: Any, build: Callable[..., tuple[LayoutNode, ...]], deco: Decorations = NO_DECORATIONS
+                ) -> tuple[tuple[LayoutNode, ...], tuple]:
+    """Layout nodes and fingerprint of one explanation or overview object (with its
+    decorations), derived once (both are immutable snapshots; a reload makes new ones)."""
+    key = (id(source), deco)
+    hit = _NODES.get(key)
     if hit is not None and hit[0]() is source:
-        _NODES.move_to_end(id(source))
+        _NODES.move_to_end(key)
         return hit[1], hit[2]
-    nodes = build(source)
+    nodes = build(source, deco)
     fp = session_fingerprint(source.session.id, nodes)
-    _NODES[id(source)] = (weakref.ref(source), nodes, fp)
+    _NODES[key] = (weakref.ref(source), nodes, fp)
     if len(_NODES) > _CACHE_SIZE:
         _NODES.popitem(last=False)
     return nodes, fp
 
 
-def layout_overview(ov: O.SessionOverview, options: LayoutOptions | None = None, compute: Callable | None = None
-                    ) -> Layout | None:
+def layout_overview(ov: O.SessionOverview, options: LayoutOptions | None = None, compute: Callable | None = None,
+                    deco: Decorations = NO_DECORATIONS) -> Layout | None:
     """:func:`layout_session` from the one-pass overview: equal nodes, the same cache (``None``
     only when ``compute`` returns it: a lookup that does not lay out)."""
-    nodes, fp = _memo_nodes(ov, nodes_from_overview)
+    nodes, fp = _memo_nodes(ov, nodes_from_overview, deco)
     opts = options or LayoutOptions()
     return _cached((fp, opts), nodes, opts, compute)
 
 
-def layout_session(se: SessionExplanation, options: LayoutOptions | None = None, compute: Callable | None = None) -> Layout:
+def layout_session(se: SessionExplanation, options: LayoutOptions | None = None, compute: Callable | None = None,
+                   deco: Decorations = NO_DECORATIONS) -> Layout:
     """The session's layout, computed once per (session fingerprint, options)."""
-    nodes, fp = _memo_nodes(se, nodes_from_session)
+    nodes, fp = _memo_nodes(se, nodes_from_session, deco)
     opts = options or LayoutOptions()
     return _cached((fp, opts), nodes, opts, compute)
 

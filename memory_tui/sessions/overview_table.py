@@ -90,7 +90,8 @@ def table_key(session: Session, workspace_id: str, counter: Any) -> str | None:
                        n.reads, _plain_metadata(n, seen), n.created_at, n.file) for n in session.nodes.values())
         whole = (session.id, str(session.dir), session.rel, _plain(session.meta), session.order, session.head_id,
                  _plain(session.branches_meta), session.merged_heads, session.in_registry,
-                 _plain(session.registry_entry), session.updated_at, session.commit_parent_heads)
+                 _plain(session.registry_entry), session.updated_at, session.commit_parent_heads,
+                 tuple(tuple(u.__getattribute__(f) for f in u.__slots__) for u in session.unreadable))
     except ValueError:  # a value no parsed JSON holds
         return None
     return digest_key(_code_tag(), (nodes, whole, workspace_id, ctag))

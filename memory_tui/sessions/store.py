@@ -243,6 +243,55 @@ class Node:
         return self.metadata.get(key)
 
 
+@dataclass(frozen=True, slots=True)
+class UnreadableNode:
+    """A ``history/*.json`` file that exists but does not parse: what its name and readable
+    prefix still tell (its id and seq are in the file name, ``<seq>-<role>-<id>.json``; its
+    predecessor when the prefix holds the field whole) and the error."""
+
+    file: str  # state-relative posix path
+    id: str | None
+    seq: int | None
+    predecessor: str | None
+    code: str
+    message: str
+    line: int | None
+    column: int | None
+
+
+_PRED_RE = None
+
+
+def _salvage_predecessor(path: Path) -> str | None:
+    """The ``predecessor`` of a cut node file when its readable prefix holds the field whole."""
+    global _PRED_RE
+    import re
+
+    if _PRED_RE is None:
+        _PRED_RE = re.compile(r'"predecessor"\s*:\s*(null|"((?:[^"\\]|\\.)*)")')
+    try:
+        text = path.read_bytes()[: 1 << 20].decode("utf-8", "replace")
+    except OSError:
+        return None
+    m = _PRED_RE.search(text)
+    if m is None or m.group(1) == "null":
+        return None
+    try:
+        value = json.loads(f'"{m.group(2)}"')
+    except ValueError:
+        return None
+    return value if isinstance(value, str) and value else None
+
+
+def unreadable_node(path: Path, rel: str, problem: Problem) -> UnreadableNode:
+    name = path.name[:-5] if path.name.endswith(".json") else path.name
+    seq = _seq_from_name(name)
+    parts = name.split("-", 2)
+    nid = parts[2] if len(parts) == 3 and parts[2] else None
+    return UnreadableNode(rel, nid, seq, _salvage_predecessor(path), problem.code, problem.message, problem.line,
+                          problem.column)
+
+
 @dataclass(frozen=True)
 class Session:
     id: str
@@ -259,6 +308,12 @@ class Session:
     updated_at: float | None
     problems: tuple[Problem, ...] = ()
     commit_parent_heads: tuple[str, ...] = ()  # non-primary parent heads of multi-parent context commits
+    unreadable: tuple[UnreadableNode, ...] = ()  # node files that exist but do not parse
+
+    @property
+    def unreadable_predecessors(self) -> frozenset[str]:
+        """Nodes whose child is an unreadable node file: they are no tip (their child exists)."""
+        return frozenset(u.predecessor for u in self.unreadable if u.predecessor)
 
     @property
     def meta_file(self) -> str:
@@ -634,11 +689,14 @@ def load_session_dir(
     def parse(data: Any, path: Path, rel: str) -> tuple[Node | None, tuple[Problem, ...]]:
         return parse_node(data, path, rel, shared)
 
+    unreadable: list[UnreadableNode] = []
     for name in names:
         node, node_problems = _cached_read(hist / name, f"{srel}/history/{name}", parse, previous, cache_out)
         problems.extend(node_problems)
         if node is not None:
             parsed.append(node)
+        elif node_problems and node_problems[0].code == CORRUPT_FILE:
+            unreadable.append(unreadable_node(hist / name, f"{srel}/history/{name}", node_problems[0]))
     parsed.sort(key=lambda n: (n.seq, n.file))
     nodes: dict[str, Node] = {}
     for node in parsed:
@@ -721,6 +779,7 @@ def load_session_dir(
         updated_at=updated,
         problems=tuple(problems),
         commit_parent_heads=tuple(commit_heads),
+        unreadable=tuple(u for u in unreadable if u.id is None or u.id not in nodes),
     )
 
 

@@ -176,7 +176,7 @@ class MemoryApp(JobRunner, App[None]):
         m = self.model
         if m is None:
             return out
-        for p in (*m.config.problems, *m.problems):
+        for p in (*m.config.problems, *m.problems, *self._session_problems()):
             if p not in out:
                 out.append(p)
         st = m.status
@@ -189,6 +189,25 @@ class MemoryApp(JobRunner, App[None]):
                  f"the last writer run failed{' at ' + st.last_failure_at if st.last_failure_at else ''}"),
                 "memory/.scriptorium/writer-status.json",
             ))
+        return out
+
+    def _session_problems(self) -> list[Problem]:
+        """What `status` lists beside the workspace's problems: the session store's (a corrupt
+        node file, meta.json or registry) and the writer context's files (writer-status.json,
+        session-end.json), read by the same engine functions."""
+        m = self.model
+        memo = getattr(self, "_session_problems_memo", None)
+        if memo is not None and memo[0] is m:
+            return memo[1]  # one read per loaded model: the header asks on every redraw
+        snap = getattr(m, "session_snapshot", None) if m is not None else None
+        out: list[Problem] = list(snap.all_problems()) if snap is not None else []
+        try:
+            from memory_tui.sessions.reasons import load_context
+
+            out.extend(load_context(self.state_dir, now=0.0, probe=lambda _p: False).problems)
+        except OSError:
+            pass
+        self._session_problems_memo = (m, out)
         return out
 
     def problem_count(self) -> int:
@@ -358,15 +377,55 @@ class MemoryApp(JobRunner, App[None]):
         self.push_screen(ProblemsScreen(self.all_problems(), self.open_problem))
 
     def open_problem(self, problem: Problem) -> bool:
-        """Show ``problem``'s file in its view; False when no view shows that file."""
+        """Open ``problem``'s file at its line: a topic in the editor (cursor on the line), a
+        session node file as its node in Sessions (its error in the node detail), any other
+        file in ``$EDITOR`` at the line. False when nothing could be opened."""
         path = problem.path or ""
         if path.startswith("memory/"):
             path = path[len("memory/"):]
         m = self.model
-        if not path.startswith("topics/") or m is None or m.topic(path) is None:
+        if path.startswith("topics/") and m is not None and m.topic(path) is not None:
+            if problem.line:
+                from .screens.editor import open_editor
+
+                open_editor(self, path, at=(problem.line, problem.column or 1))
+                return True
+            view = "core" if path == CORE_TOPIC else "topics"
+            self.go_to(view, lambda screen: screen.reveal_topic(path))  # type: ignore[attr-defined]
+            return True
+        parts = (problem.path or "").split("/")
+        if len(parts) == 4 and parts[0] in ("sessions", "sessions-git") and parts[2] == "history":
+            sid, name = parts[1], parts[3]
+            stem = name[:-5] if name.endswith(".json") else name
+            bits = stem.split("-", 2)
+            node = bits[2] if len(bits) == 3 else None
+            self.go_to("sessions", lambda screen: screen.focus_session(sid, node))  # type: ignore[attr-defined]
+            return True
+        return self._open_file_in_editor(problem)
+
+    def _open_file_in_editor(self, problem: Problem) -> bool:
+        """Any other file with a problem (config.json, meta.json, writer-status.json …):
+        ``$EDITOR +LINE FILE`` with the terminal handed over."""
+        import subprocess
+
+        from . import record_actions as ra
+        from .screens.external_editor import editor_suspend
+
+        target = self.state_dir / (problem.path or "")
+        if not problem.path or not target.is_file():
             return False
-        view = "core" if path == CORE_TOPIC else "topics"
-        self.go_to(view, lambda screen: screen.reveal_topic(path))  # type: ignore[attr-defined]
+        try:
+            argv = ra.editor_command()
+        except ra.EditorUnavailable as exc:
+            self.notify(f"{problem.path}:{problem.line or 1}: {exc}", severity="information", timeout=10)
+            return False
+        argv = [*argv, f"+{problem.line or 1}", str(target)]
+        try:
+            with editor_suspend(self):
+                subprocess.call(argv)
+        except Exception as exc:  # noqa: BLE001 - no terminal to hand over: say where it is instead
+            self.notify(f"{problem.path}:{problem.line or 1}: cannot start the editor ({exc})", severity="warning")
+        self.action_reload()
         return True
 
     def action_reload(self) -> None:

@@ -68,11 +68,15 @@ COMMANDS: tuple[Command, ...] = (
         "Show the selected record in its topic", views=("timeline", "recent", "core"), scope="screen",
     ),
     # the Sessions view
-    Command("sessions.sort", "s", "cycle_sort", "Sort", "Sort sessions by pending, recency or title", views=("sessions",), scope="screen"),
+    Command("sessions.sort", "s", "cycle_sort", "Sort", "Sort sessions by pending, drift, recency or title", views=("sessions",), scope="screen"),
     Command(
         "sessions.node", "d", "toggle_node_detail", "Node detail",
         "Show the selected node's detail in place of the graph (a short screen has no room for both)",
         views=("sessions",), scope="screen",
+    ),
+    Command(
+        "sessions.cross", "g", "cross_link", "Other session",
+        "Cross a cross-session spawn: from either half to the other session's node", views=("sessions",), scope="screen",
     ),
     Command(
         "sessions.write", "w", "write_branch", "Write branch",

@@ -273,7 +273,8 @@ class WorkspaceModel:
             from .sessions_model import SessionsModel
 
             hit = SessionsModel.load(
-                self.state_dir, now=now, counter=counter, records=self._records.values(), snapshot=self.session_snapshot
+                self.state_dir, now=now, counter=counter, records=self._records.values(), snapshot=self.session_snapshot,
+                frame=self.frame,
             )
             self._sessions_view["model"] = hit
         return hit

@@ -30,7 +30,14 @@ from typing import Any, Callable, Iterable, Mapping
 from memory_tui.core.format.text import sanitize
 from memory_tui.core.format.tokens import TokenCounter
 from memory_tui.sessions import layout_table
-from memory_tui.sessions.graph import Layout, LayoutOptions, first_line, layout_overview, layout_session
+from memory_tui.sessions.graph import (
+    UNREADABLE_S, Decorations, Layout, LayoutOptions, first_line, layout_overview, layout_session, unreadable_id,
+)
+from memory_tui.sessions.kept import (
+    Citations, SessionDrift, kept_counts, kept_states, kept_verdict, session_drift,
+)
+from memory_tui.sessions.schedule import next_write
+from memory_tui.sessions.links import SpawnLinks, session_decorations, summary_facts, summary_reason
 from memory_tui.sessions.overview import SessionOverview
 from memory_tui.sessions.overview_table import cached_overview
 from memory_tui.sessions.reasons import Explanation, Reason, SessionExplanation, WriterContext, explain, load_context
@@ -101,6 +108,11 @@ class NodeDetailVM:
     mark_by: str | None = None  # "this workspace" | "another workspace" | None
     citations: tuple[CitationVM, ...] = ()
     analysing: bool = False  # the verdict and its reasons are still being computed (a big session)
+    kept: str | None = None  # sessions.kept state: kept | dropped | unmarked_kept (None: neither marked nor cited)
+    kept_reason: ReasonVM | None = None  # the kept verdict with its evidence
+    error: str | None = None  # an unreadable node file: its error, "path:line:col: CODE: message"
+    link: tuple[str, str] | None = None  # a node of another session: (session, node), what `g` crosses to
+    summary: ReasonVM | None = None  # a compaction summary on the head's line: the turns it covers and their state
 
     def preview(self, limit: int = 600) -> tuple[str, bool]:
         """The text cut for display, and whether it was cut ("show more")."""
@@ -160,6 +172,9 @@ class BranchVerdictVM:
     plan: DryRunVM | None = None
     planning: bool = False  # the dry run is being computed (off the UI thread); plan follows
     summary: str = ""  # sessions.summary.tip_summary: the same story as the turns
+    next_write: str = ""  # sessions.schedule: the rule that writes its pending turns next, and when
+    next_at: float | None = None  # the idle pass's time (the panel counts down to it)
+    next_evidence: tuple[EvidenceVM, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -182,10 +197,23 @@ class SessionRowVM:
     stranded: int
     in_registry: bool
     runtime_only_tips: tuple[str, ...]  # grouped: "runtime turns only"
+    kept: int = 0  # marked and cited
+    dropped: int = 0  # marked, cited by no record: written, nothing kept
+    unmarked_kept: int = 0  # cited without a mark of this workspace
+    drift: int | None = None  # turns where the mark- and citation-based pending sets disagree (None: not yet known)
+    unreadable: int = 0  # node files that do not parse
 
     @property
     def warnings(self) -> tuple[str, ...]:
         out: list[str] = []
+        if self.unreadable:
+            out.append(f"{self.unreadable} unreadable node file{'s' if self.unreadable != 1 else ''}")
+        if self.drift:
+            out.append(f"drift {self.drift}: marks and records disagree")
+        if self.dropped:
+            out.append(f"{self.dropped} written, nothing kept")
+        if self.unmarked_kept:
+            out.append(f"{self.unmarked_kept} kept without a mark")
         if self.foreign:
             out.append(f"{self.foreign} marked by another workspace")
         if self.stranded:
@@ -263,6 +291,31 @@ def citation_index(records: Iterable[Any]) -> dict[str, tuple[CitationVM, ...]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
+def citations_from_records(records: Iterable[Any], frame: Callable[[str], Any] | None = None) -> Citations:
+    """The engine's citation index (``sessions.kept``) from record view models; ``frame``
+    (the workspace model's) finds a turn's archive frame (a ``FrameVM`` with path and line)."""
+    refs = []
+    seen: set[str] = set()
+    for rec in records:
+        if rec.memory_id in seen:
+            continue  # aliases map to the same record
+        seen.add(rec.memory_id)
+        for link in getattr(rec, "source_links", ()):
+            if getattr(link, "source_id", None):
+                refs.append((link.source_id, rec.memory_id, rec.topic_path, getattr(rec, "line", 0)))
+
+    def where(source_id: str) -> tuple[str, int] | None:
+        hit = frame(source_id) if frame is not None else None
+        path, line = getattr(hit, "path", None), getattr(hit, "line", None)
+        return (path, line) if isinstance(path, str) and isinstance(line, int) else None
+
+    return Citations(refs, where if frame is not None else None)
+
+
+def citations_from_vms(index: Mapping[str, tuple[CitationVM, ...]]) -> Citations:
+    return Citations((c.source_id, c.memory_id, c.topic_path, 0) for cs in index.values() for c in cs)
+
+
 # --------------------------------------------------------------------------- the model
 
 
@@ -286,6 +339,7 @@ class SessionsModel:
         context: WriterContext | None = None,
         counter: TokenCounter | CachedCounter | None = None,
         overviews: Mapping[str, SessionOverview | None] | None = None,
+        kept_index: Citations | None = None,
     ) -> None:
         if explanation is None and (snapshot is None or context is None):
             raise ValueError("SessionsModel needs an explanation, or a snapshot and a writer context")
@@ -296,6 +350,11 @@ class SessionsModel:
         self._counter = counter
         self.overviews: dict[str, SessionOverview | None] = dict(overviews or {})
         self.citations = dict(citations or {})
+        self.kept_index: Citations = (kept_index if kept_index is not None
+                                      else citations_from_vms(self.citations) if citations is not None else Citations.empty())
+        self._decorations: dict[str, Decorations] = {}
+        self._drift: dict[str, SessionDrift] = {}
+        self._links: SpawnLinks | None = None
 
     @classmethod
     def load(
@@ -304,15 +363,21 @@ class SessionsModel:
         *,
         now: float | None = None,
         counter: TokenCounter | None = None,
-        records: Iterable[Any] = (),
+        records: Iterable[Any] | None = None,
         snapshot: SessionSnapshot | None = None,
+        frame: Callable[[str], Any] | None = None,
     ) -> "SessionsModel":
         state = Path(state_dir)
         snap = snapshot if snapshot is not None else load_sessions(state)
         ctx = load_context(state, now=time.time() if now is None else now)
         cc = cached_counter(counter)
         overviews = {sid: cached_overview(s, ctx.workspace_id, cc) for sid, s in snap.sessions.items()}
-        model = cls(snapshot=snap, context=ctx, counter=cc, overviews=overviews, citations=citation_index(records))
+        # without the records (``None``) what memory kept is unknown, and no turn is called dropped
+        known = records is not None
+        records = tuple(records or ())
+        cites = citation_index(records)
+        model = cls(snapshot=snap, context=ctx, counter=cc, overviews=overviews, citations=cites,
+                    kept_index=citations_from_records(records, frame) if known else Citations.empty())
         if any(o is None for o in overviews.values()) or sum(o.walk_total for o in overviews.values() if o) < INLINE_WALKS:
             model.explain_now()
         return model
@@ -392,6 +457,8 @@ class SessionsModel:
                     tokens = max(tokens, ta.pending_tokens)
             figures = (live, len(se.tips), len(pending), tokens, len(foreign), len(stranded), se.runtime_only_tips)
         live, tips, pending_turns, tokens, foreign_n, stranded_n, runtime_only = figures
+        counts = kept_counts(self.decorations(sid).kept)
+        drift = self.drift(sid)
         ends = self.context.session_end or {}
         handled = ends.get(sid) if isinstance(ends, Mapping) else None
         handled = float(handled) if isinstance(handled, (int, float)) and not isinstance(handled, bool) else None
@@ -412,18 +479,52 @@ class SessionsModel:
             stranded=stranded_n,
             in_registry=session.in_registry,
             runtime_only_tips=tuple(sanitize(t) for t in runtime_only),
+            kept=counts["kept"],
+            dropped=counts["dropped"],
+            unmarked_kept=counts["unmarked_kept"],
+            drift=drift.count if drift is not None else None,
+            unreadable=len(session.unreadable),
         )
 
     def rows(self) -> tuple[SessionRowVM, ...]:
         return tuple(self.row(sid) for sid in self._sessions())
 
+    # ---- beyond the marks: kept, drift, links, summaries (issue: "beyond the mark")
+    @property
+    def spawn_links(self) -> SpawnLinks:
+        if self._links is None:
+            self._links = SpawnLinks(self._sessions())
+        return self._links
+
+    def kept(self, sid: str) -> dict[str, str]:
+        return dict(self.decorations(sid).kept)
+
+    def decorations(self, sid: str) -> Decorations:
+        """What the graph draws beyond the session's files, once per session per load."""
+        hit = self._decorations.get(sid)
+        if hit is None:
+            hit = self._decorations[sid] = session_decorations(self.session_data(sid), self.kept_index, self.workspace_id,
+                                                               self.spawn_links)
+        return hit
+
+    def drift(self, sid: str) -> SessionDrift | None:
+        """The session's drift, once it is explained (``None`` before: a big session's
+        analysis runs in the background)."""
+        hit = self._drift.get(sid)
+        if hit is None:
+            if not self.explained:
+                return None
+            hit = self._drift[sid] = session_drift(self.session(sid).analysis, self.kept_index)
+        return hit
+
     def layout(self, sid: str, options: LayoutOptions | None = None) -> Layout:
         ov = self.overviews.get(sid)
+        deco = self.decorations(sid)
         if ov is not None:
-            laid = layout_overview(ov, options, layout_table.layout)
+            laid = layout_overview(ov, options, layout_table.layout, deco)
             assert laid is not None  # None only from a compute that looks up without laying out
             return laid
-        return layout_session(self.session(sid), options, layout_table.layout)
+        return layout_session(self.session(sid), options, layout_table.layout, deco)
 
     def layout_ready(self, sid: str) -> Layout | None:
         """The open's layout when it is had without laying a big session out (a small session,
@@ -432,7 +533,7 @@ class SessionsModel:
         ov = self.overviews.get(sid)
         if ov is None or len(ov.session.nodes) < layout_table.MIN_NODES:
             return self.layout(sid)
-        return layout_overview(ov, None, layout_table.lookup)
+        return layout_overview(ov, None, layout_table.lookup, self.decorations(sid))
 
     def locate(self, source_id: str) -> tuple[str, str] | None:
         """A citation's source id -> (session, node) when that node exists here."""
@@ -470,7 +571,10 @@ class SessionsModel:
         session = self.session_data(sid)
         node = session.nodes.get(node_id)
         if node is None:
-            raise KeyError(f"no node {node_id} in session {sid}")
+            special = self._special_detail(session, node_id)
+            if special is None:
+                raise KeyError(f"no node {node_id} in session {sid}")
+            return special
         verdict = None if analysing else self.session(sid).nodes.get(node_id)
         state = self.layout(sid).nodes[node_id].state
         mark = node.metadata.get(MARK_KEY)
@@ -478,6 +582,17 @@ class SessionsModel:
         if isinstance(mark, str) and mark:
             mark_by = "this workspace" if mark == self.workspace_id else "another workspace"
         covers = node.covers_ids or ()
+        kept_state = self.decorations(sid).kept.get(node_id)
+        kept_reason = None
+        if kept_state is not None:
+            kv = kept_verdict(session, node_id, kept_state, self.kept_index)
+            kept_reason = ReasonVM(sanitize(kept_state), sanitize(kv.message),
+                                   tuple(EvidenceVM(sanitize(f), sanitize(k), _value(v)) for f, k, v in kv.evidence))
+        summary = None
+        if covers:
+            facts = next((f for f in summary_facts(session, self.kept_index, self.workspace_id) if f.node_id == node_id), None)
+            if facts is not None:
+                summary = reason_vm(summary_reason(facts, session))
         caller = node.caller if node.is_spawn_root and not node.predecessor and node.caller not in ("", "ROOT") else None
         return NodeDetailVM(
             session_id=sid,
@@ -504,7 +619,51 @@ class SessionsModel:
             mark_by=mark_by,
             citations=self.citations.get(f"{PROVIDER}/{sid}/{node_id}", ()),
             analysing=analysing,
+            kept=kept_state,
+            kept_reason=kept_reason,
+            summary=summary,
         )
+
+    def is_special_node(self, sid: str, node_id: str) -> bool:
+        """A graph node that is no readable node: an unreadable file, or another session's node."""
+        return self._special_detail(self.session_data(sid), node_id) is not None
+
+    def cross_target(self, sid: str, node_id: str) -> tuple[str, str] | None:
+        """Where `g` goes from ``node_id``: the other half of a cross-session spawn."""
+        links = self.spawn_links
+        for local, osid, onode in (*links.links_in(sid), *links.links_out(sid)):
+            if node_id in (local, f"@{osid}/{onode}"):
+                return osid, onode
+        return None
+
+    def _special_detail(self, session: Session, node_id: str) -> NodeDetailVM | None:
+        """The detail of a graph node that is no readable node of this session: an unreadable
+        node file (its error) or a node of another session (the link `g` crosses)."""
+        for u in session.unreadable:
+            if unreadable_id(u) == node_id:
+                where = u.file + (f":{u.line}" if u.line else "") + (f":{u.column}" if u.column else "")
+                error = sanitize(f"{where}: {u.code}: {u.message}")
+                reason = ReasonVM("unreadable_node_file", sanitize(
+                    "the node file does not parse: OpenProgram cannot read this turn either; its children keep "
+                    "their place and its predecessor is no tip"),
+                    (EvidenceVM(sanitize(u.file), "", _value(u.message)),))
+                return NodeDetailVM(
+                    session_id=session.id, node_id=node_id, role="unreadable", stored_role="?", time="",
+                    text="", first_line=sanitize(u.file.rsplit("/", 1)[-1]), file=u.file, state=UNREADABLE_S,
+                    verdict=None, tip=None, reasons=(reason,), error=error)
+        if node_id.startswith("@"):
+            for local, osid, onode in (*self.spawn_links.links_in(session.id), *self.spawn_links.links_out(session.id)):
+                if node_id == f"@{osid}/{onode}":
+                    reasons = tuple(reason_vm(r) for r in self.spawn_links.reasons(session.id)
+                                    if onode in r.message and osid in r.message)
+                    other = self._sessions().get(osid)
+                    title = sanitize(other.title) if other is not None else ""
+                    return NodeDetailVM(
+                        session_id=session.id, node_id=node_id, role="link", stored_role="link", time="",
+                        text=sanitize(f"session {osid} ({title}), node {onode}: press g to open it there"),
+                        first_line=sanitize(f"session {osid}, node {onode}"), file=other.meta_file if other else "",
+                        state="link", verdict=None, tip=None, reasons=reasons, link=(osid, onode))
+        return None
 
     def branch_verdict(self, sid: str, tip: str, *, plan: DryRunVM | None = None, planning: bool = False) -> BranchVerdictVM:
         se = self.session(sid)
@@ -512,6 +671,7 @@ class SessionsModel:
         if te is None:
             raise KeyError(f"{tip} is not a tip of {sid}")
         ta = te.analysis
+        nw = next_write(se.analysis, ta, self.context) if ta.pending else None
         pending = tuple(r.id for r in ta.pending)
         held = held_ids(te)
         records = len(ta.recordset.records)
@@ -544,6 +704,9 @@ class SessionsModel:
             plan=plan,
             planning=planning and plan is None,
             summary=tip_summary(te, self.threshold),
+            next_write=sanitize(nw.text) if nw is not None else "",
+            next_at=nw.at if nw is not None else None,
+            next_evidence=tuple(EvidenceVM(sanitize(f), sanitize(k), _value(v)) for f, k, v in nw.evidence) if nw else (),
         )
 
 

@@ -55,7 +55,9 @@ def test_every_node_glyph_agrees_with_openprogram(model, expected, ascii_):
     for sid in expected["sessions"]:
         session = model.session(sid).session
         lay = model.layout(sid, G.LayoutOptions(collapse=False))
-        assert set(lay.row_of) == set(session.nodes)
+        # every node, plus one node per other session this one is linked to (a cross-session spawn)
+        assert {n for n in lay.row_of if not n.startswith("@")} == set(session.nodes)
+        assert all(lay.nodes[n].state == G.LINK_S for n in lay.row_of if n.startswith("@"))
         for nid in session.nodes:
             row = lay.rows[lay.row_of[nid]]
             want = expected_state(sid, nid, expected, session)
@@ -124,7 +126,8 @@ def test_structures_from_the_readme_are_drawn(model):
     assert G.SPAWN_M in f6.nodes["b00000000002"].markers
     cross = model.node_detail("local_0c0c0c0c0c", "c00000000001")
     assert cross.spawn_branch_root and cross.spawn_caller == "b00000000001_reply"
-    assert "another session" in model.layout("local_0c0c0c0c0c").nodes["c00000000001"].note
+    # the other half is named: its session and node
+    assert "b00000000001_reply in session local_f6e5d4c3b2" in model.layout("local_0c0c0c0c0c").nodes["c00000000001"].note
     a1 = model.layout("local_a1b2c3d4e5")
     summary_row = a1.rows[a1.row_of["summary_601f10339a"]]
     assert summary_row.node.state == G.SUMMARY_S and a1.parents["summary_601f10339a"] == ("ROOT",)

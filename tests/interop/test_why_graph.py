@@ -6,6 +6,8 @@ from __future__ import annotations
 from memory_tui.cli import main
 from memory_tui.sessions import graph as G
 from memory_tui.sessions.reasons import explain, load_context
+from memory_tui.sessions.kept import citations_for_state
+from memory_tui.sessions.links import SpawnLinks, session_decorations
 from memory_tui.sessions.store import load_sessions
 
 NOW = "1796100000"
@@ -23,8 +25,15 @@ def test_graph_is_the_layout_the_view_draws(fixture_state_ro, capsys):
         rc, out, err = run(capsys, *argv, *(["--ascii"] if ascii_ else []))
         assert rc == 0, err
         snap = load_sessions(fixture_state_ro)
-        ex = explain(snap, load_context(fixture_state_ro, now=float(NOW)))
-        want = G.draw(G.layout_session(ex.sessions["local_f6e5d4c3b2"]), ascii=ascii_, max_lanes=16, width=200)
+        ctx = load_context(fixture_state_ro, now=float(NOW))
+        ex = explain(snap, ctx)
+        se = ex.sessions["local_f6e5d4c3b2"]
+        # the view's layout, with what it draws beyond the session's files (kept states, the
+        # cross-session spawn's other half)
+        deco = session_decorations(se.session, citations_for_state(fixture_state_ro)[0], ctx.workspace_id,
+                                   SpawnLinks.of(snap))
+        want = G.draw(G.layout_session(se, None, None, deco), ascii=ascii_, max_lanes=16, width=200)
+        assert any(line.startswith(("⇄", "&")) or " ⇄ " in line or " & " in line for line in want)
         lines = out.splitlines()
         assert lines[1:1 + len(want)] == want
         assert lines[0].startswith("session local_f6e5d4c3b2")

@@ -26,7 +26,7 @@ class SessionWidgetsApp(App):
     #side { width: 2fr; }
     """
 
-    def __init__(self, state_dir: Path, session_id: str, *, records=(), plan: bool = True,
+    def __init__(self, state_dir: Path, session_id: str, *, records=None, plan: bool = True,
                  tweak: dict | None = None, ascii: bool = False, select: str | None = None) -> None:
         super().__init__()
         self.state_dir = Path(state_dir)

@@ -35,12 +35,19 @@ async def test_malformed_topic_is_listed_and_enter_opens_it(tmp_path):
         lst.highlighted = rows.index(notes[0])
         await pilot.press("enter")
         await pilot.pause()
-        assert isinstance(app.screen, TopicsScreen)
-        assert app.screen.tree.cursor_node.data == TopicNode("topics/notes.md")
-        assert "topics/notes.md:3:1" in str(app.screen.query_one("#topic-records").get_option_at_index(0).prompt)
+        # the file opens at its line: the editor on the topic, the cursor on line 3
+        from memory_tui.tui.screens.editor import EditorScreen
+
+        assert isinstance(app.screen, EditorScreen) and app.screen.path == "topics/notes.md"
+        assert app.screen.editor.cursor_location[0] == 2
+        await pilot.press("escape")  # back to the list of problems, the next one to fix
+        await pilot.pause()
+        assert isinstance(app.screen, ProblemsScreen)
 
 
-async def test_corrupt_config_json_is_a_problem_not_a_silent_default(tmp_path):
+async def test_corrupt_config_json_is_a_problem_not_a_silent_default(tmp_path, monkeypatch):
+    monkeypatch.delenv("EDITOR", raising=False)
+    monkeypatch.delenv("VISUAL", raising=False)
     state = write_minimal_state(tmp_path / "cfg", {"topics/a-good.md": GOOD})
     (state / "config.json").write_text('{"memory": {\n  "backend": }\n')
     app = make_app(state)
@@ -48,7 +55,7 @@ async def test_corrupt_config_json_is_a_problem_not_a_silent_default(tmp_path):
         await pilot.press("p")
         rows = [r for r in _rows(app) if r.problem.path == "config.json"]
         assert rows and rows[0].problem.line == 2, [r.problem for r in _rows(app)]
-        await pilot.press("enter")  # config.json is shown in no view: the screen stays, says so
+        await pilot.press("enter")  # shown in no view and no $EDITOR to open it in: the screen stays, says so
         assert isinstance(app.screen, ProblemsScreen)
         await pilot.press("escape")
         assert not isinstance(app.screen, ProblemsScreen)

@@ -52,10 +52,10 @@ def _open(session: str | None = SID, node: str | None = None, *, side: str | Non
 
 
 def test_session_list(snap_compare, fixture_copy):
-    # Sorted by recency (`s` once): the rows pack their facts into the list's width.
+    # Sorted by recency (`s` twice: pending, drift, recency): the rows pack their facts into the list's width.
     async def run_before(pilot):
         await settle(pilot, pilot.app)
-        await pilot.press("5", "s")
+        await pilot.press("5", "s", "s")
         await pilot.pause()
 
     assert snap_compare(make_app(fixture_copy), terminal_size=(120, 40), run_before=run_before)
@@ -225,7 +225,9 @@ async def test_a_big_session_paints_before_its_reasons(fixture_copy, monkeypatch
         screen = app.screen
         sm = screen.sessions
         assert not sm.explained
-        assert sm.rows() == want_rows  # the list's figures come from the overview
+        # the list's figures come from the overview; the drift (a citation set against the
+        # branches' pending sets) follows with the analysis
+        assert [replace(r, drift=None) for r in want_rows] == list(sm.rows())
         graph = screen.query_one("#sessions-graph")
         assert graph.layout_data is not None and graph.rendered_rows > 0
         assert "analysing" in screen.query_one("#sessions-verdict").plain
@@ -244,6 +246,7 @@ async def test_a_big_session_paints_before_its_reasons(fixture_copy, monkeypatch
                 break
             await pilot.pause(0.02)
         assert sm.explained
+        assert sm.rows() == want_rows
         assert screen.verdict is not None
         assert (screen.verdict.tip, screen.verdict.reasons, screen.verdict.pending_ids) == \
                (want_verdict.tip, want_verdict.reasons, want_verdict.pending_ids)
@@ -324,3 +327,53 @@ async def test_a_live_resize_shows_the_pane_that_has_the_focus(fixture_copy):
         await pilot.resize_terminal(80, 24)
         await pilot.pause()
         assert screen.pane == "detail" and app.focused is graph
+
+
+# ---------------------------------------------------------------------------- beyond the mark
+# One state shows all five: the owner deleted the record that alone kept a written turn of the
+# sub-agent session (written, nothing kept; drift), the stranded turn is cited without its mark
+# (kept without a mark), the sub-agent's branch root names the other session (the link), every
+# pending branch says when it will be written, and the compaction summary names what it covers.
+
+
+@pytest.fixture(scope="module")
+def beyond_copy(_fixture_master, tmp_path_factory):
+    import json
+
+    from memory_tui.cli import main
+
+    dest = tmp_path_factory.mktemp("beyond-snap") / ".openprogram"
+    shutil.copytree(_fixture_master, dest, symlinks=True)
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["--state", str(dest), "why", "local_0c0c0c0c0c", "--json"]) == 0
+    turns = json.loads(out.getvalue())["sessions"]["local_0c0c0c0c0c"]["kept"]["turns"]
+    sole = next(t for t in turns if t["state"] == "kept" and len(t["records"]) == 1)
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["--state", str(dest), "record", "delete", sole["records"][0]["memory_id"]]) == 0
+    return dest
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24), (40, 12)], ids=["120x40", "80x24", "40x12"])
+def test_beyond_the_mark(snap_compare, beyond_copy, size):
+    # drift sort (`s`), the sub-agent session, its branch root: dropped glyph, the link node
+    # above it, the next write in the verdict panel
+    app = make_app(beyond_copy)
+    assert snap_compare(app, terminal_size=size, run_before=_open("local_0c0c0c0c0c", "c00000000001"))
+
+
+def test_beyond_the_mark_legend(snap_compare, beyond_copy):
+    app = make_app(beyond_copy)
+    assert snap_compare(app, terminal_size=(120, 40),
+                        run_before=_open("local_0c0c0c0c0c", "c00000000001", side="sessions-legend"))
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24), (40, 12)], ids=["120x40", "80x24", "40x12"])
+def test_beyond_the_mark_summary_and_kept(snap_compare, beyond_copy, size):
+    # the compaction summary's detail names the turns it covers; the stranded turn is kept
+    # without a mark (its marker after the lanes)
+    app = make_app(beyond_copy)
+    assert snap_compare(app, terminal_size=size, run_before=_open(SID, "summary_601f10339a", side="sessions-node"))

@@ -59,8 +59,10 @@ class EditorScreen(Screen[None]):
     LIST_ROWS = 8
     SHORT = 1 + (TEXT_ROWS + 2) + LIST_ROWS + 1
 
-    def __init__(self, state_dir: Path, path: str, *, ascii: bool = False, git_env=None) -> None:
+    def __init__(self, state_dir: Path, path: str, *, ascii: bool = False, git_env=None,
+                 at: tuple[int, int] | None = None) -> None:
         super().__init__()
+        self.at = at  # (line, column), 1-based: where the cursor starts (a problem's location)
         self.state_dir = Path(state_dir)
         self.path = path
         self.ascii = ascii
@@ -83,6 +85,9 @@ class EditorScreen(Screen[None]):
     def on_mount(self) -> None:
         self.editor.mark_saved(self._text, self._revision)
         self.editor.focus()
+        if self.at is not None:
+            line, col = self.at
+            self.editor.move_cursor((max(0, line - 1), max(0, col - 1)), center=True)
         # A file can be invalid before the owner types a key (a hand edit outside, a
         # writer's bug): its errors show from the start, not after the first change.
         self.editor.request_validation()
@@ -253,9 +258,9 @@ class EditorScreen(Screen[None]):
         self.app.push_screen(UnsavedDialog(self.path), chosen)
 
 
-def open_editor(app, path: str) -> EditorScreen:
-    """Push the editor on ``path`` (the view screens' ``e``)."""
+def open_editor(app, path: str, at: tuple[int, int] | None = None) -> EditorScreen:
+    """Push the editor on ``path`` (the view screens' ``e``), the cursor at ``at`` (line, column)."""
     opts = getattr(app, "job_context_options", {}) or {}
-    screen = EditorScreen(app.state_dir, path, ascii=getattr(app, "ascii_mode", False), git_env=opts.get("git_env"))
+    screen = EditorScreen(app.state_dir, path, ascii=getattr(app, "ascii_mode", False), git_env=opts.get("git_env"), at=at)
     app.push_screen(screen)
     return screen

@@ -38,7 +38,7 @@ from ..widgets.records import highlighted_key, restore_highlight
 from ..widgets.session_graph import SessionGraph, legend_text
 from .base import ViewScreen, flat, one_line, plural
 
-SORTS = ("pending", "recency", "title")
+SORTS = ("pending", "drift", "recency", "title")
 
 
 class SessionOption(Option):
@@ -61,6 +61,8 @@ def sort_rows(rows: tuple[SessionRowVM, ...], key: str) -> list[SessionRowVM]:
         return sorted(rows, key=lambda r: (-(r.updated_at or 0.0), r.session_id))
     if key == "title":
         return sorted(rows, key=lambda r: ((r.title or "\uffff").lower(), r.session_id))
+    if key == "drift":  # where the marks and the records disagree most first
+        return sorted(rows, key=lambda r: (-(r.drift or 0), -(r.dropped + r.unmarked_kept), -r.pending_turns, r.session_id))
     return sorted(rows, key=lambda r: (-r.pending_turns, -r.pending_tokens, r.session_id))
 
 
@@ -457,7 +459,7 @@ class SessionsScreen(ViewScreen):
         sm = self.sessions
         if sm is None:
             return
-        known = nid in sm.session_data(sid).nodes
+        known = nid in sm.session_data(sid).nodes or sm.is_special_node(sid, nid)
         if self._node_shown != (sid, nid):
             self._node_shown = (sid, nid)
             self._side_to_top()
@@ -592,6 +594,22 @@ class SessionsScreen(ViewScreen):
             # a taller screen shows the node detail beside the graph: nothing to swap
             return self.has_class("-short") and self.selected_session() is not None
         return super().check_action(action, parameters)
+
+    def action_cross_link(self) -> None:
+        """`g`: from a node standing for another session (or a spawn root / spawning node with a
+        link) to that session's node, the graph there scrolled to it."""
+        sm = self.sessions
+        row = self.selected_session()
+        graph = self.query_one("#sessions-graph", SessionGraph)
+        node = graph.selected_node
+        if sm is None or row is None or node is None:
+            return
+        target = sm.cross_target(row.session_id, node.id)
+        if target is None:
+            self.notify("No other session is linked to this node (only a cross-session spawn is).", severity="information")
+            return
+        if not self.focus_session(*target):
+            self.notify(f"Session {target[0]} is not here.", severity="warning")
 
     def action_cycle_sort(self) -> None:
         self.sort_key = SORTS[(SORTS.index(self.sort_key) + 1) % len(SORTS)]

@@ -81,7 +81,19 @@ def raw_times(reasons) -> str | None:
     return "exact values:\n" + "\n".join(seen) if seen else None
 
 
-def verdict_lines(vm: BranchVerdictVM, *, ascii: bool = False) -> list[tuple[int, Text]]:
+def countdown(at: float | None, now: float | None) -> str:
+    """Time left to ``at`` (the idle pass), moving with ``now``."""
+    if at is None or now is None:
+        return ""
+    left = int(at - now)
+    if left <= 0:
+        return "due now"
+    h, rest = divmod(left, 3600)
+    m = (rest + 59) // 60
+    return f"in {h} h {m} min" if h else f"in {m} min"
+
+
+def verdict_lines(vm: BranchVerdictVM, *, ascii: bool = False, now: float | None = None) -> list[tuple[int, Text]]:
     """The panel as ``(indent, line)`` pairs: a line wider than the panel wraps under its own
     first character (a reason's continuation hangs under the reason, not at the margin)."""
     lines: list[tuple[int, Text]] = []
@@ -98,6 +110,11 @@ def verdict_lines(vm: BranchVerdictVM, *, ascii: bool = False) -> list[tuple[int
         add(0, (f"stranded: {', '.join(vm.stranded_ids)}", ""))
     if vm.foreign_ids:
         add(0, (f"marked by another workspace: {', '.join(vm.foreign_ids)}", ""))
+    if vm.next_write:
+        left = countdown(vm.next_at, now)
+        add(0, ("next write: ", "bold"), (vm.next_write, ""), (f" ({left})" if left else "", "bold"))
+        for ev in vm.next_evidence:
+            add(4, (evidence_line(ev), "dim"))
     add(0)
     add(0, ("why", "bold underline"))
     if not vm.reasons:
@@ -129,19 +146,20 @@ def verdict_lines(vm: BranchVerdictVM, *, ascii: bool = False) -> list[tuple[int
     return lines
 
 
-def verdict_text(vm: BranchVerdictVM, *, ascii: bool = False) -> Text:
+def verdict_text(vm: BranchVerdictVM, *, ascii: bool = False, now: float | None = None) -> Text:
     """The panel as one text (the indents as spaces): what a test or a plain dump reads."""
     out = Text()
-    for indent, line in verdict_lines(vm, ascii=ascii):
+    for indent, line in verdict_lines(vm, ascii=ascii, now=now):
         out.append(" " * indent)
         out.append_text(line)
         out.append("\n")
     return out
 
 
-def verdict_renderable(vm: BranchVerdictVM, *, ascii: bool = False) -> Group:
+def verdict_renderable(vm: BranchVerdictVM, *, ascii: bool = False, now: float | None = None) -> Group:
     """What the panel draws: each line padded by its indent, so its wrapped part keeps it."""
-    parts = [Padding(line, (0, 0, 0, indent)) if indent else line for indent, line in verdict_lines(vm, ascii=ascii)]
+    parts = [Padding(line, (0, 0, 0, indent)) if indent else line
+             for indent, line in verdict_lines(vm, ascii=ascii, now=now)]
     return Group(*parts, Text(""))  # the blank line that parts it from the node detail below
 
 
@@ -170,11 +188,27 @@ class BranchVerdict(Static, can_focus=False):
         self.plain = ""  # what the panel shows, as plain text (its lines at their indents)
         self.analysing = False  # the placeholder is up (no vm yet): redrawn when the glyphs switch
 
+    def on_mount(self) -> None:
+        # the countdown to the idle pass moves while the panel is up (the app's clock)
+        self.set_interval(30, self._tick)
+
+    def _now(self) -> float | None:
+        now = getattr(self.app, "now", None)
+        try:
+            return now().timestamp() if now is not None else None
+        except Exception:  # noqa: BLE001 - a panel outside the app: no countdown
+            return None
+
+    def _tick(self) -> None:
+        if self.vm is not None and self.vm.next_at is not None:
+            self.show(self.vm)
+
     def show(self, vm: BranchVerdictVM | None) -> None:
         self.vm = vm
         self.analysing = False
-        self.plain = verdict_text(vm, ascii=self.ascii_mode).plain if vm is not None else "no branch selected"
-        self.update(verdict_renderable(vm, ascii=self.ascii_mode) if vm is not None else "no branch selected")
+        now = self._now() if self.is_attached else None
+        self.plain = verdict_text(vm, ascii=self.ascii_mode, now=now).plain if vm is not None else "no branch selected"
+        self.update(verdict_renderable(vm, ascii=self.ascii_mode, now=now) if vm is not None else "no branch selected")
         self.tooltip = raw_times(vm.reasons) if vm is not None else None
 
     def show_analysing(self) -> None:
@@ -188,8 +222,7 @@ class BranchVerdict(Static, can_focus=False):
 
     def watch_ascii_mode(self) -> None:
         if self.vm is not None:
-            self.plain = verdict_text(self.vm, ascii=self.ascii_mode).plain
-            self.update(verdict_renderable(self.vm, ascii=self.ascii_mode))
+            self.show(self.vm)
         elif self.analysing:
             self.show_analysing()  # the placeholder follows the glyphs too
 

@@ -49,7 +49,13 @@ def detail_text(vm: NodeDetailVM, *, ascii: bool = False, show_more: bool = Fals
     if vm.time:
         out.append(f"  {vm.time}")
     out.append("\n")
-    if vm.analysing:
+    if vm.error is not None:
+        out.append("unreadable node file\n", "bold red")
+        out.append(f"{vm.error}\n")
+    elif vm.link is not None:
+        out.append(f"another session: {vm.link[0]}, node {vm.link[1]}  ", "bold")
+        out.append("[g] open it\n", "bold")
+    elif vm.analysing:
         out.append(f"verdict: analysing the session's branches{'...' if ascii else '…'}\n", "dim")
     else:
         verdict = vm.verdict or "graph root"
@@ -65,14 +71,27 @@ def detail_text(vm: NodeDetailVM, *, ascii: bool = False, show_more: bool = Fals
         facts.append(("spawn_branch_root", "yes"))
     if vm.covers_ids:
         facts.append(("covers_ids", ", ".join(vm.covers_ids)))
-    if vm.mark:
-        facts.append(("mark", f"{vm.mark} ({vm.mark_by})"))
-    else:
-        facts.append(("mark", "none"))
+    if vm.error is None and vm.link is None:
+        if vm.mark:
+            facts.append(("mark", f"{vm.mark} ({vm.mark_by})"))
+        else:
+            facts.append(("mark", "none"))
     for key, value in facts:
         out.append(f"{key}: ", "bold")
         out.append(f"{value}\n")
     out.append(f"file: {vm.file}\n", "dim")
+    kept_line = {"kept": (g.states[G.WRITTEN_S], "written and kept"), "dropped": (g.states[G.DROPPED_S], "written, nothing kept"),
+                 "unmarked_kept": (g.markers[G.KEPT_M], "kept without a mark")}.get(vm.kept or "")
+    if kept_line is not None and vm.kept_reason is not None:
+        out.append(f"{kept_line[0]} {kept_line[1]}: ", "bold")
+        out.append(f"{vm.kept_reason.message}\n")
+        for ev in vm.kept_reason.evidence:
+            out.append(f"  {evidence_line(ev)}\n", "dim")
+    if vm.summary is not None:
+        out.append(f"{g.markers[G.SUMMARY_HEAD_M]} {vm.summary.code}: ", "bold")
+        out.append(f"{vm.summary.message}\n")
+        for ev in vm.summary.evidence:
+            out.append(f"  {evidence_line(ev)}\n", "dim")
     out.append("\n")
     body, cut = (vm.text, False) if show_more else vm.preview(PREVIEW_CHARS)
     out.append(body or "(no text)")

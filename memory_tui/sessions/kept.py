@@ -1,0 +1,307 @@
+"""What memory *kept* of a session, beside what its marks say was *written*.
+
+A mark (``metadata.memory_written_scriptorium``) means "handed to a writer run that changed
+memory", not "cited": a writer that folds a five-turn batch into one paragraph citing one turn
+marks all five. Whether a record holds a turn is a different fact, read from the topics: a
+record cites ``openprogram/<session>/<node>`` and the archive holds that frame. So for every
+turn this module tells apart
+
+* ``kept`` — marked by this workspace and cited (the citing records are named);
+* ``dropped`` — marked by this workspace, cited by no record ("written, nothing kept": the
+  writer dropped it, or a later edit removed the record);
+* ``unmarked_kept`` — cited by a record but carrying no mark of this workspace (backfill, a
+  removed mark, another machine's mark).
+
+and, per session, the *drift* between two pending sets over the turns a live tip reaches: the
+mark-based one (OpenProgram's ``pending_ids``) and the citation-based one (records whose
+content no record cites). Both are computed from the snapshot each time they are asked for;
+nothing here is kept between calls (the inputs' own caches make it cheap).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+from memory_tui.core.format.sources import split_source_id
+
+from .records import MARK_KEY, SessionAnalysis
+from .store import Session
+
+KEPT, DROPPED, UNMARKED_KEPT = "kept", "dropped", "unmarked_kept"
+KEPT_STATES = (KEPT, DROPPED, UNMARKED_KEPT)
+PROVIDER = "openprogram"
+
+# drift kinds: the marks and the citations disagree about a turn a live tip reaches
+MARKED_NOT_CITED = "marks_done_not_cited"  # not pending by the marks, but no record cites it
+CITED_BUT_PENDING = "cited_but_pending"  # pending by the marks, but a record already cites it
+
+
+@dataclass(frozen=True, slots=True)
+class CitingRecord:
+    """One record citing one turn's source id."""
+
+    memory_id: str
+    topic_path: str  # workspace-relative ("topics/people/ada.md")
+    line: int
+    source_id: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"memory_id": self.memory_id, "topic_path": self.topic_path, "line": self.line, "source_id": self.source_id}
+
+
+FrameLookup = Callable[[str], "tuple[str, int] | None"]  # source id -> (archive path, line) or None
+
+
+class Citations:
+    """Which records cite which session turn, and where each turn's archive frame is.
+
+    Built from the records' source refs (the topic tree, or the app's record view models);
+    only ``openprogram/<session>/<node>`` refs name a turn. ``frame`` finds a turn's archive
+    frame when a verdict is worded (never for every turn at once)."""
+
+    def __init__(self, refs: Iterable[tuple[str, str, str, int]], frame: FrameLookup | None = None,
+                 memory_rel: str = "memory", *, known: bool = True) -> None:
+        # ``known``: the records were read. Unknown citations (the topics could not be read,
+        # or the caller has none to give) claim nothing: no turn is called dropped or kept.
+        self.known = known
+        by_node: dict[tuple[str, str], list[CitingRecord]] = {}
+        for source_id, memory_id, topic_path, line in refs:
+            parts = split_source_id(source_id)
+            if parts is None or parts[0] != PROVIDER:
+                continue
+            bucket = by_node.setdefault((parts[1], parts[2]), [])
+            if all(c.memory_id != memory_id for c in bucket):
+                bucket.append(CitingRecord(memory_id, topic_path, int(line or 0), source_id))
+        self._by_node = {k: tuple(v) for k, v in by_node.items()}
+        self._frame = frame
+        self.memory_rel = memory_rel
+
+    @classmethod
+    def from_view(cls, view: Any, memory_rel: str = "memory") -> "Citations":
+        """From a :class:`~memory_tui.core.store.workspace.StateView` (its topic tree and archives)."""
+        tree = getattr(view, "tree", None)
+        sources = getattr(view, "sources", None)
+        refs = ((ref, u.memory_id, u.path, u.line) for u in (tree.units if tree is not None else ()) for ref in u.source_refs)
+
+        def frame(source_id: str) -> tuple[str, int] | None:
+            fr = sources.frame(source_id) if sources is not None else None
+            return None if fr is None else (fr.path, fr.line)
+
+        return cls(refs, frame, memory_rel)
+
+    @classmethod
+    def empty(cls) -> "Citations":
+        """Citations not known (no topics read): every kept verdict is withheld."""
+        return cls((), known=False)
+
+    def of(self, session_id: str, node_id: str) -> tuple[CitingRecord, ...]:
+        return self._by_node.get((session_id, node_id), ())
+
+    def cited(self, session_id: str, node_id: str) -> bool:
+        return (session_id, node_id) in self._by_node
+
+    def frame(self, session_id: str, node_id: str) -> tuple[str, int] | None:
+        if self._frame is None:
+            return None
+        for c in self.of(session_id, node_id):
+            hit = self._frame(c.source_id)
+            if hit is not None:
+                return hit
+        return self._frame(f"{PROVIDER}/{session_id}/{node_id}")
+
+
+def kept_states(session: Session, citations: Citations, workspace_id: str) -> dict[str, str]:
+    """Node id -> ``kept`` / ``dropped`` / ``unmarked_kept`` for every turn that is marked by
+    this workspace or cited (other nodes are absent)."""
+    out: dict[str, str] = {}
+    if not citations.known:
+        return out
+    sid = session.id
+    for nid, node in session.nodes.items():
+        if node.is_root:
+            continue
+        mine = bool(workspace_id) and node.metadata.get(MARK_KEY) == workspace_id
+        cited = citations.cited(sid, nid)
+        if mine:
+            out[nid] = KEPT if cited else DROPPED
+        elif cited:
+            out[nid] = UNMARKED_KEPT
+    return out
+
+
+@dataclass(frozen=True)
+class KeptVerdict:
+    """One turn's kept state with what proves it (``evidence``: (file, field, value))."""
+
+    node_id: str
+    state: str
+    records: tuple[CitingRecord, ...]
+    mark: Any
+    archive: tuple[str, int] | None  # the archive frame of the turn, when it is archived
+    message: str
+    evidence: tuple[tuple[str, str, Any], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.node_id,
+            "state": self.state,
+            "records": [r.to_json() for r in self.records],
+            "mark": self.mark,
+            "archive": None if self.archive is None else {"path": self.archive[0], "line": self.archive[1]},
+            "message": self.message,
+            "evidence": [{"file": f, "field": k, "value": v} for f, k, v in self.evidence],
+        }
+
+
+def kept_verdict(session: Session, node_id: str, state: str, citations: Citations) -> KeptVerdict:
+    """The verdict of one node of :func:`kept_states`, worded with its evidence."""
+    node = session.nodes[node_id]
+    mark = node.metadata.get(MARK_KEY)
+    records = citations.of(session.id, node_id)
+    archive = citations.frame(session.id, node_id)
+    mem = citations.memory_rel
+    ev: list[tuple[str, str, Any]] = [(node.file, f"metadata.{MARK_KEY}", mark)]
+    source_id = records[0].source_id if records else f"{PROVIDER}/{session.id}/{node_id}"
+    if archive is not None:
+        ev.append((f"{mem}/{archive[0]}", f"line {archive[1]}", source_id))
+    for r in records:
+        ev.append((f"{mem}/{r.topic_path}", f"line {r.line} ^{r.memory_id}", r.source_id))
+    names = ", ".join(f"^{r.memory_id} ({r.topic_path}:{r.line})" for r in records[:3])
+    if len(records) > 3:
+        names += f" and {len(records) - 3} more"
+    if state == KEPT:
+        message = f"written and kept: cited by {names}"
+    elif state == DROPPED:
+        where = f"archived at {archive[0]}:{archive[1]}" if archive is not None else "not archived"
+        message = f"written, nothing kept: marked by this workspace, {where}, but no record cites it"
+        ev.append((f"{mem}/topics", "records citing", source_id))
+    else:
+        why = "no mark" if mark is None else f"marked by {mark}, not this workspace"
+        message = f"kept without a mark: cited by {names}, but the turn has {why}"
+    return KeptVerdict(node_id, state, records, mark, archive, message, tuple(ev))
+
+
+def kept_counts(states: Mapping[str, str]) -> dict[str, int]:
+    out = {k: 0 for k in KEPT_STATES}
+    for s in states.values():
+        out[s] += 1
+    return out
+
+
+@dataclass(frozen=True)
+class DriftItem:
+    node_id: str
+    kind: str  # MARKED_NOT_CITED | CITED_BUT_PENDING
+    tips: tuple[str, ...]  # the live tips whose walk reaches it
+    file: str
+    mark: Any
+    records: tuple[CitingRecord, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.node_id, "kind": self.kind, "tips": list(self.tips), "file": self.file, "mark": self.mark,
+                "records": [r.to_json() for r in self.records]}
+
+
+@dataclass(frozen=True)
+class SessionDrift:
+    """The two pending sets of one session over the turns its live tips reach."""
+
+    session_id: str
+    mark_pending: tuple[str, ...]  # OpenProgram's pending set (union of the live tips' pending_ids)
+    cite_pending: tuple[str, ...]  # records on a live walk that no record cites
+    items: tuple[DriftItem, ...]  # where they disagree, in seq order
+
+    @property
+    def count(self) -> int:
+        return len(self.items)
+
+    def of_kind(self, kind: str) -> tuple[DriftItem, ...]:
+        return tuple(i for i in self.items if i.kind == kind)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "mark_pending_ids": list(self.mark_pending),
+            "cite_pending_ids": list(self.cite_pending),
+            "marks_done_not_cited": [i.to_json() for i in self.of_kind(MARKED_NOT_CITED)],
+            "cited_but_pending": [i.to_json() for i in self.of_kind(CITED_BUT_PENDING)],
+        }
+
+
+def session_drift(sa: SessionAnalysis, citations: Citations) -> SessionDrift:
+    """Mark-based versus citation-based pending set over the turns reachable from a live tip
+    (a tip of a branch that is not archived, or the head)."""
+    session = sa.session
+    sid = session.id
+    if not citations.known:  # without the records nothing can be said to disagree
+        return SessionDrift(sid, tuple(r.id for ta in sa.tips.values() for r in ta.pending), (), ())
+    reach: dict[str, list[str]] = {}  # record id -> live tips reaching it
+    pending: set[str] = set()
+    for tip, ta in sa.tips.items():
+        if ta.archived and not ta.is_head:
+            continue
+        for rec in ta.recordset.records:
+            reach.setdefault(rec.id, []).append(tip)
+        pending.update(r.id for r in ta.pending)
+    order = {nid: i for i, nid in enumerate(session.order)}
+    ids = sorted(reach, key=lambda n: order.get(n, len(order)))
+    cite_pending = [n for n in ids if not citations.cited(sid, n)]
+    items: list[DriftItem] = []
+    for nid in ids:
+        cited = citations.cited(sid, nid)
+        kind = None
+        if nid in pending and cited:
+            kind = CITED_BUT_PENDING
+        elif nid not in pending and not cited:
+            kind = MARKED_NOT_CITED
+        if kind is None:
+            continue
+        node = session.nodes.get(nid)
+        items.append(DriftItem(nid, kind, tuple(reach[nid]), node.file if node else "",
+                               node.metadata.get(MARK_KEY) if node else None, citations.of(sid, nid)))
+    return SessionDrift(sid, tuple(n for n in ids if n in pending), tuple(cite_pending), tuple(items))
+
+
+
+
+def citations_for_state(state_dir: Any) -> tuple[Citations, str | None]:
+    """The citations of the workspace under ``state_dir`` and, when its topics could not be
+    read, why (then every turn reads as cited by nothing, and callers say so)."""
+    from pathlib import Path
+
+    from types import SimpleNamespace
+
+    from memory_tui.core.store import parsecache
+
+    state = Path(state_dir)
+    if not (state / "memory").is_dir():
+        return Citations.empty(), "no memory workspace (memory/ is missing)"
+    try:
+        # the topic tree and the archives through the parse cache (no derived views: only the
+        # records' source refs and the frames are needed)
+        index, tree = parsecache.load_tree(state / "memory")
+    except Exception as exc:  # noqa: BLE001 - the sessions' verdicts stand without the topics
+        return Citations.empty(), f"the topics could not be read: {exc}"
+    if tree is None:
+        return Citations.empty(), "the topics could not be read"
+    return Citations.from_view(SimpleNamespace(tree=tree, sources=index)), None
+
+
+def kept_report(session: Session, citations: Citations, workspace_id: str, analysis: SessionAnalysis | None = None
+                ) -> dict[str, Any]:
+    """The JSON of one session's kept verdicts (and its drift when ``analysis`` is given)."""
+    states = kept_states(session, citations, workspace_id)
+    out: dict[str, Any] = {
+        "counts": kept_counts(states),
+        "turns": [kept_verdict(session, nid, st, citations).to_json() for nid, st in states.items()],
+    }
+    if analysis is not None:
+        out["drift"] = session_drift(analysis, citations).to_json()
+    return out
+
+
+__all__ = [
+    "CITED_BUT_PENDING", "CitingRecord", "Citations", "DROPPED", "DriftItem", "KEPT", "KEPT_STATES", "KeptVerdict",
+    "MARKED_NOT_CITED", "SessionDrift", "UNMARKED_KEPT", "citations_for_state", "kept_counts", "kept_report", "kept_states",
+    "kept_verdict", "session_drift",
+]
