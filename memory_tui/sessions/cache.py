@@ -1,4 +1,4 @@
-"""Per-session pending results kept across processes (issue 12: cold pending).
+"""Per-session pending results kept across processes (cold pending).
 
 Counting what is pending means reading and analysing every session's node files (60 000 at
 the benchmark's scale 1), although between two runs almost every session is unchanged. This

@@ -41,7 +41,7 @@ Fingerprint = tuple[int, int, int]  # (mtime_ns, size, inode)
 def _freeze(value: Any) -> Any:
     """Read-only views of parsed JSON so frozen dataclasses stay effectively immutable.
 
-    Keys and short string values are interned (issue 12: peak RSS): each node file
+    Keys and short string values are interned (peak RSS): each node file
     is decoded on its own, so without this every one of 60 000 nodes holds its own copy of
     the same metadata keys and of values such as speaker ids and sources."""
     kind = type(value)
@@ -145,7 +145,7 @@ def _frozen_map(items: dict[str, Any]) -> Mapping[str, Any]:
 def _freeze_metadata(value: dict[str, Any], shared: dict[Any, Mapping[str, Any]] | None = None) -> Mapping[str, Any]:
     """``value`` frozen; with ``shared`` (one table per session load), a node whose metadata
     equals an earlier node's gets that very object: half the nodes of a session (every
-    owner turn after the same mark) carry identical metadata (issue 12)."""
+    owner turn after the same mark) carry identical metadata."""
     frozen = _frozen_map({(_intern(k) if type(k) is str else k): _freeze(v) for k, v in value.items()})
     if shared is None or type(frozen) is not FrozenMap:
         return frozen
@@ -183,7 +183,7 @@ def thaw(value: Any) -> Any:
 @dataclass(frozen=True, slots=True)
 class Node:
     """One ``history/*.json`` file (session spec §2.2). ``metadata`` is a read-only mapping
-    (a :class:`FrozenMap`). Slots: 60 000 of them are alive in the app (issue 12)."""
+    (a :class:`FrozenMap`). Slots: 60 000 of them are alive in the app."""
 
     id: str
     seq: int
@@ -416,7 +416,7 @@ _U64 = (1 << 64) - 1
 def _packed(fp: Fingerprint | None) -> int | None:
     """The fingerprint as one exact int (each part taken mod 2**64, which is injective for
     the kernel's 64-bit fields): a file cache entry per node file is alive for every one of
-    60 000 nodes, and a tuple of three ints costs three times as much (issue 12)."""
+    60 000 nodes, and a tuple of three ints costs three times as much."""
     if fp is None:
         return None
     mtime, size, ino = fp
@@ -524,7 +524,7 @@ def parse_node(data: Any, path: Path, rel: str, shared: dict[Any, Mapping[str, A
     reads = data.get("reads")
     reads_t = tuple(r for r in reads if isinstance(r, str)) if isinstance(reads, list) else ()
     created = _float_or_none(data.get("created_at"))
-    # Interned (issue 12): each file is decoded on its own, so every node held its
+    # Interned — each file is decoded on its own, so every node held its
     # own "user"/"llm", caller and predecessor strings; interned, a predecessor is the very
     # string its predecessor's id is.
     node = Node(
@@ -824,7 +824,7 @@ def session_content_key(
     when it cannot vouch for that (racy or unreadable): the session stamp (§1.8: ``history/``,
     ``meta.json``, ``context/commits/``, the registry entry) plus ``(name, mtime_ns, size,
     inode)`` of every node and commit file, so a node file rewritten in place is seen too.
-    Equal keys mean an equal :class:`Session` (issue 12: the persistent per-session
+    Equal keys mean an equal :class:`Session` (the persistent per-session
     result cache in ``sessions.cache``). It costs one ``stat`` per file, never a read."""
     stamp = session_stamp(sid, sdir, registry, registry_ok)
     if stamp is None:

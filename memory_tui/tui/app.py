@@ -34,8 +34,8 @@ from .jobs import JobPreviewReady, JobRequest, JobRunner, JobSpec, progress_bar,
 from .data import CORE_TOPIC, RecordVM, WorkspaceModel, changed_views, header_changed, load_model, with_sessions
 from .data import outline_model, with_session_list
 from .messages import JobFinished, JobProgress, WorkspaceChanged
-from .data import InsightsVM, insights_key, load_insights  # insights (issue 11)
-from .messages import InsightsReady  # insights (issue 11)
+from .data import InsightsVM, insights_key, load_insights
+from .messages import InsightsReady
 from .render import Glyphs, glyphs_for
 from .screens import MODES as SCREEN_MODES, ViewScreen
 from .views import VIEWS
@@ -45,7 +45,7 @@ from .widgets import header_text
 if TYPE_CHECKING:
     from memory_tui.pipeline.context import JobEvent
 
-# settings (issue 8): the one loader is the engine's; the app adds the binding ids it knows.
+# the one loader is the engine's; the app adds the binding ids it knows.
 from memory_tui.pipeline.settings import Settings, load_config
 
 
@@ -64,7 +64,7 @@ def load_app_settings(path: Path | None = None) -> Settings:
     return load_config(path, binding_ids=_KnownBindingIds())  # type: ignore[arg-type]
 
 
-# layout (issue 8): ASCII mode filters every drawn line; Screenshot saves under the cwd.
+# ASCII mode filters every drawn line; Screenshot saves under the cwd.
 from .ascii import AsciiFilter
 from .safe_filter import SanitizeFilter
 
@@ -119,7 +119,7 @@ class MemoryApp(JobRunner, App[None]):
         self._queued_loads: list[set[str] | None] = []  # asked for while the first load streams in
         self._applied_seq = 0
         self._watch_stop = threading.Event()
-        # insights (issue 11): figures of the current model, computed in a worker after it lands.
+        # figures of the current model, computed in a worker after it lands.
         self.insights_enabled = insights
         self.insights: InsightsVM | None = None
         self._insights_key: tuple[Any, ...] | None = None  # insights_key() of the model they describe
@@ -133,7 +133,7 @@ class MemoryApp(JobRunner, App[None]):
         self.preparing_job: JobRequest | None = None  # its preview is being built in a worker
         self._job_planned: int | None = None  # batches the running job's preview planned
         self.lock_probe = probe_write_lock(self.state_dir / "memory")  # refreshed with every load
-        # perf-ui (issue 12): with ``background`` the app paints at once with no model and a
+        # with ``background`` the app paints at once with no model and a
         # worker streams it in (topics first, then sessions); without it (tests, snapshots)
         # the whole model is loaded before the first screen mounts.
         self.background = background
@@ -155,7 +155,7 @@ class MemoryApp(JobRunner, App[None]):
             self.load_in_background(None)
         if self.watch_enabled:
             self._watch_worker()
-        self.compute_insights()  # insights (issue 11): after the first paint, never before
+        self.compute_insights()  # after the first paint, never before
 
     # ------------------------------------------------------------------ what screens read
     @property
@@ -450,7 +450,7 @@ class MemoryApp(JobRunner, App[None]):
 
     @work(thread=True, exclusive=True, group="load", exit_on_error=False, description="load")
     def _load_worker(self, seq: int, touched: set[str] | None) -> None:
-        # perf-ui (issue 12): topics first, sessions second. A reload that touched no
+        # topics first, sessions second. A reload that touched no
         # session carries the previous sessions over and needs no second stage.
         previous = self.model
         if previous is None:
@@ -556,7 +556,7 @@ class MemoryApp(JobRunner, App[None]):
         if paths or not (self.model and self.model.state_exists):
             self.load_in_background(paths if self.model and self.model.state_exists else None)
 
-    # ------------------------------------------------------------------ insights (issue 11)
+    # ------------------------------------------------------------------ insights
     def compute_insights(self) -> None:
         """Compute the insight figures of the current model in a worker (an older run is
         cancelled); the header and badges draw them when ``InsightsReady`` arrives."""

@@ -83,7 +83,6 @@ COMMANDS: tuple[Command, ...] = (
         "Write the selected branch now (asks first, shows the dry run)", views=("sessions",), scope="screen",
     ),
     Command("core.sources", "s", "toggle_core_sources", "Source records", "Toggle the topics/core.md records", views=("core",), scope="screen"),
-    # insights (issue 11)
     Command("view.evidence", "i", "open_evidence", "Evidence", "Every record's evidence strength, sortable", footer=False),
     Command(
         "record.history", "h", "history", "History",
@@ -109,7 +108,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("topic.edit", "e", "edit_topic", "Edit topic", "Edit the selected topic's Markdown, checked as you type",
             views=("topics", "core"), scope="screen"),  # in the footer
     Command("job.migrate", "", "run_job('migrate')", "Migrate legacy cursors", "Preview, then run `memory-tui migrate`"),
-    # issue 10: record changes, topic delete, $EDITOR. In the footers too,
+    # record changes, topic delete, $EDITOR. In the footers too,
     # with short labels; at 80 columns the footer keeps m/u/d and gives up app-wide keys first
     # (RecordActions.footer_ranks)
     Command("record.move", "m", "move_record", "Move record",

@@ -195,7 +195,7 @@ class WorkspaceModel:
     status: StatusVM = StatusVM()
     sessions: tuple[SessionVM, ...] = ()
     sessions_available: bool = False
-    # perf-ui (issue 12): False while the app's loader has not read sessions yet; then
+    # False while the app's loader has not read sessions yet; then
     # ``sessions`` is empty and ``status.pending_turns`` is None until ``with_sessions`` runs.
     sessions_loaded: bool = True
     # True for the app's first frame, painted from ``outline_model``: the
@@ -320,7 +320,7 @@ class _Cache:
 
 
 def outline_model(state_dir: Path, *, home: Path | None = None) -> WorkspaceModel | None:
-    """The Topics list before the workspace is parsed (issue 12): every topic file
+    """The Topics list before the workspace is parsed — every topic file
     with its title and record count from ``core.outline`` (~0.1 s where the strict parse,
     archive scan and views take seconds). ``None`` when there is no memory to outline (the
     full load then says why). Nothing in it is validated: it is painted, never acted on."""
@@ -456,7 +456,7 @@ def with_sessions(
     session_loader: Callable[..., Any] | None = None,
 ) -> WorkspaceModel:
     """``model`` (from ``load_model(..., sessions=False)``) with its sessions and pending
-    counts filled in; the same model when they already are (perf-ui, issue 12)."""
+    counts filled in; the same model when they already are."""
     if model.sessions_loaded or model.state is None:
         return model
     counter = counter or O200kCounter()
@@ -482,7 +482,7 @@ def with_session_list(model: WorkspaceModel, *, counter: TokenCounter | None = N
     the persistent per-session cache (``sessions.cache``), or ``None`` when any session is
     not in it. The model still says ``sessions_loaded=False``: the per-session detail (the
     snapshot the Sessions view and the insights read) follows in ``with_sessions``
-    (issue 12: the sessions list before per-session detail)."""
+    (the sessions list before per-session detail)."""
     if model.sessions_loaded or model.state is None or model.state.memory_missing:
         return None
     from memory_tui.sessions.cache import cached_summaries
@@ -1036,7 +1036,7 @@ def core_chunks(text: str) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------
-# insights (issue 11): evidence, history + revert, alternatives. Computed off the first
+# evidence, history + revert, alternatives. Computed off the first
 # paint (``summarize`` costs ~1.5 s on 20 000 records): the app calls ``load_insights`` in a
 # worker after a model lands, and the header/badges appear when it is ready.
 

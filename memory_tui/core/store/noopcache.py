@@ -1,5 +1,5 @@
 """The last no-op verdict of a workspace, so a fresh ``edit`` with a file's own bytes answers
-without re-deriving the whole workspace (issue 12: a no-op edit in <= 0.5 s).
+without re-deriving the whole workspace (a no-op edit in <= 0.5 s).
 
 A hand edit whose new text is byte for byte the committed file leaves the stage equal to the
 committed workspace, so what the transaction answers is a function of the workspace alone

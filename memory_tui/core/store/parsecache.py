@@ -1,4 +1,4 @@
-"""A persistent parse cache: a fresh process starts from the last one's parses (issue 12).
+"""A persistent parse cache: a fresh process starts from the last one's parses.
 
 Two kinds of parse entry, one file each (or one pack per kind), under ``<M>/<runtime-dir>/memory-tui-cache/<code tag>/``:
 

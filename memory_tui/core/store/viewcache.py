@@ -1,4 +1,4 @@
-"""Derived views built from per-topic contributions (issue 12: cost that grows with the change).
+"""Derived views built from per-topic contributions (cost that grows with the change).
 
 ``views.build_views`` derives ``timeline/``, ``recent_events.jsonl``, ``relations.json`` and
 ``core.md`` from every unit of the tree on every transaction. Here each topic file contributes
@@ -20,7 +20,7 @@ Parts persist across processes in the parse cache (``parsecache``, kind ``views`
 the topic path, the sha256 of its bytes and its deps signature, so a fresh process does not
 re-render 20 000 rows for a one-file edit.
 
-**The combined views persist too** (issue 12): a fresh process used to load all
+**The combined views persist too** — a fresh process used to load all
 300 parts and combine them from nothing (≈ 0.075 s of a 0.48 s ``apply`` at scale 1) to change
 one row. When the caller can key its topics (the transaction path: ``key_of`` and
 ``stored_part``), the result of the last build is kept in ``<M>/<runtime-dir>/memory-tui-views/``

@@ -1,4 +1,4 @@
-"""Alternatives (issue 11): records that cite turns from sibling branches of one session,
+"""Alternatives — records that cite turns from sibling branches of one session,
 side by side with the fork point and which branch the head is on.
 
 ``b`` on a record (or a click on the header count, then ``b`` in Evidence) pushes

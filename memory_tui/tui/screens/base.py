@@ -199,13 +199,13 @@ class ViewScreen(RankedFooter, Screen[None]):
             self.refresh_view()
 
     def insights_changed(self, *, now: bool) -> None:
-        """insights (issue 11): new evidence figures; the badges and header redraw."""
+        """new evidence figures; the badges and header redraw."""
         self.rendered = None
         if now:
             self.refresh_view()
 
     def evidence_badge(self, record: RecordVM) -> Text | None:
-        """insights (issue 11): the compact evidence badge of ``record`` once figures exist."""
+        """the compact evidence badge of ``record`` once figures exist."""
         insights = getattr(self.shell, "insights", None)
         row = insights.row(record.memory_id) if insights is not None else None
         if row is None:
@@ -283,7 +283,7 @@ class ViewScreen(RankedFooter, Screen[None]):
         """A full-pane message when there is nothing to show (no state dir, no memory)."""
         m = self.model
         g = self.glyphs
-        # issue 12: the app paints before its model is loaded.
+        # the app paints before its model is loaded.
         if m is None:
             return Text.assemble((f"{g.pending} Loading the workspace…\n\n", "bold"), "Topics appear as soon as they are read.")
         if m.outline and not self.SHOWS_OUTLINE:

@@ -87,7 +87,7 @@ class CitationScreen(ViewScreen):
             return
         await self.shell.open_session(frame.session_id, frame.node_id)
 
-    # insights (issue 11): h history, b alternatives (the logic lives in screens/history.py, alternatives.py)
+    # h history, b alternatives (the logic lives in screens/history.py, alternatives.py)
     def action_history(self) -> None:
         open_record_history(self)
 
@@ -100,7 +100,7 @@ class CitationScreen(ViewScreen):
             await self.action_goto_session()
 
 
-# insights (issue 11): history and alternatives of the selected record (or topic in the tree).
+# history and alternatives of the selected record (or topic in the tree).
 def selected_record_of(screen: CitationScreen) -> RecordVM | None:
     focused = screen.focused
     if isinstance(focused, RecordList) and focused.selected_record is not None:

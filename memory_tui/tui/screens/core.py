@@ -20,7 +20,7 @@ from ..widgets import RecordList, SourcePane
 from ..widgets.records import highlighted_key, restore_highlight
 from .base import flat, one_line
 from .citations import CitationScreen
-from .record_ops import RecordActions  # issue 10
+from .record_ops import RecordActions
 from .recent import RecordRow, RecordRows
 
 

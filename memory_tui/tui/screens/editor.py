@@ -32,7 +32,7 @@ class EditorScreen(Screen[None]):
         # ``[``/``]`` type text inside the editor (footnotes ``[^e1]``); outside it they jump.
         Binding("right_square_bracket", "next_error", "Next error", id="editor.next_error_outside", show=False),
         Binding("left_square_bracket", "previous_error", "Previous error", id="editor.previous_error_outside", show=False),
-        # issue 10: E hands the buffer to $EDITOR (outside the text area, where E
+        # E hands the buffer to $EDITOR (outside the text area, where E
         # types). ctrl+o does it from inside the text area too, so the footer can show it
         Binding("ctrl+o,E", "external_edit", "$EDITOR", id="editor.external_edit"),
     ]
@@ -162,7 +162,7 @@ class EditorScreen(Screen[None]):
         if self._outside_editor():
             self.editor.previous_diagnostic()
 
-    # issue 10: the buffer through $EDITOR; what comes back is validated as if typed
+    # the buffer through $EDITOR; what comes back is validated as if typed
     async def action_external_edit(self) -> None:
         from .external_editor import edit_buffer_outside
 

@@ -1,4 +1,4 @@
-"""Evidence (issue 11): every record with its corroboration figures, sortable, filterable to
+"""Evidence — every record with its corroboration figures, sortable, filterable to
 the header's lists (single-episode, citing pending sources, with an alternative).
 
 A pushed screen over the current view (``i``, or a click on a header count); Enter opens the

@@ -1,4 +1,4 @@
-"""History (issue 11): a record's or topic's commits with what each changed, and revert.
+"""History — a record's or topic's commits with what each changed, and revert.
 
 ``h`` on a record (or on a topic in the Topics tree) pushes :class:`HistoryScreen`. ``v``
 on a commit plans the revert (``plan_revert``), shows its diff and any blockers in

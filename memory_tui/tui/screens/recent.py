@@ -21,7 +21,7 @@ from ..widgets import RecordList, SourcePane
 from ..widgets.records import highlighted_key, restore_highlight
 from .base import flat, plural, topic_name
 from .citations import CitationScreen
-from .record_ops import RecordActions  # issue 10
+from .record_ops import RecordActions
 
 
 class RecordRow(Option):

@@ -23,7 +23,7 @@ from ..widgets.tree import walk
 from .base import fit_path, one_line, plural
 from .citations import CitationScreen
 from .recent import RecordRows
-from .record_ops import RecordActions  # records-ui (issue 10)
+from .record_ops import RecordActions
 from .tree_list import TreeList
 
 
@@ -111,7 +111,7 @@ class TopicsScreen(RecordRows, RecordActions, TreeList, CitationScreen):
     def render_view(self) -> None:
         tree = self.tree
         m = self.model
-        # reload-fast (issue 12): a reload that left every label as it was (a reword: same
+        # a reload that left every label as it was (a reword: same
         # topics, counts and problems) keeps the tree, its open folders and cursor, and only
         # redraws the detail; clearing and rebuilding 300 nodes was a third of the redraw.
         shape = self._tree_shape(m)
@@ -225,7 +225,7 @@ class TopicsScreen(RecordRows, RecordActions, TreeList, CitationScreen):
             ),
         )
 
-    # reload-fast (issue 12): re-rendering the shown topic's records (Markdown per record) was
+    # re-rendering the shown topic's records (Markdown per record) was
     # most of the redraw after a reload that changed another file. Everything the detail pane
     # is drawn from is in the key: the topic's view model (the same object while its file's
     # parse is reused), the filter, the glyphs, the insight figures (badges) and the archives

@@ -90,7 +90,7 @@ def _header_line(model, now, glyphs, problems, job, lock, insights, *, narrow: b
             parts.append(("writer off", "bold yellow", None))
         elif st.last_outcome == "failure" and st.last_failure_code == LOST_LOCK_RACE:
             # losing the write-lock race is no writer failure: nothing was written
-            # and a retry can succeed (issue 10)
+            # and a retry can succeed
             parts.append(("lock busy: retry" if narrow else "writer: lost the lock race, retry", "bold yellow", None))
         elif st.last_outcome == "failure":
             code = st.last_failure_code or "failure"
@@ -109,7 +109,7 @@ def _header_line(model, now, glyphs, problems, job, lock, insights, *, narrow: b
         parts.insert(1, (job, "bold cyan", None))
     if lock:  # someone else holds the write lock; a job would wait, then stop
         parts.append((lock, "bold magenta", None))
-    # insights (issue 11): the three counts, each opening its list in the Evidence screen.
+    # the three counts, each opening its list in the Evidence screen.
     if insights is not None and model.memory_exists:
         # The adapter's full phrases do not fit one line beside the rest: same counts, short words.
         wide = {"single": "single-episode", "alternatives": "with alternatives", "pending": "citing pending"}

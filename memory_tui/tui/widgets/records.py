@@ -43,7 +43,7 @@ def record_meta(rec: RecordVM, glyphs: Glyphs, *, core_status: str | None = None
                 badge: Text | None = None) -> Text:
     meta = Text()
     meta.append(rec.when or "undated", "bold")
-    if badge is not None:  # insights (issue 11): evidence strength
+    if badge is not None:  # evidence strength
         meta.append(" ")
         meta.append_text(badge)
     meta.append(f" {glyphs.dot} {rec.tokens} tok {glyphs.dot} ", "dim")
