@@ -36,7 +36,7 @@ def _topic_rel(topic: str) -> str:
     rel = topic  # a backslash is no separator: the path rule refuses it, never rewrites it
     if rel.startswith("/") or (len(rel) > 1 and rel[1] == ":"):
         return rel  # absolute: left as given, so the path rule refuses it (never topics/<abs>)
-    if not rel.startswith("topics/"):
+    if not rel.startswith(("topics/", "topics\\")):  # the latter is refused as given, not nested
         rel = "topics/" + rel
     if not rel.endswith(".md") and "." not in rel.rsplit("/", 1)[-1]:
         rel += ".md"

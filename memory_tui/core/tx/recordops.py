@@ -117,7 +117,7 @@ def _find(tree: TopicTree, memory_id: str) -> Unit:
 
 def _topic_path(topic: str) -> str:
     rel = topic  # a backslash is no separator: the path rule refuses it, never rewrites it
-    if not rel.startswith("topics/"):
+    if not rel.startswith(("topics/", "topics\\")):  # the latter is refused as given, not nested
         rel = "topics/" + rel
     if not rel.endswith(".md") and "." not in rel.rsplit("/", 1)[-1]:
         rel += ".md"
