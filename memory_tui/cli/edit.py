@@ -49,18 +49,41 @@ def _exit_for(result: TxResult) -> int:
     return EXIT_RETRYABLE if result.code in RETRYABLE_TRANSACTION_CODES else EXIT_FAILURE
 
 
-def _print_rejection(result: TxResult) -> None:
+def _print_rejection(result: TxResult, action: str = "edit", target: str | None = None) -> None:
+    """Every error of the refusal on its line with the rule it broke (as the app's editor
+    shows them), then what was wrong and the fix (``core.tx.refusals``, as the app says it)."""
+    from memory_tui.core.format.rules import rule_of
+    from memory_tui.core.tx.refusals import explain_refusal
+
     seen = set()
     for problem in result.problems or (result.error().as_problem(),):
         line = sanitize(str(problem))
         if line not in seen:
             seen.add(line)
             print(f"rejected: {line}", file=sys.stderr)
+            rule = rule_of(str(getattr(problem, "message", "") or ""))
+            if rule:
+                print(f"  rule: {sanitize(rule)}", file=sys.stderr)
+    refusal = explain_refusal(result.code, result.message or "", action=action, target=target or result.path)
+    print(f"  {sanitize(refusal.heading)}", file=sys.stderr)
+    print(f"  fix: {sanitize(refusal.fix)}", file=sys.stderr)
 
 
 def _print_success(result: TxResult) -> None:
+    at = f" (revision {result.revision})" if result.revision else ""
+    if result.validate_only:
+        # a check installs nothing: say what the change would do, never that it did it
+        if not result.changed_files:
+            print(f"valid: would change nothing{at}")
+            return
+        print(f"valid: would change {len(result.changed_files)} file(s){at.replace('(revision', '(at revision')}")
+        for path in result.changed_files:
+            print(f"  would change {sanitize(path)}")
+        for note in result.dropped:
+            print(f"note: {sanitize(str(note))}")
+        return
     if not result.changed_files:
-        print(f"no change (revision {result.revision})")
+        print(f"no change{at}")
         return
     print(f"revision {result.revision}")
     for path in result.changed_files:
@@ -102,12 +125,15 @@ def _editor_loop(state: Path, rel: str, git_commit: str) -> TxResult:
                 raise CliError(f"editor exited with status {rc}; nothing saved")
             new = Path(tmp).read_text(encoding="utf-8")
             if new == text:
-                print("no change")
-                return TxResult(ok=True, message="no change")
+                # nothing to install: the revision is the one the text was read at
+                from memory_tui.core.store.workspace import workspace_revision
+
+                rev = workspace_revision(root) if root.is_dir() else None
+                return TxResult(ok=True, message="no change", revision=rev)
             result = tx.staged_edit(state, rel, new, git_commit=git_commit)
             if result.ok:
                 return result
-            _print_rejection(result)
+            _print_rejection(result, "edit", rel)
             try:  # a closed or empty stdin declines
                 print("re-open the editor? [Y/n] ", end="", file=sys.stderr, flush=True)
                 answer = sys.stdin.readline()
@@ -160,7 +186,7 @@ def _cmd_edit(args: argparse.Namespace) -> int:
         else:
             _print_success(result)
     else:
-        _print_rejection(result)
+        _print_rejection(result, "delete-topic" if args.delete else "edit", rel)
     return _exit_for(result)
 
 
@@ -217,7 +243,7 @@ def _report_apply(args: argparse.Namespace, result: TxResult) -> int:
     elif result.ok:
         _print_success(result)
     else:
-        _print_rejection(result)
+        _print_rejection(result, "apply")
     return _exit_for(result)
 
 

@@ -109,7 +109,24 @@ def cmd_history(args: argparse.Namespace) -> int:
               f"{'  [removed]' if v.removed else ''}")
         if v.actor_detail:
             print(f"            {sanitize(v.actor_detail)}")
+        _print_version_text(hist.kind, v)
     return 0
+
+
+TOPIC_TEXT_LINES = 12  # a topic version's text is the whole file: its start, then how much more
+
+
+def _print_version_text(kind: str, version) -> None:
+    """The text the version left (a record's paragraph and definitions; the start of a
+    topic file), indented under its commit line, as ``--json`` gives it in ``text``."""
+    if version.removed or not version.text:
+        return
+    lines = version.text.rstrip("\n").split("\n")
+    shown = lines if kind == "record" else lines[:TOPIC_TEXT_LINES]
+    for line in shown:
+        print(f"    {sanitize(line)}" if line.strip() else "")
+    if len(shown) < len(lines):
+        print(f"    … {len(lines) - len(shown)} more line(s) (--json has the whole text)")
 
 
 def cmd_revert(args: argparse.Namespace) -> int:
@@ -127,6 +144,12 @@ def cmd_revert(args: argparse.Namespace) -> int:
     else:
         where = f"{result.path}:{result.line}: " if result.path and result.line else f"{result.path}: " if result.path else ""
         print(f"memory-tui: {sanitize(where)}{result.code}: {sanitize(result.message)}", file=sys.stderr)
+        from memory_tui.core.tx.refusals import explain_refusal
+
+        refusal = explain_refusal(result.code, result.message, action="revert", target=result.target)
+        if refusal.heading != result.message:
+            for line in refusal.lines():
+                print(f"  {sanitize(line)}", file=sys.stderr)
     if result.ok:
         return 0
     return EXIT_RETRYABLE if result.retryable else EXIT_FAILURE

@@ -29,7 +29,7 @@ def _tx_kw(args: argparse.Namespace) -> dict[str, Any]:
     return {"git_commit": args.git_commit, "validate_only": args.check}
 
 
-def _report(args: argparse.Namespace, out: Any) -> int:
+def _report(args: argparse.Namespace, out: Any, text: str | None = None) -> int:
     result = out.result
     if getattr(args, "json", False):
         emit_json(out.to_json())
@@ -47,7 +47,15 @@ def _report(args: argparse.Namespace, out: Any) -> int:
         for key, value in result.block_ids.items():
             print(f"  new block id {value} ({sanitize(key)})")
         for key, value in result.evidence_ids.items():
-            print(f"  new evidence id {value} (was {sanitize(key)})")
+            # the key is the request's own label for a definition (new-evidence-record-1), not
+            # an id the owner ever saw: say whether the record's evidence id changed
+            before = getattr(out, "evidence_before", ())
+            if value in before:
+                print(f"  evidence id {value} (unchanged)")
+            elif before:
+                print(f"  new evidence id {value} (was {', '.join(before)})")
+            else:
+                print(f"  new evidence id {value}")
         for path in result.changed_files:
             print(f"  changed {sanitize(path)}")
         if result.git_committed:
@@ -56,10 +64,16 @@ def _report(args: argparse.Namespace, out: Any) -> int:
             print(f"  git: not committed: {sanitize(result.git_error)}")
     else:
         where = f"{result.path}: " if result.path else ""
+        from memory_tui.core.tx.refusals import explain_refusal
+
         print(f"rejected: {sanitize(where)}{result.code}: {sanitize(result.message)}", file=sys.stderr)
         for link in out.linked_by:
             print(f"  linked from {sanitize(link.memory_id)} at {sanitize(link.path)}:{link.line}: {sanitize(link.content)}",
                   file=sys.stderr)
+        refusal = explain_refusal(result.code, result.message, action=out.action, target=out.memory_id, text=text,
+                                  linked_by=out.linked_by)
+        for line in refusal.lines():
+            print(f"  {sanitize(line)}", file=sys.stderr)
     if result.ok:
         return EXIT_OK
     return EXIT_RETRYABLE if result.code in RETRYABLE_TRANSACTION_CODES else EXIT_FAILURE
@@ -100,7 +114,7 @@ def _cmd_update(args: argparse.Namespace) -> int:
     else:
         text = args.text
     out = update_record_text(_state(args), args.id, text, base_revision=args.base_revision, **_tx_kw(args))
-    return _report(args, out)
+    return _report(args, out, text)
 
 
 def _cmd_delete(args: argparse.Namespace) -> int:

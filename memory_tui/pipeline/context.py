@@ -177,8 +177,9 @@ def git_commit(ctx: Context, message: str) -> None:
                       details={"memory_committed": True, "git_committed": False})
 
 
-def load_snapshot(ctx: Context, previous: SessionSnapshot | None = None) -> SessionSnapshot:
-    return load_sessions(ctx.state_dir, previous)
+def load_snapshot(ctx: Context, previous: SessionSnapshot | None = None, *, only: Iterable[str] | None = None) -> SessionSnapshot:
+    """The sessions (``only``: just those ids, each equal to its counterpart in a full load)."""
+    return load_sessions(ctx.state_dir, previous, only=only)
 
 
 def topic_tree(memory_root: Path):

@@ -261,7 +261,9 @@ def write_session(ctx: Context, report: WriteReport, session_id: str, *, branch:
             continue
         seen_pending: tuple[str, ...] | None = None
         for _ in range(MAX_BATCHES_PER_BRANCH):
-            session = load_snapshot(ctx).get(session_id)
+            # this session's files again (the batch before marked some of them), not every
+            # session's: re-reading them all per batch was most of a forced write's time
+            session = load_snapshot(ctx, only=(session_id,)).get(session_id)
             if session is None or session.get(tip) is None:
                 report.fail("SESSION_NODES_UNAVAILABLE", False, f"branch {tip} of {session_id} disappeared during the write")
                 return

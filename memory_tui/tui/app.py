@@ -118,6 +118,12 @@ class MemoryApp(JobRunner, App[None]):
         self._load_seq = 0
         self._queued_loads: list[set[str] | None] = []  # asked for while the first load streams in
         self._applied_seq = 0
+        # One load at a time: a thread worker cannot be stopped, so a second load started
+        # while one runs would only run beside it, both holding the GIL against the UI and any job.
+        self._load_running = False
+        self._job_paths: set[str] = set()  # what the watcher saw change while a job runs
+        self._job_batches = 0  # batches the running job has finished (its last progress said)
+        self._job_reload_due = False  # a batch finished before the watcher named its files
         self._watch_stop = threading.Event()
         # figures of the current model, computed in a worker after it lands.
         self.insights_enabled = insights
@@ -222,10 +228,13 @@ class MemoryApp(JobRunner, App[None]):
         if not self.jobs:
             return f"loading {self.loading}…" if self.loading else ""
         job, event = next(iter(self.jobs.items()))
+        # ``x`` is answered at once, although the job stops only before its next transaction
+        stopping = " cancelling…" if self._job_cancel is not None and self._job_cancel.is_set() else ""
         if event.total:
             phase = "" if event.phase in (job, "batch", "writer", "organize", "backfill") else f" {event.phase}"
-            return f"{job} {progress_bar(event.done, event.total, ascii=self.ascii_mode)} {event.done}/{event.total}{phase}"
-        return f"{job} {event.phase} {event.done}"
+            return (f"{job} {progress_bar(event.done, event.total, ascii=self.ascii_mode)} {event.done}/{event.total}"
+                    f"{phase}{stopping}")
+        return f"{job} {event.phase} {event.done}{stopping}"
 
     def lock_label(self) -> str:
         """The header's lock item: who else holds ``write.lock`` ("" when free or ours)."""
@@ -440,16 +449,33 @@ class MemoryApp(JobRunner, App[None]):
     def load_in_background(self, touched: set[str] | None) -> None:
         """Reload from the engine. ``touched`` (paths a watcher saw) lets untouched parts be
         reused; ``None`` is an explicit reload, which checks everything and redraws every view."""
-        if self.loading is not None and self.model is not None:
-            # perf-ui: the first load is still reading sessions; a second reader of the same
-            # sessions would only double the work and the memory. Run once it is in.
+        if self._load_running or (self.loading is not None and self.model is not None):
+            # a load is running (the first one may still be reading sessions): a second reader
+            # of the same files would only double the work. Run once it is in, merged.
             self._queued_loads.append(None if touched is None else set(touched))
             return
+        self._load_running = True
         self._load_seq += 1
         self._load_worker(self._load_seq, touched)
 
+    def _load_finished(self) -> None:
+        self._load_running = False
+        if self._queued_loads:
+            queued, self._queued_loads = self._queued_loads, []
+            merged = None if any(q is None for q in queued) else set().union(*queued)
+            self.load_in_background(merged)
+
     @work(thread=True, exclusive=True, group="load", exit_on_error=False, description="load")
     def _load_worker(self, seq: int, touched: set[str] | None) -> None:
+        try:
+            self._load(seq, touched)
+        finally:
+            try:
+                self.call_from_thread(self._load_finished)
+            except RuntimeError:  # the app is closing: nothing is waiting for the queue
+                pass
+
+    def _load(self, seq: int, touched: set[str] | None) -> None:
         # topics first, sessions second. A reload that touched no
         # session carries the previous sessions over and needs no second stage.
         previous = self.model
@@ -495,10 +521,6 @@ class MemoryApp(JobRunner, App[None]):
             return  # an older load finished after a newer one: keep the newer
         self._applied_seq = seq
         self.loading = loading
-        if loading is None and self._queued_loads:
-            queued, self._queued_loads = self._queued_loads, []
-            merged = None if any(q is None for q in queued) else set().union(*queued)
-            self.call_later(self.load_in_background, merged)
         if probe is not None and probe.held != (self.lock_probe.held if self.lock_probe else False):
             self.lock_probe = probe
             self._redraw_header()
@@ -545,6 +567,14 @@ class MemoryApp(JobRunner, App[None]):
             hook = getattr(screen, "workspace_changed", None)
             if hook is not None:
                 hook(message.paths)
+        if self.jobs:
+            # A job's every step writes files (archives, topics, marks, git): reloading on
+            # each wave ran reload after reload beside the job. The job's own progress reloads
+            # once per finished batch (on_job_progress) and once at its end.
+            self._job_paths.update(message.paths)
+            if self._job_reload_due:
+                self._reload_job_paths()
+            return
         self._pending_paths.update(message.paths)
         if self._reload_timer is not None:
             self._reload_timer.stop()
@@ -563,6 +593,8 @@ class MemoryApp(JobRunner, App[None]):
         m = self.model
         if not self.insights_enabled or m is None or not m.memory_exists or m.outline:
             return
+        if self.jobs:
+            return  # seconds of CPU per batch beside the job; the reload at its end computes them
         if self.insights is not None and self._insights_key == insights_key(m) and m.revision:
             return  # the same memory commit and the same sessions: the figures stand
         self._insights_worker(m)
@@ -640,6 +672,8 @@ class MemoryApp(JobRunner, App[None]):
         from memory_tui.pipeline.context import JobEvent
 
         self.jobs[spec.name] = JobEvent("starting")
+        self._job_batches = 0
+        self._job_paths = set()
         self.run_spec(spec)
         self._redraw_header()
 
@@ -666,6 +700,7 @@ class MemoryApp(JobRunner, App[None]):
 
     def action_cancel_job(self) -> None:
         if self.cancel_job():
+            self._redraw_header()
             self.notify("Cancelling: the job stops before its next transaction.")
         else:
             self.notify("No job is running.", severity="information")
@@ -699,6 +734,20 @@ class MemoryApp(JobRunner, App[None]):
             event = JobEvent(event.phase, event.done, max(self._job_planned, event.done), event.message)
         self.jobs[message.job] = event
         self._redraw_header()
+        if event.phase == "batch" and event.done > self._job_batches:
+            # a batch was written (its marks, topics and commit are in): the header's pending
+            # count and the views follow it, from the files the batch touched
+            self._job_batches = event.done
+            self._reload_job_paths()
+
+    def _reload_job_paths(self) -> None:
+        if self.watch_enabled and not self._job_paths:
+            self._job_reload_due = True  # the watcher has not reported the batch's files yet
+            return
+        self._job_reload_due = False
+        paths, self._job_paths = set(self._job_paths), set()
+        # without a watcher nothing says which files the batch touched: check everything
+        self.load_in_background(paths if self.watch_enabled else None)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         # A job that raised something no job handler expects: say so, never hide it.
@@ -714,6 +763,7 @@ class MemoryApp(JobRunner, App[None]):
 
     def on_job_finished(self, message: JobFinished) -> None:
         self.jobs.pop(message.job, None)
+        self._job_paths, self._job_reload_due = set(), False  # the reload below checks everything
         self.finished_jobs.append(message)
         self._redraw_header()
         if self._job_request is not None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from memory_tui.core.tx import recordops
+from memory_tui.core.tx.refusals import Refusal, explain_refusal
 from memory_tui.core.format.outcomes import describe_outcome
 
 CONCURRENT = "CONCURRENT_UPDATE"
@@ -56,6 +57,7 @@ class ActionOutcome:
     linked_by: tuple[LinkLine, ...] = ()
     problems: tuple[Any, ...] = ()  # the core's problems (for inline display)
     details: Mapping[str, Any] = field(default_factory=dict)
+    refusal: Refusal | None = None  # a refusal explained: what was wrong, the fix, the rule
 
     @property
     def concurrent(self) -> bool:
@@ -78,12 +80,17 @@ class ActionOutcome:
                 out.append("changed: " + ", ".join(self.changed_files))
             out.append(f"revision {short(self.revision_before)} → {short(self.revision)}")
             return out
-        out = [f"{self.action} {self.target} refused: {self.code}", self.meaning]
+        refusal = self.refusal or explain_refusal(self.code, self.message, action=self.action, target=self.target,
+                                                  linked_by=self.linked_by)
+        out = [f"{self.action} {self.target} refused: {refusal.heading}"]
         if self.concurrent:
             out.append("The workspace changed since this screen showed it (another write landed). "
                        "Nothing was changed; retry to apply the same change on the new revision.")
-        if self.message:
-            out.append(self.message)
+        else:
+            out.append(f"fix: {refusal.fix}")
+        if refusal.rule:
+            out.append(f"rule: {refusal.rule}")
+        out.append(f"{self.code}: {self.message}" if self.message else f"{self.code}: {self.meaning}")
         if self.linked_by:
             out.append(f"{len(self.linked_by)} record(s) link to it; unlink them first:")
             out.extend(f"  ^{link.memory_id}  {link.path}:{link.line}  {link.content}" for link in self.linked_by)
@@ -95,7 +102,7 @@ def short(revision: str | None) -> str:
 
 
 def _outcome(action: str, target: str, result: Any, base: str | None, *, location: Any = None,
-             linked_by: tuple[Any, ...] = ()) -> ActionOutcome:
+             linked_by: tuple[Any, ...] = (), text: str | None = None) -> ActionOutcome:
     links = tuple(LinkLine(l.memory_id, l.path, l.line, l.content) for l in linked_by)
     if result.ok:
         where = None
@@ -109,13 +116,15 @@ def _outcome(action: str, target: str, result: Any, base: str | None, *, locatio
                              changed_files=tuple(result.changed_files), block_ids=block_ids,
                              evidence_ids=evidence_ids, location=where)
     described = describe_outcome(result.code or "TRANSACTION_FAILURE_UNKNOWN")
+    refusal = explain_refusal(result.code, result.message, action=action, target=target, text=text, linked_by=links)
     return ActionOutcome(action, target, False, code=result.code, message=result.message, meaning=described.meaning,
                          retryable=described.retryable, revision_before=base, linked_by=links,
-                         problems=tuple(result.problems), details=dict(result.details))
+                         problems=tuple(result.problems), details=dict(result.details), refusal=refusal)
 
 
-def _from_op(out: recordops.RecordOpResult, base: str | None) -> ActionOutcome:
-    return _outcome(out.action, out.memory_id, out.result, base, location=out.location, linked_by=out.linked_by)
+def _from_op(out: recordops.RecordOpResult, base: str | None, text: str | None = None) -> ActionOutcome:
+    return _outcome(out.action, out.memory_id, out.result, base, location=out.location, linked_by=out.linked_by,
+                    text=text)
 
 
 # ---------------------------------------------------------------------- reading
@@ -147,7 +156,8 @@ def move_record(state_dir: Path, memory_id: str, target: Any, base_revision: str
 
 
 def update_record_text(state_dir: Path, memory_id: str, text: str, base_revision: str | None, **tx_kw: Any) -> ActionOutcome:
-    return _from_op(recordops.update_record_text(state_dir, memory_id, text, base_revision=base_revision, **tx_kw), base_revision)
+    return _from_op(recordops.update_record_text(state_dir, memory_id, text, base_revision=base_revision, **tx_kw),
+                    base_revision, text)
 
 
 def delete_record(state_dir: Path, memory_id: str, base_revision: str | None, **tx_kw: Any) -> ActionOutcome:

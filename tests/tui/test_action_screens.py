@@ -128,6 +128,8 @@ def test_snapshot_running_job_with_frozen_progress(snap_compare, state, monkeypa
         await pilot.press("y")
         await _until(pilot, lambda: (ev := app.jobs.get("write-all-forced")) is not None
                      and ev.phase == "batch" and ev.done == 1)
+        # the reload of the written batch is in: the header's pending count follows it
+        await _until(pilot, lambda: not app._load_running and not app._queued_loads)
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(120, 24), run_before=run_before)

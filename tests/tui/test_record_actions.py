@@ -292,7 +292,7 @@ async def test_topic_delete_lists_dangling_links_deletes_and_core_is_refused(fix
         await pilot.click("#delete")
         dialog = await _outcome(pilot, app)
         shown = _shown(dialog)
-        assert "refused: INVALID_TOPIC_FORMAT" in shown and "dangling block link: fa3c8017" in shown and "^fc30e0e0" in shown
+        assert "refused: topics/projects/kyoto-trip.md cannot be deleted" in shown and "INVALID_TOPIC_FORMAT" in shown and "dangling block link: fa3c8017" in shown and "^fc30e0e0" in shown
         await pilot.press("escape")
         await pilot.pause()
         assert (root / KYOTO).is_file() and workspace_revision(root) == rev

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -118,7 +119,7 @@ def test_update_from_a_file_and_stdin(ws, capsys, tmp_path, monkeypatch):
     f = tmp_path / "t.txt"
     f.write_text("Ada drinks oolong.\n")
     code, out, _ = _run(capsys, ["--state", str(ws), "record", "update", tea.memory_id, "--from", str(f)])
-    assert code == 0 and "new evidence id e-" in out
+    assert code == 0 and re.search(r"^  evidence id e-[0-9a-f]+ \(unchanged\)$", out, re.M)  # same sources: same id
     monkeypatch.setattr(sys, "stdin", io.StringIO("Ada drinks matcha."))
     code, out, _ = _run(capsys, ["--state", str(ws), "record", "update", tea.memory_id, "--from", "-"])
     assert code == 0 and _tree(ws).by_id(tea.memory_id).content == "Ada drinks matcha."

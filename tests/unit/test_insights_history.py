@@ -198,7 +198,8 @@ def test_history_cli(repo, capsys):
     assert data["kind"] == "record" and len(data["versions"]) == 6 and data["versions"][0]["actor"] == HAND_EDIT
     assert main(["--state", str(repo), "history", "topics/projects/web.md"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == "topic topics/projects/web.md  (6 version(s))" and "init" in out[-1]
+    commits = [line for line in out if not line.startswith("    ") and line]
+    assert out[0] == "topic topics/projects/web.md  (6 version(s))" and "init" in commits[-1]
 
 
 def test_history_without_git_says_so(tmp_path, capsys):

@@ -61,6 +61,7 @@ class RecordOpResult:
     result: Any  # result.TxResult
     linked_by: tuple[LinkRef, ...] = ()  # delete: the records linking to it
     location: RecordLocation | None = None  # move/update: where the record is now
+    evidence_before: tuple[str, ...] = ()  # update: the evidence ids the record had before
 
     @property
     def ok(self) -> bool:
@@ -205,7 +206,8 @@ def update_record_text(state: Any, memory_id: str, text: str, *, base_revision: 
         op = {"op": "update_record", "memory_id": memory_id, "content": text.strip(), "time": unit.when, "sources": sources}
     except MemoryError as exc:
         return _refused("update", memory_id, exc)
-    return _run(state, "update", memory_id, op, base_revision or rev, **tx_kw)
+    out = _run(state, "update", memory_id, op, base_revision or rev, **tx_kw)
+    return replace(out, evidence_before=tuple(unit.evidence_ids))
 
 
 def delete_record(state: Any, memory_id: str, *, base_revision: str | None = None, **tx_kw: Any) -> RecordOpResult:

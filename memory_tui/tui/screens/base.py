@@ -299,6 +299,16 @@ class ViewScreen(RankedFooter, Screen[None]):
             )
         if self.NEEDS_SESSIONS and not m.sessions_loaded and m.state_exists:
             return Text.assemble((f"{g.pending} Loading sessions…\n\n", "bold"), "The other views are ready; sessions follow.")
+        state_dir = getattr(self.shell, "state_dir", None)
+        if not m.state_exists and state_dir is not None and os.path.lexists(state_dir) and not os.path.isdir(state_dir):
+            # the same words as the CLI's verbs: something is there, and it is not a folder
+            return Text.assemble(
+                (f"{g.bad} Not a state directory (not a folder)\n\n", "bold"),
+                f"{m.display_dir} is a file, not a folder: not a state directory (not a folder).\n\n",
+                "Point memory-tui at the folder OpenProgram writes (the one holding sessions/ and memory/) with ",
+                ("memory-tui --state DIR", "bold"),
+                ".",
+            )
         if not m.state_exists:
             return Text.assemble(
                 (f"{g.bad} No OpenProgram state directory\n\n", "bold"),
