@@ -339,3 +339,10 @@ def test_views_rebuild_commits_what_it_installs(work_state):
     assert main(["--state", str(work_state), "views", "--rebuild"]) == 0
     assert _dirty(mem) == ""
     assert _last_commit(mem) == gitlog.MSG_REBUILD
+
+
+def test_the_open_step_knows_every_intent_file_the_jobs_write():
+    # the package root looks for these names before it imports the pipeline at an open
+    import memory_tui.pipeline.recovery as recovery
+
+    assert set(memory_tui._INTENTS) == {marks_mod.INTENT_NAME, recovery.MIGRATE_INTENT}
