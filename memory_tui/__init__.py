@@ -3,8 +3,17 @@
 __version__ = "0.1.0"
 
 
+_INTENTS = ("marks-pending.json", "migrate-pending.json")  # pipeline.recovery's files
+
+
 def _finish_interrupted_jobs(memory_root) -> None:
-    # imported only when a locked open runs: reading never pays for the pipeline
+    import os
+
+    from memory_tui.core.format.paths import Layout
+
+    rt = Layout(memory_root).runtime_dir
+    if not any(os.path.lexists(os.path.join(rt, n)) for n in _INTENTS):
+        return  # the usual open: no job was killed, and the pipeline is not even imported
     from memory_tui.pipeline.recovery import finish_interrupted
 
     finish_interrupted(memory_root)
