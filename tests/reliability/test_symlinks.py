@@ -222,3 +222,25 @@ def test_migrate_keeps_cursors_when_a_session_folder_is_a_link(busy, tmp_path, c
     runtime = json.loads((busy / "memory/.scriptorium/runtime.json").read_text())
     assert LEGACY_SID in runtime.get("cursors", {}), "cursors removed although no mark landed"
     assert _snapshot(outside) == before and link.is_symlink()
+
+
+@pytest.mark.parametrize("rel,verb", [
+    (f"memory/sources/openprogram/_v2/{PENDING}.md", "write"),  # the archive the batch appends to
+    ("memory/timeline/2026/11.md", "views"),  # a derived file the rebuild rewrites
+    ("memory/recent_events.jsonl", "views"),
+])
+def test_an_install_never_replaces_or_writes_through_a_linked_file(busy, tmp_path, capsys, rel, verb):
+    """Links below a tree memory-tui writes that no folder check sees: the file an operation
+    changes is itself a link. The installer (and the archive appender) refuse, naming it."""
+    outside = tmp_path / "outside-file"
+    link = _link(busy, rel, outside)
+    if verb == "views":
+        outside.write_text("out of date\n")  # the rebuild must rewrite it
+    before = outside.read_bytes()
+    code, said = _run(capsys, busy, _verb_argv(verb, tmp_path))
+    assert link.is_symlink() and outside.read_bytes() == before
+    assert code != 0, said[:800]
+    if verb == "write":  # the appender's own refusal, in OpenProgram's words (spec §7.4: APPEND_REFUSED)
+        assert "source archive path escapes sources/" in said, said[:800]
+    else:
+        assert "PATH_OUTSIDE_WORKSPACE" in said and rel.removeprefix("memory/") in said, said[:800]

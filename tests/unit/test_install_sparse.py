@@ -10,6 +10,8 @@ import stat
 
 import pytest
 
+from memory_tui.core.format.errors import MemoryError
+
 from memory_tui.core.store import install as inst
 from memory_tui.core.store.workspace import workspace_revision
 
@@ -101,8 +103,12 @@ def test_a_drop_alone_or_a_linked_folder_takes_the_tree_exchange(tmp_path):
     os.symlink(tmp_path / "elsewhere", root2 / "topics" / "linked")
     changed = dict(STATE_A, **{"topics/linked/x.md": "changed\n"})
     stage2, drops2 = sparse_stage(tmp_path / "sparse2", STATE_A, changed)
-    plan2 = inst.plan_install(root2, stage2, sparse=drops2)
-    assert [(t.kind, t.path) for t in plan2.targets] == [("tree", "topics")]  # never a rename through a link
+    # never a rename through the link, and never the exchange that would replace it with a
+    # real folder: the plan itself is refused, naming the link
+    with pytest.raises(MemoryError) as refused:
+        inst.plan_install(root2, stage2, sparse=drops2)
+    assert refused.value.code == "PATH_OUTSIDE_WORKSPACE" and refused.value.path == "topics/linked"
+    assert os.path.islink(root2 / "topics" / "linked")
 
 
 def test_a_stage_that_both_replaces_and_drops_a_file_is_refused(tmp_path):
