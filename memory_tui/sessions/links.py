@@ -97,7 +97,6 @@ class SpawnLinks:
                 continue
             if isinstance(meta, dict) and meta.get("source") == "agent_spawn":
                 wanted.append(other)
-        dirs = dict(found)
 
         def holders(nid: str) -> list[str]:
             out = []
@@ -111,9 +110,7 @@ class SpawnLinks:
                     out.append(other)
             return out
 
-        snap = load_sessions(Path(state_dir), only=wanted)
-        assert all(w in dirs for w in snap.sessions)
-        return cls(snap.sessions, holders)
+        return cls(load_sessions(Path(state_dir), only=wanted).sessions, holders)
 
     def of_session(self, sid: str) -> tuple[SpawnLink, ...]:
         return tuple(self.by_session.get(sid, ()))

@@ -253,3 +253,31 @@ def test_a_summary_on_the_heads_line_is_flagged(fixture_state, capsys):
     _rc, out = _run(capsys, "--state", str(fixture_state), "why", sid, "--graph", "--ascii", "--width", "200")
     line = next(ln for ln in out.splitlines() if summary["id"] in ln)
     assert " F " in line and "on the head's line" in line
+
+
+def test_next_write_of_every_pending_branch_follows_openprograms_figures(fixture_state_ro, expected, capsys):
+    data = _why(capsys, fixture_state_ro)
+    threshold = expected["trigger_tokens"]
+    seen = 0
+    for sid, exp in expected["sessions"].items():
+        index = json.loads((fixture_state_ro / "sessions" / "index.json").read_text())
+        ends = json.loads((fixture_state_ro / "memory" / ".scriptorium" / "session-end.json").read_text())
+        handled = ends.get(sid) == index[sid]["updated_at"]
+        for tip, t in exp["tips"].items():
+            nw = data["sessions"][sid]["tips"][tip].get("next_write")
+            if not t["pending_ids"]:
+                assert nw is None, (sid, tip)
+                continue
+            seen += 1
+            if t["archived"] and not t["is_head"]:
+                assert nw["rule"] == "never" and "archived" in nw["text"]
+                assert nw["command"] == f"memory-tui write {sid} --branch {tip} --force"
+            elif t["is_head"]:
+                # the fixture's pending head turns are a day old: the per-turn path takes them at the next turn
+                assert nw["rule"] == "per_turn" and "at the next turn on the head" in nw["text"], (sid, nw)
+            elif t["pending_tokens"] < threshold:
+                assert nw["rule"] == "never" and f"({t['pending_tokens']} < {threshold} tokens)" in nw["text"]
+                assert {"file": "config.json", "field": "memory.writer.trigger_tokens", "value": threshold} in nw["evidence"]
+            else:
+                assert nw["rule"] == ("never" if handled else "idle_pass")
+    assert seen >= 4

@@ -159,3 +159,46 @@ async def test_kept_states_and_drift_reach_the_sessions_list(_fixture_master, tm
         assert app.screen.sort_key == "drift"
         first = app.screen.query_one("#sessions-list").get_option_at_index(0)
         assert first.session.session_id == "local_0c0c0c0c0c"
+
+
+async def test_a_new_turn_redraws_its_session_live_keeping_the_selection(_fixture_master, tmp_path):
+    """The Sessions view watches sessions/: a new turn written by OpenProgram (here the session
+    node writer), moving the head, shows up without a key press, the same session and node
+    still selected, and the branch's next write follows the new head."""
+    import asyncio
+
+    from memory_tui.sessions.marks import serialize_node
+
+    dest = tmp_path / ".openprogram"
+    shutil.copytree(_fixture_master, dest, symlinks=True)
+    sid = "local_0c0c0c0c0c"
+    app = make_app(dest, watch=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("5")
+        await pilot.pause()
+        screen = app.screen
+        assert screen.focus_session(sid, "c00000000002")
+        await pilot.pause()
+        await asyncio.sleep(0.5)  # the watcher is up
+        sdir = dest / "sessions" / sid
+        node = {"id": "c00000000005", "created_at": 1796014900.0, "seq": 10, "role": "user", "name": "", "input": None,
+                "output": "A new question, live.", "caller": "", "predecessor": "c00000000004_reply", "reads": [],
+                "metadata": {"source": "web"}}
+        (sdir / "history" / "0010-u-c00000000005.json").write_text(serialize_node(node))
+        meta = json.loads((sdir / "meta.json").read_text())
+        meta["head_id"] = "c00000000005"
+        (sdir / "meta.json").write_text(json.dumps(meta))
+        graph = screen.query_one("#sessions-graph")
+        for _ in range(100):
+            await pilot.pause(0.05)
+            sm = screen.sessions
+            if sm is not None and "c00000000005" in sm.session_data(sid).nodes and graph.layout_data is not None \
+                    and "c00000000005" in graph.layout_data.nodes:
+                break
+        assert "c00000000005" in graph.layout_data.nodes
+        assert screen.selected_session().session_id == sid
+        assert graph.selected_node is not None and graph.selected_node.id == "c00000000002"
+        assert G.HEAD_M in graph.layout_data.nodes["c00000000005"].markers
+        vm = screen.sessions.branch_verdict(sid, "c00000000005")
+        assert vm.next_write and "c00000000005" in vm.pending_ids
