@@ -13,6 +13,7 @@ import unicodedata
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..cache.stamp import stamp_of
 from ..format.errors import MemoryError
 from ..format.paths import Layout
 from ..format.sources import (APPEND_REFUSED, MARKER, SOURCES_DIR, AppendResult, SourceIndex, SourceRecord, archive_path,
@@ -140,7 +141,7 @@ def append_records(
             raise _refuse(f"invalid or truncated v2 archive: {rel}", path=rel, reason="not a regular file")
         if st is not None:
             data = target.read_bytes()
-            key = (st.st_mtime_ns, st.st_size, st.st_ino)
+            key = stamp_of(st)
             prior = known.get(rel)
             if prior is not None and prior.kind == "v2" and prior.key == key and len(data) == key[1]:
                 entry = prior

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from ..cache.stamp import is_racy
 from ..format.errors import Problem
 from . import gitlog
 from .confine import STAGE_DIR_SUFFIX, refuse_symlink
@@ -154,7 +155,6 @@ def _carry_unowned(committed: Path, dst: Path, owned) -> None:
 
 _HASHES: dict[tuple[int, int, int, int, int], str] = {}  # (dev, ino, size, mtime_ns, ctime_ns) -> sha256
 _HASHES_MAX = 200_000
-_RACY_NS = 100_000_000  # stamps younger than this may not change on a second write (coarse clock)
 
 
 def _stat_hash(path: Path) -> str | None:
@@ -167,7 +167,7 @@ def _stat_hash(path: Path) -> str | None:
     except OSError:
         return file_hash(path)
     key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-    if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < _RACY_NS:
+    if is_racy(st.st_mtime_ns, st.st_ctime_ns):
         return file_hash(path)  # too fresh for its stamps to prove it unchanged later
     hit = _HASHES.get(key)
     if hit is not None:

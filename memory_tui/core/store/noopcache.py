@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..fsutil import replace_cache_file
-from .parsecache import is_racy
+from ..cache.stamp import is_racy
 from ..format.paths import Layout
 from .walk import revision_walk
 

@@ -52,19 +52,13 @@ from ..format.fastdata import bulk, positional
 from ..fsutil import replace_cache_file
 from ..format.paths import Layout
 from ..cache.sealed import seal, unseal
-from ..format.sources import (ArchiveFile, SourceFrame, SourceIndex, archive_paths, d_archive_path, decode_meta,
+from ..cache.stamp import MTIME, NO_STAMP, RACY_NS, SIZE, Stamp, is_racy, is_stamp, stamp_of, stamp_racy
+from ..format.sources import (FROM_KEPT, ArchiveFile, SourceFrame, SourceIndex, archive_paths, d_archive_path, decode_meta,
                       parse_d_ref, split_source_id, walk_sources)
 from ..format.sources import take_handed as take_handed_frames
 from ..format.topics import (Annotation, Evidence, Heading, SourceLink, Topic, Unit, assemble_tree, handed_links, parse_topic,
                      take_handed, read_topic_file, topic_sort_key)
 
-
-RACY_NS = 100_000_000
-
-
-def is_racy(mtime_ns: int, ctime_ns: int | None = None, now_ns: int | None = None) -> bool:
-    now = time.time_ns() if now_ns is None else now_ns
-    return now - max(mtime_ns, ctime_ns or 0) < RACY_NS
 
 
 def topic_deps(topic: Topic) -> tuple[str, ...]:
@@ -181,9 +175,11 @@ MAGIC = b"memory-tui-parse-cache\n"
 ROWS_MAGIC = b"memory-tui-parse-rows\n"
 PACK_MAGIC = b"memory-tui-parse-pack\n"
 
-# (mtime_ns, size, inode). Not ctime: every transaction hard-links the topic files into its
-# stage, which bumps their ctime without touching a byte.
-StatKey = tuple[int, int, int]
+# The cache kit's stamp, ctime included: a same-size rewrite with its mtime put back keeps
+# (mtime, size, inode) but never the ctime. An install that hard-links a topic file into its
+# stage moves the ctime without touching a byte; a topic entry whose stamp differs only there
+# is checked against the sha256 of the file's bytes (``topic_for_stat``) and re-stamped.
+StatKey = Stamp
 
 
 @lru_cache(maxsize=1)
@@ -200,13 +196,8 @@ def code_tag() -> str:
         "store.treecache", "store.linkcache", "store.memos")), salt=f"format {FORMAT}", length=16)
 
 
-def stat_key(st: os.stat_result) -> StatKey:
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
-
-
-def _racy(key: StatKey) -> bool:
-
-    return is_racy(key[0])
+stat_key = stamp_of
+_racy = stamp_racy
 
 
 # ------------------------------------------------------------------------------ encoding
@@ -919,6 +910,7 @@ class ParseStore:
                 del cached[rel]
                 return None
             cached[rel] = (key, entry, rows)  # the rows are what a flush writes again for it
+            entry.__dict__[FROM_KEPT] = True  # a trust verdict on it checks its bytes first
         return entry
 
     def _topic_map(self) -> dict[str, _TopicEntry]:
@@ -989,11 +981,29 @@ class ParseStore:
 
         with self.lock:
             hit = self._topic_map().get(rel)
-            if hit is None or hit.key != key or _racy(key):
+            if hit is None:
                 return None
+            if hit.key != key or _racy(key):
+                if hit.key[:3] != key[:3] or not self._same_bytes(rel, hit, key):
+                    return None
             if deps_signature(index, hit.deps) != hit.sig:
                 return None
             return self._topic_of(rel, hit, index)
+
+    def _same_bytes(self, rel: str, hit: _TopicEntry, key: StatKey) -> bool:
+        """Whether ``topics/<rel>``, whose stamp differs from the entry's only in its ctime (a
+        hard link or chmod by an install), still holds the bytes the entry was parsed from;
+        if so the entry is re-stamped (git's index refresh), unless the new stamp is racy."""
+        try:
+            data = _read(os.path.join(self.memory_root, "topics", rel))
+        except OSError:
+            return False
+        if len(data) != key[SIZE] or hashlib.sha256(data).hexdigest() != hit.sha:
+            return False
+        if not _racy(key):
+            hit.key = key
+            self._dirty_topics.add(rel)
+        return True
 
     def topic_for_sha(self, rel: str, sha: str, index: Any) -> tuple[Any, tuple[str, ...], str] | None:
         """``(topic, deps, sig)`` cached for this exact text (by digest), deps unchanged."""
@@ -1014,7 +1024,7 @@ class ParseStore:
         with self.lock:
             topics = self._topic_map()
             old = topics.get(rel)
-            stored_key: StatKey = key if key is not None and not _racy(key) else (-1, -1, -1)
+            stored_key: StatKey = key if key is not None and not _racy(key) else NO_STAMP
             if old is not None and old.sha == sha and old.sig == sig and (old.key == stored_key or stored_key[0] == -1):
                 return
             topics[rel] = _TopicEntry(stored_key, sha, topic, deps, sig)
@@ -1160,8 +1170,7 @@ class ParseStore:
                 shutil.rmtree(parent / name, ignore_errors=True)
 
 
-def _is_key(value: Any) -> bool:
-    return isinstance(value, tuple) and len(value) == 3 and all(type(v) is int for v in value)
+_is_key = is_stamp
 
 
 def _entry_value(kind: str, rel: str, entry: Any) -> tuple | None:

@@ -30,6 +30,7 @@ from ..format.paths import RUNTIME_NAMES, Layout, is_internal_top, read_workspac
 from ..format.tokens import TokenCounter
 from .viewcache import view_cache_for
 from ..format.views import ViewMismatch, compare_views, core_injection, special_token_problems
+from ..cache.stamp import is_racy, stamp_of
 from .parsecache import deps_signature, stat_key, store_for, topic_deps, topic_file_stats
 
 EMPTY_REVISION = hashlib.sha256(b"").hexdigest()[:32]
@@ -43,23 +44,36 @@ RUNTIME_KEYS = ("creation_order", "write_commits_since_global", "local_batches",
 
 @dataclass(frozen=True)
 class FileStamp:
-    """What decides whether a file must be re-read: ``(mtime_ns, size, inode)``."""
+    """What decides whether a file must be re-read: the cache kit's stamp (ctime included)."""
 
     mtime_ns: int
     size: int
     inode: int
+    ctime_ns: int
 
     @classmethod
     def of(cls, st: os.stat_result) -> "FileStamp":
-        return cls(st.st_mtime_ns, st.st_size, st.st_ino)
+        return cls(*stamp_of(st))
+
+    @property
+    def racy(self) -> bool:
+        return is_racy(self.mtime_ns, self.ctime_ns)
 
 
-def _stamp(path: Path) -> FileStamp | None:
+class _Unproven:
+    """The stamp of a file too young to vouch for anything: equal only to itself."""
+
+
+def _stamp(path: Path) -> "FileStamp | _Unproven | None":
     try:
         st = path.stat()
     except OSError:
         return None
-    return FileStamp.of(st) if stat_mod.S_ISREG(st.st_mode) else None
+    if not stat_mod.S_ISREG(st.st_mode):
+        return None
+    stamp = FileStamp.of(st)
+    # a stamp inside the clock tick proves nothing: an object equal to no other stamp
+    return _Unproven() if stamp.racy else stamp
 
 
 def _revision_counts(rel_parts: tuple[str, ...]) -> bool:
@@ -632,6 +646,8 @@ def _parse_topics(
         if prior is not None and prior.stamp == stamp:
             entries[rel] = prior
             continue
+        if stamp.racy:  # kept under a stamp no later walk matches: read again next time
+            stamp = _Unproven()
         reparsed.append(rel)
         cached = store.topic_for_stat(rel, stat_key(st), index)
         if cached is not None:  # a fresh process: the last one's parse of these very bytes

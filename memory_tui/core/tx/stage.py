@@ -64,7 +64,7 @@ _INDEX_SEEN: dict[str, tuple[SourceIndex, list[str], list[tuple[int, int, int, i
 
 
 def source_index(root: Path, stamps: Mapping[str, tuple[int, int, int, int]] | None = None) -> SourceIndex:
-    """The committed archives, scanned once and refreshed by (mtime, size, inode).
+    """The committed archives, scanned once and refreshed by their stamps (``cache.stamp``).
 
     ``stamps``: ``revision_walk`` of the workspace, just taken. Its ``sources/`` entries are the
     very files the index walks (regular ``*.md`` files, symlinks not followed), so when they
@@ -89,7 +89,7 @@ def source_index(root: Path, stamps: Mapping[str, tuple[int, int, int, int]] | N
             if len(rels) == len(files):
                 for rel, st in zip(rels, listed):
                     entry = files.get(rel)
-                    if entry is None or entry.key != st[:3]:
+                    if entry is None or entry.key != st:
                         break
                 else:
                     _INDEX_SEEN[key] = (previous, rels, listed)
@@ -361,7 +361,7 @@ class Stage:
         for rel in result.changed_paths:
             path = self.path / rel
             st = path.stat()
-            files[rel] = index_file(rel, path.read_bytes(), (st.st_mtime_ns, st.st_size, st.st_ino), files.get(rel))
+            files[rel] = index_file(rel, path.read_bytes(), stamp_of(st), files.get(rel))
         if result.changed_paths:
             self.index = SourceIndex.from_files(self.memory_root, files)
             self.token = self.cache.observe_index(self.index)
