@@ -23,6 +23,7 @@ from typing import Any, Iterable, Mapping
 
 from memory_tui.core.cache.stamp import Stamp, is_racy, stamp_of
 from memory_tui.core.format.errors import CORRUPT_FILE, Problem
+from memory_tui.core.cache.registry import keeps
 
 ROOT_ID = "ROOT"
 REGISTRY_NAME = "index.json"
@@ -128,7 +129,7 @@ class FrozenMap(abc.Mapping):
         return (_frozen_map, (dict(zip(self._shape.keys, self._values)),))
 
 
-_SHAPES: dict[tuple[str, ...], _Shape] = {}
+_SHAPES: dict[tuple[str, ...], _Shape] = keeps({})
 _SHAPES_MAX = 4096  # past this many key orders (odd data), new ones get a plain read-only dict
 
 

@@ -44,6 +44,7 @@ from .errors import TRUNCATED_ARCHIVE, CORRUPT_FILE, Problem
 from .fastdata import bulk, positional
 from .paths import relpath
 from .text import header_part
+from ..cache.registry import keeps
 
 MARKER = "<!-- openprogram-source-archive:v2 -->"
 SOURCES_DIR = "sources"
@@ -96,6 +97,7 @@ def pct(part: str) -> str:
     return quote(part, safe="", encoding="utf-8", errors="strict")
 
 
+@keeps
 @lru_cache(maxsize=4096)
 def _location(provider: str, thread: str, legacy: bool) -> str:
     middle = "/" if legacy else f"/{V2_DIR}/"
@@ -177,6 +179,7 @@ def encode_speaker(speaker_id: str | None) -> str:
     return quote(speaker_id or "", safe="", encoding="utf-8", errors="strict").replace("-", "%2D")
 
 
+@keeps
 @lru_cache(maxsize=4096)
 def decode_speaker(value: str) -> str | None:
     """Decode a speaker marker value; ``None`` unless re-encoding reproduces it exactly."""
@@ -257,6 +260,7 @@ def encode_meta(meta: TrustMeta) -> str:
 _TOKEN = re.compile(r"[A-Za-z0-9_-]+")
 
 
+@keeps
 @lru_cache(maxsize=1024)
 def decode_meta(token: str) -> TrustMeta | None:
     """Decode a ``source-meta`` token; ``None`` unless it is canonical.
@@ -942,6 +946,16 @@ StatKey = Stamp  # the cache kit's (mtime_ns, size, inode, ctime_ns)
 FROM_KEPT = "_from_kept"
 
 
+# Set on an entry whose stamp was inside the clock tick when its bytes were read: the stamp
+# may not show a write later in the same tick, so no later load reuses the entry by it.
+UNPROVEN = "_unproven"
+
+
+def proven(entry: "ArchiveFile") -> bool:
+    """Whether ``entry``'s stamp vouches for its bytes (see ``UNPROVEN``)."""
+    return UNPROVEN not in entry.__dict__
+
+
 def _read_regular(path: str) -> bytes:
     """The bytes of a regular file, never through a symbolic link."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
@@ -1205,6 +1219,7 @@ def walk_sources(root: Path) -> Iterator[tuple[str, Path, os.stat_result]]:
     return _walk_sources(root)
 
 
+@keeps
 @lru_cache(maxsize=8192)
 def _sources_file_of(topic_path: str, rel_part: str) -> str | None:
     """The ``sources/`` file a link's path part names from ``topics/<topic_path>``, else
@@ -1269,7 +1284,7 @@ class SourceIndex:
         for rel, path, st in _walk_sources(root) if walked is None else walked:
             key = stamp_of(st)
             prior = old.get(rel)
-            if prior is not None and prior.key == key:
+            if prior is not None and prior.key == key and proven(prior):
                 files[rel] = prior
                 continue
             try:
@@ -1281,9 +1296,9 @@ class SourceIndex:
                 continue
             if len(data) != key[1]:  # changed while reading: index what was read, re-read next time
                 key = (key[0], len(data), key[2], key[3])
-            if stamp_racy(key):  # a stamp that proves nothing is never matched by the next load
-                key = (-1, key[1], key[2], key[3])
-            files[rel] = index_file(rel, data, key, prior)
+            entry = files[rel] = index_file(rel, data, key, prior)
+            if stamp_racy(key):  # a stamp that proves nothing: the next load reads the file again
+                entry.__dict__[UNPROVEN] = True
         return cls.from_files(root, files)
 
     @classmethod

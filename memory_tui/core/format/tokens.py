@@ -20,6 +20,7 @@ import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
+from ..cache.registry import keeps
 
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
 ENCODING_NAME = "o200k_base"
@@ -58,6 +59,7 @@ def _load_ranks() -> dict[bytes, int]:
     return ranks
 
 
+@keeps
 @lru_cache(maxsize=1)
 def o200k_encoding():
     """tiktoken's own ``o200k_base`` definition, with ranks from the bundled file."""
@@ -232,6 +234,7 @@ class CountMemo:
 
 
 COUNT_MEMO = CountMemo()
+keeps(COUNT_MEMO.forget)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 from ..cache.stamp import stamp_of
 from ..format.errors import MemoryError
 from ..format.paths import Layout
-from ..format.sources import (APPEND_REFUSED, MARKER, SOURCES_DIR, AppendResult, SourceIndex, SourceRecord, archive_path,
+from ..format.sources import (proven, APPEND_REFUSED, MARKER, SOURCES_DIR, AppendResult, SourceIndex, SourceRecord, archive_path,
                               index_file, is_v2_valid_id, render_frame)
 from ..fsutil import atomic_write
 from .gitlog import mark_pending
@@ -143,7 +143,7 @@ def append_records(
             data = target.read_bytes()
             key = stamp_of(st)
             prior = known.get(rel)
-            if prior is not None and prior.kind == "v2" and prior.key == key and len(data) == key[1]:
+            if prior is not None and prior.kind == "v2" and prior.key == key and proven(prior) and len(data) == key[1]:
                 entry = prior
             else:
                 entry = index_file(rel, data, key, prior)

@@ -54,6 +54,7 @@ from .confine import STAGE_DIR_SUFFIX, refuse_symlink
 from ..fsutil import fsync_dir
 from .lock import hold_depth
 from ..format.paths import Layout
+from ..cache.registry import keeps
 
 JOURNAL_NAME = "install-journal.json"
 JOURNAL_VERSION = 1
@@ -153,7 +154,7 @@ def _carry_unowned(committed: Path, dst: Path, owned) -> None:
                     shutil.copy2(full, target)
 
 
-_HASHES: dict[tuple[int, int, int, int, int], str] = {}  # (dev, ino, size, mtime_ns, ctime_ns) -> sha256
+_HASHES: dict[tuple[int, int, int, int, int], str] = keeps({})  # (dev, ino, size, mtime_ns, ctime_ns) -> sha256
 _HASHES_MAX = 200_000
 
 
@@ -393,12 +394,16 @@ class StageDir:
             self.lock_fd = None
 
 
-def make_stage_dir(layout: Layout, prefix: str = "stage-") -> StageDir:
+def make_stage_dir(layout: Layout, prefix: str = "stage-", *, outside: bool = False) -> StageDir:
     """A new 0700 stage directory in the workspace's own scratch area (same filesystem as the
-    workspace, so hard links and renames work; never in a shared temp folder). Falls back to
-    the system temp dir only when the workspace cannot be written (a read-only ``--check``)."""
+    workspace, so hard links and renames work; never in a shared temp folder). In the system
+    temp dir when the workspace cannot be written, or with ``outside``: a stage that is only
+    checked, never installed, writes nothing into the workspace (not even a scratch folder a
+    writer command's own watch would see appear beside its stage)."""
     area = stage_area(layout)
     try:
+        if outside:
+            raise PermissionError("a check-only stage lives outside the workspace")
         if not layout.root.is_dir():
             raise FileNotFoundError(str(layout.root))
         while True:

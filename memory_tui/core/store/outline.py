@@ -24,6 +24,7 @@ from pathlib import Path
 from ..cache.stamp import Stamp, stamp_of, stamp_racy
 from ..fsutil import replace_cache_file, user_cache_dir
 from ..format.topics import is_mem_id, iter_blocks, paragraph_shape, read_topic_file, topic_sort_key
+from ..cache.registry import keeps
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,7 @@ def topic_outline(memory_root: Path, *, cache: "OutlineCache | None" = None) -> 
 OUTLINE_FORMAT = 2
 
 
+@keeps
 @lru_cache(maxsize=1)
 def outline_code_tag() -> str:
     """A digest of the code an outline comes from: other code's entries are never read."""

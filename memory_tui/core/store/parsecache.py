@@ -31,10 +31,7 @@ from __future__ import annotations
 import errno
 import dataclasses
 import hashlib
-import io
-import marshal
 import os
-import pickle
 import posixpath
 import shutil
 import stat as stat_mod
@@ -51,13 +48,15 @@ from ..format.errors import Problem
 from ..format.fastdata import bulk, positional
 from ..fsutil import replace_cache_file
 from ..format.paths import Layout
+from ..cache import codec
 from ..cache.sealed import seal, unseal
 from ..cache.stamp import MTIME, NO_STAMP, RACY_NS, SIZE, Stamp, is_racy, is_stamp, stamp_of, stamp_racy
-from ..format.sources import (FROM_KEPT, ArchiveFile, SourceFrame, SourceIndex, archive_paths, d_archive_path, decode_meta,
+from ..format.sources import (FROM_KEPT, ArchiveFile, proven, SourceFrame, SourceIndex, archive_paths, d_archive_path, decode_meta,
                       parse_d_ref, split_source_id, walk_sources)
 from ..format.sources import take_handed as take_handed_frames
 from ..format.topics import (Annotation, Evidence, Heading, SourceLink, Topic, Unit, assemble_tree, handed_links, parse_topic,
                      take_handed, read_topic_file, topic_sort_key)
+from ..cache.registry import keeps
 
 
 
@@ -116,6 +115,7 @@ _TARGET = attrgetter("target")
 _SOURCE_ID = attrgetter("source_id")
 
 
+@keeps
 @lru_cache(maxsize=16384)
 def _file_dep(topic_dir: str, rel_part: str) -> str | None:
     """The ``sources/`` file a link's path part names. Cached: thousands of links share a
@@ -182,6 +182,7 @@ PACK_MAGIC = b"memory-tui-parse-pack\n"
 StatKey = Stamp
 
 
+@keeps
 @lru_cache(maxsize=1)
 def code_tag() -> str:
     """A digest of the code whose output an entry holds (and of this format)."""
@@ -202,28 +203,13 @@ _racy = stamp_racy
 
 # ------------------------------------------------------------------------------ encoding
 
-_SAFE_BUILTINS = {("builtins", n) for n in ("frozenset", "set", "tuple", "list", "dict", "str", "bytes", "int", "float",
-                                            "bool", "complex", "object")}
-_SAFE_MODULES = ("memory_tui.core.format.topics", "memory_tui.core.format.sources", "memory_tui.core.format.errors", "memory_tui.core.format.views",
-                 "memory_tui.core.store.viewcache")
-
-
-class _Unpickler(pickle.Unpickler):
-    """Builds only plain data and this project's parse dataclasses / named tuples (no callables)."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in _SAFE_BUILTINS or (module, name) == ("copyreg", "_reconstructor"):
-            return super().find_class(module, name)
-        if module in _SAFE_MODULES:
-            obj = super().find_class(module, name)
-            if isinstance(obj, type) and (dataclasses.is_dataclass(obj) or (issubclass(obj, tuple) and hasattr(obj, "_fields"))):
-                return obj  # data classes and named tuples: building one runs no code of the file's choosing
-        raise pickle.UnpicklingError(f"not allowed in the parse cache: {module}.{name}")
+# the modules whose data classes a derived entry may hold (``codec.pickle_unseal``)
+_SAFE_MODULES = ("memory_tui.core.format.topics", "memory_tui.core.format.sources", "memory_tui.core.format.errors",
+                 "memory_tui.core.format.views", "memory_tui.core.store.viewcache")
 
 
 def encode(value: Any) -> bytes:
-    payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    return MAGIC + hashlib.sha256(payload).hexdigest().encode("ascii") + b"\n" + payload
+    return codec.pickle_seal(MAGIC, value)
 
 
 def encode_rows(value: Any) -> bytes:
@@ -237,7 +223,7 @@ def encode_rows(value: Any) -> bytes:
 def _pack_parts(kind: str, blobs: list[bytes]) -> tuple[bytes, ...]:
     """A pack: PACK_MAGIC, "<crc32> <index length>" LF, the index ``(kind, blob lengths)``
     (marshal), then each entry's marshal blob; the crc covers index and blobs."""
-    index = marshal.dumps((kind, tuple(len(b) for b in blobs)), 4)
+    index = codec.dumps((kind, tuple(len(b) for b in blobs)), 4)
     crc = zlib.crc32(index)
     for blob in blobs:
         crc = zlib.crc32(blob, crc)
@@ -260,13 +246,13 @@ def decode_pack(data: bytes, kind: str) -> list[Any]:
     if not 0 <= index_len <= len(payload) or zlib.crc32(payload) != crc:
         return []
     try:
-        stored_kind, lengths = marshal.loads(payload[:index_len])
+        stored_kind, lengths = codec.loads(payload[:index_len])
         if stored_kind != kind or sum(lengths) != len(payload) - index_len:
             return []
         out = []
         at = index_len
         for length in lengths:
-            out.append(marshal.loads(payload[at:at + length]))
+            out.append(codec.loads(payload[at:at + length]))
             at += length
     except (EOFError, ValueError, TypeError):
         return []
@@ -277,16 +263,7 @@ def decode(data: bytes) -> Any:
     """The stored value, or ``None`` for anything that is not an intact entry."""
     if data.startswith(ROWS_MAGIC):
         return unseal(ROWS_MAGIC, data)
-    head = len(MAGIC) + 65
-    if len(data) < head or not data.startswith(MAGIC) or data[head - 1:head] != b"\n":
-        return None
-    digest, payload = data[len(MAGIC):head - 1], data[head:]
-    if hashlib.sha256(payload).hexdigest().encode("ascii") != digest:
-        return None
-    try:
-        return _Unpickler(io.BytesIO(payload)).load()
-    except Exception:  # a foreign or damaged pickle is only a cache miss
-        return None
+    return codec.pickle_unseal(MAGIC, data, _SAFE_MODULES)
 
 
 # ------------------------------------------------------------------ rows: parses as plain data
@@ -595,14 +572,14 @@ def topic_head(rows: tuple) -> tuple:
     """The stored form of ``topic_rows``' rows (see above)."""
     units = rows[11]
     try:
-        return (rows[0], rows[1], rows[2], rows[16], units[0] if units else (), marshal.dumps(rows[2:], 4))
+        return (rows[0], rows[1], rows[2], rows[16], units[0] if units else (), codec.dumps(rows[2:], 4))
     except ValueError:  # a value marshal cannot hold (say, a details object)
         raise _Unrepresentable(rows[0]) from None
 
 
 def rows_of_head(head: tuple) -> tuple:
     """``topic_rows``' rows back from their stored form."""
-    rows = (head[0], head[1], *marshal.loads(head[5]))
+    rows = (head[0], head[1], *codec.loads(head[5]))
     if len(rows) != _TOPIC_ROW_WIDTH:
         raise ValueError("a topic blob of the wrong width")
     return rows
@@ -691,7 +668,7 @@ def archive_rows(entry: ArchiveFile) -> tuple:
     if not set(map(type, outline[2])) <= {bool}:
         raise _Unrepresentable(entry.path)
     try:
-        blob = marshal.dumps(columns, 4)
+        blob = codec.dumps(columns, 4)
     except ValueError:  # a value marshal cannot hold
         raise _Unrepresentable(entry.path) from None
     return (entry.path, entry.kind, entry.key, outline, blob, entry.complete, entry.comment_ids, entry.anchor_lines,
@@ -717,7 +694,7 @@ def _handed_archive_rows(entry: ArchiveFile, handed: list[tuple], scan_row: tupl
     else:
         columns = ()
     try:
-        blob = marshal.dumps(columns, 4)
+        blob = codec.dumps(columns, 4)
     except ValueError:
         raise _Unrepresentable(entry.path) from None
     return (entry.path, entry.kind, entry.key, outline, blob, entry.complete, entry.comment_ids, entry.anchor_lines,
@@ -782,7 +759,7 @@ def archive_from_rows(rows: tuple) -> ArchiveFile:
 
 def _frames_from_blob(path: str, blob: bytes, sids: tuple, anchors: tuple, trusted: tuple,
                       n: int) -> tuple[SourceFrame, ...]:
-    speakers, tokens, lines, stamps, labels, texts, pending, paths, numbers, kinds = _unzip(marshal.loads(blob), 10)
+    speakers, tokens, lines, stamps, labels, texts, pending, paths, numbers, kinds = _unzip(codec.loads(blob), 10)
     if len(speakers) != n:
         raise ValueError(f"archive rows of {path}: {len(speakers)} frames for {n} ids")
     metas = [decode_meta(tok) if tok is not None else None for tok in tokens]
@@ -952,11 +929,11 @@ class ParseStore:
             for rel, _path, st in walked:
                 keys[rel] = stat_key(st)
             if prior_files and keys.keys() == prior_files.keys() and all(
-                    prior_files[rel].key == key for rel, key in keys.items()):
+                    prior_files[rel].key == key and proven(prior_files[rel]) for rel, key in keys.items()):
                 return previous  # what SourceIndex.load would rebuild from the very same entries
             cached = self._archive_map()
             for rel, key in keys.items():
-                if rel in prior_files:
+                if rel in prior_files and proven(prior_files[rel]):
                     continue
                 hit = self._archive_hit(rel, key)
                 if hit is not None:
@@ -964,7 +941,7 @@ class ParseStore:
             index = SourceIndex.load(self.memory_root, previous=_Prior(self.memory_root, prior_files), walked=walked)
             for rel, entry in index.files.items():
                 key = keys.get(rel)
-                if key is None or _racy(key) or entry.key != key or entry.problem is not None:
+                if key is None or _racy(key) or entry.key != key or entry.problem is not None or not proven(entry):
                     continue
                 hit = cached.get(rel)
                 if hit is None or hit[0] != key or hit[1] is not entry:
@@ -1154,7 +1131,7 @@ class ParseStore:
             if value is None:
                 continue
             try:
-                blobs.append(marshal.dumps(value, 4))
+                blobs.append(codec.dumps(value, 4))
             except ValueError:  # a value marshal cannot hold (say, a details object): not stored
                 continue
         _atomic(self.dir / (kind + PACK_SUFFIX), _pack_parts(kind, blobs))
@@ -1232,13 +1209,13 @@ def _atomic(path: Path, data: bytes | tuple[bytes, ...]) -> None:
     replace_cache_file(path, data)
 
 
-_STORES: dict[str, ParseStore] = {}
+_STORES: dict[str, ParseStore] = keeps({})
 _STORES_LOCK = threading.Lock()
 
 
 # the store by the path as given, so the per-file lookups of one transaction
 # (a thousand at scale 1) do not resolve the root each time (~50 ms of a fresh edit)
-_BY_GIVEN: dict[str, ParseStore] = {}
+_BY_GIVEN: dict[str, ParseStore] = keeps({})
 
 
 def store_for(memory_root: Path | str) -> ParseStore:
@@ -1256,6 +1233,7 @@ def store_for(memory_root: Path | str) -> ParseStore:
         return store
 
 
+@keeps
 def forget_in_process() -> None:
     """Forget the in-memory copies (the next use re-reads the files; tests, benchmarks)."""
     with _STORES_LOCK:
