@@ -9,8 +9,8 @@ compute, never one of an older session state or an older layout algorithm.
 
 Only layouts worth it are kept: at least :data:`MIN_NODES` nodes, and no group expanded by
 hand (the options a session opens with; every expand would otherwise write a new entry).
-Entries live in memory-tui's cache directory (``$MEMORY_TUI_LAYOUT_CACHE_DIR``, else
-``layouts/`` under :func:`memory_tui.core.fsutil.user_cache_dir`), never in the state dir;
+Entries live in memory-tui's cache directory (``layouts/`` under
+:func:`memory_tui.core.fsutil.user_cache_dir`), never in the state dir;
 at most :data:`KEEP` of them, the least recently used go first. Anything unreadable, of
 another format or key, or of the wrong shape is a miss; losing the folder only costs time.
 """
@@ -41,7 +41,7 @@ _SUFFIX = ".layout"
 
 
 def table_dir() -> Path:
-    return user_cache_dir("layouts", "MEMORY_TUI_LAYOUT_CACHE_DIR")
+    return user_cache_dir("layouts")
 
 
 def code_digest(fmt: str, *files: str) -> bytes:

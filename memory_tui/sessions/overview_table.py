@@ -15,8 +15,8 @@ The entry holds only the per-node answers and the row's figures (plain strings, 
 the branch rows are listed again from the session (a few ms). Sessions below
 :data:`MIN_NODES` nodes are computed (a few ms), as is a session whose overview is ``None`` (the
 engine's path), one holding a value ``marshal`` cannot write exactly, and any session when the
-counter has no stable name. Files live next to the layout table's (``$MEMORY_TUI_OVERVIEW_CACHE_DIR``,
-else ``overviews/`` under :func:`memory_tui.core.fsutil.user_cache_dir`), never in the state
+counter has no stable name. Files live next to the layout table's (``overviews/``
+under :func:`memory_tui.core.fsutil.user_cache_dir`), never in the state
 dir; unreadable, truncated, of another format or key: a miss.
 """
 
@@ -48,7 +48,7 @@ _MAP_TAG = b"m"
 
 
 def table_dir() -> Path:
-    return user_cache_dir("overviews", "MEMORY_TUI_OVERVIEW_CACHE_DIR")
+    return user_cache_dir("overviews")
 
 
 @keeps

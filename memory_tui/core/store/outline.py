@@ -92,8 +92,8 @@ def outline_code_tag() -> str:
 
 
 def outline_cache_dir() -> Path:
-    """``$MEMORY_TUI_OUTLINE_CACHE_DIR``, else ``outline/`` in memory-tui's cache dir."""
-    return user_cache_dir("outline", "MEMORY_TUI_OUTLINE_CACHE_DIR")
+    """``outline/`` in memory-tui's cache dir (``$MEMORY_TUI_CACHE_DIR``)."""
+    return user_cache_dir("outline")
 
 
 class OutlineCache:
