@@ -22,6 +22,7 @@ import os
 import resource
 import statistics
 import subprocess
+import shutil
 import sys
 import tempfile
 import time
@@ -281,6 +282,38 @@ def _child(code: str, *args: object, timeout: float = 900) -> object:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _user_cache() -> Path:
+    """The cache root the benchmark children would use without a row's own folders."""
+    base = os.environ.get("MEMORY_TUI_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "memory-tui")
+    return Path(base)
+
+
+@contextlib.contextmanager
+def _cache_root(**folders: str | None):
+    """``MEMORY_TUI_CACHE_DIR`` for the children started inside: a temporary root holding, per
+    named cache (``sessions``, ``outline``, ``layouts``, ``overviews``), the folder given (a
+    kept one next to the states, moved in for the row and back after it) or an empty one for
+    ``None``; the token counts are the user's own (copied in), as every row had them."""
+    with tempfile.TemporaryDirectory() as root:
+        tokens = _user_cache() / "o200k-counts"
+        if tokens.is_dir():
+            shutil.copytree(tokens, Path(root) / "o200k-counts")
+        moved = []
+        for name, kept in folders.items():
+            if kept is None:
+                continue
+            Path(kept).mkdir(parents=True, exist_ok=True)
+            os.replace(kept, Path(root) / name)
+            moved.append((Path(root) / name, kept))
+        try:
+            with _env(MEMORY_TUI_CACHE_DIR=root):
+                yield
+        finally:
+            for inside, kept in moved:
+                os.replace(inside, kept)
+
+
 @contextlib.contextmanager
 def _env(**values: str):
     """Environment variables for the children started inside (perf-app: cache locations)."""
@@ -356,13 +389,13 @@ def measure(row: str, state: Path, runs: int, app_cache: dict) -> tuple[list[flo
         # perf-app: the session-summary cache of these runs sits next to the workspace; the
         # first run of a new copy fills it (that run's cost is the pending_nocache row).
         cache = state.parent / f"session-cache-{state.name}"
-        with _env(MEMORY_TUI_SESSION_CACHE_DIR=str(cache)):
+        with _cache_root(sessions=str(cache)):
             _child(CHILD_PENDING, state, "cold", 1)
             return [_child(CHILD_PENDING, state, "cold", 1)[0] for _ in range(runs)], "s"
     if row == "pending_nocache":
         out = []
         for _ in range(runs):
-            with tempfile.TemporaryDirectory() as empty, _env(MEMORY_TUI_SESSION_CACHE_DIR=empty):
+            with _cache_root(sessions=None):
                 out.append(_child(CHILD_PENDING, state, "nocache", 1)[0])
         return out, "s"
     if row == "pending_warm":
@@ -399,15 +432,13 @@ def measure(row: str, state: Path, runs: int, app_cache: dict) -> tuple[list[flo
     if row == "app_first_paint_nocache":
         out = []
         for _ in range(runs):
-            with tempfile.TemporaryDirectory() as empty, _env(
-                    MEMORY_TUI_SESSION_CACHE_DIR=str(state.parent / f"session-cache-{state.name}"),
-                    MEMORY_TUI_OUTLINE_CACHE_DIR=empty):
+            with _cache_root(sessions=str(state.parent / f"session-cache-{state.name}"), outline=None):
                 out.append(_child(CHILD_APP, state, TOPIC, 0)["paint"])
         return out, "s"
     if row in ("app_first_paint", "app_reload_one_file", "app_peak_rss"):
         if "results" not in app_cache:
-            with _env(MEMORY_TUI_SESSION_CACHE_DIR=str(state.parent / f"session-cache-{state.name}"),
-                      MEMORY_TUI_OUTLINE_CACHE_DIR=str(state.parent / f"outline-cache-{state.name}")):
+            with _cache_root(sessions=str(state.parent / f"session-cache-{state.name}"),
+                             outline=str(state.parent / f"outline-cache-{state.name}")):
                 app_cache["results"] = [_child(CHILD_APP, state, TOPIC, runs) for _ in range(runs)]
         results = app_cache["results"]
         if row == "app_first_paint":
@@ -487,9 +518,8 @@ def sessions_open_10k(states: Path, runs: int, fresh_table: bool = False) -> lis
     for _ in range(runs):
         # The layout and overview tables next to the states (like the other caches): the first
         # run fills them.
-        with tempfile.TemporaryDirectory() as empty, _env(
-                MEMORY_TUI_LAYOUT_CACHE_DIR=empty if fresh_table else str(states / "layout-cache-sessions-10k"),
-                MEMORY_TUI_OVERVIEW_CACHE_DIR=empty if fresh_table else str(states / "overview-cache-sessions-10k")):
+        with _cache_root(layouts=None if fresh_table else str(states / "layout-cache-sessions-10k"),
+                         overviews=None if fresh_table else str(states / "overview-cache-sessions-10k")):
             got = _child(CHILD_SESSIONS, state, sid)
         # Not the row's figure (that is the graph's paint); what still follows it, printed aside.
         print(f"    sessions_open_10k: graph painted {got['open'][0]:.3f} s [{got['open'][1]:.2f}], verdict panel "

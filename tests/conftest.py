@@ -32,8 +32,7 @@ time.tzset()
 # run (or another checkout's) left there. Under pytest-xdist every worker gets its own, so a
 # test that counts cache entries never sees another worker's. A folder the caller set is kept.
 _OWN_CACHES = "MEMORY_TUI_TEST_OWN_CACHES"  # names the variables below that this file created
-_CACHE_VARS = ("MEMORY_TUI_CACHE_DIR", "MEMORY_TUI_SESSION_CACHE_DIR", "MEMORY_TUI_OUTLINE_CACHE_DIR",
-               "MEMORY_TUI_LAYOUT_CACHE_DIR", "MEMORY_TUI_OVERVIEW_CACHE_DIR")
+_CACHE_VARS = ("MEMORY_TUI_CACHE_DIR",)  # the one root every user-cache folder is under
 _made = set(os.environ.get(_OWN_CACHES, "").split())
 for _var in _CACHE_VARS:
     # xdist's workers inherit the controller's environment, folders included: make new ones

@@ -126,13 +126,9 @@ def replace_cache_file(path: Path, data: bytes | tuple[bytes, ...]) -> None:
         os.replace(tmp, path)
 
 
-def user_cache_dir(sub: str = "", own_env: str | None = None) -> Path:
-    """memory-tui's cache folder outside any state dir: ``$<own_env>`` when set (the test
-    suite points each cache at a temporary folder), else ``sub`` under ``$MEMORY_TUI_CACHE_DIR``,
-    else under ``$XDG_CACHE_HOME/memory-tui``, else ``~/.cache/memory-tui``."""
-    own = os.environ.get(own_env) if own_env else None
-    if own:
-        return Path(own)
+def user_cache_dir(sub: str = "") -> Path:
+    """memory-tui's cache folder outside any state dir: ``sub`` under the one cache root,
+    ``$MEMORY_TUI_CACHE_DIR``, else ``$XDG_CACHE_HOME/memory-tui``, else ``~/.cache/memory-tui``."""
     base = os.environ.get("MEMORY_TUI_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "memory-tui")
     return Path(base) / sub if sub else Path(base)

@@ -54,8 +54,8 @@ class SummaryResult:
 
 
 def cache_dir() -> Path:
-    """``$MEMORY_TUI_SESSION_CACHE_DIR``, else ``sessions/`` in memory-tui's cache dir."""
-    return user_cache_dir("sessions", "MEMORY_TUI_SESSION_CACHE_DIR")
+    """``sessions/`` in memory-tui's cache dir (``$MEMORY_TUI_CACHE_DIR``)."""
+    return user_cache_dir("sessions")
 
 
 def _code_tag() -> str:

@@ -9,8 +9,8 @@ compute, never one of an older session state or an older layout algorithm.
 
 Only layouts worth it are kept: at least :data:`MIN_NODES` nodes, and no group expanded by
 hand (the options a session opens with; every expand would otherwise write a new entry).
-Entries live in memory-tui's cache directory (``$MEMORY_TUI_LAYOUT_CACHE_DIR``, else
-``layouts/`` under :func:`memory_tui.core.fsutil.user_cache_dir`), never in the state dir;
+Entries live in memory-tui's cache directory (``layouts/`` under
+:func:`memory_tui.core.fsutil.user_cache_dir`), never in the state dir;
 at most :data:`KEEP` of them, the least recently used go first. Anything unreadable, of
 another format or key, or of the wrong shape is a miss; losing the folder only costs time.
 """
@@ -18,7 +18,7 @@ another format or key, or of the wrong shape is a miss; losing the folder only c
 from __future__ import annotations
 
 import hashlib
-import marshal
+from memory_tui.core.cache import codec
 import os
 from functools import lru_cache
 from pathlib import Path
@@ -27,6 +27,7 @@ from typing import Callable, Sequence
 from memory_tui.core.fsutil import replace_cache_file, user_cache_dir
 
 from . import graph as G
+from memory_tui.core.cache.registry import keeps
 
 FORMAT = "memory-tui/layout-table/1"
 MIN_NODES = 2000  # below this a layout takes a few ms: not worth a file
@@ -40,7 +41,7 @@ _SUFFIX = ".layout"
 
 
 def table_dir() -> Path:
-    return user_cache_dir("layouts", "MEMORY_TUI_LAYOUT_CACHE_DIR")
+    return user_cache_dir("layouts")
 
 
 def code_digest(fmt: str, *files: str) -> bytes:
@@ -52,6 +53,7 @@ def code_digest(fmt: str, *files: str) -> bytes:
     return h.digest()
 
 
+@keeps
 @lru_cache(maxsize=1)
 def _code_tag() -> bytes:
     """The layout's code and this table's."""
@@ -75,7 +77,7 @@ def digest_key(code: bytes, plain: object) -> str | None:
     """SHA-256 of ``code`` and ``plain`` as ``marshal`` version 2 writes it, or ``None`` when it
     cannot write it exactly (a str subclass, say: equal to a str, but not what marshal writes)."""
     try:
-        data = marshal.dumps(plain, _KEY_MARSHAL)
+        data = codec.dumps(plain, _KEY_MARSHAL)
     except ValueError:
         return None
     h = hashlib.sha256(code)
@@ -90,13 +92,13 @@ def _path(where: Path, key: str) -> Path:
 def _encode(key: str, lay: G.Layout) -> bytes:
     rows = tuple((r.kind, r.id, r.lane, r.cells, r.hgap, r.above, r.below, r.members, r.text) for r in lay.rows)
     # The edges too: deriving them again from the nodes costs more than reading them.
-    return marshal.dumps((FORMAT, key, rows, dict(lay.collapsible), lay.dropped_edges, lay.lanes, dict(lay.parents),
+    return codec.dumps((FORMAT, key, rows, dict(lay.collapsible), lay.dropped_edges, lay.lanes, dict(lay.parents),
                           dict(lay.children)), _ENTRY_MARSHAL)
 
 
 def _decode(key: str, data: bytes, nodes: Sequence[G.LayoutNode], opts: G.LayoutOptions) -> G.Layout | None:
     try:
-        fmt, got, rows, collapsible, dropped, lanes, parents, children = marshal.loads(data)
+        fmt, got, rows, collapsible, dropped, lanes, parents, children = codec.loads(data)
     except (EOFError, ValueError, TypeError):
         return None
     if fmt != FORMAT or got != key:

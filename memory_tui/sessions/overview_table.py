@@ -15,14 +15,14 @@ The entry holds only the per-node answers and the row's figures (plain strings, 
 the branch rows are listed again from the session (a few ms). Sessions below
 :data:`MIN_NODES` nodes are computed (a few ms), as is a session whose overview is ``None`` (the
 engine's path), one holding a value ``marshal`` cannot write exactly, and any session when the
-counter has no stable name. Files live next to the layout table's (``$MEMORY_TUI_OVERVIEW_CACHE_DIR``,
-else ``overviews/`` under :func:`memory_tui.core.fsutil.user_cache_dir`), never in the state
+counter has no stable name. Files live next to the layout table's (``overviews/``
+under :func:`memory_tui.core.fsutil.user_cache_dir`), never in the state
 dir; unreadable, truncated, of another format or key: a miss.
 """
 
 from __future__ import annotations
 
-import marshal
+from memory_tui.core.cache import codec
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
@@ -37,6 +37,7 @@ from .layout_table import code_digest, digest_key, read_entry, write_entry
 from .overview import SessionOverview, session_overview
 from .records import CachedCounter, cached_counter
 from .store import FrozenMap, Node, Session
+from memory_tui.core.cache.registry import keeps
 
 FORMAT = "memory-tui/overview-table/1"
 MIN_NODES = 2000  # below this an overview takes a few ms: not worth a file
@@ -47,9 +48,10 @@ _MAP_TAG = b"m"
 
 
 def table_dir() -> Path:
-    return user_cache_dir("overviews", "MEMORY_TUI_OVERVIEW_CACHE_DIR")
+    return user_cache_dir("overviews")
 
 
+@keeps
 @lru_cache(maxsize=1)
 def _code_tag() -> bytes:
     """The code an overview is computed and read by, and this table's."""
@@ -98,7 +100,7 @@ def table_key(session: Session, workspace_id: str, counter: Any) -> str | None:
 
 
 def _encode(key: str, ov: SessionOverview) -> bytes:
-    return marshal.dumps((FORMAT, key, dict(ov.kinds), tuple(ov.foreign_ids), dict(ov.best_tip), dict(ov.tip_of),
+    return codec.dumps((FORMAT, key, dict(ov.kinds), tuple(ov.foreign_ids), dict(ov.best_tip), dict(ov.tip_of),
                           dict(ov.archived), ov.pending_turns, ov.pending_tokens, ov.stranded, ov.foreign,
                           ov.runtime_only_tips, ov.walk_total), _ENTRY_MARSHAL)
 
@@ -106,7 +108,7 @@ def _encode(key: str, ov: SessionOverview) -> bytes:
 def _decode(key: str, data: bytes, session: Session) -> SessionOverview | None:
     try:
         (fmt, got, kinds, foreign_ids, best_tip, tip_of, archived, pending_turns, pending_tokens, stranded, foreign,
-         runtime_only, walk_total) = marshal.loads(data)
+         runtime_only, walk_total) = codec.loads(data)
     except (EOFError, ValueError, TypeError):
         return None
     if fmt != FORMAT or got != key:

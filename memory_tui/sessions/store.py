@@ -21,7 +21,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
+from memory_tui.core.cache.stamp import Stamp, is_racy, stamp_of
 from memory_tui.core.format.errors import CORRUPT_FILE, Problem
+from memory_tui.core.cache.registry import keeps
 
 ROOT_ID = "ROOT"
 REGISTRY_NAME = "index.json"
@@ -32,7 +34,7 @@ NOT_A_SESSION = "NOT_A_SESSION"
 NOT_IN_REGISTRY = "NOT_IN_REGISTRY"
 DUPLICATE_NODE = "DUPLICATE_NODE"
 
-Fingerprint = tuple[int, int, int]  # (mtime_ns, size, inode)
+Fingerprint = Stamp  # the cache kit's (mtime_ns, size, inode, ctime_ns)
 
 
 # --------------------------------------------------------------------------- dataclasses
@@ -127,7 +129,7 @@ class FrozenMap(abc.Mapping):
         return (_frozen_map, (dict(zip(self._shape.keys, self._values)),))
 
 
-_SHAPES: dict[tuple[str, ...], _Shape] = {}
+_SHAPES: dict[tuple[str, ...], _Shape] = keeps({})
 _SHAPES_MAX = 4096  # past this many key orders (odd data), new ones get a plain read-only dict
 
 
@@ -338,7 +340,7 @@ class Session:
 
 @dataclass(frozen=True, slots=True)
 class _CachedFile:
-    fingerprint: int  # _packed(_fingerprint(path)): one int, not a tuple of three
+    fingerprint: int  # _packed(_fingerprint(path)): one int, not a tuple of four
     result: Any  # Node | dict | None
     problems: tuple[Problem, ...]
 
@@ -348,9 +350,9 @@ class _SessionStamp:
     """What must be unchanged for a whole session to be reused without looking inside."""
 
     dir: str
-    history: tuple[int, int]  # (mtime_ns, inode) of history/: a node file added, removed or replaced
+    history: tuple[int, int, int]  # (mtime_ns, inode, ctime_ns) of history/: a node file added, removed or replaced
     meta: Fingerprint | None
-    commits: tuple[int, int] | None  # context/commits/
+    commits: tuple[int, int, int] | None  # context/commits/
     registry_ok: bool
     entry: str  # the session's registry entry, as canonical JSON
 
@@ -407,7 +409,7 @@ def _fingerprint(path: Path) -> Fingerprint | None:
         st = path.stat()
     except OSError:
         return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
+    return stamp_of(st)
 
 
 _U64 = (1 << 64) - 1
@@ -419,8 +421,8 @@ def _packed(fp: Fingerprint | None) -> int | None:
     60 000 nodes, and a tuple of three ints costs three times as much."""
     if fp is None:
         return None
-    mtime, size, ino = fp
-    return ((ino & _U64) << 128) | ((size & _U64) << 64) | (mtime & _U64)
+    mtime, size, ino, ctime = fp
+    return ((ctime & _U64) << 192) | ((ino & _U64) << 128) | ((size & _U64) << 64) | (mtime & _U64)
 
 
 def _position(text: str, index: int) -> tuple[int, int]:
@@ -631,7 +633,9 @@ def _cached_read(
     # Keyed by the state-relative name (the string the Node keeps as ``file`` anyway), not
     # a second absolute path string per node file: ``previous`` is one session's files.
     key = rel
-    fp = _packed(_fingerprint(path))
+    stamp = _fingerprint(path)
+    # a stamp inside the clock tick proves nothing about a later read: such a file is not kept
+    fp = None if stamp is None or is_racy(stamp[0], stamp[3]) else _packed(stamp)
     old = previous.get(key)
     if fp is not None and old is not None and old.fingerprint == fp:
         cache_out[key] = old
@@ -783,17 +787,12 @@ def load_session_dir(
     )
 
 
-# File times tick with the kernel's coarse clock: a stamp younger than this may not show a
-# change made within the same tick (the rule core.txcache applies to topic files).
-_RACY_NS = 100_000_000
-
-
-def _dir_key(path: Path) -> tuple[int, int] | None:
+def _dir_key(path: Path) -> tuple[int, int, int] | None:
     try:
         st = path.stat()
     except OSError:
         return None
-    return (st.st_mtime_ns, st.st_ino)
+    return (st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
 
 
 def session_stamp(sid: str, sdir: Path, registry: Mapping[str, Any], registry_ok: bool) -> _SessionStamp | None:
@@ -807,7 +806,7 @@ def session_stamp(sid: str, sdir: Path, registry: Mapping[str, Any], registry_ok
     meta = _fingerprint(sdir / "meta.json")
     commits = _dir_key(sdir / "context" / "commits")
     now = time.time_ns()
-    if any(k is not None and now - k[0] < _RACY_NS for k in (hist, meta, commits)):
+    if any(k is not None and is_racy(k[0], k[-1], now) for k in (hist, meta, commits)):
         return None
     entry = registry.get(sid) if isinstance(registry, Mapping) else None
     try:
@@ -847,9 +846,9 @@ def session_content_key(
                 except FileNotFoundError:
                     rows.append((e.name, None))  # a dangling link: read as a problem, and stable
                     continue
-                if now - st.st_mtime_ns < _RACY_NS:
+                if is_racy(st.st_mtime_ns, st.st_ctime_ns, now):
                     return None
-                rows.append((e.name, st.st_mtime_ns, st.st_size, st.st_ino))
+                rows.append((e.name, *stamp_of(st)))
         except OSError:
             return None
         h.update(b"\0" + json.dumps(rows).encode())

@@ -24,7 +24,7 @@ SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[Heal
 
 @pytest.fixture
 def table(tmp_path, monkeypatch):
-    monkeypatch.setenv("MEMORY_TUI_LAYOUT_CACHE_DIR", str(tmp_path / "layouts"))
+    monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(T, "MIN_NODES", 0)  # the random DAGs are small; every one is kept
     return tmp_path / "layouts"
 

@@ -8,6 +8,7 @@ edit did not touch. Also: the scandir walk of ``topics/`` lists what ``rglob("*.
 from __future__ import annotations
 
 import os
+import time
 import pickle
 import random
 import shutil
@@ -17,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memory_tui.core.cache.stamp import RACY_NS
 from memory_tui.core.store import parsecache
 from memory_tui.core.format import topics as topics_mod
 from memory_tui.core.store import workspace
@@ -33,6 +35,7 @@ def _bench_memory(tmp_path_factory, bench_state_small) -> Path:
         for p in mem.rglob("*.md"):  # older than the clock tick: the cache keeps them
             stat = p.stat()
             os.utime(p, ns=(stat.st_atime_ns, stat.st_mtime_ns - 5_000_000_000))
+        time.sleep(RACY_NS / 1e9)  # the ctime the utime moved cannot be set back
         parsecache.drop(mem)
         parsecache.load_tree(mem, persist=True)
         _STATE["mem"] = mem

@@ -27,7 +27,7 @@ COUNTER = CharCounter()
 
 @pytest.fixture
 def table(tmp_path, monkeypatch):
-    monkeypatch.setenv("MEMORY_TUI_OVERVIEW_CACHE_DIR", str(tmp_path / "overviews"))
+    monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(T, "MIN_NODES", 0)  # the random sessions are small; every one is kept
     return tmp_path / "overviews"
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import marshal
 import os
+import time
 import shutil
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memory_tui.core.cache.stamp import RACY_NS
 from memory_tui.core.store import parsecache
 from memory_tui.core.format import sources as new_sources
 from memory_tui.core.format import topics as new_topics
@@ -320,6 +322,7 @@ def _age(root: Path) -> None:
     for p in root.rglob("*.md"):
         stat = p.stat()
         os.utime(p, ns=(stat.st_atime_ns, stat.st_mtime_ns - 5_000_000_000))
+    time.sleep(RACY_NS / 1e9)  # the ctime the utime moved cannot be set back
 
 
 def _cached_equals_fresh(mem: Path, monkeypatch) -> None:

@@ -24,7 +24,7 @@ def _topic_rows(app) -> int:
 
 
 async def test_first_paint_shows_topics_while_sessions_load(fixture_state_ro, tmp_path, monkeypatch):
-    monkeypatch.setenv("MEMORY_TUI_SESSION_CACHE_DIR", str(tmp_path / "empty-cache"))  # no list stage
+    monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path / "empty-cache"))  # no list stage
     release = threading.Event()
     calls: list[bool] = []
 
@@ -67,6 +67,14 @@ async def test_one_file_reload_reads_only_that_file(fixture_state, monkeypatch):
         loads.append(previous)
         return load_sessions(state_dir, previous=previous, **kw)
 
+    # the copy was just made: its files' stamps are inside the clock tick, and a file read
+    # under such a stamp has its bytes looked at again by the next reload (racy-clean, as in
+    # git); a workspace not written this instant is what this test is about
+    import time
+
+    from memory_tui.core.cache.stamp import RACY_NS
+
+    time.sleep(RACY_NS / 1e9)
     app = make_app(fixture_state, session_loader=counting_loader)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
@@ -153,7 +161,7 @@ async def test_outline_paints_topics_before_the_workspace_is_parsed(fixture_stat
 async def test_sessions_list_comes_from_the_cache_before_the_detail(fixture_state_ro, tmp_path, monkeypatch):
     """Once a load has filled the persistent session-summary cache, the
     next app shows the sessions list and the pending count before any session is read."""
-    monkeypatch.setenv("MEMORY_TUI_SESSION_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path / "cache"))
     full = load_model(fixture_state_ro, counter=COUNTER, home=fixture_state_ro.parent)  # fills the cache
     assert full.sessions and full.status.pending_turns is not None
     release = threading.Event()

@@ -65,8 +65,8 @@ async def test_the_keys_walk_a_big_session_to_its_last_node(big_state, opening, 
     assert len(want.rows) > 1500
     monkeypatch.setattr(sessions_model, "INLINE_WALKS", 0)  # the big-session path (reasons in a worker)
     monkeypatch.setattr(G, "_CACHE", OrderedDict())  # no layout of an earlier test in this process
-    monkeypatch.setenv("MEMORY_TUI_OVERVIEW_CACHE_DIR", str(tmp_path / "overviews"))
-    monkeypatch.setenv("MEMORY_TUI_LAYOUT_CACHE_DIR", str(tmp_path / "layouts"))
+    monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path))
     if opening == "from the tables":
         sessions_model.SessionsModel.load(big_state, now=0.0, counter=COUNTER).layout("big")  # an earlier open fills them
         assert list((tmp_path / "overviews").iterdir()) and list((tmp_path / "layouts").iterdir())
@@ -120,8 +120,8 @@ async def test_a_layout_the_tables_lack_is_computed_in_a_worker(big_state, tmp_p
     want = _engine_layout(big_state)
     monkeypatch.setattr(sessions_model, "INLINE_WALKS", 0)
     monkeypatch.setattr(G, "_CACHE", OrderedDict())
-    monkeypatch.setenv("MEMORY_TUI_OVERVIEW_CACHE_DIR", str(tmp_path / "overviews"))
-    monkeypatch.setenv("MEMORY_TUI_LAYOUT_CACHE_DIR", str(tmp_path / "layouts"))
+    monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path))
     gate = threading.Event()
     real = sessions_model.SessionsModel.layout
 
@@ -163,8 +163,8 @@ async def test_an_overview_the_table_lacks_is_computed_in_a_worker(big_state, tm
     session = load_sessions(big_state).sessions["big"]
     want = session_overview(session, load_context(big_state, now=0.0).workspace_id, O200kCounter())
     monkeypatch.setattr(G, "_CACHE", OrderedDict())
-    monkeypatch.setenv("MEMORY_TUI_OVERVIEW_CACHE_DIR", str(tmp_path / "overviews"))
-    monkeypatch.setenv("MEMORY_TUI_LAYOUT_CACHE_DIR", str(tmp_path / "layouts"))
+    monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path))
     gate = threading.Event()
     real = overview_table.session_overview
     threads = []

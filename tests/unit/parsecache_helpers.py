@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
 
+from memory_tui.core.cache.stamp import RACY_NS
 from memory_tui.core.store import parsecache
 
 
@@ -15,6 +17,8 @@ def age(root: Path) -> None:
     for p in root.rglob("*.md"):
         st = p.stat()
         os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns - 5_000_000_000))
+    # the ctime (moved by the utime itself) cannot be set back: wait out the clock tick
+    time.sleep(RACY_NS / 1e9)
 
 
 @pytest.fixture

@@ -46,13 +46,18 @@ def test_outline_counts_aliases_legacy_ids_and_skips_bad_suffixes(tmp_path):
     assert topic_outline(tmp_path / "nowhere") == ()
 
 
-def _aged(path: Path, seconds: float = 10) -> None:
-    """Move a file's mtime back past the clock tick, as any file not written just now is."""
+def _aged(*paths: Path, seconds: float = 10) -> None:
+    """Move files' mtimes back past the clock tick, as any file not written just now is; their
+    ctimes (moved by the utime itself, and no call sets them back) then age by waiting it out."""
     import os
     import time
 
+    from memory_tui.core.cache.stamp import RACY_NS
+
     t = time.time() - seconds
-    os.utime(path, (t, t))
+    for path in paths:
+        os.utime(path, (t, t))
+    time.sleep(RACY_NS / 1e9)
 
 
 def test_outline_cache_answers_unchanged_files_only(tmp_path, monkeypatch):
@@ -69,7 +74,7 @@ def test_outline_cache_answers_unchanged_files_only(tmp_path, monkeypatch):
     a, b = topics / "a.md", topics / "b.md"
     a.write_text("# A\n\nOne.[^e1] ^blk-aaaa1111\n\nTwo.[^e1] ^blk-aaaa2222\n\n[^e1]: 2026-01 [s](../sources/x.md)\n")
     b.write_text("# B\n\nOne.[^e1] ^blk-bbbb1111\n\n[^e1]: 2026-01 [s](../sources/x.md)\n")
-    _aged(a), _aged(b)
+    _aged(a, b)
     folder = tmp_path / "cache"
     reads: list[str] = []
     real = O.read_topic_file
@@ -87,7 +92,7 @@ def test_outline_cache_answers_unchanged_files_only(tmp_path, monkeypatch):
     assert reads == [] and [(t.path, t.title, t.records) for t in first] == [("a.md", "A", 2), ("b.md", "B", 1)]
     # rewritten in place, same size, a title and a record count of another file
     b.write_text(b.read_text().replace("# B", "# C").replace("One.[^e1] ^blk-bbbb1111", "On2.[^e1] ^blk-bbbb1112"))
-    _aged(b, 5)
+    _aged(b, seconds=5)
     got = outline()
     assert reads == ["b.md"] and got == O.topic_outline(memory) and got[1].title == "C"
     # just written (racy): answered, but not remembered

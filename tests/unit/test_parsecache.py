@@ -4,12 +4,14 @@ foreign or stale cache is only a miss (never an error, never a stale answer)."""
 from __future__ import annotations
 
 import os
+import time
 import pickle
 from pathlib import Path
 
 import pytest
 from parsecache_helpers import age, mem  # noqa: F401  (mem is a fixture)
 
+from memory_tui.core.cache.stamp import RACY_NS
 from memory_tui.core.store import parsecache
 from memory_tui.core.tx import api as tx
 from memory_tui.core.store.workspace import workspace_revision
@@ -71,6 +73,7 @@ def test_an_entry_written_after_the_pack_wins_over_it(mem, monkeypatch):
     target.write_text(target.read_text().replace("short answers", "brief answers", 1))
     st = target.stat()
     os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns - 5_000_000_000))  # only it: the others keep their keys
+    time.sleep(RACY_NS / 1e9)  # its ctime cannot be set back: wait out the clock tick
     parsecache.forget_in_process()
     _, fresh = parsecache.load_tree(mem, persist=True)  # one topic changed: one per-entry file
     per_entry = [p for p in _entries(mem) if p.parent.name == "topics" and p.suffix == ".pkl"]

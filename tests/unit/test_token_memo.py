@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from memory_tui.core.cache import envelope
 from memory_tui.core.format import tokens
 from memory_tui.core.format.tokens import CountMemo, o200k_encoding
 
@@ -18,11 +19,11 @@ def _exact(text: str) -> int:
 def _saved(tmp_path) -> dict[str, int]:
     """Every count in the shards, each checked to be tagged and in the shard its key names."""
     out: dict[str, int] = {}
-    for shard in sorted((tmp_path / "o200k-counts").glob("*.json")):
-        body = json.loads(shard.read_text())
-        assert body["tag"] == CountMemo.tag()
-        assert all(CountMemo.shard_of(k) == shard.stem for k in body["counts"])
-        out.update(body["counts"])
+    for shard in sorted((tmp_path / "o200k-counts").glob("*" + CountMemo.SUFFIX)):
+        tag, counts = envelope.unpack(CountMemo.KIND, shard.read_bytes(), CountMemo.VERSION)
+        assert tag == CountMemo.tag()
+        assert all(CountMemo.shard_of(k) == shard.stem for k in counts)
+        out.update(counts)
     return out
 
 
@@ -45,16 +46,38 @@ def test_memo_round_trip_is_exact(tmp_path, monkeypatch):
 
 
 def test_foreign_or_corrupt_memo_is_ignored(tmp_path, monkeypatch):
+    """Another tag, another kind, a damaged envelope, a count changed inside an intact-looking
+    envelope (its crc no longer matches), a JSON shard of earlier versions: each is a miss,
+    answered by the encoder."""
     monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path))
     key = _key("hello world")
-    path = tmp_path / "o200k-counts" / f"{CountMemo.shard_of(key)}.json"
-    path.parent.mkdir()
+    folder = tmp_path / "o200k-counts"
+    folder.mkdir()
+    path = folder / f"{CountMemo.shard_of(key)}{CountMemo.SUFFIX}"
+    good = envelope.pack(CountMemo.KIND, (CountMemo.tag(), {key: 99}), CountMemo.VERSION)
+    tampered = bytearray(good)
+    at = bytes(good).rindex(bytes(envelope.packed_value(99))[1:])  # the count's bytes in the payload
+    tampered[at] ^= 0x01
+    bodies = [
+        envelope.pack(CountMemo.KIND, ("other", {key: 99}), CountMemo.VERSION),
+        envelope.pack("other-kind", (CountMemo.tag(), {key: 99}), CountMemo.VERSION),
+        envelope.pack(CountMemo.KIND, (CountMemo.tag(), {key: 99}), CountMemo.VERSION + 1),
+        good[:-1],
+        bytes(tampered),
+        b"not an envelope",
+    ]
     counter = tokens.O200kCounter()
-    for body in ('{"tag": "other", "counts": {"%s": 99}}' % key, "not json", '{"tag": "%s", "counts": {"%s": "9"}}'
-                 % (CountMemo.tag(), key)):
-        path.write_text(body)
+    for body in bodies:
+        path.write_bytes(body)
         monkeypatch.setattr(tokens, "COUNT_MEMO", CountMemo())
         assert counter.count("hello world") == _exact("hello world")
+    (folder / f"{CountMemo.shard_of(key)}.json").write_text(json.dumps({"tag": CountMemo.tag(), "counts": {key: 99}}))
+    path.unlink()
+    monkeypatch.setattr(tokens, "COUNT_MEMO", CountMemo())
+    assert counter.count("hello world") == _exact("hello world")
+    path.write_bytes(good)  # the control: an intact envelope is what answers
+    monkeypatch.setattr(tokens, "COUNT_MEMO", CountMemo())
+    assert counter.count("hello world") == 99
 
 
 def test_processes_saving_at_once_keep_each_others_counts(tmp_path, monkeypatch):
@@ -84,22 +107,21 @@ def test_tiktoken_version_is_what_importlib_metadata_reports():
     assert tokens.CountMemo.tag().endswith("/tiktoken-" + version("tiktoken"))
 
 
-def test_a_fresh_count_reads_one_shard_and_a_legacy_memo_is_folded_in(tmp_path, monkeypatch):
-    """Counting one text reads only its own shard; the single-file memo of earlier
-    versions is read when there are no shards yet, its counts answered and written into them
-    (the file itself is left for older copies), and not read again once they exist."""
+def test_a_fresh_count_reads_one_shard_and_never_a_legacy_memo(tmp_path, monkeypatch):
+    """Counting one text reads only its own shard; the single-file JSON memo of earlier
+    versions is never read (nothing in it can be told from a count edited in place)."""
     monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path))
-    legacy = tmp_path / CountMemo.LEGACY_NAME
-    wrong = {_key(t): _exact(t) + 1000 for t in TEXTS}  # counts the encoder would never give: they must come from the file
+    legacy = tmp_path / "o200k-counts.json"
+    wrong = {_key(t): _exact(t) + 1000 for t in TEXTS}
     legacy.write_text(json.dumps({"tag": CountMemo.tag(), "counts": wrong}))
     memo = CountMemo()
     monkeypatch.setattr(tokens, "COUNT_MEMO", memo)
     counter = tokens.O200kCounter()
-    assert [counter.count(t) for t in TEXTS] == [wrong[_key(t)] for t in TEXTS]
+    assert [counter.count(t) for t in TEXTS] == [_exact(t) for t in TEXTS]
     memo.save()
-    assert legacy.exists() and _saved(tmp_path) == wrong
-    legacy.write_text(json.dumps({"tag": CountMemo.tag(), "counts": {k: 0 for k in wrong}}))
+    assert _saved(tmp_path) == {_key(t): _exact(t) for t in TEXTS}
     fresh = CountMemo()
     monkeypatch.setattr(tokens, "COUNT_MEMO", fresh)
-    assert counter.count(TEXTS[0]) == wrong[_key(TEXTS[0])]
+    assert counter.count(TEXTS[0]) == _exact(TEXTS[0])
     assert list(fresh.shards) == [CountMemo.shard_of(_key(TEXTS[0]))]
+    assert not fresh.dirty

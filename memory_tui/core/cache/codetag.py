@@ -10,8 +10,9 @@ import hashlib
 import importlib.util
 import sys
 from types import ModuleType
+from .registry import keeps
 
-_TAGS: dict[tuple, str] = {}
+_TAGS: dict[tuple, str] = keeps({})
 
 
 def _source_file(module: ModuleType | str) -> tuple[str, str]:

@@ -17,6 +17,7 @@ from operator import is_not
 from typing import NamedTuple, Protocol
 
 from .topics import BLOCK_LINK_RE, classify_lines, is_mem_id, iter_blocks, paragraph_shape, topic_sort_key
+from ..cache.registry import keeps
 
 SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")  # a link with a scheme is never a topic link
 
@@ -243,7 +244,7 @@ def _laid_over(where: Mapping[str, str]) -> tuple[Mapping[str, str], Mapping[str
 
 
 # path -> (the last text object seen there, its ``linked_ids``): asked of every file per edit
-_LINKED: dict[str, tuple[str, tuple[str, ...] | None]] = {}
+_LINKED: dict[str, tuple[str, tuple[str, ...] | None]] = keeps({})
 
 
 def linked_ids(text: str) -> tuple[str, ...] | None:

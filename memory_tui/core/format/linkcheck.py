@@ -19,6 +19,7 @@ from urllib.parse import unquote
 from .blocklinks import SCHEME_RE
 from .errors import Problem
 from .topics import INVALID_TOPIC_FORMAT, MARKDOWN_LINK_RE, Topic, TopicTree, Unit, parse_tree, split_lines
+from ..cache.registry import keeps
 
 _BLOCK_FRAGMENT_RE = re.compile(r"\^[A-Za-z0-9_-]+\Z")
 TOPIC_PATH = attrgetter("path")
@@ -122,7 +123,7 @@ def _unit_link_findings(unit: Unit, lines: list[str]) -> list[tuple[str | None, 
 
 
 # topic (by identity) -> its units' link findings; a function of the topic alone
-_TOPIC_FINDINGS: dict[int, tuple[Topic, tuple[tuple[Unit, tuple[tuple[str | None, Problem], ...]], ...]]] = {}
+_TOPIC_FINDINGS: dict[int, tuple[Topic, tuple[tuple[Unit, tuple[tuple[str | None, Problem], ...]], ...]]] = keeps({})
 
 
 def topic_link_findings(topic: Topic) -> tuple[tuple[Unit, tuple[tuple[str | None, Problem], ...]], ...]:
@@ -168,8 +169,8 @@ def topic_link_summary(topic: Topic) -> tuple[bool, tuple[str, ...]]:
 # the clear topics by the ids they link to. Only those topics' answers carry over to the next
 # tree, and only while none of their ids left it. Updated in place under ``_CLEAR_LOCK``.
 _CLEAR_LOCK = threading.Lock()
-_CLEAR: dict[str, tuple[Topic, tuple[str, ...]]] = {}
-_LINKED_BY: dict[str, set[str]] = {}
+_CLEAR: dict[str, tuple[Topic, tuple[str, ...]]] = keeps({})
+_LINKED_BY: dict[str, set[str]] = keeps({})
 _CLEAR_TREE: list[TopicTree | None] = [None]
 # the positions in ``_CLEAR_TREE[0]`` of the topics the last call looked at
 _LOOKED: list[list[int]] = [[]]

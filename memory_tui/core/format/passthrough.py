@@ -18,6 +18,7 @@ from typing import NamedTuple, Protocol
 
 from .linkcheck import TOPIC_PATH, forget_dead_parses
 from .topics import Topic, TopicTree, topic_sort_key
+from ..cache.registry import keeps
 
 
 class PassFacts(Protocol):
@@ -50,7 +51,7 @@ class Selection(NamedTuple):
 
 
 # committed topic (by identity) -> (the id set asked about, whether the topic's own block ids hold it)
-_OWN_IDS: dict[int, tuple[Topic, frozenset[str], bool]] = {}
+_OWN_IDS: dict[int, tuple[Topic, frozenset[str], bool]] = keeps({})
 
 
 def _ids_own(topic: Topic, ids: frozenset[str]) -> bool:

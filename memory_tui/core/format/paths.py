@@ -14,6 +14,7 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
 from .errors import MemoryError
+from ..cache.registry import keeps
 
 RUNTIME_DIR = ".scriptorium"
 LEGACY_RUNTIME_DIR = ".nativemem"
@@ -135,6 +136,7 @@ def check_writable(rel: str) -> str:
     return norm
 
 
+@keeps
 @lru_cache(maxsize=65536)
 def relpath(target: str, start: str) -> str:
     """``posixpath.relpath`` for workspace-relative strings, without touching the cwd.

@@ -39,10 +39,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 from urllib.parse import quote, unquote
 
+from ..cache.stamp import NO_STAMP, Stamp, stamp_of, stamp_racy
 from .errors import TRUNCATED_ARCHIVE, CORRUPT_FILE, Problem
 from .fastdata import bulk, positional
 from .paths import relpath
 from .text import header_part
+from ..cache.registry import keeps
 
 MARKER = "<!-- openprogram-source-archive:v2 -->"
 SOURCES_DIR = "sources"
@@ -95,6 +97,7 @@ def pct(part: str) -> str:
     return quote(part, safe="", encoding="utf-8", errors="strict")
 
 
+@keeps
 @lru_cache(maxsize=4096)
 def _location(provider: str, thread: str, legacy: bool) -> str:
     middle = "/" if legacy else f"/{V2_DIR}/"
@@ -176,6 +179,7 @@ def encode_speaker(speaker_id: str | None) -> str:
     return quote(speaker_id or "", safe="", encoding="utf-8", errors="strict").replace("-", "%2D")
 
 
+@keeps
 @lru_cache(maxsize=4096)
 def decode_speaker(value: str) -> str | None:
     """Decode a speaker marker value; ``None`` unless re-encoding reproduces it exactly."""
@@ -256,6 +260,7 @@ def encode_meta(meta: TrustMeta) -> str:
 _TOKEN = re.compile(r"[A-Za-z0-9_-]+")
 
 
+@keeps
 @lru_cache(maxsize=1024)
 def decode_meta(token: str) -> TrustMeta | None:
     """Decode a ``source-meta`` token; ``None`` unless it is canonical.
@@ -934,7 +939,35 @@ def scan_d(rel_path: str, data: bytes | str) -> LegacyScan:
 # The index
 # --------------------------------------------------------------------------------------------
 
-StatKey = tuple[int, int, int]
+StatKey = Stamp  # the cache kit's (mtime_ns, size, inode, ctime_ns)
+# Set (in an entry's instance dict) on an entry rebuilt from a persisted cache rather than
+# from bytes this process read: ``SourceIndex._verified`` checks its bytes before a trust
+# verdict rests on it.
+FROM_KEPT = "_from_kept"
+
+
+# Set on an entry whose stamp was inside the clock tick when its bytes were read: the stamp
+# may not show a write later in the same tick, so no later load reuses the entry by it.
+UNPROVEN = "_unproven"
+
+
+def proven(entry: "ArchiveFile") -> bool:
+    """Whether ``entry``'s stamp vouches for its bytes (see ``UNPROVEN``)."""
+    return UNPROVEN not in entry.__dict__
+
+
+def _read_regular(path: str) -> bytes:
+    """The bytes of a regular file, never through a symbolic link."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat_mod.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"not a regular file: {path}")
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 # The fields two indexes of the same bytes agree on (``scan`` and ``by_anchor`` are derived).
@@ -954,7 +987,7 @@ class ArchiveFile:
 
     path: str  # workspace-relative posix
     kind: str  # "v2" | "legacy" | "d"
-    key: StatKey  # (mtime_ns, size, inode)
+    key: StatKey  # (mtime_ns, size, inode, ctime_ns)
     frames: tuple[SourceFrame, ...]
     complete: bool = True
     problem: Problem | None = None
@@ -1127,7 +1160,7 @@ def classify(rel: str) -> str | None:
     return "legacy"
 
 
-def index_file(rel: str, data: bytes, key: StatKey = (0, 0, 0), previous: ArchiveFile | None = None) -> ArchiveFile:
+def index_file(rel: str, data: bytes, key: StatKey = (0, 0, 0, 0), previous: ArchiveFile | None = None) -> ArchiveFile:
     """Index one archive. With ``previous`` (an earlier index of the same path) and bytes that
     only grew, a v2 scan resumes after the old end instead of starting over."""
     kind = classify(rel) or "legacy"
@@ -1186,6 +1219,7 @@ def walk_sources(root: Path) -> Iterator[tuple[str, Path, os.stat_result]]:
     return _walk_sources(root)
 
 
+@keeps
 @lru_cache(maxsize=8192)
 def _sources_file_of(topic_path: str, rel_part: str) -> str | None:
     """The ``sources/`` file a link's path part names from ``topics/<topic_path>``, else
@@ -1248,9 +1282,9 @@ class SourceIndex:
         old = previous.files if previous is not None and Path(previous.root) == root else {}
         files: dict[str, ArchiveFile] = {}
         for rel, path, st in _walk_sources(root) if walked is None else walked:
-            key = (st.st_mtime_ns, st.st_size, st.st_ino)
+            key = stamp_of(st)
             prior = old.get(rel)
-            if prior is not None and prior.key == key:
+            if prior is not None and prior.key == key and proven(prior):
                 files[rel] = prior
                 continue
             try:
@@ -1258,11 +1292,13 @@ class SourceIndex:
             except OSError as exc:
                 problem = Problem(CORRUPT_FILE, f"unreadable: {exc.strerror}", rel)
                 # a key no stat can have, so the next load tries again
-                files[rel] = ArchiveFile(rel, classify(rel) or "legacy", (-1, -1, -1), (), False, problem)
+                files[rel] = ArchiveFile(rel, classify(rel) or "legacy", NO_STAMP, (), False, problem)
                 continue
             if len(data) != key[1]:  # changed while reading: index what was read, re-read next time
-                key = (key[0], len(data), key[2])
-            files[rel] = index_file(rel, data, key, prior)
+                key = (key[0], len(data), key[2], key[3])
+            entry = files[rel] = index_file(rel, data, key, prior)
+            if stamp_racy(key):  # a stamp that proves nothing: the next load reads the file again
+                entry.__dict__[UNPROVEN] = True
         return cls.from_files(root, files)
 
     @classmethod
@@ -1444,11 +1480,32 @@ class SourceIndex:
             return self._check_new(ref, new, allowed, rule, v2=False)
         return _ref_problem(f"missing source reference: {ref}", ref, rule or "exists")
 
+    def _verified(self, entry: ArchiveFile) -> ArchiveFile:
+        """``entry``, or the entry its file's bytes give now when it came from a persisted
+        cache and those bytes are no longer the ones it was made from (its sha256 digest). A
+        trust verdict lets a citation into memory: it is decided on bytes read by this
+        process, never on a value another process left behind."""
+        if not entry.__dict__.get(FROM_KEPT):
+            return entry
+        path = os.path.join(self.root, entry.path)
+        try:
+            data = _read_regular(path)
+        except OSError:
+            data = None
+        if data is not None and entry.digest and hashlib.sha256(data).hexdigest() == entry.digest:
+            entry.__dict__.pop(FROM_KEPT, None)
+            return entry
+        if data is None:
+            return ArchiveFile(entry.path, entry.kind, NO_STAMP, (), False, Problem(CORRUPT_FILE, "unreadable", entry.path))
+        return index_file(entry.path, data, NO_STAMP)
+
     def _check_new(self, ref: str, new: bool, allowed: Iterable[str] | None, rule: str, *, v2: bool) -> Problem | None:
         if not new:
             return None
         if v2:
-            fr = self._v2[ref].frame_of(ref)
+            fr = self._verified(self._v2[ref]).frame_of(ref)
+            if fr is None:
+                return _ref_problem(f"missing source reference: {ref}", ref, rule or "exists")
             if fr.meta is None or not fr.meta.trusted:
                 return _ref_problem(f"source reference is not trusted; promote it first: {ref}", ref, rule or "trusted")
         if allowed is not None and ref not in set(allowed):

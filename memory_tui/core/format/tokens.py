@@ -20,6 +20,7 @@ import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
+from ..cache.registry import keeps
 
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
 ENCODING_NAME = "o200k_base"
@@ -58,6 +59,7 @@ def _load_ranks() -> dict[bytes, int]:
     return ranks
 
 
+@keeps
 @lru_cache(maxsize=1)
 def o200k_encoding():
     """tiktoken's own ``o200k_base`` definition, with ranks from the bundled file."""
@@ -121,19 +123,19 @@ class CountMemo:
     Building the encoder (200 000 ranks) costs more than everything else a fresh ``edit``
     does; a process whose texts were all counted before never builds it. The files live in
     the user's cache dir (never in a state dir: reading a state writes nothing there), are
-    tagged with the ranks' official digest and tiktoken's version, and anything unreadable
-    is ignored. Losing them only costs time.
+    tagged with the ranks' official digest and tiktoken's version, and each is one envelope
+    of the cache kit (``cache.envelope``): a count changed in a file (damage, an edit) fails
+    its crc and the whole file is ignored, so a core.md budget an install applies never rests
+    on a count the encoder did not make. Losing them only costs time.
 
-    The memo is split into 256 shards by the key's first two hex digits, each
-    read on first use. One file of every count made (47 000 here, up to 400 000) cost a
-    fresh ``apply`` that counts the two chunks of ``core.md`` 20 ms of JSON at 1.8 MB, and
-    would cost 0.3 s when full. The single-file memo of earlier versions is read once, by the
-    first process that finds no shards, and its counts go into them; it is left in place
-    (an older copy of memory-tui may still be using it)."""
+    The memo is split into 256 shards by the key's first two hex digits, each read on first
+    use, so a fresh ``apply`` that counts the two chunks of ``core.md`` reads two small files
+    instead of every count made (up to 400 000). The JSON files of earlier versions are never
+    read: nothing in them can be told from a count edited in place."""
 
     MAX = 400_000
     SHARDS = 256
-    LEGACY_NAME = "o200k-counts.json"
+    KIND, VERSION, SUFFIX = "o200k-counts", 1, ".bin"
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -165,20 +167,19 @@ class CountMemo:
         return f"{O200K_SHA256[:16]}/tiktoken-{_tiktoken_version()}"
 
     def _load_file(self, path) -> dict[str, int]:
-        import json
+        """The counts of one shard file: an intact envelope (``cache.envelope``: a crc over
+        the payload) of this memo's kind made with these very ranks. A count edited or damaged
+        in place fails the crc, so the file is ignored as a whole, never read in part."""
+        from ..cache import envelope
 
-        counts: dict[str, int] = {}
-        try:
-            body = json.loads(path.read_text(encoding="utf-8"))
-            if isinstance(body, dict) and body.get("tag") == self.tag() and isinstance(body.get("counts"), dict):
-                counts = {k: v for k, v in body["counts"].items()
-                          if isinstance(k, str) and type(v) is int and v >= 0}
-        except (OSError, ValueError):
-            pass
-        return counts
+        body = envelope.read(path, self.KIND, self.VERSION)
+        if not (isinstance(body, tuple) and len(body) == 2 and body[0] == self.tag() and isinstance(body[1], dict)):
+            return {}
+        return {k: v for k, v in body[1].items() if isinstance(k, str) and type(v) is int and v >= 0}
 
     def _load(self, shard: str) -> dict[str, int]:
-        return {k: v for k, v in self._load_file(self.path() / f"{shard}.json").items() if self.shard_of(k) == shard}
+        return {k: v for k, v in self._load_file(self.path() / f"{shard}{self.SUFFIX}").items()
+                if self.shard_of(k) == shard}
 
     def get(self, key: str) -> int | None:
         shard = self.shard_of(key)
@@ -190,25 +191,8 @@ class CountMemo:
 
                     atexit.register(self.save)
                     self._registered = True
-                    self._adopt_legacy()
-                counts = self.shards.get(shard)
-                if counts is None:
-                    counts = self.shards[shard] = self._load(shard)
-            return counts.get(key)
-
-    def _adopt_legacy(self) -> None:
-        """The single-file memo of earlier versions, when there are no shards yet: read whole
-        this once, its counts written into the shards by the next save."""
-        legacy = self.base() / self.LEGACY_NAME
-        if self.path().exists() or not legacy.is_file():
-            return
-        for k, v in self._load_file(legacy).items():
-            shard = self.shard_of(k)
-            counts = self.shards.get(shard)
-            if counts is None:
                 counts = self.shards[shard] = self._load(shard)
-            counts.setdefault(k, v)
-            self.changed.add(shard)
+            return counts.get(key)
 
     def put(self, key: str, value: int) -> None:
         shard = self.shard_of(key)
@@ -218,10 +202,14 @@ class CountMemo:
                 counts[key] = value
                 self.changed.add(shard)
 
-    def save(self) -> None:
-        import json
+    def forget(self) -> None:
+        """Drop what this process holds (saved counts are read again on use)."""
+        with self.lock:
+            self.shards.clear()
+            self.changed.clear()
 
-        from ..fsutil import replace_cache_file
+    def save(self) -> None:
+        from ..cache import envelope
 
         with self.lock:
             if not self.changed:
@@ -240,15 +228,13 @@ class CountMemo:
                 if len(merged) + len(mine) > limit:
                     merged = {}
                 merged.update(mine)
-                try:
-                    replace_cache_file(folder / f"{shard}.json",
-                                       json.dumps({"tag": self.tag(), "counts": merged}, separators=(",", ":")).encode())
-                except OSError:
+                if not envelope.write(folder / f"{shard}{self.SUFFIX}", self.KIND, (self.tag(), merged), self.VERSION):
                     return
             self.changed.clear()
 
 
 COUNT_MEMO = CountMemo()
+keeps(COUNT_MEMO.forget)
 
 
 @dataclass(frozen=True)

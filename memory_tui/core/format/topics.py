@@ -34,6 +34,7 @@ from typing import NamedTuple
 
 from .errors import MemoryError, Problem
 from .fastdata import bulk, positional
+from ..cache.registry import keeps
 
 INVALID_TOPIC_FORMAT = "INVALID_TOPIC_FORMAT"
 
@@ -508,6 +509,7 @@ def _strip_topics_prefix(path: str) -> str:
     return path[len("topics/"):] if path.startswith("topics/") else path
 
 
+@keeps
 @functools.lru_cache(maxsize=4096)
 def parse_when(raw: str) -> tuple[bool, str | None, bool]:
     """(valid, when-or-None, non_ascii) for a definition's time text (backticks removed).
@@ -615,6 +617,7 @@ def _classify_line(raw: str, fenced: bool) -> str:
     return "text"
 
 
+@keeps
 @functools.lru_cache(maxsize=4096)
 def _classified(text: str) -> tuple[Line, ...]:
     out: list[Line] = []
@@ -653,6 +656,7 @@ def iter_blocks(text: str) -> tuple[list[Paragraph], list[Line], list[Heading]]:
     return list(paragraphs), list(lines), list(headings)
 
 
+@keeps
 @functools.lru_cache(maxsize=4096)
 def _blocks(text: str) -> tuple[tuple[Paragraph, ...], tuple[Line, ...], tuple[Heading, ...]]:
     lines = _classified(text)

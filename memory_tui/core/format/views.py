@@ -26,6 +26,7 @@ from .errors import SPECIAL_TOKEN_TEXT, Problem
 from .paths import relpath
 from .sources import anchor, archive_path, d_anchor, d_archive_path, parse_d_ref, split_source_id
 from .tokens import DEFAULT_COUNTER, TokenCounter
+from ..cache.registry import keeps
 
 TIMELINE_DIR = "timeline"
 RECENT_FILE = "recent_events.jsonl"
@@ -60,6 +61,7 @@ def _is_relative_path_target(target: str) -> bool:
     return not _SCHEME_RE.match(target)
 
 
+@keeps
 @lru_cache(maxsize=65536)
 def rebase_target(target: str, from_dir: str, to_dir: str) -> str:
     """A link target written in ``from_dir`` re-expressed relative to ``to_dir``.

@@ -13,9 +13,10 @@ import unicodedata
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..cache.stamp import stamp_of
 from ..format.errors import MemoryError
 from ..format.paths import Layout
-from ..format.sources import (APPEND_REFUSED, MARKER, SOURCES_DIR, AppendResult, SourceIndex, SourceRecord, archive_path,
+from ..format.sources import (proven, APPEND_REFUSED, MARKER, SOURCES_DIR, AppendResult, SourceIndex, SourceRecord, archive_path,
                               index_file, is_v2_valid_id, render_frame)
 from ..fsutil import atomic_write
 from .gitlog import mark_pending
@@ -140,9 +141,9 @@ def append_records(
             raise _refuse(f"invalid or truncated v2 archive: {rel}", path=rel, reason="not a regular file")
         if st is not None:
             data = target.read_bytes()
-            key = (st.st_mtime_ns, st.st_size, st.st_ino)
+            key = stamp_of(st)
             prior = known.get(rel)
-            if prior is not None and prior.kind == "v2" and prior.key == key and len(data) == key[1]:
+            if prior is not None and prior.kind == "v2" and prior.key == key and proven(prior) and len(data) == key[1]:
                 entry = prior
             else:
                 entry = index_file(rel, data, key, prior)

@@ -20,7 +20,7 @@ from typing import Mapping
 
 from ..format.errors import Problem
 from ..format.topics import INVALID_TOPIC_FORMAT, read_topic_file
-from .parsecache import RACY_NS, is_racy
+from ..cache.stamp import RACY_NS, is_racy
 from .txmode import derive
 from .walk import STAMP_OF, Stamp, stamps_under
 

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..format.paths import RUNTIME_NAMES, is_internal_top
+from ..cache.registry import keeps
 
 FSMONITOR_ENV = "MEMORY_TUI_FSMONITOR"
 
@@ -297,8 +298,9 @@ def _start(root: str) -> tuple[FsMonitor | None, bool]:
     return FsMonitor(root, notify, found[1], (st.st_dev, st.st_ino)), True
 
 
+@keeps
 def forget_monitors() -> None:
-    """Close every monitor of this process (tests; ``txcache.clear_caches``)."""
+    """Close every monitor of this process (``cache.registry.forget``)."""
     with _MONITORS_LOCK:
         monitors = [m for m in _MONITORS.values() if m is not None]
         _MONITORS.clear()

@@ -47,12 +47,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from ..cache.stamp import is_racy
 from ..format.errors import Problem
 from . import gitlog
 from .confine import STAGE_DIR_SUFFIX, refuse_linked_paths, refuse_symlink
 from ..fsutil import fsync_dir, named_errors
 from .lock import hold_depth
 from ..format.paths import Layout
+from ..cache.registry import keeps
 
 JOURNAL_NAME = "install-journal.json"
 JOURNAL_VERSION = 1
@@ -152,9 +154,8 @@ def _carry_unowned(committed: Path, dst: Path, owned) -> None:
                     shutil.copy2(full, target)
 
 
-_HASHES: dict[tuple[int, int, int, int, int], str] = {}  # (dev, ino, size, mtime_ns, ctime_ns) -> sha256
+_HASHES: dict[tuple[int, int, int, int, int], str] = keeps({})  # (dev, ino, size, mtime_ns, ctime_ns) -> sha256
 _HASHES_MAX = 200_000
-_RACY_NS = 100_000_000  # stamps younger than this may not change on a second write (coarse clock)
 
 
 def _stat_hash(path: Path) -> str | None:
@@ -167,7 +168,7 @@ def _stat_hash(path: Path) -> str | None:
     except OSError:
         return file_hash(path)
     key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-    if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < _RACY_NS:
+    if is_racy(st.st_mtime_ns, st.st_ctime_ns):
         return file_hash(path)  # too fresh for its stamps to prove it unchanged later
     hit = _HASHES.get(key)
     if hit is not None:
@@ -394,12 +395,16 @@ class StageDir:
             self.lock_fd = None
 
 
-def make_stage_dir(layout: Layout, prefix: str = "stage-") -> StageDir:
+def make_stage_dir(layout: Layout, prefix: str = "stage-", *, outside: bool = False) -> StageDir:
     """A new 0700 stage directory in the workspace's own scratch area (same filesystem as the
-    workspace, so hard links and renames work; never in a shared temp folder). Falls back to
-    the system temp dir only when the workspace cannot be written (a read-only ``--check``)."""
+    workspace, so hard links and renames work; never in a shared temp folder). In the system
+    temp dir when the workspace cannot be written, or with ``outside``: a stage that is only
+    checked, never installed, writes nothing into the workspace (not even a scratch folder a
+    writer command's own watch would see appear beside its stage)."""
     area = stage_area(layout)
     try:
+        if outside:
+            raise PermissionError("a check-only stage lives outside the workspace")
         if not layout.root.is_dir():
             raise FileNotFoundError(str(layout.root))
         while True:

@@ -38,14 +38,16 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..fsutil import replace_cache_file
-from .parsecache import is_racy
+from ..cache.stamp import is_racy
 from ..format.paths import Layout
 from .walk import revision_walk
+from ..cache.registry import keeps
 
 NAME = "memory-tui-noop.json"
 VERSION = 1
 
 
+@keeps
 @lru_cache(maxsize=1)
 def code_tag() -> str:
     """A digest of every module of ``core/`` (the whole transaction path), this format, the

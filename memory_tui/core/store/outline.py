@@ -21,8 +21,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from ..cache.stamp import Stamp, stamp_of, stamp_racy
 from ..fsutil import replace_cache_file, user_cache_dir
 from ..format.topics import is_mem_id, iter_blocks, paragraph_shape, read_topic_file, topic_sort_key
+from ..cache.registry import keeps
 
 
 @dataclass(frozen=True)
@@ -37,19 +39,19 @@ def topic_outline(memory_root: Path, *, cache: "OutlineCache | None" = None) -> 
     """Every topic file under ``memory_root/topics`` (the engine's file set: ``rglob("*.md")``
     that are regular files), sorted as the engine sorts topics.
 
-    With ``cache`` a file whose ``(mtime_ns, size, inode)`` is the one an entry was made from
+    With ``cache`` a file whose stamp (``cache.stamp``) is the one an entry was made from
     is not read: its outline is the entry's (see :class:`OutlineCache`)."""
     topics_dir = Path(memory_root) / "topics"
     if not topics_dir.is_dir():
         return ()
-    rels: dict[str, tuple[int, int, int]] = {}
+    rels: dict[str, Stamp] = {}
     for file in topics_dir.rglob("*.md"):
         try:
             st = file.stat()
         except OSError:
             continue
         if stat_mod.S_ISREG(st.st_mode):
-            rels[file.relative_to(topics_dir).as_posix()] = (st.st_mtime_ns, st.st_size, st.st_ino)
+            rels[file.relative_to(topics_dir).as_posix()] = stamp_of(st)
     out = []
     for rel in sorted(rels, key=topic_sort_key):
         hit = cache.get(rel, rels[rel]) if cache is not None else None
@@ -75,9 +77,10 @@ def topic_outline(memory_root: Path, *, cache: "OutlineCache | None" = None) -> 
 # the app can paint its Topics list at all; a start on an unchanged workspace (the usual
 # one) needs only the files' stats and this small table.
 
-OUTLINE_FORMAT = 1
+OUTLINE_FORMAT = 2
 
 
+@keeps
 @lru_cache(maxsize=1)
 def outline_code_tag() -> str:
     """A digest of the code an outline comes from: other code's entries are never read."""
@@ -89,12 +92,12 @@ def outline_code_tag() -> str:
 
 
 def outline_cache_dir() -> Path:
-    """``$MEMORY_TUI_OUTLINE_CACHE_DIR``, else ``outline/`` in memory-tui's cache dir."""
-    return user_cache_dir("outline", "MEMORY_TUI_OUTLINE_CACHE_DIR")
+    """``outline/`` in memory-tui's cache dir (``$MEMORY_TUI_CACHE_DIR``)."""
+    return user_cache_dir("outline")
 
 
 class OutlineCache:
-    """Per memory root, one JSON table ``rel -> (mtime_ns, size, inode, title, records,
+    """Per memory root, one JSON table ``rel -> (mtime_ns, size, inode, ctime_ns, title, records,
     readable)`` outside the state dir (a reader never writes there), named by a digest of the
     root's resolved path.
 
@@ -118,16 +121,14 @@ class OutlineCache:
                 and data.get("root") == root and isinstance(data.get("files"), dict)):
             self.entries = {rel: tuple(e) for rel, e in data["files"].items() if _entry_ok(e)}
 
-    def get(self, rel: str, key: tuple[int, int, int]) -> TopicOutline | None:
+    def get(self, rel: str, key: Stamp) -> TopicOutline | None:
         e = self.entries.get(rel)
-        if e is None or e[:3] != key:
+        if e is None or e[:4] != key:
             return None
-        return TopicOutline(rel, e[3], e[4], e[5])
+        return TopicOutline(rel, e[4], e[5], e[6])
 
-    def put(self, rel: str, key: tuple[int, int, int], outline: TopicOutline) -> None:
-        from .parsecache import is_racy  # the parse cache's code, only when something is stored
-
-        if is_racy(key[0]):
+    def put(self, rel: str, key: Stamp, outline: TopicOutline) -> None:
+        if stamp_racy(key):
             if self.entries.pop(rel, None) is not None:
                 self.changed = True
             return
@@ -155,8 +156,8 @@ class OutlineCache:
 
 
 def _entry_ok(e: object) -> bool:
-    return (isinstance(e, list) and len(e) == 6 and all(type(v) is int for v in e[:3]) and isinstance(e[3], str)
-            and type(e[4]) is int and type(e[5]) is bool)
+    return (isinstance(e, list) and len(e) == 7 and all(type(v) is int for v in e[:4]) and isinstance(e[4], str)
+            and type(e[5]) is int and type(e[6]) is bool)
 
 
 def _outline_of(rel: str, text: str, stem: str) -> TopicOutline:

@@ -31,10 +31,7 @@ from __future__ import annotations
 import errno
 import dataclasses
 import hashlib
-import io
-import marshal
 import os
-import pickle
 import posixpath
 import shutil
 import stat as stat_mod
@@ -51,20 +48,16 @@ from ..format.errors import Problem
 from ..format.fastdata import bulk, positional
 from ..fsutil import replace_cache_file
 from ..format.paths import Layout
+from ..cache import codec
 from ..cache.sealed import seal, unseal
-from ..format.sources import (ArchiveFile, SourceFrame, SourceIndex, archive_paths, d_archive_path, decode_meta,
+from ..cache.stamp import MTIME, NO_STAMP, RACY_NS, SIZE, Stamp, is_racy, is_stamp, stamp_of, stamp_racy
+from ..format.sources import (FROM_KEPT, ArchiveFile, proven, SourceFrame, SourceIndex, archive_paths, d_archive_path, decode_meta,
                       parse_d_ref, split_source_id, walk_sources)
 from ..format.sources import take_handed as take_handed_frames
 from ..format.topics import (Annotation, Evidence, Heading, SourceLink, Topic, Unit, assemble_tree, handed_links, parse_topic,
                      take_handed, read_topic_file, topic_sort_key)
+from ..cache.registry import keeps
 
-
-RACY_NS = 100_000_000
-
-
-def is_racy(mtime_ns: int, ctime_ns: int | None = None, now_ns: int | None = None) -> bool:
-    now = time.time_ns() if now_ns is None else now_ns
-    return now - max(mtime_ns, ctime_ns or 0) < RACY_NS
 
 
 def topic_deps(topic: Topic) -> tuple[str, ...]:
@@ -122,6 +115,7 @@ _TARGET = attrgetter("target")
 _SOURCE_ID = attrgetter("source_id")
 
 
+@keeps
 @lru_cache(maxsize=16384)
 def _file_dep(topic_dir: str, rel_part: str) -> str | None:
     """The ``sources/`` file a link's path part names. Cached: thousands of links share a
@@ -181,11 +175,14 @@ MAGIC = b"memory-tui-parse-cache\n"
 ROWS_MAGIC = b"memory-tui-parse-rows\n"
 PACK_MAGIC = b"memory-tui-parse-pack\n"
 
-# (mtime_ns, size, inode). Not ctime: every transaction hard-links the topic files into its
-# stage, which bumps their ctime without touching a byte.
-StatKey = tuple[int, int, int]
+# The cache kit's stamp, ctime included: a same-size rewrite with its mtime put back keeps
+# (mtime, size, inode) but never the ctime. An install that hard-links a topic file into its
+# stage moves the ctime without touching a byte; a topic entry whose stamp differs only there
+# is checked against the sha256 of the file's bytes (``topic_for_stat``) and re-stamped.
+StatKey = Stamp
 
 
+@keeps
 @lru_cache(maxsize=1)
 def code_tag() -> str:
     """A digest of the code whose output an entry holds (and of this format)."""
@@ -200,39 +197,19 @@ def code_tag() -> str:
         "store.treecache", "store.linkcache", "store.memos")), salt=f"format {FORMAT}", length=16)
 
 
-def stat_key(st: os.stat_result) -> StatKey:
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
-
-
-def _racy(key: StatKey) -> bool:
-
-    return is_racy(key[0])
+stat_key = stamp_of
+_racy = stamp_racy
 
 
 # ------------------------------------------------------------------------------ encoding
 
-_SAFE_BUILTINS = {("builtins", n) for n in ("frozenset", "set", "tuple", "list", "dict", "str", "bytes", "int", "float",
-                                            "bool", "complex", "object")}
-_SAFE_MODULES = ("memory_tui.core.format.topics", "memory_tui.core.format.sources", "memory_tui.core.format.errors", "memory_tui.core.format.views",
-                 "memory_tui.core.store.viewcache")
-
-
-class _Unpickler(pickle.Unpickler):
-    """Builds only plain data and this project's parse dataclasses / named tuples (no callables)."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in _SAFE_BUILTINS or (module, name) == ("copyreg", "_reconstructor"):
-            return super().find_class(module, name)
-        if module in _SAFE_MODULES:
-            obj = super().find_class(module, name)
-            if isinstance(obj, type) and (dataclasses.is_dataclass(obj) or (issubclass(obj, tuple) and hasattr(obj, "_fields"))):
-                return obj  # data classes and named tuples: building one runs no code of the file's choosing
-        raise pickle.UnpicklingError(f"not allowed in the parse cache: {module}.{name}")
+# the modules whose data classes a derived entry may hold (``codec.pickle_unseal``)
+_SAFE_MODULES = ("memory_tui.core.format.topics", "memory_tui.core.format.sources", "memory_tui.core.format.errors",
+                 "memory_tui.core.format.views", "memory_tui.core.store.viewcache")
 
 
 def encode(value: Any) -> bytes:
-    payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    return MAGIC + hashlib.sha256(payload).hexdigest().encode("ascii") + b"\n" + payload
+    return codec.pickle_seal(MAGIC, value)
 
 
 def encode_rows(value: Any) -> bytes:
@@ -246,7 +223,7 @@ def encode_rows(value: Any) -> bytes:
 def _pack_parts(kind: str, blobs: list[bytes]) -> tuple[bytes, ...]:
     """A pack: PACK_MAGIC, "<crc32> <index length>" LF, the index ``(kind, blob lengths)``
     (marshal), then each entry's marshal blob; the crc covers index and blobs."""
-    index = marshal.dumps((kind, tuple(len(b) for b in blobs)), 4)
+    index = codec.dumps((kind, tuple(len(b) for b in blobs)), 4)
     crc = zlib.crc32(index)
     for blob in blobs:
         crc = zlib.crc32(blob, crc)
@@ -269,13 +246,13 @@ def decode_pack(data: bytes, kind: str) -> list[Any]:
     if not 0 <= index_len <= len(payload) or zlib.crc32(payload) != crc:
         return []
     try:
-        stored_kind, lengths = marshal.loads(payload[:index_len])
+        stored_kind, lengths = codec.loads(payload[:index_len])
         if stored_kind != kind or sum(lengths) != len(payload) - index_len:
             return []
         out = []
         at = index_len
         for length in lengths:
-            out.append(marshal.loads(payload[at:at + length]))
+            out.append(codec.loads(payload[at:at + length]))
             at += length
     except (EOFError, ValueError, TypeError):
         return []
@@ -286,16 +263,7 @@ def decode(data: bytes) -> Any:
     """The stored value, or ``None`` for anything that is not an intact entry."""
     if data.startswith(ROWS_MAGIC):
         return unseal(ROWS_MAGIC, data)
-    head = len(MAGIC) + 65
-    if len(data) < head or not data.startswith(MAGIC) or data[head - 1:head] != b"\n":
-        return None
-    digest, payload = data[len(MAGIC):head - 1], data[head:]
-    if hashlib.sha256(payload).hexdigest().encode("ascii") != digest:
-        return None
-    try:
-        return _Unpickler(io.BytesIO(payload)).load()
-    except Exception:  # a foreign or damaged pickle is only a cache miss
-        return None
+    return codec.pickle_unseal(MAGIC, data, _SAFE_MODULES)
 
 
 # ------------------------------------------------------------------ rows: parses as plain data
@@ -604,14 +572,14 @@ def topic_head(rows: tuple) -> tuple:
     """The stored form of ``topic_rows``' rows (see above)."""
     units = rows[11]
     try:
-        return (rows[0], rows[1], rows[2], rows[16], units[0] if units else (), marshal.dumps(rows[2:], 4))
+        return (rows[0], rows[1], rows[2], rows[16], units[0] if units else (), codec.dumps(rows[2:], 4))
     except ValueError:  # a value marshal cannot hold (say, a details object)
         raise _Unrepresentable(rows[0]) from None
 
 
 def rows_of_head(head: tuple) -> tuple:
     """``topic_rows``' rows back from their stored form."""
-    rows = (head[0], head[1], *marshal.loads(head[5]))
+    rows = (head[0], head[1], *codec.loads(head[5]))
     if len(rows) != _TOPIC_ROW_WIDTH:
         raise ValueError("a topic blob of the wrong width")
     return rows
@@ -700,7 +668,7 @@ def archive_rows(entry: ArchiveFile) -> tuple:
     if not set(map(type, outline[2])) <= {bool}:
         raise _Unrepresentable(entry.path)
     try:
-        blob = marshal.dumps(columns, 4)
+        blob = codec.dumps(columns, 4)
     except ValueError:  # a value marshal cannot hold
         raise _Unrepresentable(entry.path) from None
     return (entry.path, entry.kind, entry.key, outline, blob, entry.complete, entry.comment_ids, entry.anchor_lines,
@@ -726,7 +694,7 @@ def _handed_archive_rows(entry: ArchiveFile, handed: list[tuple], scan_row: tupl
     else:
         columns = ()
     try:
-        blob = marshal.dumps(columns, 4)
+        blob = codec.dumps(columns, 4)
     except ValueError:
         raise _Unrepresentable(entry.path) from None
     return (entry.path, entry.kind, entry.key, outline, blob, entry.complete, entry.comment_ids, entry.anchor_lines,
@@ -791,7 +759,7 @@ def archive_from_rows(rows: tuple) -> ArchiveFile:
 
 def _frames_from_blob(path: str, blob: bytes, sids: tuple, anchors: tuple, trusted: tuple,
                       n: int) -> tuple[SourceFrame, ...]:
-    speakers, tokens, lines, stamps, labels, texts, pending, paths, numbers, kinds = _unzip(marshal.loads(blob), 10)
+    speakers, tokens, lines, stamps, labels, texts, pending, paths, numbers, kinds = _unzip(codec.loads(blob), 10)
     if len(speakers) != n:
         raise ValueError(f"archive rows of {path}: {len(speakers)} frames for {n} ids")
     metas = [decode_meta(tok) if tok is not None else None for tok in tokens]
@@ -919,6 +887,7 @@ class ParseStore:
                 del cached[rel]
                 return None
             cached[rel] = (key, entry, rows)  # the rows are what a flush writes again for it
+            entry.__dict__[FROM_KEPT] = True  # a trust verdict on it checks its bytes first
         return entry
 
     def _topic_map(self) -> dict[str, _TopicEntry]:
@@ -960,11 +929,11 @@ class ParseStore:
             for rel, _path, st in walked:
                 keys[rel] = stat_key(st)
             if prior_files and keys.keys() == prior_files.keys() and all(
-                    prior_files[rel].key == key for rel, key in keys.items()):
+                    prior_files[rel].key == key and proven(prior_files[rel]) for rel, key in keys.items()):
                 return previous  # what SourceIndex.load would rebuild from the very same entries
             cached = self._archive_map()
             for rel, key in keys.items():
-                if rel in prior_files:
+                if rel in prior_files and proven(prior_files[rel]):
                     continue
                 hit = self._archive_hit(rel, key)
                 if hit is not None:
@@ -972,7 +941,7 @@ class ParseStore:
             index = SourceIndex.load(self.memory_root, previous=_Prior(self.memory_root, prior_files), walked=walked)
             for rel, entry in index.files.items():
                 key = keys.get(rel)
-                if key is None or _racy(key) or entry.key != key or entry.problem is not None:
+                if key is None or _racy(key) or entry.key != key or entry.problem is not None or not proven(entry):
                     continue
                 hit = cached.get(rel)
                 if hit is None or hit[0] != key or hit[1] is not entry:
@@ -989,11 +958,29 @@ class ParseStore:
 
         with self.lock:
             hit = self._topic_map().get(rel)
-            if hit is None or hit.key != key or _racy(key):
+            if hit is None:
                 return None
+            if hit.key != key or _racy(key):
+                if hit.key[:3] != key[:3] or not self._same_bytes(rel, hit, key):
+                    return None
             if deps_signature(index, hit.deps) != hit.sig:
                 return None
             return self._topic_of(rel, hit, index)
+
+    def _same_bytes(self, rel: str, hit: _TopicEntry, key: StatKey) -> bool:
+        """Whether ``topics/<rel>``, whose stamp differs from the entry's only in its ctime (a
+        hard link or chmod by an install), still holds the bytes the entry was parsed from;
+        if so the entry is re-stamped (git's index refresh), unless the new stamp is racy."""
+        try:
+            data = _read(os.path.join(self.memory_root, "topics", rel))
+        except OSError:
+            return False
+        if len(data) != key[SIZE] or hashlib.sha256(data).hexdigest() != hit.sha:
+            return False
+        if not _racy(key):
+            hit.key = key
+            self._dirty_topics.add(rel)
+        return True
 
     def topic_for_sha(self, rel: str, sha: str, index: Any) -> tuple[Any, tuple[str, ...], str] | None:
         """``(topic, deps, sig)`` cached for this exact text (by digest), deps unchanged."""
@@ -1014,7 +1001,7 @@ class ParseStore:
         with self.lock:
             topics = self._topic_map()
             old = topics.get(rel)
-            stored_key: StatKey = key if key is not None and not _racy(key) else (-1, -1, -1)
+            stored_key: StatKey = key if key is not None and not _racy(key) else NO_STAMP
             if old is not None and old.sha == sha and old.sig == sig and (old.key == stored_key or stored_key[0] == -1):
                 return
             topics[rel] = _TopicEntry(stored_key, sha, topic, deps, sig)
@@ -1144,7 +1131,7 @@ class ParseStore:
             if value is None:
                 continue
             try:
-                blobs.append(marshal.dumps(value, 4))
+                blobs.append(codec.dumps(value, 4))
             except ValueError:  # a value marshal cannot hold (say, a details object): not stored
                 continue
         _atomic(self.dir / (kind + PACK_SUFFIX), _pack_parts(kind, blobs))
@@ -1160,8 +1147,7 @@ class ParseStore:
                 shutil.rmtree(parent / name, ignore_errors=True)
 
 
-def _is_key(value: Any) -> bool:
-    return isinstance(value, tuple) and len(value) == 3 and all(type(v) is int for v in value)
+_is_key = is_stamp
 
 
 def _entry_value(kind: str, rel: str, entry: Any) -> tuple | None:
@@ -1223,13 +1209,13 @@ def _atomic(path: Path, data: bytes | tuple[bytes, ...]) -> None:
     replace_cache_file(path, data)
 
 
-_STORES: dict[str, ParseStore] = {}
+_STORES: dict[str, ParseStore] = keeps({})
 _STORES_LOCK = threading.Lock()
 
 
 # the store by the path as given, so the per-file lookups of one transaction
 # (a thousand at scale 1) do not resolve the root each time (~50 ms of a fresh edit)
-_BY_GIVEN: dict[str, ParseStore] = {}
+_BY_GIVEN: dict[str, ParseStore] = keeps({})
 
 
 def store_for(memory_root: Path | str) -> ParseStore:
@@ -1247,6 +1233,7 @@ def store_for(memory_root: Path | str) -> ParseStore:
         return store
 
 
+@keeps
 def forget_in_process() -> None:
     """Forget the in-memory copies (the next use re-reads the files; tests, benchmarks)."""
     with _STORES_LOCK:

@@ -30,6 +30,7 @@ from ..fsutil import replace_cache_file
 from .committed import CommittedFiles
 from .memos import without
 from .treecache import TreeCache
+from ..cache.registry import keeps
 
 CACHE_NAME = "memory-tui-canonical.json"
 CACHE_VERSION = 1
@@ -39,6 +40,7 @@ LOG_MIN_BYTES = 64 << 10  # the log is folded into the proofs file past this, or
 _HEX = frozenset("0123456789abcdef")
 
 
+@keeps
 @lru_cache(maxsize=1)
 def code_tag() -> str:
     """A digest of the code whose output a proof vouches for."""

@@ -17,7 +17,7 @@ from typing import Mapping
 
 from ..format.paths import RUNTIME_NAMES, is_internal_top
 from . import revmemo, revstream
-from .parsecache import is_racy
+from ..cache.stamp import is_racy
 from .revstream import ENTRY_REL, NOT_IN_PLACE, held_segment, still_holds, young_at
 from .txmode import derive, in_one_shot, tx_mode
 from .walk import Stamp, any_racy

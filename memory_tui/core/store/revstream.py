@@ -15,7 +15,7 @@ from itertools import compress, repeat
 from operator import is_, is_not, itemgetter, ne
 from typing import Mapping
 
-from .parsecache import is_racy
+from ..cache.stamp import is_racy
 from .walk import Stamp
 
 # A chain entry is ``(rel, stamp, check, state, seg)``: the file fed, what proves it still holds

@@ -145,7 +145,7 @@ class TreeCache:
             self.parsed[key] = made
             hit_file = self.committed.files.get(rel)
             known = hit_file is not None and hit_file[2] == digest and hit_file[0][0] != -1
-            store.put_topic(rel, hit_file[0][:3] if known else None, digest, topic, deps, made.sig)
+            store.put_topic(rel, hit_file[0] if known else None, digest, topic, deps, made.sig)
         return made
 
     def tree(self, texts: Mapping[str, str], index: SourceIndex, token: object,

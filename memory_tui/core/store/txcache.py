@@ -40,6 +40,7 @@ from .txmode import tx_mode
 from .viewcache import TopicPart, view_cache_for
 from .viewcache import forget_in_process as forget_views
 from .walk import Stamp
+from ..cache.registry import keeps
 
 RETAIN_SLACK = 64  # cached entries beyond what the last retain left before ``retain_lazily`` prunes
 
@@ -221,7 +222,7 @@ class WorkspaceCache:
         self._retained_size = self._cached_entries()
 
 
-_CACHES: dict[str, WorkspaceCache] = {}
+_CACHES: dict[str, WorkspaceCache] = keeps({})
 _CACHES_LOCK = threading.Lock()
 
 
@@ -235,13 +236,11 @@ def cache_for(root: Path) -> WorkspaceCache:
 
 
 def clear_caches() -> None:
-    """Forget every in-process cache (tests; the on-disk proofs and parse cache stay)."""
+    """Forget every in-process cache (tests; the on-disk proofs and parse cache stay): the
+    cache kit's one ``forget``, which reaches every registered table and memo."""
+    from ..cache.registry import forget
 
-    with _CACHES_LOCK:
-        _CACHES.clear()
-    forget_in_process()
-    forget_views()
-    forget_monitors()
+    forget()
 
 
 __all__ = ["RETAIN_SLACK", "WorkspaceCache", "cache_for", "clear_caches"]

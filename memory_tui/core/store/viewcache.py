@@ -46,7 +46,7 @@ import bisect
 import contextlib
 import hashlib
 import json
-import marshal
+from ..cache import codec
 import os
 import threading
 from dataclasses import dataclass
@@ -70,6 +70,7 @@ from ..format.views import (
     timeline_path,
     timeline_rows,
 )
+from ..cache.registry import keeps
 
 MODE_ENV = "MEMORY_TUI_VIEWS"  # "" / "incremental" (default), "full", "check"
 
@@ -452,7 +453,7 @@ class ViewCache:
             rows = []
             if when in texts:
                 text, at = texts[when], len(when) + 3  # after "# <when>\n"
-                for path, sort_ref, mid, n in chain.from_iterable(map(marshal.loads, segs[when][1])):
+                for path, sort_ref, mid, n in chain.from_iterable(map(codec.loads, segs[when][1])):
                     if path not in moved:  # this topic's rows are the snapshot's: kept in file order
                         rows.append(TimelineRow(when, mid, path, "", sort_ref, text[at + 1:at + 1 + n]))
                     at += n + 2  # "\n<line>\n"
@@ -558,7 +559,7 @@ def _splice_day(when: str, text: str, day: tuple[tuple[int, ...], tuple[bytes, .
     matched: set[tuple[str, str]] = set()
     last = 0
     for i in sorted({i for path in moved for i in owners.get(path, ())}):
-        rows = list(marshal.loads(metas[i]))
+        rows = list(codec.loads(metas[i]))
         at = start = offs[i]
         pieces.append(text[last:start])
         seg: list[str] = []
@@ -580,7 +581,7 @@ def _splice_day(when: str, text: str, day: tuple[tuple[int, ...], tuple[bytes, .
         piece = "".join(seg)
         pieces.append(piece)
         if piece != text[start:offs[i + 1]]:  # (a segment whose lines all came back the same is kept)
-            new_metas[i] = marshal.dumps(tuple(rows), 4)
+            new_metas[i] = codec.dumps(tuple(rows), 4)
             replaced[i] = (piece, new_metas[i])
         last = offs[i + 1]
     if len(matched) != len(lines) or not matched:
@@ -608,7 +609,7 @@ def _segments(when: str, ordered: list[TimelineRow], owners: list[str]) -> tuple
     metas = []
     for k in range(0, len(rows), SEGMENT):
         part = rows[k:k + SEGMENT]
-        metas.append(marshal.dumps(part, 4))
+        metas.append(codec.dumps(part, 4))
         offs.append(offs[-1] + sum(r[3] for r in part) + 2 * len(part))  # "\n<line>\n" each
     return tuple(offs), tuple(metas)
 
@@ -617,7 +618,7 @@ def _owners(metas: tuple[bytes, ...]) -> dict[str, tuple[int, ...]]:
     """Topic path -> the segments holding its rows."""
     out: dict[str, list[int]] = {}
     for i, meta in enumerate(metas):
-        for path in {row[0] for row in marshal.loads(meta)}:
+        for path in {row[0] for row in codec.loads(meta)}:
             out.setdefault(path, []).append(i)
     return {path: tuple(at) for path, at in out.items()}
 
@@ -935,7 +936,7 @@ def _write(folder: Any, prefix: str, data: bytes, name: str | None = None) -> st
     return name
 
 
-_CACHES: dict[str, ViewCache] = {}
+_CACHES: dict[str, ViewCache] = keeps({})
 _CACHES_LOCK = threading.Lock()
 
 
@@ -948,6 +949,7 @@ def view_cache_for(root: Any) -> ViewCache:
         return cache
 
 
+@keeps
 def forget_in_process() -> None:
     with _CACHES_LOCK:
         _CACHES.clear()

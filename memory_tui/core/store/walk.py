@@ -18,10 +18,11 @@ from typing import Iterable, Mapping
 
 from ..format.paths import RUNTIME_NAMES, is_internal_top
 from .fsmonitor import monitor_for
-from .parsecache import RACY_NS, is_racy
+from ..cache.stamp import RACY_NS, is_racy
 from .txmode import derive
 
-Stamp = tuple[int, int, int, int]  # (mtime_ns, size, inode, ctime_ns)
+from ..cache.stamp import Stamp, stamp_of
+from ..cache.registry import keeps
 
 
 def revision_walk(root: Path) -> tuple[dict[str, Stamp], tuple[str, ...]]:
@@ -100,8 +101,8 @@ def _walk_revision(dir_path: str, prefix: str, found: dict[str, Stamp], links: l
 
 
 # memory root -> folder path -> (its stamp when listed, its listing as segments): see revision_walk
-_LISTINGS: dict[str, dict[str, tuple[tuple, tuple]]] = {}
-STAMP_OF = attrgetter("st_mtime_ns", "st_size", "st_ino", "st_ctime_ns")
+_LISTINGS: dict[str, dict[str, tuple[tuple, tuple]]] = keeps({})
+STAMP_OF = stamp_of
 _MODE_OF = attrgetter("st_mode")
 _FILES, _DIR, _RUNTIME, _LINK = 0, 1, 2, 3
 # a folder opened only to stat its files by name: never through a link put in its place
@@ -298,7 +299,7 @@ def installed_stamps(root: Path, before: Mapping[str, Stamp], targets: Iterable[
 
 
 # (prefix, suffix) -> (every path of the stamps last asked, in order; the paths answered; their positions)
-_UNDER: dict[tuple[str, str], tuple[list[str], list[str], list[int]]] = {}
+_UNDER: dict[tuple[str, str], tuple[list[str], list[str], list[int]]] = keeps({})
 
 
 def stamps_under(stamps: Mapping[str, Stamp], prefix: str, suffix: str) -> tuple[list[str], list[Stamp]]:

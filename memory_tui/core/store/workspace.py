@@ -30,6 +30,8 @@ from ..format.paths import RUNTIME_NAMES, Layout, is_internal_top, read_workspac
 from ..format.tokens import TokenCounter
 from .viewcache import view_cache_for
 from ..format.views import ViewMismatch, compare_views, core_injection, special_token_problems
+from ..cache.stamp import is_racy, stamp_of
+from ..format.sources import proven
 from .parsecache import deps_signature, stat_key, store_for, topic_deps, topic_file_stats
 
 EMPTY_REVISION = hashlib.sha256(b"").hexdigest()[:32]
@@ -43,23 +45,42 @@ RUNTIME_KEYS = ("creation_order", "write_commits_since_global", "local_batches",
 
 @dataclass(frozen=True)
 class FileStamp:
-    """What decides whether a file must be re-read: ``(mtime_ns, size, inode)``."""
+    """What decides whether a file must be re-read: the cache kit's stamp (ctime included)."""
 
     mtime_ns: int
     size: int
     inode: int
+    ctime_ns: int
 
     @classmethod
     def of(cls, st: os.stat_result) -> "FileStamp":
-        return cls(st.st_mtime_ns, st.st_size, st.st_ino)
+        return cls(*stamp_of(st))
+
+    @property
+    def racy(self) -> bool:
+        return is_racy(self.mtime_ns, self.ctime_ns)
 
 
-def _stamp(path: Path) -> FileStamp | None:
+class _Unproven:
+    """The stamp of a file too young to vouch for anything: equal only to itself (``stamp``
+    is the real one, for a later look that checks the bytes instead)."""
+
+    __slots__ = ("stamp", "sha")
+
+    def __init__(self, stamp: "FileStamp | None" = None, sha: str | None = None) -> None:
+        self.stamp, self.sha = stamp, sha  # sha: of the bytes read under it, when known
+
+
+def _stamp(path: Path) -> "FileStamp | _Unproven | None":
     try:
         st = path.stat()
     except OSError:
         return None
-    return FileStamp.of(st) if stat_mod.S_ISREG(st.st_mode) else None
+    if not stat_mod.S_ISREG(st.st_mode):
+        return None
+    stamp = FileStamp.of(st)
+    # a stamp inside the clock tick proves nothing: an object equal to no other stamp
+    return _Unproven(stamp) if stamp.racy else stamp
 
 
 def _revision_counts(rel_parts: tuple[str, ...]) -> bool:
@@ -632,12 +653,22 @@ def _parse_topics(
         if prior is not None and prior.stamp == stamp:
             entries[rel] = prior
             continue
+        if prior is not None and isinstance(prior.stamp, _Unproven) and prior.stamp.stamp == stamp:
+            # read within its clock tick last time: the stamp proves nothing, the bytes do
+            _text, data, _problem = read_topic_file(topics_dir, rel)
+            sha = hashlib.sha256(data).hexdigest() if data is not None else None
+            if sha is not None and sha == prior.stamp.sha:
+                entries[rel] = _TopicEntry(_Unproven(stamp, sha) if stamp.racy else stamp, prior.topic, prior.problem)
+                continue
         reparsed.append(rel)
-        cached = store.topic_for_stat(rel, stat_key(st), index)
+        racy = stamp.racy
+        cached = None if racy else store.topic_for_stat(rel, stat_key(st), index)
         if cached is not None:  # a fresh process: the last one's parse of these very bytes
             entries[rel] = _TopicEntry(stamp, cached)
             continue
         text, data, problem = read_topic_file(topics_dir, rel)
+        if racy:  # kept under a stamp no later walk matches: the digest of these bytes decides
+            stamp = _Unproven(stamp, hashlib.sha256(data).hexdigest() if data is not None else None)
         if problem is not None:
             entries[rel] = _TopicEntry(stamp, None, problem)
             continue
@@ -748,7 +779,7 @@ def _build(state_dir: Path, prev: StateView | None, counter: Any) -> StateView:
     sources = store_for(memory_root).source_index(previous=prev_sources)
     sources_same = prev_sources is not None and {k: v.key for k, v in sources.files.items()} == {
         k: v.key for k, v in prev_sources.files.items()
-    }
+    } and all(map(proven, sources.files.values()))
     problems.extend(sources.problems)
 
     prev_entries = prev.topic_entries if prev is not None else {}

@@ -18,13 +18,18 @@ from . import prepare
 from .context import Context
 from .finish import finish, start_revision, validated
 from .result import TxResult
-from .stage import Stage, open_locked, optimistic_pass, unchanged
+from .stage import Stage, checking_only, open_locked, optimistic_pass, unchanged
 
 
 def transact(root: Path, make: Callable[[], tuple[Stage, Context]], **kw: Any) -> TxResult:
     """A file under the workspace that appears or vanishes while a transaction reads it (an
     editor saving, another tool) is a race, not an internal error: the transaction runs once
     more, and if the race persists it is refused as CONCURRENT_UPDATE (retryable)."""
+    with checking_only(bool(kw.get("validate_only"))):  # a check writes nothing into the workspace
+        return _transact_twice(root, make, **kw)
+
+
+def _transact_twice(root: Path, make: Callable[[], tuple[Stage, Context]], **kw: Any) -> TxResult:
     try:
         try:
             return _transact_once(root, make, **kw)

@@ -15,6 +15,7 @@ import shutil
 import threading
 import time
 from contextlib import contextmanager
+from contextvars import ContextVar
 from itertools import compress
 from operator import is_not
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from ..format.errors import CORRUPT_FILE, MemoryError, Problem
 from ..format.paths import Layout, check_writable
-from ..format.sources import SourceIndex, SourceRecord
+from ..format.sources import SourceIndex, SourceRecord, proven
 from ..format.topics import TopicTree, read_topic_texts
 from ..fsutil import named_errors
 from ..store.confine import check_write_confinement, refuse_linked_path, workspace_root
@@ -34,6 +35,7 @@ from ..store.txcache import WorkspaceCache, cache_for
 from ..store.txmode import IncrementalMismatch, derive, in_one_shot, tx_mode
 from ..store.walk import any_racy, revision_walk, stamps_under
 from .result import raise_first
+from ..cache.registry import keeps
 
 
 # ------------------------------------------------------------------------------- locating
@@ -61,13 +63,27 @@ def state_dir(root: Path) -> Path:
 
 # ---------------------------------------------------------------------------------- stage
 
-_INDEX_CACHE: dict[str, SourceIndex] = {}
+# Set while a validate-only transaction makes its stages: nothing of a check is written into
+# the workspace, so its stage lives in the system temp dir (``make_stage_dir(outside=True)``).
+_CHECK_ONLY: ContextVar[bool] = ContextVar("memory_tui_check_only", default=False)
+
+
+@contextmanager
+def checking_only(on: bool = True) -> Iterator[None]:
+    token = _CHECK_ONLY.set(on)
+    try:
+        yield
+    finally:
+        _CHECK_ONLY.reset(token)
+
+
+_INDEX_CACHE: dict[str, SourceIndex] = keeps({})
 # memory root -> (its index, the archive paths and stamps of the last walk that found it current)
-_INDEX_SEEN: dict[str, tuple[SourceIndex, list[str], list[tuple[int, int, int, int]]]] = {}
+_INDEX_SEEN: dict[str, tuple[SourceIndex, list[str], list[tuple[int, int, int, int]]]] = keeps({})
 
 
 def source_index(root: Path, stamps: Mapping[str, tuple[int, int, int, int]] | None = None) -> SourceIndex:
-    """The committed archives, scanned once and refreshed by (mtime, size, inode).
+    """The committed archives, scanned once and refreshed by their stamps (``cache.stamp``).
 
     ``stamps``: ``revision_walk`` of the workspace, just taken. Its ``sources/`` entries are the
     very files the index walks (regular ``*.md`` files, symlinks not followed), so when they
@@ -92,7 +108,7 @@ def source_index(root: Path, stamps: Mapping[str, tuple[int, int, int, int]] | N
             if len(rels) == len(files):
                 for rel, st in zip(rels, listed):
                     entry = files.get(rel)
-                    if entry is None or entry.key != st[:3]:
+                    if entry is None or entry.key != st or not proven(entry):
                         break
                 else:
                     _INDEX_SEEN[key] = (previous, rels, listed)
@@ -203,7 +219,7 @@ class Stage:
         # link on a write and miss the records behind it on every lookup.
         raise_first([p for p in read_problems if p.details.get("kind") == "symlink"])
         check_write_confinement(self.memory_root)
-        self._stage_dir = make_stage_dir(self.layout)
+        self._stage_dir = make_stage_dir(self.layout, outside=_CHECK_ONLY.get())
         self.path = self._stage_dir.path
         self.sources_copied = False
         self.sources_staged = False  # stage/sources holds archives appended by this transaction
@@ -366,7 +382,7 @@ class Stage:
         for rel in result.changed_paths:
             path = self.path / rel
             st = path.stat()
-            files[rel] = index_file(rel, path.read_bytes(), (st.st_mtime_ns, st.st_size, st.st_ino), files.get(rel))
+            files[rel] = index_file(rel, path.read_bytes(), stamp_of(st), files.get(rel))
         if result.changed_paths:
             self.index = SourceIndex.from_files(self.memory_root, files)
             self.token = self.cache.observe_index(self.index)

@@ -1,0 +1,113 @@
+"""The one on-disk envelope of memory-tui's persisted caches: magic, kind, version, crc32,
+payload length, then the payload (``marshal`` of plain tuples, lists, dicts, strings,
+numbers and bytes: no class is named in a file, so nothing but plain data comes out of one).
+
+    b"memory-tui-cache\\0" + kind + b"\\0" + ">HIQ"(version, crc32(payload), len(payload)) + payload
+
+A file that is not an intact envelope of the kind and version asked for -- a torn write, a
+flipped bit, a count edited by hand, another version's file -- reads as ``None``: a cache
+miss, recomputed, never an answer. The crc guards against damage, not against an author:
+these files are written only by this code into the owner's own folders.
+
+Writes replace the file whole through ``fsutil.replace_cache_file``: the temporary file is
+``.<name>.<pid>.<thread id>.tmp`` beside the target, renamed over it, so a reader sees the old
+or the new file, never half of one; never through a symbolic link put in the folder's place.
+"""
+
+from __future__ import annotations
+
+import marshal
+import struct
+import zlib
+from pathlib import Path
+from typing import Any
+
+from ..fsutil import replace_cache_file
+
+MAGIC = b"memory-tui-cache\0"
+_HEAD = struct.Struct(">HIQ")  # version, crc32 of the payload, payload length
+
+
+def _prefix(kind: str) -> bytes:
+    return MAGIC + kind.encode("ascii") + b"\0"
+
+
+def pack(kind: str, value: Any, version: int = 1, *, stable: bool = False) -> bytes:
+    """The envelope of ``value``. ``stable`` gives bytes that are a function of the value
+    alone (no marshal back-references, which depend on which strings the process interned):
+    for files whose bytes are compared or shown."""
+    payload = marshal.dumps(value, 2 if stable else 4)
+    return _prefix(kind) + _HEAD.pack(version, zlib.crc32(payload), len(payload)) + payload
+
+
+def pack_parts(kind: str, parts: list[bytes] | tuple[bytes, ...], version: int = 1) -> tuple[bytes, ...]:
+    """An envelope whose payload is the concatenation of ``parts`` (each a ``packed_value``),
+    written without joining them: a cache of many entries rewrites only what it holds."""
+    crc = 0
+    for part in parts:
+        crc = zlib.crc32(part, crc)
+    return (_prefix(kind) + _HEAD.pack(version, crc, sum(map(len, parts))), *parts)
+
+
+def packed_value(value: Any) -> bytes:
+    """One part of ``pack_parts``: ``loads_part`` reads it back from its position."""
+    return marshal.dumps(value, 4)
+
+
+def loads_part(payload: memoryview | bytes) -> Any:
+    """A value of ``packed_value``, or ``None`` when it does not decode."""
+    try:
+        return marshal.loads(payload)
+    except (EOFError, ValueError, TypeError):
+        return None
+
+
+def payload_of(kind: str, data: bytes, version: int = 1) -> memoryview | None:
+    """The verified payload of an envelope of ``kind`` and ``version``, else ``None``."""
+    prefix = _prefix(kind)
+    start = len(prefix) + _HEAD.size
+    if len(data) < start or not data.startswith(prefix):
+        return None
+    got_version, crc, length = _HEAD.unpack_from(data, len(prefix))
+    payload = memoryview(data)[start:]
+    if got_version != version or length != len(payload) or zlib.crc32(payload) != crc:
+        return None
+    return payload
+
+
+def unpack(kind: str, data: bytes, version: int = 1) -> Any:
+    """The value of an intact envelope of ``kind`` and ``version``; ``None`` for anything else."""
+    payload = payload_of(kind, data, version)
+    return None if payload is None else loads_part(payload)
+
+
+def read(path: Path, kind: str, version: int = 1) -> Any:
+    """The value kept at ``path``, or ``None`` when it is missing, unreadable, damaged, of
+    another kind or version, or its folder is a symbolic link."""
+    try:
+        if path.parent.is_symlink():
+            return None
+        data = path.read_bytes()
+    except OSError:
+        return None
+    return unpack(kind, data, version)
+
+
+def write(path: Path, kind: str, value: Any, version: int = 1, *, stable: bool = False,
+          make_folder: bool = False) -> bool:
+    """Replace ``path`` with the envelope of ``value``. Best effort (a cache the next process
+    rebuilds): ``False`` when nothing was written. Never through a symlinked folder; the folder
+    is created (0700) only with ``make_folder``."""
+    folder = path.parent
+    try:
+        if make_folder and not folder.exists():
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if folder.is_symlink() or not folder.is_dir():
+            return False
+        replace_cache_file(path, pack(kind, value, version, stable=stable))
+    except (OSError, ValueError):  # ValueError: a value marshal cannot hold
+        return False
+    return True
+
+
+__all__ = ["MAGIC", "loads_part", "pack", "pack_parts", "packed_value", "payload_of", "read", "unpack", "write"]

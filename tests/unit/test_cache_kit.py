@@ -1,0 +1,75 @@
+"""The cache kit: one forget() reaches every per-process cache, the envelope refuses what
+it did not write, and the stamp's racy rule is the one every cache applies."""
+
+from __future__ import annotations
+
+import os
+import time
+
+RACY_NS = 100_000_000  # the kit's (core.cache.stamp.RACY_NS), asserted below
+
+
+def test_clear_caches_forgets_every_process_table(fixture_state):
+    """After a transaction filled them, ``clear_caches`` (the one forget) empties the stage's
+    source-index memo, install's hashes by stamp, the revision walk's listings and the
+    parse store: nothing a later run could take from the last one."""
+    from memory_tui.core.store import install, parsecache, walk
+    from memory_tui.core.store.txcache import clear_caches
+    from memory_tui.core.tx import api as tx
+    from memory_tui.core.tx import stage
+
+    ada = fixture_state / "memory/topics/people/ada.md"
+    time.sleep(RACY_NS / 1e9)
+    result = tx.staged_edit(fixture_state, "topics/people/ada.md", ada.read_text().replace("short", "brief"),
+                            git_commit="off")
+    assert result.ok, result
+    install._stat_hash(ada)  # a stamp-keyed hash, as an install's tree digest makes
+    tables = {"stage._INDEX_CACHE": stage._INDEX_CACHE, "walk._LISTINGS": walk._LISTINGS,
+              "parsecache._STORES": parsecache._STORES}
+    assert all(tables.values()), {k: len(v) for k, v in tables.items()}
+    time.sleep(RACY_NS / 1e9)
+    install._stat_hash(ada)
+    assert install._HASHES
+    clear_caches()
+    assert not any(tables.values()), {k: len(v) for k, v in tables.items()}
+    assert not install._HASHES and not stage._INDEX_SEEN
+
+
+def test_envelope_round_trip_and_refusals(tmp_path):
+    from memory_tui.core.cache import envelope
+
+    value = ("tag", {"a": 1, "b": [1, 2, 3]}, b"bytes")
+    data = envelope.pack("kind", value, 3)
+    assert envelope.unpack("kind", data, 3) == value
+    assert envelope.unpack("other", data, 3) is None
+    assert envelope.unpack("kind", data, 4) is None
+    assert envelope.unpack("kind", data[:-1], 3) is None
+    flipped = bytearray(data)
+    flipped[-2] ^= 0x10
+    assert envelope.unpack("kind", bytes(flipped), 3) is None
+    assert envelope.pack("kind", value, stable=True) == envelope.pack("kind", value, stable=True)
+    target = tmp_path / "folder" / "file.bin"
+    assert not envelope.write(target, "kind", value)  # no folder made for a cache unless asked
+    assert envelope.write(target, "kind", value, make_folder=True)
+    assert envelope.read(target, "kind") == value
+    assert [p.name for p in target.parent.iterdir()] == ["file.bin"]  # no temporary file left
+
+
+def test_a_stamp_holds_the_ctime_and_is_racy_inside_the_tick(tmp_path):
+    from memory_tui.core.cache import stamp as kit
+    from memory_tui.core.cache.stamp import is_racy, stamp_of, stamp_racy
+
+    assert kit.RACY_NS == RACY_NS
+    path = tmp_path / "f"
+    path.write_text("one")
+    st = os.stat(path)
+    stamp = stamp_of(st)
+    assert stamp == (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+    assert stamp_racy(stamp) and is_racy(st.st_mtime_ns, st.st_ctime_ns)
+    assert not stamp_racy(stamp, st.st_ctime_ns + RACY_NS)
+    with open(path, "r+") as fh:  # same size, mtime put back: only the ctime can tell
+        fh.write("two")
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    time.sleep(0.01)
+    after = stamp_of(os.stat(path))
+    assert after[:3] == stamp[:3] and after != stamp
