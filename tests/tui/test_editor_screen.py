@@ -135,6 +135,9 @@ async def test_a_refused_save_keeps_the_buffer_and_leaving_unsaved_asks(fixture_
         await _until(pilot, lambda: screen.last_save is not None)
         assert not screen.last_save.ok and screen.editor.text == bad
         assert any(d.code == "INVALID_TOPIC_FORMAT" for d in screen.editor.diagnostics)
+        # what was wrong and the fix, in the words the CLI's `edit` prints (core.tx.refusals)
+        said = [n.message for n in app._notifications if n.message.startswith("not saved")]
+        assert said and "uncited prose" in said[-1] and "Fix: make it a record" in said[-1], said
         await pilot.press("escape")  # editor.back with unsaved changes
         await _until(pilot, lambda: isinstance(app.screen, UnsavedDialog))
         await pilot.press("escape")  # cancel: stay in the editor

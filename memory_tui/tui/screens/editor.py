@@ -189,7 +189,15 @@ class EditorScreen(Screen[None]):
         # refused: the buffer stays as typed, the reasons show beside it
         self.editor.set_diagnostics(answer.diagnostics)
         self.diagnostics_list.set_diagnostics(answer.diagnostics)
-        self.notify(f"not saved: {len(answer.diagnostics)} problem(s)", severity="error")
+        from memory_tui.core.format.text import sanitize
+        from memory_tui.core.tx.refusals import explain_refusal
+
+        result = answer.result
+        refusal = explain_refusal(getattr(result, "code", None), getattr(result, "message", "") or "", action="edit",
+                                  target=self.path)
+        # the same explanation the CLI's `edit` prints: what was wrong and the fix
+        self.notify(f"not saved: {len(answer.diagnostics)} problem(s). {sanitize(refusal.heading)}. "
+                    f"Fix: {sanitize(refusal.fix)}", severity="error")
         return False
 
     # ------------------------------------------------------------------ conflicts
