@@ -244,3 +244,22 @@ def test_an_install_never_replaces_or_writes_through_a_linked_file(busy, tmp_pat
         assert "source archive path escapes sources/" in said, said[:800]
     else:
         assert "PATH_OUTSIDE_WORKSPACE" in said and rel.removeprefix("memory/") in said, said[:800]
+
+
+@pytest.mark.parametrize("writer", ["atomic_write", "replace_cache_file"])
+def test_the_shared_file_writers_never_replace_a_link(tmp_path, writer):
+    """Below every caller (status files, marks, archives, every cache, the user's cache folder
+    included): a target that is itself a link is refused with ELOOP, the link and its target kept."""
+    import errno
+
+    from memory_tui.core import fsutil
+
+    target = tmp_path / "elsewhere.json"
+    target.write_bytes(b"theirs")
+    link = tmp_path / "cache.json"
+    os.symlink(target, link)
+    with pytest.raises(OSError) as refused:
+        getattr(fsutil, writer)(link, b"ours")
+    assert refused.value.errno == errno.ELOOP and refused.value.filename == str(link)
+    assert link.is_symlink() and target.read_bytes() == b"theirs"
+    assert sorted(os.listdir(tmp_path)) == ["cache.json", "elsewhere.json"]  # no temp file left
