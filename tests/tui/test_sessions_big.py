@@ -41,10 +41,23 @@ def big_state(tmp_path_factory):
 
 
 def _engine_layout(state: Path) -> G.Layout:
-    """The layout computed straight from the engine's overview: no table, no app."""
-    session = load_sessions(state).sessions["big"]
-    ov = session_overview(session, load_context(state, now=0.0).workspace_id, O200kCounter())
-    return G.layout(G.nodes_from_overview(ov), G.LayoutOptions())
+    """The layout computed straight from the engine's overview (with what the view draws beyond
+    the session's files: the kept states from the topics): no table, no app."""
+    from memory_tui.sessions.kept import citations_for_state
+    from memory_tui.sessions.links import SpawnLinks, session_decorations
+
+    snap = load_sessions(state)
+    session = snap.sessions["big"]
+    ws = load_context(state, now=0.0).workspace_id
+    ov = session_overview(session, ws, O200kCounter())
+    deco = session_decorations(session, citations_for_state(state)[0], ws, SpawnLinks.of(snap))
+    return G.layout(G.nodes_from_overview(ov, deco), G.LayoutOptions())
+
+
+def _records(state: Path):
+    from memory_tui.tui.data import load_model
+
+    return load_model(state, counter=COUNTER).records.values()
 
 
 async def layouts_done(pilot, app) -> None:
@@ -68,7 +81,8 @@ async def test_the_keys_walk_a_big_session_to_its_last_node(big_state, opening, 
     monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path))
     if opening == "from the tables":
-        sessions_model.SessionsModel.load(big_state, now=0.0, counter=COUNTER).layout("big")  # an earlier open fills them
+        # an earlier open (with the workspace's records, as the app has them) fills them
+        sessions_model.SessionsModel.load(big_state, now=0.0, counter=COUNTER, records=_records(big_state)).layout("big")
         assert list((tmp_path / "overviews").iterdir()) and list((tmp_path / "layouts").iterdir())
 
         def computed(*_args, **_kw):
@@ -187,7 +201,7 @@ async def test_an_overview_the_table_lacks_is_computed_in_a_worker(big_state, tm
         assert screen.query_one("#sessions-list").option_count == 0
         await pilot.press("s")  # the UI thread answers while the worker waits
         await pilot.pause()
-        assert screen.sort_key == "recency"
+        assert screen.sort_key == "drift"  # pending -> drift
         gate.set()
         await layouts_done(pilot, app)
         assert threads and all(t is not threading.main_thread() for t in threads)
