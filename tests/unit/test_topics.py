@@ -259,7 +259,7 @@ def test_definition_errors(definition, message):
 
 def test_duplicate_definition():
     text = "Fact.[^e-1] ^abc\n\n[^e-1]: Time: `2026`; Sources: [s](D1:2)\n[^e-1]: Time: `2026`; Sources: [s](D1:2)\n"
-    assert messages(parse_topic("t.md", text)) == [("duplicate footnote definition", 4, 1)]
+    assert messages(parse_topic("t.md", text)) == [("duplicate footnote definition: e-1", 4, 1)]
 
 
 def test_definitions_must_start_in_column_zero():

@@ -97,7 +97,7 @@ def _def_id(line: str) -> str | None:
 def _not_found(mid: str, op: RecordOp, field_name: str) -> MemoryError:
     return MemoryError(
         "MEMORY_NOT_FOUND",
-        f"{op_where(op.index)}: memory_id does not exist: {mid}",
+        f"memory_id does not exist: {mid}",  # OpenProgram's words; details name the op
         details={"op_index": op.index, "field": field_name, "memory_id": mid},
     )
 

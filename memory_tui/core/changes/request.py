@@ -219,7 +219,7 @@ def check_record_content(content: Any, index: int | None = None) -> str:
     """§6.1 content rule; returns the trimmed content."""
     where = op_where(index, "content")
     if _is_blank_str(content):
-        raise argument_error(f"{where} must be a non-blank string", op_index=index, field="content")
+        raise argument_error(f"{where} must be a non-empty string", op_index=index, field="content")
     text = content.strip()
     lines = text.split("\n")
     bad = (
@@ -231,7 +231,7 @@ def check_record_content(content: Any, index: int | None = None) -> str:
         or "\r" in text
     )
     if bad:
-        raise argument_error(f"{op_where(index)}: {CONTENT_RULE}", op_index=index, field="content")
+        raise argument_error(f"{op_where(index)}.{CONTENT_RULE}", op_index=index, field="content")
     return text
 
 
@@ -489,7 +489,7 @@ def _validate_op(raw: Any, index: int) -> RecordOp:
     name = raw.get("op")
     if name not in OP_KEYS:
         raise argument_error(
-            f"{op_where(index, 'op')} must be create_record, update_record, delete_record or move_records",
+            f"{op_where(index, 'op')} must be create_record, update_record, delete_record, move_records",
             op_index=index,
             field="op",
         )
@@ -514,7 +514,7 @@ def _validate_op(raw: Any, index: int) -> RecordOp:
     if canonical == "move_records":
         ids = raw.get("memory_ids")
         if not isinstance(ids, list) or not ids or any(_is_blank_str(x) for x in ids):
-            raise argument_error(f"{op_where(index, 'memory_ids')} must be a non-empty list of ids", op_index=index, field="memory_ids")
+            raise argument_error(f"{op_where(index, 'memory_ids')} must be a non-empty string list", op_index=index, field="memory_ids")
         ids = [x.strip() for x in ids]
         dup = next((x for i, x in enumerate(ids) if x in ids[:i]), None)
         if dup is not None:

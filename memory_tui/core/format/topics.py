@@ -931,7 +931,7 @@ def parse_topic(
             continue
         raw = read_definition(line.text, line.number)
         if raw.id in definitions:  # every definition read so far is in it
-            report.error("duplicate footnote definition", line.number, 1, footnote=raw.id)
+            report.error(f"duplicate footnote definition: {raw.id}", line.number, 1, footnote=raw.id)
             continue
         if raw.raw_when is None and cited_ids is None:
             cited_ids = {fid for other in lines if other.kind in ("text", "heading")
