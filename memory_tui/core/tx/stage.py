@@ -36,6 +36,7 @@ from ..store.txmode import IncrementalMismatch, derive, in_one_shot, tx_mode
 from ..store.walk import any_racy, revision_walk, stamps_under
 from .result import raise_first
 from ..cache.registry import keeps
+from ..cache.stamp import stamp_of
 
 
 # ------------------------------------------------------------------------------- locating
