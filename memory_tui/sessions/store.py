@@ -758,13 +758,29 @@ def session_stamp(sid: str, sdir: Path, registry: Mapping[str, Any], registry_ok
     return _SessionStamp(str(sdir), hist, meta, commits, registry_ok, entry_json)
 
 
+# --- stamp seam --------------------------------------------------------------------------
+# The stat data a session's content key is made of, git-style: a file rewritten in place
+# within the same mtime tick, or put back with its old mtime (``touch -d``, ``cp -p``, a sync
+# tool), still moves its ctime, which no user-space call can set. This is the one place the
+# sessions' cache keys read a stat; when core.cache's shared Stamp lands it replaces this.
+def stat_stamp(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_dev)
+
+
+def _stamp_racy(st: os.stat_result, now: int) -> bool:
+    """Modified within a clock tick of now: a second change in the same tick would not show
+    in the stamp (git's racy-clean rule, by the modification time as git applies it)."""
+    return now - st.st_mtime_ns < _RACY_NS
+
+
 def session_content_key(
     sid: str, sdir: Path, state_dir: Path, registry: Mapping[str, Any], registry_ok: bool
 ) -> str | None:
     """A digest of everything :func:`load_session_dir` reads for this session, or ``None``
     when it cannot vouch for that (racy or unreadable): the session stamp (§1.8: ``history/``,
-    ``meta.json``, ``context/commits/``, the registry entry) plus ``(name, mtime_ns, size,
-    inode)`` of every node and commit file, so a node file rewritten in place is seen too.
+    ``meta.json``, ``context/commits/``, the registry entry) plus the git-style stat data
+    (:func:`stat_stamp`: mtime, ctime, size, inode, device) of those three and of every node
+    and commit file, so a node file rewritten in place is seen too.
     Equal keys mean an equal :class:`Session` (issue 12: the persistent per-session
     result cache in ``sessions.cache``). It costs one ``stat`` per file, never a read."""
     stamp = session_stamp(sid, sdir, registry, registry_ok)
@@ -775,6 +791,15 @@ def session_content_key(
                          stamp.meta, stamp.commits, stamp.registry_ok, stamp.entry]).encode())
     now = time.time_ns()
     cdir = sdir / "context" / "commits"
+    for top in (sdir / "history", sdir / "meta.json", cdir):
+        try:
+            st = top.stat()
+        except OSError:
+            h.update(b"\0missing")
+            continue
+        if _stamp_racy(st, now):
+            return None
+        h.update(b"\0" + json.dumps(stat_stamp(st)).encode())
     for where in (sdir / "history", cdir if cdir.is_dir() else None):
         if where is None:
             h.update(b"\0no-commits")
@@ -788,9 +813,9 @@ def session_content_key(
                 except FileNotFoundError:
                     rows.append((e.name, None))  # a dangling link: read as a problem, and stable
                     continue
-                if now - st.st_mtime_ns < _RACY_NS:
+                if _stamp_racy(st, now):
                     return None
-                rows.append((e.name, st.st_mtime_ns, st.st_size, st.st_ino))
+                rows.append((e.name, *stat_stamp(st)))
         except OSError:
             return None
         h.update(b"\0" + json.dumps(rows).encode())
