@@ -382,8 +382,7 @@ def build_variant(out: Path, scale: float, seed: int = 31) -> dict[str, int]:
         sid = f"local_{0xa000000000 + s * 7919:010x}"
         b, marked = build_variant_session(sid, T0 + s * 5400.0 + rng.random() * 600, rng)
         d = b.save(sroot)
-        if s % 3 == 0:  # some sessions without a git repository, as older ones are
-            _git_init(d)
+        _git_init(d)  # a session folder without .git is not a session (session spec §1.2)
         registry[sid] = b.registry_entry()
         nodes += len(b.nodes)
         recs = [_source_record(sid, n, i + 1) for i, n in enumerate(marked)]
