@@ -575,12 +575,19 @@ CACHE_ENVS = ("MEMORY_TUI_SESSION_CACHE_DIR", "MEMORY_TUI_OUTLINE_CACHE_DIR", "M
 class Cold:
     """A never-seen copy of ``state`` and an empty user cache, emptied again by :meth:`prep`."""
 
-    def __init__(self, state: Path) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix=f"cold-{state.name}-", dir=state.parent))
-        self.state = self.root / "state"
+    def __init__(self, state: Path, copy: Path | None = None) -> None:
+        self.keep = copy is not None
+        if copy is not None:  # --cold-copy: a copy made before (a scale-16 copy takes long), kept
+            self.root = copy
+            self.state = copy / "state"
+            if not (self.state / "memory").is_dir():
+                raise SystemExit(f"--cold-copy {copy}: no state/ copy in it")
+        else:
+            self.root = Path(tempfile.mkdtemp(prefix=f"cold-{state.name}-", dir=state.parent))
+            self.state = self.root / "state"
+            print(f"copying {state} to {self.state} (a path never seen) …", file=sys.stderr)
+            subprocess.run(["cp", "-a", str(state), str(self.state)], check=True)
         self.cache = self.root / "cache"
-        print(f"copying {state} to {self.state} (a path never seen) …", file=sys.stderr)
-        subprocess.run(["cp", "-a", str(state), str(self.state)], check=True)
 
     def prep(self) -> None:
         import shutil
@@ -602,7 +609,8 @@ class Cold:
     def close(self) -> None:
         import shutil
 
-        shutil.rmtree(self.root, ignore_errors=True)
+        if not self.keep:
+            shutil.rmtree(self.root, ignore_errors=True)
 
 
 def measure_cold(row: str, cold: Cold, runs: int, app_cache: dict) -> tuple[list[float], str]:
@@ -691,12 +699,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cold-only", action="store_true", help="only the cold column (implies --cold)")
     ap.add_argument("--cold-runs", type=int, default=3, help="runs of every cold cell (default 3)")
     ap.add_argument("--variant", action="store_true", help="the states of make_state.py --variant")
+    ap.add_argument("--cold-copy", type=Path, default=None,
+                    help="DIR holding state/, a copy made before (one scale only); kept afterwards")
     args = ap.parse_args(argv)
     if args.runs < 1 or args.cold_runs < 1:
         ap.error("--runs and --cold-runs must be >= 1")
     args.cold = args.cold or args.cold_only
     scales = [float(s) for s in args.scale.split(",") if s.strip()]
-    wanted = [r for r, _ in ROWS if not args.rows or r in args.rows.split(",")]
+    known = dict(ROWS)
+    wanted = [r for r in args.rows.split(",") if r in known] if args.rows else list(known)
     args.states.mkdir(parents=True, exist_ok=True)
     compile_package()
     columns = ([] if args.cold_only else ["warm"]) + (["cold"] if args.cold else [])
@@ -715,7 +726,7 @@ def main(argv: list[str] | None = None) -> int:
                 if not args.json:
                     print(f"  scale {key} warm: {row} {fmt(results['warm'][row][key])}", file=sys.stderr)
         if "cold" in columns:
-            cold = Cold(state)
+            cold = Cold(state, args.cold_copy)
             try:
                 app_cache = {}
                 for row in wanted:
