@@ -27,7 +27,7 @@ SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[Healt
 
 OPS = st.lists(
     st.tuples(
-        st.sampled_from(["mark", "inplace", "inplace", "delete", "corrupt", "add", "meta", "registry", "garbage_entry",
+        st.sampled_from(["mark", "inplace", "inplace", "inplace_keep_mtime", "delete", "corrupt", "add", "meta", "registry", "garbage_entry",
                          "forged_entry", "threshold", "nothing"]),
         st.integers(0, 10_000),
     ),
@@ -92,7 +92,7 @@ def test_cached_summaries_equal_a_full_load(fixture_state_ro, ops):
                 if isinstance(data, dict) and isinstance(data.get("id"), str):
                     mark_nodes(sdir, [data["id"]], WID)
                     touched.add(sdir.name)
-            elif op == "inplace" and node is not None:
+            elif op in ("inplace", "inplace_keep_mtime") and node is not None:
                 # Toggle the workspace's mark on a node, rewriting the file in place (same inode,
                 # the directory's mtime untouched): only the file's own stat shows it.
                 users = [p for p in nodes if b'"role": "user"' in p.read_bytes()] or nodes
@@ -105,10 +105,14 @@ def test_cached_summaries_equal_a_full_load(fixture_state_ro, ops):
                     else:
                         meta[MARK_KEY] = WID
                 if isinstance(data, dict):
+                    before = node.stat()
                     with open(node, "r+b") as f:
                         f.write(json.dumps(data).encode())
                         f.truncate()
-                    clock.age(node)  # only the file's own time moves: the directory stamps do not
+                    if op == "inplace":
+                        clock.age(node)  # only the file's own time moves: the directory stamps do not
+                    else:  # the old mtime put back (cp -p, a sync tool): only the ctime moved
+                        os.utime(node, ns=(before.st_atime_ns, before.st_mtime_ns))
             elif op == "delete" and node is not None and len(nodes) > 1:
                 node.unlink()
                 touched.add(sdir.name)
@@ -148,7 +152,7 @@ def test_cached_summaries_equal_a_full_load(fixture_state_ro, ops):
                         sealed.write_kept(victim, scache.INDEX_MAGIC, body)
             elif op == "threshold":
                 threshold = 500 + n % 3000  # every entry's key changes
-            if op == "inplace":
+            if op in ("inplace", "inplace_keep_mtime"):
                 touched.add(sdir.name)
             elif touched:
                 clock.age(sdir)
@@ -157,7 +161,7 @@ def test_cached_summaries_equal_a_full_load(fixture_state_ro, ops):
             assert cached.summaries == full.summaries, op
             assert list(cached.summaries) == list(full.summaries), op
             assert cached.pending == pending == full.pending, op
-            if op in ("mark", "inplace", "delete", "corrupt", "add", "meta"):
+            if op in ("mark", "inplace", "inplace_keep_mtime", "delete", "corrupt", "add", "meta"):
                 assert set(cached.read) <= touched, (op, cached.read)
             settled = scache.load_summaries(state, WID, threshold, COUNTER, directory=where)
             assert settled.read == () and settled.summaries == full.summaries, op
