@@ -1,6 +1,6 @@
 """Build a big, realistic OpenProgram state directory for the benchmarks (issue 12).
 
-Usage: python benchmarks/make_state.py --scale N --out DIR [--seed S]
+Usage: python benchmarks/make_state.py --scale N --out DIR [--seed S] [--variant]
 
 At ``--scale 1``: 200 sessions x ~300 nodes (a trunk with tool rows, a rewound pair, a
 retry and an edit fork: 4 live tips each), most turns marked by this
@@ -14,6 +14,12 @@ Everything is written by the project's own writers: sessions with the demo's
 :class:`~memory_tui.demo.SessionBuilder` (OpenProgram's node encoding), sources with
 ``store.archives.append_records``, topics, views and git through the real transaction. The output
 is a function of ``--scale`` and ``--seed`` only (fixed clocks, fixed git identities).
+
+``--variant`` builds a second, independently shaped workspace of about the same weight, so no
+figure depends on one generator's shape: fewer but longer sessions (~600 nodes, six to ten
+forks each, a rewound pair, spawned sub-agents), topic files of very unequal sizes (a few
+hundred records in some, one or two in many, nested two folders deep), records of varied,
+realistic prose (punctuation, numbers, non-ASCII names) and more, smaller transactions.
 """
 
 from __future__ import annotations
@@ -238,13 +244,184 @@ def _cross_links(out: Path, env: dict[str, str]) -> None:
         raise SystemExit(f"cross links failed: {r.code} {r.message} {r.path}:{r.line}")
 
 
+# ---------------------------------------------------------------------------------- variant
+
+V_SESSIONS_PER_SCALE = 110
+V_TOPIC_FILES_PER_SCALE = 220
+V_TRUNK_TURNS = (150, 230)  # per session, drawn uniformly
+V_FORKS = (6, 10)
+V_FORK_TURNS = (4, 16)
+
+_V_SUBJECTS = ("Mira", "the user", "Jörg from the bike club", "her sister Ana", "the landlord", "Dr. Okafor",
+               "the team at Lindqvist & Sons", "Zoë", "the cat (Pixel)", "Søren", "the accountant", "Hiroshi")
+_V_VERBS = ("prefers", "asked about", "switched to", "is allergic to", "booked", "cancelled", "wants to learn",
+            "keeps forgetting", "recommended", "is saving for", "moved", "complained about", "finished")
+_V_OBJECTS = ("oat milk in coffee", "the 07:42 train to Lyon", "a standing desk (about 140 cm)", "Rust's borrow checker",
+              "the dentist on Friday", "café crème, not espresso", "a 3-day hike near Tromsø", "PostgreSQL 16's MERGE",
+              "the €1,200 laptop", "weekly piano lessons", "tickets for the Ghibli exhibition", "a Kindle Paperwhite",
+              "the quarterly VAT return", "sourdough with 78% hydration", "a flat in Neukölln", "Spanish verbs")
+_V_TAILS = ("because the old one broke", "after the meeting on the 14th", "if it stays under budget",
+            "but only on weekends", "— said twice, so it matters", "and wants a reminder in March",
+            "since moving to Berlin", "for the kids, mostly", "until the contract ends", "")
+
+
+def _v_sentence(rng: random.Random) -> str:
+    tail = rng.choice(_V_TAILS)
+    s = f"{rng.choice(_V_SUBJECTS)} {rng.choice(_V_VERBS)} {rng.choice(_V_OBJECTS)}"
+    return (s[0].upper() + s[1:] + (f", {tail}" if tail else "")).rstrip() + "."
+
+
+def _v_paragraph(rng: random.Random, lo: int, hi: int) -> str:
+    return " ".join(_v_sentence(rng) for _ in range(rng.randint(lo, hi)))
+
+
+def build_variant_session(sid: str, t0: float, rng: random.Random) -> tuple[SessionBuilder, list[dict[str, Any]]]:
+    """A long session: a trunk, many forks (edits and retries) from random turns, one rewound
+    pair and a spawned sub-agent; about three quarters of the trunk marked, forks partly."""
+    b = SessionBuilder(sid, _v_sentence(rng)[:48].rstrip(" ."), t0)
+    by_id: dict[str, dict[str, Any]] = {}
+
+    def index() -> None:
+        for n in b.nodes[len(by_id):]:
+            by_id[n["id"]] = n
+
+    trunk: list[str] = []
+    turns = rng.randint(*V_TRUNK_TURNS)
+    for i in range(turns):
+        tools = None
+        if rng.random() < 0.3:
+            tools = [(rng.choice(("bash", "read_file", "web_search")), {"q": _v_sentence(rng)}, _v_paragraph(rng, 2, 6))
+                     for _ in range(rng.randint(1, 3))]
+        trunk.append(b.turn(_v_paragraph(rng, 1, 3), _v_paragraph(rng, 2, 7), tools=tools))
+        if i == turns // 3:
+            index()
+            undo = b.turn(_v_sentence(rng), _v_sentence(rng), uid=f"{sid}-rw{i}")
+            index()
+            b.rewind_to(by_id[undo]["predecessor"])
+        if i == turns // 2:
+            b.spawn(trunk[-1], _v_sentence(rng), _v_paragraph(rng, 1, 3))
+    index()
+    head = b.head
+    fork_tips: list[list[str]] = []
+    for k in range(rng.randint(*V_FORKS)):
+        at = trunk[rng.randrange(2, len(trunk) - 1)]
+        parent = by_id[by_id[at]["predecessor"]]["predecessor"]
+        meta: dict[str, Any] = {"forked_from": by_id[at]["predecessor"]}
+        if k % 2 == 0:
+            meta["edit_of"] = by_id[at]["predecessor"]
+        rid = b.turn(_v_paragraph(rng, 1, 3), _v_paragraph(rng, 2, 6), after=parent, move_head=False, user_meta=meta)
+        chain = [rid]
+        for _ in range(rng.randint(*V_FORK_TURNS) - 1):
+            rid = b.turn(_v_paragraph(rng, 1, 3), _v_paragraph(rng, 2, 6), after=rid, move_head=False)
+            chain.append(rid)
+        if k == 1:
+            b.branches[rid].update({"name": "plan-b", "created_at": b.t, "updated_at": b.t})
+        fork_tips.append(chain)
+    b.head = head
+    index()
+    marked: list[dict[str, Any]] = []
+
+    def mark_turn(reply_id: str) -> None:
+        for nid in (by_id[reply_id]["predecessor"], reply_id):
+            by_id[nid]["metadata"][MARK_KEY] = WORKSPACE_ID
+            marked.append(by_id[nid])
+
+    for rid in trunk[: int(len(trunk) * rng.uniform(0.6, 0.85))]:
+        mark_turn(rid)
+    for chain in fork_tips:
+        for rid in chain[: rng.randint(0, len(chain))]:
+            mark_turn(rid)
+    return b, marked
+
+
+def _v_topic_texts(cited: list[str], files: int, rng: random.Random) -> dict[str, str]:
+    """Topic files of Pareto-distributed sizes over ``cited`` source ids, nested two deep."""
+    weights = [rng.paretovariate(1.1) for _ in range(files - 1)]
+    total = sum(weights)
+    sizes = [max(1, int(len(cited) * w / total)) for w in weights]
+    out: dict[str, str] = {}
+    k = 0
+    domains = ("home", "work", "health", "travel", "people", "projects", "money", "hobbies")
+    for f, size in enumerate(sizes):
+        refs = cited[k % len(cited):][:size] or cited[:size]
+        domain = domains[f % len(domains)]
+        rel = f"topics/{domain}/{rng.choice(('notes', 'log', 'facts', 'misc'))}-{f % 7}/n{f:04d}.md"
+        parts = [f"# {domain.title()}: {_v_sentence(rng)[:40].rstrip(' .')}\n"]
+        for j, ref in enumerate(refs):
+            if j % 40 == 0:
+                parts.append(f"## Part {j // 40 + 1}\n")
+            parts.append(f"{_v_paragraph(rng, 1, 3)[:-1]} (fact {k}).[^e{j}]\n\n"
+                         f"[^e{j}]: Time: `20{24 + k % 3}-{1 + k % 12:02d}`; Sources: [turn]({ref})\n")
+            k += 1
+        out[rel] = "\n".join(parts)
+    out["topics/core.md"] = ("# Core\n\nThe user is called Mira Lindqvist and writes in English and Swedish.[^c1]\n\n"
+                             f"[^c1]: Time: `2026-09`; Sources: [name]({cited[0]})\n")
+    return out
+
+
+def build_variant(out: Path, scale: float, seed: int = 31) -> dict[str, int]:
+    if out.exists() and any(out.iterdir()):
+        raise SystemExit(f"output directory is not empty: {out}")
+    rng = random.Random(seed)
+    n_sessions = max(1, round(V_SESSIONS_PER_SCALE * scale))
+    n_files = max(2, round(V_TOPIC_FILES_PER_SCALE * scale))
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write(out / "config.json", json.dumps({"memory": {"writer": {"trigger_tokens": 16000}}}, indent=2) + "\n")
+    atomic_write(out / "owner.json", json.dumps({"version": 1, "principal_id": OWNER_PRINCIPAL}, indent=2) + "\n")
+    sroot = out / "sessions"
+    sroot.mkdir()
+    mem = out / "memory"
+    for d in (mem, mem / "topics", mem / "sources", mem / ".scriptorium"):
+        d.mkdir(exist_ok=True, mode=0o700)
+    atomic_write(mem / ".scriptorium" / "workspace-id", (WORKSPACE_ID + "\n").encode("ascii"))
+    registry: dict[str, Any] = {}
+    cited: list[str] = []
+    records: list[SourceRecord] = []
+    nodes = 0
+    for s in range(n_sessions):
+        sid = f"local_{0xa000000000 + s * 7919:010x}"
+        b, marked = build_variant_session(sid, T0 + s * 5400.0 + rng.random() * 600, rng)
+        d = b.save(sroot)
+        _git_init(d)  # a session folder without .git is not a session (session spec §1.2)
+        registry[sid] = b.registry_entry()
+        nodes += len(b.nodes)
+        recs = [_source_record(sid, n, i + 1) for i, n in enumerate(marked)]
+        records.extend(recs)
+        cited.extend(r.source_id for r in recs[: rng.randint(40, 200)])
+    rng.shuffle(cited)
+    registry = dict(sorted(registry.items(), key=lambda kv: -kv[1]["updated_at"]))
+    atomic_write(sroot / "index.json", json.dumps(registry, indent=2, ensure_ascii=False))
+    env = gitlog.fixed_env(_iso(T0 + n_sessions * 5400.0))
+    reason = gitlog.ensure_history(mem, env=env)
+    if reason:
+        raise SystemExit(f"git: {reason}")
+    append_records(mem, records)
+    texts = _v_topic_texts(cited, n_files, rng)
+    names = sorted(texts)
+    for part in range(8):
+        with tx.open_stage(out) as stage:
+            for rel in names[part::8]:
+                stage.write_topic(rel, texts[rel])
+            r = tx.commit_edits(stage, git_commit="on", commit_message=gitlog.MSG_INCREMENTAL, git_env=env, timeout=900)
+        if not r.ok:
+            raise SystemExit(f"transaction failed: {r.code} {r.message} {r.path}:{r.line}")
+    _cross_links(out, env)
+    parsecache.drop(mem)
+    return {"sessions": n_sessions, "nodes": nodes, "sources": len(records), "topic_files": len(texts),
+            "records": sum(t.count("(fact ") for t in texts.values())}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--seed", type=int, default=12)
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--variant", action="store_true", help="the second, independently shaped generator")
     args = ap.parse_args(argv)
-    counts = build(args.out, args.scale, args.seed)
+    if args.variant:
+        counts = build_variant(args.out, args.scale, 31 if args.seed is None else args.seed)
+    else:
+        counts = build(args.out, args.scale, 12 if args.seed is None else args.seed)
     print(json.dumps(counts))
     return 0
 

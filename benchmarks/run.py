@@ -1,6 +1,7 @@
 """The issue-12 benchmark: one table over generated workspaces (never part of the tests).
 
 Usage: python benchmarks/run.py [--scale 1,2,4] [--runs 5] [--json] [--rows a,b] [--states DIR]
+                                [--cold] [--cold-runs 3] [--variant]
 
 For each scale it builds (once, then reuses) ``<states>/scale-<N>`` with ``make_state.py``
 and times every row ``--runs`` times (default 5), printing median and min-max per row; with
@@ -11,6 +12,14 @@ two or more scales it prints the growth ratio of each row (largest / smallest sc
 as the owner waits for it; other rows time the call inside one process. Rows that change
 the workspace alternate between two equally valid texts, so the state stays the same shape.
 Times are wall-clock seconds; RSS is MiB. Asserts nothing about time.
+
+``--cold`` adds a cold column beside every warm one, as an owner meets the tool the first
+time (after an upgrade, on a new machine, on a synced workspace, after deleting the caches):
+each scale's state is first copied to a new path no process has seen (``cp -a``: new inodes
+and ctimes), and before every cold run memory-tui's user cache (``$MEMORY_TUI_CACHE_DIR``,
+``$XDG_CACHE_HOME`` and every per-cache override) is an empty folder and the state's
+``memory/.scriptorium/memory-tui-*`` caches are deleted; the run is a fresh process.
+``--variant`` measures the states of ``make_state.py --variant`` instead (``variant-<N>``).
 """
 
 from __future__ import annotations
@@ -45,6 +54,10 @@ TARGETS = {
     "app_reload_one_file": "<= 0.15 s",
     "app_peak_rss": "<= 400 MiB",
     "sessions_open_10k": "<= 0.5 s",
+    "status_fresh": "<= 1 s",
+    "why_session_json_fresh": "<= 0.5 s",
+    "app_model": "<= 1.5 s",
+    "app_loaded": "<= 3 s",
 }
 ROWS = (
     ("parse_cold", "strict parse of the topic tree, cold (no cache)"),
@@ -67,6 +80,8 @@ ROWS = (
     # every session (the topic tree from the parse cache; nothing of the drift itself is kept)
     ("drift_session_fresh", "`why --drift SESSION`, fresh process"),
     ("drift_all_fresh", "`why --drift`, every session, fresh process"),
+    ("why_session_json_fresh", "`why SESSION --json`, fresh process"),
+    ("status_fresh", "`status`, fresh process"),
     ("edit_noop_fresh", "`edit` no-op, fresh process"),
     ("edit_reword_fresh", "`edit` one-record reword, fresh process"),
     ("edit_noop_inproc", "staged_edit no-op, in process, repeated"),
@@ -76,6 +91,8 @@ ROWS = (
     # app-side round 8: the first paint reads the topic outline from a persistent table when the
     # files' stats are unchanged; this is the start that has to build it (a new or changed workspace).
     ("app_first_paint_nocache", "app first paint, empty outline cache"),
+    ("app_model", "app start to the whole model (records, Recent, Core)"),
+    ("app_loaded", "app start to everything loaded (sessions, pending, insights)"),
     ("app_reload_one_file", "app reload after a one-file change"),
     ("app_peak_rss", "peak RSS of the app (MiB)"),
     ("sessions_open_10k", "open a 10 000-node session in Sessions"),
@@ -226,9 +243,16 @@ async def main():
         while topic_rows(app) == 0:
             await pilot.pause(0.005)
         out["paint"] = _T() - t_start
+        # the engine's model (every record, Recent, Core) replaces the outline
+        while app.model is None or getattr(app.model, "outline", False):
+            await pilot.pause(0.005)
+        out["model"] = _T() - t_start
         # The app streams sessions in after the first paint: time reloads (and read the peak
         # RSS) only once everything is loaded, as an owner's later edits would meet it.
         while getattr(app, "loading", None):
+            await pilot.pause(0.01)
+        # everything: sessions with their pending counts, and the header's insights
+        while getattr(app, "insights", None) is None and getattr(app, "insights_enabled", False):
             await pilot.pause(0.01)
         out["loaded"] = _T() - t_start
 
@@ -334,8 +358,10 @@ def _children_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def _wall(argv: list[str], stdin: str | None = None) -> list[float]:
-    """``[wall, CPU]`` seconds of one fresh process, end to end."""
+def _wall(argv: list[str], stdin: str | None = None, prep=None) -> list[float]:
+    """``[wall, CPU]`` seconds of one fresh process, end to end (``prep`` runs just before)."""
+    if prep is not None:
+        prep()
     env = dict(os.environ, TEXTUAL_ANIMATIONS="none")
     c0 = _children_cpu()
     t0 = time.perf_counter()
@@ -364,12 +390,16 @@ def _first_session(state: Path) -> str:
 
 
 def _topic(state: Path) -> str:
-    """The middle topic file (every generated topic holds about the same number of records)."""
-    files = sorted(p.relative_to(state / "memory").as_posix() for p in (state / "memory" / "topics").rglob("t*.md"))
+    """The middle topic file holding a generated record (the variant's sizes vary widely)."""
+    files = sorted(p.relative_to(state / "memory").as_posix() for p in (state / "memory" / "topics").rglob("*.md")
+                   if p.name != "core.md" and "(fact " in p.read_text(encoding="utf-8"))
     return files[len(files) // 2]
 
 
-def measure(row: str, state: Path, runs: int, app_cache: dict) -> tuple[list[float], str]:
+def measure(row: str, state: Path, runs: int, app_cache: dict, prep=None) -> tuple[list[float], str]:
+    """``prep`` (the --cold column's cache emptying) runs right before every timed process."""
+    warm = prep is None
+    prep = prep or (lambda: None)
     TOPIC = _topic(state)
     if row == "parse_cold":
         return _child(CHILD_PARSE, state, "cold", runs), "s"
@@ -400,14 +430,23 @@ def measure(row: str, state: Path, runs: int, app_cache: dict) -> tuple[list[flo
         return out, "s"
     if row == "pending_warm":
         return _child(CHILD_PENDING, state, "warm", runs), "s"
+    if warm and row in ("why_session_fresh", "why_session_json_fresh", "status_fresh"):
+        # warm: what the previous run left in the caches (the first run of a new copy fills them)
+        _wall(_cli(state, *{"why_session_fresh": ("why", _first_session(state)), "status_fresh": ("status",),
+                           "why_session_json_fresh": ("--json", "why", _first_session(state))}[row]))
     if row == "why_session_fresh":
         sid = _first_session(state)
-        return [_wall(_cli(state, "why", sid)) for _ in range(runs)], "s"
+        return [_wall(_cli(state, "why", sid), prep=prep) for _ in range(runs)], "s"
+    if row == "why_session_json_fresh":
+        sid = _first_session(state)
+        return [_wall(_cli(state, "--json", "why", sid), prep=prep) for _ in range(runs)], "s"
+    if row == "status_fresh":
+        return [_wall(_cli(state, "status"), prep=prep) for _ in range(runs)], "s"
     if row == "drift_session_fresh":
         sid = _first_session(state)
-        return [_wall(_cli(state, "why", "--drift", sid)) for _ in range(runs)], "s"
+        return [_wall(_cli(state, "why", "--drift", sid), prep=prep) for _ in range(runs)], "s"
     if row == "drift_all_fresh":
-        return [_wall(_cli(state, "why", "--drift")) for _ in range(runs)], "s"
+        return [_wall(_cli(state, "why", "--drift"), prep=prep) for _ in range(runs)], "s"
     if row in ("edit_noop_fresh", "edit_reword_fresh"):
         path = state / "memory" / TOPIC
         base = path.read_text()
@@ -416,7 +455,7 @@ def measure(row: str, state: Path, runs: int, app_cache: dict) -> tuple[list[flo
         try:
             for i in range(runs):
                 text = base if row == "edit_noop_fresh" or i % 2 else other
-                out.append(_wall(_cli(state, "edit", "--git-commit", "off", "--from", "-", TOPIC), stdin=text))
+                out.append(_wall(_cli(state, "edit", "--git-commit", "off", "--from", "-", TOPIC), stdin=text, prep=prep))
         finally:  # leave the workspace as it was, even when a run failed
             if path.read_text() != base:
                 _wall(_cli(state, "edit", "--git-commit", "off", "--from", "-", TOPIC), stdin=base)
@@ -424,7 +463,7 @@ def measure(row: str, state: Path, runs: int, app_cache: dict) -> tuple[list[flo
     if row in ("edit_noop_inproc", "edit_reword_inproc"):
         return _child(CHILD_EDIT_INPROC, state, TOPIC, "noop" if row == "edit_noop_inproc" else "reword", runs), "s"
     if row == "apply_update_fresh":
-        return _apply_update(state, TOPIC, runs), "s"
+        return _apply_update(state, TOPIC, runs, prep=prep), "s"
     if row == "sessions_open_10k":
         return sessions_open_10k(state.parent, runs), "s"
     if row == "sessions_open_10k_nocache":
@@ -435,7 +474,7 @@ def measure(row: str, state: Path, runs: int, app_cache: dict) -> tuple[list[flo
             with _cache_root(sessions=str(state.parent / f"session-cache-{state.name}"), outline=None):
                 out.append(_child(CHILD_APP, state, TOPIC, 0)["paint"])
         return out, "s"
-    if row in ("app_first_paint", "app_reload_one_file", "app_peak_rss"):
+    if row in ("app_first_paint", "app_model", "app_loaded", "app_reload_one_file", "app_peak_rss"):
         if "results" not in app_cache:
             with _cache_root(sessions=str(state.parent / f"session-cache-{state.name}"),
                              outline=str(state.parent / f"outline-cache-{state.name}")):
@@ -443,6 +482,8 @@ def measure(row: str, state: Path, runs: int, app_cache: dict) -> tuple[list[flo
         results = app_cache["results"]
         if row == "app_first_paint":
             return [r["paint"] for r in results], "s"
+        if row in ("app_model", "app_loaded"):
+            return [r[row[4:]] for r in results], "s"
         if row == "app_peak_rss":
             return [r["rss_mib"] for r in results], "MiB"
         return [t for r in results for t in r["reload"]], "s"
@@ -529,7 +570,7 @@ def sessions_open_10k(states: Path, runs: int, fresh_table: bool = False) -> lis
     return out
 
 
-def _apply_update(state: Path, TOPIC: str, runs: int) -> list[float]:
+def _apply_update(state: Path, TOPIC: str, runs: int, prep=None) -> list[float]:
     from memory_tui.core.format.sources import SourceIndex
     from memory_tui.core.format.topics import parse_tree
 
@@ -552,24 +593,106 @@ def _apply_update(state: Path, TOPIC: str, runs: int) -> list[float]:
             for i in range(runs):  # every run is a real change: never the text already there
                 f = request(f"Reworded by the benchmark, round {i % 2}.", Path(tmp) / "req.json")
                 rev = _revision(state)
-                out.append(_wall(_cli(state, "apply", "--base-revision", rev, str(f))))
+                out.append(_wall(_cli(state, "apply", "--base-revision", rev, str(f)), prep=prep))
         finally:
             f = request(unit.content, Path(tmp) / "undo.json")
             _wall(_cli(state, "apply", "--base-revision", "current", str(f)))
     return out
 
 
+# -------------------------------------------------------------------------------- cold
+# What the owner meets first: a state at a path no process has seen, memory-tui's caches
+# empty, a fresh process. The copy is made once per scale (a scale-4 state is ~1.5 GB of
+# small files); before every cold run every cache is emptied again.
+
+COLD_ROWS = (
+    "app_first_paint", "app_model", "app_loaded", "app_peak_rss", "status_fresh", "why_session_json_fresh",
+    "why_session_fresh", "pending_cold", "edit_reword_fresh", "edit_noop_fresh", "apply_update_fresh",
+)
+
+
+class Cold:
+    """A never-seen copy of ``state`` and an empty user cache, emptied again by :meth:`prep`."""
+
+    def __init__(self, state: Path, copy: Path | None = None) -> None:
+        self.keep = copy is not None
+        if copy is not None:  # --cold-copy: a copy made before (a scale-16 copy takes long), kept
+            self.root = copy
+            self.state = copy / "state"
+            if not (self.state / "memory").is_dir():
+                raise SystemExit(f"--cold-copy {copy}: no state/ copy in it")
+        else:
+            self.root = Path(tempfile.mkdtemp(prefix=f"cold-{state.name}-", dir=state.parent))
+            self.state = self.root / "state"
+            print(f"copying {state} to {self.state} (a path never seen) …", file=sys.stderr)
+            subprocess.run(["cp", "-a", str(state), str(self.state)], check=True)
+        self.cache = self.root / "cache"
+
+    def prep(self) -> None:
+        import shutil
+
+        shutil.rmtree(self.cache, ignore_errors=True)
+        self.cache.mkdir()
+        runtime = self.state / "memory" / ".scriptorium"
+        for p in runtime.glob("memory-tui-*"):
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p)
+            else:
+                p.unlink()
+
+    @contextlib.contextmanager
+    def env(self):
+        with _env(MEMORY_TUI_CACHE_DIR=str(self.cache), XDG_CACHE_HOME=str(self.cache)):
+            yield
+
+    def close(self) -> None:
+        import shutil
+
+        if not self.keep:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def measure_cold(row: str, cold: Cold, runs: int, app_cache: dict) -> tuple[list[float], str]:
+    state, prep = cold.state, cold.prep
+    with cold.env():
+        if row in ("status_fresh", "why_session_fresh", "why_session_json_fresh"):
+            return measure(row, state, runs, {}, prep=prep)
+        if row == "pending_cold":
+            out = []
+            for _ in range(runs):
+                prep()
+                out.append(_child(CHILD_PENDING, state, "nocache", 1)[0])
+            return out, "s"
+        if row in ("edit_noop_fresh", "edit_reword_fresh"):
+            return [measure(row, state, 1, {}, prep=prep)[0][0] for _ in range(runs)], "s"
+        if row == "apply_update_fresh":
+            return _apply_update(state, _topic(state), runs, prep=prep), "s"
+        if row.startswith("app_"):
+            if "cold" not in app_cache:
+                got = []
+                for _ in range(runs):
+                    prep()
+                    got.append(_child(CHILD_APP, state, _topic(state), 0))
+                app_cache["cold"] = got
+            results = app_cache["cold"]
+            if row == "app_peak_rss":
+                return [r["rss_mib"] for r in results], "MiB"
+            return [r[{"app_first_paint": "paint", "app_model": "model", "app_loaded": "loaded"}[row]] for r in results], "s"
+    raise KeyError(row)
+
+
 # ------------------------------------------------------------------------------ output
 
 
-def ensure_state(states: Path, scale: float) -> Path:
-    out = states / f"scale-{scale:g}"
+def ensure_state(states: Path, scale: float, variant: bool = False) -> Path:
+    out = states / f"{'variant' if variant else 'scale'}-{scale:g}"
     if (out / "memory").is_dir() and (out / "sessions" / "index.json").is_file():
         return out
     if out.exists():
         raise SystemExit(f"{out} exists but is not a finished state; remove it")
     print(f"building scale {scale:g} workspace in {out} …", file=sys.stderr)
-    subprocess.run([PY, str(HERE / "make_state.py"), "--scale", f"{scale:g}", "--out", str(out)], check=True)
+    subprocess.run([PY, str(HERE / "make_state.py"), "--scale", f"{scale:g}", "--out", str(out),
+                    *(["--variant"] if variant else [])], check=True)
     return out
 
 
@@ -611,53 +734,81 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--rows", default="", help="comma-separated row names (default: all)")
     ap.add_argument("--states", type=Path, default=Path(tempfile.gettempdir()) / "memory-tui-bench")
+    ap.add_argument("--cold", action="store_true", help="a cold column beside the warm one (see the module doc)")
+    ap.add_argument("--cold-only", action="store_true", help="only the cold column (implies --cold)")
+    ap.add_argument("--cold-runs", type=int, default=3, help="runs of every cold cell (default 3)")
+    ap.add_argument("--variant", action="store_true", help="the states of make_state.py --variant")
+    ap.add_argument("--cold-copy", type=Path, default=None,
+                    help="DIR holding state/, a copy made before (one scale only); kept afterwards")
     args = ap.parse_args(argv)
-    if args.runs < 1:
-        ap.error("--runs must be >= 1")
+    if args.runs < 1 or args.cold_runs < 1:
+        ap.error("--runs and --cold-runs must be >= 1")
+    args.cold = args.cold or args.cold_only
     scales = [float(s) for s in args.scale.split(",") if s.strip()]
-    wanted = [r for r, _ in ROWS if not args.rows or r in args.rows.split(",")]
+    known = dict(ROWS)
+    wanted = [r for r in args.rows.split(",") if r in known] if args.rows else list(known)
     args.states.mkdir(parents=True, exist_ok=True)
     compile_package()
-    results: dict[str, dict[str, dict | None]] = {r: {} for r in wanted}
+    columns = ([] if args.cold_only else ["warm"]) + (["cold"] if args.cold else [])
+    results: dict[str, dict[str, dict[str, dict | None]]] = {c: {r: {} for r in wanted} for c in columns}
     for scale in scales:
-        state = ensure_state(args.states, scale)
-        app_cache: dict = {}
-        for row in wanted:
-            key = f"{scale:g}"
-            if row in NOT_YET:
-                results[row][key] = None
-                continue
-            values, unit = measure(row, state, args.runs, app_cache)
-            results[row][key] = summary(values, unit)
-            if not args.json:
-                print(f"  scale {key}: {row} {fmt(results[row][key])}", file=sys.stderr)
+        state = ensure_state(args.states, scale, args.variant)
+        key = f"{scale:g}"
+        if "warm" in columns:
+            app_cache: dict = {}
+            for row in wanted:
+                if row in NOT_YET:
+                    results["warm"][row][key] = None
+                    continue
+                values, unit = measure(row, state, args.runs, app_cache)
+                results["warm"][row][key] = summary(values, unit)
+                if not args.json:
+                    print(f"  scale {key} warm: {row} {fmt(results['warm'][row][key])}", file=sys.stderr)
+        if "cold" in columns:
+            cold = Cold(state, args.cold_copy)
+            try:
+                app_cache = {}
+                for row in wanted:
+                    if row not in COLD_ROWS:
+                        results["cold"][row][key] = None
+                        continue
+                    values, unit = measure_cold(row, cold, args.cold_runs, app_cache)
+                    results["cold"][row][key] = summary(values, unit)
+                    if not args.json:
+                        print(f"  scale {key} cold: {row} {fmt(results['cold'][row][key])}", file=sys.stderr)
+            finally:
+                cold.close()
+
+    def growth(col: str, row: str) -> float | None:
+        a, b = results[col][row].get(f"{min(scales):g}"), results[col][row].get(f"{max(scales):g}")
+        return (b["median"] / a["median"]) if a and b and len(scales) > 1 and a["median"] else None
+
     if args.json:
         obj = {}
         for row in wanted:
-            obj[row] = {"scales": results[row], "target": TARGETS.get(row)}
+            obj[row] = {c: {"scales": results[c][row], "growth": growth(c, row)} for c in columns}
+            obj[row]["target"] = TARGETS.get(row)
             if row in NOT_YET:
                 obj[row]["note"] = NOT_YET[row]
-            lo, hi = f"{min(scales):g}", f"{max(scales):g}"
-            a, b = results[row].get(lo), results[row].get(hi)
-            obj[row]["growth"] = (b["median"] / a["median"]) if a and b and len(scales) > 1 and a["median"] else None
         print(json.dumps(obj, indent=2))
         return 0
     names = dict(ROWS)
-    heads = [f"scale {s:g}" for s in scales]
-    growth = len(scales) > 1
-    print(f"\n{'row':45} " + " ".join(f"{h:>34}" for h in heads) + (f" {'growth':>7}" if growth else "") + f"  {'target':>11}")
+    heads = [f"{c} s{s:g}" for s in scales for c in columns]
+    print(f"\n{'row':45} " + " ".join(f"{h:>34}" for h in heads)
+          + "".join(f" {c + ' ×':>8}" for c in columns if len(scales) > 1) + f"  {'target':>11}")
     for row in wanted:
-        cells = [fmt(results[row].get(f"{s:g}")) for s in scales]
+        cells = [fmt(results[c][row].get(f"{s:g}")) for s in scales for c in columns]
         line = f"{names[row]:45} " + " ".join(f"{c:>34}" for c in cells)
-        if growth:
-            a, b = results[row].get(f"{min(scales):g}"), results[row].get(f"{max(scales):g}")
-            line += f" {(b['median'] / a['median']) if a and b and a['median'] else float('nan'):>6.2f}x"
+        if len(scales) > 1:
+            for c in columns:
+                g = growth(c, row)
+                line += f" {'—' if g is None else f'{g:.2f}x':>8}"
         line += f"  {TARGETS.get(row, ''):>11}"
         if row in NOT_YET:
             line += f"  ({NOT_YET[row]})"
         print(line)
-    print("\nwall-clock median (min–max) of --runs runs [CPU median]; seconds unless noted; on a shared machine"
-          " read the spread and the CPU column")
+    print("\nwall-clock median (min–max) of the runs [CPU median]; seconds unless noted; growth = largest / smallest"
+          " scale; on a shared machine read the spread and the CPU column")
     return 0
 
 

@@ -224,11 +224,24 @@ def _problem_line(p: dict[str, Any]) -> str:
     return f"{sanitize(where)}: {p.get('code')}: {sanitize(str(p.get('message')))}"
 
 
+def _pending_from_index(args: argparse.Namespace, ctx):
+    """The global pending count ``why SESSION --json`` prints, from the sessions' summary index
+    (``sessions.cache``): every other session is only stat'ed, unless it changed since its
+    entry was made (then it alone is read). Equal to the count of a full load."""
+    from memory_tui.sessions.cache import load_summaries
+
+    state = _state_dir(args)
+    try:
+        return load_summaries(state, ctx.workspace_id or "", ctx.config.trigger_tokens).pending
+    except OSError as exc:
+        raise CliError(f"cannot read {state}: {exc.strerror or exc}") from exc
+
+
 def _explain_one(args: argparse.Namespace, sid: str, *, lazy: bool = False):
     """``(context, global reasons, {sid: explanation})`` reading just that session: a session's
     explanation depends on its own files, its registry entry and the writer context only. The
-    global pending count (which needs every session) is not computed: the text output of
-    ``why SESSION`` does not show it; ``--json`` takes the full path."""
+    global pending count (which needs every session) is not computed here: ``--json`` takes
+    it from the summary index (:func:`_pending_from_index`)."""
     from memory_tui.sessions.reasons import explain_session, global_reasons, load_context
     from memory_tui.sessions.store import load_sessions
 
@@ -248,11 +261,14 @@ def cmd_why(args: argparse.Namespace) -> int:
     wanted = args.session
     if getattr(args, "drift", False):
         return _print_drift(args)
-    if wanted is not None and not getattr(args, "json", False):
+    pending = None
+    if wanted is not None:
         ctx, reasons, sessions = _explain_one(args, wanted)
+        if getattr(args, "json", False) and wanted in sessions:
+            pending = _pending_from_index(args, ctx)
     else:
         _state, _snap, ctx, ex = _explain(args)
-        reasons, sessions = ex.reasons, ex.sessions
+        reasons, sessions, pending = ex.reasons, ex.sessions, ex.pending
     if wanted is not None and wanted not in sessions:
         raise CliError(f"no such session: {wanted}")
     selected = {sid: se for sid, se in sessions.items() if wanted is None or sid == wanted}
@@ -292,8 +308,8 @@ def cmd_why(args: argparse.Namespace) -> int:
         emit_json({
             "workspace_id": ctx.workspace_id or None,
             "trigger_tokens": ctx.config.trigger_tokens,
-            "status_pending_turns": ex.pending.value,
-            "reasons": [r.to_json() for r in ex.reasons],
+            "status_pending_turns": pending.value if pending is not None else None,
+            "reasons": [r.to_json() for r in reasons],
             "sessions": out_sessions,
         })
         return 0

@@ -12,9 +12,11 @@ rewritten.
 
 Where it lives: ``$MEMORY_TUI_CACHE_DIR`` (else ``$XDG_CACHE_HOME/memory-tui``, else
 ``~/.cache/memory-tui``), next to the token-count memo: reading a state directory never
-writes into it (``tests/unit/test_readonly.py``). One small JSON file per (state dir,
-session). Anything unreadable, of another version, of another key or of the wrong shape is a
-miss; losing the directory only costs time.
+writes into it (``tests/unit/test_readonly.py``). One compact index per state dir (every
+session's entry in one sealed file: one read, not one file per session), rewritten whole
+when any entry changed. A damaged index (the seal's crc), one of another format or state, or
+an entry of another key or of the wrong shape is a miss, and the next load rewrites it;
+losing the directory only costs time.
 """
 
 from __future__ import annotations
@@ -22,17 +24,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from memory_tui.core.cache import envelope
 from memory_tui.core.format.errors import Problem
-from memory_tui.core.fsutil import replace_cache_file, user_cache_dir
+from memory_tui.core.fsutil import user_cache_dir
 
 from .records import PendingCount, SessionAnalysis, analyze_session, status_pending_count
 from .store import Session, SessionSnapshot, discover, load_sessions, session_content_key
 
-FORMAT = "memory-tui/session-summary/1"
+FORMAT = "memory-tui/session-summary/2"
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,7 @@ def load_summaries(
     where = directory if directory is not None else cache_dir()
     ctag = counter_tag(counter)
     found, registry, registry_ok, _problems = discover(state)
+    index = _Index.load(where, state)
     out: dict[str, SessionSummary] = {}
     keys: dict[str, str | None] = {}
     for sid, sdir in found:
@@ -137,7 +142,7 @@ def load_summaries(
         keys[sid] = key
         if key is None:
             continue
-        hit = _read(where, state, sid, _full_key(key, workspace_id, threshold, ctag))
+        hit = index.get(sid, _full_key(key, workspace_id, threshold, ctag))
         if hit is not None:
             out[sid] = hit
     misses = [sid for sid, _ in found if sid not in out]
@@ -153,9 +158,9 @@ def load_summaries(
             key = keys.get(sid)
             # Store only when nothing moved while the session was read.
             if key is not None and session_content_key(sid, dirs[sid], state, registry, registry_ok) == key:
-                _write(where, state, sid, _full_key(key, workspace_id, threshold, ctag), summary)
-    if misses:
-        _prune(where, state, (sid for sid, _ in found))
+                index.put(sid, _full_key(key, workspace_id, threshold, ctag), summary)
+    index.keep_only(sid for sid, _ in found)
+    index.save()
     ordered = _order(out)
     return SummaryResult(ordered, combine(ordered.values()), tuple(misses))
 
@@ -172,10 +177,11 @@ def cached_summaries(
     if ctag is None:
         return None
     found, registry, registry_ok, _problems = discover(state)
+    index = _Index.load(where, state)
     out: dict[str, SessionSummary] = {}
     for sid, sdir in found:
         key = session_content_key(sid, sdir, state, registry, registry_ok)
-        hit = _read(where, state, sid, _full_key(key, workspace_id, threshold, ctag)) if key is not None else None
+        hit = index.get(sid, _full_key(key, workspace_id, threshold, ctag)) if key is not None else None
         if hit is None:
             return None
         out[sid] = hit
@@ -205,6 +211,7 @@ def remember(
     where = directory if directory is not None else cache_dir()
     state = Path(snapshot.state_dir)
     now = content_keys(state)
+    index = _Index.load(where, state)
     written = 0
     for sid, session in snapshot.sessions.items():
         key = keys_before.get(sid)
@@ -212,12 +219,12 @@ def remember(
         if key is None or now.get(sid) != key or (known is None and sid not in analyses):
             continue
         full = _full_key(key, workspace_id, threshold, ctag)
-        if _read(where, state, sid, full) is not None:
+        if index.get(sid, full) is not None:
             continue
-        _write(where, state, sid, full, known if known is not None else summarize_session(session, analyses[sid], workspace_id))
+        index.put(sid, full, known if known is not None else summarize_session(session, analyses[sid], workspace_id))
         written += 1
-    if written:
-        _prune(where, state, now)
+    index.keep_only(now)
+    index.save()
     return written
 
 
@@ -235,39 +242,78 @@ def _full_key(content: str, workspace_id: str, threshold: int, ctag: str | None)
     return hashlib.sha256(json.dumps([FORMAT, _code_tag(), content, workspace_id, threshold, ctag]).encode()).hexdigest()
 
 
-def _state_dir_of(where: Path, state: Path) -> Path:
-    return where / hashlib.sha256(str(state.absolute()).encode()).hexdigest()[:32]
+def _state_name(state: Path) -> str:
+    return hashlib.sha256(str(state.absolute()).encode()).hexdigest()[:32]
 
 
-def _entry_path(where: Path, state: Path, sid: str) -> Path:
-    name = hashlib.sha256(sid.encode()).hexdigest()[:40]
-    return _state_dir_of(where, state) / f"{name}.json"
+# The index is one envelope of the cache kit (magic, kind, version, crc), replaced whole.
+INDEX_KIND = "session-index"
 
 
-def _prune(where: Path, state: Path, sids: Iterable[str]) -> None:
-    """Drop the entries of sessions that no longer exist (a deleted session's entry would
-    otherwise stay forever)."""
-    keep = {_entry_path(where, state, sid).name for sid in sids}
-    try:
-        names = [e.name for e in os.scandir(_state_dir_of(where, state)) if e.name.endswith(".json")]
-    except OSError:
-        return
-    for name in names:
-        if name not in keep:
-            try:
-                os.unlink(_state_dir_of(where, state) / name)
-            except OSError:
-                pass
+def _read_envelope(path: Path) -> Any:
+    return envelope.read(path, INDEX_KIND)
 
 
-def _problem_json(p: Problem) -> dict[str, Any]:
-    return {"code": p.code, "message": p.message, "path": p.path, "line": p.line, "column": p.column, "details": p.details}
+def _write_envelope(path: Path, value: Any) -> None:
+    envelope.write(path, INDEX_KIND, value)
+
+
+class _Index:
+    """Every session's entry for one state dir: ``{sid: (full key, title, nodes, updated_at,
+    pending, status_ids, problems)}``, read once, written once (only when it changed)."""
+
+    def __init__(self, path: Path, state: str, entries: dict[str, tuple]) -> None:
+        self.path, self.state, self.entries, self.dirty = path, state, entries, False
+
+    @classmethod
+    def load(cls, where: Path, state: Path) -> "_Index":
+        path = where / f"{_state_name(state)}.index"
+        name = str(state.absolute())
+        value = _read_envelope(path)
+        ok = (isinstance(value, dict) and value.get("format") == FORMAT and value.get("state") == name
+              and isinstance(value.get("entries"), dict))
+        index = cls(path, name, dict(value["entries"]) if ok else {})
+        index.dirty = not ok and value is not None  # a damaged or foreign index is rewritten
+        return index
+
+    def get(self, sid: str, key: str) -> SessionSummary | None:
+        return _summary_of(sid, key, self.entries.get(sid))
+
+    def put(self, sid: str, key: str, s: SessionSummary) -> None:
+        row = _row_of(key, s)
+        if row is not None and _summary_of(sid, key, row) == s:  # only what reads back equal
+            self.entries[sid] = row
+            self.dirty = True
+
+    def keep_only(self, sids: Iterable[str]) -> None:
+        keep = set(sids)
+        gone = [sid for sid in self.entries if sid not in keep]  # a deleted session's entry
+        for sid in gone:
+            del self.entries[sid]
+        self.dirty = self.dirty or bool(gone)
+
+    def save(self) -> None:
+        if not self.dirty:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError:  # a cache that cannot be written only costs time
+            return
+        _write_envelope(self.path, {"format": FORMAT, "state": self.state, "entries": self.entries})
+        self.dirty = False
+        legacy = self.path.with_suffix("")  # the one-file-per-session folder of format 1
+        if legacy.is_dir() and not legacy.is_symlink():
+            shutil.rmtree(legacy, ignore_errors=True)
+
+
+def _problem_row(p: Problem) -> tuple:
+    return (p.code, p.message, p.path, p.line, p.column, dict(p.details))
 
 
 def _problem_of(data: Any) -> Problem | None:
-    if not isinstance(data, dict) or set(data) != {"code", "message", "path", "line", "column", "details"}:
+    if not isinstance(data, tuple) or len(data) != 6:
         return None
-    code, message, path, line, column, details = (data[k] for k in ("code", "message", "path", "line", "column", "details"))
+    code, message, path, line, column, details = data
     if not (isinstance(code, str) and isinstance(message, str) and (path is None or isinstance(path, str))):
         return None
     if not all(v is None or type(v) is int for v in (line, column)) or not isinstance(details, dict):
@@ -277,36 +323,20 @@ def _problem_of(data: Any) -> Problem | None:
     return Problem(code, message, path, line, column, details)
 
 
-def _write(where: Path, state: Path, sid: str, key: str, s: SessionSummary) -> None:
-    problems = [_problem_json(p) for p in s.status_problems]
-    if [_problem_of(json.loads(json.dumps(p))) for p in problems] != list(s.status_problems):
-        return  # a problem that would not read back equal: never cached, always computed
-    body = {"format": FORMAT, "key": key, "session_id": sid, "title": s.title, "nodes": s.nodes,
-            "updated_at": s.updated_at, "pending": s.pending, "status_ids": s.status_ids, "status_problems": problems}
-    path = _entry_path(where, state, sid)
+def _row_of(key: str, s: SessionSummary) -> tuple | None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        replace_cache_file(path, json.dumps(body, separators=(",", ":")).encode())
-    except OSError:  # a cache that cannot be written only costs time
-        pass
+        return (key, s.title, s.nodes, s.updated_at, s.pending, s.status_ids,
+                tuple(_problem_row(p) for p in s.status_problems))
+    except (TypeError, ValueError):
+        return None
 
 
-def _read(where: Path, state: Path, sid: str, key: str) -> SessionSummary | None:
-    try:
-        raw = _entry_path(where, state, sid).read_bytes()
-    except OSError:
+def _summary_of(sid: str, key: str, row: Any) -> SessionSummary | None:
+    """The entry's summary when it is intact and made from ``key``; anything else is a miss."""
+    if not isinstance(row, tuple) or len(row) != 7 or row[0] != key:
         return None
-    if len(raw) > 1 << 22:
-        return None
-    try:
-        body = json.loads(raw)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(body, dict) or body.get("format") != FORMAT or body.get("key") != key or body.get("session_id") != sid:
-        return None
-    title, nodes, updated, pending, status_ids, problems = (
-        body.get(k) for k in ("title", "nodes", "updated_at", "pending", "status_ids", "status_problems"))
-    if not isinstance(title, str) or not isinstance(problems, list):
+    _key, title, nodes, updated, pending, status_ids, problems = row
+    if not isinstance(title, str) or not isinstance(problems, tuple):
         return None
     if not all(type(v) is int and v >= 0 for v in (nodes, pending, status_ids)):
         return None
@@ -315,6 +345,5 @@ def _read(where: Path, state: Path, sid: str, key: str) -> SessionSummary | None
     parsed = [_problem_of(p) for p in problems]
     if any(p is None for p in parsed):
         return None
-    return SessionSummary(sid, title, nodes, None if updated is None else float(updated), pending, status_ids, tuple(parsed))
-
-
+    return SessionSummary(sid, title, nodes, None if updated is None else float(updated), pending, status_ids,
+                          tuple(parsed))  # type: ignore[arg-type]

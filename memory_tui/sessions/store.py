@@ -821,8 +821,9 @@ def session_content_key(
 ) -> str | None:
     """A digest of everything :func:`load_session_dir` reads for this session, or ``None``
     when it cannot vouch for that (racy or unreadable): the session stamp (§1.8: ``history/``,
-    ``meta.json``, ``context/commits/``, the registry entry) plus ``(name, mtime_ns, size,
-    inode)`` of every node and commit file, so a node file rewritten in place is seen too.
+    ``meta.json``, ``context/commits/``, the registry entry) plus the stat stamp
+    (``core.cache.stamp``: mtime, size, inode, ctime) of those three and of every node and
+    commit file, so a node file rewritten in place is seen too, its mtime put back or not.
     Equal keys mean an equal :class:`Session` (the persistent per-session
     result cache in ``sessions.cache``). It costs one ``stat`` per file, never a read."""
     stamp = session_stamp(sid, sdir, registry, registry_ok)
@@ -833,25 +834,40 @@ def session_content_key(
                          stamp.meta, stamp.commits, stamp.registry_ok, stamp.entry]).encode())
     now = time.time_ns()
     cdir = sdir / "context" / "commits"
+    for top in (sdir / "history", sdir / "meta.json", cdir):
+        try:
+            st = top.stat()
+        except OSError:
+            h.update(b"\0missing")
+            continue
+        if is_racy(st.st_mtime_ns, st.st_ctime_ns, now):
+            return None
+        h.update(b"\0" + json.dumps(stamp_of(st)).encode())
     for where in (sdir / "history", cdir if cdir.is_dir() else None):
         if where is None:
             h.update(b"\0no-commits")
             continue
         try:
-            entries = sorted((e for e in os.scandir(where) if e.name.endswith(".json")), key=lambda e: e.name)
-            rows = []
-            for e in entries:
-                try:
-                    st = e.stat()
-                except FileNotFoundError:
-                    rows.append((e.name, None))  # a dangling link: read as a problem, and stable
-                    continue
-                if is_racy(st.st_mtime_ns, st.st_ctime_ns, now):
-                    return None
-                rows.append((e.name, *stamp_of(st)))
+            rows: list[tuple] = []
+            with os.scandir(where) as it:
+                for e in it:
+                    name = e.name
+                    if not name.endswith(".json"):
+                        continue
+                    try:
+                        st = e.stat()
+                    except FileNotFoundError:
+                        rows.append((name, None))  # a dangling link: read as a problem, and stable
+                        continue
+                    if is_racy(st.st_mtime_ns, st.st_ctime_ns, now):
+                        return None
+                    rows.append((name, *stamp_of(st)))
         except OSError:
             return None
-        h.update(b"\0" + json.dumps(rows).encode())
+        # Names are unique within a folder, so the rows sort by name; repr of plain tuples of
+        # str and int is exact and several times cheaper than JSON for 300 rows a session.
+        rows.sort()
+        h.update(b"\0" + repr(rows).encode())
     if session_stamp(sid, sdir, registry, registry_ok) != stamp:
         return None  # the directory moved while it was listed
     return h.hexdigest()

@@ -14,6 +14,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memory_tui.core.cache import sealed
 from memory_tui.core.format.tokens import CharCounter
 from memory_tui.sessions import cache as scache
 from memory_tui.sessions.marks import MARK_KEY, mark_nodes
@@ -26,7 +27,7 @@ SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[Healt
 
 OPS = st.lists(
     st.tuples(
-        st.sampled_from(["mark", "inplace", "inplace", "delete", "corrupt", "add", "meta", "registry", "garbage_entry",
+        st.sampled_from(["mark", "inplace", "inplace", "inplace_keep_mtime", "delete", "corrupt", "add", "meta", "registry", "garbage_entry",
                          "forged_entry", "threshold", "nothing"]),
         st.integers(0, 10_000),
     ),
@@ -91,7 +92,7 @@ def test_cached_summaries_equal_a_full_load(fixture_state_ro, ops):
                 if isinstance(data, dict) and isinstance(data.get("id"), str):
                     mark_nodes(sdir, [data["id"]], WID)
                     touched.add(sdir.name)
-            elif op == "inplace" and node is not None:
+            elif op in ("inplace", "inplace_keep_mtime") and node is not None:
                 # Toggle the workspace's mark on a node, rewriting the file in place (same inode,
                 # the directory's mtime untouched): only the file's own stat shows it.
                 users = [p for p in nodes if b'"role": "user"' in p.read_bytes()] or nodes
@@ -104,10 +105,14 @@ def test_cached_summaries_equal_a_full_load(fixture_state_ro, ops):
                     else:
                         meta[MARK_KEY] = WID
                 if isinstance(data, dict):
+                    before = node.stat()
                     with open(node, "r+b") as f:
                         f.write(json.dumps(data).encode())
                         f.truncate()
-                    clock.age(node)  # only the file's own time moves: the directory stamps do not
+                    if op == "inplace":
+                        clock.age(node)  # only the file's own time moves: the directory stamps do not
+                    else:  # the old mtime put back (cp -p, a sync tool): only the ctime moved
+                        os.utime(node, ns=(before.st_atime_ns, before.st_mtime_ns))
             elif op == "delete" and node is not None and len(nodes) > 1:
                 node.unlink()
                 touched.add(sdir.name)
@@ -132,18 +137,22 @@ def test_cached_summaries_equal_a_full_load(fixture_state_ro, ops):
                     touched.add(sdir.name)
                 clock.age(reg)
             elif op in ("garbage_entry", "forged_entry"):
-                entries = sorted(where.glob("*/*.json"))
-                if entries:
-                    victim = entries[n % len(entries)]
-                    if op == "garbage_entry":
-                        victim.write_bytes(b"\x00not json" * (n % 3))
-                    else:  # the right key, hostile values: still a miss
-                        body = json.loads(victim.read_text())
-                        body.update(nodes=-1, pending="many", status_problems=[{"code": 1}])
-                        victim.write_text(json.dumps(body))
+                index = sorted(where.glob("*.index"))
+                if index:
+                    victim = index[0]
+                    if op == "garbage_entry":  # torn, flipped or foreign bytes: the seal's crc
+                        raw = victim.read_bytes()
+                        victim.write_bytes([b"\x00not an index" * (n % 3), raw[: n % len(raw)],
+                                            raw[:-1] + bytes([raw[-1] ^ 1])][n % 3])
+                    else:  # intact seal, the right keys, hostile values: still a miss
+                        body = sealed.read_kept(victim, scache.INDEX_MAGIC)
+                        sid = sorted(body["entries"])[n % len(body["entries"])]
+                        row = body["entries"][sid]
+                        body["entries"][sid] = (row[0], row[1], -1, row[3], "many", row[5], ((1,),))
+                        sealed.write_kept(victim, scache.INDEX_MAGIC, body)
             elif op == "threshold":
                 threshold = 500 + n % 3000  # every entry's key changes
-            if op == "inplace":
+            if op in ("inplace", "inplace_keep_mtime"):
                 touched.add(sdir.name)
             elif touched:
                 clock.age(sdir)
@@ -152,7 +161,7 @@ def test_cached_summaries_equal_a_full_load(fixture_state_ro, ops):
             assert cached.summaries == full.summaries, op
             assert list(cached.summaries) == list(full.summaries), op
             assert cached.pending == pending == full.pending, op
-            if op in ("mark", "inplace", "delete", "corrupt", "add", "meta"):
+            if op in ("mark", "inplace", "inplace_keep_mtime", "delete", "corrupt", "add", "meta"):
                 assert set(cached.read) <= touched, (op, cached.read)
             settled = scache.load_summaries(state, WID, threshold, COUNTER, directory=where)
             assert settled.read == () and settled.summaries == full.summaries, op
@@ -165,7 +174,7 @@ def test_other_code_or_counter_is_a_miss_and_nothing_is_written_into_the_state(f
     where = tmp_path / "cache"
     before = sorted(p.relative_to(fixture_state) for p in fixture_state.rglob("*"))
     first = scache.load_summaries(fixture_state, WID, 2000, COUNTER, directory=where)
-    assert first.read and sorted(where.glob("*/*.json"))
+    assert first.read and len(list(where.glob("*.index"))) == 1  # one compact index, not a file per session
     assert sorted(p.relative_to(fixture_state) for p in fixture_state.rglob("*")) == before
     assert scache.load_summaries(fixture_state, WID, 2000, COUNTER, directory=where).read == ()
     assert scache.load_summaries(fixture_state, WID, 2000, CharCounter(3), directory=where).read == first.read

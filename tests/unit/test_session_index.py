@@ -1,0 +1,115 @@
+"""The sessions' summary index (``sessions.cache``): one sealed file per state dir, keyed by
+git-style stat data (ctime included), detected and rebuilt when damaged, and never an answer
+different from a full load."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from memory_tui.core.cache import sealed
+from memory_tui.core.format.tokens import CharCounter
+from memory_tui.sessions import cache as scache
+from memory_tui.sessions.marks import MARK_KEY
+from memory_tui.sessions.records import analyze_session, status_pending_count
+from memory_tui.sessions.store import load_sessions
+
+WID = "w-00000001"
+COUNTER = CharCounter()
+
+
+def _age(top: Path) -> None:
+    """Every file and folder an hour old: outside the racy window without sleeping."""
+    t = time.time_ns() - 3_600 * 10**9
+    for p in [top, *top.rglob("*")]:
+        os.utime(p, ns=(t, t), follow_symlinks=False)
+
+
+def _full(state: Path, threshold: int = 2000):
+    snap = load_sessions(state)
+    an = {sid: analyze_session(s, WID, threshold, COUNTER) for sid, s in snap.sessions.items()}
+    return scache.summaries_of(snap, an, WID), status_pending_count(snap, WID, an)
+
+
+def _a_user_node(state: Path) -> tuple[Path, Path]:
+    for sdir in sorted((state / "sessions").iterdir()):
+        for node in sorted((sdir / "history").glob("*.json")) if (sdir / "history").is_dir() else ():
+            data = json.loads(node.read_text(encoding="utf-8"))
+            if data.get("role") == "user" and data.get("id") != "ROOT" and isinstance(data.get("output"), str) \
+                    and data["output"]:
+                return sdir, node
+    raise AssertionError("the fixture has a user turn")
+
+
+def test_one_index_file_and_a_warm_load_reads_nothing(fixture_state, tmp_path):
+    _age(fixture_state / "sessions")
+    where = tmp_path / "cache"
+    first = scache.load_summaries(fixture_state, WID, 2000, COUNTER, directory=where)
+    assert first.read
+    assert [p.suffix for p in where.iterdir()] == [".index"]
+    again = scache.load_summaries(fixture_state, WID, 2000, COUNTER, directory=where)
+    assert again.read == () and again.summaries == first.summaries and again.pending == first.pending
+
+
+def test_a_node_rewritten_in_place_with_its_old_mtime_is_seen_by_its_ctime(fixture_state, tmp_path):
+    """Same size, same inode, same mtime (put back as ``cp -p`` or a sync tool would): only
+    the ctime moved. A key of (mtime, size, inode) would answer from the stale entry."""
+    _age(fixture_state / "sessions")
+    where = tmp_path / "cache"
+    sdir, node = _a_user_node(fixture_state)
+    scache.load_summaries(fixture_state, WID, 2000, COUNTER, directory=where)
+    st = node.stat()
+    data = json.loads(node.read_text(encoding="utf-8"))
+    meta = data.setdefault("metadata", {})
+    if meta.get(MARK_KEY) == WID:
+        meta[MARK_KEY] = "w-0000000x"  # same length: unmark
+    else:
+        meta[MARK_KEY] = WID
+    raw = json.dumps(data).encode()
+    old = node.read_bytes()
+    # keep the size: pad or trim trailing whitespace JSON ignores
+    raw = raw + b" " * (len(old) - len(raw)) if len(raw) <= len(old) else None
+    if raw is None:  # the mark made it longer: drop spaces after separators instead
+        raw = json.dumps(data, separators=(",", ":")).encode()
+        assert len(raw) <= len(old)
+        raw += b" " * (len(old) - len(raw))
+    with open(node, "r+b") as f:
+        f.write(raw)
+        f.truncate()
+    os.utime(node, ns=(st.st_atime_ns, st.st_mtime_ns))
+    after = node.stat()
+    assert (after.st_mtime_ns, after.st_size, after.st_ino) == (st.st_mtime_ns, st.st_size, st.st_ino)
+    cached = scache.load_summaries(fixture_state, WID, 2000, COUNTER, directory=where)
+    full, pending = _full(fixture_state)
+    assert sdir.name in cached.read
+    assert cached.summaries == full.summaries and cached.pending == pending
+
+
+def test_a_damaged_index_is_detected_and_rebuilt(fixture_state, tmp_path):
+    _age(fixture_state / "sessions")
+    where = tmp_path / "cache"
+    first = scache.load_summaries(fixture_state, WID, 2000, COUNTER, directory=where)
+    (index,) = where.glob("*.index")
+    raw = index.read_bytes()
+    index.write_bytes(raw[:-7] + bytes([raw[-7] ^ 0x10]) + raw[-6:])  # one flipped bit
+    assert sealed.read_kept(index, scache.INDEX_MAGIC) is None
+    again = scache.load_summaries(fixture_state, WID, 2000, COUNTER, directory=where)
+    full, pending = _full(fixture_state)
+    assert set(again.read) == set(first.read)  # every session read for real, none from the damage
+    assert again.summaries == full.summaries and again.pending == pending
+    assert sealed.read_kept(index, scache.INDEX_MAGIC) is not None  # rewritten whole
+    assert scache.load_summaries(fixture_state, WID, 2000, COUNTER, directory=where).read == ()
+
+
+def test_an_index_of_another_state_dir_is_not_used(fixture_state, tmp_path):
+    """The file name is a digest of the state's path; its body names the path too."""
+    _age(fixture_state / "sessions")
+    where = tmp_path / "cache"
+    scache.load_summaries(fixture_state, WID, 2000, COUNTER, directory=where)
+    (index,) = where.glob("*.index")
+    body = sealed.read_kept(index, scache.INDEX_MAGIC)
+    body["state"] = "/elsewhere"
+    sealed.write_kept(index, scache.INDEX_MAGIC, body)
+    assert scache.load_summaries(fixture_state, WID, 2000, COUNTER, directory=where).read

@@ -1,0 +1,77 @@
+"""``why SESSION --json`` reads that session and takes the global pending count from the
+sessions' summary index: the same answer as the full path (every session explained), and
+with the index warm no other session's files are read."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from memory_tui.cli import main
+from memory_tui.sessions import store
+
+
+def _age(top: Path) -> None:
+    t = time.time_ns() - 3_600 * 10**9
+    for p in [top, *top.rglob("*")]:
+        os.utime(p, ns=(t, t), follow_symlinks=False)
+
+
+def _json(capsys, *argv: str) -> dict:
+    assert main(list(argv)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _session_ids(state: Path) -> list[str]:
+    return sorted(p.name for p in (state / "sessions").iterdir() if (p / "history").is_dir())
+
+
+def _expected(full: dict, sid: str) -> dict:
+    return {**full, "sessions": {k: v for k, v in full["sessions"].items() if k == sid}}
+
+
+@pytest.mark.parametrize("damage", ["none", "corrupt_other_node", "no_workspace_id", "mark_other"])
+def test_why_session_json_equals_the_full_path(fixture_state, capsys, damage):
+    sids = _session_ids(fixture_state)
+    _age(fixture_state / "sessions")
+    # warm the index first, then change the workspace: the index must follow
+    _json(capsys, "--state", str(fixture_state), "--json", "why", sids[0], "--now", "1790000000")
+    other = fixture_state / "sessions" / sids[-1] / "history"
+    nodes = sorted(other.glob("*.json"))
+    if damage == "corrupt_other_node":
+        nodes[len(nodes) // 2].write_text('{"id": "x", ', encoding="utf-8")
+    elif damage == "no_workspace_id":
+        (fixture_state / "memory" / ".scriptorium" / "workspace-id").unlink()
+    elif damage == "mark_other":
+        from memory_tui.sessions.marks import mark_nodes
+
+        wid = (fixture_state / "memory" / ".scriptorium" / "workspace-id").read_text().strip()
+        ids = [json.loads(p.read_text())["id"] for p in nodes[1:]]
+        mark_nodes(other.parent, ids, wid)
+    _age(fixture_state / "sessions")
+    full = _json(capsys, "--state", str(fixture_state), "--json", "why", "--now", "1790000000")
+    for sid in sids:
+        got = _json(capsys, "--state", str(fixture_state), "--json", "why", sid, "--now", "1790000000")
+        assert got == _expected(full, sid), sid
+
+
+def test_why_session_json_reads_only_that_session_once_the_index_is_warm(fixture_state, capsys, monkeypatch):
+    sids = _session_ids(fixture_state)
+    assert len(sids) > 1
+    _age(fixture_state / "sessions")
+    _json(capsys, "--state", str(fixture_state), "--json", "why", sids[0])  # builds the index
+    read: list[str] = []
+    real = store.load_session_dir
+
+    def spy(sid, *a, **kw):
+        read.append(sid)
+        return real(sid, *a, **kw)
+
+    monkeypatch.setattr(store, "load_session_dir", spy)
+    got = _json(capsys, "--state", str(fixture_state), "--json", "why", sids[-1])
+    assert read == [sids[-1]]
+    assert list(got["sessions"]) == [sids[-1]] and got["status_pending_turns"] is not None
