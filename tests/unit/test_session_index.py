@@ -1,4 +1,4 @@
-"""The sessions' summary index (``sessions.cache``): one sealed file per state dir, keyed by
+"""The sessions' summary index (``sessions.cache``): one envelope per state dir, keyed by
 git-style stat data (ctime included), detected and rebuilt when damaged, and never an answer
 different from a full load."""
 
@@ -9,7 +9,7 @@ import os
 import time
 from pathlib import Path
 
-from memory_tui.core.cache import sealed
+from memory_tui.core.cache import envelope
 from memory_tui.core.format.tokens import CharCounter
 from memory_tui.sessions import cache as scache
 from memory_tui.sessions.marks import MARK_KEY
@@ -21,10 +21,11 @@ COUNTER = CharCounter()
 
 
 def _age(top: Path) -> None:
-    """Every file and folder an hour old: outside the racy window without sleeping."""
+    """Every file and folder an hour old, and out of the racy window."""
     t = time.time_ns() - 3_600 * 10**9
     for p in [top, *top.rglob("*")]:
         os.utime(p, ns=(t, t), follow_symlinks=False)
+    time.sleep(0.15)  # utime moved every ctime: let it leave the racy window
 
 
 def _full(state: Path, threshold: int = 2000):
@@ -94,12 +95,12 @@ def test_a_damaged_index_is_detected_and_rebuilt(fixture_state, tmp_path):
     (index,) = where.glob("*.index")
     raw = index.read_bytes()
     index.write_bytes(raw[:-7] + bytes([raw[-7] ^ 0x10]) + raw[-6:])  # one flipped bit
-    assert sealed.read_kept(index, scache.INDEX_MAGIC) is None
+    assert envelope.read(index, scache.INDEX_KIND) is None
     again = scache.load_summaries(fixture_state, WID, 2000, COUNTER, directory=where)
     full, pending = _full(fixture_state)
     assert set(again.read) == set(first.read)  # every session read for real, none from the damage
     assert again.summaries == full.summaries and again.pending == pending
-    assert sealed.read_kept(index, scache.INDEX_MAGIC) is not None  # rewritten whole
+    assert envelope.read(index, scache.INDEX_KIND) is not None  # rewritten whole
     assert scache.load_summaries(fixture_state, WID, 2000, COUNTER, directory=where).read == ()
 
 
@@ -109,7 +110,7 @@ def test_an_index_of_another_state_dir_is_not_used(fixture_state, tmp_path):
     where = tmp_path / "cache"
     scache.load_summaries(fixture_state, WID, 2000, COUNTER, directory=where)
     (index,) = where.glob("*.index")
-    body = sealed.read_kept(index, scache.INDEX_MAGIC)
+    body = envelope.read(index, scache.INDEX_KIND)
     body["state"] = "/elsewhere"
-    sealed.write_kept(index, scache.INDEX_MAGIC, body)
+    envelope.write(index, scache.INDEX_KIND, body)
     assert scache.load_summaries(fixture_state, WID, 2000, COUNTER, directory=where).read

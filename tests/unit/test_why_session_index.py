@@ -19,6 +19,7 @@ def _age(top: Path) -> None:
     t = time.time_ns() - 3_600 * 10**9
     for p in [top, *top.rglob("*")]:
         os.utime(p, ns=(t, t), follow_symlinks=False)
+    time.sleep(0.15)  # utime moved every ctime: let it leave the racy window
 
 
 def _json(capsys, *argv: str) -> dict:
@@ -73,5 +74,10 @@ def test_why_session_json_reads_only_that_session_once_the_index_is_warm(fixture
 
     monkeypatch.setattr(store, "load_session_dir", spy)
     got = _json(capsys, "--state", str(fixture_state), "--json", "why", sids[-1])
-    assert read == [sids[-1]]
+    # besides the session itself, only sub-agent sessions are read: a cross-session spawn's
+    # other half is named from either side (their meta.json says so)
+    spawned = {sid for sid in sids
+               if json.loads((fixture_state / "sessions" / sid / "meta.json").read_text()).get("source") == "agent_spawn"}
+    unrelated = set(sids) - spawned - {sids[-1]}
+    assert sids[-1] in read and unrelated and not unrelated & set(read)
     assert list(got["sessions"]) == [sids[-1]] and got["status_pending_turns"] is not None
