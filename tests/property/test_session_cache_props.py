@@ -47,6 +47,7 @@ class _Clock:
             for p in [top, *top.rglob("*")] if top.is_dir() else [top]:
                 self.t += 10**9
                 os.utime(p, ns=(self.t, self.t), follow_symlinks=False)
+        time.sleep(0.1)  # the ctimes the utime moved cannot be set back: wait out the clock tick
 
 
 def _uncached(state: Path, threshold: int):
