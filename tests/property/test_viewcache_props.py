@@ -275,7 +275,7 @@ def test_snapshot_is_used_and_check_mode_catches_a_wrong_one(world, tmp_path, mo
 
 
 def _day_rows(snap, when):
-    return [row for meta in snap.segs[when][1] for row in viewcache.marshal.loads(meta)]
+    return [row for meta in snap.segs[when][1] for row in viewcache.codec.loads(meta)]
 
 
 def test_a_reword_writes_the_segments_it_changed_not_the_day(world, tmp_path, monkeypatch):
