@@ -116,17 +116,20 @@ def migrate_locked(ctx: Context) -> dict[str, Any] | None:
     snap = load_snapshot(ctx)
     marked: dict[str, list[str]] = {}
     dirs: dict[str, str] = {}
+    blocked: list[str] = []
     for sid in sorted(cands):
         session = snap.get(sid)
         if session is None:
-            blocked = _unreadable_session(ctx, sid)
-            if blocked:
-                problems.append(blocked)  # its marks cannot land, so its cursor must stay
+            why = _unreadable_session(ctx, sid)
+            if why:
+                blocked.append(why)  # its marks cannot land, so its cursor must stay
             continue
         ids = prefix_to_mark(session, cands[sid])
         if ids:
             marked[sid] = list(ids)
             dirs[sid] = str(session.dir)
+    if blocked:  # refused before any mark: the cursors stand for marks that could not land
+        raise MemoryError("SESSION_NODES_UNAVAILABLE", "marking failed; legacy cursors kept for a retry: " + "; ".join(blocked))
     # Every mark the migration makes is named on disk before the first one, so a kill between
     # two marks (or before the cursors go) is finished by the next locked open.
     recovery.write_migrate_intent(ctx.memory_root, wid, marked, dirs)

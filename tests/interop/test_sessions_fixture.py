@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from memory_tui.core.format.config import load_memory_config
@@ -64,6 +66,7 @@ def test_status_pending_turns(analysed, expected):
 
 
 def test_incremental_reload_reuses_unchanged_nodes(fixture_state):
+    time.sleep(0.15)  # the copy just made is racy (ctime within a clock tick): reuse starts after it
     snap = load_sessions(fixture_state)
     again = load_sessions(fixture_state, previous=snap)
     sid = "local_a1b2c3d4e5"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import os
 
 import pytest
@@ -55,6 +57,7 @@ def _bump(path):
 
 
 def test_refresh_reparses_only_changed_topic(fixture_state):
+    time.sleep(0.15)  # the copy just made is racy (ctime within a clock tick): reuse starts after it
     snap = open_state(fixture_state)
     same = refresh(snap)
     assert same.reparsed_topics == () and same.tree is snap.tree and same.views is snap.views
@@ -104,6 +107,7 @@ def test_disabled_flags(tmp_path):
 
 
 def test_refresh_without_config_reuses_everything(fixture_state):
+    time.sleep(0.15)  # the copy just made is racy (ctime within a clock tick): reuse starts after it
     (fixture_state / "config.json").unlink()
     snap = open_state(fixture_state)
     again = refresh(snap)

@@ -182,7 +182,11 @@ def test_a_linked_memory_folder_is_followed_and_every_write_stays_in_it(busy, tm
     state_entries = sorted(os.listdir(busy))
     for verb in VERBS:
         code, said = _run(capsys, busy, _verb_argv(verb, tmp_path))
-        assert code == 0, (verb, said[:800])
+        if verb == "backfill":  # exits 1 while sources stay uncited (the writer declined some)
+            assert code in (0, 1) and json.loads(said)["status"] in ("ok", "incomplete"), said[:800]
+            assert json.loads(said)["processed"] >= 1, said[:800]
+        else:
+            assert code == 0, (verb, said[:800])
         if verb == "write":
             assert json.loads(said)["written_batches"] >= 1, said[:800]
         assert link.is_symlink() and Path(os.readlink(link)) == real

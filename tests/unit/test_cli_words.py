@@ -73,7 +73,7 @@ def test_plain_history_shows_the_text_of_each_version(fixture_state, capsys):
 def test_why_session_prints_a_shared_prefix_once(fixture_state_ro, capsys):
     code, out, _ = _run(capsys, ["--state", str(fixture_state_ro), "why", "local_a1b2c3d4e5"])
     assert code == 0
-    turn_lines = [l for l in out.splitlines() if re.match(r"    [+~\-!] ", l) and not l.startswith("    ! ")]
+    turn_lines = [l for l in out.splitlines() if re.match(r"    [+~\-!] (written|pending|never) ", l)]
     ids = [l.split()[2] for l in turn_lines]
     assert ids.count("a00000000001") == 1 and ids.count("a00000000002_reply") == 1
     shared = [l for l in out.splitlines() if l.startswith("    = ")]
@@ -88,7 +88,7 @@ def test_cli_record_refusals_say_what_was_wrong_and_the_fix(fixture_state, capsy
     code, _, err = _run(capsys, ["--state", str(fixture_state), "record", "update", "fc30e0e0", "--text",
                                  "Ada likes tea.[^e-bogus]"])
     assert code == 1
-    assert "INVALID_ARGUMENT: memory_changes[0]: content must be one final paragraph without Runtime IDs" in err  # code kept
+    assert "INVALID_ARGUMENT: memory_changes[0].content must be one final paragraph without Runtime IDs" in err  # code kept
     assert "it contains the citation [^e-bogus]" in err and "fix: remove [^e-bogus]" in err
     code, _, err = _run(capsys, ["--state", str(fixture_state), "record", "delete", "fa3c8017"])
     assert code == 1 and "INVALID_TOPIC_FORMAT: dangling block link: fa3c8017" in err

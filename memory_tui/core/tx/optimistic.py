@@ -91,11 +91,12 @@ def _transact_once(
             break
     with write_lock(root, timeout):
         open_locked(root)
-        if before_install is not None and not validate_only:
-            before_install()
         stage, ctx = make()
         with stage:
-            return finish(stage, ctx, prepare.prepare(stage, ctx))
+            prep = prepare.prepare(stage, ctx)
+            if before_install is not None and not validate_only and not prep.plan.empty:
+                before_install()  # a no-op writes nothing, not even a new repository
+            return finish(stage, ctx, prep)
 
 
 def _unlocked_pass(
@@ -125,7 +126,7 @@ def _unlocked_pass(
         with write_lock(root, timeout):
             open_locked(root)
             if unchanged(stage):
-                if before_install is not None:
+                if before_install is not None and not prep.plan.empty:
                     before_install()
                 return finish(stage, ctx, prep)
     finally:
