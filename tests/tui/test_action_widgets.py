@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from action_harness import THREE, TOPIC_TEXT, DialogHarness, EditorHarness, sample_choices, sample_preview, sample_summary, until
-from textual.widgets import Button, Input, OptionList, Static
+from textual.widgets import Button, Input, Label, OptionList, Static
 
 from memory_tui.core.store.lockprobe import LockHolder, LockProbe
 from memory_tui.core.tx.recordops import CORE_DELETE_REASON, LinkRef, TopicDeleteCheck
@@ -292,6 +292,15 @@ async def test_job_result_offers_retry_only_when_retryable():
         await pilot.press("escape")
         await pilot.pause()
     assert app.results == [JobResultChoice(False)]
+
+
+async def test_job_result_title_marks_an_incomplete_run_apart_from_a_done_one():
+    for code, mark in (("incomplete", "!"), ("ok", "✓")):
+        app = DialogHarness(lambda: JobResultDialog(sample_summary(code, job="backfill", title="backfill")))
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            title = str(app.screen.query_one(".dialog-title", Label).render())
+            assert title.startswith(f"{mark} backfill"), (code, title)
 
 
 @pytest.mark.parametrize("key, expected", [

@@ -76,7 +76,9 @@ class JobResultDialog(FitsBody, ModalScreen[JobResultChoice]):
 
     def compose(self) -> ComposeResult:
         s = self.summary
-        mark = "–" if s.outcome.code == CANCELLED else "✓" if not s.outcome.failed else "✗"
+        # "incomplete" ran without failing but left work (declined or remaining sources): no tick
+        mark = ("–" if s.outcome.code == CANCELLED else "✗" if s.outcome.failed
+                else "!" if s.outcome.code == "incomplete" else "✓")
         with Vertical():
             yield Label(f"{mark} {sanitize(s.title)}", classes="dialog-title")
             with VerticalScroll(classes="dialog-body"):
