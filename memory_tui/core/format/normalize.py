@@ -302,13 +302,25 @@ def _ids_at_line_ends(lines: Iterable[str]) -> set[str]:
 # ---------------------------------------------------------------------------------------------
 
 
-def _canonical_text_line(line: str, labels: Mapping[str, str]) -> str:
+def _canonical_text_line(line: str, labels: Mapping[str, str], committed: AbstractSet[str]) -> str:
     line = CITATION_RE.sub(lambda m: f"[^{labels.get(m.group(1), m.group(1))}]", line)
-    return _canonical_id_gap(_OP_REF_GAP_RE.sub(r"[^\1]", line))
+    return _canonical_id_gap(_OP_REF_GAP_RE.sub(r"[^\1]", line), committed)
 
 
-def _canonical_id_gap(line: str) -> str:
-    return _OP_LAST_ID_RE.sub(r" ^\1", line) if "^" in line else line
+def _canonical_id_gap(line: str, committed: AbstractSet[str]) -> str:
+    """The last trailing id gets exactly one space before it. A ``^word`` glued to the text
+    ("page#^x", "2^10") gets one only when it is a committed id: step 4 left the glued word
+    as text, and a gap would make it an invented id that the next normalisation strips."""
+    if "^" not in line:
+        return line
+
+    def gap(m: re.Match[str]) -> str:
+        glued = m.group(0).startswith("^") and m.start() > 0 and not line[m.start() - 1].isspace()
+        if glued and not _committed_like(m.group(1), committed):
+            return m.group(0)
+        return f" ^{m.group(1)}"
+
+    return _OP_LAST_ID_RE.sub(gap, line)
 
 
 def _committed_like(memory_id: str, committed: AbstractSet[str]) -> bool:
@@ -788,7 +800,7 @@ def _render_and_prune(order: list[str], work: dict[str, list[str]], labels: Mapp
         out: list[str] = []
         for line in classified:
             if line.kind == "text":
-                out.append(_canonical_text_line(line.text, labels))
+                out.append(_canonical_text_line(line.text, labels, base.ids))
             elif line.kind == "definition":
                 out.append(_render_definition(path, line.text, line.number, labels, citing, resolve, link_for, recovery))
             elif line.kind == "heading":
@@ -797,9 +809,9 @@ def _render_and_prune(order: list[str], work: dict[str, list[str]], labels: Mapp
                 # Only inside the title: the gap after the `#` marker is what makes it a heading.
                 m = _HEADING_MARK_RE.match(line.text)
                 mark, title = (m.group(0), line.text[m.end():]) if m else ("", line.text)
-                out.append(_canonical_id_gap(mark + _OP_REF_GAP_RE.sub(r"[^\1]", title)))
+                out.append(_canonical_id_gap(mark + _OP_REF_GAP_RE.sub(r"[^\1]", title), base.ids))
             elif line.kind in ("fence", "fenced", "html"):
-                out.append(_canonical_id_gap(_OP_REF_GAP_RE.sub(r"[^\1]", line.text)))
+                out.append(_canonical_id_gap(_OP_REF_GAP_RE.sub(r"[^\1]", line.text), base.ids))
             else:
                 out.append(line.text)
         canonical = "\n".join(out).rstrip() + "\n"
