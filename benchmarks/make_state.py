@@ -173,13 +173,13 @@ def _topic_texts(cited: list[list[str]], files: int, rng: random.Random) -> dict
     return out
 
 
-def build(out: Path, scale: float, seed: int = 12) -> dict[str, int]:
+def _empty_state(out: Path, *, trigger_tokens: int) -> tuple[Path, Path]:
+    """The skeleton both generators start from: config, owner, an empty sessions/ and memory/."""
     if out.exists() and any(out.iterdir()):
         raise SystemExit(f"output directory is not empty: {out}")
-    rng = random.Random(seed)
-    n_sessions, n_files = _counts(scale)
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write(out / "config.json", json.dumps({"memory": {"writer": {"trigger_tokens": 8000}}}, indent=2) + "\n")
+    atomic_write(out / "config.json",
+                 json.dumps({"memory": {"writer": {"trigger_tokens": trigger_tokens}}}, indent=2) + "\n")
     atomic_write(out / "owner.json", json.dumps({"version": 1, "principal_id": OWNER_PRINCIPAL}, indent=2) + "\n")
     sroot = out / "sessions"
     sroot.mkdir()
@@ -187,6 +187,13 @@ def build(out: Path, scale: float, seed: int = 12) -> dict[str, int]:
     for d in (mem, mem / "topics", mem / "sources", mem / ".scriptorium"):
         d.mkdir(exist_ok=True, mode=0o700)
     atomic_write(mem / ".scriptorium" / "workspace-id", (WORKSPACE_ID + "\n").encode("ascii"))
+    return sroot, mem
+
+
+def build(out: Path, scale: float, seed: int = 12) -> dict[str, int]:
+    rng = random.Random(seed)
+    n_sessions, n_files = _counts(scale)
+    sroot, mem = _empty_state(out, trigger_tokens=8000)
 
     registry: dict[str, Any] = {}
     cited: list[list[str]] = []
@@ -360,20 +367,10 @@ def _v_topic_texts(cited: list[str], files: int, rng: random.Random) -> dict[str
 
 
 def build_variant(out: Path, scale: float, seed: int = 31) -> dict[str, int]:
-    if out.exists() and any(out.iterdir()):
-        raise SystemExit(f"output directory is not empty: {out}")
     rng = random.Random(seed)
     n_sessions = max(1, round(V_SESSIONS_PER_SCALE * scale))
     n_files = max(2, round(V_TOPIC_FILES_PER_SCALE * scale))
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write(out / "config.json", json.dumps({"memory": {"writer": {"trigger_tokens": 16000}}}, indent=2) + "\n")
-    atomic_write(out / "owner.json", json.dumps({"version": 1, "principal_id": OWNER_PRINCIPAL}, indent=2) + "\n")
-    sroot = out / "sessions"
-    sroot.mkdir()
-    mem = out / "memory"
-    for d in (mem, mem / "topics", mem / "sources", mem / ".scriptorium"):
-        d.mkdir(exist_ok=True, mode=0o700)
-    atomic_write(mem / ".scriptorium" / "workspace-id", (WORKSPACE_ID + "\n").encode("ascii"))
+    sroot, mem = _empty_state(out, trigger_tokens=16000)
     registry: dict[str, Any] = {}
     cited: list[str] = []
     records: list[SourceRecord] = []
