@@ -36,6 +36,19 @@ PRELUDE = textwrap.dedent("""
         print("RESULT " + json.dumps(kw))
 """)
 
+# The same status run is measured on both hostile states.
+STATUS_JSON = textwrap.dedent("""
+        import contextlib, io
+        from memory_tui.cli import main
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = main(["--state", str(state), "status", "--json"])
+        body = json.loads(out.getvalue())
+        probs = body.get("problems", [])
+        first = f": {str(probs[0].get('message', probs[0]))[:50]}" if probs else ""
+        done(result=f"exit {code}, {len(probs)} problems{first}")
+    """)
+
 CASES = {
     "imports only (floor)": "import memory_tui.cli, memory_tui.core.format.topics, memory_tui.sessions.store\ndone(result='ok')",
     "huge node: session reader": textwrap.dedent("""
@@ -44,17 +57,7 @@ CASES = {
         first = f": {s.problems[0].code} {s.problems[0].message[:60]}" if s.problems else ""
         done(result=f"{len(s.nodes)} nodes, {len(s.problems)} problems{first}")
     """),
-    "huge node: memory-tui status": textwrap.dedent("""
-        import contextlib, io
-        from memory_tui.cli import main
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            code = main(["--state", str(state), "status", "--json"])
-        body = json.loads(out.getvalue())
-        probs = body.get("problems", [])
-        first = f": {str(probs[0].get('message', probs[0]))[:50]}" if probs else ""
-        done(result=f"exit {code}, {len(probs)} problems{first}")
-    """),
+    "huge node: memory-tui status": STATUS_JSON,
     "long topic: parse": textwrap.dedent("""
         from memory_tui.core.format.topics import parse_topic
         text = (state / "memory/topics/huge.md").read_text(encoding="utf-8")
@@ -62,17 +65,7 @@ CASES = {
         first = f": {t.problems[0].message[:50]} (line {t.problems[0].line})" if t.problems else ""
         done(result=f"{text.count(chr(10))} lines, {len(t.units)} records, {len(t.problems)} problems{first}")
     """),
-    "long topic: memory-tui status": textwrap.dedent("""
-        import contextlib, io
-        from memory_tui.cli import main
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            code = main(["--state", str(state), "status", "--json"])
-        body = json.loads(out.getvalue())
-        probs = body.get("problems", [])
-        first = f": {str(probs[0].get('message', probs[0]))[:50]}" if probs else ""
-        done(result=f"exit {code}, {len(probs)} problems{first}")
-    """),
+    "long topic: memory-tui status": STATUS_JSON,
     "long topic: edit --check": textwrap.dedent("""
         import contextlib, io
         from memory_tui.cli import main
