@@ -18,10 +18,11 @@ parser code and the cache format, so other code's entries are never read.
 
 The cache lives in the runtime dir: an internal name (memory spec §2.1) outside the revision
 and outside git, never copied into a stage; OpenProgram ignores it. Topic and archive entries
-are *rows* (plain tuples of their fields, ``marshal``-encoded behind a crc32, rebuilt with
-positional constructors only when used; a cold flush writes each kind as one ``<kind>.pack``);
-derived entries are pickles read with an unpickler that only builds this project's parse
-dataclasses, behind a sha256 of the payload. A corrupt, truncated, foreign or unreadable entry
+are *rows* (plain tuples of their fields, rebuilt with positional constructors only when
+used; a cold flush writes each kind as one ``<kind>.pack``); derived entries are plain data
+too (id sets, strings, tuples). Every file is one envelope of the cache kit
+(``cache.envelope``: kind, version, crc32, marshal payload), so no file names a class and
+nothing but plain data comes out of one. A corrupt, truncated, foreign or unreadable entry
 is ignored (and overwritten when its file is parsed again), never an error. Losing the cache
 only costs time.
 """
@@ -37,7 +38,6 @@ import shutil
 import stat as stat_mod
 import threading
 import time
-import zlib
 from functools import lru_cache
 from itertools import accumulate, chain, repeat
 from operator import add, and_, attrgetter, eq, is_, itemgetter, methodcaller, sub
@@ -48,8 +48,7 @@ from ..format.errors import Problem
 from ..format.fastdata import bulk, positional
 from ..fsutil import replace_cache_file
 from ..format.paths import Layout
-from ..cache import codec
-from ..cache.sealed import seal, unseal
+from ..cache import codec, envelope
 from ..cache.stamp import MTIME, NO_STAMP, RACY_NS, SIZE, Stamp, is_racy, is_stamp, stamp_of, stamp_racy
 from ..format.sources import (FROM_KEPT, ArchiveFile, proven, SourceFrame, SourceIndex, archive_paths, d_archive_path, decode_meta,
                       parse_d_ref, split_source_id, walk_sources)
@@ -142,9 +141,9 @@ def deps_signature(index: SourceIndex, deps: Iterable[str]) -> str:
 
 
 DIR_NAME = "memory-tui-cache"
-FORMAT = 4
+FORMAT = 5  # 5: every file an envelope of the cache kit, every value plain data
 # Per-topic values derived from one parse, keyed by what they are a function of:
-# "views" (sha256, deps signature) -> viewcache.TopicPart; "ids" (sha256,) -> file_block_ids;
+# "views" (sha256, deps signature) -> viewcache.TopicPart as plain tuples (``part_plain``); "ids" (sha256,) -> file_block_ids;
 # "refs" (sha256, deps signature) -> whether every source ref of the parse exists;
 # "lineids" / "defids" (sha256,) -> normalize's per-text id sets (``WorkspaceCache.memo``);
 # "links" (sha256, digest of the locations of the ids it links to) -> rewrite_block_links'
@@ -152,17 +151,18 @@ FORMAT = 4
 # file it does not touch); "blinks" (sha256,) -> normalize.topic_link_summary. Readers check
 # the value's type: anything else is a miss.
 DERIVED = ("views", "ids", "refs", "lineids", "defids", "links", "scan", "blinks")
-# Kinds whose values are small: one pickle holds every entry of the kind (``<kind>.pack``), so
-# a fresh process opens, digests and unpickles one file instead of one per topic.
+# Kinds whose values are small: one envelope holds every entry of the kind (``<kind>.pack``),
+# so a fresh process opens, checks and decodes one file instead of one per topic.
 PACKED = frozenset(("ids", "refs", "lineids", "defids", "links", "scan", "blinks"))
 PACK_SUFFIX = ".pack"
+ENTRY_SUFFIX = ".entry"
 # The parses themselves (big): their pack is a marshal pack (``decode_pack``).
 BULK = frozenset(("archives", "topics"))
 # Every packed kind (PACKED and BULK) is written the same way, so a flush costs what changed
 # (a pack rewritten whole cost ~10 ms per one-record edit at scale 4): a flush
 # that changes most entries of a kind (a cold start) writes the whole kind into its pack and
 # removes the per-entry files; a smaller one writes only the changed entries, as per-entry
-# files (``<kind>/<name>.pkl``) that win over the pack when read. Once more per-entry files
+# files (``<kind>/<name>.entry``) that win over the pack when read. Once more per-entry files
 # than LOOSE_MIN or an eighth of the kind exist, the next flush folds them into a new pack:
 # a rewrite of N entries every N/8 changed ones, a bounded cost per change, and a bounded
 # number of files for a fresh process to open. Every file is written whole under a temporary
@@ -171,9 +171,6 @@ BULK = frozenset(("archives", "topics"))
 # per-entry files it lists), which costs a recomputation, never a wrong answer: every entry
 # says what it is a function of and is checked against that when used.
 LOOSE_MIN = 16
-MAGIC = b"memory-tui-parse-cache\n"
-ROWS_MAGIC = b"memory-tui-parse-rows\n"
-PACK_MAGIC = b"memory-tui-parse-pack\n"
 
 # The cache kit's stamp, ctime included: a same-size rewrite with its mtime put back keeps
 # (mtime, size, inode) but never the ctime. An install that hard-links a topic file into its
@@ -202,68 +199,60 @@ _racy = stamp_racy
 
 
 # ------------------------------------------------------------------------------ encoding
+#
+# Every file of the cache is one envelope of the cache kit (``cache.envelope``: magic, kind,
+# version, crc32, marshal payload): a per-entry file is ``(rel, body)`` of kind
+# ``parse-<kind>``, a pack of kind ``parse-<kind>-pack`` (a ``pack_many`` of such pairs for the
+# parses, one dict for the small derived kinds). Only plain data is stored (rows, frozensets,
+# tuples, strings): a value marshal cannot hold is not stored, and a file that is not an intact
+# envelope of its kind and this FORMAT is a miss.
 
-# the modules whose data classes a derived entry may hold (``codec.pickle_unseal``)
-_SAFE_MODULES = ("memory_tui.core.format.topics", "memory_tui.core.format.sources", "memory_tui.core.format.errors",
-                 "memory_tui.core.format.views", "memory_tui.core.store.viewcache")
-
-
-def encode(value: Any) -> bytes:
-    return codec.pickle_seal(MAGIC, value)
-
-
-def encode_rows(value: Any) -> bytes:
-    """An entry of plain tuples, strings, numbers and dicts (no classes): ``marshal``, which
-    reads back an order of magnitude faster than a pickle of the same data. A crc32 guards
-    it: these entries are only ever written by this code, into the owner's 0700 runtime dir;
-    the check is against damage (a torn write, a flipped bit), not against an author."""
-    return seal(ROWS_MAGIC, value)
+def _entry_kind(kind: str) -> str:
+    return "parse-" + kind
 
 
-def _pack_parts(kind: str, blobs: list[bytes]) -> tuple[bytes, ...]:
-    """A pack: PACK_MAGIC, "<crc32> <index length>" LF, the index ``(kind, blob lengths)``
-    (marshal), then each entry's marshal blob; the crc covers index and blobs."""
-    index = codec.dumps((kind, tuple(len(b) for b in blobs)), 4)
-    crc = zlib.crc32(index)
-    for blob in blobs:
-        crc = zlib.crc32(blob, crc)
-    return (PACK_MAGIC + b"%08x %d\n" % (crc, len(index)), index, *blobs)
+def _pack_kind(kind: str) -> str:
+    return "parse-" + kind + "-pack"
 
 
-def decode_pack(data: bytes, kind: str) -> list[Any]:
-    """The entries of an intact pack of ``kind``; ``[]`` for anything else."""
-    if not data.startswith(PACK_MAGIC):
-        return []
-    end = data.find(b"\n", len(PACK_MAGIC), len(PACK_MAGIC) + 40)
-    if end < 0:
-        return []
+def encode_entry(kind: str, rel: str, body: Any) -> bytes:
+    """The per-entry file of ``rel``'s ``body`` in ``kind`` (ValueError: not plain data)."""
+    return envelope.pack(_entry_kind(kind), (rel, body), FORMAT)
+
+
+def decode_entry(kind: str, data: bytes) -> tuple[str, Any] | None:
+    """``(rel, body)`` of an intact per-entry file of ``kind``, else ``None``."""
+    value = envelope.unpack(_entry_kind(kind), data, FORMAT)
+    if not (type(value) is tuple and len(value) == 2 and type(value[0]) is str):
+        return None
+    return value
+
+
+def encode_pack(kind: str, table: Mapping[str, Any]) -> bytes:
+    """The pack of a small derived ``kind``: every entry that is plain data."""
     try:
-        crc_text, index_len_text = data[len(PACK_MAGIC):end].split(b" ")
-        crc, index_len = int(crc_text, 16), int(index_len_text)
-    except ValueError:
-        return []
-    payload = memoryview(data)[end + 1:]
-    if not 0 <= index_len <= len(payload) or zlib.crc32(payload) != crc:
-        return []
-    try:
-        stored_kind, lengths = codec.loads(payload[:index_len])
-        if stored_kind != kind or sum(lengths) != len(payload) - index_len:
-            return []
-        out = []
-        at = index_len
-        for length in lengths:
-            out.append(codec.loads(payload[at:at + length]))
-            at += length
-    except (EOFError, ValueError, TypeError):
-        return []
-    return out
+        return envelope.pack(_pack_kind(kind), dict(table), FORMAT)
+    except ValueError:  # some value marshal cannot hold: leave that one out
+        plain = {}
+        for rel, body in table.items():
+            try:
+                envelope.packed_value(body)
+            except ValueError:
+                continue
+            plain[rel] = body
+        return envelope.pack(_pack_kind(kind), plain, FORMAT)
 
 
-def decode(data: bytes) -> Any:
-    """The stored value, or ``None`` for anything that is not an intact entry."""
-    if data.startswith(ROWS_MAGIC):
-        return unseal(ROWS_MAGIC, data)
-    return codec.pickle_unseal(MAGIC, data, _SAFE_MODULES)
+def decode_pack(kind: str, data: bytes) -> dict[str, Any]:
+    """The entries of an intact pack of ``kind`` (either shape); ``{}`` for anything else."""
+    if kind in BULK:
+        items = envelope.unpack_many(_pack_kind(kind), data, FORMAT) or ()
+        return {item[0]: item[1] for item in items
+                if type(item) is tuple and len(item) == 2 and type(item[0]) is str}
+    table = envelope.unpack(_pack_kind(kind), data, FORMAT)
+    if type(table) is not dict:
+        return {}
+    return {rel: body for rel, body in table.items() if type(rel) is str}
 
 
 # ------------------------------------------------------------------ rows: parses as plain data
@@ -779,7 +768,7 @@ class _Stored:
 
 
 def _name(rel: str) -> str:
-    return hashlib.sha256(rel.encode("utf-8", "surrogatepass")).hexdigest()[:32] + ".pkl"
+    return hashlib.sha256(rel.encode("utf-8", "surrogatepass")).hexdigest()[:32] + ENTRY_SUFFIX
 
 
 # --------------------------------------------------------------------------------- store
@@ -818,29 +807,18 @@ class ParseStore:
     # -- reading ------------------------------------------------------------------------
     def _load_pack(self, kind: str) -> dict[str, Any]:
         try:
-            with open(self.dir / (kind + PACK_SUFFIX), "rb") as fh:
-                value = decode(fh.read())
+            data = _read(str(self.dir / (kind + PACK_SUFFIX)))
         except OSError:
             return {}
-        if not (isinstance(value, tuple) and len(value) == 2 and value[0] == kind and isinstance(value[1], dict)):
-            return {}
-        return {rel: body for rel, body in value[1].items() if isinstance(rel, str)}
+        return decode_pack(kind, data)
 
     def _load_kind(self, kind: str) -> dict[str, Any]:
         with bulk():
             return self._load_kind_files(kind)
 
     def _load_kind_files(self, kind: str) -> dict[str, Any]:
-        out: dict[str, Any] = self._load_pack(kind) if kind in PACKED else {}
+        out: dict[str, Any] = self._load_pack(kind)
         loose = self._loose[kind] = set()
-        if kind in BULK:
-            try:
-                items = decode_pack(_read(str(self.dir / (kind + PACK_SUFFIX))), kind)
-            except OSError:
-                items = []
-            for item in items:
-                if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
-                    out[item[0]] = item[1]
         folder = self.dir / kind
         try:
             names = os.listdir(folder)
@@ -848,13 +826,13 @@ class ParseStore:
             return out
         base = str(folder) + os.sep
         for name in names:
-            if not name.endswith(".pkl"):
+            if not name.endswith(ENTRY_SUFFIX):
                 continue
             try:
-                value = decode(_read(base + name))
+                value = decode_entry(kind, _read(base + name))
             except OSError:
                 continue
-            if not (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str)):
+            if value is None:
                 continue
             rel, body = value
             if _name(rel) == name:
@@ -1107,7 +1085,7 @@ class ParseStore:
         for level in (self.dir.parent, self.dir):
             level.mkdir(exist_ok=True, mode=0o700)
         if kind in PACKED:
-            _atomic(self.dir / (kind + PACK_SUFFIX), encode((kind, dict(table))))
+            _atomic(self.dir / (kind + PACK_SUFFIX), encode_pack(kind, table))
         else:
             self._write_bulk(kind, table)
         folder = str(self.dir / kind)
@@ -1116,7 +1094,7 @@ class ParseStore:
         except OSError:
             return
         for name in names:
-            if name.endswith(".pkl"):
+            if name.endswith(ENTRY_SUFFIX):
                 try:
                     os.unlink(os.path.join(folder, name))
                 except FileNotFoundError:
@@ -1131,10 +1109,10 @@ class ParseStore:
             if value is None:
                 continue
             try:
-                blobs.append(codec.dumps(value, 4))
+                blobs.append(envelope.packed_value(value))
             except ValueError:  # a value marshal cannot hold (say, a details object): not stored
                 continue
-        _atomic(self.dir / (kind + PACK_SUFFIX), _pack_parts(kind, blobs))
+        _atomic(self.dir / (kind + PACK_SUFFIX), envelope.pack_many(_pack_kind(kind), blobs, FORMAT))
 
     def _prune_other_tags(self) -> None:
         parent = self.dir.parent
@@ -1171,13 +1149,11 @@ def _entry_value(kind: str, rel: str, entry: Any) -> tuple | None:
 
 def _entry_bytes(kind: str, rel: str, entry: Any) -> bytes | None:
     """The file of one entry; ``None`` for one that is not stored (see _Unrepresentable)."""
-    if kind in BULK:
-        value = _entry_value(kind, rel, entry)
-        try:
-            return None if value is None else encode_rows(value)
-        except ValueError:  # marshal met a value it cannot hold (say, a details object)
-            return None
-    return encode((rel, entry))
+    value = _entry_value(kind, rel, entry) if kind in BULK else (rel, entry)
+    try:
+        return None if value is None else encode_entry(kind, *value)
+    except ValueError:  # marshal met a value it cannot hold (say, a details object): not stored
+        return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1327,4 +1303,4 @@ def _load_tree(root: Path, persist: bool) -> tuple[Any, Any]:
     return index, assemble_tree(parsed, problems)
 
 
-__all__ = ["DIR_NAME", "MAGIC", "decode", "encode", "ParseStore", "code_tag", "drop", "forget_in_process", "load_tree", "stat_key", "store_for"]
+__all__ = ["DIR_NAME", "ENTRY_SUFFIX", "decode_entry", "decode_pack", "encode_entry", "encode_pack", "ParseStore", "code_tag", "drop", "forget_in_process", "load_tree", "stat_key", "store_for"]
