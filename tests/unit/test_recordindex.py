@@ -84,7 +84,7 @@ def test_an_id_in_two_files_is_never_indexed():
     assert recordindex.owners(root, texts, _shas(texts)) is None  # nor when updating an entry
 
 
-@pytest.mark.parametrize("damage", ["truncate", "flip", "other_code", "missing"])
+@pytest.mark.parametrize("damage", ["truncate", "flip", "wrong_kind", "old_version", "other_code", "missing"])
 def test_a_damaged_or_foreign_entry_is_rebuilt(damage, monkeypatch):
     root = _root()
     want = recordindex.owners(root, OWNED_TEXTS, _shas(OWNED_TEXTS))
@@ -96,6 +96,15 @@ def test_a_damaged_or_foreign_entry_is_rebuilt(damage, monkeypatch):
         path.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
     elif damage == "missing":
         path.unlink()
+    elif damage in ("wrong_kind", "old_version"):
+        from memory_tui.core.cache import envelope
+
+        value = envelope.unpack(recordindex.KIND, data, recordindex.VERSION)
+        assert value is not None
+        if damage == "wrong_kind":
+            path.write_bytes(envelope.pack("revision", value, recordindex.VERSION))
+        else:
+            path.write_bytes(envelope.pack(recordindex.KIND, value, recordindex.VERSION - 1))
     else:
         monkeypatch.setattr(recordindex, "code_tag", lambda: "0123456789abcdef")
     got = recordindex.owners(root, OWNED_TEXTS, _shas(OWNED_TEXTS))
