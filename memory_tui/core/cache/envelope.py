@@ -9,6 +9,10 @@ flipped bit, a count edited by hand, another version's file -- reads as ``None``
 miss, recomputed, never an answer. The crc guards against damage, not against an author:
 these files are written only by this code into the owner's own folders.
 
+Every persisted cache of memory-tui is one of these (or, for a cache of thousands of entries,
+``pack_many``: the same envelope whose payload is an index of lengths and the entries; for an
+append-only log, envelopes laid end to end and read back with ``records``).
+
 Writes replace the file whole through ``fsutil.replace_cache_file``: the temporary file is
 ``.<name>.<pid>.<thread id>.tmp`` beside the target, renamed over it, so a reader sees the old
 or the new file, never half of one; never through a symbolic link put in the folder's place.
