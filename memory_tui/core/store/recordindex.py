@@ -12,8 +12,8 @@ footnote id is taken. Both are a pure function of the committed texts, stored he
   then the order files are scanned in cannot change any location, see ``changes._OwnedIndex``),
 * ``labels``: file -> the ``new-evidence-record-`` footnote ids it cites or defines,
 
-in ``<M>/<runtime-dir>/memory-tui-records`` (one envelope of the cache kit, ``cache.envelope``), written by
-this code only. A process whose texts differ from the entry's in a few files updates it from
+in ``<M>/<runtime-dir>/memory-tui-records`` (one envelope of the cache kit,
+``cache.envelope``), written by this code only. A process whose texts differ from the entry's in a few files updates it from
 those files' scans (the previous ``apply`` changed one or two) and writes it back; more
 differences, a duplicate id, a damaged, missing or other code's file rebuild it from every
 file's summary (the full path's own input). ``MEMORY_TUI_TX=full`` never reads it;

@@ -14,8 +14,8 @@ than the tick: the ctime moves) and every young one holding bytes of the kept SH
 are read again to know.
 
 ``<M>/<runtime-dir>/memory-tui-revision``: ``(revision, paths joined by NUL, stamps,
-{index: sha256 of a young file})``, one envelope of the cache kit (``cache.envelope``: kind, version, crc32), written by
-this code only; never through a symlinked runtime dir. Outside the revision, git and every
+{index: sha256 of a young file})``, one envelope of the cache kit (``cache.envelope``),
+written by this code only; never through a symlinked runtime dir. Outside the revision, git and every
 stage; OpenProgram ignores it. A missing, damaged or foreign file is a miss (the revision is
 hashed as before). ``MEMORY_TUI_TX=full`` neither reads nor writes it; ``check`` hashes the
 files as well and compares (``txcache.WorkspaceCache.revision``).
