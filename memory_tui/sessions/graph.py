@@ -24,6 +24,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from memory_tui.core.cache.registry import keeps
 from memory_tui.core.format.text import sanitize
 
 from . import overview as O
@@ -810,7 +811,7 @@ def _flip(r: Row) -> Row:
 # --------------------------------------------------------------------------- caching
 
 
-_CACHE: "OrderedDict[tuple, tuple[tuple[LayoutNode, ...], Layout]]" = OrderedDict()
+_CACHE: "OrderedDict[tuple, tuple[tuple[LayoutNode, ...], Layout]]" = keeps(OrderedDict())
 _CACHE_SIZE = 32
 
 
@@ -843,7 +844,7 @@ def cached_layout(session_id: str, nodes: Sequence[LayoutNode], options: LayoutO
     return _cached((session_fingerprint(session_id, frozen), opts), frozen, opts)
 
 
-_NODES: "OrderedDict[tuple, tuple[weakref.ref, tuple[LayoutNode, ...], tuple]]" = OrderedDict()
+_NODES: "OrderedDict[tuple, tuple[weakref.ref, tuple[LayoutNode, ...], tuple]]" = keeps(OrderedDict())
 
 
 def _memo_nodes(source: Any, build: Callable[..., tuple[LayoutNode, ...]], deco: Decorations = NO_DECORATIONS

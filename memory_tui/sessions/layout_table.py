@@ -18,25 +18,28 @@ another format or key, or of the wrong shape is a miss; losing the folder only c
 from __future__ import annotations
 
 import hashlib
-from memory_tui.core.cache import codec
 import os
+import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Sequence
 
+from memory_tui.core.cache import codec, envelope
+from memory_tui.core.cache.codetag import code_tag
 from memory_tui.core.fsutil import replace_cache_file, user_cache_dir
 
 from . import graph as G
 from memory_tui.core.cache.registry import keeps
 
-FORMAT = "memory-tui/layout-table/1"
+FORMAT = "memory-tui/layout-table/2"  # 2: an envelope of the cache kit
+KIND = "layout"
+VERSION = 2
 MIN_NODES = 2000  # below this a layout takes a few ms: not worth a file
 KEEP = 24  # entries kept (about 1 MB per 10 000 nodes)
 # The key's bytes: marshal's version 2 writes neither back-references nor whether a string
 # was interned (version 3 on writes both, and both depend on how the caller built the data),
 # so equal data written twice gives equal bytes.
 _KEY_MARSHAL = 2
-_ENTRY_MARSHAL = 4  # the entry's: shared ids written once (half the size, as fast to read)
 _SUFFIX = ".layout"
 
 
@@ -44,20 +47,11 @@ def table_dir() -> Path:
     return user_cache_dir("layouts")
 
 
-def code_digest(fmt: str, *files: str) -> bytes:
-    """A table's format and the source of the modules its entries depend on, digested: an
-    entry of other code is a miss."""
-    h = hashlib.sha256(fmt.encode())
-    for name in files:
-        h.update(Path(name).read_bytes())
-    return h.digest()
-
-
 @keeps
 @lru_cache(maxsize=1)
 def _code_tag() -> bytes:
-    """The layout's code and this table's."""
-    return code_digest(FORMAT, G.__file__, __file__)
+    """The layout's code and this table's (``cache.code_tag``: an entry of other code is a miss)."""
+    return code_tag(G, sys.modules[__name__], salt=FORMAT).encode()
 
 
 def persistable(nodes: Sequence[G.LayoutNode], opts: G.LayoutOptions) -> bool:
@@ -92,14 +86,14 @@ def _path(where: Path, key: str) -> Path:
 def _encode(key: str, lay: G.Layout) -> bytes:
     rows = tuple((r.kind, r.id, r.lane, r.cells, r.hgap, r.above, r.below, r.members, r.text) for r in lay.rows)
     # The edges too: deriving them again from the nodes costs more than reading them.
-    return codec.dumps((FORMAT, key, rows, dict(lay.collapsible), lay.dropped_edges, lay.lanes, dict(lay.parents),
-                          dict(lay.children)), _ENTRY_MARSHAL)
+    return envelope.pack(KIND, (FORMAT, key, rows, dict(lay.collapsible), lay.dropped_edges, lay.lanes,
+                                dict(lay.parents), dict(lay.children)), VERSION)
 
 
 def _decode(key: str, data: bytes, nodes: Sequence[G.LayoutNode], opts: G.LayoutOptions) -> G.Layout | None:
     try:
-        fmt, got, rows, collapsible, dropped, lanes, parents, children = codec.loads(data)
-    except (EOFError, ValueError, TypeError):
+        fmt, got, rows, collapsible, dropped, lanes, parents, children = envelope.unpack(KIND, data, VERSION)
+    except (ValueError, TypeError):  # None, or a value of another shape: not an entry this code wrote
         return None
     if fmt != FORMAT or got != key:
         return None
@@ -202,5 +196,5 @@ def lookup(nodes: Sequence[G.LayoutNode], opts: G.LayoutOptions) -> G.Layout | N
     return read(key, nodes, opts) if key is not None else None
 
 
-__all__ = ["FORMAT", "KEEP", "code_digest", "digest_key", "MIN_NODES", "layout", "lookup", "persistable", "read", "read_entry", "table_dir", "table_key", "write",
+__all__ = ["FORMAT", "KEEP", "digest_key", "MIN_NODES", "layout", "lookup", "persistable", "read", "read_entry", "table_dir", "table_key", "write",
            "write_entry"]

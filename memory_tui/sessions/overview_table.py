@@ -22,26 +22,29 @@ dir; unreadable, truncated, of another format or key: a miss.
 
 from __future__ import annotations
 
-from memory_tui.core.cache import codec
+import sys
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from memory_tui.core.cache import envelope
+from memory_tui.core.cache.codetag import code_tag
 from memory_tui.core.fsutil import user_cache_dir
 
 from . import dag, overview, records, store
 from .cache import counter_tag
 from .dag import forced_pass_branch_order, list_branches, tips_of
-from .layout_table import code_digest, digest_key, read_entry, write_entry
+from .layout_table import digest_key, read_entry, write_entry
 from .overview import SessionOverview, session_overview
 from .records import CachedCounter, cached_counter
 from .store import FrozenMap, Node, Session
 from memory_tui.core.cache.registry import keeps
 
-FORMAT = "memory-tui/overview-table/1"
+FORMAT = "memory-tui/overview-table/2"  # 2: an envelope of the cache kit
+KIND = "overview"
+VERSION = 2
 MIN_NODES = 2000  # below this an overview takes a few ms: not worth a file
-_ENTRY_MARSHAL = 4
 _SUFFIX = ".overview"
 _LEAVES = frozenset({str, int, float, bool, type(None)})
 _MAP_TAG = b"m"
@@ -55,7 +58,7 @@ def table_dir() -> Path:
 @lru_cache(maxsize=1)
 def _code_tag() -> bytes:
     """The code an overview is computed and read by, and this table's."""
-    return code_digest(FORMAT, overview.__file__, records.__file__, dag.__file__, store.__file__, __file__)
+    return code_tag(overview, records, dag, store, sys.modules[__name__], salt=FORMAT).encode()
 
 
 def _plain(value: Any) -> Any:
@@ -100,16 +103,16 @@ def table_key(session: Session, workspace_id: str, counter: Any) -> str | None:
 
 
 def _encode(key: str, ov: SessionOverview) -> bytes:
-    return codec.dumps((FORMAT, key, dict(ov.kinds), tuple(ov.foreign_ids), dict(ov.best_tip), dict(ov.tip_of),
-                          dict(ov.archived), ov.pending_turns, ov.pending_tokens, ov.stranded, ov.foreign,
-                          ov.runtime_only_tips, ov.walk_total), _ENTRY_MARSHAL)
+    return envelope.pack(KIND, (FORMAT, key, dict(ov.kinds), tuple(ov.foreign_ids), dict(ov.best_tip),
+                                dict(ov.tip_of), dict(ov.archived), ov.pending_turns, ov.pending_tokens, ov.stranded,
+                                ov.foreign, ov.runtime_only_tips, ov.walk_total), VERSION)
 
 
 def _decode(key: str, data: bytes, session: Session) -> SessionOverview | None:
     try:
         (fmt, got, kinds, foreign_ids, best_tip, tip_of, archived, pending_turns, pending_tokens, stranded, foreign,
-         runtime_only, walk_total) = codec.loads(data)
-    except (EOFError, ValueError, TypeError):
+         runtime_only, walk_total) = envelope.unpack(KIND, data, VERSION)
+    except (ValueError, TypeError):  # None, or a value of another shape: not an entry this code wrote
         return None
     if fmt != FORMAT or got != key:
         return None

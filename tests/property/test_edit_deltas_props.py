@@ -14,6 +14,7 @@ import os
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memory_tui.core.cache import envelope
 from memory_tui.core.store import linkcache, txcache
 from memory_tui.core.store import proofs as proofs_mod
 from memory_tui.core.store.committed import sha
@@ -191,7 +192,8 @@ def test_proofs_on_disk_are_the_ones_made(steps, log_min, tmp_path_factory):
                 elif event == "garbage":
                     data += b"\0" * (where % 7) + b'["a.md","' + b"0" * (where % 70)  # what a torn write may leave
                 else:
-                    data = b'{"version":1,"code":"other"}\n' + _line("a.md", _digest(0), "forged")
+                    data = (envelope.pack(proofs_mod.LOG_KIND, "other", proofs_mod.CACHE_VERSION, stable=True)
+                            + _line("a.md", _digest(0), "forged"))
                 log.write_bytes(data)
                 sure = {}  # a crash may lose proofs (it only costs speed), never invent one
             else:  # a new process
@@ -203,30 +205,29 @@ def test_proofs_on_disk_are_the_ones_made(steps, log_min, tmp_path_factory):
         fresh = txcache.WorkspaceCache(root)
         fresh.load_disk(layout)
         assert set(fresh.canonical.proofs.items()) <= made
-        base = json.loads((layout.runtime_dir / proofs_mod.CACHE_NAME).read_text()) if (
-            layout.runtime_dir / proofs_mod.CACHE_NAME).exists() else None
-        if base is not None:
-            assert base["code"] == proofs_mod.code_tag()
+        base = envelope.read(layout.runtime_dir / proofs_mod.CACHE_NAME, proofs_mod.KIND, proofs_mod.CACHE_VERSION)
+        if (layout.runtime_dir / proofs_mod.CACHE_NAME).exists():
+            assert base[0] == proofs_mod.code_tag()
     finally:
         proofs_mod.LOG_MIN_BYTES = saved
 
 
 def _line(rel: str, digest: str, sig: str) -> bytes:
-    return json.dumps([rel, digest, sig], separators=(",", ":")).encode() + b"\n"
+    return envelope.pack(proofs_mod.LOG_KIND, (rel, digest, sig), proofs_mod.CACHE_VERSION, stable=True)
 
 
 def test_old_proofs_file_without_log_is_read_and_a_log_started(tmp_path):
     layout = Layout(tmp_path)
     layout.runtime_dir.mkdir()
-    old = {"version": proofs_mod.CACHE_VERSION, "code": proofs_mod.code_tag(), "proofs": {"a.md": {_digest(1): "s"}}}
-    (layout.runtime_dir / proofs_mod.CACHE_NAME).write_text(json.dumps(old))
+    old = (proofs_mod.code_tag(), {"a.md": {_digest(1): "s"}})
+    (layout.runtime_dir / proofs_mod.CACHE_NAME).write_bytes(envelope.pack(proofs_mod.KIND, old, proofs_mod.CACHE_VERSION))
     cache = txcache.WorkspaceCache(tmp_path)
     cache.load_disk(layout)
     assert cache.canonical.proofs == {("a.md", _digest(1)): "s"}
     cache.canonical.proofs[("b.md", _digest(2))] = cache.canonical._unsaved[("b.md", _digest(2))] = "t"
     cache.save_disk(layout)  # no log yet: the file is rewritten whole, and an empty log started
-    body = json.loads((layout.runtime_dir / proofs_mod.CACHE_NAME).read_text())
-    assert body["proofs"] == {"a.md": {_digest(1): "s"}, "b.md": {_digest(2): "t"}}
+    body = envelope.read(layout.runtime_dir / proofs_mod.CACHE_NAME, proofs_mod.KIND, proofs_mod.CACHE_VERSION)
+    assert body[1] == {"a.md": {_digest(1): "s"}, "b.md": {_digest(2): "t"}}
     assert proofs_mod.read_proof_log(layout.runtime_dir / proofs_mod.LOG_NAME) == {}
     cache.canonical.proofs[("c.md", _digest(3))] = cache.canonical._unsaved[("c.md", _digest(3))] = "u"
     cache.save_disk(layout)  # now only appended

@@ -154,7 +154,7 @@ def _cache_dir(mem: Path) -> Path:
 def _damage(mem: Path, how: str, old: Path | None, n: int) -> None:
     """Spoil the persistent cache the way a crash, an older copy or other code would."""
     cache = _cache_dir(mem)
-    entries = sorted([*cache.rglob("*.pkl"), *cache.rglob("*" + parsecache.PACK_SUFFIX)])
+    entries = sorted([*cache.rglob("*" + parsecache.ENTRY_SUFFIX), *cache.rglob("*" + parsecache.PACK_SUFFIX)])
     if how == "old" and old is not None:  # every entry from before the previous step: stale keys
         shutil.rmtree(cache, ignore_errors=True)
         shutil.copytree(old, cache)
@@ -169,11 +169,16 @@ def _damage(mem: Path, how: str, old: Path | None, n: int) -> None:
             p.write_bytes(p.read_bytes()[:-3])
     elif how == "retype":  # intact entries holding a value of the wrong type for their kind
         for p in entries[n % 2::2]:
-            rel, body = parsecache.decode(p.read_bytes()) or (None, None)
-            if rel is not None and isinstance(body, tuple):
-                p.write_bytes(parsecache.encode((rel, (*body[:-1], 1.5))))
-            elif rel is not None and isinstance(body, dict):  # a pack: every entry of one kind
-                p.write_bytes(parsecache.encode((rel, {k: (*v[:-1], 1.5) for k, v in body.items()})))
+            data = p.read_bytes()
+            if p.name.endswith(parsecache.PACK_SUFFIX):  # a pack: every entry of one kind
+                kind = p.name[:-len(parsecache.PACK_SUFFIX)]
+                table = parsecache.decode_pack(kind, data) if kind in parsecache.PACKED else {}
+                if table:
+                    p.write_bytes(parsecache.encode_pack(kind, {k: (*v[:-1], 1.5) for k, v in table.items()}))
+                continue
+            got = parsecache.decode_entry(p.parent.name, data)
+            if got is not None and isinstance(got[1], tuple):
+                p.write_bytes(parsecache.encode_entry(p.parent.name, got[0], (*got[1][:-1], 1.5)))
     elif how == "other_code":  # a cache made by other code: its own tag, never read
         for tag in [d for d in cache.iterdir() if d.is_dir()] if cache.is_dir() else []:
             tag.rename(tag.with_name("0123456789abcdef"))

@@ -114,7 +114,16 @@ def test_a_damaged_or_foreign_entry_is_a_miss(table):
     key = T.table_key(nodes, opts)
     path = table / f"{key}.layout"
     good = path.read_bytes()
-    for bad in (b"", b"garbage", good[: len(good) // 2], good.replace(T.FORMAT.encode(), b"memory-tui/layout-table/0")):
+    from memory_tui.core.cache import envelope
+
+    value = envelope.unpack(T.KIND, good, T.VERSION)
+    assert value is not None and value[0] == T.FORMAT
+    mid = len(good) // 2
+    for bad in (b"", b"garbage", good[: len(good) // 2], good[:-1],
+                good[:mid] + bytes([good[mid] ^ 0x20]) + good[mid + 1:],  # a flipped bit
+                envelope.pack(T.KIND, ("memory-tui/layout-table/0", *value[1:]), T.VERSION),  # another format
+                envelope.pack(T.KIND, value, T.VERSION - 1),  # an older envelope version
+                envelope.pack("overview", value, T.VERSION)):  # another kind
         path.write_bytes(bad)
         assert T.read(key, nodes, opts) is None
         assert T.layout(nodes, opts) == full  # computed again (and written back)

@@ -117,8 +117,16 @@ def test_damaged_entries_are_misses(table, computed):
     assert T.cached_overview(session, WS, COUNTER) == want
     path = table / f"{key}.overview"
     good = path.read_bytes()
+    from memory_tui.core.cache import envelope
+
     other = T._encode("0" * 64, want)
-    for damaged in (b"", b"garbage", good[: len(good) // 2], other):
+    value = envelope.unpack(T.KIND, good, T.VERSION)
+    assert value is not None
+    mid = len(good) // 2
+    for damaged in (b"", b"garbage", good[: len(good) // 2], good[:-1], other,
+                    good[:mid] + bytes([good[mid] ^ 0x20]) + good[mid + 1:],  # a flipped bit
+                    envelope.pack(T.KIND, value, T.VERSION - 1),  # an older envelope version
+                    envelope.pack("layout", value, T.VERSION)):  # another kind
         path.write_bytes(damaged)
         before = len(computed)
         assert T.cached_overview(session, WS, COUNTER) == want

@@ -73,3 +73,33 @@ def test_a_stamp_holds_the_ctime_and_is_racy_inside_the_tick(tmp_path):
     time.sleep(0.01)
     after = stamp_of(os.stat(path))
     assert after[:3] == stamp[:3] and after != stamp
+
+
+def test_pack_many_round_trip_and_refusals():
+    from memory_tui.core.cache import envelope
+
+    values = [("a", (1, 2)), ("b", frozenset({"x"})), ("c", None)]
+    data = b"".join(envelope.pack_many("many", [envelope.packed_value(v) for v in values], 2))
+    assert envelope.unpack_many("many", data, 2) == values
+    assert envelope.unpack_many("many", b"".join(envelope.pack_many("many", [], 2)), 2) == []
+    assert envelope.unpack_many("other", data, 2) is None
+    assert envelope.unpack_many("many", data, 1) is None
+    assert envelope.unpack_many("many", data[:-1], 2) is None
+    for at in range(len(data) - 40, len(data)):  # a flipped bit anywhere in the payload
+        assert envelope.unpack_many("many", data[:at] + bytes([data[at] ^ 4]) + data[at + 1:], 2) is None
+    # one value, not a pack of many, under the same kind and version: not a pack this code wrote
+    assert envelope.unpack_many("many", envelope.pack("many", values, 2), 2) is None
+
+
+def test_records_skip_a_damaged_or_cut_record_and_read_on():
+    from memory_tui.core.cache import envelope
+
+    one, two, three = (envelope.pack("log", v, 1, stable=True) for v in ("one", ("two", 2), "three"))
+    assert list(envelope.records("log", one + two + three, 1)) == ["one", ("two", 2), "three"]
+    cut = one[:-2]  # a crash in the middle of an append, then the next append
+    assert list(envelope.records("log", cut + two + three, 1)) == [("two", 2), "three"]
+    flipped = two[:-1] + bytes([two[-1] ^ 1])
+    assert list(envelope.records("log", one + flipped + three, 1)) == ["one", "three"]
+    assert list(envelope.records("log", b"\0junk" + one + b"junk" + three, 1)) == ["one", "three"]
+    assert list(envelope.records("other", one + two, 1)) == []
+    assert list(envelope.records("log", one + two, 2)) == []

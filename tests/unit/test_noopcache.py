@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from memory_tui.core.cache import envelope
 from memory_tui.core.store import noopcache
 
 from memory_tui.core.store import txcache
@@ -168,38 +169,55 @@ def test_config_change_is_a_miss(state, monkeypatch):
     assert "recent_events.jsonl" in got.changed_files
 
 
-@pytest.mark.parametrize("damage", ["garbage", "truncated", "wrong_types", "other_code", "other_workspace"])
+def _body(path):
+    return envelope.read(path, noopcache.KIND, noopcache.VERSION)
+
+
+def _put(path, body, kind=noopcache.KIND, version=noopcache.VERSION):
+    path.write_bytes(envelope.pack(kind, body, version))
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "flipped", "wrong_kind", "old_version", "wrong_types",
+                                    "other_code", "other_workspace"])
 def test_damaged_verdict_is_ignored(state, monkeypatch, damage):
     mem = state / "memory"
     spy = _Spy(monkeypatch)
     full = _noop(state, git_commit="off")
     path = mem / ".scriptorium" / noopcache.NAME
-    body = json.loads(path.read_text(encoding="utf-8"))
+    body = _body(path)
+    assert body is not None
+    data = path.read_bytes()
     if damage == "garbage":
-        path.write_bytes(b"\x00\xff not json")
+        path.write_bytes(b"\x00\xff not an envelope")
     elif damage == "truncated":
-        path.write_bytes(path.read_bytes()[:40])
+        path.write_bytes(data[:-5])
+    elif damage == "flipped":  # one bit of the payload: the crc no longer holds
+        path.write_bytes(data[:-3] + bytes([data[-3] ^ 0x08]) + data[-2:])
+    elif damage == "wrong_kind":
+        _put(path, body, kind="records")
+    elif damage == "old_version":
+        _put(path, body, version=noopcache.VERSION - 1)
     elif damage == "wrong_types":
-        path.write_text(json.dumps(dict(body, core=["many", [], 5], warnings="x")), encoding="utf-8")
+        _put(path, dict(body, core=("many", (), 5), warnings="x"))
     elif damage == "other_code":
-        path.write_text(json.dumps(dict(body, code="0" * 32)), encoding="utf-8")
+        _put(path, dict(body, code="0" * 32))
     else:
-        path.write_text(json.dumps(dict(body, workspace="0" * 64)), encoding="utf-8")
+        _put(path, dict(body, workspace="0" * 64))
     _fresh()
     assert _noop(state, git_commit="off") == full and spy.calls == 2
-    assert json.loads(path.read_text(encoding="utf-8")) == body  # written again by the full path
+    assert _body(path) == body  # written again by the full path
 
 
 def test_check_mode_catches_a_wrong_verdict(state, monkeypatch):
     mem = state / "memory"
     full = _noop(state, git_commit="off")
     path = mem / ".scriptorium" / noopcache.NAME
-    body = json.loads(path.read_text(encoding="utf-8"))
+    body = _body(path)
     monkeypatch.setenv(viewcache.MODE_ENV, "check")
     _fresh()
     assert _noop(state, git_commit="off") == full  # a true verdict passes the check
-    lie = dict(body, warnings=["not what the full path says"])
-    path.write_text(json.dumps(lie), encoding="utf-8")
+    lie = dict(body, warnings=("not what the full path says",))
+    _put(path, lie)
     _fresh()
     with pytest.raises(NoopMismatch):
         _noop(state, git_commit="off")

@@ -64,8 +64,7 @@ def test_outline_cache_answers_unchanged_files_only(tmp_path, monkeypatch):
     """A second start reads no topic file whose stat key is unchanged, and re-reads one that
     was rewritten (same size, other bytes); the answers are always the uncached outline's;
     a file written within the clock tick is never remembered; a foreign table is empty."""
-    import json
-
+    from memory_tui.core.cache import envelope
     from memory_tui.core.store import outline as O
 
     memory = tmp_path / "memory"
@@ -102,10 +101,16 @@ def test_outline_cache_answers_unchanged_files_only(tmp_path, monkeypatch):
     reads.clear()
     assert outline()[0].title == "A2" and reads == ["a.md"]
     # a table of other code or another root is not read
-    table = next(folder.glob("*.json"))
-    data = json.loads(table.read_text())
-    for bad in ({**data, "code": "other"}, {**data, "root": "/elsewhere"}, {**data, "format": 0}):
-        table.write_text(json.dumps(bad))
+    table = next(folder.glob("*" + O.SUFFIX))
+    good = table.read_bytes()
+    data = envelope.unpack(O.KIND, good, O.OUTLINE_FORMAT)
+    assert O.OutlineCache(memory, folder).entries != {}
+    for bad in (envelope.pack(O.KIND, {**data, "code": "other"}, O.OUTLINE_FORMAT),
+                envelope.pack(O.KIND, {**data, "root": "/elsewhere"}, O.OUTLINE_FORMAT),
+                envelope.pack(O.KIND, data, O.OUTLINE_FORMAT - 1),  # an older format
+                envelope.pack("noop", data, O.OUTLINE_FORMAT),  # another kind
+                good[:-4],  # cut short
+                good[:-2] + bytes([good[-2] ^ 1]) + good[-1:],  # a flipped bit
+                b"garbage"):
+        table.write_bytes(bad)
         assert O.OutlineCache(memory, folder).entries == {}
-    table.write_text("garbage")
-    assert O.OutlineCache(memory, folder).entries == {}

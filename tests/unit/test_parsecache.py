@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from parsecache_helpers import age, mem  # noqa: F401  (mem is a fixture)
 
+from memory_tui.core.cache import envelope
 from memory_tui.core.cache.stamp import RACY_NS
 from memory_tui.core.store import parsecache
 from memory_tui.core.tx import api as tx
@@ -39,7 +40,20 @@ def _same(mem: Path) -> None:
 
 def _entries(mem: Path) -> list[Path]:
     root = mem / ".scriptorium" / parsecache.DIR_NAME
-    return sorted([*root.rglob("*.pkl"), *root.rglob("*" + parsecache.PACK_SUFFIX)])
+    return sorted([*root.rglob("*" + parsecache.ENTRY_SUFFIX), *root.rglob("*" + parsecache.PACK_SUFFIX)])
+
+
+def _decoded(p: Path):
+    """What an entry or pack file holds (``None`` / ``{}`` when it is not intact)."""
+    data = p.read_bytes()
+    if p.name.endswith(parsecache.PACK_SUFFIX):
+        return parsecache.decode_pack(p.name[:-len(parsecache.PACK_SUFFIX)], data) or None
+    return parsecache.decode_entry(p.parent.name, data)
+
+
+def _kind_of(data: bytes) -> str:
+    head = len(envelope.MAGIC)
+    return data[head:data.index(b"\0", head)].decode()
 
 
 def test_cache_round_trip_equals_a_fresh_parse(mem):
@@ -76,7 +90,7 @@ def test_an_entry_written_after_the_pack_wins_over_it(mem, monkeypatch):
     time.sleep(RACY_NS / 1e9)  # its ctime cannot be set back: wait out the clock tick
     parsecache.forget_in_process()
     _, fresh = parsecache.load_tree(mem, persist=True)  # one topic changed: one per-entry file
-    per_entry = [p for p in _entries(mem) if p.parent.name == "topics" and p.suffix == ".pkl"]
+    per_entry = [p for p in _entries(mem) if p.parent.name == "topics" and p.suffix == parsecache.ENTRY_SUFFIX]
     assert len(per_entry) == 1
     parsecache.forget_in_process()
 
@@ -104,7 +118,8 @@ def test_archive_change_reaches_the_topics_citing_it(mem):
     _same(mem)
 
 
-@pytest.mark.parametrize("damage", ["garbage", "truncate", "foreign", "wrong_name", "bad_digest", "flip_middle", "cut_one"])
+@pytest.mark.parametrize("damage", ["garbage", "truncate", "foreign", "wrong_kind", "old_version", "wrong_name", "bad_digest",
+                                    "flip_middle", "cut_one"])
 def test_damaged_cache_is_ignored_and_rebuilt(mem, damage):
     parsecache.load_tree(mem, persist=True)
     entries = _entries(mem)
@@ -115,13 +130,25 @@ def test_damaged_cache_is_ignored_and_rebuilt(mem, damage):
             p.write_bytes(b"\x00\xffnot a cache")
         elif damage == "truncate":
             p.write_bytes(data[: len(data) // 2])
-        elif damage == "foreign":  # a pickle that would run code: refused by the unpickler
+        elif damage == "foreign":  # a pickle that would run code: not an envelope, never unpickled
             payload = pickle.dumps(("x", (os.system, ("true",))))
             import hashlib
 
-            p.write_bytes(parsecache.MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
+            p.write_bytes(b"memory-tui-parse-cache\n" + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
+        elif damage == "wrong_kind":  # an intact envelope of another kind (an entry of another table)
+            kind = _kind_of(data)
+            other = "parse-topics" if kind != "parse-topics" else "parse-archives"
+            p.write_bytes(data.replace(kind.encode() + b"\0", other.encode() + b"\0", 1))
+        elif damage == "old_version":  # an intact envelope of the kind, written by another format
+            kind = _kind_of(data)
+            value = envelope.unpack(kind, data, parsecache.FORMAT)
+            if value is not None:
+                p.write_bytes(envelope.pack(kind, value, parsecache.FORMAT - 1))
+            else:  # a pack of many
+                head = len(envelope.MAGIC) + len(kind) + 1
+                p.write_bytes(data[:head] + (parsecache.FORMAT - 1).to_bytes(2, "big") + data[head + 2:])
         elif damage == "wrong_name":
-            p.rename(p.with_name("0" * 32 + ".pkl"))
+            p.rename(p.with_name("0" * 32 + parsecache.ENTRY_SUFFIX))
         elif damage == "flip_middle":  # in a pack: inside some entry's rows (an archive's frame blob)
             mid = len(data) // 2
             p.write_bytes(data[:mid] + bytes([data[mid] ^ 0x10]) + data[mid + 1:])
@@ -134,13 +161,13 @@ def test_damaged_cache_is_ignored_and_rebuilt(mem, damage):
     ada = mem / "topics" / "people" / "ada.md"
     r = tx.staged_edit(mem.parent, "topics/people/ada.md", ada.read_text().replace("short answers", "brief answers", 1), git_commit="off")
     assert r.ok, r
-    assert any(parsecache.decode(p.read_bytes()) is not None for p in _entries(mem))
+    assert any(_decoded(p) is not None for p in _entries(mem))
 
 
 def test_other_code_tags_are_removed_and_never_read(mem):
     other = mem / ".scriptorium" / parsecache.DIR_NAME / "0123456789abcdef" / "topics"
     other.mkdir(parents=True)
-    (other / "x.pkl").write_bytes(b"stale")
+    (other / ("x" + parsecache.ENTRY_SUFFIX)).write_bytes(b"stale")
     parsecache.load_tree(mem, persist=True)
     assert not other.exists()
 
@@ -224,11 +251,11 @@ def test_memos_persist_and_a_wrong_type_is_a_miss(mem):
     assert calls == []  # the install stored it; this process read it
     pack = [p for p in _entries(mem) if p.name == "lineids" + parsecache.PACK_SUFFIX]
     assert len(pack) == 1
-    kind, table = parsecache.decode(pack[0].read_bytes())
+    table = parsecache.decode_pack("lineids", pack[0].read_bytes())
     body = table["projects/kyoto-trip.md"]
-    assert kind == "lineids" and body[:-1] == (sha(text),)
+    assert body[:-1] == (sha(text),)
     table["projects/kyoto-trip.md"] = (*body[:-1], ("a", "tuple"))  # the same key, a value of the wrong type
-    pack[0].write_bytes(parsecache.encode((kind, table)))
+    pack[0].write_bytes(parsecache.encode_pack("lineids", table))
     _fresh_process()
     cache = txcache.cache_for(mem)
     cache.memo.line_end_ids.compute = spy
@@ -280,7 +307,7 @@ def _derived_store(mem: Path, n: int) -> parsecache.ParseStore:
 def _kind_files(mem: Path, kind: str) -> tuple[list[Path], os.stat_result]:
     tag = parsecache.code_tag()
     base = mem / ".scriptorium" / parsecache.DIR_NAME / tag
-    return sorted((base / kind).glob("*.pkl")), (base / (kind + parsecache.PACK_SUFFIX)).stat()
+    return sorted((base / kind).glob("*" + parsecache.ENTRY_SUFFIX)), (base / (kind + parsecache.PACK_SUFFIX)).stat()
 
 
 def test_a_small_flush_writes_only_what_changed_and_a_fresh_process_reads_it(mem):

@@ -84,7 +84,7 @@ def test_an_id_in_two_files_is_never_indexed():
     assert recordindex.owners(root, texts, _shas(texts)) is None  # nor when updating an entry
 
 
-@pytest.mark.parametrize("damage", ["truncate", "flip", "other_code", "missing"])
+@pytest.mark.parametrize("damage", ["truncate", "flip", "wrong_kind", "old_version", "other_code", "missing"])
 def test_a_damaged_or_foreign_entry_is_rebuilt(damage, monkeypatch):
     root = _root()
     want = recordindex.owners(root, OWNED_TEXTS, _shas(OWNED_TEXTS))
@@ -96,6 +96,15 @@ def test_a_damaged_or_foreign_entry_is_rebuilt(damage, monkeypatch):
         path.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
     elif damage == "missing":
         path.unlink()
+    elif damage in ("wrong_kind", "old_version"):
+        from memory_tui.core.cache import envelope
+
+        value = envelope.unpack(recordindex.KIND, data, recordindex.VERSION)
+        assert value is not None
+        if damage == "wrong_kind":
+            path.write_bytes(envelope.pack("revision", value, recordindex.VERSION))
+        else:
+            path.write_bytes(envelope.pack(recordindex.KIND, value, recordindex.VERSION - 1))
     else:
         monkeypatch.setattr(recordindex, "code_tag", lambda: "0123456789abcdef")
     got = recordindex.owners(root, OWNED_TEXTS, _shas(OWNED_TEXTS))
@@ -199,7 +208,7 @@ def test_fresh_applies_from_the_kept_index_equal_the_full_path(fixture_state, tm
 
 def test_check_mode_catches_a_lying_entry(fixture_state, monkeypatch):
     from memory_tui.core.store import txcache, txmode
-    from memory_tui.core.cache.sealed import seal, unseal
+    from memory_tui.core.cache import envelope
     from memory_tui.core.tx import api as tx
     from memory_tui.core.store.workspace import workspace_revision
 
@@ -215,9 +224,9 @@ def test_check_mode_catches_a_lying_entry(fixture_state, monkeypatch):
     path.unlink()
     texts = {p.relative_to(mem / "topics").as_posix(): p.read_text(encoding="utf-8") for p in (mem / "topics").rglob("*.md")}
     assert recordindex.owners(mem, texts, _shas(texts)) is not None
-    tag, shas, ids, labels = unseal(recordindex.MAGIC, path.read_bytes())
+    tag, shas, ids, labels = envelope.read(path, recordindex.KIND, recordindex.VERSION)
     labels = dict(labels, **{KYOTO[len("topics/"):]: (NEW_EVIDENCE_PREFIX + "1",)})
-    path.write_bytes(seal(recordindex.MAGIC, (tag, shas, ids, labels)))
+    path.write_bytes(envelope.pack(recordindex.KIND, (tag, shas, ids, labels), recordindex.VERSION))
     monkeypatch.setenv(txmode.TX_MODE_ENV, "check")
     with pytest.raises(txmode.IncrementalMismatch):
         tx.update(fixture_state, workspace_revision(mem), memory_changes=ops_, git_commit="off")

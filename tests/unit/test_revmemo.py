@@ -12,7 +12,7 @@ from memory_tui.core.store import revmemo
 from memory_tui.core.store import revstream, txcache, txmode
 from memory_tui.core.format.paths import RUNTIME_DIR
 from memory_tui.core.store.parsecache import RACY_NS
-from memory_tui.core.cache.sealed import seal, unseal
+from memory_tui.core.cache import envelope
 from memory_tui.core.store.txcache import WorkspaceCache
 from memory_tui.core.store.walk import revision_walk
 from memory_tui.core.store.workspace import workspace_revision
@@ -107,11 +107,12 @@ def test_damaged_or_foreign_entries_are_misses(tmp_path):
     WorkspaceCache(root).revision(stamps, installed=True)
     path = root / ".scriptorium" / revmemo.NAME
     good = path.read_bytes()
-    for bad in (good[:-3], good[:-1] + bytes([good[-1] ^ 1]), b"memory-tui-revision 0\n" + good[22:], b""):
+    for bad in (good[:-3], good[:-1] + bytes([good[-1] ^ 1]), envelope.pack("records", envelope.unpack(revmemo.KIND, good, revmemo.VERSION), revmemo.VERSION),
+                envelope.pack(revmemo.KIND, envelope.unpack(revmemo.KIND, good, revmemo.VERSION), revmemo.VERSION - 1), b""):
         path.write_bytes(bad)
         assert revmemo.lookup(root, stamps) is None
         assert WorkspaceCache(root).revision(stamps, installed=True) == workspace_revision(root)  # and written again
-        assert unseal(revmemo.MAGIC, path.read_bytes()) == unseal(revmemo.MAGIC, good)
+        assert envelope.read(path, revmemo.KIND, revmemo.VERSION) == envelope.unpack(revmemo.KIND, good, revmemo.VERSION)
 
 
 def test_full_mode_neither_reads_nor_writes_it_and_check_mode_compares(tmp_path, monkeypatch):
@@ -124,8 +125,8 @@ def test_full_mode_neither_reads_nor_writes_it_and_check_mode_compares(tmp_path,
     assert not path.exists()
     monkeypatch.setenv("MEMORY_TUI_TX", "incremental")
     WorkspaceCache(root).revision(stamps, installed=True)
-    revision, paths, kept, young = unseal(revmemo.MAGIC, path.read_bytes())
-    path.write_bytes(seal(revmemo.MAGIC, ("0" * 32, paths, kept, young)))  # a lie
+    revision, paths, kept, young = envelope.read(path, revmemo.KIND, revmemo.VERSION)
+    path.write_bytes(envelope.pack(revmemo.KIND, ("0" * 32, paths, kept, young), revmemo.VERSION))  # a lie
     monkeypatch.setenv("MEMORY_TUI_TX", "full")
     assert WorkspaceCache(root).revision(stamps, installed=True) == revision
     monkeypatch.setenv("MEMORY_TUI_TX", "check")

@@ -16,6 +16,7 @@ import pytest
 from memory_tui.core.tx import api as tx
 from memory_tui.core.tx import prepare as tx_prepare, stage as tx_stage
 from memory_tui.core.tx.stage import STAGE_MODE_ENV, source_index
+from memory_tui.core.cache import envelope
 from memory_tui.core.store import proofs, revision, revstream, txcache, walk
 from memory_tui.core.format.normalize import normalize_tree
 from memory_tui.core.format.sources import SourceRecord
@@ -177,12 +178,12 @@ def test_proofs_persist_and_foreign_cache_is_ignored(ws):
     path = mem / ".scriptorium" / proofs.CACHE_NAME
     edit = _cur(ws, "topics/people/ada.md") + f"\nAda walks.[^e2]\n\n[^e2]: Time: `2026-11`; Sources: [walk]({IDS[4]})\n"
     assert tx.staged_edit(ws, "topics/people/ada.md", edit, git_commit="off").ok
-    body = json.loads(path.read_text())
-    assert body["code"] == proofs.code_tag() and "core.md" in body["proofs"]
+    body = envelope.read(path, proofs.KIND, proofs.CACHE_VERSION)
+    assert body[0] == proofs.code_tag() and "core.md" in body[1]
     # a cache made by other code, claiming a non-canonical text is canonical, is not believed
     (mem / "topics/misc.md").write_text(f"# Misc\n\nStray.   [^e-0000000000]\n\n[^e-0000000000]: Time: `2026`; Sources: [x]({IDS[5]})\n")
-    forged = {"version": 1, "code": "someone-else", "proofs": {"misc.md": {"0" * 64: "x"}}}
-    path.write_text(json.dumps(forged))
+    forged = ("someone-else", {"misc.md": {"0" * 64: "x"}})
+    path.write_bytes(envelope.pack(proofs.KIND, forged, proofs.CACHE_VERSION))
     txcache.clear_caches()
     result = tx.rebuild_views(ws)
     assert result.ok, result

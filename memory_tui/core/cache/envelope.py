@@ -9,6 +9,10 @@ flipped bit, a count edited by hand, another version's file -- reads as ``None``
 miss, recomputed, never an answer. The crc guards against damage, not against an author:
 these files are written only by this code into the owner's own folders.
 
+Every persisted cache of memory-tui is one of these (or, for a cache of thousands of entries,
+``pack_many``: the same envelope whose payload is an index of lengths and the entries; for an
+append-only log, envelopes laid end to end and read back with ``records``).
+
 Writes replace the file whole through ``fsutil.replace_cache_file``: the temporary file is
 ``.<name>.<pid>.<thread id>.tmp`` beside the target, renamed over it, so a reader sees the old
 or the new file, never half of one; never through a symbolic link put in the folder's place.
@@ -20,12 +24,13 @@ import marshal
 import struct
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from ..fsutil import replace_cache_file
 
 MAGIC = b"memory-tui-cache\0"
 _HEAD = struct.Struct(">HIQ")  # version, crc32 of the payload, payload length
+_COUNT = struct.Struct(">I")  # pack_many: the length of its index
 
 
 def _prefix(kind: str) -> bytes:
@@ -40,17 +45,41 @@ def pack(kind: str, value: Any, version: int = 1, *, stable: bool = False) -> by
     return _prefix(kind) + _HEAD.pack(version, zlib.crc32(payload), len(payload)) + payload
 
 
-def pack_parts(kind: str, parts: list[bytes] | tuple[bytes, ...], version: int = 1) -> tuple[bytes, ...]:
-    """An envelope whose payload is the concatenation of ``parts`` (each a ``packed_value``),
-    written without joining them: a cache of many entries rewrites only what it holds."""
-    crc = 0
+def pack_many(kind: str, parts: list[bytes] | tuple[bytes, ...], version: int = 1) -> tuple[bytes, ...]:
+    """An envelope of many values written without joining them (each part a ``packed_value``):
+    its payload is the length of an index, the index (the parts' lengths, marshal), then the
+    parts. A cache of thousands of entries writes them as they are made and reads them back
+    with ``unpack_many``."""
+    index = marshal.dumps(tuple(map(len, parts)), 2)
+    head = _COUNT.pack(len(index)) + index
+    crc = zlib.crc32(head)
     for part in parts:
         crc = zlib.crc32(part, crc)
-    return (_prefix(kind) + _HEAD.pack(version, crc, sum(map(len, parts))), *parts)
+    return (_prefix(kind) + _HEAD.pack(version, crc, len(head) + sum(map(len, parts))), head, *parts)
+
+
+def unpack_many(kind: str, data: bytes, version: int = 1) -> list[Any] | None:
+    """The values of an intact ``pack_many`` envelope of ``kind`` and ``version``, else ``None``."""
+    payload = payload_of(kind, data, version)
+    if payload is None:
+        return None
+    try:
+        (size,) = _COUNT.unpack_from(payload)
+        at = _COUNT.size + size
+        lengths = marshal.loads(payload[_COUNT.size:at])
+        if type(lengths) is not tuple or at + sum(lengths) != len(payload):
+            return None
+        out = []
+        for length in lengths:
+            out.append(marshal.loads(payload[at:at + length]))
+            at += length
+    except (struct.error, EOFError, ValueError, TypeError):  # not an index this code wrote
+        return None
+    return out
 
 
 def packed_value(value: Any) -> bytes:
-    """One part of ``pack_parts``: ``loads_part`` reads it back from its position."""
+    """One part of ``pack_many``."""
     return marshal.dumps(value, 4)
 
 
@@ -60,6 +89,33 @@ def loads_part(payload: memoryview | bytes) -> Any:
         return marshal.loads(payload)
     except (EOFError, ValueError, TypeError):
         return None
+
+
+def records(kind: str, data: bytes | memoryview, version: int = 1) -> Iterator[Any]:
+    """The values of the intact envelopes of ``kind`` laid end to end in ``data`` (an
+    append-only log of small envelopes), in order. A damaged or cut-short record is skipped:
+    the walk goes on from the next place the record prefix appears, so a record a crash cut
+    short never hides the ones appended after it."""
+    prefix = _prefix(kind)
+    start = len(prefix) + _HEAD.size
+    data = bytes(data)
+    at = 0 if data.startswith(prefix) else data.find(prefix)
+    while at >= 0:
+        end = None
+        if len(data) - at >= start:
+            got_version, crc, length = _HEAD.unpack_from(data, at + len(prefix))
+            stop = at + start + length
+            if got_version == version and stop <= len(data):
+                payload = memoryview(data)[at + start:stop]
+                if zlib.crc32(payload) == crc:
+                    try:
+                        value = marshal.loads(payload)
+                    except (EOFError, ValueError, TypeError):
+                        pass
+                    else:
+                        end = stop
+                        yield value
+        at = data.find(prefix, end if end is not None else at + 1)
 
 
 def payload_of(kind: str, data: bytes, version: int = 1) -> memoryview | None:
@@ -110,4 +166,5 @@ def write(path: Path, kind: str, value: Any, version: int = 1, *, stable: bool =
     return True
 
 
-__all__ = ["MAGIC", "loads_part", "pack", "pack_parts", "packed_value", "payload_of", "read", "unpack", "write"]
+__all__ = ["MAGIC", "loads_part", "pack", "pack_many", "packed_value", "payload_of", "read", "records", "unpack",
+           "unpack_many", "write"]

@@ -5,7 +5,8 @@ A hand edit whose new text is byte for byte the committed file leaves the stage 
 committed workspace, so what the transaction answers is a function of the workspace alone
 (its revision files and symbolic links), of ``<state>/config.json`` (the views' limits) and of
 the code: not of which file was "edited". When the full path answered ``no change`` for such
-an edit, that answer is written here (``<M>/<runtime-dir>/memory-tui-noop.json``) keyed by
+an edit, that answer is written here (``<M>/<runtime-dir>/memory-tui-noop``, one envelope of the cache
+kit) keyed by
 
 * the stat stamps ``(mtime_ns, size, inode, ctime_ns)`` of every revision file and the list of
   symbolic links, as ``txcache.revision_walk`` gives them -- none of them younger than the
@@ -29,7 +30,6 @@ when the answer was not there already.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import stat as stat_mod
 from dataclasses import dataclass
@@ -37,14 +37,16 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..cache import envelope
 from ..fsutil import replace_cache_file
 from ..cache.stamp import is_racy
 from ..format.paths import Layout
 from .walk import revision_walk
 from ..cache.registry import keeps
 
-NAME = "memory-tui-noop.json"
-VERSION = 1
+NAME = "memory-tui-noop"
+KIND = "noop"
+VERSION = 2  # 2: an envelope of the cache kit (1 was JSON)
 
 
 @keeps
@@ -112,15 +114,14 @@ def _decode(body: Any) -> Verdict | None:
     if not isinstance(body, dict) or body.get("version") != VERSION or body.get("code") != code_tag():
         return None
     revision, key, warnings, core = body.get("revision"), body.get("workspace"), body.get("warnings"), body.get("core")
-    if not (isinstance(revision, str) and isinstance(key, str) and isinstance(warnings, list)
-            and all(isinstance(w, str) for w in warnings)):
+    if not (type(revision) is str and type(key) is str and type(warnings) is tuple
+            and all(type(w) is str for w in warnings)):
         return None
     if core is not None:
-        if not (isinstance(core, list) and len(core) == 3 and (core[0] is None or type(core[0]) is int)
-                and isinstance(core[1], list) and all(isinstance(i, str) for i in core[1]) and type(core[2]) is int):
+        if not (type(core) is tuple and len(core) == 3 and (core[0] is None or type(core[0]) is int)
+                and type(core[1]) is tuple and all(type(i) is str for i in core[1]) and type(core[2]) is int):
             return None
-        core = (core[0], tuple(core[1]), core[2])
-    return Verdict(revision, core, tuple(warnings), key)
+    return Verdict(revision, core, warnings, key)
 
 
 def lookup(memory_root: Path, rel: str, data: bytes) -> Verdict | None:
@@ -132,10 +133,9 @@ def lookup(memory_root: Path, rel: str, data: bytes) -> Verdict | None:
         st = os.lstat(target)
         if not stat_mod.S_ISREG(st.st_mode) or st.st_size != len(data) or target.read_bytes() != data:
             return None
-        raw = _path(root).read_bytes()
-        body = json.loads(raw.decode("utf-8"))
-    except (OSError, ValueError):
+    except OSError:
         return None
+    body = envelope.read(_path(root), KIND, VERSION)
     verdict = _decode(body)
     if verdict is None or body.get("config") != config_key(root.parent):
         return None
@@ -164,8 +164,11 @@ def record(memory_root: Path, stamps: Mapping[str, tuple], links: tuple[str, ...
         return
     path = _path(root)
     body = {"version": VERSION, "code": code_tag(), "workspace": key, "config": config, "revision": revision,
-            "core": None if core is None else [core[0], list(core[1]), core[2]], "warnings": list(warnings)}
-    data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+            "core": None if core is None else (core[0], tuple(core[1]), core[2]), "warnings": tuple(warnings)}
+    try:
+        data = envelope.pack(KIND, body, VERSION, stable=True)  # stable: equal verdicts, equal bytes
+    except ValueError:
+        return
     runtime = path.parent
     try:
         if runtime.is_symlink() or not runtime.is_dir():

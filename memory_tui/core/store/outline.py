@@ -15,14 +15,14 @@ and classifies through the same memo only the files it reads the general way.
 from __future__ import annotations
 
 import hashlib
-import json
 import stat as stat_mod
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from ..cache.stamp import Stamp, stamp_of, stamp_racy
-from ..fsutil import replace_cache_file, user_cache_dir
+from ..cache import envelope
+from ..fsutil import user_cache_dir
 from ..format.topics import is_mem_id, iter_blocks, paragraph_shape, read_topic_file, topic_sort_key
 from ..cache.registry import keeps
 
@@ -77,7 +77,9 @@ def topic_outline(memory_root: Path, *, cache: "OutlineCache | None" = None) -> 
 # the app can paint its Topics list at all; a start on an unchanged workspace (the usual
 # one) needs only the files' stats and this small table.
 
-OUTLINE_FORMAT = 2
+OUTLINE_FORMAT = 3  # 3: an envelope of the cache kit (2 was JSON)
+KIND = "outline"
+SUFFIX = ".outline"
 
 
 @keeps
@@ -97,8 +99,8 @@ def outline_cache_dir() -> Path:
 
 
 class OutlineCache:
-    """Per memory root, one JSON table ``rel -> (mtime_ns, size, inode, ctime_ns, title, records,
-    readable)`` outside the state dir (a reader never writes there), named by a digest of the
+    """Per memory root, one table ``rel -> (mtime_ns, size, inode, ctime_ns, title, records,
+    readable)`` (an envelope of the cache kit) outside the state dir (a reader never writes there), named by a digest of the
     root's resolved path.
 
     Exactness as the parse cache's: an entry is used only for the very stat key it was made
@@ -110,16 +112,13 @@ class OutlineCache:
     def __init__(self, memory_root: Path, folder: Path | None = None) -> None:
         root = str(Path(memory_root).resolve())
         self.root = root
-        self.path = (folder or outline_cache_dir()) / (hashlib.sha256(root.encode()).hexdigest()[:24] + ".json")
+        self.path = (folder or outline_cache_dir()) / (hashlib.sha256(root.encode()).hexdigest()[:24] + SUFFIX)
         self.entries: dict[str, tuple] = {}
         self.changed = False
-        try:
-            data = json.loads(self.path.read_bytes())
-        except (OSError, ValueError):
-            return
-        if (isinstance(data, dict) and data.get("format") == OUTLINE_FORMAT and data.get("code") == outline_code_tag()
-                and data.get("root") == root and isinstance(data.get("files"), dict)):
-            self.entries = {rel: tuple(e) for rel, e in data["files"].items() if _entry_ok(e)}
+        data = envelope.read(self.path, KIND, OUTLINE_FORMAT)
+        if (isinstance(data, dict) and data.get("code") == outline_code_tag() and data.get("root") == root
+                and isinstance(data.get("files"), dict)):
+            self.entries = {rel: e for rel, e in data["files"].items() if type(rel) is str and _entry_ok(e)}
 
     def get(self, rel: str, key: Stamp) -> TopicOutline | None:
         e = self.entries.get(rel)
@@ -145,18 +144,17 @@ class OutlineCache:
         only costs the next start its time)."""
         if not self.changed:
             return
-        data = {"format": OUTLINE_FORMAT, "code": outline_code_tag(), "root": self.root,
-                "files": {rel: list(e) for rel, e in self.entries.items()}}
+        data = {"code": outline_code_tag(), "root": self.root, "files": dict(self.entries)}
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            replace_cache_file(self.path, json.dumps(data, ensure_ascii=False).encode("utf-8"))
         except OSError:
             return
-        self.changed = False
+        if envelope.write(self.path, KIND, data, OUTLINE_FORMAT):
+            self.changed = False
 
 
 def _entry_ok(e: object) -> bool:
-    return (isinstance(e, list) and len(e) == 7 and all(type(v) is int for v in e[:4]) and isinstance(e[4], str)
+    return (type(e) is tuple and len(e) == 7 and all(type(v) is int for v in e[:4]) and isinstance(e[4], str)
             and type(e[5]) is int and type(e[6]) is bool)
 
 

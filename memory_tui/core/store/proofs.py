@@ -4,8 +4,9 @@ to be the identity (no local labels, no allocation, no pruning, no problems).
 OpenProgram re-normalises every file on every transaction; memory-tui passes a file through
 unchanged only when such a proof exists, and re-normalises every other file.
 
-Proofs also persist across processes in ``<M>/<runtime-dir>/memory-tui-canonical.json`` (and
-an append-only log beside it): inside the runtime dir, so an internal name (memory spec §2.1)
+Proofs also persist across processes in ``<M>/<runtime-dir>/memory-tui-canonical`` (and an
+append-only log beside it; both envelopes of the cache kit, the log one small envelope per
+appended proof): inside the runtime dir, so an internal name (memory spec §2.1)
 that is neither part of the revision nor of git, and never copied into a stage. The file
 names the code it was made with (a digest of the normaliser, grammar, archive and cache
 modules); a file made by other code, or one that does not parse, is ignored. Losing it only
@@ -14,7 +15,6 @@ costs speed. This module is the only one that knows that on-disk format.
 
 from __future__ import annotations
 
-import json
 import os
 import stat as stat_mod
 from functools import lru_cache
@@ -26,14 +26,16 @@ from typing import Mapping
 from ..format.normalize import has_local_label
 from ..format.paths import Layout
 from ..format.sources import SourceIndex
+from ..cache import envelope
 from ..fsutil import replace_cache_file
 from .committed import CommittedFiles
 from .memos import without
 from .treecache import TreeCache
 from ..cache.registry import keeps
 
-CACHE_NAME = "memory-tui-canonical.json"
-CACHE_VERSION = 1
+CACHE_NAME = "memory-tui-canonical"
+CACHE_VERSION = 2  # 2: envelopes of the cache kit (1 was JSON)
+KIND, LOG_KIND = "canonical", "canonical-log"
 MAX_DISK_PROOFS = 200_000
 LOG_NAME = "memory-tui-canonical.log"
 LOG_MIN_BYTES = 64 << 10  # the log is folded into the proofs file past this, or half that file's size
@@ -116,14 +118,17 @@ class CanonicalProofs:
         on_disk: dict[tuple[str, str], str] = {}
         try:
             raw = self._path(layout).read_bytes()
-            body = json.loads(raw.decode("utf-8"))
-            if body.get("version") == CACHE_VERSION and body.get("code") == code_tag():
-                for rel, pairs in body["proofs"].items():
+        except OSError:
+            raw = b""
+        body = envelope.unpack(KIND, raw, CACHE_VERSION) if raw else None
+        try:
+            if type(body) is tuple and len(body) == 2 and body[0] == code_tag():
+                for rel, pairs in body[1].items():
                     for digest, sig in pairs.items():
-                        if isinstance(rel, str) and isinstance(digest, str) and isinstance(sig, str):
+                        if type(rel) is str and type(digest) is str and type(sig) is str:
                             on_disk[(rel, digest)] = sig
                 self._base_bytes = len(raw)
-        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, TypeError, AttributeError):  # not the shape this code writes
             on_disk.clear()
         on_disk.update(read_proof_log(layout.runtime_dir / LOG_NAME))  # later proofs win, as in memory
         for key, sig in on_disk.items():
@@ -161,8 +166,7 @@ class CanonicalProofs:
         out: dict[str, dict[str, str]] = {}
         for (rel, digest), sig in sorted(self.proofs.items()):
             out.setdefault(rel, {})[digest] = sig
-        body = json.dumps({"version": CACHE_VERSION, "code": code_tag(), "proofs": out}, separators=(",", ":"))
-        data = body.encode("utf-8")
+        data = envelope.pack(KIND, (code_tag(), out), CACHE_VERSION)
         replace_cache_file(self._path(layout), data)
         # only now: a log dropped before the base holding its proofs is in place loses them
         replace_cache_file(layout.runtime_dir / LOG_NAME, _log_header())
@@ -175,34 +179,31 @@ _TEXT = itemgetter(0)
 
 
 def _log_header() -> bytes:
-    return json.dumps({"version": CACHE_VERSION, "code": code_tag()}, separators=(",", ":")).encode("utf-8") + b"\n"
+    """The log's first record: the code its proofs were made by (stable bytes, so a writer
+    compares them as they are)."""
+    return envelope.pack(LOG_KIND, code_tag(), CACHE_VERSION, stable=True)
 
 
 def _log_line(rel: str, digest: str, sig: str) -> bytes:
-    return json.dumps([rel, digest, sig], separators=(",", ":")).encode("utf-8") + b"\n"
+    return envelope.pack(LOG_KIND, (rel, digest, sig), CACHE_VERSION, stable=True)
 
 
 def read_proof_log(path: Path) -> dict[tuple[str, str], str]:
     """The proofs ``path`` holds, in order (a later one for the same key wins): none unless
-    its first line names this code; only whole lines (ending in a newline) that are a JSON
-    ``[path, sha256, signature]``, so a line cut short by a crash, or what a crash left in
+    its first record names this code; only intact records (``envelope.records``) that are a
+    ``(path, sha256, signature)``, so a record cut short by a crash, or what a crash left in
     its place, is skipped."""
     try:
         with open(path, "rb") as fh:
             data = fh.read()
     except OSError:
         return {}
-    header, _, rest = data.partition(b"\n")
-    if header + b"\n" != _log_header():
+    header = _log_header()
+    if not data.startswith(header):
         return {}
     out: dict[tuple[str, str], str] = {}
-    lines = rest.split(b"\n")
-    for line in lines[:-1]:  # the last piece has no newline: empty, or cut short
-        try:
-            item = json.loads(line.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            continue
-        if (isinstance(item, list) and len(item) == 3 and all(isinstance(x, str) for x in item)
+    for item in envelope.records(LOG_KIND, memoryview(data)[len(header):], CACHE_VERSION):
+        if (type(item) is tuple and len(item) == 3 and all(type(x) is str for x in item)
                 and len(item[1]) == 64 and _HEX.issuperset(item[1])):
             out[(item[0], item[1])] = item[2]
     return out
@@ -222,9 +223,8 @@ def append_proof_log(path: Path, proofs: list[tuple[tuple[str, str], str]]) -> i
         st = os.fstat(fd)
         if not stat_mod.S_ISREG(st.st_mode) or os.pread(fd, len(header), 0) != header:
             return None
+        # a record a crash cut short needs nothing here: the reader goes on from the next record
         data = b"".join(_log_line(rel, digest, sig) for (rel, digest), sig in proofs)
-        if st.st_size > len(header) and os.pread(fd, 1, st.st_size - 1) != b"\n":
-            data = b"\n" + data  # what a crash cut short stays a line of its own, and is skipped
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]

@@ -12,8 +12,8 @@ footnote id is taken. Both are a pure function of the committed texts, stored he
   then the order files are scanned in cannot change any location, see ``changes._OwnedIndex``),
 * ``labels``: file -> the ``new-evidence-record-`` footnote ids it cites or defines,
 
-in ``<M>/<runtime-dir>/memory-tui-records`` (marshal behind a crc32, ``sealed``), written by
-this code only. A process whose texts differ from the entry's in a few files updates it from
+in ``<M>/<runtime-dir>/memory-tui-records`` (one envelope of the cache kit,
+``cache.envelope``), written by this code only. A process whose texts differ from the entry's in a few files updates it from
 those files' scans (the previous ``apply`` changed one or two) and writes it back; more
 differences, a duplicate id, a damaged, missing or other code's file rebuild it from every
 file's summary (the full path's own input). ``MEMORY_TUI_TX=full`` never reads it;
@@ -33,10 +33,11 @@ from ..changes.request import NEW_EVIDENCE_PREFIX
 from ..changes.workcopy import ScanSummary, scan_summary
 from .parsecache import code_tag
 from ..format.paths import Layout
-from ..cache.sealed import read_kept, write_kept
+from ..cache import envelope
 
 NAME = "memory-tui-records"
-MAGIC = b"memory-tui-records 2\n"
+KIND = "records"
+VERSION = 2
 MAX_UPDATED = 16  # files changed since the entry beyond this: rebuilt from the summaries
 
 
@@ -97,7 +98,7 @@ def _file(root: Path) -> Path:
 
 
 def _read(root: Path) -> tuple[dict[str, str], dict[str, str], dict[str, tuple[str, ...]]] | None:
-    value = read_kept(_file(root), MAGIC)
+    value = envelope.read(_file(root), KIND, VERSION)
     if not (type(value) is tuple and len(value) == 4 and value[0] == code_tag()):
         return None
     _, shas, ids, labels = value
@@ -178,7 +179,7 @@ def owners(root: Path, texts: Mapping[str, str], shas: Mapping[str, str],
             ids[path] = entry[0]
             if entry[1]:
                 labels[path] = entry[1]
-    write_kept(_file(root), MAGIC, (code_tag(), dict(shas), ids, labels))
+    envelope.write(_file(root), KIND, (code_tag(), dict(shas), ids, labels), VERSION)
     return _owners(ids, labels)
 
 

@@ -14,8 +14,8 @@ than the tick: the ctime moves) and every young one holding bytes of the kept SH
 are read again to know.
 
 ``<M>/<runtime-dir>/memory-tui-revision``: ``(revision, paths joined by NUL, stamps,
-{index: sha256 of a young file})``, marshal behind a crc32 (``sealed``), written by
-this code only; never through a symlinked runtime dir. Outside the revision, git and every
+{index: sha256 of a young file})``, one envelope of the cache kit (``cache.envelope``),
+written by this code only; never through a symlinked runtime dir. Outside the revision, git and every
 stage; OpenProgram ignores it. A missing, damaged or foreign file is a miss (the revision is
 hashed as before). ``MEMORY_TUI_TX=full`` neither reads nor writes it; ``check`` hashes the
 files as well and compares (``txcache.WorkspaceCache.revision``).
@@ -31,10 +31,11 @@ from operator import itemgetter, ne
 from pathlib import Path
 
 from ..format.paths import Layout
-from ..cache.sealed import read_kept, write_kept
+from ..cache import envelope
 
 NAME = "memory-tui-revision"
-MAGIC = b"memory-tui-revision 2\n"
+KIND = "revision"
+VERSION = 2
 
 
 def _file(root: Path) -> Path:
@@ -44,7 +45,7 @@ def _file(root: Path) -> Path:
 def lookup(root: Path, stamps: Mapping[str, tuple]) -> str | None:
     """The kept revision when it is the revision of the files ``stamps`` names (as
     ``txcache.revision_walk`` lists them, in the revision's order), else ``None``."""
-    value = read_kept(_file(root), MAGIC)
+    value = envelope.read(_file(root), KIND, VERSION)
     if not (type(value) is tuple and len(value) == 4):
         return None
     revision, paths, kept, young = value
@@ -77,10 +78,10 @@ def keep(root: Path, revision: str, entries: Sequence[tuple]) -> None:
     kept = tuple(map(_STAMP, entries))
     young = {i: e[2] for i, e in enumerate(entries) if e[2] is not None}
     # Every install writes this file. The paths as one string (no path holds a NUL): one per
-    # file cost as much as the rest of the write. Marshal version 2, which records no shared
+    # file cost as much as the rest of the write. ``stable``: marshal version 2, which records no shared
     # references: in a process holding a large heap, version 4's table of every object written
     # (8 000 stamp numbers at scale 4) cost 1 ms of cache misses, five times the whole dump.
-    write_kept(_file(root), MAGIC, (revision, "\0".join(map(_REL, entries)), kept, young), 2)
+    envelope.write(_file(root), KIND, (revision, "\0".join(map(_REL, entries)), kept, young), VERSION, stable=True)
 
 
 _REL, _STAMP = itemgetter(0), itemgetter(1)

@@ -37,7 +37,7 @@ from .proofs import CanonicalProofs
 from .revision import PendingRevision, RevisionChain, RevisionJob
 from .treecache import ParsedEntry, TreeCache
 from .txmode import tx_mode
-from .viewcache import TopicPart, view_cache_for
+from .viewcache import TopicPart, part_from_plain, part_plain, view_cache_for
 from .viewcache import forget_in_process as forget_views
 from .walk import Stamp
 from ..cache.registry import keeps
@@ -143,13 +143,12 @@ class WorkspaceCache:
 
         def lookup(topic: Topic) -> TopicPart | None:
             key = key_of(topic)
-            part = store.derived("views", topic.path, key) if key is not None else None
-            return part if isinstance(part, TopicPart) else None
+            return part_from_plain(store.derived("views", topic.path, key)) if key is not None else None
 
         def remember(topic: Topic, part: TopicPart) -> None:
             key = key_of(topic)
             if key is not None and topic.ok:
-                store.put_derived("views", topic.path, key, part)
+                store.put_derived("views", topic.path, key, part_plain(part))
 
         # key_of lets the views start from (and keep) the persisted snapshot
         return view_cache_for(self.root).build(tree, lookup=lookup, store=remember, key_of=key_of, **kwargs)

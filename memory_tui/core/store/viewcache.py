@@ -55,7 +55,7 @@ from operator import attrgetter, is_not
 from typing import Any, Callable, Iterable, Mapping
 
 from ..fsutil import replace_cache_file
-from ..cache.sealed import seal, unseal
+from ..cache import envelope
 from ..format.views import (
     DerivedViews,
     LinkFor,
@@ -93,6 +93,28 @@ class TopicPart:
     rows: tuple[TimelineRow, ...]
     outbound: tuple[tuple[str, str], ...]  # (memory_id, its JSON '"id": [targets]' fragment)
     backlinks: tuple[tuple[str, str], ...]  # (target id, memory_id linking to it)
+
+
+_ROW_FIELDS = attrgetter("when", "memory_id", "topic_path", "text", "sort_ref", "line")
+
+
+def part_plain(part: TopicPart) -> tuple:
+    """``part`` as plain tuples (how the parse cache keeps it): its rows' fields, in order,
+    and its relation fragments."""
+    return (tuple(map(_ROW_FIELDS, part.rows)), part.outbound, part.backlinks)
+
+
+def part_from_plain(value: Any) -> TopicPart | None:
+    """The part ``part_plain`` made ``value`` from; ``None`` for anything of another shape."""
+    if not (type(value) is tuple and len(value) == 3 and all(type(v) is tuple for v in value)):
+        return None
+    rows, outbound, backlinks = value
+    if not all(type(r) is tuple and len(r) == 6 and all(type(f) is str for f in r) for r in rows):
+        return None
+    if not all(type(p) is tuple and len(p) == 2 and type(p[0]) is str and type(p[1]) is str
+               for p in chain(outbound, backlinks)):
+        return None
+    return TopicPart(tuple(TimelineRow(*r) for r in rows), outbound, backlinks)
 
 
 def topic_part(topic: Any, link_for: LinkFor | None) -> TopicPart:
@@ -666,21 +688,21 @@ def _patch_relations(text: str, old: list[tuple], new: list[tuple]) -> str:
 # ---------------------------------------------------------------------------- the snapshot
 
 SNAPSHOT_DIR = "memory-tui-views"
-SNAPSHOT_FORMAT = 3  # 2: the keys in chunks; 3: the days in segments, with patches
+SNAPSHOT_FORMAT = 4  # 2: the keys in chunks; 3: the days in segments, with patches; 4: the kit's envelope
 MAX_CHANGED = 48  # topics whose keys moved; beyond that combining every part costs about the same
 CHUNK = 128  # topics per chunk of the keys' rows
 SEGMENT = 64  # rows per segment of a day file
 PATCH_SHARE = 0.5  # of a day's text, the most its patch holds; beyond, the day is written whole
-_MAGIC = b"memory-tui-views\n"
+_KIND = "views"  # every file of the snapshot is one envelope of the cache kit of this kind
 _MANIFEST = "manifest"
 
 
-def _seal(value: Any, version: int = 4) -> bytes:
-    return seal(_MAGIC, value, version)
+def _seal(value: Any, stable: bool = False) -> bytes:
+    return envelope.pack(_KIND, value, SNAPSHOT_FORMAT, stable=stable)
 
 
 def _unseal(data: bytes) -> Any:
-    return unseal(_MAGIC, data)
+    return envelope.unpack(_KIND, data, SNAPSHOT_FORMAT)
 
 
 def snapshot_dir(memory_root: Any) -> Any:
@@ -701,7 +723,7 @@ class Snapshot:
     """What the last build combined: the parts' keys (tree order) and each part's rendered
     rows and relation fragments (``_flat``), per timeline day its text and its rows'
     ``(topic path, sort_ref, id, line length)`` in file order, cut in segments of
-    ``SEGMENT`` rows (``_segments``), and ``relations.json``. On disk: one sealed file per
+    ``SEGMENT`` rows (``_segments``), and ``relations.json``. On disk: one envelope (``cache.envelope``) per
     day and per part (named by a digest of its bytes, so a rewrite writes only what changed),
     one for ``relations.json``, the keys' rows in chunks of ``CHUNK`` topics (also named by
     their bytes: a one-topic edit rewrites one chunk, not 1 200 rows), and a manifest naming
@@ -890,12 +912,12 @@ class Snapshot:
                 self.chunk_names = [None] * len(self.chunks)
             for i, name in enumerate(self.chunk_names):
                 if name is None:
-                    # marshal version 0: the bytes (and so the name) are the value's alone, whichever
-                    # of its strings this process happened to intern or share
+                    # stable: the bytes (and so the name) are the value's alone, whichever of its
+                    # strings this process happened to intern or share
                     chunk = (i, tuple((path, *self.keys[path], self.part_names[path]) for path in self.chunks[i]))
-                    self.chunk_names[i] = _write(folder, "k-", _seal(chunk, 0))
+                    self.chunk_names[i] = _write(folder, "k-", _seal(chunk, stable=True))
             days = tuple((when, self.names[when], self.patch_names.get(when, "")) for when in self.texts)
-            _write(folder, "", _seal((_tag(), tuple(self.chunk_names), days, self.relations_name), 0), _MANIFEST)
+            _write(folder, "", _seal((_tag(), tuple(self.chunk_names), days, self.relations_name), stable=True), _MANIFEST)
             if self.replaced is None:
                 live = {*self.names.values(), *self.patch_names.values(), *self.part_names.values(), *self.chunk_names,
                         self.relations_name, _MANIFEST}
@@ -956,4 +978,4 @@ def forget_in_process() -> None:
 
 
 __all__ = ["MAX_CHANGED", "MODE_ENV", "SNAPSHOT_DIR", "Snapshot", "TopicPart", "ViewCache", "ViewsMismatch",
-           "forget_in_process", "mode", "snapshot_dir", "topic_part", "view_cache_for"]
+           "forget_in_process", "part_from_plain", "part_plain", "mode", "snapshot_dir", "topic_part", "view_cache_for"]
