@@ -35,7 +35,8 @@ class _Unpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) in _SAFE_BUILTINS or (module, name) == ("copyreg", "_reconstructor"):
             return super().find_class(module, name)
-        if module in self._modules:
+        # a package named allows the modules under it (a room of a split grammar)
+        if module in self._modules or any(module.startswith(m + ".") for m in self._modules):
             obj = super().find_class(module, name)
             if isinstance(obj, type) and (dataclasses.is_dataclass(obj) or (issubclass(obj, tuple) and hasattr(obj, "_fields"))):
                 return obj
