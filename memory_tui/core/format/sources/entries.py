@@ -2,7 +2,6 @@
 them, the stamp it was read at, and ``index_file``, which scans an archive once (and resumes
 a v2 scan over bytes that only grew)."""
 
-
 from __future__ import annotations
 
 import hashlib

@@ -3,7 +3,6 @@ hands the archive, the frame read back from disk, the exact bytes a frame is ren
 the record that renders back to a frame. The scanner (``scan``) reads what ``render_frame``
 writes."""
 
-
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,7 +1,6 @@
 """Source ids, archive locations and anchors (memory spec §4.1), and the ``D<n>:<m>``
 references of benchmark archives: the names every other room of the archive format uses."""
 
-
 from __future__ import annotations
 
 import hashlib

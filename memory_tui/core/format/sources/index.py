@@ -2,7 +2,6 @@
 (pitfall 4: OpenProgram re-reads a whole archive for every citation); link targets
 (memory spec §3.5) and reference checks (§5.4 step 6) answered from it."""
 
-
 from __future__ import annotations
 
 import hashlib

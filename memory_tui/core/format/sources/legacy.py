@@ -1,7 +1,6 @@
 """Legacy provider archives and ``sources/D<n>.md`` benchmark archives (memory spec §4.6):
 read-only, everything in them trusted, nothing authoritative."""
 
-
 from __future__ import annotations
 
 import re

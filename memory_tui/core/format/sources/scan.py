@@ -1,13 +1,12 @@
 """The strict v2 scanner (memory spec §4.2): it stops at the first invalid frame and never
 resynchronises, as OpenProgram's reader does.
 
-Why one long module: it is one grammar, the v2 frame's, read two ways. The one-pass scanner of
-well-formed archives (``scan_well_formed``) is only right because it accepts exactly what the
-general frame loop (``_scan_frames``) accepts and gives the same frames; side by side, a
-change to a rule is seen in both at once (``tests/property/test_parse_fast_props.py``
-compares them).
+Why the two readers share a module: it is one grammar, the v2 frame's, read two ways. The
+one-pass scanner of well-formed archives (``scan_well_formed``) is only right because it
+accepts exactly what the general frame loop (``_scan_frames``) accepts and gives the same
+frames; side by side, a change to a rule is seen in both at once
+(``tests/property/test_parse_fast_props.py`` compares them).
 """
-
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Trust metadata of an archived record (memory spec §4.4): the ``source-meta`` token, its
 canonical encoding, and the read-only pre-tier shape."""
 
-
 from __future__ import annotations
 
 import base64

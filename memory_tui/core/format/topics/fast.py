@@ -7,7 +7,6 @@ parser reads it and says what is wrong. ``tests/property/test_parse_fast_props.p
 the two.
 """
 
-
 from __future__ import annotations
 
 import itertools

@@ -1,14 +1,12 @@
 """Topic files on disk: the one place that decides what a file under ``topics/`` reads as
 (outside links refused, unreadable and non-UTF-8 files named as problems)."""
 
-
 from __future__ import annotations
 
 from pathlib import Path
 
 from .model import INVALID_TOPIC_FORMAT
 from ..errors import Problem
-
 
 
 def _decode(rel: str, data: bytes) -> tuple[str | None, Problem | None]:

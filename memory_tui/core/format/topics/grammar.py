@@ -6,7 +6,6 @@ Shared by the general parser (``parse``), the one-pass reader (``fast``) and the
 one definition of each rule, so a change to a rule is seen by every reader at once.
 """
 
-
 from __future__ import annotations
 
 import functools
@@ -84,16 +83,12 @@ def evidence_id(when: str, seed: str, k: int = 0) -> str:
     return "e-" + sha256hex(f"evidence|{when}|{seed}|{k}")[:EVIDENCE_ID_HEX]
 
 
-
-
 def is_mem_id(fid: str) -> bool:
     return bool(MEM_ID_RE.match(fid))
 
 
 def is_valid_block_id(bid: str) -> bool:
     return bool(BLOCK_ID_RE.match(bid))
-
-
 
 
 def is_ascii_when(when: str) -> bool:

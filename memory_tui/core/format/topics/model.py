@@ -6,7 +6,6 @@ in ``grammar`` (the lexical pieces), ``parse`` (the general parser) and ``fast``
 one-pass reader of well-formed files).
 """
 
-
 from __future__ import annotations
 
 import operator

@@ -8,7 +8,6 @@ placement) are warnings (``details["severity"] == "warning"``) and do not make a
 fail. A well-formed file is read by ``fast`` first; this parser reads the rest.
 """
 
-
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -25,8 +24,6 @@ from ..errors import MemoryError, Problem
 # ---------------------------------------------------------------------------------------------
 # Parsing
 # ---------------------------------------------------------------------------------------------
-
-
 
 
 class _Reporter:
@@ -84,8 +81,6 @@ def _read_evidence(
     # non_ascii_time, raw_sources, text
     return _make_evidence(raw.id, raw.raw_when, when if ok else None, tuple(links), topic_path, raw.line, raw.legacy,
                           non_ascii, raw.raw_sources, raw.text)
-
-
 
 
 def _make_unit(

@@ -4,7 +4,6 @@ previous one when a few topics changed (``tests/property/test_tree_incremental_p
 compares it with a full assembly).
 """
 
-
 from __future__ import annotations
 
 import functools
