@@ -72,7 +72,7 @@ try:
 except ImportError:  # a Hypothesis that moved its printer: the examples only get slower
     pass
 else:
-    for_type_by_name("memory_tui.core.format.sources", "SourceIndex", _short_source_index)
+    for_type_by_name("memory_tui.core.format.sources.index", "SourceIndex", _short_source_index)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_FIXTURES = Path(os.environ.get("MEMORY_TUI_SHARED", REPO.parent / "shared")) / "fixtures"

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from memory_tui.core.cache.stamp import RACY_NS
 from memory_tui.core.store import parsecache
-from memory_tui.core.format import topics as topics_mod
+from memory_tui.core.format.topics import tree as topics_mod  # the room that holds the tree rules
 from memory_tui.core.store import workspace
 from memory_tui.core.format.sources import SourceIndex
 from memory_tui.core.format.topics import assemble_tree, parse_topic, parse_tree, reassemble_tree

@@ -25,6 +25,8 @@ from memory_tui.core.cache.stamp import RACY_NS
 from memory_tui.core.store import parsecache
 from memory_tui.core.format import sources as new_sources
 from memory_tui.core.format import topics as new_topics
+from memory_tui.core.format.sources import entries as source_entries, index as source_index, scan as source_scan
+from memory_tui.core.format.topics import parse as topic_parse
 from memory_tui.core.format.fastdata import positional
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -67,13 +69,17 @@ def _plain(value):
 def general_readers():
     """``parse_topic``, ``scan_v2`` and what calls them, with the one-pass readers declining
     every input: the general parser and the line scanner read everything."""
-    fast = new_topics.parse_well_formed, new_sources.scan_well_formed, new_sources._well_formed_entry
+    # each patched in the room that looks it up
+    rooms = ((topic_parse, "parse_well_formed"), (source_scan, "scan_well_formed"), (source_entries, "_well_formed_entry"))
+    fast = [getattr(room, name) for room, name in rooms]
     decline = lambda *args, **kwargs: None  # noqa: E731
-    new_topics.parse_well_formed = new_sources.scan_well_formed = new_sources._well_formed_entry = decline
+    for room, name in rooms:
+        setattr(room, name, decline)
     try:
         yield
     finally:
-        new_topics.parse_well_formed, new_sources.scan_well_formed, new_sources._well_formed_entry = fast
+        for (room, name), reader in zip(rooms, fast):
+            setattr(room, name, reader)
 
 
 def general_parse(path: str, text: str, **kwargs):
@@ -336,7 +342,7 @@ def _cached_equals_fresh(mem: Path, monkeypatch) -> None:
 
     with monkeypatch.context() as patched:
         patched.setattr(parsecache, "parse_topic", refuse)
-        patched.setattr(new_sources, "index_file", refuse)
+        patched.setattr(source_index, "index_file", refuse)  # what SourceIndex.load calls
         index, tree = parsecache.load_tree(mem)
     fresh_index = new_sources.SourceIndex.load(mem)
     fresh = new_topics.parse_tree(mem / "topics", resolve=fresh_index.resolve_target, strict=True)

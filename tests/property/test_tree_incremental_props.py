@@ -19,7 +19,7 @@ from memory_tui.core.store.treecache import same_tree
 from memory_tui.core.format.blocklinks import block_id_locations, rewrite_block_links
 from memory_tui.core.format.linkcheck import (check_cross_topic_links, check_cross_topic_links_incremental,
                                               topic_link_summary)
-from memory_tui.core.format import topics as topics_mod
+from memory_tui.core.format.topics import tree as topics_mod  # the room that holds the tree rules
 from memory_tui.core.format.topics import assemble_tree, parse_topic, reassemble_tree, topic_sort_key
 
 PATHS = ("a.md", "b.md", "sub/c.md", "sub/d.md", "z.md")

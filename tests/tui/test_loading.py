@@ -87,7 +87,7 @@ async def test_one_file_reload_reads_only_that_file(fixture_state, monkeypatch):
 
         # Count what the engine reads as topic files (its one topic reader). The workspace
         # revision, a hash of every file's bytes, is not counted: it is the engine's.
-        from memory_tui.core.format import topics as topics_mod
+        from memory_tui.core.format.topics import files as topics_mod  # the room whose reader looks it up
 
         read: list[str] = []
         real = topics_mod.read_topic_file

@@ -53,3 +53,24 @@ def test_package_tag_covers_subpackages(tmp_path, monkeypatch):
     (pkg / "sub" / "deep.py").write_text("Y = 2\n")
     monkeypatch.setattr(codetag, "_TAGS", {})
     assert codetag.package_tag(package) != first
+
+
+def test_code_tag_of_a_package_covers_its_modules(tmp_path, monkeypatch):
+    # a grammar split into a package's rooms stays one piece of code to the caches naming it
+    pkg = tmp_path / "tagged_rooms"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from .grammar import RULE\n")
+    (pkg / "grammar.py").write_text("RULE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("tagged_rooms", None)
+    sys.modules.pop("tagged_rooms.grammar", None)
+    package = importlib.import_module("tagged_rooms")
+    monkeypatch.setattr(codetag, "_TAGS", {})
+    first = codetag.code_tag(package)
+    monkeypatch.setattr(codetag, "_TAGS", {})
+    assert codetag.code_tag("tagged_rooms") == first
+    (pkg / "grammar.py").write_text("RULE = 2\n")
+    monkeypatch.setattr(codetag, "_TAGS", {})
+    assert codetag.code_tag(package) != first
+    monkeypatch.setattr(codetag, "_TAGS", {})
+    assert codetag.code_tag("tagged_rooms") != first

@@ -1,6 +1,6 @@
 """Appending frames to the v2 source archives: the one place the archive format is written.
 
-The format itself (frames, ids, paths, scanning) lives in ``format/sources.py`` as pure
+The format itself (frames, ids, paths, scanning) lives in ``format/sources/`` as pure
 functions of bytes; writing needs the workspace's runtime folder, atomic replacement and the
 git "commit pending" marker, which belong to the store.
 """

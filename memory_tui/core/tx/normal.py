@@ -11,9 +11,9 @@ from operator import is_
 from typing import Any, Mapping
 
 from ..format.errors import MemoryError
-from ..format.topics import is_error
+from ..format.topics import TopicTree, is_error
 from ..store.txmode import tx_mode
-from .checks import Errors
+from .checks import Errors, check_changed, validate
 from .context import Context
 from .stage import Stage
 
@@ -35,6 +35,16 @@ class Normalized:
     evidence_ids: Mapping[str, str]
     dropped: tuple[Any, ...]
     warnings: tuple[str, ...]
+
+
+def normal_and_valid(stage: Stage, texts: Mapping[str, str], changed: frozenset[str], ctx: Context
+                     ) -> tuple[Normalized, TopicTree]:
+    """The staged ``texts`` checked as written, normalised, and the normal texts validated:
+    the errors of all three are gathered into one ``checks.Errors`` and raised together (the
+    rules are the checks room's; the order, written texts before normal ones, is this one's)."""
+    errors = check_changed(texts, changed, stage.index, ctx.rule)
+    normalized = normalize_staged(stage, texts, ctx, errors)
+    return normalized, validate(stage, normalized.texts, changed, ctx, errors)
 
 
 def normalize_staged(stage: Stage, texts: Mapping[str, str], ctx: Context, errors: Errors) -> Normalized:

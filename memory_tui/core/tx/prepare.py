@@ -1,8 +1,9 @@
 """Prepare a stage: normalise, validate and rebuild views in it, then plan the install.
 
 Each step is a function of the room that owns it: the stage reads and writes its own files
-(``stage``), the checks gather every error (``checks``), normalisation makes the texts normal
-(``normal``), and the views and creation order are derived from the new tree (``derived``).
+(``stage``), normalisation makes the texts normal and has them checked before and validated
+after (``normal``, with the rules of ``checks``), and the views and creation order are derived
+from the new tree (``derived``).
 No lock is needed: everything read here comes from the stage and the caches (the caller
 checks the revision under the lock before installing)."""
 
@@ -13,10 +14,9 @@ from typing import Any
 
 from ..store.install import InstallPlan
 from ..store.revision import RevisionJob
-from .checks import check_changed, validate
 from .context import Context
 from .derived import write_derived
-from .normal import normalize_staged
+from .normal import normal_and_valid
 from .stage import Stage
 
 
@@ -33,9 +33,7 @@ def prepare(stage: Stage, ctx: Context) -> Prepared:
     """The stage normalised, validated, with its views rebuilt, and its install planned; or
     the refusal, with every error found."""
     texts, changed = stage.changes()
-    errors = check_changed(texts, changed, stage.index, ctx.rule)
-    normalized = normalize_staged(stage, texts, ctx, errors)
-    tree = validate(stage, normalized.texts, changed, ctx, errors)
+    normalized, tree = normal_and_valid(stage, texts, changed, ctx)
     stage.write_texts(normalized.texts, existing=texts)
     core = write_derived(stage, tree, ctx)
     base = dict(
