@@ -1,6 +1,6 @@
 """A one-file reload (``load_model(previous=..., touched=...)``: the engine's ``refresh`` with
 views from per-topic parts, the timeline merged from the changed topics' rows) equals a fresh
-full load of the same directory with the views built whole (``MEMORY_TUI_VIEWS=full``), along
+full load of the same directory with the views built whole (``MEMORY_TUI_TEST_DERIVE=full``), along
 random sequences of changes on disk: rewording, redating, dropping and moving records, links
 coming and going, a block id in two files, a topic that stops parsing, deleted and added
 topic files (issue 12)."""
