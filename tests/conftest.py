@@ -213,3 +213,23 @@ def _close_fsmonitors():
     from memory_tui.core.store.fsmonitor import forget_monitors
 
     forget_monitors()
+
+
+@pytest.fixture(autouse=True)
+def _switches_as_started():
+    """Every test starts with the switches the run was started with (a test may set its own
+    with ``derive``), and leaves them so."""
+    from memory_tui.core import switches
+
+    switches.reload()
+    yield
+    switches.reload()  # after ``monkeypatch`` put the environment back: autouse, so set up first
+
+
+@pytest.fixture
+def derive(monkeypatch):
+    """``derive("check")``: this test runs with ``MEMORY_TUI_TEST_DERIVE=check`` (``None``: the
+    default), in this process and in the processes it starts."""
+    from switching import set_derive
+
+    return lambda mode: set_derive(monkeypatch, mode)

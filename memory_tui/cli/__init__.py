@@ -26,6 +26,7 @@ from memory_tui.cli.common import (
 )
 from memory_tui.core.format.errors import MemoryError, os_failure
 from memory_tui.core.format.text import SanitizingStream, sanitize
+from memory_tui.core import switches
 
 __all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_RETRYABLE", "EXIT_USAGE", "CliError", "add_common", "build_parser", "emit_json", "main"]
 
@@ -120,6 +121,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
+    try:
+        # the test switches, read once for the process: a bad value stops before any work
+        switches.current()
+    except switches.SwitchError as exc:
+        print(f"memory-tui: {sanitize(str(exc))}", file=sys.stderr)
+        return EXIT_USAGE
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     func: Callable[[argparse.Namespace], int] | None = getattr(args, "func", None)

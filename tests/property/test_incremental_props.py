@@ -22,13 +22,13 @@ from memory_tui.core.store import parsecache
 
 from memory_tui.core.store import revmemo
 
-from memory_tui.core.store import proofs, txcache, txmode
+from memory_tui.core.store import proofs, txcache
 
 from memory_tui.core.store import viewcache
 from memory_tui.core.tx import api as tx
-from memory_tui.core.tx.stage import STAGE_MODE_ENV
 from memory_tui.core.format.sources import SourceIndex
 from memory_tui.core.format.topics import parse_tree
+from switching import set_derive
 
 
 @pytest.fixture(scope="module")
@@ -222,20 +222,18 @@ def test_cached_edit_sequence_equals_full_rebuild(master, tmp_path_factory, ops,
     checked = base / "checked"
     shutil.copytree(master, checked, symlinks=True)
     txcache.clear_caches()
-    monkeypatch.setenv(txmode.TX_MODE_ENV, "check")
+    set_derive(monkeypatch, "check")
     got_checked = [_apply(checked, op, n, sources) for op, n in ops]
-    monkeypatch.delenv(txmode.TX_MODE_ENV)
+    set_derive(monkeypatch, None)
     got_full = []
-    monkeypatch.setenv(viewcache.MODE_ENV, "full")  # every view derived from every unit, as build_views does
-    monkeypatch.setenv(STAGE_MODE_ENV, "full")  # whole-tree stages, planned by comparing every file
-    monkeypatch.setenv(txmode.TX_MODE_ENV, "full")  # trees, id and link checks, locations from scratch
+    # every view derived from every unit, as build_views does; whole-tree stages, planned by
+    # comparing every file; trees, id and link checks, locations from scratch
+    set_derive(monkeypatch, "full")
     for op, n in ops:
         txcache.clear_caches()
         parsecache.drop(full / "memory")
         got_full.append(_apply(full, op, n, sources))
-    monkeypatch.delenv(viewcache.MODE_ENV)
-    monkeypatch.delenv(STAGE_MODE_ENV)
-    monkeypatch.delenv(txmode.TX_MODE_ENV)
+    set_derive(monkeypatch, None)
     assert got_incr == got_full
     assert got_checked == got_full
     assert _bytes(incr / "memory") == _bytes(full / "memory")

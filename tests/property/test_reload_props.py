@@ -1,6 +1,6 @@
 """A one-file reload (``load_model(previous=..., touched=...)``: the engine's ``refresh`` with
 views from per-topic parts, the timeline merged from the changed topics' rows) equals a fresh
-full load of the same directory with the views built whole (``MEMORY_TUI_VIEWS=full``), along
+full load of the same directory with the views built whole (``MEMORY_TUI_TEST_DERIVE=full``), along
 random sequences of changes on disk: rewording, redating, dropping and moving records, links
 coming and going, a block id in two files, a topic that stops parsing, deleted and added
 topic files (issue 12)."""
@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 
 from memory_tui.core.store import viewcache
 from memory_tui.tui.data import load_model
+from memory_tui.core import switches
+from switching import set_derive
 
 
 @pytest.fixture(scope="module")
@@ -99,8 +101,9 @@ def test_one_file_reload_equals_a_full_load(built, tmp_path_factory, monkeypatch
         touched = _change(topics, op, n, removed)
         model = load_model(state, previous=model, touched=touched, sessions=False)
         with monkeypatch.context() as m:
-            m.setenv(viewcache.MODE_ENV, "full")
+            set_derive(m, "full")
             fresh = load_model(state, sessions=False)
+        switches.reload()  # the context put the environment back
         assert not fresh.state.topic_parts  # the full path really was taken
         assert model.state.views.files == fresh.state.views.files
         assert model.state.views.core == fresh.state.views.core

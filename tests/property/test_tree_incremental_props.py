@@ -1,5 +1,5 @@
 """Incremental = full for the tree-wide derivations a transaction carries over from the
-previous one (``MEMORY_TUI_TX``): a tree reassembled from its predecessor, the cross-topic link
+previous one (``MEMORY_TUI_TEST_DERIVE``): a tree reassembled from its predecessor, the cross-topic link
 check from per-topic findings and block-id locations moved per file are, over random edit
 sequences of small topic trees (duplicate ids within and across files, block links to ids that
 exist, vanish or move, topic links without ``#^id``, files added and removed), exactly what
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from memory_tui.core.format import blocklinks
 
-from memory_tui.core.store import linkcache, txcache, txmode
+from memory_tui.core.store import linkcache, txcache
 from memory_tui.core.store.committed import sha
 from memory_tui.core.store.treecache import same_tree
 from memory_tui.core.format.blocklinks import block_id_locations, rewrite_block_links
@@ -21,6 +21,8 @@ from memory_tui.core.format.linkcheck import (check_cross_topic_links, check_cro
                                               topic_link_summary)
 from memory_tui.core.format.topics import tree as topics_mod  # the room that holds the tree rules
 from memory_tui.core.format.topics import assemble_tree, parse_topic, reassemble_tree, topic_sort_key
+from memory_tui.core import switches
+from switching import set_derive
 
 PATHS = ("a.md", "b.md", "sub/c.md", "sub/d.md", "z.md")
 IDS = tuple(f"{n:08x}" for n in range(0x1a2b3c00, 0x1a2b3c00 + 12))
@@ -108,15 +110,14 @@ def _reassemble_steps(first, steps, tmp_path_factory) -> None:
 
 
 def test_check_mode_catches_a_wrong_incremental_answer(monkeypatch):
-    monkeypatch.setenv(txmode.TX_MODE_ENV, "check")
-    with pytest.raises(txmode.IncrementalMismatch):
-        txmode.derive("a fact", lambda: {"x": 1}, lambda: {"x": 2})
-    assert txmode.derive("a fact", lambda: 3, lambda: 3) == 3
-    monkeypatch.setenv(txmode.TX_MODE_ENV, "full")
-    assert txmode.derive("a fact", lambda: 1 / 0, lambda: 4) == 4
-    monkeypatch.setenv(txmode.TX_MODE_ENV, "bogus")
-    with pytest.raises(ValueError):
-        txmode.tx_mode()
+    check = switches.Switches("check")
+    with pytest.raises(switches.IncrementalMismatch):
+        check.choose("a fact", lambda: {"x": 1}, lambda: {"x": 2})
+    assert check.choose("a fact", lambda: 3, lambda: 3) == 3
+    assert switches.Switches("full").choose("a fact", lambda: 1 / 0, lambda: 4) == 4
+    assert switches.Switches("incremental").choose("a fact", lambda: 5, lambda: 1 / 0) == 5
+    set_derive(monkeypatch, "check")
+    assert switches.current() == check  # what the environment says, read again by the test's set_derive
 
 
 def test_a_duplicate_id_across_files_takes_the_full_assembly():

@@ -16,6 +16,7 @@ from memory_tui.core.store import viewcache
 from memory_tui.core.format.sources import SourceIndex
 from memory_tui.core.format.topics import assemble_tree, parse_topic, topic_sort_key
 from memory_tui.core.format.views import build_views
+from switching import set_derive
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +131,7 @@ def test_check_mode_raises_on_a_difference(world, monkeypatch):
     topics = [parse_topic(rel, base[rel], resolve=index.resolve_target, strict=True) for rel in sorted(base, key=topic_sort_key)]
     tree = assemble_tree(topics)
     kwargs = dict(trusted_ids=index.trusted_ids(), link_for=index.link_for)
-    monkeypatch.setenv(viewcache.MODE_ENV, "check")
+    set_derive(monkeypatch, "check")
     cache = viewcache.ViewCache()
     assert cache.build(tree, **kwargs).files == build_views(tree, **kwargs).files  # equal: no raise
     # a stale persisted part (say, from a buggy key) is what check mode exists to catch
@@ -138,9 +139,8 @@ def test_check_mode_raises_on_a_difference(world, monkeypatch):
     stale = viewcache.TopicPart(stale.rows, stale.outbound + (("zzz", '"zzz": []'),), stale.backlinks)
     with pytest.raises(viewcache.ViewsMismatch, match="relations.json"):
         viewcache.ViewCache().build(tree, lookup=lambda t: stale if t is topics[0] else None, **kwargs)
-    monkeypatch.setenv(viewcache.MODE_ENV, "sideways")
-    with pytest.raises(ValueError, match=viewcache.MODE_ENV):
-        viewcache.ViewCache().build(tree, **kwargs)
+    with pytest.raises(ValueError, match="MEMORY_TUI_TEST_DERIVE"):
+        set_derive(monkeypatch, "sideways")
 
 
 # --- the persisted snapshot of the combined views (read by a fresh process) ----------------
@@ -269,7 +269,7 @@ def test_snapshot_is_used_and_check_mode_catches_a_wrong_one(world, tmp_path, mo
     _edit(texts, "reword", 5)
     tree = tree_of()
     assert '"zzz": []' in viewcache.ViewCache(str(root)).build(tree, key_of=key_of, **kwargs).relations
-    monkeypatch.setenv(viewcache.MODE_ENV, "check")
+    set_derive(monkeypatch, "check")
     with pytest.raises(viewcache.ViewsMismatch, match="relations.json"):
         viewcache.ViewCache(str(root)).build(tree, key_of=key_of, **kwargs)
 

@@ -17,6 +17,7 @@ from memory_tui.pipeline.writers.base import WriterFailure
 from memory_tui.pipeline.writers.openai import MAX_RESPONSE_BYTES, OpenAIWriter
 
 from rel_support import node_marks
+from switching import set_derive
 
 SID = "local_9f1e2d3c4b"
 
@@ -156,31 +157,47 @@ def test_command_writer_writing_outside_its_stage_is_refused(fixture_state, tmp_
     assert node_marks(fixture_state) == before
 
 
-def test_a_command_writer_can_run_memory_tui_inside_its_stage(fixture_state, tmp_path):
-    """A writer command that checks its own work with memory-tui: the stage path it is handed
-    (``MEMORY_TUI_STAGE``) must not be read by that memory-tui as a switch of its own."""
+def test_a_command_writer_checks_its_work_with_memory_tui_inside_its_stage(fixture_state, tmp_path, monkeypatch):
+    """A writer command that checks its own work with memory-tui, from inside the stage it is
+    handed and with the environment the writer protocol gives it (``MEMORY_TUI_STAGE``, the
+    stage path; ``MEMORY_TUI_STAGE_KIND``; ``MEMORY_TUI_ALLOWED_REFS``): that memory-tui reads
+    none of them as a switch of its own, and the test switch it inherits works as in any
+    process. The outer write then installs what the writer wrote."""
+    import json
+
     from memory_tui.pipeline.writers.command import CommandWriter
 
-    log = tmp_path / "inner.log"
+    set_derive(monkeypatch, "check")  # inherited by the writer and the memory-tui it runs
+    log = tmp_path / "inner.json"
+    draft = tmp_path / "draft.md"  # a broken draft, kept outside the workspace
+    draft.write_text("# Draft\n\nNo definition for this one.[^e1]\n")
     agent = tmp_path / "agent.py"
     agent.write_text(
-        "import os, subprocess, sys\n"
+        "import json, os, subprocess, sys\n"
         "stage = os.environ['MEMORY_TUI_STAGE']\n"
+        "assert os.path.realpath(os.getcwd()) == os.path.realpath(stage), (os.getcwd(), stage)\n"
+        "assert os.environ['MEMORY_TUI_STAGE_KIND'] == 'write'\n"
         "ref = os.environ['MEMORY_TUI_ALLOWED_REFS'].splitlines()[0]\n"
-        "path = os.path.join(stage, 'topics', 'checked.md')\n"
-        "open(path, 'w').write('# Checked\\n\\nThe user asked about tea.[^e1]\\n\\n"
+        "open(os.path.join('topics', 'checked.md'), 'w').write('# Checked\\n\\nThe user asked about tea.[^e1]\\n\\n"
         "[^e1]: Time: `2026-11-30`; Sources: [s](' + ref + ')\\n')\n"
         f"state = {str(fixture_state)!r}\n"
-        "with open(" + repr(str(log)) + ", 'w') as out:\n"
-        "    for argv in (['status', '--state', state],\n"
-        "                 ['edit', 'topics/core.md', '--from', os.path.join(state, 'memory', 'topics', 'core.md'),\n"
-        "                  '--check', '--state', state]):\n"
-        "        r = subprocess.run([sys.executable, '-m', 'memory_tui', *argv], capture_output=True, text=True,\n"
-        "                           stdin=subprocess.DEVNULL, timeout=120)\n"
-        "        out.write(f'{argv[0]} {r.returncode}\\n{r.stderr}\\n')\n")
-    write(Context(fixture_state, writer=CommandWriter((sys.executable, str(agent))), git_env=fixed_env(),
-                  clock=lambda: 1796100000.0), SID, force=True)
-    inner = log.read_text()
-    assert "must be sparse or full" not in inner, inner
-    assert inner.startswith("status 0\n"), inner
-    assert "\nedit 0\n" in inner, inner
+        "runs = []\n"
+        "for argv in (['status', '--state', state],\n"
+        "             ['edit', 'topics/checked.md', '--from', 'topics/checked.md', '--create', '--check', '--state', state],\n"
+        f"             ['edit', 'topics/draft.md', '--from', {str(draft)!r}, '--create', '--check', '--state', state]):\n"
+        "    r = subprocess.run([sys.executable, '-m', 'memory_tui', *argv], capture_output=True, text=True,\n"
+        "                       stdin=subprocess.DEVNULL, timeout=120)\n"
+        "    runs.append([argv[0], r.returncode, r.stdout, r.stderr])\n"
+        f"open({str(log)!r}, 'w').write(json.dumps(runs))\n")
+    mem = fixture_state / "memory"
+    report = write(Context(fixture_state, writer=CommandWriter((sys.executable, str(agent))), git_env=fixed_env(),
+                           clock=lambda: 1796100000.0), SID, force=True)
+    runs = json.loads(log.read_text())
+    assert report.outcome.status == "success", (report.to_json(), runs)
+    assert "The user asked about tea." in (mem / "topics/checked.md").read_text()
+    (status, status_rc, status_out, status_err), (ok, ok_rc, ok_out, ok_err), (bad, bad_rc, bad_out, bad_err) = runs
+    assert (status, status_rc, status_err) == ("status", 0, ""), runs
+    assert f"state      {fixture_state}" in status_out and "4 topics" in status_out, status_out
+    assert (ok, ok_rc, ok_out.strip(), ok_err) == ("edit", 0, "valid", ""), runs  # the writer's own file, as staged
+    assert (bad, bad_rc) == ("edit", 1), runs
+    assert "topics/draft.md:3:" in bad_out + bad_err and "undefined footnote: e1" in bad_out + bad_err, runs

@@ -50,6 +50,7 @@ def _fake_tree(root: Path, files: dict[str, str]) -> None:
         ({"fake_mt/insights/bad.py": "import fake_mt.cli.common\n"}, "insights"),
         ({"fake_mt/core/format/bad.py": "import fake_mt.core.tx\n"}, "core's rooms are layered"),
         ({"fake_mt/core/cache/bad.py": "from fake_mt.core.format import x\n"}, "core's rooms are layered"),
+        ({"fake_mt/core/switches.py": "import fake_mt.core.fsutil\n"}, "core's rooms are layered"),
         ({"fake_mt/core/store/bad.py": "import marshal\n"}, "Only the cache kit serializes"),
         ({"fake_mt/sessions/bad.py": "import pickle\n"}, "Only the cache kit serializes"),
         ({"fake_mt/core/format/topics/model.py": "import fake_mt.core.format.topics.parse\n"}, "topic grammar's rooms"),
@@ -76,6 +77,8 @@ def test_the_contracts_fail_on_a_forbidden_import(tmp_path, bad, broken):
         f"fake_mt/core/format/sources/{room}.py": "" for room in ("__init__", "index", "entries", "legacy", "scan", "frames", "trust", "ids")
     } | {
         "fake_mt/core/fsutil.py": "",
+        "fake_mt/core/switches.py": "",
+        "fake_mt/core/store/x.py": "import fake_mt.core.switches\n",  # any room may read the switches
         "fake_mt/core/cache/codec.py": "import marshal\nimport pickle\n",  # the kit may
         "fake_mt/core/format/x.py": "import fake_mt.core.cache\n",
         "fake_mt/core/tx/x.py": "import fake_mt.core.store\nimport fake_mt.core.format.x\n",

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from memory_tui.core import switches
 from memory_tui.core.store import install as inst
 from memory_tui.core.store.workspace import workspace_revision
 
@@ -69,7 +70,8 @@ def test_crash_at_every_install_step(tmp_path, no_fsync):
         stage = make_stage(tmp_path / f"stage{step}", STATE_B)
 
         def body():
-            os.environ[inst.CRASH_ENV] = str(step)
+            os.environ[switches.CRASH_ENV] = str(step)
+            switches.reload()  # this child's own switches: die at crash point ``step``
             inst._crash_counter = 0
             inst.install(root, stage, inst.plan_install(root, stage))
 
@@ -106,7 +108,8 @@ def test_sigkill_at_random_times_during_install_and_recovery(tmp_path, no_fsync)
 
         def body():
             os.close(read_end)
-            os.environ.pop(inst.CRASH_ENV, None)
+            os.environ.pop(switches.CRASH_ENV, None)
+            switches.reload()
             while True:
                 inst.recover(root)
                 target = stage_b if workspace_revision(root) == ra else stage_a

@@ -16,13 +16,12 @@ from memory_tui.core.store import parsecache
 
 from memory_tui.core.store import txcache
 
-from memory_tui.core.store import viewcache
 from memory_tui.core.tx import api as tx
 from memory_tui.core.tx.result import TxResult
-from memory_tui.core.tx.stage import STAGE_MODE_ENV
 from memory_tui.core.format.topics import parse_tree
 from memory_tui.core.format.sources import SourceIndex
 from memory_tui.core.store.workspace import workspace_revision
+from switching import set_derive
 
 ADA = "topics/people/ada.md"
 KYOTO = "topics/projects/kyoto-trip.md"
@@ -47,11 +46,9 @@ def _steps(state: Path, full: bool, monkeypatch) -> list[tuple]:
     ``full`` every persistent cache is dropped first and every view derived from every unit."""
     mem = state / "memory"
     if full:
-        monkeypatch.setenv(viewcache.MODE_ENV, "full")
-        monkeypatch.setenv(STAGE_MODE_ENV, "full")
+        set_derive(monkeypatch, "full")
     else:
-        monkeypatch.delenv(viewcache.MODE_ENV, raising=False)
-        monkeypatch.delenv(STAGE_MODE_ENV, raising=False)
+        set_derive(monkeypatch, None)
 
     def fresh() -> None:
         txcache.clear_caches()

@@ -21,8 +21,9 @@ from memory_tui.core.store import parsecache
 from memory_tui.core.tx import api as tx
 from memory_tui.core.tx.result import TxResult
 from memory_tui.core.format.linkcheck import check_cross_topic_links, check_cross_topic_links_incremental, topic_link_summary
-from memory_tui.core.store import txcache, txmode
+from memory_tui.core.store import txcache
 from memory_tui.core.format.topics import Topic, assemble_tree, parse_topic, topic_sort_key
+from switching import set_derive
 
 PATHS = ("a.md", "b.md", "sub/c.md", "sub/d.md", "z.md")
 IDS = tuple(f"{n:08x}" for n in range(0x2a2b3c00, 0x2a2b3c00 + 10))
@@ -118,7 +119,7 @@ def _outcome(r: TxResult) -> tuple:
 
 def _session(state: Path, full: bool, monkeypatch, findings: list[str]) -> list[tuple]:
     mem = state / "memory"
-    monkeypatch.setenv(txmode.TX_MODE_ENV, "full" if full else "incremental")
+    set_derive(monkeypatch, "full" if full else "incremental")
 
     def fresh() -> None:
         txcache.clear_caches()

@@ -17,10 +17,12 @@ from memory_tui.core.store import fsmonitor
 
 from memory_tui.core.tx import api as tx
 from memory_tui.core.tx import stage as tx_stage
-from memory_tui.core.store import txcache, txmode
+from memory_tui.core.store import txcache
 from memory_tui.core.format.sources import SourceRecord
 from memory_tui.core.store.archives import append_records
 from memory_tui.core.store.workspace import workspace_revision
+from memory_tui.core.switches import IncrementalMismatch
+from switching import set_derive
 
 pytestmark = pytest.mark.skipif(fsmonitor.inotify() is None or fsmonitor.fs_type(os.getcwd()) is None,
                                 reason="the file-system monitor needs Linux inotify")
@@ -40,8 +42,7 @@ def _fresh(monkeypatch, tmp_path):
         fsmonitor.inotify()[0](nonblocking=True).close()
     except OSError as exc:
         pytest.skip(f"no inotify instance to be had on this machine now: {exc}")
-    monkeypatch.setenv(txmode.TX_MODE_ENV, "incremental")
-    monkeypatch.delenv(fsmonitor.FSMONITOR_ENV, raising=False)
+    set_derive(monkeypatch, "incremental")
     txcache.clear_caches()
     yield
     txcache.clear_caches()
@@ -173,13 +174,15 @@ def test_a_lost_event_makes_it_walk(ws, monkeypatch):
     assert _edit(ws, "juice").ok and walks
 
 
-def test_off_walks_every_time(ws, monkeypatch):
-    monkeypatch.setenv(fsmonitor.FSMONITOR_ENV, "off")
+def test_full_mode_walks_every_time(ws, monkeypatch):
+    set_derive(monkeypatch, "full")
     txcache.clear_caches()
     _settled(ws)
     walks = _walks(monkeypatch)
     assert _edit(ws, "juice").ok and _edit(ws, "soda").ok
-    assert len(walks) == 2
+    # no monitor: each edit walks for its stage, again under the lock, and after its install
+    assert fsmonitor.monitor_for(ws / "memory", create=True) is None
+    assert len(walks) == 6
 
 
 def test_not_on_a_local_file_system(ws, monkeypatch):
@@ -193,13 +196,13 @@ def test_check_mode_catches_a_change_the_monitor_missed(ws, monkeypatch):
     """A monitor that loses an event (here: one made to) is caught by the walk of check mode
     instead of installing over a change it never saw."""
     mem = ws / "memory"
-    monkeypatch.setenv(txmode.TX_MODE_ENV, "check")
+    set_derive(monkeypatch, "check")
     _settled(ws)
     watch = fsmonitor.monitor_for(mem)
     assert watch is not None
     (mem / "topics/core.md").write_text(CORE.replace("Ada.", "Eve."))
     watch._notify.read(timeout=0)  # the event is lost
-    with pytest.raises(txmode.IncrementalMismatch):
+    with pytest.raises(IncrementalMismatch):
         _edit(ws, "juice")
 
 

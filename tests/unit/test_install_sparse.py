@@ -12,6 +12,7 @@ import pytest
 
 from memory_tui.core.format.errors import MemoryError
 
+from memory_tui.core import switches
 from memory_tui.core.store import install as inst
 from memory_tui.core.store.workspace import workspace_revision
 
@@ -146,7 +147,8 @@ def test_crash_at_every_step_of_a_sparse_install(tmp_path, new):
         pid = os.fork()
         if pid == 0:
             try:
-                os.environ[inst.CRASH_ENV] = str(step)
+                os.environ[switches.CRASH_ENV] = str(step)
+                switches.reload()  # this child's own switches: die at crash point ``step``
                 inst._crash_counter = 0
                 inst.install(root, stage, inst.plan_install(root, stage, sparse=drops))
             finally:

@@ -17,11 +17,11 @@ from memory_tui.core.store import noopcache
 
 from memory_tui.core.store import txcache
 
-from memory_tui.core.store import viewcache
 from memory_tui.core.tx import api as tx
 from memory_tui.core.tx import prepare as tx_prepare
 from memory_tui.core.tx.noop import NoopMismatch
 from memory_tui.core.tx.result import TxResult
+from switching import set_derive
 
 ADA = "topics/people/ada.md"
 KYOTO = "topics/projects/kyoto-trip.md"
@@ -101,7 +101,7 @@ def test_fresh_noop_with_git_matches_the_full_path(state, monkeypatch):
 def test_full_mode_never_uses_the_verdict(state, monkeypatch):
     spy = _Spy(monkeypatch)
     full = _noop(state, git_commit="off")
-    monkeypatch.setenv(viewcache.MODE_ENV, "full")
+    set_derive(monkeypatch, "full")
     _fresh()
     assert _noop(state, git_commit="off") == full and spy.calls == 2
 
@@ -123,7 +123,7 @@ def test_external_change_of_another_file_is_a_miss(state, fixture_state_ro, tmp_
     twin = tmp_path / "twin"
     shutil.copytree(fixture_state_ro, twin, symlinks=True)
     (twin / "memory" / KYOTO).write_text(changed, encoding="utf-8")
-    monkeypatch.setenv(viewcache.MODE_ENV, "full")
+    set_derive(monkeypatch, "full")
     _fresh()
     want = _noop(twin, git_commit="off")
     assert (got.ok, got.message, got.code, got.changed_files) == (want.ok, want.message, want.code, want.changed_files)
@@ -213,7 +213,7 @@ def test_check_mode_catches_a_wrong_verdict(state, monkeypatch):
     full = _noop(state, git_commit="off")
     path = mem / ".scriptorium" / noopcache.NAME
     body = _body(path)
-    monkeypatch.setenv(viewcache.MODE_ENV, "check")
+    set_derive(monkeypatch, "check")
     _fresh()
     assert _noop(state, git_commit="off") == full  # a true verdict passes the check
     lie = dict(body, warnings=("not what the full path says",))

@@ -18,6 +18,8 @@ from memory_tui.core.changes.request import validate_memory_changes
 from memory_tui.core.changes.workcopy import scan_summary
 from memory_tui.core.format.errors import MemoryError
 from memory_tui.core.format.paths import RUNTIME_DIR
+from memory_tui.core.switches import IncrementalMismatch
+from switching import set_derive
 
 from test_record_ops_props import DUP, TAKEN, TEXTS, ops, settle
 
@@ -125,7 +127,7 @@ def test_the_summaries_given_build_the_same_entry():
     assert (a.ids, a.labels) == (b.ids, b.labels)
 
 
-# --- through the transaction: fresh processes, the kept index against MEMORY_TUI_TX=full ----
+# --- through the transaction: fresh processes, the kept index against MEMORY_TUI_TEST_DERIVE=full
 
 KYOTO = "topics/projects/kyoto-trip.md"
 
@@ -153,10 +155,10 @@ def _fixture_ops(mem: Path):
 
 def _session(state: Path, mode: str, monkeypatch) -> list[tuple]:
     from memory_tui.core.tx import api as tx
-    from memory_tui.core.store import txcache, txmode
+    from memory_tui.core.store import txcache
     from memory_tui.core.store.workspace import workspace_revision
 
-    monkeypatch.setenv(txmode.TX_MODE_ENV, mode)
+    set_derive(monkeypatch, mode)
     mem = state / "memory"
     out = []
     for ops_ in _fixture_ops(mem):
@@ -207,7 +209,7 @@ def test_fresh_applies_from_the_kept_index_equal_the_full_path(fixture_state, tm
 
 
 def test_check_mode_catches_a_lying_entry(fixture_state, monkeypatch):
-    from memory_tui.core.store import txcache, txmode
+    from memory_tui.core.store import txcache
     from memory_tui.core.cache import envelope
     from memory_tui.core.tx import api as tx
     from memory_tui.core.store.workspace import workspace_revision
@@ -227,8 +229,8 @@ def test_check_mode_catches_a_lying_entry(fixture_state, monkeypatch):
     tag, shas, ids, labels = envelope.read(path, recordindex.KIND, recordindex.VERSION)
     labels = dict(labels, **{KYOTO[len("topics/"):]: (NEW_EVIDENCE_PREFIX + "1",)})
     path.write_bytes(envelope.pack(recordindex.KIND, (tag, shas, ids, labels), recordindex.VERSION))
-    monkeypatch.setenv(txmode.TX_MODE_ENV, "check")
-    with pytest.raises(txmode.IncrementalMismatch):
+    set_derive(monkeypatch, "check")
+    with pytest.raises(IncrementalMismatch):
         tx.update(fixture_state, workspace_revision(mem), memory_changes=ops_, git_commit="off")
 
 

@@ -9,13 +9,15 @@ import time
 
 from memory_tui.core.store import revmemo
 
-from memory_tui.core.store import revstream, txcache, txmode
+from memory_tui.core.store import revstream, txcache
 from memory_tui.core.format.paths import RUNTIME_DIR
 from memory_tui.core.store.parsecache import RACY_NS
 from memory_tui.core.cache import envelope
 from memory_tui.core.store.txcache import WorkspaceCache
 from memory_tui.core.store.walk import revision_walk
 from memory_tui.core.store.workspace import workspace_revision
+from memory_tui.core.switches import IncrementalMismatch
+from switching import set_derive
 
 
 def _workspace(tmp_path):
@@ -45,7 +47,7 @@ def _feeds(monkeypatch) -> list:
 
 
 def test_a_fresh_process_takes_the_kept_revision_without_hashing(tmp_path, monkeypatch):
-    monkeypatch.setenv(txmode.TX_MODE_ENV, "incremental")  # ``check`` hashes as well, to compare
+    set_derive(monkeypatch, "incremental")  # ``check`` hashes as well, to compare
     root = _workspace(tmp_path)
     _age()
     stamps, _ = revision_walk(root)
@@ -119,20 +121,20 @@ def test_full_mode_neither_reads_nor_writes_it_and_check_mode_compares(tmp_path,
     root = _workspace(tmp_path)
     _age()
     stamps, _ = revision_walk(root)
-    monkeypatch.setenv("MEMORY_TUI_TX", "full")
+    set_derive(monkeypatch, "full")
     WorkspaceCache(root).revision(stamps, installed=True)
     path = root / ".scriptorium" / revmemo.NAME
     assert not path.exists()
-    monkeypatch.setenv("MEMORY_TUI_TX", "incremental")
+    set_derive(monkeypatch, "incremental")
     WorkspaceCache(root).revision(stamps, installed=True)
     revision, paths, kept, young = envelope.read(path, revmemo.KIND, revmemo.VERSION)
     path.write_bytes(envelope.pack(revmemo.KIND, ("0" * 32, paths, kept, young), revmemo.VERSION))  # a lie
-    monkeypatch.setenv("MEMORY_TUI_TX", "full")
+    set_derive(monkeypatch, "full")
     assert WorkspaceCache(root).revision(stamps, installed=True) == revision
-    monkeypatch.setenv("MEMORY_TUI_TX", "check")
+    set_derive(monkeypatch, "check")
     try:
         WorkspaceCache(root).revision(stamps, installed=True)
-    except txmode.IncrementalMismatch:
+    except IncrementalMismatch:
         pass
     else:
         raise AssertionError("check mode took the kept revision without comparing it")
@@ -158,7 +160,7 @@ def _cli_session(state, mode: str, monkeypatch, capsys, tmp_path, taken: list) -
     from memory_tui.cli import main
     from tests.unit.test_recordindex import _fixture_ops
 
-    monkeypatch.setenv(txmode.TX_MODE_ENV, mode)
+    set_derive(monkeypatch, mode)
     mem = state / "memory"
     out = []
     for n, ops_ in enumerate(_fixture_ops(mem)):

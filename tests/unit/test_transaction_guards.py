@@ -15,7 +15,7 @@ import pytest
 
 from memory_tui.core.tx import api as tx
 from memory_tui.core.tx import prepare as tx_prepare, stage as tx_stage
-from memory_tui.core.tx.stage import STAGE_MODE_ENV, source_index
+from memory_tui.core.tx.stage import source_index
 from memory_tui.core.cache import envelope
 from memory_tui.core.store import proofs, revision, revstream, txcache, walk
 from memory_tui.core.format.normalize import normalize_tree
@@ -23,6 +23,7 @@ from memory_tui.core.format.sources import SourceRecord
 from memory_tui.core.store.archives import append_records
 from memory_tui.core.format.topics import parse_tree
 from memory_tui.core.store.workspace import workspace_revision
+from switching import set_derive
 
 
 def _records() -> list[SourceRecord]:
@@ -414,8 +415,8 @@ def _root_files(memory: Path) -> dict[str, bytes]:
     return {n: (memory / n).read_bytes() for n in names if (memory / n).is_file()}
 
 
-@pytest.mark.parametrize("stage_mode", ["sparse", "full"])
-def test_a_sparse_stage_copies_no_root_file_and_installs_what_a_full_stage_does(ws, tmp_path, monkeypatch, stage_mode):
+@pytest.mark.parametrize("derive", ["incremental", "full"])
+def test_a_sparse_stage_copies_no_root_file_and_installs_what_a_full_stage_does(ws, tmp_path, monkeypatch, derive):
     """A hand edit's stage reads the committed root files instead of copying them in (they
     grow with the workspace) and holds only those it writes; the bytes installed are those a
     full stage (every root file copied, every one compared) installs."""
@@ -429,7 +430,7 @@ def test_a_sparse_stage_copies_no_root_file_and_installs_what_a_full_stage_does(
         real_copy(src, dst)
 
     monkeypatch.setattr(tx_stage, "_copy_entry", spy)
-    monkeypatch.setenv(STAGE_MODE_ENV, stage_mode)
+    set_derive(monkeypatch, derive)  # ``full``: whole-tree stages, every root file copied
     committed = (ws / "memory" / "topics" / "people" / "ada.md").read_text()
     new = committed.replace("Ada drinks tea.", "Ada drinks green tea.") + (
         f"\nAda rows a boat.[^e2]\n\n[^e2]: Time: `2026-11-03`; Sources: [row]({IDS[2]})\n")
@@ -443,12 +444,12 @@ def test_a_sparse_stage_copies_no_root_file_and_installs_what_a_full_stage_does(
     kept = [n for n in before if after.get(n) == before[n]]
     assert "core.md" in kept  # not the core's record: the rendered core is the same
     assert all((memory / n).stat().st_ino == inodes[n] for n in kept)  # not installed again
-    if stage_mode == "sparse":
+    if derive == "incremental":
         assert copied == []
     else:
         assert {"relations.json", "runtime.json"} <= set(copied)
     # the other copy, edited with every root file staged, ends with the same bytes
-    monkeypatch.setenv(STAGE_MODE_ENV, "full")
+    set_derive(monkeypatch, "full")
     txcache.clear_caches()
     r2 = tx.staged_edit(other, "topics/people/ada.md", new, git_commit="off")
     assert r2.ok, r2

@@ -92,7 +92,7 @@ def rewrite_block_links(
     With ``locations``, the last such call's answer is kept (``_REWRITTEN``): a file whose text
     is the very object it was and none of whose linked ids moved keeps its rewrite, so only
     the changed files and those linking to a moved id are asked. ``mode`` (the transaction's
-    ``MEMORY_TUI_TX``): ``full`` asks every file, ``check`` both, comparing them."""
+    ``MEMORY_TUI_TEST_DERIVE``): ``full`` asks every file, ``check`` both, comparing them."""
     if locations is None:
         where = _id_locations({(k[7:] if k.startswith("topics/") else k): v for k, v in texts.items() if v is not None},
                               file_ids)

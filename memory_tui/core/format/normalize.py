@@ -621,7 +621,7 @@ def normalize_tree(
     ``proof_key``: an object for which the caller guarantees that, while it is the same object,
     ``proven_canonical`` keeps answering True for a (path, text object) it answered True for;
     the passthrough test of a file whose text and committed topic are the objects of the last
-    call's is then not asked again. ``mode`` (the transaction's ``MEMORY_TUI_TX``): ``full``
+    call's is then not asked again. ``mode`` (the transaction's ``MEMORY_TUI_TEST_DERIVE``): ``full``
     asks every file and sorts every time, ``check`` also compares the remembered answer.
     """
     facts: NormalizeFacts = memo if memo is not None else TextFacts()

@@ -157,7 +157,7 @@ def _sorted_paths(keys: tuple[str, ...], mode: str = "incremental") -> tuple[lis
 
 def check_order(texts: Mapping[str, str | None], order: list[str], inputs: Mapping[str, str | None],
                 live: Mapping[str, str], passed: AbstractSet[str]) -> None:
-    """``MEMORY_TUI_TX=check``: the result's paths in tree order and the files normalised those
+    """``MEMORY_TUI_TEST_DERIVE=check``: the result's paths in tree order and the files normalised those
     not passed through, in tree order."""
     tree_order = sorted(inputs, key=topic_sort_key)
     if list(texts) != tree_order:
@@ -167,7 +167,7 @@ def check_order(texts: Mapping[str, str | None], order: list[str], inputs: Mappi
 
 
 def _check_passthrough(passthrough, live, committed_texts, committed_tree, committed_set, proven_canonical, memo) -> None:
-    """``MEMORY_TUI_TX=check``: the passthrough set as the test for every file gives it."""
+    """``MEMORY_TUI_TEST_DERIVE=check``: the passthrough set as the test for every file gives it."""
     own_of = {t.path: t for t in committed_tree.topics} if committed_tree is not None else {}
     full: set[str] = set()
     for path, text in live.items():

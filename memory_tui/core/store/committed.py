@@ -21,7 +21,7 @@ from typing import Mapping
 from ..format.errors import Problem
 from ..format.topics import INVALID_TOPIC_FORMAT, read_topic_file
 from ..cache.stamp import RACY_NS, is_racy
-from .txmode import derive
+from ..switches import current as switches
 from .walk import STAMP_OF, Stamp, stamps_under
 
 READ_AGAIN_MAX = 64  # topic files looked at again by ``_read_again``; beyond that the full loop
@@ -85,8 +85,8 @@ class CommittedFiles:
             def full() -> tuple[dict[str, str], dict[str, str], list[Problem]]:
                 return self._read_listed(topics_dir, [(rel[7:], st) for rel, st in zip(rels, listed)], links, rels)
 
-            return derive("committed topic texts", lambda: self._read_again(topics_dir, rels, listed, links) or full(),
-                          full, lambda a, b: a == b and list(a[0]) == list(b[0]))
+            return switches().choose("committed topic texts", lambda: self._read_again(topics_dir, rels, listed, links) or full(),
+                                      full, lambda a, b: a == b and list(a[0]) == list(b[0]))
         try:
             found = sorted(topics_dir.rglob("*.md"))
         except OSError as exc:

@@ -23,8 +23,8 @@ network or FUSE file system another host's writes raise no event, and there ever
 Writes through a shared ``mmap`` raise no event either; no writer of the workspace
 (OpenProgram, editors, memory-tui) writes that way.
 
-``MEMORY_TUI_FSMONITOR=off`` turns it off; ``MEMORY_TUI_TX=full`` never uses it and ``check``
-walks as well and compares (``txmode.IncrementalMismatch`` when the monitor missed a change).
+``MEMORY_TUI_TEST_DERIVE=full`` never uses it and ``check`` walks as well and compares
+(``switches.IncrementalMismatch`` when the monitor missed a change).
 A process that runs one transaction (``txmode.one_shot``) starts none: it would not pay for
 itself, and the CLI's fresh edit imports nothing it does not need (``inotify_simple`` and
 ``ctypes`` are imported when a monitor starts).
@@ -42,8 +42,7 @@ from typing import Any, Iterable
 
 from ..format.paths import RUNTIME_NAMES, is_internal_top
 from ..cache.registry import keeps
-
-FSMONITOR_ENV = "MEMORY_TUI_FSMONITOR"
+from ..switches import current as switches
 
 # statfs f_type of the file systems where every change to a file raises its inotify event
 LOCAL_FS = {
@@ -79,8 +78,8 @@ def inotify() -> tuple[Any, _Flags] | None:
 
 
 def enabled() -> bool:
-    value = (os.environ.get(FSMONITOR_ENV) or "on").strip().lower()
-    return value not in ("off", "0", "no", "false")
+    """Not in the full-derivation mode (``MEMORY_TUI_TEST_DERIVE=full``), which walks every file."""
+    return switches().monitor
 
 
 def fs_type(path: str) -> int | None:
@@ -250,7 +249,7 @@ MAX_MONITORS = 8  # each holds an inotify instance (a file descriptor, 128 per u
 
 def monitor_for(root: Path | str, create: bool = False) -> FsMonitor | None:
     """This process's monitor of ``root``; with ``create``, one is started where the monitor is
-    available (Linux, a local file system, ``MEMORY_TUI_FSMONITOR`` not off), else ``None``."""
+    available (Linux, a local file system, ``MEMORY_TUI_TEST_DERIVE`` not ``full``), else ``None``."""
     if not enabled():
         return None
     key = os.fspath(root)
@@ -308,4 +307,4 @@ def forget_monitors() -> None:
         monitor.close()
 
 
-__all__ = ["FsMonitor", "FSMONITOR_ENV", "LOCAL_FS", "enabled", "forget_monitors", "fs_type", "monitor_for"]
+__all__ = ["FsMonitor", "LOCAL_FS", "enabled", "forget_monitors", "fs_type", "monitor_for"]

@@ -55,6 +55,7 @@ from ..fsutil import fsync_dir, named_errors
 from .lock import hold_depth
 from ..format.paths import Layout
 from ..cache.registry import keeps
+from ..switches import current as switches
 
 JOURNAL_NAME = "install-journal.json"
 JOURNAL_VERSION = 1
@@ -63,19 +64,17 @@ FILE_TARGETS = ("recent_events.jsonl", "commitments.jsonl", "relations.json", "c
 ROOT_DROPS = "."  # ``plan_install``'s ``sparse`` key: the root files a sparse stage removes
 OPENPROGRAM_BACKUP_SUFFIX = "-block-backup"
 
-CRASH_ENV = "MEMORY_TUI_CRASH_AT"  # test hook: os._exit at the N-th crash point of a process
-
 _crash_counter = 0
 
 
 def _crash_point(label: str) -> None:
     """Die here (without cleanup) when the crash-injection hook says so."""
-    spec = os.environ.get(CRASH_ENV)
-    if not spec:
+    at = switches().crash_at  # the test switch MEMORY_TUI_TEST_CRASH_AT
+    if at is None:
         return
     global _crash_counter
     _crash_counter += 1
-    if _crash_counter == int(spec):
+    if _crash_counter == at:
         os._exit(86)
 
 

@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Mapping
 from ..format.blocklinks import block_id_locations, file_block_ids
 from .memos import TextMemo, is_str_tuple, without
 from .parsecache import store_for
-from .txmode import derive, tx_mode
+from ..switches import current as switches
 
 _GONE = None  # a ``Locations`` delta value: the id is no longer anywhere
 _ABSENT = object()
@@ -127,12 +127,13 @@ class BlockLinks:
                     return where
             return self._full_locations(texts)
 
-        if tx_mode() != "check":
-            return derive("block-link locations", incremental, full)
+        mode = switches()
+        if not mode.check:
+            return mode.choose("block-link locations", incremental, full)
         # check mode hands on the incremental map (derive raises unless it equals the full
         # one): ``rewrite_block_links`` tells the ids that moved from how it lies over the last
         kept = incremental()
-        derive("block-link locations", lambda: kept, full)
+        mode.choose("block-link locations", lambda: kept, full)
         return kept
 
     def _full_locations(self, texts: Mapping[str, str]) -> dict[str, str]:

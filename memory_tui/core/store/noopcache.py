@@ -18,8 +18,8 @@ kit) keyed by
 
 An entry is used only when all of that is equal now; anything else (a missing, corrupt,
 foreign or stale file) is a miss and the full path runs, never an error. Only the answer of
-the default token counter and of incremental views is stored. ``MEMORY_TUI_VIEWS=full``
-never uses an entry; ``MEMORY_TUI_VIEWS=check`` answers from it *and* runs the full path,
+the default token counter and of incremental views is stored. ``MEMORY_TUI_TEST_DERIVE=full``
+never uses an entry; ``MEMORY_TUI_TEST_DERIVE=check`` answers from it *and* runs the full path,
 and raises when the two differ (``transaction`` does the comparing).
 
 The file is an internal name in the runtime dir: outside the revision and git, never copied

@@ -16,7 +16,7 @@ in ``<M>/<runtime-dir>/memory-tui-records`` (one envelope of the cache kit,
 ``cache.envelope``), written by this code only. A process whose texts differ from the entry's in a few files updates it from
 those files' scans (the previous ``apply`` changed one or two) and writes it back; more
 differences, a duplicate id, a damaged, missing or other code's file rebuild it from every
-file's summary (the full path's own input). ``MEMORY_TUI_TX=full`` never reads it;
+file's summary (the full path's own input). ``MEMORY_TUI_TEST_DERIVE=full`` never reads it;
 ``check`` runs the ops both ways and compares the outcomes (``changes.apply_memory_changes``'
 callers do). The file is outside the revision, git and every stage; OpenProgram ignores it.
 """

@@ -19,7 +19,8 @@ from ..format.paths import RUNTIME_NAMES, is_internal_top
 from . import revmemo, revstream
 from ..cache.stamp import is_racy
 from .revstream import ENTRY_REL, NOT_IN_PLACE, held_segment, still_holds, young_at
-from .txmode import derive, in_one_shot, tx_mode
+from ..switches import current as switches
+from .txmode import in_one_shot
 from .walk import Stamp, any_racy
 
 
@@ -70,7 +71,7 @@ class RevisionChain:
             value = revmemo.lookup(self.root, stamps) if not chain else None
             return (value, None) if value is not None else fed()
 
-        value, entries = derive("revision", kept, fed, lambda a, b: a[0] == b[0])
+        value, entries = switches().choose("revision", kept, fed, lambda a, b: a[0] == b[0])
         with self.lock:
             if entries is not None:
                 self._chain, self._stale, self._chain_of = entries, len(entries), None
@@ -82,7 +83,7 @@ class RevisionChain:
         return value
 
     def _keep_revision(self, value: str, entries: list) -> None:
-        if tx_mode() != "full":  # the full mode is the code before any cache: it keeps none
+        if not switches().full:  # the full mode is the code before any cache: it keeps none
             revmemo.keep(self.root, value, entries)
 
     def note_walk(self, stamps: Mapping[str, Stamp], links: tuple[str, ...], revision: object,
@@ -115,7 +116,7 @@ class RevisionChain:
         transactions (never in a ``one_shot`` process, whose one result is printed at once)
         and not the full-rebuild mode, which keeps nothing."""
         with self.lock:
-            return bool(self._chain) and not in_one_shot() and tx_mode() != "full"
+            return bool(self._chain) and not in_one_shot() and not switches().full
 
     def defer_revision(self, stamps: Mapping[str, Stamp], puts: Mapping[str, bytes]) -> "PendingRevision | str | None":
         """The revision of the files ``stamps`` names right after an install (call under the

@@ -17,7 +17,7 @@ are read again to know.
 {index: sha256 of a young file})``, one envelope of the cache kit (``cache.envelope``),
 written by this code only; never through a symlinked runtime dir. Outside the revision, git and every
 stage; OpenProgram ignores it. A missing, damaged or foreign file is a miss (the revision is
-hashed as before). ``MEMORY_TUI_TX=full`` neither reads nor writes it; ``check`` hashes the
+hashed as before). ``MEMORY_TUI_TEST_DERIVE=full`` neither reads nor writes it; ``check`` hashes the
 files as well and compares (``txcache.WorkspaceCache.revision``).
 """
 

@@ -21,7 +21,7 @@ from ..format.topics import Topic, TopicTree, assemble_tree, parse_topic, reasse
 from .committed import CommittedFiles, sha
 from .memos import without
 from .parsecache import deps_signature, store_for, topic_deps
-from .txmode import derive
+from ..switches import current as switches
 
 _NOT_HANDED = (None,)  # a path no parse was handed out for
 
@@ -162,9 +162,10 @@ class TreeCache:
                     for rel in sorted(texts, key=topic_sort_key)]
 
         made: list[_Parsed] = []
-        topics = derive("tree topics", lambda: self._topics_since_last(texts, index, token, shas, last, moved, handed,
-                                                                       made), full,
-                        lambda a, b: len(a) == len(b) and all(x is y or (not x.ok and x == y) for x, y in zip(a, b)))
+        mode = switches()
+        topics = mode.choose("tree topics", lambda: self._topics_since_last(texts, index, token, shas, last, moved,
+                                                                            handed, made), full,
+                             lambda a, b: len(a) == len(b) and all(x is y or (not x.ok and x == y) for x, y in zip(a, b)))
         # what the next call starts from: the topics handed out (in check mode, the full
         # derivation's, which are this one's very parses but for topics with problems, and
         # those are looked at again every time)
@@ -181,7 +182,7 @@ class TreeCache:
         if previous is None:
             tree = assemble_tree(topics)
         else:  # an edit's tree from its baseline: only the changed topics' ids move
-            tree = derive("tree", lambda: reassemble_tree(previous, topics), lambda: assemble_tree(topics), same_tree)
+            tree = mode.choose("tree", lambda: reassemble_tree(previous, topics), lambda: assemble_tree(topics), same_tree)
         with self.lock:
             self._trees = [tree, *self._trees[:1]]
         return tree

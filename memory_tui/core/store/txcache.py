@@ -36,7 +36,7 @@ from .parsecache import forget_in_process, store_for
 from .proofs import CanonicalProofs
 from .revision import PendingRevision, RevisionChain, RevisionJob
 from .treecache import ParsedEntry, TreeCache
-from .txmode import tx_mode
+from ..switches import current as switches
 from .viewcache import TopicPart, part_from_plain, part_plain, view_cache_for
 from .viewcache import forget_in_process as forget_views
 from .walk import Stamp
@@ -177,9 +177,9 @@ class WorkspaceCache:
         it was made from, so an entry for a text no longer committed is never handed out for
         another: forgetting it only bounds memory, and a transaction adds about two (its new
         parse and proof). Pruning on each one would cost a pass over every cached entry per
-        edit; this way it runs once per some thirty edits. ``MEMORY_TUI_TX=full`` retains
+        edit; this way it runs once per some thirty edits. ``MEMORY_TUI_TEST_DERIVE=full`` retains
         every time, as before."""
-        if tx_mode() != "full" and self._cached_entries() <= self._retained_size + RETAIN_SLACK:
+        if not switches().full and self._cached_entries() <= self._retained_size + RETAIN_SLACK:
             return
         self.retain(live)
 

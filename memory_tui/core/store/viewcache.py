@@ -10,8 +10,8 @@ sources its links name, which lives in the archives of the topic's deps). The pa
 combined at the end with the same orderings ``build_views`` uses, so the bytes are the same;
 timeline files whose rows are the very same objects as last time keep last time's text.
 
-Exactness is by construction *and* checked: ``MEMORY_TUI_VIEWS=full`` derives everything with
-``build_views`` (the full-rebuild mode), ``MEMORY_TUI_VIEWS=check`` derives both ways and
+Exactness is by construction *and* checked: ``MEMORY_TUI_TEST_DERIVE=full`` derives everything with
+``build_views`` (the full-rebuild mode), ``MEMORY_TUI_TEST_DERIVE=check`` derives both ways and
 raises on the first differing file; the property tests run random edit sequences both ways.
 A tree whose units are not the plain concatenation of its topics' units (a duplicate id was
 dropped) always takes the full path.
@@ -71,15 +71,11 @@ from ..format.views import (
     timeline_rows,
 )
 from ..cache.registry import keeps
-
-MODE_ENV = "MEMORY_TUI_VIEWS"  # "" / "incremental" (default), "full", "check"
-
+from ..switches import current as switches
 
 def mode() -> str:
-    value = (os.environ.get(MODE_ENV) or "incremental").strip().lower()
-    if value not in ("incremental", "full", "check"):
-        raise ValueError(f"{MODE_ENV} must be incremental, full or check, not {value!r}")
-    return value
+    """``incremental``, ``full`` or ``check``: this process's ``MEMORY_TUI_TEST_DERIVE``."""
+    return switches().derive
 
 
 class ViewsMismatch(AssertionError):
@@ -977,5 +973,5 @@ def forget_in_process() -> None:
         _CACHES.clear()
 
 
-__all__ = ["MAX_CHANGED", "MODE_ENV", "SNAPSHOT_DIR", "Snapshot", "TopicPart", "ViewCache", "ViewsMismatch",
+__all__ = ["MAX_CHANGED", "SNAPSHOT_DIR", "Snapshot", "TopicPart", "ViewCache", "ViewsMismatch",
            "forget_in_process", "part_from_plain", "part_plain", "mode", "snapshot_dir", "topic_part", "view_cache_for"]

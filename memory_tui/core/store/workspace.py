@@ -802,7 +802,7 @@ def _build(state_dir: Path, prev: StateView | None, counter: Any) -> StateView:
         topic_parts = dict(prev.topic_parts)
     else:
         # Per-topic parts (``viewcache``): a refresh re-derives only the topics it re-parsed,
-        # byte for byte what ``build_views`` gives (``MEMORY_TUI_VIEWS=full|check``).
+        # byte for byte what ``build_views`` gives (``MEMORY_TUI_TEST_DERIVE=full|check``).
         if prev is not None and sources_same and prev.row_cache:  # filled only by a whole build
             for unit in tree.units:  # units of unchanged topics are the very same objects
                 hit = prev.row_cache.get(id(unit))

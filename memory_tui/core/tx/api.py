@@ -25,9 +25,8 @@ from ..format.paths import check_writable
 from ..store import gitlog, noopcache
 from ..store.install import plan_install
 from ..store.lock import TIMEOUT_DEFAULT, TIMEOUT_EDIT, write_lock
-from ..store.txmode import derive
-from ..store.viewcache import mode as views_mode
 from ..store.workspace import workspace_revision
+from ..switches import current as current_switches
 from . import prepare
 from .context import (RULE_FILES, RULE_HAND, RULE_ORGANIZE, RULE_RECORDS, RULE_WRITER, Context, counter_or_default,
                       ensure_git, git_mode)
@@ -101,16 +100,17 @@ def staged_edit(
         if not root.parent.is_dir():
             raise MemoryError("MEMORY_NOT_FOUND", f"state directory not found: {root.parent}")
         remember = not deleting and not validate_only and counter is None
+        switches = current_switches()  # the test switches, once for the whole transaction
         known = None
         if remember:
             assert text is not None
-            known = known_noop(root, rel, text, mode, git_env, timeout, base_revision)
-            if known is not None and views_mode() != "check":
+            known = known_noop(root, rel, text, mode, git_env, timeout, base_revision, switches)
+            if known is not None and not switches.check:
                 return known
 
         def make() -> tuple[Stage, Context]:
             noop_config = noopcache.config_key(root.parent) if remember else None
-            stage = Stage(root, link_topics=True)
+            stage = Stage(root, link_topics=True, switches=switches)
             try:
                 if base_revision is not None and base_revision != stage.revision:
                     raise MemoryError(
@@ -370,7 +370,7 @@ def _apply_change(stage: Stage, req: Any, texts: dict[str, str], archived: froze
             owned=recordindex.owners(stage.memory_root, texts, stage.committed_shas, summaries),
         )
 
-    outcome = derive("record ops", owned, lambda: apply_memory_changes(
+    outcome = stage.switches.choose("record ops", owned, lambda: apply_memory_changes(
         texts, stage.baseline, req.memory_changes, link_for=stage.index.link_for,
         summaries=summaries,
     ))

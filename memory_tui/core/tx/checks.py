@@ -15,7 +15,7 @@ from ..format.sources import SourceIndex
 from ..format.topics import (CITATION_RE, DEFINITION_RE, Topic, TopicTree, Unit, is_error, iter_blocks, parse_topic,
                              topic_sort_key)
 from ..store.txcache import WorkspaceCache
-from ..store.txmode import derive
+from ..switches import Switches
 from .context import Context
 from .result import raise_first
 from .stage import Stage
@@ -93,14 +93,14 @@ def validate(stage: Stage, texts: Mapping[str, str], changed: frozenset[str], ct
 
     cache, baseline, index = stage.cache, stage.baseline, stage.index
     tree = cache.tree(texts, index, stage.token)
-    missing = _missing_ids(ctx, tree, baseline)
+    missing = _missing_ids(ctx, tree, baseline, stage.switches)
     if missing:
         errors.add([_removed_error(missing, baseline).as_problem()])
-    errors.add(derive("cross-topic link check", lambda: check_cross_topic_links_incremental(
-                          tree, committed=baseline, summary=_link_summaries(cache)),
-                      lambda: check_cross_topic_links(tree, committed=baseline)))
+    errors.add(stage.switches.choose("cross-topic link check", lambda: check_cross_topic_links_incremental(
+                                        tree, committed=baseline, summary=_link_summaries(cache)),
+                                    lambda: check_cross_topic_links(tree, committed=baseline)))
     errors.add(tree.problems)
-    errors.add(_non_ascii_times(tree, changed) + _check_units(tree, baseline, index, ctx, stage))
+    errors.add(_non_ascii_times(tree, changed, stage.switches) + _check_units(tree, baseline, index, ctx, stage))
     errors.stop()
     return tree
 
@@ -197,9 +197,9 @@ def _check_units(tree: TopicTree, baseline: TopicTree, index: SourceIndex, ctx: 
             made = {t.path for t in diff[0]}
             return made | cache.refs_unfine(tree.topics, made, index)
 
-        check = derive("topics whose refs are checked", incremental, full)
+        check = stage.switches.choose("topics whose refs are checked", incremental, full)
         if tree.dupfree:  # its units are its topics' units in order: whole topics
-            checked = [u for topic in _topics_at(tree, check) for u in topic.units]
+            checked = [u for topic in _topics_at(tree, check, stage.switches) for u in topic.units]
         else:
             checked = [u for u in tree.units if u.topic_path in check]
     for unit in checked:
@@ -248,7 +248,7 @@ def differing(tree: TopicTree, baseline: TopicTree) -> tuple[list[Topic], list[T
 _LAST_DIFF: tuple[Any, Any, Any] = (None, None, None)
 
 
-def _missing_ids(ctx: Context, tree: TopicTree, baseline: TopicTree) -> set[str]:
+def _missing_ids(ctx: Context, tree: TopicTree, baseline: TopicTree, switches: Switches) -> set[str]:
     """The required block ids ``tree`` lacks."""
     excluded = ctx.required_except
     if excluded is None:
@@ -268,10 +268,10 @@ def _missing_ids(ctx: Context, tree: TopicTree, baseline: TopicTree) -> set[str]
             out.update(u.memory_id for u in topic.units if u.memory_id not in excluded and not tree.has_id(u.memory_id))
         return out
 
-    return derive("missing ids", incremental, full)
+    return switches.choose("missing ids", incremental, full)
 
 
-def _topics_at(tree: TopicTree, paths: Iterable[str]) -> list[Topic]:
+def _topics_at(tree: TopicTree, paths: Iterable[str], switches: Switches) -> list[Topic]:
     """The topics of ``tree`` at ``paths`` (those it holds), in tree order: each looked up by
     path instead of a pass over every topic. ``tree.topic`` takes a leading ``topics/`` off,
     so paths that start with one are found by the pass."""
@@ -285,12 +285,12 @@ def _topics_at(tree: TopicTree, paths: Iterable[str]) -> list[Topic]:
 
     if any(path.startswith("topics/") for path in paths):
         return every()
-    return derive("topics at paths", looked_up, every, lambda a, b: len(a) == len(b) and all(map(is_, a, b)))
+    return switches.choose("topics at paths", looked_up, every, lambda a, b: len(a) == len(b) and all(map(is_, a, b)))
 
 
-def _non_ascii_times(tree: TopicTree, changed: frozenset[str]) -> list[Problem]:
+def _non_ascii_times(tree: TopicTree, changed: frozenset[str], switches: Switches) -> list[Problem]:
     out = []
-    for topic in _topics_at(tree, changed):
+    for topic in _topics_at(tree, changed, switches):
         for unit in topic.units:
             for ev in unit.evidence:
                 if ev.non_ascii_time:

@@ -8,7 +8,6 @@ from ..format.errors import CORRUPT_FILE, MemoryError, Problem
 from ..format.paths import Layout
 from ..format.sources import SourceIndex
 from ..format.topics import TopicTree, topic_sort_key
-from ..store.txmode import derive
 from ..store.workspace import RuntimeState, dump_runtime_json, load_runtime_state
 from .checks import differing
 from .context import Context
@@ -55,8 +54,9 @@ def _write_runtime(stage: Stage, tree: TopicTree) -> RuntimeState:
 
     # the committed file is the one the stage's walk stamped (the walk under the lock proves it unchanged)
     stamp = stage.stamps.get(f"{rt}/runtime.json") if source != path else None
-    state, problems = derive("runtime state", lambda: stage.cache.by_stamp("runtime.json", source, stamp, load),
-                             lambda: stage.cache.by_bytes("runtime.json", source, load))
+    state, problems = stage.switches.choose("runtime state", lambda: stage.cache.by_stamp("runtime.json", source, stamp,
+                                                                                     load),
+                                            lambda: stage.cache.by_bytes("runtime.json", source, load))
     if state.corrupt:  # rewriting it from defaults would lose creation_order and legacy cursors
         first = problems[0]
         raise MemoryError(
@@ -82,7 +82,7 @@ def _write_runtime(stage: Stage, tree: TopicTree) -> RuntimeState:
         return state.with_creation_order(
             u.memory_id for topic in sorted(made, key=lambda t: topic_sort_key(t.path)) for u in topic.units)
 
-    grown = derive("creation order", incremental, full, lambda a, b: a == b and (a is state) == (b is state))
+    grown = stage.switches.choose("creation order", incremental, full, lambda a, b: a == b and (a is state) == (b is state))
     cache.note_order_covers(tree, grown)
     if grown is not state or not source.exists():
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,6 @@ from ..store import gitlog
 from ..store.fsmonitor import monitor_for
 from ..store.install import InstallPlan, install
 from ..store.revision import InstalledRevision, PendingRevision, RevisionJob, revision_text
-from ..store.txmode import derive, tx_mode
 from ..store.walk import installed_stamps
 from ..store.workspace import workspace_revision
 from .context import Context
@@ -100,7 +99,7 @@ def _install(stage: Stage, prep: Prepared) -> str | PendingRevision:
         def after_install() -> dict:
             return installed_stamps(root, before, targets) or revision_stamps(root)
 
-        stamps = derive("post-install stamps", after_install, lambda: revision_stamps(root))
+        stamps = stage.switches.choose("post-install stamps", after_install, lambda: revision_stamps(root))
 
         def installed_revision() -> str | PendingRevision:
             if job is not None:
@@ -111,8 +110,8 @@ def _install(stage: Stage, prep: Prepared) -> str | PendingRevision:
                     return deferred
             return stage.cache.revision(stamps, installed=True)
 
-        revision = derive("post-install revision", installed_revision, lambda: workspace_revision(root),
-                          lambda a, b: revision_text(a) == b)
+        revision = stage.switches.choose("post-install revision", installed_revision, lambda: workspace_revision(root),
+                                          lambda a, b: revision_text(a) == b)
         if all(t.kind == "file" for t in prep.plan.targets):
             # one regular file renamed over (or removed) per target: no link came or went
             links = stage.locked_links if stage.locked_links is not None else stage.links
@@ -162,9 +161,9 @@ def start_revision(stage: Stage, prep: Prepared, before: Mapping[str, tuple[int,
     from the staged bytes, while the install and the bookkeeping run -- unless the cache can
     leave it for its first reader (``WorkspaceCache.can_defer``: a process that keeps a chain
     between transactions). Only for plans whose every target is one file (the new bytes are
-    exactly the staged file's); a tree target, or ``MEMORY_TUI_TX=full``, takes the revision
+    exactly the staged file's); a tree target, or ``MEMORY_TUI_TEST_DERIVE=full``, takes the revision
     from the files after the install."""
-    if prep.plan.empty or tx_mode() == "full" or stage.cache.can_defer():
+    if prep.plan.empty or stage.switches.full or stage.cache.can_defer():
         return None
     changes = _staged_bytes(stage, prep)
     return None if changes is None else stage.cache.start_revision(before, changes)

@@ -12,24 +12,24 @@ from ..store import gitlog, noopcache
 from ..store.confine import check_write_confinement
 from ..store.install import needs_recovery
 from ..store.lock import write_lock
-from ..store.viewcache import mode as views_mode
 from .context import Context, ensure_git
 from .prepare import Prepared
 from .result import CoreInfo, TxResult
-from .stage import Stage, open_locked, stage_mode
+from ..switches import Switches
+from .stage import Stage, open_locked
 
 
 class NoopMismatch(AssertionError):
-    """``MEMORY_TUI_VIEWS=check``: the remembered no-op answer differs from the full path's."""
+    """``MEMORY_TUI_TEST_DERIVE=check``: the remembered no-op answer differs from the full path's."""
 
 
 def known_noop(root: Path, rel: str, text: str, mode: str, git_env: Mapping[str, str] | None,
-               timeout: float, base_revision: str | None) -> TxResult | None:
+               timeout: float, base_revision: str | None, switches: Switches) -> TxResult | None:
     """The answer of a hand edit whose text is the committed file's own bytes, from the
     remembered no-op verdict of exactly this workspace (``noopcache``), or ``None`` (then the
     full path runs; it reports every refusal itself). Under the write lock, as the full path
     installs a no-op: recovery first, the workspace re-checked, git history ensured."""
-    if views_mode() == "full" or stage_mode() != "sparse" or needs_recovery(root):
+    if switches.full or needs_recovery(root):
         return None
     try:
         data = text.encode("utf-8")

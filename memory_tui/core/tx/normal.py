@@ -12,7 +12,6 @@ from typing import Any, Mapping
 
 from ..format.errors import MemoryError
 from ..format.topics import TopicTree, is_error
-from ..store.txmode import tx_mode
 from .checks import Errors, check_changed, validate
 from .context import Context
 from .stage import Stage
@@ -74,7 +73,7 @@ def normalize_staged(stage: Stage, texts: Mapping[str, str], ctx: Context, error
     normalized, promotion = _promote_legacy_core(stage, normalized, ctx)
     new_texts = _present(rewrite_block_links(
         normalized, file_ids=cache.file_ids, rewritten=cache.link_rewrite, memo=cache.memo,
-        locations=cache.block_locations(normalized), mode=tx_mode()))
+        locations=cache.block_locations(normalized), mode=stage.switches.derive))
     return Normalized(new_texts, result.block_ids, result.evidence_ids, dropped, (promotion,) if promotion else ())
 
 
@@ -99,7 +98,7 @@ def _normalize(texts: Mapping[str, str], stage: Stage, refuse_drops: bool = Fals
         refuse_drops=refuse_drops,
         # is_proven's True for a text object under this token stands while the token does
         proof_key=token,
-        mode=tx_mode(),
+        mode=stage.switches.derive,
     )
 
 

@@ -32,7 +32,8 @@ from ..store.install import FILE_TARGETS, InstallPlan, make_stage_dir, plan_inst
 from ..store.parsecache import store_for
 from ..store.revision import PendingRevision, revision_text
 from ..store.txcache import WorkspaceCache, cache_for
-from ..store.txmode import IncrementalMismatch, derive, in_one_shot, tx_mode
+from ..store.txmode import in_one_shot
+from ..switches import IncrementalMismatch, Switches, current as current_switches
 from ..store.walk import any_racy, revision_walk, stamps_under
 from .result import raise_first
 from ..cache.registry import keeps
@@ -83,7 +84,8 @@ _INDEX_CACHE: dict[str, SourceIndex] = keeps({})
 _INDEX_SEEN: dict[str, tuple[SourceIndex, list[str], list[tuple[int, int, int, int]]]] = keeps({})
 
 
-def source_index(root: Path, stamps: Mapping[str, tuple[int, int, int, int]] | None = None) -> SourceIndex:
+def source_index(root: Path, stamps: Mapping[str, tuple[int, int, int, int]] | None = None,
+                 switches: Switches | None = None) -> SourceIndex:
     """The committed archives, scanned once and refreshed by their stamps (``cache.stamp``).
 
     ``stamps``: ``revision_walk`` of the workspace, just taken. Its ``sources/`` entries are the
@@ -116,7 +118,8 @@ def source_index(root: Path, stamps: Mapping[str, tuple[int, int, int, int]] | N
                     return previous
         return full()
 
-    index = derive("source index", incremental, full, lambda a, b: a is b or (a.files == b.files))
+    index = (switches or current_switches()).choose("source index", incremental, full,
+                                                    lambda a, b: a is b or (a.files == b.files))
     _INDEX_CACHE[key] = index
     return index
 
@@ -127,20 +130,6 @@ def _copy_entry(src: Path, dst: Path) -> None:
     elif src.is_file():
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, dst)
-
-
-# A test switch, named as one: MEMORY_TUI_STAGE is the stage path a command writer is given,
-# and a memory-tui started inside that writer must not read it as this switch.
-STAGE_MODE_ENV = "MEMORY_TUI_TEST_STAGE"  # "sparse" (default) or "full"
-
-
-def stage_mode() -> str:
-    """``full`` makes every stage a complete copy of topics/ and timeline/, planned and
-    installed by comparing whole trees (the check side of the sparse-stage equivalence test)."""
-    value = (os.environ.get(STAGE_MODE_ENV) or "sparse").strip().lower()
-    if value not in ("sparse", "full"):
-        raise ValueError(f"{STAGE_MODE_ENV} must be sparse or full, not {value!r}")
-    return value
 
 
 # Set while ``optimistic.transact`` makes the stage of its optimistic pass. Such a stage is
@@ -192,8 +181,11 @@ class Stage:
         allowed_refs: Iterable[str] | None = None,
         copy_sources: bool = False,
         link_topics: bool = False,
+        switches: Switches | None = None,
     ) -> None:
         self.memory_root = Path(root)
+        # the test switches this transaction was opened with, for everything it calls
+        self.switches = switches if switches is not None else current_switches()
         self.layout = Layout(self.memory_root)
         topics_entry = self.memory_root / "topics"
         if (topics_entry.exists() or topics_entry.is_symlink()) and not topics_entry.is_dir():
@@ -208,7 +200,7 @@ class Stage:
         self._walk()
         # baseline next, from the committed tree, before anything is copied; unchanged files
         # are neither read nor parsed again (txcache)
-        self.index = source_index(self.memory_root, self.stamps)
+        self.index = source_index(self.memory_root, self.stamps, self.switches)
         self.token = self.cache.observe_index(self.index)
         self.cache.load_disk(self.layout)
         self.committed_texts, self.committed_shas, read_problems = self.cache.read_topics(
@@ -232,7 +224,7 @@ class Stage:
         # stages whose every write goes through this module (never for a writer's stage,
         # whose agent edits a full copy in place).
         self.linked = link_topics
-        self.sparse = link_topics and stage_mode() == "sparse"
+        self.sparse = link_topics and self.switches.sparse_stage
         self._drops: set[str] = set()
         self._timeline_drops: set[str] = set()
         self._texts: dict[str, str] | None = None
@@ -253,14 +245,14 @@ class Stage:
         # that walk compares the workspace with the state the stage was built from either way
         # (see ``_OPTIMISTIC``). Taken once: a stage made after a refusal walks.
         attempt = getattr(_OPTIMISTIC, "current", None)
-        walked = self.cache.take_walk() if attempt is not None and attempt.remembered and tx_mode() != "full" else None
+        walked = self.cache.take_walk() if attempt is not None and attempt.remembered and not self.switches.full else None
         if walked is not None:
             attempt.reused = True
             self.stamps, self.links, remembered, self.monitor_generation = walked
         else:
             # the file-system monitor's generation before the walk: the stamps are true at least from then on
             watch = monitor_for(self.memory_root)
-            self.monitor_generation = watch.drain() if watch is not None and tx_mode() != "full" else None
+            self.monitor_generation = watch.drain() if watch is not None and not self.switches.full else None
             self.stamps, self.links = revision_walk(self.memory_root)
         self.locked_stamps: dict[str, tuple[int, int, int, int]] | None = None  # walked again under the lock
         self.locked_links: tuple[str, ...] | None = None
@@ -418,7 +410,7 @@ class Stage:
         def differing(paths: Iterable[str]) -> frozenset[str]:
             return frozenset(rel for rel in paths if texts.get(rel) != committed.get(rel))
 
-        return texts, derive("changed topics",
+        return texts, self.switches.choose("changed topics",
                              lambda: differing(set(texts) | set(committed) if touched is None else touched),
                              lambda: differing(set(texts) | set(committed)))
 
@@ -571,11 +563,11 @@ def unchanged(stage: Stage) -> bool:
     touched; with a file-system monitor that recorded no change since the stage's stamps were
     true, without even a walk). Call under the write lock."""
     root = stage.memory_root
-    mode = tx_mode()
-    watch = monitor_for(root, create=not in_one_shot()) if mode != "full" else None
+    mode = stage.switches
+    watch = monitor_for(root, create=not in_one_shot()) if not mode.full else None
     generation = stage.locked_generation = watch.drain() if watch is not None else None
     if generation is not None and generation == stage.monitor_generation:
-        if mode == "check" and not _unchanged_by_walk(stage):
+        if mode.check and not _unchanged_by_walk(stage):
             raise IncrementalMismatch("the file-system monitor recorded no change, but the walk under the lock found one")
         stage.locked_stamps, stage.locked_links = stage.stamps, stage.links
         return True
@@ -589,7 +581,7 @@ def _unchanged_by_walk(stage: Stage) -> bool:
     if links != stage.links:
         return False  # a link appeared or vanished: the stage may have read through it
     if stamps == stage.stamps and (not stage.stamps_racy or (
-            tx_mode() != "full" and stage.cache.holds_revision(stamps, stage.revision_ref))):
+            not stage.switches.full and stage.cache.holds_revision(stamps, stage.revision_ref))):
         return True  # inside the clock tick only the files young then are read again, not the stream
     return stage.cache.revision(stamps) == stage.revision
 

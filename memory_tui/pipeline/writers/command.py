@@ -19,7 +19,9 @@ Failures (closed codes, retry verdict):
 
 Environment given to the command: ``MEMORY_TUI_STAGE`` (the stage path),
 ``MEMORY_TUI_STAGE_KIND`` (write/backfill/organize) and ``MEMORY_TUI_ALLOWED_REFS`` (the
-source ids it may cite, one per line).
+source ids it may cite, one per line). memory-tui itself never reads them (its own test
+switches are ``MEMORY_TUI_TEST_*``), so the command may run memory-tui inside its stage, say
+``memory-tui edit --check`` on what it wrote.
 """
 
 from __future__ import annotations
