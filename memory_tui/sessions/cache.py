@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pickle
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -253,7 +252,7 @@ def load_summaries(
                 fresh[sid] = _summary(session, workspace_id, threshold, counter, analyzed)
     rest = [sid for sid in misses if sid not in fresh]
     if rest:
-        many = analyzed is None and _worth_parallel(len(rest), workers)
+        many = analyzed is None and ctag is not None and _worth_parallel(len(rest), workers)
         fresh.update(_read_parallel(state, rest, workspace_id, threshold, counter, workers) if many else
                      _read_serial(state, rest, workspace_id, threshold, counter, analyzed))
     for sid, summary in fresh.items():
@@ -320,7 +319,9 @@ def _read_parallel(state: Path, sids: list[str], workspace_id: str, threshold: i
             futures = [pool.submit(_read_chunk, str(state), chunk, workspace_id, threshold, counter) for chunk in chunks]
             for future in futures:
                 out.update(future.result())
-    except (OSError, ImportError, RuntimeError, NotImplementedError, EOFError, pickle.PicklingError):
+    # (what is shipped is picklable: session ids, plain figures, and a counter of a kind
+    # ``counter_tag`` names; a worker's own error is raised here as the serial read would)
+    except (OSError, ImportError, RuntimeError, NotImplementedError, EOFError):
         # no processes here (a sandbox, a broken pool): the same reads, in this process
         return _read_serial(state, sids, workspace_id, threshold, counter)
     # in load_sessions' discovery order, as the serial read returns them
