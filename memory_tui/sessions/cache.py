@@ -1,22 +1,26 @@
-"""Per-session pending results kept across processes (cold pending).
+"""The sessions' summary index: what ``status``, pending and the sessions list need of every
+session, kept across processes.
 
-Counting what is pending means reading and analysing every session's node files (60 000 at
-the benchmark's scale 1), although between two runs almost every session is unchanged. This
-module keeps, per session, the few figures the pending count and the sessions list need
-(:class:`SessionSummary`) in the user's cache directory, keyed by
-:func:`store.session_content_key` — the session stamp of spec §1.8 plus every node and commit
-file's ``(mtime_ns, size, inode)`` — and by the workspace id, the trigger threshold, the token
-counter and a digest of this package's code. A session whose key is the one an entry was made
-from is not read at all; every other session is loaded and analysed for real and its entry
-rewritten.
+Counting what is pending, or printing ``status``, means reading and analysing every session's
+node files (60 000 at the benchmark's scale 1), although between two runs almost every session
+is unchanged. This module keeps, per session, the figures and the clock-independent facts of
+its analysis (:class:`SessionSummary`: the list's pending figure, its share of the status
+count, the reasons that follow from its files, the kept states' and the drift's domains) in
+the user's cache directory, keyed by :func:`store.session_content_key` -- the session stamp of
+spec §1.8 plus every node and commit file's stat stamp (mtime, size, inode, ctime; the kit's
+racy rule) -- and by the workspace id, the trigger threshold, the token counter and a digest
+of this package's code. What depends on the clock, the idle watcher or the records is composed
+from those facts when asked (:func:`status_row`). A session whose key is the one an entry was
+made from is not read at all; every other session is loaded and analysed for real (in worker
+processes when there are many) and its entry rewritten.
 
 Where it lives: ``$MEMORY_TUI_CACHE_DIR`` (else ``$XDG_CACHE_HOME/memory-tui``, else
 ``~/.cache/memory-tui``), next to the token-count memo: reading a state directory never
 writes into it (``tests/unit/test_readonly.py``). One compact index per state dir (every
-session's entry in one sealed file: one read, not one file per session), rewritten whole
-when any entry changed. A damaged index (the seal's crc), one of another format or state, or
-an entry of another key or of the wrong shape is a miss, and the next load rewrites it;
-losing the directory only costs time.
+session's entry in one envelope of the cache kit: one read, not one file per session),
+rewritten whole when any entry changed. A damaged index (the envelope's crc), one of another
+format or state, or an entry of another key or of the wrong shape is a miss, and the next load
+rewrites it; losing the directory only costs time.
 """
 
 from __future__ import annotations
