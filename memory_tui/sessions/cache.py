@@ -301,7 +301,29 @@ def _worth_parallel(count: int, workers: int | None) -> bool:
 def _read_chunk(state: str, sids: list[str], workspace_id: str, threshold: int, counter: Any
                 ) -> list[tuple[str, SessionSummary]]:
     """A worker's share of a cold build (module level: it is pickled by name)."""
-    return list(_read_serial(Path(state), sids, workspace_id, threshold, counter).items())
+    from memory_tui.core.format.tokens import COUNT_MEMO
+
+    out = list(_read_serial(Path(state), sids, workspace_id, threshold, counter).items())
+    # A pool's worker leaves without running exit hooks: the token counts it made are saved
+    # here, or the next process would count every pending text again.
+    COUNT_MEMO.save()
+    return out
+
+
+def _share_the_encoding(counter: Any) -> None:
+    """Load the o200k ranks once here, before the workers fork, when the count memo is empty
+    (a cold build counts every pending text): each worker would otherwise load its own copy."""
+    from memory_tui.core.format.tokens import COUNT_MEMO, O200kCounter, o200k_encoding
+
+    if counter is not None and type(counter) is not O200kCounter:
+        return
+    try:
+        folder = COUNT_MEMO.path()
+        empty = not folder.is_dir() or next(folder.iterdir(), None) is None
+    except OSError:
+        empty = True
+    if empty:
+        o200k_encoding()
 
 
 def _read_parallel(state: Path, sids: list[str], workspace_id: str, threshold: int, counter: Any,
@@ -317,6 +339,8 @@ def _read_parallel(state: Path, sids: list[str], workspace_id: str, threshold: i
     chunks = [sids[i::parts] for i in range(parts)]
     # fork shares this process's imports for free, but is unsafe with other threads running
     method = "fork" if threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    if method == "fork":
+        _share_the_encoding(counter)
     out: dict[str, SessionSummary] = {}
     try:
         with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context(method)) as pool:

@@ -157,3 +157,20 @@ def test_a_parallel_cold_build_equals_a_serial_one(bench_state_small, tmp_path, 
     assert parallel.pending == serial.pending
     again = scache.load_summaries(state, wid, 2000, directory=tmp_path / "b", workers=2)
     assert again.read == () and again.summaries == serial.summaries
+
+
+def test_the_workers_of_a_parallel_build_keep_their_token_counts(bench_state_small, tmp_path, monkeypatch):
+    """A pool's worker exits without exit hooks: the counts it made must still reach the memo."""
+    from memory_tui.core.format.tokens import COUNT_MEMO
+
+    state = tmp_path / "state"
+    shutil.copytree(bench_state_small, state, symlinks=True)
+    _age(state)
+    monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path / "user-cache"))
+    monkeypatch.setattr(scache, "PARALLEL_MIN_SESSIONS", 1)
+    COUNT_MEMO.forget()
+    wid = (state / "memory" / ".scriptorium" / "workspace-id").read_text().strip()
+    got = scache.load_summaries(state, wid, 2000, directory=tmp_path / "index", workers=2)
+    assert got.pending.lenient > 0  # there was pending text to count
+    assert any(COUNT_MEMO.path().glob("*")), "no token count was saved by the workers"
+    COUNT_MEMO.forget()
