@@ -21,6 +21,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("status", help="workspace, writer health and pending turns per session")
     add_common(p)
     p.add_argument("--now", type=float, default=None, help=argparse.SUPPRESS)
+    # the full load and explanation of every session, not the summary index (a check of the index)
+    p.add_argument("--full", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_status)
 
     p = subparsers.add_parser("why", help="explain, per session, tip and turn, what memory wrote and why not")
@@ -67,8 +69,9 @@ def _explain(args: argparse.Namespace, *, lazy: bool = False):
         raise CliError(f"cannot read {state}: {exc.strerror or exc}") from exc
 
 
-def _memory_summary(state: Path, sessions: Any = None) -> dict[str, Any]:
-    """Revision, counts, writer health and the insight counts from the workspace snapshot."""
+def _memory_summary(state: Path, insights: Any = None) -> dict[str, Any]:
+    """Revision, counts, writer health and the insight counts from the workspace snapshot.
+    ``insights(view)`` gives the header's insight counts (JSON) for the view."""
     out: dict[str, Any] = {"revision": None, "topics": None, "records": None, "sources": None, "writer": None,
                            "problems": [], "insights": None}
     try:
@@ -95,10 +98,8 @@ def _memory_summary(state: Path, sessions: Any = None) -> dict[str, Any]:
     ws = view.writer_status
     out["writer"] = ws.to_json() if ws is not None else None
     out["problems"] = [p.to_json() for p in view.problems]
-    if view.tree is not None and not view.memory_missing:
-        from memory_tui.insights.summary import summarize
-
-        out["insights"] = summarize(view, sessions).to_json()
+    if view.tree is not None and not view.memory_missing and insights is not None:
+        out["insights"] = insights(view)
     return out
 
 
@@ -115,11 +116,21 @@ def _session_pending(se) -> tuple[int, int]:
     return len(ids), head.pending_tokens if head is not None else 0
 
 
-def cmd_status(args: argparse.Namespace) -> int:
+def _status_full(state: Path, now: float) -> tuple[Any, dict[str, Any]]:
+    """``(context, the status data)`` from a full load and explanation of every session (the
+    oracle the index-backed :func:`_status_indexed` is compared with)."""
+    from memory_tui.insights.summary import summarize
     from memory_tui.sessions.kept import citations_for_state, kept_counts, kept_states, session_drift
+    from memory_tui.sessions.reasons import explain, load_context
+    from memory_tui.sessions.store import load_sessions
 
-    state, snap, ctx, ex = _explain(args)
-    mem = _memory_summary(state, snap)
+    try:
+        snap = load_sessions(state)
+        ctx = load_context(state, now=now)
+        ex = explain(snap, ctx)
+    except OSError as exc:
+        raise CliError(f"cannot read {state}: {exc.strerror or exc}") from exc
+    mem = _memory_summary(state, lambda view: summarize(view, snap).to_json())
     citations, _why_not = citations_for_state(state)
     threshold = ctx.config.trigger_tokens
     sessions = []
@@ -143,7 +154,104 @@ def cmd_status(args: argparse.Namespace) -> int:
             "reasons": [r.to_json() for r in se.reasons],
             "problems": [p.to_json() for p in se.session.problems],
         })
-    data = {
+    return ctx, _status_json(state, ctx, mem, ex.pending, ex.reasons, sessions, snap.problems)
+
+
+def _status_indexed(state: Path, now: float, *, directory: Path | None = None) -> tuple[Any, dict[str, Any]]:
+    """The same data from the sessions' summary index (``sessions.cache``): each session's
+    stored facts, the clock's reasons worded now, the kept counts and the drift from the
+    records' citations; the insight counts from their own entry (keyed by the revision and
+    every session's key). Sessions are read only where their entry is missing or stale;
+    the insights need every session's graph, so a miss there is one full load."""
+    from memory_tui.sessions.cache import cache_dir, content_keys, load_summaries, status_row
+    from memory_tui.sessions.kept import citations_for_state
+    from memory_tui.sessions.reasons import global_reasons, load_context
+
+    where = directory if directory is not None else cache_dir()
+    try:
+        ctx = load_context(state, now=now)
+        keys = content_keys(state)
+    except OSError as exc:
+        raise CliError(f"cannot read {state}: {exc.strerror or exc}") from exc
+    loaded: list[Any] = []
+
+    def insights(view: Any) -> dict[str, Any]:
+        key = _insights_key(view.revision, keys)
+        hit = _insights_memo(where, state, key)
+        if hit is not None:
+            return hit
+        from memory_tui.insights.summary import summarize
+        from memory_tui.sessions.store import load_sessions
+
+        snap = load_sessions(state)
+        loaded.append(snap)
+        value = summarize(view, snap).to_json()
+        _insights_keep(where, state, key, value)
+        return value
+
+    mem = _memory_summary(state, insights)
+    try:
+        found = load_summaries(state, ctx.workspace_id or "", ctx.config.trigger_tokens, directory=directory,
+                               keys=keys, snapshot=loaded[0] if loaded else None)
+    except OSError as exc:
+        raise CliError(f"cannot read {state}: {exc.strerror or exc}") from exc
+    citations, _why_not = citations_for_state(state)
+    sessions = [status_row(s, ctx, citations) for s in found.summaries.values()]
+    return ctx, _status_json(state, ctx, mem, found.pending, global_reasons(ctx), sessions, found.problems)
+
+
+# The header's insight counts of ``status``, remembered per state dir in the user cache: a
+# function of the memory workspace (its revision hashes every topic and archive byte) and of
+# every session (their content keys), computed by this code.
+INSIGHTS_KIND = "status-insights"
+INSIGHTS_FORMAT = "memory-tui/status-insights/1"
+
+
+def _insights_key(revision: Any, keys: dict[str, Any]) -> str | None:
+    import hashlib
+    import json
+
+    import memory_tui.core.format as fmt
+    import memory_tui.insights as ins
+    import memory_tui.sessions as ses
+    from memory_tui.core.cache.codetag import package_tag
+
+    if not isinstance(revision, str) or any(k is None for k in keys.values()):
+        return None  # a racy or unreadable session, or no revision: nothing to vouch for
+    tag = "".join(package_tag(p, salt=INSIGHTS_FORMAT) for p in (ins, ses, fmt))
+    return hashlib.sha256(json.dumps([INSIGHTS_FORMAT, tag, revision, sorted(keys.items())]).encode()).hexdigest()
+
+
+def _insights_path(where: Path, state: Path) -> Path:
+    import hashlib
+
+    return where / f"{hashlib.sha256(str(state.absolute()).encode()).hexdigest()[:32]}.insights"
+
+
+def _insights_memo(where: Path, state: Path, key: str | None) -> dict[str, Any] | None:
+    from memory_tui.core.cache import envelope
+
+    if key is None:
+        return None
+    value = envelope.read(_insights_path(where, state), INSIGHTS_KIND)
+    if not (isinstance(value, tuple) and len(value) == 2 and value[0] == key and isinstance(value[1], dict)):
+        return None
+    counts = value[1]
+    ok = all(type(counts.get(k)) is int for k in ("records", "single_episode", "alternatives", "alternative_forks",
+                                                   "pending_sources", "assistant_only"))
+    return counts if ok and len(counts) == 6 else None
+
+
+def _insights_keep(where: Path, state: Path, key: str | None, value: dict[str, Any]) -> None:
+    from memory_tui.core.cache import envelope
+
+    if key is not None:
+        envelope.write(_insights_path(where, state), INSIGHTS_KIND, (key, value), make_folder=True)
+
+
+def _status_json(state: Path, ctx: Any, mem: dict[str, Any], pending: Any, reasons: Any, sessions: list[dict[str, Any]],
+                 session_problems: Any) -> dict[str, Any]:
+    return {
         "state_dir": str(state),
         "workspace_id": ctx.workspace_id or None,
         "revision": mem["revision"],
@@ -152,38 +260,52 @@ def cmd_status(args: argparse.Namespace) -> int:
         "records": mem["records"],
         "sources": mem["sources"],
         "writer": {"status": mem["writer"], "lock_busy": ctx.lock_busy},
-        "status_pending_turns": ex.pending.value,
-        "pending_turns_lenient": ex.pending.lenient,
-        "reasons": [r.to_json() for r in ex.reasons],
+        "status_pending_turns": pending.value,
+        "pending_turns_lenient": pending.lenient,
+        "reasons": [r.to_json() for r in reasons],
         "sessions": sessions,
-        "problems": [p.to_json() for p in (*snap.problems, *ctx.problems, *_settings_problems())] + mem["problems"],
+        "problems": [p.to_json() for p in (*session_problems, *ctx.problems, *_settings_problems())] + mem["problems"],
         "insights": mem["insights"],
     }
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    state = _state_dir(args)
+    now = args.now if getattr(args, "now", None) is not None else time.time()
+    ctx, data = (_status_full if getattr(args, "full", False) else _status_indexed)(state, now)
     if getattr(args, "json", False):
         emit_json(data)
         return 0
+    print_status(state, ctx, data)
+    return 0
+
+
+def print_status(state: Path, ctx: Any, data: dict[str, Any]) -> None:
+    """The text form of ``status`` from its data."""
     cfg = ctx.config
+    threshold = cfg.trigger_tokens
     print(f"state      {sanitize(str(state))}")
-    print(f"workspace  {ctx.workspace_id or '(none)'}  revision {mem['revision'] or '?'}")
+    print(f"workspace  {ctx.workspace_id or '(none)'}  revision {data['revision'] or '?'}")
     print(f"config     backend={cfg.backend} writer={'on' if cfg.writer_enabled else 'off'} "
           f"trigger_tokens={cfg.trigger_tokens} model={cfg.writer_model or '(default)'}")
-    src = mem["sources"] or {}
-    print(f"memory     {mem['topics']} topics, {mem['records']} records, {src.get('files')} source files, {src.get('frames')} source frames")
-    writer = mem["writer"] or {}
+    src = data["sources"] or {}
+    print(f"memory     {data['topics']} topics, {data['records']} records, {src.get('files')} source files, {src.get('frames')} source frames")
+    writer = data["writer"]["status"] or {}
     fail = writer.get("last_failure") or {}
     health = writer.get("last_outcome") or "never ran"
     if fail:
         health += f" (last failure {fail.get('reason_code')} at {fail.get('at')})"
     print(f"writer     {health}; write lock {'HELD' if ctx.lock_busy else 'free'}")
-    ins = mem["insights"]
+    ins = data["insights"]
     if ins is not None:
         print(f"evidence   {ins['single_episode']} single-episode records, {ins['alternatives']} records with an "
               f"alternative (at {ins['alternative_forks']} forks), {ins['pending_sources']} citing pending sources")
-    pend = ex.pending.value if ex.pending.value is not None else f"null (OpenProgram cannot count; {ex.pending.lenient} countable)"
+    value = data["status_pending_turns"]
+    pend = value if value is not None else f"null (OpenProgram cannot count; {data['pending_turns_lenient']} countable)"
     print(f"pending    {pend} turns")
-    for r in ex.reasons:
-        print(f"  ! {r.code}: {sanitize(r.message)}")
-    for row in sessions:
+    for r in data["reasons"]:
+        print(f"  ! {r['code']}: {sanitize(r['message'])}")
+    for row in data["sessions"]:
         flag = "" if row["in_registry"] else "  [not in registry]"
         print(f"session {sanitize(row['id'])}  head {sanitize(str(row['head_id']))}  tips {row['tips']}  "
               f"pending {row['pending_turns']} turns, head {row['head_pending_tokens']}/{threshold} tokens{flag}")
@@ -194,7 +316,6 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"  problem  {_problem_line(p)}")
     for line in dict.fromkeys(_problem_line(p) for p in data["problems"]):  # same finding, two readers
         print(f"problem  {line}")
-    return 0
 
 
 def _settings_problems():

@@ -1,22 +1,26 @@
-"""Per-session pending results kept across processes (cold pending).
+"""The sessions' summary index: what ``status``, pending and the sessions list need of every
+session, kept across processes.
 
-Counting what is pending means reading and analysing every session's node files (60 000 at
-the benchmark's scale 1), although between two runs almost every session is unchanged. This
-module keeps, per session, the few figures the pending count and the sessions list need
-(:class:`SessionSummary`) in the user's cache directory, keyed by
-:func:`store.session_content_key` — the session stamp of spec §1.8 plus every node and commit
-file's ``(mtime_ns, size, inode)`` — and by the workspace id, the trigger threshold, the token
-counter and a digest of this package's code. A session whose key is the one an entry was made
-from is not read at all; every other session is loaded and analysed for real and its entry
-rewritten.
+Counting what is pending, or printing ``status``, means reading and analysing every session's
+node files (60 000 at the benchmark's scale 1), although between two runs almost every session
+is unchanged. This module keeps, per session, the figures and the clock-independent facts of
+its analysis (:class:`SessionSummary`: the list's pending figure, its share of the status
+count, the reasons that follow from its files, the kept states' and the drift's domains) in
+the user's cache directory, keyed by :func:`store.session_content_key` -- the session stamp of
+spec §1.8 plus every node and commit file's stat stamp (mtime, size, inode, ctime; the kit's
+racy rule) -- and by the workspace id, the trigger threshold, the token counter and a digest
+of this package's code. What depends on the clock, the idle watcher or the records is composed
+from those facts when asked (:func:`status_row`). A session whose key is the one an entry was
+made from is not read at all; every other session is loaded and analysed for real (in worker
+processes when there are many) and its entry rewritten.
 
 Where it lives: ``$MEMORY_TUI_CACHE_DIR`` (else ``$XDG_CACHE_HOME/memory-tui``, else
 ``~/.cache/memory-tui``), next to the token-count memo: reading a state directory never
 writes into it (``tests/unit/test_readonly.py``). One compact index per state dir (every
-session's entry in one sealed file: one read, not one file per session), rewritten whole
-when any entry changed. A damaged index (the seal's crc), one of another format or state, or
-an entry of another key or of the wrong shape is a miss, and the next load rewrites it;
-losing the directory only costs time.
+session's entry in one envelope of the cache kit: one read, not one file per session),
+rewritten whole when any entry changed. A damaged index (the envelope's crc), one of another
+format or state, or an entry of another key or of the wrong shape is a miss, and the next load
+rewrites it; losing the directory only costs time.
 """
 
 from __future__ import annotations
@@ -33,14 +37,19 @@ from memory_tui.core.cache import envelope
 from memory_tui.core.format.errors import Problem
 from memory_tui.core.fsutil import user_cache_dir
 
-from .records import PendingCount, SessionAnalysis, analyze_session, status_pending_count
+from .records import MARK_KEY, PendingCount, SessionAnalysis, analyze_session, status_pending_count
 from .store import Session, SessionSnapshot, discover, load_sessions, session_content_key
 
-FORMAT = "memory-tui/session-summary/2"
+FORMAT = "memory-tui/session-summary/3"
 
 
 @dataclass(frozen=True)
 class SessionSummary:
+    """What ``status``, pending and the sessions list need of one session: the figures and
+    every clock-independent fact of its analysis. What depends on the clock, the idle
+    watcher's state or the records (the kept counts, the drift) is composed from these
+    facts when asked (:func:`status_row`), so one entry serves every run."""
+
     session_id: str
     title: str  # unsanitised, as Session.title
     nodes: int
@@ -48,6 +57,18 @@ class SessionSummary:
     pending: int  # distinct unmarked records over the session's forced-order tips (the list's figure)
     status_ids: int  # this session's share of ``status_pending_count`` (distinct record ids)
     status_problems: tuple[Problem, ...]  # what made OpenProgram's count raise for this session
+    rel: str = ""  # the session folder, state-relative (the reasons' evidence names files in it)
+    head_id: str | None = None
+    in_registry: bool = False
+    archived: bool = False
+    tips: int = 0  # rows of list_branches
+    head_pending_tokens: int = 0
+    reasons: tuple[dict, ...] = ()  # JSON of reasons.session_file_reasons
+    problems: tuple[dict, ...] = ()  # JSON of the session's load problems
+    node_ids: tuple[str, ...] = ()  # every node but the graph root (the kept states' domain)
+    mine: tuple[str, ...] = ()  # of those, the ones marked by this workspace
+    live_ids: tuple[str, ...] = ()  # records a live tip reaches (the drift's domain)
+    live_pending: tuple[str, ...] = ()  # of those, pending by the marks
 
 
 @dataclass(frozen=True)
@@ -55,6 +76,8 @@ class SummaryResult:
     summaries: Mapping[str, SessionSummary]  # in load_sessions' order (newest first)
     pending: PendingCount  # equal to status_pending_count over a full load
     read: tuple[str, ...]  # the sessions that were loaded for real (the others came from the cache)
+    problems: tuple[Problem, ...] = ()  # discovery's (the registry, locations.json): a full load's snapshot.problems
+    keys: Mapping[str, str | None] | None = None  # every session's content key, taken before anything was read
 
 
 def cache_dir() -> Path:
@@ -63,15 +86,15 @@ def cache_dir() -> Path:
 
 
 def _code_tag() -> str:
-    """A digest of the modules a summary is computed by: entries of other code are misses."""
+    """A digest of the code a summary is computed by (this whole package: the analysis, the
+    reasons, the branch rules) and of the problem codes: entries of other code are misses."""
     global _CODE_TAG
     if _CODE_TAG is None:
-        from memory_tui.core.cache.codetag import code_tag
-        from memory_tui.core.format import errors
+        import memory_tui.sessions as package
+        from memory_tui.core.cache.codetag import code_tag, package_tag
+        from memory_tui.core.format import errors, tokens
 
-        from . import cache, dag, marks, records, store
-
-        _CODE_TAG = code_tag(cache, store, records, dag, marks, errors, salt=FORMAT)
+        _CODE_TAG = package_tag(package, salt=FORMAT) + code_tag(errors, tokens, salt=FORMAT, length=16)
     return _CODE_TAG
 
 
@@ -91,6 +114,8 @@ def counter_tag(counter: Any) -> str | None:
 
 
 def summarize_session(session: Session, analysis: SessionAnalysis, workspace_id: str) -> SessionSummary:
+    from .reasons import session_file_reasons
+
     ids: set[str] = set()
     for tip in analysis.forced_order:
         ta = analysis.tips.get(tip)
@@ -98,9 +123,79 @@ def summarize_session(session: Session, analysis: SessionAnalysis, workspace_id:
             ids.update(r.id for r in ta.recordset.records if r.id not in ta.marked)
     one = SessionSnapshot(state_dir=session.dir, root=None, sessions={session.id: session}, registry={}, registry_ok=True)
     share = status_pending_count(one, workspace_id, {session.id: analysis})
+    head = analysis.tips.get(session.head_id or "")
+    node_ids = tuple(nid for nid, node in session.nodes.items() if not node.is_root)
+    mine = tuple(nid for nid in node_ids if workspace_id and session.nodes[nid].metadata.get(MARK_KEY) == workspace_id)
+    # The drift's two sets over the live tips (not archived, or the head), as kept.session_drift takes them.
+    live: dict[str, None] = {}
+    live_pending: dict[str, None] = {}
+    for ta in analysis.tips.values():
+        if ta.archived and not ta.is_head:
+            continue
+        live.update(dict.fromkeys(r.id for r in ta.recordset.records))
+        live_pending.update(dict.fromkeys(r.id for r in ta.pending))
     return SessionSummary(
-        session.id, session.title, len(session.nodes), session.updated_at, len(ids), share.lenient, share.problems
+        session.id, session.title, len(session.nodes), session.updated_at, len(ids), share.lenient, share.problems,
+        rel=session.rel, head_id=session.head_id, in_registry=session.in_registry, archived=session.archived,
+        tips=len(analysis.rows), head_pending_tokens=head.pending_tokens if head is not None else 0,
+        reasons=tuple(r.to_json() for r in session_file_reasons(session, analysis)),
+        problems=tuple(p.to_json() for p in session.problems),
+        node_ids=node_ids, mine=mine, live_ids=tuple(live), live_pending=tuple(live_pending),
     )
+
+
+def kept_counts_of(summary: SessionSummary, citations: Any) -> dict[str, int]:
+    """``kept.kept_counts(kept_states(session, citations, workspace_id))`` from the summary:
+    a turn marked by this workspace is kept when a record cites it, else dropped; a cited
+    turn without this workspace's mark is kept without a mark."""
+    kept = dropped = unmarked = 0
+    if getattr(citations, "known", False):
+        sid = summary.session_id
+        cited = citations.cited
+        mine = frozenset(summary.mine)
+        for nid in summary.node_ids:
+            if nid in mine:
+                if cited(sid, nid):
+                    kept += 1
+                else:
+                    dropped += 1
+            elif cited(sid, nid):
+                unmarked += 1
+    return {"kept": kept, "dropped": dropped, "unmarked_kept": unmarked}
+
+
+def drift_count_of(summary: SessionSummary, citations: Any) -> int:
+    """``kept.session_drift(analysis, citations).count`` from the summary: the live records
+    where the marks and the citations disagree (pending yet cited, or done yet cited by none)."""
+    if not getattr(citations, "known", False):
+        return 0
+    sid = summary.session_id
+    pending = frozenset(summary.live_pending)
+    return sum(1 for nid in summary.live_ids if (nid in pending) == citations.cited(sid, nid))
+
+
+def status_row(summary: SessionSummary, ctx: Any, citations: Any) -> dict[str, Any]:
+    """One session's row of ``memory-tui status`` (``--json``): the stored facts, with the
+    reasons that depend on the clock and the idle watcher's state worded now."""
+    from .reasons import session_clock_reasons
+
+    clock = session_clock_reasons(summary.session_id, summary.rel, summary.in_registry, summary.updated_at, ctx)
+    return {
+        "id": summary.session_id,
+        "title": summary.title,
+        "head_id": summary.head_id,
+        "in_registry": summary.in_registry,
+        "updated_at": summary.updated_at,
+        "archived": summary.archived,
+        "tips": summary.tips,
+        "pending_turns": summary.pending,
+        "head_pending_tokens": summary.head_pending_tokens,
+        "trigger_tokens": ctx.config.trigger_tokens,
+        "kept": kept_counts_of(summary, citations),
+        "drift": drift_count_of(summary, citations),
+        "reasons": [*summary.reasons, *(r.to_json() for r in clock)],
+        "problems": list(summary.problems),
+    }
 
 
 def combine(summaries: Iterable[SessionSummary]) -> PendingCount:
@@ -126,43 +221,139 @@ def load_summaries(
     *,
     directory: Path | None = None,
     analyzed: Callable[[Session, SessionAnalysis], None] | None = None,
+    keys: Mapping[str, str | None] | None = None,
+    snapshot: SessionSnapshot | None = None,
+    workers: int | None = None,
 ) -> SummaryResult:
     """Every session's summary and the status pending count, reading only sessions that
     changed since their entry was written. ``analyzed(session, analysis)`` sees each session
-    that was loaded for real."""
+    that was loaded for real. ``keys``: :func:`content_keys` taken by the caller a moment
+    ago (one stat walk, not two); ``snapshot``: a full load the caller made after taking
+    them (its sessions are analysed instead of read again). ``workers``: processes for a
+    cold build (default: ``os.cpu_count()``; 1 reads in this process)."""
     state = Path(state_dir)
     where = directory if directory is not None else cache_dir()
     ctag = counter_tag(counter)
-    found, registry, registry_ok, _problems = discover(state)
+    found, registry, registry_ok, problems = discover(state)
     index = _Index.load(where, state)
     out: dict[str, SessionSummary] = {}
-    keys: dict[str, str | None] = {}
-    for sid, sdir in found:
-        key = session_content_key(sid, sdir, state, registry, registry_ok) if ctag is not None else None
-        keys[sid] = key
+    if keys is None or ctag is None:
+        keys = {sid: session_content_key(sid, sdir, state, registry, registry_ok) if ctag is not None else None
+                for sid, sdir in found}
+    for sid, _sdir in found:
+        key = keys.get(sid)
         if key is None:
             continue
         hit = index.get(sid, _full_key(key, workspace_id, threshold, ctag))
         if hit is not None:
             out[sid] = hit
     misses = [sid for sid, _ in found if sid not in out]
-    if misses:
-        snap = load_sessions(state, only=misses)
-        dirs = dict(found)
-        for sid, session in snap.sessions.items():
-            analysis = analyze_session(session, workspace_id, threshold, counter)
-            if analyzed is not None:
-                analyzed(session, analysis)
-            summary = summarize_session(session, analysis, workspace_id)
-            out[sid] = summary
-            key = keys.get(sid)
-            # Store only when nothing moved while the session was read.
-            if key is not None and session_content_key(sid, dirs[sid], state, registry, registry_ok) == key:
-                index.put(sid, _full_key(key, workspace_id, threshold, ctag), summary)
+    fresh: dict[str, SessionSummary] = {}
+    if misses and snapshot is not None and Path(snapshot.state_dir) == state:
+        for sid in misses:
+            session = snapshot.sessions.get(sid)
+            if session is not None:
+                fresh[sid] = _summary(session, workspace_id, threshold, counter, analyzed)
+    rest = [sid for sid in misses if sid not in fresh]
+    if rest:
+        many = analyzed is None and ctag is not None and _worth_parallel(len(rest), workers)
+        fresh.update(_read_parallel(state, rest, workspace_id, threshold, counter, workers) if many else
+                     _read_serial(state, rest, workspace_id, threshold, counter, analyzed))
+    for sid, summary in fresh.items():
+        out[sid] = summary
+        key = keys.get(sid)
+        # Stored under the key taken before the read: that key is asked for again only while
+        # every file still has the stamp it had then, and a write in between moves a ctime
+        # (and a racy stamp gave no key at all), so what was read is what the key stands for.
+        if key is not None:
+            index.put(sid, _full_key(key, workspace_id, threshold, ctag), summary)
     index.keep_only(sid for sid, _ in found)
     index.save()
     ordered = _order(out)
-    return SummaryResult(ordered, combine(ordered.values()), tuple(misses))
+    return SummaryResult(ordered, combine(ordered.values()), tuple(misses), tuple(problems), dict(keys))
+
+
+def _summary(session: Session, workspace_id: str, threshold: int, counter: Any,
+             analyzed: Callable[[Session, SessionAnalysis], None] | None = None) -> SessionSummary:
+    analysis = analyze_session(session, workspace_id, threshold, counter)
+    if analyzed is not None:
+        analyzed(session, analysis)
+    return summarize_session(session, analysis, workspace_id)
+
+
+def _read_serial(state: Path, sids: list[str], workspace_id: str, threshold: int, counter: Any,
+                 analyzed: Callable[[Session, SessionAnalysis], None] | None = None) -> dict[str, SessionSummary]:
+    snap = load_sessions(state, only=sids)
+    return {sid: _summary(session, workspace_id, threshold, counter, analyzed) for sid, session in snap.sessions.items()}
+
+
+# A cold build reads every node file of every session: spread over the machine's cores when
+# there are enough sessions to pay for the workers (each one starts, and ships its summaries
+# back); below that, or where processes cannot be started, the same work runs here.
+PARALLEL_MIN_SESSIONS = 24
+
+
+def _worth_parallel(count: int, workers: int | None) -> bool:
+    n = workers if workers is not None else (os.cpu_count() or 1)
+    return n > 1 and count >= PARALLEL_MIN_SESSIONS
+
+
+def _read_chunk(state: str, sids: list[str], workspace_id: str, threshold: int, counter: Any
+                ) -> list[tuple[str, SessionSummary]]:
+    """A worker's share of a cold build (module level: it is pickled by name)."""
+    from memory_tui.core.format.tokens import COUNT_MEMO
+
+    out = list(_read_serial(Path(state), sids, workspace_id, threshold, counter).items())
+    # A pool's worker leaves without running exit hooks: the token counts it made are saved
+    # here, or the next process would count every pending text again.
+    COUNT_MEMO.save()
+    return out
+
+
+def _share_the_encoding(counter: Any) -> None:
+    """Load the o200k ranks once here, before the workers fork, when the count memo is empty
+    (a cold build counts every pending text): each worker would otherwise load its own copy."""
+    from memory_tui.core.format.tokens import COUNT_MEMO, O200kCounter, o200k_encoding
+
+    if counter is not None and type(counter) is not O200kCounter:
+        return
+    try:
+        folder = COUNT_MEMO.path()
+        empty = not folder.is_dir() or next(folder.iterdir(), None) is None
+    except OSError:
+        empty = True
+    if empty:
+        o200k_encoding()
+
+
+def _read_parallel(state: Path, sids: list[str], workspace_id: str, threshold: int, counter: Any,
+                   workers: int | None) -> dict[str, SessionSummary]:
+    import multiprocessing
+    import threading
+    from concurrent.futures import ProcessPoolExecutor
+
+    n = min(workers if workers is not None else (os.cpu_count() or 1), len(sids))
+    # Round-robin chunks, a few per worker: sessions differ in size, and a worker that drew
+    # the long ones should not leave the others idle at the end.
+    parts = max(1, min(len(sids), n * 4))
+    chunks = [sids[i::parts] for i in range(parts)]
+    # fork shares this process's imports for free, but is unsafe with other threads running
+    method = "fork" if threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    if method == "fork":
+        _share_the_encoding(counter)
+    out: dict[str, SessionSummary] = {}
+    try:
+        with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context(method)) as pool:
+            futures = [pool.submit(_read_chunk, str(state), chunk, workspace_id, threshold, counter) for chunk in chunks]
+            for future in futures:
+                out.update(future.result())
+    # (what is shipped is picklable: session ids, plain figures, and a counter of a kind
+    # ``counter_tag`` names; a worker's own error is raised here as the serial read would)
+    except (OSError, ImportError, RuntimeError, NotImplementedError, EOFError):
+        # no processes here (a sandbox, a broken pool): the same reads, in this process
+        return _read_serial(state, sids, workspace_id, threshold, counter)
+    # in load_sessions' discovery order, as the serial read returns them
+    return {sid: out[sid] for sid in sids if sid in out}
 
 
 def cached_summaries(
@@ -176,17 +367,18 @@ def cached_summaries(
     ctag = counter_tag(counter)
     if ctag is None:
         return None
-    found, registry, registry_ok, _problems = discover(state)
+    found, registry, registry_ok, problems = discover(state)
     index = _Index.load(where, state)
     out: dict[str, SessionSummary] = {}
+    keys: dict[str, str | None] = {}
     for sid, sdir in found:
-        key = session_content_key(sid, sdir, state, registry, registry_ok)
+        key = keys[sid] = session_content_key(sid, sdir, state, registry, registry_ok)
         hit = index.get(sid, _full_key(key, workspace_id, threshold, ctag)) if key is not None else None
         if hit is None:
             return None
         out[sid] = hit
     ordered = _order(out)
-    return SummaryResult(ordered, combine(ordered.values()), ())
+    return SummaryResult(ordered, combine(ordered.values()), (), tuple(problems), keys)
 
 
 def content_keys(state_dir: str | os.PathLike[str]) -> dict[str, str | None]:
@@ -259,8 +451,8 @@ def _write_envelope(path: Path, value: Any) -> None:
 
 
 class _Index:
-    """Every session's entry for one state dir: ``{sid: (full key, title, nodes, updated_at,
-    pending, status_ids, problems)}``, read once, written once (only when it changed)."""
+    """Every session's entry for one state dir: ``{sid: row}`` (``_row_of``: the full key,
+    then the summary's fields), read once, written once (only when it changed)."""
 
     def __init__(self, path: Path, state: str, entries: dict[str, tuple]) -> None:
         self.path, self.state, self.entries, self.dirty = path, state, entries, False
@@ -326,24 +518,46 @@ def _problem_of(data: Any) -> Problem | None:
 def _row_of(key: str, s: SessionSummary) -> tuple | None:
     try:
         return (key, s.title, s.nodes, s.updated_at, s.pending, s.status_ids,
-                tuple(_problem_row(p) for p in s.status_problems))
+                tuple(_problem_row(p) for p in s.status_problems), s.rel, s.head_id, s.in_registry, s.archived,
+                s.tips, s.head_pending_tokens, s.reasons, s.problems, s.node_ids, s.mine, s.live_ids, s.live_pending)
     except (TypeError, ValueError):
         return None
 
 
+def _strs(value: Any) -> bool:
+    # set(map(type, ...)): one C-level pass over 300 ids a session, not a generator of checks
+    return type(value) is tuple and set(map(type, value)) <= _STR
+
+
+def _dicts(value: Any) -> bool:
+    return type(value) is tuple and set(map(type, value)) <= _DICT
+
+
+_STR, _DICT = frozenset({str}), frozenset({dict})
+
+
 def _summary_of(sid: str, key: str, row: Any) -> SessionSummary | None:
     """The entry's summary when it is intact and made from ``key``; anything else is a miss."""
-    if not isinstance(row, tuple) or len(row) != 7 or row[0] != key:
+    if not isinstance(row, tuple) or len(row) != 19 or row[0] != key:
         return None
-    _key, title, nodes, updated, pending, status_ids, problems = row
-    if not isinstance(title, str) or not isinstance(problems, tuple):
+    (_key, title, nodes, updated, pending, status_ids, problems, rel, head_id, in_registry, archived, tips,
+     head_tokens, reasons, load_problems, node_ids, mine, live_ids, live_pending) = row
+    if not isinstance(title, str) or not isinstance(problems, tuple) or not isinstance(rel, str):
         return None
-    if not all(type(v) is int and v >= 0 for v in (nodes, pending, status_ids)):
+    if not all(type(v) is int and v >= 0 for v in (nodes, pending, status_ids, tips)) or type(head_tokens) is not int:
         return None
     if updated is not None and type(updated) not in (int, float):
+        return None
+    if not (head_id is None or type(head_id) is str) or type(in_registry) is not bool or type(archived) is not bool:
+        return None
+    if not (_dicts(reasons) and _dicts(load_problems) and _strs(node_ids) and _strs(mine) and _strs(live_ids)
+            and _strs(live_pending)):
         return None
     parsed = [_problem_of(p) for p in problems]
     if any(p is None for p in parsed):
         return None
     return SessionSummary(sid, title, nodes, None if updated is None else float(updated), pending, status_ids,
-                          tuple(parsed))  # type: ignore[arg-type]
+                          tuple(parsed), rel=rel, head_id=head_id, in_registry=in_registry,  # type: ignore[arg-type]
+                          archived=archived, tips=tips, head_pending_tokens=head_tokens, reasons=reasons,
+                          problems=load_problems, node_ids=node_ids, mine=mine, live_ids=live_ids,
+                          live_pending=live_pending)

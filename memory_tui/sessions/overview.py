@@ -24,7 +24,7 @@ from memory_tui.core.format.tokens import TokenCounter
 
 from .dag import Branch, forced_pass_branch_order, list_branches, tips_of
 from .records import BranchFacts, CachedCounter, cached_counter
-from .store import Session
+from .store import Node, Session
 
 # A node's best verdict, as the graph draws it (the engine's ``SessionExplanation.nodes``):
 ROOT_K = "root"  # the graph root
@@ -77,12 +77,44 @@ def session_overview(
     tips = tips_of(session, rows)
     order = forced_pass_branch_order(session, rows)
     nodes = session.nodes
-    hidden, mine, foreign_marks = facts.hidden, facts.mine, facts.foreign
+    per_node = _node_records(session, facts)
+    if per_node is None:
+        return None
+    record, code_of = per_node
+    children, topo = _topological(nodes)
+    tokens, has_rec, has_rt, depth = _top_down(nodes, topo, record, code_of, facts.mine, cc)
+    archived = _tips_archived(session, tips, rows)
+    offered = set(order)
+    below = _Below.of(topo, children, {t: i for i, t in enumerate(tips)}, session.head_id, archived, offered, record,
+                      facts.mine)
+    verdicts = _verdicts(session, tips, below, record, facts.mine, facts.foreign)
+    tip_tokens = [tokens[t] for t in tips if t in offered]
+    return SessionOverview(
+        session=session,
+        rows=rows,
+        tips=tips,
+        forced_order=order,
+        kinds=verdicts.kinds,
+        foreign_ids=frozenset(verdicts.foreign),
+        best_tip=verdicts.best_tip,
+        tip_of=verdicts.tip_of,
+        archived=archived,
+        pending_turns=verdicts.pending_turns,
+        pending_tokens=max(tip_tokens, default=0),
+        stranded=verdicts.stranded,
+        foreign=len(verdicts.foreign),
+        runtime_only_tips=tuple(t for t in tips if not has_rec[t] and has_rt[t]),
+        walk_total=sum(depth[t] for t in tips),
+    )
 
-    # Per node: is it a record, marked, its exclusion code (hidden nodes are on no branch).
+
+def _node_records(session: Session, facts: BranchFacts) -> tuple[dict[str, object], dict[str, str | None]] | None:
+    """Per node: is it a record, and its exclusion code (hidden nodes are on no branch);
+    ``None`` where a record's id is not its node's (only the per-tip path is exact then)."""
     record: dict[str, object] = {}
     code_of: dict[str, str | None] = {}
-    for nid, node in nodes.items():
+    hidden = facts.hidden
+    for nid, node in session.nodes.items():
         if nid in hidden:
             continue
         rec, code, _problem = facts.entry(node)[1]
@@ -90,7 +122,11 @@ def session_overview(
             return None
         record[nid] = rec
         code_of[nid] = code
+    return record, code_of
 
+
+def _topological(nodes: Mapping[str, Node]) -> tuple[dict[str, list[str]], list[str]]:
+    """The predecessor tree's children, and every node after its parent."""
     children: dict[str, list[str]] = {}
     roots: list[str] = []
     for nid, node in nodes.items():
@@ -105,8 +141,13 @@ def session_overview(
         nid = stack.pop()
         topo.append(nid)
         stack.extend(children.get(nid, ()))
+    return children, topo
 
-    # Top-down: the pending suffix's tokens, "a record / a runtime turn above", walk length.
+
+def _top_down(nodes: Mapping[str, Node], topo: list[str], record: Mapping[str, object],
+              code_of: Mapping[str, str | None], mine: frozenset[str], cc: CachedCounter
+              ) -> tuple[dict[str, int], dict[str, bool], dict[str, bool], dict[str, int]]:
+    """Top-down: the pending suffix's tokens, "a record / a runtime turn above", walk length."""
     tokens: dict[str, int] = {}
     has_rec: dict[str, bool] = {}
     has_rt: dict[str, bool] = {}
@@ -122,7 +163,10 @@ def session_overview(
         elif code_of.get(nid) == "runtime_turn":
             ht = True
         tokens[nid], has_rec[nid], has_rt[nid], depth[nid] = t, hr, ht, d + 1
+    return tokens, has_rec, has_rt, depth
 
+
+def _tips_archived(session: Session, tips: tuple[str, ...], rows: tuple[Branch, ...]) -> dict[str, bool]:
     archived: dict[str, bool] = {}
     listed = {r.head_msg_id: r for r in rows}
     for tip in tips:
@@ -132,52 +176,77 @@ def session_overview(
         else:
             entry = session.branches_meta.get(tip)
             archived[tip] = bool(entry.get("archived", False)) if isinstance(entry, Mapping) else False
+    return archived
+
+
+@dataclass
+class _Below:
+    """Bottom-up over the tips below each node. S: every tip whose walk holds the node;
+    C: those reached without crossing a marked record below it (the node is pending there)."""
+
+    n_s: dict[str, int]
+    n_c: dict[str, int]
+    min_s: dict[str, int]
+    min_c: dict[str, int]
+    min_live_c: dict[str, int]
+    head_s: dict[str, bool]
+    head_c: dict[str, bool]
+    off_s: dict[str, bool]
+    index: dict[str, int]  # tip -> its position in the tips' order
+
+    @classmethod
+    def of(cls, topo: list[str], children: Mapping[str, list[str]], index: dict[str, int], head: str | None,
+           archived: Mapping[str, bool], offered: set[str], record: Mapping[str, object], mine: frozenset[str]
+           ) -> "_Below":
+        b = cls({}, {}, {}, {}, {}, {}, {}, {}, index)
+        for nid in reversed(topo):
+            ns = nc = 0
+            ms = mc = mlc = _INF
+            hs = hc = os_ = False
+            i = index.get(nid)
+            if i is not None:
+                ns = nc = 1
+                ms = mc = i
+                if nid == head or not archived[nid]:
+                    mlc = i  # an archived tip that is not the head offers nothing
+                hs = hc = nid == head
+                os_ = nid in offered
+            for c in children.get(nid, ()):
+                ns += b.n_s[c]
+                ms = min(ms, b.min_s[c])
+                hs = hs or b.head_s[c]
+                os_ = os_ or b.off_s[c]
+                if record.get(c) is not None and c in mine:
+                    continue  # a marked record: the tips below it hold this node behind the mark
+                nc += b.n_c[c]
+                mc = min(mc, b.min_c[c])
+                mlc = min(mlc, b.min_live_c[c])
+                hc = hc or b.head_c[c]
+            b.n_s[nid], b.n_c[nid], b.min_s[nid], b.min_c[nid], b.min_live_c[nid] = ns, nc, ms, mc, mlc
+            b.head_s[nid], b.head_c[nid], b.off_s[nid] = hs, hc, os_
+        return b
+
+
+@dataclass
+class _NodeVerdicts:
+    kinds: dict[str, str]
+    best_tip: dict[str, str]
+    tip_of: dict[str, str]
+    foreign: set[str]
+    pending_turns: int
+    stranded: int
+
+
+def _verdicts(session: Session, tips: tuple[str, ...], below: _Below, record: Mapping[str, object],
+              mine: frozenset[str], foreign_marks: frozenset[str]) -> _NodeVerdicts:
+    """Every node's kind and the tip whose verdict it keeps, from the bottom-up sets."""
     head = session.head_id
-    index = {t: i for i, t in enumerate(tips)}
-    offered = set(order)
-
-    # Bottom-up over the tips below each node. S: every tip whose walk holds the node;
-    # C: those reached without crossing a marked record below it (the node is pending there).
-    n_s: dict[str, int] = {}
-    n_c: dict[str, int] = {}
-    min_s: dict[str, int] = {}
-    min_c: dict[str, int] = {}
-    min_live_c: dict[str, int] = {}
-    head_s: dict[str, bool] = {}
-    head_c: dict[str, bool] = {}
-    off_s: dict[str, bool] = {}
-    for nid in reversed(topo):
-        ns = nc = 0
-        ms = mc = mlc = _INF
-        hs = hc = os_ = False
-        i = index.get(nid)
-        if i is not None:
-            ns = nc = 1
-            ms = mc = i
-            if nid == head or not archived[nid]:
-                mlc = i  # an archived tip that is not the head offers nothing
-            hs = hc = nid == head
-            os_ = nid in offered
-        for c in children.get(nid, ()):
-            ns += n_s[c]
-            ms = min(ms, min_s[c])
-            hs = hs or head_s[c]
-            os_ = os_ or off_s[c]
-            if record.get(c) is not None and c in mine:
-                continue  # a marked record: the tips below it hold this node behind the mark
-            nc += n_c[c]
-            mc = min(mc, min_c[c])
-            mlc = min(mlc, min_live_c[c])
-            hc = hc or head_c[c]
-        n_s[nid], n_c[nid], min_s[nid], min_c[nid], min_live_c[nid] = ns, nc, ms, mc, mlc
-        head_s[nid], head_c[nid], off_s[nid] = hs, hc, os_
-
-    kinds: dict[str, str] = {}
-    best_tip: dict[str, str] = {}
-    tip_of: dict[str, str] = {}
-    foreign: set[str] = set()
-    pending_turns = stranded = 0
-    for nid, node in nodes.items():
+    index = below.index
+    n_s, n_c, min_s, min_c, min_live_c = below.n_s, below.n_c, below.min_s, below.min_c, below.min_live_c
+    head_s, head_c, off_s = below.head_s, below.head_c, below.off_s
+    out = _NodeVerdicts({}, {}, {}, set(), 0, 0)
+    kinds, best_tip, tip_of = out.kinds, out.best_tip, out.tip_of
+    for nid, node in session.nodes.items():
         if n_s[nid]:
             # Shared verdicts name the first tip (in order) whose walk holds the node; the graph
             # root has no verdict: itself if a tip, else the head if it holds it, else that first tip.
@@ -199,12 +268,12 @@ def session_overview(
             kinds[nid] = EXCLUDED_K
             continue
         if nid in foreign_marks:
-            foreign.add(nid)
+            out.foreign.add(nid)
         if nid in mine:
             kinds[nid] = WRITTEN_K
             continue
-        pending_turns += off_s[nid]
-        stranded += n_s[nid] > n_c[nid]
+        out.pending_turns += off_s[nid]
+        out.stranded += n_s[nid] > n_c[nid]
         # The engine ranks a pending turn on a live tip above one that is never written, and
         # among equals keeps the first tip in order, unless the head is among them.
         if head_c[nid] or min_live_c[nid] < _INF:
@@ -218,24 +287,7 @@ def session_overview(
             kinds[nid] = ARCHIVED_K if min_c[nid] == best else STRANDED_K
             best_tip[nid] = tips[best]
         tip_of[nid] = best_tip[nid]
-    tip_tokens = [tokens[t] for t in tips if t in offered]
-    return SessionOverview(
-        session=session,
-        rows=rows,
-        tips=tips,
-        forced_order=order,
-        kinds=kinds,
-        foreign_ids=frozenset(foreign),
-        best_tip=best_tip,
-        tip_of=tip_of,
-        archived=archived,
-        pending_turns=pending_turns,
-        pending_tokens=max(tip_tokens, default=0),
-        stranded=stranded,
-        foreign=len(foreign),
-        runtime_only_tips=tuple(t for t in tips if not has_rec[t] and has_rt[t]),
-        walk_total=sum(depth[t] for t in tips),
-    )
+    return out
 
 
 __all__ = [

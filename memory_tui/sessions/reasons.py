@@ -280,10 +280,22 @@ def global_reasons(ctx: WriterContext) -> tuple[Reason, ...]:
 
 def session_reasons(session: Session, sa: SessionAnalysis, ctx: WriterContext) -> list[Reason]:
     """Why the session as a whole is (not) written: registry, head, preconditions, idle watcher."""
+    return [*session_file_reasons(session, sa),
+            *session_clock_reasons(session.id, session.rel, session.in_registry, session.updated_at, ctx)]
+
+
+def _registry_file(session_rel: str) -> str:
+    head, _, _ = session_rel.partition("/")
+    return f"{head}/index.json" if head in ("sessions", "sessions-git") else "sessions/index.json"
+
+
+def session_file_reasons(session: Session, sa: SessionAnalysis) -> list[Reason]:
+    """The session reasons that follow from its files alone (the registry entry, the head,
+    the preconditions, special tokens, a broken chain): no clock, no writer context beyond
+    the workspace id and threshold the analysis was made with. The summary index keeps them."""
     out: list[Reason] = []
     state_meta = session.meta_file
-    head, _, _ = session.rel.partition("/")
-    reg = f"{head}/index.json" if head in ("sessions", "sessions-git") else "sessions/index.json"
+    reg = _registry_file(session.rel)
     if not session.in_registry:
         out.append(_r("not_in_registry",
                       f"session {session.id} is not in the registry: OpenProgram's idle watcher never visits it until its next turn",
@@ -315,16 +327,26 @@ def session_reasons(session: Session, sa: SessionAnalysis, ctx: WriterContext) -
             out.append(_r("broken_chain",
                           f"node {node.id} has no predecessor but is not a legal chain start; OpenProgram's branch walk raises",
                           Evidence(node.file, "predecessor", None)))
-    updated = session.updated_at
-    upd_ev = Evidence(reg if session.in_registry else state_meta, f"{session.id}.updated_at" if session.in_registry else "updated_at", updated)
+    return out
+
+
+def session_clock_reasons(session_id: str, session_rel: str, in_registry: bool, updated: float | None,
+                          ctx: WriterContext) -> list[Reason]:
+    """The session reasons that depend on the clock and the idle watcher's state: from the
+    session's id, folder, registry membership and ``updated_at`` only (what the summary
+    index keeps), so an index-backed ``status`` words them as a full load does."""
+    out: list[Reason] = []
+    state_meta = f"{session_rel}/meta.json"
+    reg = _registry_file(session_rel)
+    upd_ev = Evidence(reg if in_registry else state_meta, f"{session_id}.updated_at" if in_registry else "updated_at", updated)
     if updated is not None and updated > ctx.now - IDLE_MINUTES * 60:
         out.append(_r("session_not_idle",
                       f"the session was active {max(0, int(ctx.now - updated))} s ago; the idle watcher waits {IDLE_MINUTES} min",
                       upd_ev))
-    if ctx.session_end is not None and session.id in ctx.session_end and ctx.session_end.get(session.id) == updated:
+    if ctx.session_end is not None and session_id in ctx.session_end and ctx.session_end.get(session_id) == updated:
         out.append(_r("already_processed",
                       "the idle watcher already handled the session at this exact updated_at; it waits for a new turn",
-                      Evidence(f"{ctx.runtime_rel}/session-end.json", session.id, ctx.session_end.get(session.id)), upd_ev))
+                      Evidence(f"{ctx.runtime_rel}/session-end.json", session_id, ctx.session_end.get(session_id)), upd_ev))
     return out
 
 

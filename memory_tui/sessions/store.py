@@ -680,37 +680,7 @@ def load_session_dir(
     meta, meta_problems = _cached_read(sdir / "meta.json", f"{srel}/meta.json", _parse_meta, previous, cache_out)
     meta = meta if meta is not None else MappingProxyType({})
     problems.extend(meta_problems)
-
-    parsed: list[Node] = []
-    hist = sdir / "history"
-    try:
-        names = sorted(e.name for e in os.scandir(hist) if e.name.endswith(".json"))
-    except OSError as exc:
-        names = []
-        problems.append(Problem(CORRUPT_FILE, f"cannot list history: {exc.strerror or exc}", f"{srel}/history"))
-    shared: dict[Any, Mapping[str, Any]] = {}
-
-    def parse(data: Any, path: Path, rel: str) -> tuple[Node | None, tuple[Problem, ...]]:
-        return parse_node(data, path, rel, shared)
-
-    unreadable: list[UnreadableNode] = []
-    for name in names:
-        node, node_problems = _cached_read(hist / name, f"{srel}/history/{name}", parse, previous, cache_out)
-        problems.extend(node_problems)
-        if node is not None:
-            parsed.append(node)
-        elif node_problems and node_problems[0].code == CORRUPT_FILE:
-            unreadable.append(unreadable_node(hist / name, f"{srel}/history/{name}", node_problems[0]))
-    parsed.sort(key=lambda n: (n.seq, n.file))
-    nodes: dict[str, Node] = {}
-    for node in parsed:
-        if node.id in nodes:
-            problems.append(
-                Problem(DUPLICATE_NODE, f"node id {node.id!r} also in {nodes[node.id].file}; the later seq wins", node.file, 1, 1)
-            )
-        nodes[node.id] = node
-    order = tuple(sorted(nodes, key=lambda i: (nodes[i].seq, nodes[i].file)))
-    nodes = {i: nodes[i] for i in order}
+    nodes, order, unreadable = _read_history(sdir, srel, previous, cache_out, problems)
 
     if "head_id" in meta:
         head = meta.get("head_id")
@@ -722,27 +692,7 @@ def load_session_dir(
         branches = MappingProxyType({})
     merged = meta.get("merged_heads")
     merged_t = tuple(m for m in merged if isinstance(m, str)) if isinstance(merged, tuple) else ()
-
-    # Multi-parent context commits: their non-primary parent heads are hidden tips (§3.5).
-    commit_heads: list[str] = []
-    cdir = sdir / "context" / "commits"
-    if cdir.is_dir():
-        commits: dict[str, Any] = {}
-        try:
-            cnames = sorted(e.name for e in os.scandir(cdir) if e.name.endswith(".json"))
-        except OSError:
-            cnames = []
-        for name in cnames:
-            commit, _ = _cached_read(cdir / name, f"{srel}/context/commits/{name}", _parse_commit, previous, cache_out)
-            if commit is not None and isinstance(commit.get("id"), str):
-                commits[commit["id"]] = commit
-        for commit in commits.values():
-            parents = commit.get("commit_parents")
-            if isinstance(parents, tuple) and len(parents) > 1:
-                for parent in parents[1:]:
-                    head_node = (commits.get(parent) or {}).get("head_node_id") if isinstance(parent, str) else None
-                    if isinstance(head_node, str):
-                        commit_heads.append(head_node)
+    commit_heads = _commit_parent_heads(sdir, srel, previous, cache_out)
 
     entry = registry.get(sid) if isinstance(registry, Mapping) else None
     if registry_ok:
@@ -785,6 +735,68 @@ def load_session_dir(
         commit_parent_heads=tuple(commit_heads),
         unreadable=tuple(u for u in unreadable if u.id is None or u.id not in nodes),
     )
+
+
+def _read_history(sdir: Path, srel: str, previous: Mapping[str, _CachedFile], cache_out: dict[str, _CachedFile],
+                  problems: list[Problem]) -> tuple[dict[str, Node], tuple[str, ...], list[UnreadableNode]]:
+    """Every ``history/*.json`` node of the session in seq order (a duplicate id: the later
+    seq wins, and is a problem), and the node files that do not parse. Problems are appended."""
+    parsed: list[Node] = []
+    hist = sdir / "history"
+    try:
+        names = sorted(e.name for e in os.scandir(hist) if e.name.endswith(".json"))
+    except OSError as exc:
+        names = []
+        problems.append(Problem(CORRUPT_FILE, f"cannot list history: {exc.strerror or exc}", f"{srel}/history"))
+    shared: dict[Any, Mapping[str, Any]] = {}
+
+    def parse(data: Any, path: Path, rel: str) -> tuple[Node | None, tuple[Problem, ...]]:
+        return parse_node(data, path, rel, shared)
+
+    unreadable: list[UnreadableNode] = []
+    for name in names:
+        node, node_problems = _cached_read(hist / name, f"{srel}/history/{name}", parse, previous, cache_out)
+        problems.extend(node_problems)
+        if node is not None:
+            parsed.append(node)
+        elif node_problems and node_problems[0].code == CORRUPT_FILE:
+            unreadable.append(unreadable_node(hist / name, f"{srel}/history/{name}", node_problems[0]))
+    parsed.sort(key=lambda n: (n.seq, n.file))
+    nodes: dict[str, Node] = {}
+    for node in parsed:
+        if node.id in nodes:
+            problems.append(
+                Problem(DUPLICATE_NODE, f"node id {node.id!r} also in {nodes[node.id].file}; the later seq wins", node.file, 1, 1)
+            )
+        nodes[node.id] = node
+    order = tuple(sorted(nodes, key=lambda i: (nodes[i].seq, nodes[i].file)))
+    return {i: nodes[i] for i in order}, order, unreadable
+
+
+def _commit_parent_heads(sdir: Path, srel: str, previous: Mapping[str, _CachedFile],
+                         cache_out: dict[str, _CachedFile]) -> list[str]:
+    """Multi-parent context commits: their non-primary parent heads are hidden tips (§3.5)."""
+    commit_heads: list[str] = []
+    cdir = sdir / "context" / "commits"
+    if not cdir.is_dir():
+        return commit_heads
+    commits: dict[str, Any] = {}
+    try:
+        cnames = sorted(e.name for e in os.scandir(cdir) if e.name.endswith(".json"))
+    except OSError:
+        cnames = []
+    for name in cnames:
+        commit, _ = _cached_read(cdir / name, f"{srel}/context/commits/{name}", _parse_commit, previous, cache_out)
+        if commit is not None and isinstance(commit.get("id"), str):
+            commits[commit["id"]] = commit
+    for commit in commits.values():
+        parents = commit.get("commit_parents")
+        if isinstance(parents, tuple) and len(parents) > 1:
+            for parent in parents[1:]:
+                head_node = (commits.get(parent) or {}).get("head_node_id") if isinstance(parent, str) else None
+                if isinstance(head_node, str):
+                    commit_heads.append(head_node)
+    return commit_heads
 
 
 def _dir_key(path: Path) -> tuple[int, int, int] | None:

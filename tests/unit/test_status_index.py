@@ -1,0 +1,176 @@
+"""``status`` answers from the sessions' summary index (``sessions.cache``) and the remembered
+insight counts: byte for byte what the full path prints (every session loaded and explained,
+``status --full``), text and ``--json``, on the shared fixture and on a generated state, after
+the workspace changed under a warm index in the ways an index can be fooled."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from memory_tui.cli import main
+from memory_tui.sessions import cache as scache
+from memory_tui.sessions.store import load_sessions
+
+NOW = "1790000000"
+
+
+def _age(top: Path) -> None:
+    t = time.time_ns() - 3_600 * 10**9
+    for p in [top, *top.rglob("*")]:
+        os.utime(p, ns=(t, t), follow_symlinks=False)
+    _settle()
+
+
+def _settle() -> None:
+    time.sleep(0.15)  # every ctime just moved: let it leave the racy window
+
+
+def _out(capsys, state: Path, *argv: str) -> str:
+    assert main(["--state", str(state), *argv]) == 0
+    return capsys.readouterr().out
+
+
+def _sessions(state: Path) -> list[Path]:
+    return sorted(p for p in (state / "sessions").iterdir() if (p / "history").is_dir())
+
+
+def _nodes(sdir: Path) -> list[Path]:
+    return sorted((sdir / "history").glob("*.json"))
+
+
+def _rewrite_in_place(state: Path) -> None:
+    """A node's mark flipped, same size, same inode, its mtime put back (``cp -p``, a sync tool)."""
+    from memory_tui.sessions.marks import MARK_KEY
+
+    wid = (state / "memory" / ".scriptorium" / "workspace-id").read_text().strip()
+    for sdir in _sessions(state):
+        for node in _nodes(sdir):
+            data = json.loads(node.read_text(encoding="utf-8"))
+            if data.get("id") == "ROOT" or data.get("role") not in ("user", "llm", "assistant"):
+                continue
+            old = node.read_bytes()
+            meta = data.setdefault("metadata", {})
+            meta[MARK_KEY] = "w-0000000x" if meta.get(MARK_KEY) == wid else wid
+            raw = json.dumps(data, separators=(",", ":")).encode()
+            if len(raw) > len(old):
+                continue
+            st = node.stat()
+            with open(node, "r+b") as f:
+                f.write(raw + b" " * (len(old) - len(raw)))
+            os.utime(node, ns=(st.st_atime_ns, st.st_mtime_ns))
+            assert node.stat().st_mtime_ns == st.st_mtime_ns and node.stat().st_size == st.st_size
+            return
+    raise AssertionError("no node to rewrite")
+
+
+def _damage(state: Path, how: str) -> None:
+    sessions = _sessions(state)
+    if how == "rewritten_in_place":
+        _rewrite_in_place(state)
+    elif how == "truncated_node":
+        node = _nodes(sessions[-1])[len(_nodes(sessions[-1])) // 2]
+        raw = node.read_bytes()
+        node.write_bytes(raw[: len(raw) // 2])
+    elif how == "new_session":
+        shutil.copytree(sessions[0], sessions[0].with_name(sessions[0].name + "n"), symlinks=True)
+    elif how == "deleted_session":
+        shutil.rmtree(sessions[-1])
+    elif how == "topic_edited":  # the records move, the sessions do not: the insight counts must follow
+        topic = sorted((state / "memory" / "topics").rglob("*.md"))[0]
+        topic.write_text(topic.read_text(encoding="utf-8") + "\nA new paragraph, cited by nobody.\n", encoding="utf-8")
+    _settle()
+
+
+def _compare(capsys, state: Path) -> None:
+    for fmt in ((), ("--json",)):
+        full = _out(capsys, state, *fmt, "status", "--now", NOW, "--full")
+        for _ in range(2):  # the run that updates the index, then one from it alone
+            got = _out(capsys, state, *fmt, "status", "--now", NOW)
+            assert got == full, (fmt, _first_difference(got, full))
+
+
+def _first_difference(a: str, b: str) -> str:
+    for i, (x, y) in enumerate(zip(a.splitlines(), b.splitlines())):
+        if x != y:
+            return f"line {i + 1}: {x!r} != {y!r}"
+    return "lengths differ"
+
+
+DAMAGE = ["none", "rewritten_in_place", "truncated_node", "new_session", "deleted_session", "topic_edited"]
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_status_from_the_index_equals_the_full_path_on_the_fixture(fixture_state, capsys, damage):
+    _age(fixture_state)
+    _compare(capsys, fixture_state)  # also fills the index and the insight counts
+    _damage(fixture_state, damage)
+    _compare(capsys, fixture_state)
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_status_from_the_index_equals_the_full_path_on_a_generated_state(bench_state_small, tmp_path, capsys, damage):
+    state = tmp_path / "state"
+    shutil.copytree(bench_state_small, state, symlinks=True)
+    _age(state)
+    _compare(capsys, state)
+    _damage(state, damage)
+    _compare(capsys, state)
+
+
+def test_status_clock_reasons_are_worded_at_read_time(fixture_state, capsys):
+    """An entry made at one time answers another: the idle reasons follow the clock."""
+    _age(fixture_state)
+    sdir = _sessions(fixture_state)[0]
+    meta = json.loads((sdir / "meta.json").read_text(encoding="utf-8"))
+    updated = meta.get("updated_at")
+    assert isinstance(updated, (int, float))
+    for now in (str(updated + 5), str(updated + 10_000)):
+        full = _out(capsys, fixture_state, "--json", "status", "--now", now, "--full")
+        assert _out(capsys, fixture_state, "--json", "status", "--now", now) == full
+
+
+def test_a_parallel_cold_build_equals_a_serial_one(bench_state_small, tmp_path, monkeypatch):
+    state = tmp_path / "state"
+    shutil.copytree(bench_state_small, state, symlinks=True)
+    _age(state)
+    wid = (state / "memory" / ".scriptorium" / "workspace-id").read_text().strip()
+    serial = scache.load_summaries(state, wid, 2000, directory=tmp_path / "a", workers=1)
+    monkeypatch.setattr(scache, "PARALLEL_MIN_SESSIONS", 1)
+    calls: list[int] = []
+    real = scache._read_serial
+
+    def counted(*args, **kwargs):
+        calls.append(len(args[1]))  # in this process's memory: a forked worker appends to its own copy
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(scache, "_read_serial", counted)
+    parallel = scache.load_summaries(state, wid, 2000, directory=tmp_path / "b", workers=2)
+    assert calls == []  # the workers read every session: this process read none (no serial fallback)
+    assert parallel.read == serial.read and len(serial.read) == len(load_sessions(state).sessions)
+    assert parallel.summaries == serial.summaries and list(parallel.summaries) == list(serial.summaries)
+    assert parallel.pending == serial.pending
+    again = scache.load_summaries(state, wid, 2000, directory=tmp_path / "b", workers=2)
+    assert again.read == () and again.summaries == serial.summaries
+
+
+def test_the_workers_of_a_parallel_build_keep_their_token_counts(bench_state_small, tmp_path, monkeypatch):
+    """A pool's worker exits without exit hooks: the counts it made must still reach the memo."""
+    from memory_tui.core.format.tokens import COUNT_MEMO
+
+    state = tmp_path / "state"
+    shutil.copytree(bench_state_small, state, symlinks=True)
+    _age(state)
+    monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path / "user-cache"))
+    monkeypatch.setattr(scache, "PARALLEL_MIN_SESSIONS", 1)
+    COUNT_MEMO.forget()
+    wid = (state / "memory" / ".scriptorium" / "workspace-id").read_text().strip()
+    got = scache.load_summaries(state, wid, 2000, directory=tmp_path / "index", workers=2)
+    assert got.pending.lenient > 0  # there was pending text to count
+    assert any(COUNT_MEMO.path().glob("*")), "no token count was saved by the workers"
+    COUNT_MEMO.forget()
