@@ -33,6 +33,7 @@ from memory_tui.core.cache import envelope
 from memory_tui.core.format.errors import Problem
 from memory_tui.core.fsutil import user_cache_dir
 
+from .kept import live_turns
 from .records import PendingCount, SessionAnalysis, analyze_session, status_pending_count
 from .store import Session, SessionSnapshot, discover, load_sessions, session_content_key
 
@@ -48,6 +49,9 @@ class SessionSummary:
     pending: int  # distinct unmarked records over the session's forced-order tips (the list's figure)
     status_ids: int  # this session's share of ``status_pending_count`` (distinct record ids)
     status_problems: tuple[Problem, ...]  # what made OpenProgram's count raise for this session
+    # the turns a live tip reaches (``kept.live_turns``): ``why --drift`` compares them with the
+    # records' citations without reading the session again
+    live: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -69,9 +73,9 @@ def _code_tag() -> str:
         from memory_tui.core.cache.codetag import code_tag
         from memory_tui.core.format import errors
 
-        from . import cache, dag, marks, records, store
+        from . import cache, dag, kept, marks, records, store
 
-        _CODE_TAG = code_tag(cache, store, records, dag, marks, errors, salt=FORMAT)
+        _CODE_TAG = code_tag(cache, store, records, dag, marks, kept, errors, salt=FORMAT)
     return _CODE_TAG
 
 
@@ -99,7 +103,8 @@ def summarize_session(session: Session, analysis: SessionAnalysis, workspace_id:
     one = SessionSnapshot(state_dir=session.dir, root=None, sessions={session.id: session}, registry={}, registry_ok=True)
     share = status_pending_count(one, workspace_id, {session.id: analysis})
     return SessionSummary(
-        session.id, session.title, len(session.nodes), session.updated_at, len(ids), share.lenient, share.problems
+        session.id, session.title, len(session.nodes), session.updated_at, len(ids), share.lenient, share.problems,
+        live_turns(analysis),
     )
 
 
@@ -260,7 +265,7 @@ def _write_envelope(path: Path, value: Any) -> None:
 
 class _Index:
     """Every session's entry for one state dir: ``{sid: (full key, title, nodes, updated_at,
-    pending, status_ids, problems)}``, read once, written once (only when it changed)."""
+    pending, status_ids, problems, live turns)}``, read once, written once (only when it changed)."""
 
     def __init__(self, path: Path, state: str, entries: dict[str, tuple]) -> None:
         self.path, self.state, self.entries, self.dirty = path, state, entries, False
@@ -326,16 +331,18 @@ def _problem_of(data: Any) -> Problem | None:
 def _row_of(key: str, s: SessionSummary) -> tuple | None:
     try:
         return (key, s.title, s.nodes, s.updated_at, s.pending, s.status_ids,
-                tuple(_problem_row(p) for p in s.status_problems))
+                tuple(_problem_row(p) for p in s.status_problems), s.live)
     except (TypeError, ValueError):
         return None
 
 
 def _summary_of(sid: str, key: str, row: Any) -> SessionSummary | None:
     """The entry's summary when it is intact and made from ``key``; anything else is a miss."""
-    if not isinstance(row, tuple) or len(row) != 7 or row[0] != key:
+    if not isinstance(row, tuple) or len(row) != 8 or row[0] != key:
         return None
-    _key, title, nodes, updated, pending, status_ids, problems = row
+    _key, title, nodes, updated, pending, status_ids, problems, live = row
+    if not _live_ok(live):
+        return None
     if not isinstance(title, str) or not isinstance(problems, tuple):
         return None
     if not all(type(v) is int and v >= 0 for v in (nodes, pending, status_ids)):
@@ -346,4 +353,12 @@ def _summary_of(sid: str, key: str, row: Any) -> SessionSummary | None:
     if any(p is None for p in parsed):
         return None
     return SessionSummary(sid, title, nodes, None if updated is None else float(updated), pending, status_ids,
-                          tuple(parsed))  # type: ignore[arg-type]
+                          tuple(parsed), live)  # type: ignore[arg-type]
+
+
+def _live_ok(live: Any) -> bool:
+    """``live`` has the shape of ``kept.live_turns`` (a mark is any plain JSON value)."""
+    return isinstance(live, tuple) and all(
+        isinstance(t, tuple) and len(t) == 5 and isinstance(t[0], str) and isinstance(t[1], tuple)
+        and all(isinstance(x, str) for x in t[1]) and isinstance(t[2], str) and type(t[4]) is bool
+        for t in live)
