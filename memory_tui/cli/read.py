@@ -280,7 +280,7 @@ def cmd_why(args: argparse.Namespace) -> int:
     citations, citations_missing = citations_for_state(_state_dir(args))
     # a cross-session spawn names a node of another session: every session is looked at for it
     if wanted is not None:
-        links = SpawnLinks.for_session(_state_dir(args), wanted)
+        links = SpawnLinks.for_session(_state_dir(args), wanted, {s: se.session for s, se in sessions.items()})
     else:
         links = SpawnLinks({s: se.session for s, se in sessions.items()})
     out_sessions: dict[str, Any] = {}
@@ -501,7 +501,7 @@ def _print_graphs(args: argparse.Namespace, selected: dict[str, Any], workspace_
     state = _state_dir(args)
     citations, _missing = citations_for_state(state)
     for sid, se in selected.items():
-        links = SpawnLinks.for_session(state, sid)
+        links = SpawnLinks.for_session(state, sid, {s: x.session for s, x in selected.items()})
         deco = session_decorations(se.session, citations, workspace_id, links)
         lay = layout_session(se, opts, None, deco)
         print(f"session {sanitize(sid)}  head {sanitize(str(se.session.head_id))}  {len(se.session.nodes)} nodes")

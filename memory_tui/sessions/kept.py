@@ -65,15 +65,25 @@ class Citations:
         # ``known``: the records were read. Unknown citations (the topics could not be read,
         # or the caller has none to give) claim nothing: no turn is called dropped or kept.
         self.known = known
-        by_node: dict[tuple[str, str], list[CitingRecord]] = {}
+        # Grouped as plain tuples, first citation per record kept; the CitingRecord objects
+        # are made only for the turns a verdict names (a workspace has ~10^4 citations, a
+        # verdict reads a handful).
+        by_node: dict[tuple[str, str], dict[str, tuple[str, int, str]]] = {}
+        prefix = PROVIDER + "/"
         for source_id, memory_id, topic_path, line in refs:
-            parts = split_source_id(source_id)
-            if parts is None or parts[0] != PROVIDER:
+            if type(source_id) is not str or not source_id.startswith(prefix):
                 continue
-            bucket = by_node.setdefault((parts[1], parts[2]), [])
-            if all(c.memory_id != memory_id for c in bucket):
-                bucket.append(CitingRecord(memory_id, topic_path, int(line or 0), source_id))
-        self._by_node = {k: tuple(v) for k, v in by_node.items()}
+            parts = source_id.split("/", 2)
+            if len(parts) != 3 or not parts[1] or not parts[2]:
+                continue
+            key = (parts[1], parts[2])
+            bucket = by_node.get(key)
+            if bucket is None:
+                bucket = by_node[key] = {}
+            if memory_id not in bucket:
+                bucket[memory_id] = (topic_path, line, source_id)
+        self._raw = by_node
+        self._by_node: dict[tuple[str, str], tuple[CitingRecord, ...]] = {}
         self._frame = frame
         self.memory_rel = memory_rel
 
@@ -96,10 +106,18 @@ class Citations:
         return cls((), known=False)
 
     def of(self, session_id: str, node_id: str) -> tuple[CitingRecord, ...]:
-        return self._by_node.get((session_id, node_id), ())
+        key = (session_id, node_id)
+        hit = self._by_node.get(key)
+        if hit is None:
+            raw = self._raw.get(key)
+            if raw is None:
+                return ()
+            hit = self._by_node[key] = tuple(CitingRecord(mid, path, int(line or 0), src)
+                                             for mid, (path, line, src) in raw.items())
+        return hit
 
     def cited(self, session_id: str, node_id: str) -> bool:
-        return (session_id, node_id) in self._by_node
+        return (session_id, node_id) in self._raw
 
     def frame(self, session_id: str, node_id: str) -> tuple[str, int] | None:
         if self._frame is None:

@@ -334,3 +334,17 @@ def test_drift_of_every_session_reads_only_the_sessions_that_changed(fixture_sta
     monkeypatch.setattr(store, "load_session_dir", real)
     assert changed == _drift_of_a_full_load(fixture_state)
     assert [i["id"] for i in changed[sid]["cited_but_pending"]] == [nid]
+
+
+def test_why_session_reads_the_session_once(fixture_state_ro, capsys, monkeypatch):
+    # the links of a session are found from the session already read for its verdicts (and
+    # the sub-agent sessions): reading it a second time doubled the cost of `why SESSION`
+    from memory_tui.sessions import store
+
+    read: list[str] = []
+    real = store.load_session_dir
+    monkeypatch.setattr(store, "load_session_dir", lambda sid, *a, **k: read.append(sid) or real(sid, *a, **k))
+    for sid in ("local_a1b2c3d4e5", "local_0c0c0c0c0c"):
+        read.clear()
+        _run(capsys, "--state", str(fixture_state_ro), "why", sid, "--now", "1796100000")
+        assert read.count(sid) == 1, read
