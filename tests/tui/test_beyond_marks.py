@@ -202,3 +202,23 @@ async def test_a_new_turn_redraws_its_session_live_keeping_the_selection(_fixtur
         assert G.HEAD_M in graph.layout_data.nodes["c00000000005"].markers
         vm = screen.sessions.branch_verdict(sid, "c00000000005")
         assert vm.next_write and "c00000000005" in vm.pending_ids
+
+
+async def test_problems_lists_every_code_status_reports_warnings_included(cut_state, capsys):
+    # status reports a warning for special-token text in topics/core.md (OpenProgram's counter
+    # raises on it) beside the errors; the Problems list must name each of them, warnings too
+    core = cut_state / "memory" / "topics" / "core.md"
+    text = core.read_text(encoding="utf-8")
+    core.write_text(text.replace("drinks tea.", "drinks tea <|endoftext|>.", 1), encoding="utf-8")
+    status = _status(capsys, cut_state)
+    wanted = {(p["path"], p["code"], p.get("line")) for p in status["problems"]}
+    wanted |= {(p["path"], p["code"], p.get("line")) for s in status["sessions"] for p in s["problems"]}
+    assert {"SPECIAL_TOKEN_TEXT", "CORRUPT_FILE"} <= {code for _path, code, _line in wanted}
+    app = make_app(cut_state)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        assert app.problem_count() >= len(wanted)
+        await pilot.press("p")
+        assert isinstance(app.screen, ProblemsScreen)
+        listed = {(r.problem.path, r.problem.code, r.problem.line) for r in _rows(app)}
+        assert wanted <= listed, wanted - listed
