@@ -434,10 +434,16 @@ def measure(row: str, state: Path, runs: int, app_cache: dict, prep=None) -> tup
         return out, "s"
     if row == "pending_warm":
         return _child(CHILD_PENDING, state, "warm", runs), "s"
-    if warm and row in ("why_session_fresh", "why_session_json_fresh", "status_fresh"):
-        # warm: what the previous run left in the caches (the first run of a new copy fills them)
+    if warm and row in ("why_session_fresh", "why_session_json_fresh", "status_fresh", "drift_session_fresh",
+                        "drift_all_fresh"):
+        # warm: what the previous run left in the caches (the first run of a new copy fills
+        # them; the parse cache is written by writers only, so it is written here as a
+        # transaction would have)
+        _child(CHILD_PARSE, state, "warm", 1)
         _wall(_cli(state, *{"why_session_fresh": ("why", _first_session(state)), "status_fresh": ("status",),
-                           "why_session_json_fresh": ("--json", "why", _first_session(state))}[row]))
+                           "why_session_json_fresh": ("--json", "why", _first_session(state)),
+                           "drift_session_fresh": ("why", "--drift", _first_session(state)),
+                           "drift_all_fresh": ("why", "--drift")}[row]))
     if row == "why_session_fresh":
         sid = _first_session(state)
         return [_wall(_cli(state, "why", sid), prep=prep) for _ in range(runs)], "s"
@@ -612,6 +618,7 @@ def _apply_update(state: Path, TOPIC: str, runs: int, prep=None) -> list[float]:
 COLD_ROWS = (
     "app_first_paint", "app_model", "app_loaded", "app_peak_rss", "status_fresh", "why_session_json_fresh",
     "why_session_fresh", "pending_cold", "edit_reword_fresh", "edit_noop_fresh", "apply_update_fresh",
+    "drift_session_fresh", "drift_all_fresh",
 )
 
 
@@ -659,7 +666,8 @@ class Cold:
 def measure_cold(row: str, cold: Cold, runs: int, app_cache: dict) -> tuple[list[float], str]:
     state, prep = cold.state, cold.prep
     with cold.env():
-        if row in ("status_fresh", "why_session_fresh", "why_session_json_fresh"):
+        if row in ("status_fresh", "why_session_fresh", "why_session_json_fresh", "drift_session_fresh",
+                   "drift_all_fresh"):
             return measure(row, state, runs, {}, prep=prep)
         if row == "pending_cold":
             out = []

@@ -401,7 +401,7 @@ def cmd_why(args: argparse.Namespace) -> int:
     citations, citations_missing = citations_for_state(_state_dir(args))
     # a cross-session spawn names a node of another session: every session is looked at for it
     if wanted is not None:
-        links = SpawnLinks.for_session(_state_dir(args), wanted)
+        links = SpawnLinks.for_session(_state_dir(args), wanted, {s: se.session for s, se in sessions.items()})
     else:
         links = SpawnLinks({s: se.session for s, se in sessions.items()})
     out_sessions: dict[str, Any] = {}
@@ -513,27 +513,35 @@ def _print_kept(kept: dict[str, Any], missing: str | None) -> None:
 def _print_drift(args: argparse.Namespace) -> int:
     """``why --drift [SESSION]``: per session, where the mark-based and the citation-based
     pending sets disagree, each turn with the file and field that prove it."""
-    from memory_tui.sessions.kept import MARKED_NOT_CITED, citations_for_state, session_drift
-
+    from memory_tui.sessions.cache import load_summaries
+    from memory_tui.sessions.kept import MARKED_NOT_CITED, citations_for_state, drift_of, session_drift
     from memory_tui.sessions.reasons import load_context
-    from memory_tui.sessions.records import analyze_session, cached_counter
+    from memory_tui.sessions.records import analyze_session
     from memory_tui.sessions.store import load_sessions
 
     wanted = args.session
     state = _state_dir(args)
     now = args.now if getattr(args, "now", None) is not None else time.time()
     try:
-        # the branches' analyses only (records, marks, pending sets): no reasons are worded
-        snap = load_sessions(state, only=(wanted,) if wanted is not None else None)
         ctx = load_context(state, now=now)
+        wid, threshold = ctx.workspace_id or "", ctx.config.trigger_tokens
+        if wanted is not None:
+            # one session: read it alone (the index would stat every other session's files)
+            snap = load_sessions(state, only=(wanted,))
+            if wanted not in snap.sessions:
+                raise CliError(f"no such session: {wanted}")
+            citations, missing = citations_for_state(state)
+            report = {sid: session_drift(analyze_session(s, wid, threshold), citations)
+                      for sid, s in snap.sessions.items()}
+        else:
+            # every session: the turns a live tip reaches come from the session summary index
+            # (a session whose files changed is read again there); only the comparison with
+            # the records, which are read now, is done here
+            summaries = load_summaries(state, wid, threshold).summaries
+            citations, missing = citations_for_state(state)
+            report = {sid: drift_of(sid, s.live, citations) for sid, s in summaries.items()}
     except OSError as exc:
         raise CliError(f"cannot read {state}: {exc.strerror or exc}") from exc
-    if wanted is not None and wanted not in snap.sessions:
-        raise CliError(f"no such session: {wanted}")
-    citations, missing = citations_for_state(state)
-    cc = cached_counter(None)
-    report = {sid: session_drift(analyze_session(s, ctx.workspace_id, ctx.config.trigger_tokens, cc), citations)
-              for sid, s in snap.sessions.items()}
     if getattr(args, "json", False):
         emit_json({"workspace_id": ctx.workspace_id or None, "unread": missing,
                    "sessions": {sid: {"drift": d.count, **d.to_json()} for sid, d in report.items()}})
@@ -614,7 +622,7 @@ def _print_graphs(args: argparse.Namespace, selected: dict[str, Any], workspace_
     state = _state_dir(args)
     citations, _missing = citations_for_state(state)
     for sid, se in selected.items():
-        links = SpawnLinks.for_session(state, sid)
+        links = SpawnLinks.for_session(state, sid, {s: x.session for s, x in selected.items()})
         deco = session_decorations(se.session, citations, workspace_id, links)
         lay = layout_session(se, opts, None, deco)
         print(f"session {sanitize(sid)}  head {sanitize(str(se.session.head_id))}  {len(se.session.nodes)} nodes")

@@ -195,6 +195,9 @@ def _failed(exc: MemoryError) -> JobOutcome:
     return JobOutcome("failed", True, exc.code, exc.message, path=exc.path)
 
 
+_DEFERRED = "cancelled: what is left to fold waits for the next organize pass (or `reorganize`)"
+
+
 def organize_locked(ctx: Context, *, reason: str = "manual", dry_run: bool = False, commit: bool = False) -> ReorganizeReport:
     """One organize pass; the caller holds the write lock."""
     root = ctx.memory_root
@@ -202,6 +205,10 @@ def organize_locked(ctx: Context, *, reason: str = "manual", dry_run: bool = Fal
     n_topics = len(tree.topics)
     if not tree.topics:
         return ReorganizeReport(JobOutcome("empty"), reason=reason)
+    if not dry_run and not commit and ctx.cancelled():
+        # a write's organize, cancelled before it began: the batch it follows is whole; the
+        # folding waits for the next pass (the next trigger, or `reorganize`)
+        return ReorganizeReport(JobOutcome("cancelled", message=_DEFERRED), n_topics, reason=reason)
     state, _ = load_runtime_state(root)
     ops, candidates = plan(tree, dict(state.creation_order))
     found = tuple(candidates)
@@ -233,6 +240,17 @@ def organize_locked(ctx: Context, *, reason: str = "manual", dry_run: bool = Fal
                 cancel.result = ReorganizeReport(JobOutcome("cancelled"), len(topic_tree(root).topics), tuple(sorted(changed)),
                                                  reason=reason, revision_before=before, revision=after or workspace_revision(root))
                 raise
+        elif ctx.cancelled():
+            # inside a write batch: the cancel takes effect here, between two transactions,
+            # not after the whole pass. The batch's own end (its marks, counters, intent and
+            # git commit) is the caller's and still runs; the job then stops at its next
+            # checkpoint, before another batch.
+            st.append_history(ctx.layout.runtime_dir, [st.history_entry(
+                "organize", "memory-tui deterministic organizer", prompt,
+                reply=f"cancelled after {n} of {len(chunks)} transaction(s)")])
+            return ReorganizeReport(JobOutcome("cancelled", message=_DEFERRED), len(topic_tree(root).topics),
+                                    tuple(sorted(changed)), reason=reason, revision_before=before, revision=after,
+                                    candidates=found)
         ctx.emit(JobPhase.ORGANIZE, n, len(chunks), f"{len(ops)} record op(s) over {n_topics} topic file(s)")
         chunk = ops[start:start + CHUNK]
         try:

@@ -37,6 +37,7 @@ from memory_tui.core.cache import envelope
 from memory_tui.core.format.errors import Problem
 from memory_tui.core.fsutil import user_cache_dir
 
+from .kept import live_turns
 from .records import MARK_KEY, PendingCount, SessionAnalysis, analyze_session, status_pending_count
 from .store import Session, SessionSnapshot, discover, load_sessions, session_content_key
 
@@ -69,6 +70,9 @@ class SessionSummary:
     mine: tuple[str, ...] = ()  # of those, the ones marked by this workspace
     live_ids: tuple[str, ...] = ()  # records a live tip reaches (the drift's domain)
     live_pending: tuple[str, ...] = ()  # of those, pending by the marks
+    # the turns a live tip reaches (``kept.live_turns``): ``why --drift`` compares them with the
+    # records' citations without reading the session again
+    live: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -141,6 +145,7 @@ def summarize_session(session: Session, analysis: SessionAnalysis, workspace_id:
         reasons=tuple(r.to_json() for r in session_file_reasons(session, analysis)),
         problems=tuple(p.to_json() for p in session.problems),
         node_ids=node_ids, mine=mine, live_ids=tuple(live), live_pending=tuple(live_pending),
+        live=live_turns(analysis),
     )
 
 
@@ -452,7 +457,7 @@ def _write_envelope(path: Path, value: Any) -> None:
 
 class _Index:
     """Every session's entry for one state dir: ``{sid: row}`` (``_row_of``: the full key,
-    then the summary's fields), read once, written once (only when it changed)."""
+    then the summary's fields, the live turns last), read once, written once (only when it changed)."""
 
     def __init__(self, path: Path, state: str, entries: dict[str, tuple]) -> None:
         self.path, self.state, self.entries, self.dirty = path, state, entries, False
@@ -519,7 +524,7 @@ def _row_of(key: str, s: SessionSummary) -> tuple | None:
     try:
         return (key, s.title, s.nodes, s.updated_at, s.pending, s.status_ids,
                 tuple(_problem_row(p) for p in s.status_problems), s.rel, s.head_id, s.in_registry, s.archived,
-                s.tips, s.head_pending_tokens, s.reasons, s.problems, s.node_ids, s.mine, s.live_ids, s.live_pending)
+                s.tips, s.head_pending_tokens, s.reasons, s.problems, s.node_ids, s.mine, s.live_ids, s.live_pending, s.live)
     except (TypeError, ValueError):
         return None
 
@@ -538,10 +543,12 @@ _STR, _DICT = frozenset({str}), frozenset({dict})
 
 def _summary_of(sid: str, key: str, row: Any) -> SessionSummary | None:
     """The entry's summary when it is intact and made from ``key``; anything else is a miss."""
-    if not isinstance(row, tuple) or len(row) != 19 or row[0] != key:
+    if not isinstance(row, tuple) or len(row) != 20 or row[0] != key:
         return None
     (_key, title, nodes, updated, pending, status_ids, problems, rel, head_id, in_registry, archived, tips,
-     head_tokens, reasons, load_problems, node_ids, mine, live_ids, live_pending) = row
+     head_tokens, reasons, load_problems, node_ids, mine, live_ids, live_pending, live) = row
+    if not _live_ok(live):
+        return None
     if not isinstance(title, str) or not isinstance(problems, tuple) or not isinstance(rel, str):
         return None
     if not all(type(v) is int and v >= 0 for v in (nodes, pending, status_ids, tips)) or type(head_tokens) is not int:
@@ -560,4 +567,12 @@ def _summary_of(sid: str, key: str, row: Any) -> SessionSummary | None:
                           tuple(parsed), rel=rel, head_id=head_id, in_registry=in_registry,  # type: ignore[arg-type]
                           archived=archived, tips=tips, head_pending_tokens=head_tokens, reasons=reasons,
                           problems=load_problems, node_ids=node_ids, mine=mine, live_ids=live_ids,
-                          live_pending=live_pending)
+                          live_pending=live_pending, live=live)
+
+
+def _live_ok(live: Any) -> bool:
+    """``live`` has the shape of ``kept.live_turns`` (a mark is any plain JSON value)."""
+    return isinstance(live, tuple) and all(
+        isinstance(t, tuple) and len(t) == 5 and isinstance(t[0], str) and isinstance(t[1], tuple)
+        and all(isinstance(x, str) for x in t[1]) and isinstance(t[2], str) and type(t[4]) is bool
+        for t in live)

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Mapping
 from memory_tui.core.format.sources import split_source_id
 
 from .records import MARK_KEY, SessionAnalysis
-from .store import Session
+from .store import Session, thaw
 
 KEPT, DROPPED, UNMARKED_KEPT = "kept", "dropped", "unmarked_kept"
 KEPT_STATES = (KEPT, DROPPED, UNMARKED_KEPT)
@@ -65,15 +65,25 @@ class Citations:
         # ``known``: the records were read. Unknown citations (the topics could not be read,
         # or the caller has none to give) claim nothing: no turn is called dropped or kept.
         self.known = known
-        by_node: dict[tuple[str, str], list[CitingRecord]] = {}
+        # Grouped as plain tuples, first citation per record kept; the CitingRecord objects
+        # are made only for the turns a verdict names (a workspace has ~10^4 citations, a
+        # verdict reads a handful).
+        by_node: dict[tuple[str, str], dict[str, tuple[str, int, str]]] = {}
+        prefix = PROVIDER + "/"
         for source_id, memory_id, topic_path, line in refs:
-            parts = split_source_id(source_id)
-            if parts is None or parts[0] != PROVIDER:
+            if type(source_id) is not str or not source_id.startswith(prefix):
                 continue
-            bucket = by_node.setdefault((parts[1], parts[2]), [])
-            if all(c.memory_id != memory_id for c in bucket):
-                bucket.append(CitingRecord(memory_id, topic_path, int(line or 0), source_id))
-        self._by_node = {k: tuple(v) for k, v in by_node.items()}
+            parts = source_id.split("/", 2)
+            if len(parts) != 3 or not parts[1] or not parts[2]:
+                continue
+            key = (parts[1], parts[2])
+            bucket = by_node.get(key)
+            if bucket is None:
+                bucket = by_node[key] = {}
+            if memory_id not in bucket:
+                bucket[memory_id] = (topic_path, line, source_id)
+        self._raw = by_node
+        self._by_node: dict[tuple[str, str], tuple[CitingRecord, ...]] = {}
         self._frame = frame
         self.memory_rel = memory_rel
 
@@ -96,10 +106,18 @@ class Citations:
         return cls((), known=False)
 
     def of(self, session_id: str, node_id: str) -> tuple[CitingRecord, ...]:
-        return self._by_node.get((session_id, node_id), ())
+        key = (session_id, node_id)
+        hit = self._by_node.get(key)
+        if hit is None:
+            raw = self._raw.get(key)
+            if raw is None:
+                return ()
+            hit = self._by_node[key] = tuple(CitingRecord(mid, path, int(line or 0), src)
+                                             for mid, (path, line, src) in raw.items())
+        return hit
 
     def cited(self, session_id: str, node_id: str) -> bool:
-        return (session_id, node_id) in self._by_node
+        return (session_id, node_id) in self._raw
 
     def frame(self, session_id: str, node_id: str) -> tuple[str, int] | None:
         if self._frame is None:
@@ -228,13 +246,17 @@ class SessionDrift:
         }
 
 
-def session_drift(sa: SessionAnalysis, citations: Citations) -> SessionDrift:
-    """Mark-based versus citation-based pending set over the turns reachable from a live tip
-    (a tip of a branch that is not archived, or the head)."""
+# One turn a live tip reaches, as the drift needs it: (node id, the live tips reaching it, its
+# node file, its mark's value as plain JSON, pending by the marks). A function of the session's
+# files alone, so the session summary index can hold it beside the pending count; the drift
+# itself (which also depends on the records) is always worked out afresh.
+LiveTurn = tuple[str, tuple[str, ...], str, Any, bool]
+
+
+def live_turns(sa: SessionAnalysis) -> tuple[LiveTurn, ...]:
+    """The turns reachable from a live tip (a tip of a branch that is not archived, or the
+    head), in seq order, each with what :func:`drift_of` needs."""
     session = sa.session
-    sid = session.id
-    if not citations.known:  # without the records nothing can be said to disagree
-        return SessionDrift(sid, tuple(r.id for ta in sa.tips.values() for r in ta.pending), (), ())
     reach: dict[str, list[str]] = {}  # record id -> live tips reaching it
     pending: set[str] = set()
     for tip, ta in sa.tips.items():
@@ -244,24 +266,36 @@ def session_drift(sa: SessionAnalysis, citations: Citations) -> SessionDrift:
             reach.setdefault(rec.id, []).append(tip)
         pending.update(r.id for r in ta.pending)
     order = {nid: i for i, nid in enumerate(session.order)}
-    ids = sorted(reach, key=lambda n: order.get(n, len(order)))
-    cite_pending = [n for n in ids if not citations.cited(sid, n)]
-    items: list[DriftItem] = []
-    for nid in ids:
-        cited = citations.cited(sid, nid)
-        kind = None
-        if nid in pending and cited:
-            kind = CITED_BUT_PENDING
-        elif nid not in pending and not cited:
-            kind = MARKED_NOT_CITED
-        if kind is None:
-            continue
+    out: list[LiveTurn] = []
+    for nid in sorted(reach, key=lambda n: order.get(n, len(order))):
         node = session.nodes.get(nid)
-        items.append(DriftItem(nid, kind, tuple(reach[nid]), node.file if node else "",
-                               node.metadata.get(MARK_KEY) if node else None, citations.of(sid, nid)))
-    return SessionDrift(sid, tuple(n for n in ids if n in pending), tuple(cite_pending), tuple(items))
+        out.append((nid, tuple(reach[nid]), node.file if node else "",
+                    thaw(node.metadata.get(MARK_KEY)) if node else None, nid in pending))
+    return tuple(out)
 
 
+def session_drift(sa: SessionAnalysis, citations: Citations) -> SessionDrift:
+    """Mark-based versus citation-based pending set over the turns reachable from a live tip
+    (a tip of a branch that is not archived, or the head)."""
+    return drift_of(sa.session.id, live_turns(sa), citations)
+
+
+def drift_of(sid: str, live: Iterable[LiveTurn], citations: Citations) -> SessionDrift:
+    """The drift of session ``sid`` from its :func:`live_turns` and the records' citations."""
+    live = tuple(live)
+    mark_pending = tuple(t[0] for t in live if t[4])
+    if not citations.known:  # without the records nothing can be said to disagree
+        return SessionDrift(sid, mark_pending, (), ())
+    cite_pending: list[str] = []
+    items: list[DriftItem] = []
+    for nid, tips, file, mark, pending in live:
+        cited = citations.cited(sid, nid)
+        if not cited:
+            cite_pending.append(nid)
+        if pending == cited:  # pending and cited, or done by the marks and cited by nothing
+            items.append(DriftItem(nid, CITED_BUT_PENDING if pending else MARKED_NOT_CITED, tips, file, mark,
+                                   citations.of(sid, nid)))
+    return SessionDrift(sid, mark_pending, tuple(cite_pending), tuple(items))
 
 
 def citations_for_state(state_dir: Any) -> tuple[Citations, str | None]:
@@ -302,6 +336,6 @@ def kept_report(session: Session, citations: Citations, workspace_id: str, analy
 
 __all__ = [
     "CITED_BUT_PENDING", "CitingRecord", "Citations", "DROPPED", "DriftItem", "KEPT", "KEPT_STATES", "KeptVerdict",
-    "MARKED_NOT_CITED", "SessionDrift", "UNMARKED_KEPT", "citations_for_state", "kept_counts", "kept_report", "kept_states",
-    "kept_verdict", "session_drift",
+    "LiveTurn", "MARKED_NOT_CITED", "SessionDrift", "UNMARKED_KEPT", "citations_for_state", "kept_counts", "kept_report", "kept_states",
+    "kept_verdict", "drift_of", "live_turns", "session_drift",
 ]

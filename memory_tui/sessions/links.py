@@ -76,10 +76,11 @@ class SpawnLinks:
         return cls(snapshot.sessions)
 
     @classmethod
-    def for_session(cls, state_dir: Any, sid: str) -> "SpawnLinks":
+    def for_session(cls, state_dir: Any, sid: str, loaded: Mapping[str, Session] | None = None) -> "SpawnLinks":
         """The links of one session, reading only it and the sub-agent sessions (their
         ``meta.json`` first) plus the other sessions' ``history/`` listings: what
-        ``why SESSION`` needs. Equal to the links of a full snapshot, for that session."""
+        ``why SESSION`` needs. Equal to the links of a full snapshot, for that session.
+        ``loaded``: sessions the caller has already read (not read again)."""
         import json
         import os
         from pathlib import Path
@@ -110,7 +111,11 @@ class SpawnLinks:
                     out.append(other)
             return out
 
-        return cls(load_sessions(Path(state_dir), only=wanted).sessions, holders)
+        have = dict(loaded or {})
+        missing = [w for w in wanted if w not in have]
+        if missing:
+            have.update(load_sessions(Path(state_dir), only=missing).sessions)
+        return cls({w: have[w] for w in wanted if w in have}, holders)
 
     def of_session(self, sid: str) -> tuple[SpawnLink, ...]:
         return tuple(self.by_session.get(sid, ()))

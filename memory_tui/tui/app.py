@@ -31,7 +31,8 @@ from memory_tui.core.format.tokens import O200kCounter, TokenCounter
 from . import commands as registry
 from .palette import MemoryCommands
 from .jobs import JobPreviewReady, JobRequest, JobRunner, JobSpec, progress_bar, spec_for, summarize
-from .data import CORE_TOPIC, RecordVM, WorkspaceModel, changed_views, header_changed, load_model, with_sessions
+from .data import (CORE_TOPIC, RecordVM, WorkspaceModel, _clean, _is_error, changed_views, header_changed, load_model,
+                   with_sessions)
 from .data import outline_model, with_session_list
 from .messages import JobFinished, JobProgress, WorkspaceChanged
 from .data import InsightsVM, insights_key, load_insights
@@ -182,7 +183,10 @@ class MemoryApp(JobRunner, App[None]):
         m = self.model
         if m is None:
             return out
-        for p in (*m.config.problems, *m.problems, *self._session_problems()):
+        # the model keeps only errors workspace-wide (a warning stays on its topic), but
+        # `status` lists warnings too (special-token text in core.md): so does this list
+        warnings = [_clean(p) for p in getattr(getattr(m, "state", None), "problems", ()) if not _is_error(p)]
+        for p in (*m.config.problems, *m.problems, *warnings, *self._session_problems()):
             if p not in out:
                 out.append(p)
         st = m.status

@@ -942,6 +942,12 @@ def _sessions(
             # Only config.json moved: no session file was touched, so OpenProgram's own
             # directory-stamp freshness rule is enough to reuse every unchanged session.
             snap = load_sessions(state.state_dir, previous=prev_snap, trust_dir_stamps=True)
+        elif prev_snap is not None and paths is not None:
+            # The watcher named the files that moved: the sessions holding one are checked
+            # file by file, every other one by OpenProgram's directory-stamp rule (a job's
+            # batch marks one session; re-stating every node file of every session after
+            # each batch was most of the app's cost beside the CLI's).
+            snap = load_sessions(state.state_dir, previous=_distrust(prev_snap, paths), trust_dir_stamps=True)
         else:
             if prev_snap is None:  # a first load fills the persistent summary cache
                 from memory_tui.sessions.cache import content_keys
@@ -976,6 +982,17 @@ def _sessions(
     except Exception as exc:  # pragma: no cover - the session reader is not supposed to raise
         errors.append(f"sessions: {type(exc).__name__}: {exc}")
         return None, (), (None, None)
+
+
+def _distrust(snap: Any, paths: set[str]) -> Any:
+    """``snap`` without the directory stamps of the sessions a changed path lies in, so a
+    load with ``trust_dir_stamps`` checks those sessions' files one by one (a node file
+    rewritten in place keeps the folder's stamp) and reuses the others whole."""
+    touched = {sid for sid, s in snap.sessions.items()
+               if any(p == s.rel or p.startswith(s.rel + "/") for p in paths)}
+    if not touched:
+        return snap
+    return replace(snap, _stamps={k: v for k, v in snap._stamps.items() if k not in touched})
 
 
 # ---------------------------------------------------------------------------------------

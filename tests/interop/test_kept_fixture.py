@@ -281,3 +281,70 @@ def test_next_write_of_every_pending_branch_follows_openprograms_figures(fixture
             else:
                 assert nw["rule"] == ("never" if handled else "idle_pass")
     assert seen >= 4
+
+
+def _age(top: Path) -> None:
+    """Every file an hour old and out of the racy window (a racy stamp vouches for nothing)."""
+    import os
+    import time
+
+    t = time.time_ns() - 3_600 * 10**9
+    for p in [top, *top.rglob("*")]:
+        os.utime(p, ns=(t, t), follow_symlinks=False)
+    time.sleep(0.15)  # utime moved every ctime: let it leave the racy window
+
+
+def _drift_of_a_full_load(state: Path) -> dict:
+    """Every session's drift from a full load and a fresh analysis (no index involved)."""
+    from memory_tui.sessions.kept import citations_for_state, session_drift
+    from memory_tui.sessions.reasons import load_context
+    from memory_tui.sessions.records import analyze_session
+    from memory_tui.sessions.store import load_sessions
+
+    ctx = load_context(state, now=1796100000)
+    citations, _missing = citations_for_state(state)
+    return json.loads(json.dumps({sid: {"drift": d.count, **d.to_json()} for sid, d in (
+        (sid, session_drift(analyze_session(s, ctx.workspace_id, ctx.config.trigger_tokens), citations))
+        for sid, s in load_sessions(state).sessions.items())}))
+
+
+def test_drift_of_every_session_reads_only_the_sessions_that_changed(fixture_state, capsys, monkeypatch):
+    # `why --drift` over every session takes the turns a live tip reaches from the session
+    # summary index: a warm run reads no node file, a changed session alone is read again,
+    # and the answer is always the one of a full load
+    from memory_tui.sessions import store
+
+    _age(fixture_state / "sessions")
+    first = _drift(capsys, fixture_state)
+    assert first == _drift_of_a_full_load(fixture_state)
+    read: list[str] = []
+    real = store.load_session_dir
+    monkeypatch.setattr(store, "load_session_dir", lambda sid, *a, **k: read.append(sid) or real(sid, *a, **k))
+    assert _drift(capsys, fixture_state) == first
+    assert read == []
+    # one turn of the sub-agent session loses its mark (the session writer the tests use)
+    sid, nid = "local_0c0c0c0c0c", "c00000000003_reply"
+    path = next((fixture_state / "sessions" / sid / "history").glob(f"*-{nid}.json"))
+    data = json.loads(path.read_text(encoding="utf-8"))
+    del data["metadata"][MARK]
+    path.write_text(serialize_node(data), encoding="utf-8")
+    _age(fixture_state / "sessions" / sid)
+    changed = _drift(capsys, fixture_state)
+    assert read == [sid]
+    monkeypatch.setattr(store, "load_session_dir", real)
+    assert changed == _drift_of_a_full_load(fixture_state)
+    assert [i["id"] for i in changed[sid]["cited_but_pending"]] == [nid]
+
+
+def test_why_session_reads_the_session_once(fixture_state_ro, capsys, monkeypatch):
+    # the links of a session are found from the session already read for its verdicts (and
+    # the sub-agent sessions): reading it a second time doubled the cost of `why SESSION`
+    from memory_tui.sessions import store
+
+    read: list[str] = []
+    real = store.load_session_dir
+    monkeypatch.setattr(store, "load_session_dir", lambda sid, *a, **k: read.append(sid) or real(sid, *a, **k))
+    for sid in ("local_a1b2c3d4e5", "local_0c0c0c0c0c"):
+        read.clear()
+        _run(capsys, "--state", str(fixture_state_ro), "why", sid, "--now", "1796100000")
+        assert read.count(sid) == 1, read

@@ -203,6 +203,46 @@ def test_cancelled_reorganize_carries_its_partial_report(work_state, monkeypatch
     assert _dirty(mem) == "" and leftovers(mem) == []
 
 
+def test_a_cancel_inside_a_batchs_organize_takes_effect_within_one_transaction(work_state, monkeypatch):
+    # a write batch that calls for an organize pass over several transactions, cancelled
+    # (`x`) as the organize begins: the organize stops after its first transaction, the
+    # batch's own end (marks, counters, intent, git) still runs, and no other batch starts
+    from memory_tui.pipeline.context import JobPhase
+    from memory_tui.pipeline.status import LOCAL_ORGANIZE_BATCHES
+
+    cd.give_work("reorganize", work_state)
+    mem = work_state / "memory"
+    rt = mem / ".scriptorium" / "runtime.json"
+    data = json.loads(rt.read_text(encoding="utf-8"))
+    data["local_batches"] = LOCAL_ORGANIZE_BATCHES - 1  # the next written batch calls for a local organize
+    rt.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    gitlog.commit(mem, "counters", env=ENV)
+    monkeypatch.setattr(reorganize_mod, "CHUNK", 2)  # its three folds are three transactions
+    transactions = []
+    real_update = reorganize_mod.TransactionPort.update
+    monkeypatch.setattr(reorganize_mod.TransactionPort, "update",
+                        lambda self, *a, **k: transactions.append(1) or real_update(self, *a, **k))
+    pressed = []
+
+    def progress(event) -> None:
+        if event.phase == JobPhase.ORGANIZE:
+            pressed.append(event)  # the owner presses `x` once the organize shows
+
+    with pytest.raises(JobCancelled) as info:
+        write(_ctx(work_state, progress=progress, cancelled=lambda: bool(pressed)), force=True)
+    report = info.value.result
+    assert len(report.written) == 1  # the batch before the cancel, whole
+    (organized,) = report.organize
+    assert organized.outcome.status == "cancelled" and "reorganize" in organized.outcome.message
+    assert len(transactions) == 1 and organized.changed_files
+    assert organized.revision is not None and organized.revision != organized.revision_before
+    assert len(pressed) == 1  # no second organize step, no later batch
+    marks = node_marks(work_state)
+    assert all(marks.get((report.written[0].session_id, i)) for i in report.written[0].ids)
+    assert not (mem / ".scriptorium" / marks_mod.INTENT_NAME).exists()
+    assert _dirty(mem) == "" and leftovers(mem) == []
+
+
 # ------------------------------------------------------------------------------ write
 
 

@@ -161,44 +161,122 @@ async def test_kept_states_and_drift_reach_the_sessions_list(_fixture_master, tm
         assert first.session.session_id == "local_0c0c0c0c0c"
 
 
-async def test_a_new_turn_redraws_its_session_live_keeping_the_selection(_fixture_master, tmp_path):
-    """The Sessions view watches sessions/: a new turn written by OpenProgram (here the session
-    node writer), moving the head, shows up without a key press, the same session and node
-    still selected, and the branch's next write follows the new head."""
-    import asyncio
+class _Seen:
+    """The app's own messages as they are handled (``run_test(message_hook=...)``): a test
+    waits for the one it needs instead of for a stretch of wall-clock time."""
 
-    from memory_tui.sessions.marks import serialize_node
+    def __init__(self) -> None:
+        import asyncio
+
+        self.messages: list = []
+        self._changed = asyncio.Event()
+
+    def __call__(self, message) -> None:
+        self.messages.append(message)
+        self._changed.set()
+
+    async def until(self, pilot, found, poke=None):
+        """Wait until ``found(message)`` holds for a message handled from now on; ``poke`` is
+        called again whenever the app went quiet without one (a watcher that was not up yet
+        when the file changed sees the next change)."""
+        import asyncio
+
+        start = len(self.messages)
+        give_up = asyncio.get_running_loop().time() + 120  # a guard against a hang, not a speed check
+        while True:
+            hit = next((m for m in self.messages[start:] if found(m)), None)
+            if hit is not None:
+                await pilot.pause()
+                return hit
+            assert asyncio.get_running_loop().time() < give_up, "the awaited message never came"
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), 1.0)
+            except TimeoutError:
+                if poke is not None:
+                    poke()
+
+
+async def test_a_new_turn_a_moved_head_and_a_new_mark_redraw_the_session_live(_fixture_master, tmp_path):
+    """The Sessions view watches sessions/: a new turn written by OpenProgram (here the session
+    node writer) moving the head, then a new mark, each reach the graph through the app's own
+    watcher and reload (waited for as the messages they post, never as a stretch of time),
+    the same session and node still selected."""
+    from memory_tui.sessions.marks import mark_nodes, serialize_node
+    from memory_tui.tui.messages import WorkspaceChanged
+    from memory_tui.tui.widgets.session_graph import SessionGraph
 
     dest = tmp_path / ".openprogram"
     shutil.copytree(_fixture_master, dest, symlinks=True)
-    sid = "local_0c0c0c0c0c"
+    sid, new = "local_0c0c0c0c0c", "c00000000005"
+    seen = _Seen()
     app = make_app(dest, watch=True)
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with app.run_test(size=(120, 40), message_hook=seen) as pilot:
         await settle(pilot, app)
         await pilot.press("5")
         await pilot.pause()
         screen = app.screen
         assert screen.focus_session(sid, "c00000000002")
         await pilot.pause()
-        await asyncio.sleep(0.5)  # the watcher is up
+        graph = screen.query_one("#sessions-graph")
         sdir = dest / "sessions" / sid
-        node = {"id": "c00000000005", "created_at": 1796014900.0, "seq": 10, "role": "user", "name": "", "input": None,
+        node = {"id": new, "created_at": 1796014900.0, "seq": 10, "role": "user", "name": "", "input": None,
                 "output": "A new question, live.", "caller": "", "predecessor": "c00000000004_reply", "reads": [],
                 "metadata": {"source": "web"}}
-        (sdir / "history" / "0010-u-c00000000005.json").write_text(serialize_node(node))
         meta = json.loads((sdir / "meta.json").read_text())
-        meta["head_id"] = "c00000000005"
-        (sdir / "meta.json").write_text(json.dumps(meta))
-        graph = screen.query_one("#sessions-graph")
-        for _ in range(100):
-            await pilot.pause(0.05)
-            sm = screen.sessions
-            if sm is not None and "c00000000005" in sm.session_data(sid).nodes and graph.layout_data is not None \
-                    and "c00000000005" in graph.layout_data.nodes:
-                break
-        assert "c00000000005" in graph.layout_data.nodes
+        meta["head_id"] = new
+
+        def write_turn() -> None:
+            (sdir / "history" / f"0010-u-{new}.json").write_text(serialize_node(node))
+            (sdir / "meta.json").write_text(json.dumps(meta))
+
+        def drawn(test) -> "callable":
+            # the graph's own report of a relayout (it posts the kept selection after each)
+            return lambda m: (isinstance(m, SessionGraph.NodeSelected) and m.session_id == sid
+                              and graph.layout_data is not None and test(graph.layout_data))
+
+        write_turn()
+        await seen.until(pilot, lambda m: isinstance(m, WorkspaceChanged) and f"sessions/{sid}/meta.json" in m.paths,
+                         poke=write_turn)
+        await seen.until(pilot, drawn(lambda lay: new in lay.nodes))
         assert screen.selected_session().session_id == sid
         assert graph.selected_node is not None and graph.selected_node.id == "c00000000002"
-        assert G.HEAD_M in graph.layout_data.nodes["c00000000005"].markers
-        vm = screen.sessions.branch_verdict(sid, "c00000000005")
-        assert vm.next_write and "c00000000005" in vm.pending_ids
+        assert G.HEAD_M in graph.layout_data.nodes[new].markers
+        vm = screen.sessions.branch_verdict(sid, new)
+        assert vm.next_write and new in vm.pending_ids
+        # a new mark: OpenProgram's writer marks the new turn written
+        wid = (dest / "memory" / ".scriptorium" / "workspace-id").read_text().strip()
+        before = graph.layout_data.nodes[new].state
+
+        def mark() -> None:
+            if mark_nodes(sdir, [new], wid).already:  # marked before the watcher was looking
+                path = sdir / "history" / f"0010-u-{new}.json"
+                path.write_bytes(path.read_bytes())
+
+        mark()
+        await seen.until(pilot, lambda m: isinstance(m, WorkspaceChanged)
+                         and any(p.startswith(f"sessions/{sid}/history/") for p in m.paths), poke=mark)
+        await seen.until(pilot, drawn(lambda lay: lay.nodes[new].state != before))
+        assert screen.selected_session().session_id == sid
+        assert graph.selected_node is not None and graph.selected_node.id == "c00000000002"
+        assert new not in screen.sessions.branch_verdict(sid, new).pending_ids
+
+
+async def test_problems_lists_every_code_status_reports_warnings_included(cut_state, capsys):
+    # status reports a warning for special-token text in topics/core.md (OpenProgram's counter
+    # raises on it) beside the errors; the Problems list must name each of them, warnings too
+    core = cut_state / "memory" / "topics" / "core.md"
+    text = core.read_text(encoding="utf-8")
+    core.write_text(text.replace("drinks tea.", "drinks tea <|endoftext|>.", 1), encoding="utf-8")
+    status = _status(capsys, cut_state)
+    wanted = {(p["path"], p["code"], p.get("line")) for p in status["problems"]}
+    wanted |= {(p["path"], p["code"], p.get("line")) for s in status["sessions"] for p in s["problems"]}
+    assert {"SPECIAL_TOKEN_TEXT", "CORRUPT_FILE"} <= {code for _path, code, _line in wanted}
+    app = make_app(cut_state)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        assert app.problem_count() >= len(wanted)
+        await pilot.press("p")
+        assert isinstance(app.screen, ProblemsScreen)
+        listed = {(r.problem.path, r.problem.code, r.problem.line) for r in _rows(app)}
+        assert wanted <= listed, wanted - listed

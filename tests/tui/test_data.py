@@ -134,3 +134,44 @@ def test_problems_come_from_the_engine(tmp_path):
     assert notes.problems and notes.problems[0].line == 3 and "\x1b" not in notes.raw
     bad = m.topic("topics/bad.md")
     assert bad is not None and bad.problems[0].message == "topic file is not valid UTF-8"
+
+
+def test_a_reload_after_one_sessions_change_reads_that_session_only(fixture_state, monkeypatch):
+    # the watcher names the files that moved (a job's batch marks one session): that session
+    # is checked file by file, so a node file rewritten in place is seen, while no node file
+    # of any other session is looked at again (their folders' stamps vouch for them)
+    import json
+    import os
+
+    from memory_tui.sessions import store
+    from memory_tui.sessions.marks import MARK_KEY, serialize_node
+
+    counter = O200kCounter()
+    old = time.time_ns() - 3_600 * 10**9
+    for p in [*(fixture_state / "sessions").rglob("*")]:
+        os.utime(p, ns=(old, old), follow_symlinks=False)
+    time.sleep(0.15)  # utime moved every ctime: out of the racy window before the first load
+    first = load_model(fixture_state, counter=counter)
+    sid = "local_0c0c0c0c0c"
+    hist = fixture_state / "sessions" / sid / "history"
+    path = next(hist.glob("*-c00000000003_reply.json"))
+    stamp = hist.stat().st_mtime_ns
+    data = json.loads(path.read_text(encoding="utf-8"))
+    del data["metadata"][MARK_KEY]
+    with open(path, "r+", encoding="utf-8") as f:  # in place: the folder's stamp does not move
+        f.write(serialize_node(data))
+        f.truncate()
+    os.utime(hist, ns=(stamp, stamp))
+    time.sleep(0.15)
+    read: list[str] = []
+    real = store._cached_read
+    monkeypatch.setattr(store, "_cached_read", lambda p, rel, *a: read.append(rel) or real(p, rel, *a))
+    second = load_model(fixture_state, counter=counter, previous=first, touched={f"sessions/{sid}/history/{path.name}"})
+    assert read and all(r.startswith(f"sessions/{sid}/") for r in read)
+    for other, session in second.session_snapshot.sessions.items():
+        if other != sid:
+            assert session is first.session_snapshot.sessions[other]
+    before = {s.session_id: s.pending for s in first.sessions}
+    after = {s.session_id: s.pending for s in second.sessions}
+    assert after[sid] == before[sid] + 1  # the unmarked turn is pending again
+    assert after == {**before, sid: before[sid] + 1}
