@@ -18,10 +18,14 @@ from urllib.parse import unquote
 
 from .blocklinks import SCHEME_RE
 from .errors import Problem
-from .topics import INVALID_TOPIC_FORMAT, MARKDOWN_LINK_RE, Topic, TopicTree, Unit, parse_tree, split_lines
+from .topics import INVALID_TOPIC_FORMAT, Topic, TopicTree, Unit, parse_tree, split_lines
 from ..cache.registry import keeps
 
-_BLOCK_FRAGMENT_RE = re.compile(r"\^[A-Za-z0-9_-]+\Z")
+_BLOCK_FRAGMENT_RE = re.compile(r"\^(?:mem_[A-Za-z0-9_-]+|[A-Za-z0-9-]+)\Z")  # a block id or a mem_ id
+# A link as OpenProgram's topic-link rule reads record text: a label of at least one character
+# and a target of at least one, on one line. Spaces belong to the target, and an image
+# (``![alt](…)``) is a link like any other.
+_RULE_LINK_RE = re.compile(r"\[([^\]\n]+)\]\(([^)\n]+)\)")
 TOPIC_PATH = attrgetter("path")
 
 
@@ -291,7 +295,7 @@ _FIRST = itemgetter(0)
 
 def _links_with_positions(lines: list[str], unit: Unit):
     for index in range(unit.line - 1, min(unit.end_line, len(lines))):
-        for m in MARKDOWN_LINK_RE.finditer(lines[index]):
+        for m in _RULE_LINK_RE.finditer(lines[index]):
             yield m, index + 1, m.start() + 1
 
 
