@@ -13,7 +13,8 @@ The oracle below is written from the format's rules, not from memory-tui's code:
 * OpenProgram's path rule on the path as given, ``/`` the only separator, and its topic-link
   rule with the extension compared case-blind (class 3);
 * OpenProgram's line rules (§3.8 step 4 and 6) on every line that is not a definition, and a
-  timeline row links its topic by the plain path (class 4);
+  timeline row links its topic by the plain path; block links read, rewritten and checked in
+  OpenProgram's link shapes, a link to a topic created in the same edit included (class 4);
 * record ops: ``changed_files`` in plain string order, the timeline's topic link unencoded, and
   an inserted block joined with exactly one blank line each side (class 6).
 
@@ -566,3 +567,41 @@ def test_stricter_row_hidden_paths(master, path, code):
     res = _edit(state, path, _topics(state)["topics/people/ada.md"])
     assert not res.ok and res.code == code, (res.code, res.message)
     assert _files(state) == before
+
+
+@pytest.mark.parametrize("address", ["https://example.org/plan", "mailto:ada@example.org"])
+def test_stricter_row_scheme_block_link(master, address):
+    """OpenProgram's install would replace the address with the block's topic file."""
+    path = "topics/people/ada.md"
+    new = _topics(master)[path].replace("and wants short answers.", f"and wants short answers (see [the plan]({address}#^c2a2c020)).", 1)
+    state = _copy(master)
+    before = _files(state)
+    res = _edit(state, path, new)
+    assert not res.ok and res.code == "INVALID_TOPIC_FORMAT", res.message
+    assert res.message.startswith(f"a link with a scheme cannot end in a block id: {address}#^c2a2c020")
+    assert (res.line, res.column) == (3, new.split("\n")[2].index("[the plan]") + 1)
+    assert _files(state) == before
+    # an id no block has is OpenProgram's dangling link, as before; a link without #^id is text
+    assert _edit(_copy(master), path, new.replace("#^c2a2c020", "#^0badc0de")).message == "dangling block link: 0badc0de"
+    assert _edit(_copy(master), path, new.replace("#^c2a2c020", "")).ok
+
+
+@pytest.mark.parametrize(("where", "ok"), [("heading", True), ("fenced code", True), ("comment", True),
+                                           ("last paragraph", False)])
+def test_undefined_label_where_openprogram_reads_it(master, where, ok):
+    """``[^e3]`` with no definition anywhere: text to OpenProgram in a heading, fenced code or a
+    comment (installed as typed); in the last paragraph, with no definition below to rebind to,
+    OpenProgram refuses with ``undefined footnote: e3`` and so does memory-tui."""
+    path = "topics/projects/kyoto-trip.md"
+    text = _topics(master)[path]
+    new = {"heading": text.replace("# Kyoto trip\n", "# Kyoto trip[^e3]\n", 1),
+           "fenced code": text + "\n```\nfoo[^e3]\n```\n",
+           "comment": text + "\n<!-- foo[^e3] -->\n",
+           "last paragraph": text + "\nA new fact about rails.[^e3]\n"}[where]
+    state = _copy(master)
+    res = _edit(state, path, new)
+    if ok:
+        assert res.ok, res.message
+        assert _topics(state)[path] == new
+    else:
+        assert not res.ok and res.message == "undefined footnote: e3" and res.line == len(new.split("\n")) - 1
