@@ -556,6 +556,16 @@ def test_stricter_row_empty_source_label(master):
     lines[at] += ", [](../../sources/openprogram/_v2/local_a1b2c3d4e5.md#source-fc88b9162aa794be)"
     res = _edit(_copy(master), path, "\n".join(lines))
     assert not res.ok and res.message.startswith("memory source labels required") and res.line == at + 1
+    # both refuse: a blank label (OpenProgram's own "labels required"), and an empty label as the
+    # only link (OpenProgram reads no link there and says "memory source links required"; the
+    # README's Messages paragraph keeps ours, which names what to fix)
+    fid = OP_DEFINITION.match(text.split("\n")[at]).group(1)
+    for label in ("[ ]", "[]"):
+        lines = text.split("\n")
+        lines[at] = re.sub(r"Sources: \[[^\]]*\]", f"Sources: {label}", lines[at], count=1)
+        lines[at] = lines[at][: lines[at].index(")") + 1]
+        res = _edit(_copy(master), path, "\n".join(lines))
+        assert not res.ok and res.message == f"memory source labels required: {fid}" and res.line == at + 1, res.message
 
 
 @pytest.mark.parametrize(("path", "code"), [("topics/.md", "READ_ONLY_PATH"), ("topics/.scriptorium/x.md", "READ_ONLY_PATH"),
