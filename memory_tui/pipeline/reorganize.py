@@ -207,11 +207,14 @@ def _with_writer_confirmations(ctx: Context, tree: Any, creation_order: dict[str
     asked = [FoldCandidate(n, (a, b), (by_id[a].content, by_id[b].content), ("topics/" + by_id[a].topic_path, "topics/" + by_id[b].topic_path))
              for n, (a, b) in enumerate((tuple(c["memory_ids"]) for c in candidates), start=1)]
     verdict = confirm_folds(ctx.writer, asked, ctx.memory_root)
-    if verdict.history:
-        st.append_history(ctx.layout.runtime_dir, verdict.history)
-    if not verdict.confirmed:
+    if not verdict.history:  # a writer that judges nothing (the extractive one) was not asked
         return ops, candidates
-    return plan(tree, creation_order, verdict.confirmed)
+    st.append_history(ctx.layout.runtime_dir, verdict.history)
+    if verdict.confirmed:
+        ops, candidates = plan(tree, creation_order, verdict.confirmed)
+    name = getattr(ctx.writer, "name", "configured")
+    unconfirmed = f"worded alike; the {name} writer did not confirm them as one claim: left as they are"
+    return ops, [{**c, "reason": unconfirmed} for c in candidates]
 
 
 def _failed(exc: MemoryError) -> JobOutcome:

@@ -414,6 +414,7 @@ def test_reorganize_folds_only_the_candidates_the_command_writer_confirms(fixtur
     assert all(after.has_id(i) for i in rule_ids)
     assert (root / "topics/projects/migration.md").read_bytes() == migration
     assert [sorted(c["memory_ids"]) for c in out.to_json()["candidates"]] == [sorted(rule_ids)]
+    assert "the command writer did not confirm" in out.to_json()["candidates"][0]["reason"]
     # confirmed: one record left, the older id, citing both sources
     kept = [u for u in after.units if u.topic_path == "projects/stay.md"]
     assert [u.memory_id for u in kept] == [stay_ids[0]] and not after.has_id(stay_ids[1])
@@ -422,3 +423,33 @@ def test_reorganize_folds_only_the_candidates_the_command_writer_confirms(fixtur
     history = [json.loads(line) for line in (root / ".scriptorium" / "agent-history.jsonl").read_text().splitlines()]
     fold = [h for h in history if h.get("stage") == "fold"]
     assert fold and '{"same": [' in fold[-1]["reply"] and "Migration rule 6" in fold[-1]["prompt"]
+
+
+@pytest.mark.parametrize("script", ["import sys; sys.exit(1)", "print('they are all the same')",
+                                    "open({memory!r} + '/notes.txt', 'w').write('x'); print('{{\"same\": [1]}}')"])
+def test_a_fold_judge_that_fails_or_answers_unreadably_folds_nothing(fixture_state, tmp_path, script):
+    from memory_tui.core.tx import api
+    from memory_tui.pipeline.context import topic_tree as _tree
+    from memory_tui.pipeline.reorganize import reorganize
+    from memory_tui.pipeline.writers.command import CommandWriter
+
+    root = fixture_state / "memory"
+    ref = next(u for u in _tree(root).units if u.topic_path == "people/ada.md").source_refs[0]
+    stays = ["Ada books the ryokan in Gion for three nights and pays at check-in with her travel card.",
+             "Ada books the ryokan in Gion for three nights and pays at check-in with her travel card, as usual."]
+    res = api.update(root, revision(root), memory_changes=[{
+        "op": "create_record", "content": text, "time": "2026-11", "source_refs": [ref],
+        "destination": {"topic_path": "topics/projects/stay.md", "headings": ["Plan"], "position": "end"}} for text in stays],
+        git_commit="off")
+    assert res.ok, res.to_json()
+    before = (root / "topics/projects/stay.md").read_bytes()
+    judge = tmp_path / "judge.py"
+    judge.write_text(script.format(memory=str(root)), encoding="utf-8")
+    out = reorganize(ctx_for(fixture_state, writer=CommandWriter((sys.executable, str(judge)), timeout=60)))
+    assert out.outcome.status == "ok", out
+    assert (root / "topics/projects/stay.md").read_bytes() == before
+    assert len(out.to_json()["candidates"]) == 1
+    history = [json.loads(line) for line in (root / ".scriptorium" / "agent-history.jsonl").read_text().splitlines()]
+    fold = [h for h in history if h.get("stage") == "fold"]
+    if "notes.txt" in script:  # it answered, but it wrote into the workspace: its answer is not taken
+        assert "PATH_OUTSIDE_WORKSPACE" in fold[-1]["error"]
