@@ -9,7 +9,10 @@ sections/files are pruned by the transaction's normaliser (§3.9).
 dropping the final full stop. Records that only look alike (the same quoted statement, or word
 sets with Jaccard similarity >= 0.85 when both have at least five words) may still say different
 things ("Migration rule 5 ..." / "Migration rule 6 ..."), so they are never folded: they are
-reported as ``candidates`` for the owner (or a writer) to judge, and left as they are.
+reported as ``candidates`` and left as they are, unless the configured writer confirms them:
+a writer with ``confirm_folds`` (the command and the HTTP writer) is asked about the candidates
+of a pass, and only the pairs it names as the same fact fold (the extractive writer reads no
+meaning and confirms none; a dry run does not ask).
 The kept record is the oldest (creation order, then tree order); among equals the longer
 content wins the text. A record that another record links to (``#^id``) is never deleted,
 and legacy ``mem_`` units are left alone.
@@ -35,6 +38,7 @@ from memory_tui.pipeline import status as st
 from memory_tui.pipeline.context import Context, JobCancelled, JobPhase, git_commit, locked, topic_tree
 from memory_tui.pipeline.reports import JobOutcome, ReorganizeReport
 from memory_tui.pipeline.txport import TransactionPort
+from memory_tui.pipeline.writers.base import FoldCandidate, confirm_folds
 
 REORGANIZE_MESSAGE = "memory: reorganize topics"
 NEAR = 0.85
@@ -136,9 +140,12 @@ def plan_ops(tree: Any, creation_order: dict[str, int]) -> list[dict[str, Any]]:
     return plan(tree, creation_order)[0]
 
 
-def plan(tree: Any, creation_order: dict[str, int]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def plan(tree: Any, creation_order: dict[str, int], confirmed: frozenset[tuple[str, str]] = frozenset(),
+         ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Record ops that fold records making the same claim into their oldest copy, and the
-    pairs that only look alike (``{"memory_ids": [older, newer], "reason"}``), left alone."""
+    pairs that only look alike (``{"memory_ids": [older, newer], "reason"}``), left alone.
+    ``confirmed``: look-alike pairs (as reported) the configured writer says state the same
+    fact; they fold like equal claims."""
     units = [u for u in tree.units if not u.legacy and len(u.aliases) <= 1 and u.source_refs]
     targets = {t for u in tree.units for t in u.relation_targets}
     order = {u.memory_id: i for i, u in enumerate(tree.units)}
@@ -155,7 +162,8 @@ def plan(tree: Any, creation_order: dict[str, int]) -> tuple[list[dict[str, Any]
             continue
         kk = keys[i]
         near = [j for j in later(i) if units[j].memory_id not in consumed]
-        group = [units[j] for j in near if units[j].memory_id not in targets and keys[j][0] == kk[0]]
+        group = [units[j] for j in near if units[j].memory_id not in targets
+                 and (keys[j][0] == kk[0] or (keep.memory_id, units[j].memory_id) in confirmed)]
         folded = {other.memory_id for other in group}
         for j in near:
             if units[j].memory_id not in folded and _alike(kk, keys[j]):
@@ -190,6 +198,25 @@ def plan(tree: Any, creation_order: dict[str, int]) -> tuple[list[dict[str, Any]
     return ops, alike
 
 
+def _with_writer_confirmations(ctx: Context, tree: Any, creation_order: dict[str, int], ops: list[dict[str, Any]],
+                               candidates: list[dict[str, Any]],
+                               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The plan once the configured writer has judged the look-alike candidates: the pairs it
+    confirms fold, the rest stay candidates. Its run goes into the agent history."""
+    by_id = {u.memory_id: u for u in tree.units}
+    asked = [FoldCandidate(n, (a, b), (by_id[a].content, by_id[b].content), ("topics/" + by_id[a].topic_path, "topics/" + by_id[b].topic_path))
+             for n, (a, b) in enumerate((tuple(c["memory_ids"]) for c in candidates), start=1)]
+    verdict = confirm_folds(ctx.writer, asked, ctx.memory_root)
+    if not verdict.history:  # a writer that judges nothing (the extractive one) was not asked
+        return ops, candidates
+    st.append_history(ctx.layout.runtime_dir, verdict.history)
+    if verdict.confirmed:
+        ops, candidates = plan(tree, creation_order, verdict.confirmed)
+    name = getattr(ctx.writer, "name", "configured")
+    unconfirmed = f"worded alike; the {name} writer did not confirm them as one claim: left as they are"
+    return ops, [{**c, "reason": unconfirmed} for c in candidates]
+
+
 def _failed(exc: MemoryError) -> JobOutcome:
     # the CLI exits 1 on any failed pass (only "busy", the lock not taken, exits 3)
     return JobOutcome("failed", True, exc.code, exc.message, path=exc.path)
@@ -211,10 +238,12 @@ def organize_locked(ctx: Context, *, reason: str = "manual", dry_run: bool = Fal
         return ReorganizeReport(JobOutcome("cancelled", message=_DEFERRED), n_topics, reason=reason)
     state, _ = load_runtime_state(root)
     ops, candidates = plan(tree, dict(state.creation_order))
+    if dry_run:  # reads only: the writer is not asked, so its confirmations are not planned
+        return ReorganizeReport(JobOutcome("ok"), n_topics, planned_ops=tuple(ops), reason=reason, candidates=tuple(candidates))
+    if candidates:
+        ops, candidates = _with_writer_confirmations(ctx, tree, dict(state.creation_order), ops, candidates)
     found = tuple(candidates)
     prompt = f"organize ({reason}): {len(ops)} record op(s) over {n_topics} topic file(s)"
-    if dry_run:
-        return ReorganizeReport(JobOutcome("ok"), n_topics, planned_ops=tuple(ops), reason=reason, candidates=found)
     if not ops:
         st.append_history(ctx.layout.runtime_dir, [st.history_entry("organize", "memory-tui deterministic organizer", prompt, reply="organize: nothing to change")])
         return ReorganizeReport(JobOutcome("ok"), n_topics, reason=reason, candidates=found)

@@ -13,7 +13,8 @@ The oracle below is written from the format's rules, not from memory-tui's code:
 * OpenProgram's path rule on the path as given, ``/`` the only separator, and its topic-link
   rule with the extension compared case-blind (class 3);
 * OpenProgram's line rules (§3.8 step 4 and 6) on every line that is not a definition, and a
-  timeline row links its topic by the plain path (class 4);
+  timeline row links its topic by the plain path; block links read, rewritten and checked in
+  OpenProgram's link shapes, a link to a topic created in the same edit included (class 4);
 * record ops: ``changed_files`` in plain string order, the timeline's topic link unencoded, and
   an inserted block joined with exactly one blank line each side (class 6).
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import re
 import shutil
 import tarfile
@@ -31,7 +33,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from memory_tui.core.store.workspace import workspace_revision
@@ -314,6 +316,133 @@ def test_class4_timeline_links_a_non_ascii_topic_path_as_it_is(master, name):
     assert _topics(state)["topics/people/ada.md"] == ada
 
 
+# A link to a topic created in the same edit. OpenProgram's install rewrites every block link
+# ``[label](path#^id)`` (label non-empty, path without ``)`` or ``#``, spaces allowed, id a block
+# id or a ``mem_`` id) to the file that holds the id now, relative to the linking topic, through
+# ``urllib.parse.quote(path, safe="/._-")`` (which also keeps ``~``); relations.json reads the
+# same link shape from the record's text, and the timeline row quotes the record's text as
+# installed.
+
+_NEW_NAMES = st.lists(st.sampled_from(["trip", "my trip", "a~b", "x+y", "café", "日本", "v1.2", "q&a", "(old)"]),
+                      min_size=1, max_size=2).map(lambda parts: "/".join(parts) + ".md")
+
+
+def op_link_path(target_topic: str, linking_topic: str) -> str:
+    """OpenProgram's block-link path: relative to the linking topic's folder, quoted."""
+    from urllib.parse import quote
+    rel = posixpath.relpath(target_topic, posixpath.dirname(linking_topic) or ".")
+    return quote(rel, safe="/._-")
+
+
+def _assert_link_to_moved_block(state: Path, new_topic: str) -> None:
+    ada = _topics(state)["topics/people/ada.md"]
+    want = f"[Kyoto plan]({op_link_path(new_topic, 'topics/people/ada.md')}#^fa3c8017)"
+    assert want in ada, (want, ada.split("\n")[2])
+    relations = json.loads((state / "memory" / "relations.json").read_text(encoding="utf-8"))
+    assert relations["outbound"]["fc30e0e0"] == ["fa3c8017"] and relations["backlinks"]["fa3c8017"] == ["fc30e0e0"]
+    day = (state / "memory" / "timeline" / "2026" / "11.md").read_text(encoding="utf-8").split("\n")
+    (ada_row,) = [row for row in day if "#^fc30e0e0)" in row]
+    assert ada_row.startswith("Ada is the traveller behind the " + want + " and wants short answers. [Topic]("), ada_row
+    (moved_row,) = [row for row in day if "#^fa3c8017)" in row and "[Topic]" in row and row is not ada_row]
+    assert f"[Topic](../../{new_topic}#^fa3c8017)" in moved_row, moved_row
+
+
+@SETTINGS
+@given(name=_NEW_NAMES, folder=st.sampled_from(["", "archive/", "people/", "projects/deep/"]))
+@example(name="a~b/my trip.md", folder="")
+@example(name="日本/café (old).md", folder="archive/")
+def test_class4_moving_a_linked_block_into_a_new_topic(master, name, folder):
+    """``move_records`` into a topic the request creates: ada.md's existing link follows."""
+    new_topic = f"topics/{folder}{name}"
+    state = _copy(master)
+    res = api.update(state, workspace_revision(state / "memory"), memory_changes=[{
+        "op": "move_records", "memory_ids": ["fa3c8017"],
+        "destination": {"topic_path": new_topic, "headings": [], "position": "end"}}], git_commit="off")
+    assert res.ok, (new_topic, res.message)
+    _assert_link_to_moved_block(state, new_topic)
+
+
+_LINK_FORMS = ["as before", "plain", "quoted", "dot-slash"]
+
+
+@SETTINGS
+@given(name=_NEW_NAMES.filter(lambda n: ")" not in n and "(" not in n), form=st.sampled_from(_LINK_FORMS),
+       folder=st.sampled_from(["projects/", "new/deep/"]))
+def test_class4_whole_file_changes_create_a_topic_another_links_to(master, name, form, folder):
+    """One ``changes`` request writes a new topic holding fa3c8017 (its definition as it was in
+    kyoto-trip.md), kyoto-trip.md without it, and ada.md linking to the new topic in one of the
+    ways an owner writes a path: every form ends as OpenProgram's quoted relative path."""
+    from urllib.parse import quote
+    new_topic = f"topics/{folder}{name}"
+    topics = _topics(master)
+    kyoto = topics["topics/projects/kyoto-trip.md"].split("\n")
+    moved, definition = kyoto[2], kyoto[4]
+    rest = "\n".join(kyoto[:2] + kyoto[6:])
+    rel = posixpath.relpath(new_topic, "topics/people")
+    target = {"as before": "../projects/kyoto-trip.md", "plain": rel, "quoted": quote(rel, safe="/._-"),
+              "dot-slash": "./" + rel}[form]
+    ada = topics["topics/people/ada.md"].replace("../projects/kyoto-trip.md#^fa3c8017", f"{target}#^fa3c8017")
+    state = _copy(master)
+    res = api.update(state, workspace_revision(state / "memory"), changes=[
+        {"path": new_topic, "action": "write", "content": f"# New\n\n{moved}\n\n{definition}\n"},
+        {"path": "topics/projects/kyoto-trip.md", "action": "write", "content": rest},
+        {"path": "topics/people/ada.md", "action": "write", "content": ada}], git_commit="off")
+    assert res.ok, (new_topic, form, res.message)
+    _assert_link_to_moved_block(state, new_topic)
+
+
+_ADA_LINK = "[Kyoto plan](../projects/kyoto-trip.md#^fa3c8017)"
+
+
+@pytest.mark.parametrize(("link", "verdict"), [
+    # a path with a space is a block link to OpenProgram: the relation holds, the path is redone
+    ("[Kyoto plan](../projects/kyoto trip.md#^fa3c8017)", _ADA_LINK),
+    # an empty label is no link to OpenProgram: text, no relation, never rewritten
+    ("[](../projects/kyoto-trip.md#^fa3c8017)", None),
+    ("[](../projects/kyoto trip.md#^fa3c8017)", None),
+    # a topic link without a block target, however it is spelled
+    ("[plan](../projects/kyoto trip.md)", "Topic-to-Topic link must target #^block-id: people/ada.md -> ../projects/kyoto trip.md"),
+    ("![plan](../projects/kyoto-trip.md)", "Topic-to-Topic link must target #^block-id: people/ada.md -> ../projects/kyoto-trip.md"),
+    # an underscore makes no block id unless the id is a mem_ id
+    ("[plan](../projects/kyoto-trip.md#^fa3c_8017)",
+     "Topic-to-Topic link must target #^block-id: people/ada.md -> ../projects/kyoto-trip.md#^fa3c_8017"),
+])
+def test_class4_link_shapes_as_openprogram_reads_them(master, link, verdict):
+    path = "topics/people/ada.md"
+    new = _topics(master)[path].replace(_ADA_LINK, link, 1)
+    state = _copy(master)
+    res = _edit(state, path, new)
+    if verdict is not None and not verdict.startswith("["):
+        assert not res.ok and res.code == "INVALID_TOPIC_FORMAT" and res.message == verdict, res.message
+        assert res.line == 3
+        return
+    assert res.ok, res.message
+    installed = _topics(state)[path].split("\n")[2]
+    relations = json.loads((state / "memory" / "relations.json").read_text(encoding="utf-8"))
+    if verdict is None:
+        assert link in installed
+        assert relations["outbound"]["fc30e0e0"] == [] and "fa3c8017" not in relations["backlinks"]
+    else:
+        assert verdict in installed, installed
+        assert relations["outbound"]["fc30e0e0"] == ["fa3c8017"]
+
+
+@pytest.mark.parametrize("place", ["fenced code", "heading", "comment"])
+def test_class4_block_links_on_every_line_follow_their_id(master, place):
+    """OpenProgram's install points every block link of a topic file at its id's file, line by
+    line, whatever the line is: in fenced code, a heading or a comment too."""
+    path = "topics/projects/kyoto-trip.md"
+    text = _topics(master)[path]
+    link, want = "[x](../people/wrong.md#^fc30e0e0)", "[x](../people/ada.md#^fc30e0e0)"
+    new = {"fenced code": text + f"\n```\nsee {link}\n```\n",
+           "heading": text.replace("# Kyoto trip\n", f"# Kyoto trip {link}\n", 1),
+           "comment": text + f"\n<!-- {link} -->\n"}[place]
+    state = _copy(master)
+    res = _edit(state, path, new)
+    assert res.ok, res.message
+    assert _topics(state)[path] == new.replace(link, want)
+
+
 # -- class 6: record ops ---------------------------------------------------------------------------
 
 
@@ -427,6 +556,16 @@ def test_stricter_row_empty_source_label(master):
     lines[at] += ", [](../../sources/openprogram/_v2/local_a1b2c3d4e5.md#source-fc88b9162aa794be)"
     res = _edit(_copy(master), path, "\n".join(lines))
     assert not res.ok and res.message.startswith("memory source labels required") and res.line == at + 1
+    # both refuse: a blank label (OpenProgram's own "labels required"), and an empty label as the
+    # only link (OpenProgram reads no link there and says "memory source links required"; the
+    # README's Messages paragraph keeps ours, which names what to fix)
+    fid = OP_DEFINITION.match(text.split("\n")[at]).group(1)
+    for label in ("[ ]", "[]"):
+        lines = text.split("\n")
+        lines[at] = re.sub(r"Sources: \[[^\]]*\]", f"Sources: {label}", lines[at], count=1)
+        lines[at] = lines[at][: lines[at].index(")") + 1]
+        res = _edit(_copy(master), path, "\n".join(lines))
+        assert not res.ok and res.message == f"memory source labels required: {fid}" and res.line == at + 1, res.message
 
 
 @pytest.mark.parametrize(("path", "code"), [("topics/.md", "READ_ONLY_PATH"), ("topics/.scriptorium/x.md", "READ_ONLY_PATH"),
@@ -438,3 +577,41 @@ def test_stricter_row_hidden_paths(master, path, code):
     res = _edit(state, path, _topics(state)["topics/people/ada.md"])
     assert not res.ok and res.code == code, (res.code, res.message)
     assert _files(state) == before
+
+
+@pytest.mark.parametrize("address", ["https://example.org/plan", "mailto:ada@example.org"])
+def test_stricter_row_scheme_block_link(master, address):
+    """OpenProgram's install would replace the address with the block's topic file."""
+    path = "topics/people/ada.md"
+    new = _topics(master)[path].replace("and wants short answers.", f"and wants short answers (see [the plan]({address}#^c2a2c020)).", 1)
+    state = _copy(master)
+    before = _files(state)
+    res = _edit(state, path, new)
+    assert not res.ok and res.code == "INVALID_TOPIC_FORMAT", res.message
+    assert res.message.startswith(f"a link with a scheme cannot end in a block id: {address}#^c2a2c020")
+    assert (res.line, res.column) == (3, new.split("\n")[2].index("[the plan]") + 1)
+    assert _files(state) == before
+    # an id no block has is OpenProgram's dangling link, as before; a link without #^id is text
+    assert _edit(_copy(master), path, new.replace("#^c2a2c020", "#^0badc0de")).message == "dangling block link: 0badc0de"
+    assert _edit(_copy(master), path, new.replace("#^c2a2c020", "")).ok
+
+
+@pytest.mark.parametrize(("where", "ok"), [("heading", True), ("fenced code", True), ("comment", True),
+                                           ("last paragraph", False)])
+def test_undefined_label_where_openprogram_reads_it(master, where, ok):
+    """``[^e3]`` with no definition anywhere: text to OpenProgram in a heading, fenced code or a
+    comment (installed as typed); in the last paragraph, with no definition below to rebind to,
+    OpenProgram refuses with ``undefined footnote: e3`` and so does memory-tui."""
+    path = "topics/projects/kyoto-trip.md"
+    text = _topics(master)[path]
+    new = {"heading": text.replace("# Kyoto trip\n", "# Kyoto trip[^e3]\n", 1),
+           "fenced code": text + "\n```\nfoo[^e3]\n```\n",
+           "comment": text + "\n<!-- foo[^e3] -->\n",
+           "last paragraph": text + "\nA new fact about rails.[^e3]\n"}[where]
+    state = _copy(master)
+    res = _edit(state, path, new)
+    if ok:
+        assert res.ok, res.message
+        assert _topics(state)[path] == new
+    else:
+        assert not res.ok and res.message == "undefined footnote: e3" and res.line == len(new.split("\n")) - 1

@@ -352,3 +352,104 @@ def test_reorganize_keeps_near_identical_records_that_say_different_things(fixtu
     assert sorted(u.content for u in after.units if u.topic_path == "projects/migration.md") == sorted(rules)
     assert (root / "topics/projects/migration.md").read_bytes() == before
     assert [sorted(c["memory_ids"]) for c in out.to_json()["candidates"]] == [ids]
+
+
+_FOLD_JUDGE = r'''
+import json, os, sys
+if os.environ.get("MEMORY_TUI_STAGE_KIND") != "fold" or os.listdir("."):
+    sys.exit(3)  # asked for anything but a verdict, or not in an empty scratch folder
+same = []
+for line in sys.stdin:
+    if line.startswith("{"):
+        pair = json.loads(line)
+        if all("ryokan" in r["text"] for r in pair["records"]):
+            same.append(pair["pair"])
+print("judged the pairs")
+print(json.dumps({"same": same}))
+'''
+
+
+def test_reorganize_folds_only_the_candidates_the_command_writer_confirms(fixture_state, tmp_path):
+    """The configured command writer is asked about the look-alike candidates: the pair it
+    confirms (two wordings of one booking) folds into the older record with both records'
+    sources; the pair it refuses (two different migration rules) stays as it is."""
+    from memory_tui.core.tx import api
+    from memory_tui.pipeline.context import topic_tree as _tree
+    from memory_tui.pipeline.reorganize import look_alike, reorganize, same_thing
+    from memory_tui.pipeline.writers.command import CommandWriter
+
+    root = fixture_state / "memory"
+    units = _tree(root).units
+    ref_a = next(u for u in units if u.topic_path == "people/ada.md").source_refs[0]
+    ref_b = next(r for u in units for r in u.source_refs if r != ref_a)
+    rules = [
+        "Migration rule 5 of the archive plan: copy the legacy notebooks into the shared folder before the team "
+        "renames any tag, checks every link, and reports the result to the owner in the weekly review.",
+        "Migration rule 6 of the archive plan: copy the legacy notebooks into the shared folder before the team "
+        "renames any tag, checks every link, and reports the result to the owner in the weekly review.",
+    ]
+    stays = ["Ada books the ryokan in Gion for three nights and pays at check-in with her travel card.",
+             "Ada books the ryokan in Gion for three nights and pays at check-in with her travel card, as usual."]
+    for a, b in (rules, stays):
+        assert look_alike(a, b) and not same_thing(a, b)
+
+    def create(texts, topic, refs):
+        res = api.update(root, revision(root), memory_changes=[{
+            "op": "create_record", "content": text, "time": "2026-11", "source_refs": [ref],
+            "destination": {"topic_path": topic, "headings": ["Plan"], "position": "end"},
+        } for text, ref in zip(texts, refs)], git_commit="off")
+        assert res.ok, res.to_json()
+        return [res.block_ids[k] for k in sorted(res.block_ids)]
+
+    rule_ids = create(rules, "topics/projects/migration.md", [ref_a, ref_a])
+    stay_ids = create(stays, "topics/projects/stay.md", [ref_a, ref_b])
+    migration = (root / "topics/projects/migration.md").read_bytes()
+    judge = tmp_path / "judge.py"
+    judge.write_text(_FOLD_JUDGE, encoding="utf-8")
+
+    out = reorganize(ctx_for(fixture_state, writer=CommandWriter((sys.executable, str(judge)), timeout=60)))
+    assert out.outcome.status == "ok", out
+    after = _tree(root)
+    # refused: both rules, byte for byte, still a candidate
+    assert all(after.has_id(i) for i in rule_ids)
+    assert (root / "topics/projects/migration.md").read_bytes() == migration
+    assert [sorted(c["memory_ids"]) for c in out.to_json()["candidates"]] == [sorted(rule_ids)]
+    assert "the command writer did not confirm" in out.to_json()["candidates"][0]["reason"]
+    # confirmed: one record left, the older id, citing both sources
+    kept = [u for u in after.units if u.topic_path == "projects/stay.md"]
+    assert [u.memory_id for u in kept] == [stay_ids[0]] and not after.has_id(stay_ids[1])
+    assert set(kept[0].source_refs) == {ref_a, ref_b}
+    assert "topics/projects/stay.md" in out.changed_files
+    history = [json.loads(line) for line in (root / ".scriptorium" / "agent-history.jsonl").read_text().splitlines()]
+    fold = [h for h in history if h.get("stage") == "fold"]
+    assert fold and '{"same": [' in fold[-1]["reply"] and "Migration rule 6" in fold[-1]["prompt"]
+
+
+@pytest.mark.parametrize("script", ["import sys; sys.exit(1)", "print('they are all the same')",
+                                    "open({memory!r} + '/notes.txt', 'w').write('x'); print('{{\"same\": [1]}}')"])
+def test_a_fold_judge_that_fails_or_answers_unreadably_folds_nothing(fixture_state, tmp_path, script):
+    from memory_tui.core.tx import api
+    from memory_tui.pipeline.context import topic_tree as _tree
+    from memory_tui.pipeline.reorganize import reorganize
+    from memory_tui.pipeline.writers.command import CommandWriter
+
+    root = fixture_state / "memory"
+    ref = next(u for u in _tree(root).units if u.topic_path == "people/ada.md").source_refs[0]
+    stays = ["Ada books the ryokan in Gion for three nights and pays at check-in with her travel card.",
+             "Ada books the ryokan in Gion for three nights and pays at check-in with her travel card, as usual."]
+    res = api.update(root, revision(root), memory_changes=[{
+        "op": "create_record", "content": text, "time": "2026-11", "source_refs": [ref],
+        "destination": {"topic_path": "topics/projects/stay.md", "headings": ["Plan"], "position": "end"}} for text in stays],
+        git_commit="off")
+    assert res.ok, res.to_json()
+    before = (root / "topics/projects/stay.md").read_bytes()
+    judge = tmp_path / "judge.py"
+    judge.write_text(script.format(memory=str(root)), encoding="utf-8")
+    out = reorganize(ctx_for(fixture_state, writer=CommandWriter((sys.executable, str(judge)), timeout=60)))
+    assert out.outcome.status == "ok", out
+    assert (root / "topics/projects/stay.md").read_bytes() == before
+    assert len(out.to_json()["candidates"]) == 1
+    history = [json.loads(line) for line in (root / ".scriptorium" / "agent-history.jsonl").read_text().splitlines()]
+    fold = [h for h in history if h.get("stage") == "fold"]
+    if "notes.txt" in script:  # it answered, but it wrote into the workspace: its answer is not taken
+        assert "PATH_OUTSIDE_WORKSPACE" in fold[-1]["error"]

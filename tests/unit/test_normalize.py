@@ -248,7 +248,7 @@ def test_rewrite_block_links_relative_and_percent_encoded():
         "b c/y~é.md": FACT.format(n=2, id="bbbb2222"),
     }
     out = rewrite_block_links(texts)
-    assert out["a/x.md"].startswith("See [y](../b%20c/y%7E%C3%A9.md#^bbbb2222) and [me](x.md#^aaaa1111).")
+    assert out["a/x.md"].startswith("See [y](../b%20c/y~%C3%A9.md#^bbbb2222) and [me](x.md#^aaaa1111).")
     assert out["b c/y~é.md"] == texts["b c/y~é.md"]
     assert rewrite_block_links(out) == out
 

@@ -85,3 +85,14 @@ def test_candidates_superset_on_near_duplicates():
     keys = [reorganize._key(a), reorganize._key(b)]
     assert look_alike(a, b) and not same_thing(a, b)
     assert reorganize._candidates(keys)(0) == [1]
+
+
+def test_a_fold_answer_confirms_only_what_it_names_readably():
+    from memory_tui.pipeline.writers.base import FoldCandidate, parse_fold_answer
+
+    cands = [FoldCandidate(1, ("a", "b"), ("x", "y"), ("topics/t.md", "topics/t.md")),
+             FoldCandidate(2, ("c", "d"), ("x", "y"), ("topics/t.md", "topics/t.md"))]
+    assert parse_fold_answer('thinking…\n{"same": [2, 7, true, "1"]}\n', cands) == {("c", "d")}
+    assert parse_fold_answer('{"same": [1]}\nsorry, I meant\n{"same": []}', cands) == frozenset()
+    assert parse_fold_answer("pairs 1 and 2 are the same", cands) == frozenset()
+    assert parse_fold_answer('{"same": 1}', cands) == frozenset()

@@ -29,9 +29,11 @@ class LinkedIdsMemo(Protocol):
 
 
 def _pct_block_path(path: str) -> str:
+    """``urllib.parse.quote(path, safe="/._-")``, which is what OpenProgram writes: ASCII letters
+    and digits, ``/._-`` and the always-safe ``~`` stay, every other byte of the UTF-8 is %XX."""
     out = []
     for ch in path:
-        if ch.isascii() and (ch.isalnum() or ch in "/._-"):
+        if ch.isascii() and (ch.isalnum() or ch in "/._-~"):
             out.append(ch)
         else:
             out.extend(f"%{b:02X}" for b in ch.encode("utf-8"))
@@ -78,7 +80,7 @@ def rewrite_block_links(
     mode: str = "incremental",
 ) -> dict[str, str | None]:
     """Point every ``[text](path#^id)`` at the current file holding ``id`` (relative to the
-    linking topic, percent-encoding all but ``/._-``; same file -> ``<file>.md#^id``).
+    linking topic, percent-encoding all but ``/._-~``; same file -> ``<file>.md#^id``).
     Links to unknown ids are left alone (``check_cross_topic_links`` reports them).
 
     ``rewritten(path, text, locations, compute)``: a caller's memo of one file's result. The
@@ -274,9 +276,11 @@ def _rewrite_file(path: str, value: str, where: Mapping[str, str]) -> str:
         rel = posixpath.basename(dest) if dest == path else posixpath.relpath(dest, here)
         return f"[{label}]({_pct_block_path(rel)}#^{bid})"
 
+    # Every line, as OpenProgram's install does: a block link in a heading, a comment or fenced
+    # code is pointed at its id's file like one in a record.
     new_lines = []
     for line in classify_lines(value):
-        new_lines.append(BLOCK_LINK_RE.sub(fix, line.text) if line.kind == "text" else line.text)
+        new_lines.append(BLOCK_LINK_RE.sub(fix, line.text) if "#^" in line.text else line.text)
     new = "\n".join(new_lines)
     if value.endswith("\n"):
         new += "\n"

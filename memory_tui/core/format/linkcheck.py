@@ -18,10 +18,14 @@ from urllib.parse import unquote
 
 from .blocklinks import SCHEME_RE
 from .errors import Problem
-from .topics import INVALID_TOPIC_FORMAT, MARKDOWN_LINK_RE, Topic, TopicTree, Unit, parse_tree, split_lines
+from .topics import BLOCK_LINK_RE, INVALID_TOPIC_FORMAT, Topic, TopicTree, Unit, parse_tree, split_lines
 from ..cache.registry import keeps
 
-_BLOCK_FRAGMENT_RE = re.compile(r"\^[A-Za-z0-9_-]+\Z")
+_BLOCK_FRAGMENT_RE = re.compile(r"\^(?:mem_[A-Za-z0-9_-]+|[A-Za-z0-9-]+)\Z")  # a block id or a mem_ id
+# A link as OpenProgram's topic-link rule reads record text: a label of at least one character
+# and a target of at least one, on one line. Spaces belong to the target, and an image
+# (``![alt](…)``) is a link like any other.
+_RULE_LINK_RE = re.compile(r"\[([^\]\n]+)\]\(([^)\n]+)\)")
 TOPIC_PATH = attrgetter("path")
 
 
@@ -291,10 +295,34 @@ _FIRST = itemgetter(0)
 
 def _links_with_positions(lines: list[str], unit: Unit):
     for index in range(unit.line - 1, min(unit.end_line, len(lines))):
-        for m in MARKDOWN_LINK_RE.finditer(lines[index]):
+        for m in _RULE_LINK_RE.finditer(lines[index]):
             yield m, index + 1, m.start() + 1
 
 
 
+def scheme_block_links(topics: Iterable[Topic], committed: TopicTree, ids: frozenset[str]) -> list[Problem]:
+    """A link whose address has a scheme but ends in ``#^id`` of a block in the tree, on a line
+    the edit wrote (any line of a changed topic not in its committed text): OpenProgram's
+    install points every block link at its id's file whatever the address, so it would replace
+    the owner's URL with a topic path under "ok". Refused instead, naming the link."""
+    out: list[Problem] = []
+    for topic in topics:
+        if "#^" not in topic.text:
+            continue
+        old = committed.topic(topic.path)
+        kept = set(split_lines(old.text)) if old is not None else set()
+        for n, line in enumerate(split_lines(topic.text), start=1):
+            if "#^" not in line or line in kept:
+                continue
+            for m in BLOCK_LINK_RE.finditer(line):
+                target = f"{m.group(2)}#^{m.group(3)}"
+                if SCHEME_RE.match(m.group(2)) and m.group(3) in ids:
+                    out.append(_link_problem(
+                        topic.path, f"a link with a scheme cannot end in a block id: {target} (OpenProgram would "
+                        f"replace the address with the topic file of ^{m.group(3)}; drop the #^{m.group(3)} or link "
+                        "the block by its topic path)", n, m.start() + 1, target))
+    return out
+
+
 __all__ = ["CLEAR_MAX_MOVED", "TOPIC_PATH", "check_cross_topic_links", "check_cross_topic_links_incremental",
-           "forget_dead_parses", "topic_link_findings", "topic_link_summary"]
+           "forget_dead_parses", "scheme_block_links", "topic_link_findings", "topic_link_summary"]

@@ -47,10 +47,11 @@ _HEX = frozenset("0123456789abcdef")
 def code_tag() -> str:
     """A digest of the code whose output a proof vouches for."""
     from ..cache.codetag import code_tag as tag_of
-    from ..format import normalize, sources, topics
+    from ..format import blocklinks, normalize, sources, topics
     from . import proofs, treecache
 
-    return tag_of(normalize, topics, sources, proofs, treecache, salt=f"v{CACHE_VERSION}", length=16)
+    # blocklinks: normalising rewrites every block link, so its rules are part of the proof
+    return tag_of(normalize, blocklinks, topics, sources, proofs, treecache, salt=f"v{CACHE_VERSION}", length=16)
 
 
 class CanonicalProofs:

@@ -89,7 +89,7 @@ def validate(stage: Stage, texts: Mapping[str, str], changed: frozenset[str], ct
     """The tree the normalised ``texts`` make, or a refusal with every error found (``errors``:
     those found before): required block ids removed, links to blocks that are gone, the tree's
     own problems, evidence times, and the refs of the units checked."""
-    from ..format.linkcheck import check_cross_topic_links, check_cross_topic_links_incremental
+    from ..format.linkcheck import check_cross_topic_links, check_cross_topic_links_incremental, scheme_block_links
 
     cache, baseline, index = stage.cache, stage.baseline, stage.index
     tree = cache.tree(texts, index, stage.token)
@@ -100,7 +100,9 @@ def validate(stage: Stage, texts: Mapping[str, str], changed: frozenset[str], ct
                                         tree, committed=baseline, summary=_link_summaries(cache)),
                                     lambda: check_cross_topic_links(tree, committed=baseline)))
     errors.add(tree.problems)
-    errors.add(_non_ascii_times(tree, changed, stage.switches) + _check_units(tree, baseline, index, ctx, stage))
+    errors.add(_non_ascii_times(tree, changed, stage.switches)
+               + scheme_block_links(_topics_at(tree, changed, stage.switches), baseline, tree.ids)
+               + _check_units(tree, baseline, index, ctx, stage))
     errors.stop()
     return tree
 

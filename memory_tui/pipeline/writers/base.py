@@ -12,6 +12,7 @@ rejection text; a second rejection raises ``COMMIT_REJECTED`` (memory spec §5.5
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
@@ -167,6 +168,80 @@ class Writer(Protocol):
     name: str
 
     def write(self, task: WriteTask, tx: TxPort) -> WriterOutcome: ...
+
+
+@dataclass(frozen=True)
+class FoldCandidate:
+    """Two records the organizer found worded alike but not equal after normalisation: only
+    a writer that reads them can say whether they make the same claim."""
+
+    number: int  # 1-based, as the writer is asked and answers
+    memory_ids: tuple[str, str]  # (kept: the older, folded: the newer)
+    texts: tuple[str, str]
+    topics: tuple[str, str]  # "topics/…" of each
+
+
+class FoldJudge(Protocol):
+    """A writer that can confirm fold candidates (``confirm_folds``). Only the candidates it
+    names are folded; anything it does not name, or an answer that cannot be read, folds
+    nothing."""
+
+    def confirm_folds(self, candidates: Sequence[FoldCandidate], memory_root: Path) -> "FoldVerdict": ...
+
+
+@dataclass
+class FoldVerdict:
+    confirmed: frozenset[tuple[str, str]]  # the candidates' memory_ids the writer says are one claim
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+FOLD_INSTRUCTIONS = (
+    "Each numbered pair below holds two memory records that are worded alike. Decide for each "
+    "pair whether both records state exactly the same fact, so that one can be deleted and its "
+    "sources moved onto the other without losing anything. Records that differ in any detail "
+    "(a number, a name, a date, a negation) are not the same fact. Change no file. Answer with "
+    'one JSON object on its own line: {"same": [the numbers of the pairs that state the same '
+    'fact]}; a pair you leave out is kept as two records.'
+)
+
+
+def fold_prompt(candidates: Sequence[FoldCandidate]) -> str:
+    lines = [FOLD_INSTRUCTIONS, ""]
+    for c in candidates:
+        lines.append(json.dumps({"pair": c.number, "records": [
+            {"id": c.memory_ids[0], "topic": c.topics[0], "text": c.texts[0]},
+            {"id": c.memory_ids[1], "topic": c.topics[1], "text": c.texts[1]},
+        ]}, ensure_ascii=False).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+    return "\n".join(lines) + "\n"
+
+
+def parse_fold_answer(reply: str, candidates: Sequence[FoldCandidate]) -> frozenset[tuple[str, str]]:
+    """The pairs a writer's reply confirms: the last line that is a JSON object with a
+    ``same`` list; numbers that name no candidate are ignored, and no such line confirms
+    nothing (an unreadable answer never merges)."""
+    by_number = {c.number: c.memory_ids for c in candidates}
+    for line in reversed(reply.splitlines()):
+        line = line.strip()
+        if not (line.startswith("{") and line.endswith("}")):
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        same = obj.get("same") if isinstance(obj, dict) else None
+        if not isinstance(same, list):
+            continue
+        return frozenset(by_number[n] for n in same if type(n) is int and n in by_number)
+    return frozenset()
+
+
+def confirm_folds(writer: Any, candidates: Sequence[FoldCandidate], memory_root: Path) -> FoldVerdict:
+    """Ask ``writer`` about ``candidates`` when it can judge them; a writer without
+    ``confirm_folds`` (the extractive one reads no meaning) confirms none."""
+    judge = getattr(writer, "confirm_folds", None)
+    if not candidates or not callable(judge):
+        return FoldVerdict(frozenset())
+    return judge(candidates, memory_root)
 
 
 REPAIR_PREFIX = "The previous attempt's edits were refused by the workspace and thrown away. Reason:"

@@ -18,7 +18,8 @@ Failures (closed codes, retry verdict):
   is the child's. (A write elsewhere on the machine is beyond what a writer can see.)
 
 Environment given to the command: ``MEMORY_TUI_STAGE`` (the stage path),
-``MEMORY_TUI_STAGE_KIND`` (write/backfill/organize) and ``MEMORY_TUI_ALLOWED_REFS`` (the
+``MEMORY_TUI_STAGE_KIND`` (write/backfill/organize, or ``fold`` when the organizer asks it which
+fold candidates state the same fact: ``confirm_folds``) and ``MEMORY_TUI_ALLOWED_REFS`` (the
 source ids it may cite, one per line). memory-tui itself never reads them (its own test
 switches are ``MEMORY_TUI_TEST_*``), so the command may run memory-tui inside its stage, say
 ``memory-tui edit --check`` on what it wrote.
@@ -30,19 +31,24 @@ import json
 import os
 import stat as stat_mod
 import subprocess
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from memory_tui.core.store.lock import held_by_this_thread
 from memory_tui.pipeline.status import history_entry
 from memory_tui.pipeline.writers.base import (
     REPAIR_PREFIX,
+    FoldCandidate,
+    FoldVerdict,
     TxPort,
     WriterFailure,
     WriterOutcome,
     WriteTask,
     describe_format,
+    fold_prompt,
+    parse_fold_answer,
     run_with_repair,
     take_commit_audit,
 )
@@ -204,6 +210,27 @@ class CommandWriter:
         outcome = run_with_repair(attempt)
         outcome.history = list(self.history)
         return outcome
+
+    def confirm_folds(self, candidates: Sequence[FoldCandidate], memory_root: Path) -> FoldVerdict:
+        """Ask the command which fold candidates state the same fact (``MEMORY_TUI_STAGE_KIND``
+        ``fold``, the pairs on stdin, its answer on stdout: see ``base.fold_prompt``). It runs in
+        an empty scratch folder; touching the workspace, failing or answering unreadably folds
+        nothing, and the run is kept in the history either way."""
+        prompt = fold_prompt(candidates)
+        task = WriteTask(stage="fold", turns=())
+        root = Path(memory_root)
+        with tempfile.TemporaryDirectory(prefix="memory-tui-fold-") as scratch:
+            before = fingerprint(root, Path(scratch)) if held_by_this_thread(root) else None
+            try:
+                reply = self._run(task, scratch, prompt)
+                if before is not None and _touched(before, fingerprint(root, Path(scratch))):
+                    raise WriterFailure("PATH_OUTSIDE_WORKSPACE",
+                                        "writer command changed the memory workspace while judging fold candidates")
+            except WriterFailure as exc:
+                entry = history_entry("fold", "", prompt, error=f"{exc.code}: {exc.message}")
+                return FoldVerdict(frozenset(), [entry])
+        confirmed = parse_fold_answer(reply, candidates)
+        return FoldVerdict(confirmed, [history_entry("fold", "", prompt, reply=reply[-4000:])])
 
 
 def writer_from_settings(settings: Any) -> CommandWriter:

@@ -42,22 +42,32 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from pathlib import Path
+from typing import Any, Mapping, Sequence
 
 from memory_tui.pipeline.status import history_entry
 from memory_tui.pipeline.writers.base import (
     REPAIR_PREFIX,
+    FoldCandidate,
+    FoldVerdict,
     Rejected,
     TxPort,
     WriterFailure,
     WriterOutcome,
     WriteTask,
     describe_format,
+    fold_prompt,
+    parse_fold_answer,
     run_with_repair,
     take_commit_audit,
 )
 
 NAME = "openai"
+
+FOLD_SYSTEM_PROMPT = (
+    "You check a memory organizer's work. You never edit anything: you read pairs of records and "
+    "answer with one JSON object naming the pairs that state the same fact."
+)
 
 SYSTEM_PROMPT = (
     "You maintain the long-term memory of one person who talks with an AI assistant. "
@@ -266,6 +276,19 @@ class OpenAIWriter:
         outcome = run_with_repair(attempt)
         outcome.history = list(self.history)
         return outcome
+
+    def confirm_folds(self, candidates: Sequence[FoldCandidate], memory_root: Path) -> FoldVerdict:
+        """Ask the endpoint which fold candidates state the same fact (``base.fold_prompt``);
+        a failed call or an unreadable answer folds nothing."""
+        user = fold_prompt(candidates)
+        try:
+            reply, usage = self.complete(FOLD_SYSTEM_PROMPT, user)
+        except WriterFailure as exc:
+            return FoldVerdict(frozenset(), [history_entry("fold", FOLD_SYSTEM_PROMPT, user, error=f"{exc.code}: {exc.message}")])
+        entry = history_entry("fold", FOLD_SYSTEM_PROMPT, user, reply=reply, input_tokens=int(usage.get("prompt_tokens") or 0),
+                              output_tokens=int(usage.get("completion_tokens") or 0))
+        # the endpoint answers one JSON object (response_format): the same shape on one line
+        return FoldVerdict(parse_fold_answer(" ".join(reply.split()), candidates), [entry])
 
 
 def writer_from_settings(settings: Any) -> OpenAIWriter:

@@ -39,8 +39,11 @@ CITATION_RE = re.compile(r"\[\^([A-Za-z0-9_-]+)\]")
 CITATION_GROUP_RE = re.compile(r"\[\^[A-Za-z0-9_-]+\](?:\[\^[A-Za-z0-9_-]+\])*")
 ANY_FOOTNOTE_REF_RE = re.compile(r"\[\^[^\]]*\]")
 EVIDENCE_ID_RE = re.compile(r"e-[0-9a-f]{10}\Z")
-# [text](path#^id): a block link (relation). The path part has no '#'.
-BLOCK_LINK_RE = re.compile(r"\[([^\]]*)\]\(([^)#\s]*)#\^([A-Za-z0-9_-]+)\)")
+# [text](path#^id): a block link (relation), in OpenProgram's shape: a label of at least one
+# character, a path without ')' or '#' (spaces are part of it), and a block id or a mem_ id.
+# An empty label or an id with '_' that is no mem_ id makes no link: OpenProgram keeps it as
+# text, with no relation and no rewrite.
+BLOCK_LINK_RE = re.compile(r"\[([^\]]+)\]\(([^)#]*)#\^(mem_[A-Za-z0-9_-]+|[A-Za-z0-9-]+)\)")
 MARKDOWN_LINK_RE = re.compile(r"(?<!!)\[([^\]]*)\]\(([^)\s]*)\)")
 SOURCE_LINK_RE = re.compile(r"\[([^\]]*)\]\(([^)\n]*)\)")
 
