@@ -22,6 +22,8 @@ from pathlib import Path
 EXEMPT = {
     # whether the inotify module imports at all: a fact of this machine, not of any workspace
     "memory_tui.core.store.fsmonitor._INOTIFY",
+    # the test switches, read once per process: settings, not derived data (tests re-read them)
+    "memory_tui.core.switches._CURRENT",
     # the app's own classes and the key bindings they declare: facts of the code
     "memory_tui.tui.binding_ids._classes",
     "memory_tui.tui.binding_ids.declared_bindings",
