@@ -748,6 +748,19 @@ class MemoryApp(JobRunner, App[None]):
         if self.watch_enabled and not self._job_paths:
             self._job_reload_due = True  # the watcher has not reported the batch's files yet
             return
+        if self.watch_enabled and self.jobs:
+            # While the job runs, a batch's reload is its sessions' (the header's pending count
+            # follows each batch); rebuilding the topic views after every batch was most of
+            # what the app spent beside the CLI's work, and the reload at the job's end checks
+            # everything. The memory/ paths wait for that reload.
+            sessions = {p for p in self._job_paths if not p.startswith("memory/")}
+            if not sessions:
+                self._job_reload_due = True  # the batch's marks are not reported yet
+                return
+            self._job_paths -= sessions
+            self._job_reload_due = False
+            self.load_in_background(sessions)
+            return
         self._job_reload_due = False
         paths, self._job_paths = set(self._job_paths), set()
         # without a watcher nothing says which files the batch touched: check everything

@@ -109,3 +109,38 @@ async def test_cancel_is_answered_at_once_and_stops_before_the_next_transaction(
         # the transaction in flight finished whole; the second batch was never begun
         assert summary.message.startswith("1 of 2 batch(es) written"), summary.message
         assert "cancelling" not in app.job_label()
+
+
+async def test_with_the_watcher_a_batch_reloads_its_sessions_and_the_topics_wait_for_the_end(fixture_state, monkeypatch):
+    # live reload on, as an owner runs it: after a batch the pending count follows, but the
+    # topic views are not rebuilt beside the job (most of what the app spent beyond the CLI);
+    # the reload at the job's end brings them
+    import memory_tui.tui.app as app_mod
+
+    reached, release = _gate_at(monkeypatch, "batch", 1)
+    app = make_app(fixture_state, watch=True)
+    app.job_context_options = {"git_env": fixed_env(), "clock": lambda: NOW}
+    reloads: list[set | None] = []
+    real = app_mod.load_model
+
+    def spy(*a, touched=None, **k):
+        reloads.append(None if touched is None else set(touched))
+        return real(*a, touched=touched, **k)
+
+    monkeypatch.setattr(app_mod, "load_model", spy)
+    async with app.run_test(size=(120, 40)) as pilot:
+        pending_before = app.model.status.pending_turns
+        state_before = app.model.state
+        await _confirm(pilot, app)
+        await _until(pilot, reached.is_set)
+        try:
+            await _until(pilot, lambda: app.model.status.pending_turns is not None
+                         and app.model.status.pending_turns < pending_before)
+            assert app.jobs  # still running
+            during = [r for r in reloads if r is not None]
+            assert during and all(not p.startswith("memory/") for r in during for p in r)
+            assert app.model.state is state_before  # the topics were not read again
+        finally:
+            release.set()
+        await _until(pilot, lambda: isinstance(app.screen, JobResultDialog) and bool(app.screen.query("#close")))
+        await _until(pilot, lambda: app.model.state is not state_before)  # the end's reload: everything
