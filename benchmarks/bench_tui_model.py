@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_views import generate  # noqa: E402
 
 from memory_tui.core.format.tokens import O200kCounter  # noqa: E402
-from memory_tui.tui.data import changed_views, load_model  # noqa: E402
+from memory_tui.tui.model.data import changed_views, load_model  # noqa: E402
 
 
 def main() -> int:

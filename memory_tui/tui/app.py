@@ -1,7 +1,7 @@
 """The app shell. ``create_app`` is the one factory used by the CLI, the tests and the
 screenshot script.
 
-``MemoryApp`` owns the state: the model (a frozen ``WorkspaceModel`` from ``tui/data.py``),
+``MemoryApp`` owns the state: the model (a frozen ``WorkspaceModel`` from ``tui/model/data.py``),
 the settings, the watcher and the job runner. Each view is a screen of its own
 (``tui/screens/``), one Textual mode per view; the app switches modes and hands every screen
 the new model. Workers load, watch and run jobs; they never touch widgets, they hand results
@@ -31,10 +31,10 @@ from memory_tui.core.format.tokens import O200kCounter, TokenCounter
 from . import commands as registry
 from .palette import MemoryCommands
 from .jobs import JobPreviewReady, JobRequest, JobRunner, JobSpec, progress_bar, spec_for, summarize
-from .data import CORE_TOPIC, RecordVM, WorkspaceModel, changed_views, header_changed, load_model, with_sessions
-from .data import outline_model, with_session_list
+from .model.data import CORE_TOPIC, RecordVM, WorkspaceModel, changed_views, header_changed, load_model, with_sessions
+from .model.data import outline_model, with_session_list
 from .messages import JobFinished, JobProgress, WorkspaceChanged
-from .data import InsightsVM, insights_key, load_insights
+from .model.data import InsightsVM, insights_key, load_insights
 from .messages import InsightsReady
 from .render import Glyphs, glyphs_for
 from .screens import MODES as SCREEN_MODES, ViewScreen
@@ -417,7 +417,7 @@ class MemoryApp(JobRunner, App[None]):
         ``$EDITOR +LINE FILE`` with the terminal handed over."""
         import subprocess
 
-        from . import record_actions as ra
+        from .model import records as ra
         from .screens.external_editor import editor_suspend
 
         target = self.state_dir / (problem.path or "")

@@ -267,7 +267,7 @@ async def test_history_and_alternatives_load_off_the_ui_thread(world, monkeypatc
     """Both screens open at once with a loading line while a worker computes; the UI answers."""
     import threading
 
-    from memory_tui.tui import data as data_mod
+    from memory_tui.tui.model import data as data_mod
 
     gate = threading.Event()
     real_history, real_alternatives = data_mod.target_history, data_mod.record_alternatives
@@ -341,7 +341,7 @@ def test_snapshot_alternatives_pair(snap_compare, world):
 async def test_figures_follow_the_sessions_that_arrive_after_the_first_paint(world):
     """The app paints from a model without sessions, then fills them in at the same revision:
     the figures must be recomputed with them (the branch counts and pending lists need the DAG)."""
-    from memory_tui.tui.data import insights_key, load_insights
+    from memory_tui.tui.model.data import insights_key, load_insights
 
     app = make_app(world, insights=True, background=True)  # the app's staged load
     async with app.run_test(size=(160, 30)) as pilot:

@@ -565,7 +565,7 @@ async def test_core_view_updates_the_highlighted_block(fixture_state):
 
 
 async def test_an_unexpected_failure_in_a_change_is_reported_not_hidden(fixture_state, monkeypatch):
-    from memory_tui.tui import record_actions
+    from memory_tui.tui.model import records as record_actions
 
     def broken(*args, **kw):
         raise RuntimeError("disk on fire")

@@ -18,7 +18,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Static
 
-from .. import data
+from ..model import data
 from ..widgets import HeaderBar
 from ..widgets.footer import FittedFooter, RankedFooter
 from ..widgets.alternatives_pair import AlternativesPair

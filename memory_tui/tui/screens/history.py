@@ -21,7 +21,7 @@ from textual.widgets import Button, Static
 
 from memory_tui.core.format.errors import MemoryError
 
-from .. import data
+from ..model import data
 from ..widgets import HeaderBar
 from ..widgets.footer import FittedFooter, RankedFooter
 from ..widgets.diff_view import DiffView

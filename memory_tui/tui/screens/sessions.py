@@ -8,7 +8,7 @@ the session's branch DAG (``SessionGraph``) with its legend, the selected node
 writes that branch after a confirmation showing the dry run.
 
 Everything comes from the app's model (``WorkspaceModel.sessions_view`` →
-``tui.sessions_model``); this screen never calls the engine.
+``tui.model.sessions``); this screen never calls the engine.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option, OptionDoesNotExist
 
 from .. import commands as registry
-from ..data import WorkspaceModel
+from ..model.data import WorkspaceModel
 from ..jobs import JobRequest
-from ..sessions_model import BranchVerdictVM, DryRunVM, SessionRowVM, SessionsModel, dry_run
+from ..model.sessions import BranchVerdictVM, DryRunVM, SessionRowVM, SessionsModel, dry_run
 from ..widgets.branch_verdict import BranchVerdict
 from ..widgets.node_detail import NodeDetail
 from ..widgets.records import highlighted_key, restore_highlight

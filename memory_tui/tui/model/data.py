@@ -29,9 +29,9 @@ from memory_tui.core.format.text import sanitize
 from memory_tui.core.format.tokens import O200kCounter, TokenCounter
 
 if TYPE_CHECKING:  # pragma: no cover - sessions-ui
-    from .sessions_model import SessionsModel
+    from .sessions import SessionsModel
 
-from .views import VIEWS as VIEW_NAMES  # noqa: E402 (one list of the view names)
+from ..views import VIEWS as VIEW_NAMES  # noqa: E402 (one list of the view names)
 CORE_TOPIC = "topics/core.md"
 
 # ---------------------------------------------------------------------------------------
@@ -263,14 +263,14 @@ class WorkspaceModel:
         return snap is not None and any(len(s.nodes) >= MIN_NODES for s in snap.sessions.values())
 
     def sessions_view(self, now: float, counter: TokenCounter | None = None) -> "SessionsModel | None":
-        """Every session's explanation (``tui.sessions_model``) for this snapshot, built once
+        """Every session's explanation (``tui.model.sessions``) for this snapshot, built once
         (the reasons engine is the expensive part); ``None`` when sessions/ could not be read.
         ``now`` is fixed by the first call: it decides "idle", and one snapshot tells one story."""
         if self.session_snapshot is None or not self.state_exists:
             return None
         hit = self._sessions_view.get("model")
         if hit is None:
-            from .sessions_model import SessionsModel
+            from .sessions import SessionsModel
 
             hit = SessionsModel.load(
                 self.state_dir, now=now, counter=counter, records=self._records.values(), snapshot=self.session_snapshot,
@@ -1072,7 +1072,7 @@ def load_insights(model: WorkspaceModel) -> InsightsVM | None:
         return None
     from memory_tui.insights.summary import summarize
 
-    from .insights_model import view_models
+    from .insights import view_models
 
     summary = summarize(model.state, model.session_snapshot)
     rows, counts = view_models(summary)
@@ -1091,7 +1091,7 @@ def record_alternatives(model: WorkspaceModel, memory_id: str | None = None) -> 
         return ()
     from memory_tui.insights.alternatives import alternatives
 
-    from .insights_model import alternative_pairs
+    from .insights import alternative_pairs
 
     pairs = alternatives(model.state, model.session_snapshot)
     if memory_id is not None:
@@ -1103,7 +1103,7 @@ def target_history(model: WorkspaceModel, target: str) -> Any:
     """``HistoryVM`` of a record (``^id`` or ``id``) or topic path; raises ``MemoryError``."""
     from memory_tui.insights.history import history
 
-    from .insights_model import HistoryVM
+    from .insights import HistoryVM
 
     return HistoryVM.of(history(model.state, target))
 

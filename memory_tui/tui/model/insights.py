@@ -75,7 +75,7 @@ def diff_lines(old: str | None, new: str | None, *, context: int = 3) -> tuple[D
     """A unified diff of two texts as typed lines (no file headers). ``None`` = absent.
 
     Built on ``widgets.diff_view.unified_rows``: the app has one diff computation."""
-    from .widgets.diff_view import unified_rows
+    from ..widgets.diff_view import unified_rows
 
     kinds = {"@": "hunk", "+": "add", "-": "remove", " ": "context"}
     a = sanitize(old) if old is not None else ""
