@@ -31,10 +31,9 @@ from memory_tui.core.format.tokens import O200kCounter, TokenCounter
 from . import commands as registry
 from .palette import MemoryCommands
 from .jobs import JobPreviewReady, JobRequest, JobRunner, JobSpec, progress_bar, spec_for, summarize
-from .model.data import CORE_TOPIC, RecordVM, WorkspaceModel, changed_views, header_changed, load_model, with_sessions
-from .model.data import outline_model, with_session_list
+from .model.data import CORE_TOPIC, RecordVM, WorkspaceModel, changed_views, header_changed
+from .model.load import load_model, outline_model, with_session_list, with_sessions
 from .messages import JobFinished, JobProgress, WorkspaceChanged
-from .model.data import InsightsVM, insights_key, load_insights
 from .messages import InsightsReady
 from .render import Glyphs, glyphs_for
 from .screens import MODES as SCREEN_MODES, ViewScreen
@@ -44,6 +43,8 @@ from .widgets import header_text
 
 if TYPE_CHECKING:
     from memory_tui.pipeline.context import JobEvent
+
+    from .model.insights import InsightsVM
 
 # the one loader is the engine's; the app adds the binding ids it knows.
 from memory_tui.pipeline.settings import Settings, load_config
@@ -595,6 +596,9 @@ class MemoryApp(JobRunner, App[None]):
             return
         if self.jobs:
             return  # seconds of CPU per batch beside the job; the reload at its end computes them
+        # the insights engine is imported with its first use, after the first paint
+        from .model.insights import insights_key
+
         if self.insights is not None and self._insights_key == insights_key(m) and m.revision:
             return  # the same memory commit and the same sessions: the figures stand
         self._insights_worker(m)
@@ -603,11 +607,15 @@ class MemoryApp(JobRunner, App[None]):
     # (every record's dataclass: ~0.2 s of each reload at scale 1)
     @work(thread=True, exclusive=True, group="insights", exit_on_error=False, description="insights")
     def _insights_worker(self, model: WorkspaceModel) -> None:
+        from .model.insights import insights_key, load_insights
+
         found = load_insights(model)
         if found is not None:
             self.post_message(InsightsReady(model.revision, found, insights_key(model)))
 
     def on_insights_ready(self, message: InsightsReady) -> None:
+        from .model.insights import insights_key
+
         if self.model is None or message.key != insights_key(self.model):
             return  # figures of a model that has since been replaced
         self.insights, self._insights_key = message.insights, message.key

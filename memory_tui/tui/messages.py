@@ -44,8 +44,8 @@ class JobFinished(Message):
 
 
 class InsightsReady(Message):
-    """The insight figures (``data.InsightsVM``) of the model at ``revision`` are computed;
-    ``key`` is that model's ``data.insights_key``."""
+    """The insight figures (``model.insights.InsightsVM``) of the model at ``revision`` are computed;
+    ``key`` is that model's ``model.insights.insights_key``."""
 
     def __init__(self, revision: str, insights: Any, key: tuple[Any, ...] = ()) -> None:
         super().__init__()

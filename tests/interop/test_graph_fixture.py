@@ -138,7 +138,7 @@ def test_structures_from_the_readme_are_drawn(model):
 
 
 def test_citations_reach_the_node_and_back(fixture_state_ro):
-    from memory_tui.tui.model.data import load_model
+    from memory_tui.tui.model.load import load_model
 
     wm = load_model(fixture_state_ro)
     model = SessionsModel.load(fixture_state_ro, now=LATER, records=wm.records.values())

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from memory_tui.core.store import viewcache
-from memory_tui.tui.model.data import load_model
+from memory_tui.tui.model.load import load_model
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,8 @@ import time
 from pathlib import Path
 
 from memory_tui.core.format.tokens import O200kCounter
-from memory_tui.tui.model.data import FrameVM, load_model
+from memory_tui.tui.model.data import FrameVM
+from memory_tui.tui.model.load import load_model
 
 
 def test_model_matches_openprogram_answers(fixture_state_ro, expected):

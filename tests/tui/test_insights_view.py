@@ -267,12 +267,12 @@ async def test_history_and_alternatives_load_off_the_ui_thread(world, monkeypatc
     """Both screens open at once with a loading line while a worker computes; the UI answers."""
     import threading
 
-    from memory_tui.tui.model import data as data_mod
+    from memory_tui.tui.model import insights as insights_mod
 
     gate = threading.Event()
-    real_history, real_alternatives = data_mod.target_history, data_mod.record_alternatives
-    monkeypatch.setattr(data_mod, "target_history", lambda *a: (gate.wait(), real_history(*a))[1])
-    monkeypatch.setattr(data_mod, "record_alternatives", lambda *a: (gate.wait(), real_alternatives(*a))[1])
+    real_history, real_alternatives = insights_mod.target_history, insights_mod.record_alternatives
+    monkeypatch.setattr(insights_mod, "target_history", lambda *a: (gate.wait(), real_history(*a))[1])
+    monkeypatch.setattr(insights_mod, "record_alternatives", lambda *a: (gate.wait(), real_alternatives(*a))[1])
     app = make_app(world, insights=True)
     async with app.run_test(size=(160, 40)) as pilot:
         await ready(pilot, app)
@@ -341,7 +341,7 @@ def test_snapshot_alternatives_pair(snap_compare, world):
 async def test_figures_follow_the_sessions_that_arrive_after_the_first_paint(world):
     """The app paints from a model without sessions, then fills them in at the same revision:
     the figures must be recomputed with them (the branch counts and pending lists need the DAG)."""
-    from memory_tui.tui.model.data import insights_key, load_insights
+    from memory_tui.tui.model.insights import insights_key, load_insights
 
     app = make_app(world, insights=True, background=True)  # the app's staged load
     async with app.run_test(size=(160, 30)) as pilot:

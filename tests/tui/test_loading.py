@@ -10,7 +10,7 @@ import pytest
 from textual.widgets import Static
 
 from memory_tui.sessions.store import load_sessions
-from memory_tui.tui.model.data import load_model
+from memory_tui.tui.model.load import load_model
 from tui_helpers import COUNTER, make_app, settle
 
 pytestmark = pytest.mark.anyio

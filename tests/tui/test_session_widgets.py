@@ -10,7 +10,7 @@ import pytest
 from session_widgets_app import SessionWidgetsApp
 
 from memory_tui.sessions import graph as G
-from memory_tui.tui.model.data import load_model
+from memory_tui.tui.model.load import load_model
 from memory_tui.tui.widgets.branch_verdict import BranchVerdict
 from memory_tui.tui.widgets.node_detail import CitationOption, NodeDetail
 from memory_tui.tui.widgets.session_graph import SessionGraph

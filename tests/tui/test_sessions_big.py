@@ -55,7 +55,7 @@ def _engine_layout(state: Path) -> G.Layout:
 
 
 def _records(state: Path):
-    from memory_tui.tui.model.data import load_model
+    from memory_tui.tui.model.load import load_model
 
     return load_model(state, counter=COUNTER).records.values()
 

@@ -21,7 +21,8 @@ from textual.widgets import Button, Static
 
 from memory_tui.core.format.errors import MemoryError
 
-from ..model import data
+from ..model import insights
+from ..model.load import load_model
 from ..widgets import HeaderBar
 from ..widgets.footer import FittedFooter, RankedFooter
 from ..widgets.diff_view import DiffView
@@ -164,7 +165,7 @@ class HistoryScreen(RankedFooter, Screen[None]):
     @work(thread=True, exclusive=True, group="history-load", exit_on_error=False, description="history-load")
     def _load(self, model: Any, target: str) -> None:
         try:
-            self.post_message(HistoryLoaded(data.target_history(model, target)))
+            self.post_message(HistoryLoaded(insights.target_history(model, target)))
         except MemoryError as exc:
             self.post_message(HistoryLoaded(error=exc))
 
@@ -183,7 +184,7 @@ class HistoryScreen(RankedFooter, Screen[None]):
     def on_history_view_revert_requested(self, event: HistoryView.RevertRequested) -> None:
         model = self.app.model
         try:
-            plan = data.plan_target_revert(model, event.history.target, event.version.commit)
+            plan = insights.plan_target_revert(model, event.history.target, event.version.commit)
         except MemoryError as exc:
             self.show_outcome(Text(f"Cannot revert: {exc.code}: {exc.message}", "bold red"))
             return
@@ -198,11 +199,11 @@ class HistoryScreen(RankedFooter, Screen[None]):
     @work(thread=True, exclusive=True, group="revert", exit_on_error=False, description="revert")
     def run_revert(self, target: str, commit: str, base_revision: str | None) -> None:
         model = self.app.model
-        result = data.revert_target(model, target, commit, base_revision)
+        result = insights.revert_target(model, target, commit, base_revision)
         fresh = None
         if result.ok:  # the new commit belongs in the list at once (read here, off the UI thread)
             try:
-                fresh = data.target_history(data.load_model(model.state_dir, counter=self.app.counter, previous=model), target)
+                fresh = insights.target_history(load_model(model.state_dir, counter=self.app.counter, previous=model), target)
             except MemoryError:
                 fresh = None
         self.post_message(RevertDone(result, fresh))
