@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from action_harness import until as _until
-from tui_helpers import make_app
+from tui_helpers import Messages, make_app
 
 from memory_tui.core.store import gitlog
 
@@ -23,6 +23,7 @@ from memory_tui.pipeline.context import Context, revision, topic_tree
 from memory_tui.pipeline.write import write
 from memory_tui.pipeline.writers.base import WriterOutcome
 from memory_tui.tui.dialogs.confirm_job import ConfirmJobDialog
+from memory_tui.tui.messages import JobFinished
 from memory_tui.tui.dialogs.job_history import JobHistoryDialog
 from memory_tui.tui.dialogs.job_result import JobResultDialog
 from memory_tui.tui.jobs import JobRequest
@@ -170,7 +171,8 @@ async def test_a_cancelled_job_leaves_the_workspace_byte_identical(fixture_state
 
     monkeypatch.setattr(app_mod, "spec_for", gated)
     app = _app(fixture_state)
-    async with app.run_test(size=(120, 40)) as pilot:
+    seen = Messages()
+    async with app.run_test(size=(120, 40), message_hook=seen) as pilot:
         await app.run_action("run_job('write-all-forced')")  # the palette's job.write_all_forced
         await _until(pilot, lambda: isinstance(app.screen, ConfirmJobDialog) and bool(app.screen.query("#run")))
         await pilot.press("y")
@@ -178,8 +180,8 @@ async def test_a_cancelled_job_leaves_the_workspace_byte_identical(fixture_state
         assert "write-all-forced" in str(app.screen.query_one("#header").render())
         await pilot.press("x")  # job.cancel
         gate.set()
-        await _until(pilot, lambda: not app.jobs and bool(app.finished_jobs))
-        (finished,) = app.finished_jobs
+        await _until(pilot, lambda: not app.jobs and bool(seen.of(JobFinished)))
+        (finished,) = seen.of(JobFinished)
         assert finished.cancelled
         # the cancel ends in the result, which says nothing was written
         await _until(pilot, lambda: isinstance(app.screen, JobResultDialog) and bool(app.screen.query("#close")))
@@ -256,7 +258,8 @@ async def test_a_job_cancelled_after_its_first_batch_says_what_it_wrote(fixture_
 
 async def test_a_second_job_while_one_runs_starts_nothing(fixture_state):
     app = _app(fixture_state)
-    async with app.run_test(size=(120, 40)) as pilot:
+    seen = Messages()
+    async with app.run_test(size=(120, 40), message_hook=seen) as pilot:
         app.start_job(JobRequest("write-all-forced"))
         await _until(pilot, lambda: isinstance(app.screen, ConfirmJobDialog) and bool(app.screen.query("#run")))
         first = app.screen
@@ -266,7 +269,7 @@ async def test_a_second_job_while_one_runs_starts_nothing(fixture_state):
         assert any("was not started" in n.message for n in app._notifications)
         await pilot.press("escape")
         await pilot.pause()
-        assert app.finished_jobs == [] and app.jobs == {}
+        assert seen.of(JobFinished) == [] and app.jobs == {}
 
 
 def test_job_request_names_a_known_kind():
@@ -351,7 +354,8 @@ async def test_the_preview_is_built_off_the_ui_thread_and_one_job_at_a_time_hold
 
     monkeypatch.setattr(preview_mod, "preview_job", held)
     app = _app(fixture_state)
-    async with app.run_test(size=(140, 40)) as pilot:
+    seen = Messages()
+    async with app.run_test(size=(140, 40), message_hook=seen) as pilot:
         await pilot.press("B")  # job.backfill
         await _until(pilot, lambda: bool(threads))
         assert threads[0] != threading.main_thread().name
@@ -369,7 +373,7 @@ async def test_the_preview_is_built_off_the_ui_thread_and_one_job_at_a_time_hold
         assert "preparing" not in app.job_label()
         await pilot.press("escape")
         await pilot.pause()
-        assert app.finished_jobs == [] and not app._job_pending
+        assert seen.of(JobFinished) == [] and not app._job_pending
 
 
 async def test_a_preview_that_fails_says_why_and_frees_the_flow(fixture_state, monkeypatch):

@@ -132,7 +132,6 @@ class HistoryScreen(RankedFooter, Screen[None]):
         super().__init__()
         self.history = history  # None until the worker has read it (``target`` given)
         self.target = target if target is not None else history.target
-        self.outcome: Any = None  # the last RevertResult (tests read it)
 
     def compose(self) -> ComposeResult:
         yield HeaderBar(id="header")
@@ -210,7 +209,6 @@ class HistoryScreen(RankedFooter, Screen[None]):
 
     async def on_revert_done(self, message: RevertDone) -> None:
         result = message.result
-        self.outcome = result
         self.show_outcome(result_text(result))
         if not result.ok:
             self.notify(result_text(result).plain, severity="error", timeout=15)
