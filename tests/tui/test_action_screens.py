@@ -154,7 +154,9 @@ def test_snapshot_job_history_panel(snap_compare, state):
         await pilot.press("escape")
         await settle(pilot, app)
         await pilot.press("J")  # job.history
-        await _until(pilot, lambda: isinstance(app.screen, JobHistoryDialog) and app.screen.history is not None)
+        # the persisted part is read in a worker: its status line says when it is in
+        await _until(pilot, lambda: isinstance(app.screen, JobHistoryDialog)
+                     and "persisted run" in str(app.screen.query_one("#history-status").render()))
         await pilot.pause()
 
     assert snap_compare(_app(state), terminal_size=(120, 30), run_before=run_before)

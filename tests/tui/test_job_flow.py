@@ -20,6 +20,7 @@ from memory_tui.core.store import gitlog
 from memory_tui.core.tx import api
 from memory_tui.core.store.gitlog import fixed_env
 from memory_tui.pipeline.context import Context, revision, topic_tree
+from memory_tui.pipeline.history import read_job_history
 from memory_tui.pipeline.write import write
 from memory_tui.pipeline.writers.base import WriterOutcome
 from memory_tui.tui.dialogs.confirm_job import ConfirmJobDialog
@@ -126,14 +127,18 @@ async def test_backfill_end_to_end_from_the_key(fixture_state):
         await _until(pilot, lambda: app.model.revision == summary.revision)
         # the job-history panel: this run's job first, then what the state dir remembers
         await pilot.press("J")  # job.history
-        await _until(pilot, lambda: isinstance(app.screen, JobHistoryDialog) and app.screen.history is not None)
+        # the persisted part is read in a worker: its status line says when it is in
+        await _until(pilot, lambda: isinstance(app.screen, JobHistoryDialog)
+                     and "persisted run" in str(app.screen.query_one("#history-status").render()))
         panel = app.screen
         lst = panel.query_one(JobHistoryList)
-        assert lst.option_count == 1 + len(panel.history.entries) and panel.history.entries
+        persisted = read_job_history(root)  # what the state dir remembers, read on its own
+        assert persisted.entries and lst.option_count == 1 + len(persisted.entries)
+        shown = [lst.get_option_at_index(i).item for i in range(1, lst.option_count)]
         first = str(lst.get_option_at_index(0).prompt)
         # backfill's files count here as the other jobs' do
         assert first == f"✓ this run  {summary.title}: {summary.outcome.code} · {len(summary.changed_files)} file(s)"
-        assert any(e.stage == "backfill" or "backfill" in e.summary for e in panel.history.entries), panel.history
+        assert any(e.stage == "backfill" or "backfill" in e.summary for e in shown), shown
         await pilot.press("enter")  # this run's job: its result again
         await _until(pilot, lambda: isinstance(app.screen, JobResultDialog))
         assert app.screen.summary is summary
@@ -251,7 +256,8 @@ async def test_a_job_cancelled_after_its_first_batch_says_what_it_wrote(fixture_
         await pilot.press("escape")
         await pilot.pause()
         await pilot.press("J")  # job.history
-        await _until(pilot, lambda: isinstance(app.screen, JobHistoryDialog) and app.screen.history is not None)
+        await _until(pilot, lambda: isinstance(app.screen, JobHistoryDialog)
+                     and "persisted run" in str(app.screen.query_one("#history-status").render()))
         first = str(app.screen.query_one(JobHistoryList).get_option_at_index(0).prompt)
         assert first == "– this run  write all sessions (forced): cancelled · 1 file(s)"
 

@@ -70,7 +70,7 @@ async def test_the_move_dialog_confirms_with_its_key(fixture_state):
         picker.query_one("#new-headings", Input).focus()  # even from the text input
         await pilot.press("ctrl+s")  # move.confirm
         await until(pilot, lambda: isinstance(app.screen, RecordOutcomeDialog) and bool(app.screen.query("#outcome")))
-        outcome = app.view_screens["topics"].record_outcomes[-1]
+        outcome = app.screen.outcome
         assert outcome.ok, outcome.lines()
     text = (root / CLI).read_text()
     assert text.index("^9c2b1a83") < text.index("^b1f8ed16") and workspace_revision(root) != rev

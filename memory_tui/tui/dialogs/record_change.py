@@ -93,7 +93,6 @@ class RecordTextDialog(FitsBody, ModalScreen["ActionOutcome | None"]):
         self.base_revision = base_revision
         self.fresh_revision = fresh_revision
         self.saving = False
-        self.refusals: list[ActionOutcome] = []  # every refused save (tests read it)
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -145,7 +144,6 @@ class RecordTextDialog(FitsBody, ModalScreen["ActionOutcome | None"]):
             self.dismiss(outcome)
             return
         # Refused: the buffer stays exactly as typed; the reasons show under it.
-        self.refusals.append(outcome)
         text = outcome_text(outcome)
         for p in outcome.problems:
             where = f"{p.path}:{p.line}" if getattr(p, "path", None) and getattr(p, "line", None) else (p.path or "")

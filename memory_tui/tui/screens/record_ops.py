@@ -45,7 +45,6 @@ class RecordActions:
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.record_outcomes: list[ra.ActionOutcome] = []  # every outcome this screen showed (tests read it)
         # the rows around a record being moved or deleted, nearest first, so the view
         # it was acted on from can put its cursor on a neighbour when the record leaves it
         self._neighbours: dict[str, tuple[str, ...]] = {}
@@ -111,7 +110,6 @@ class RecordActions:
     def change_done(self, change: Change | None, outcome: ra.ActionOutcome, fresh: str | None) -> None:
         from ..dialogs.record_change import RecordOutcomeDialog
 
-        self.record_outcomes.append(outcome)
         if outcome.ok:
             self.app.load_in_background(None)  # the new model (and new revision) for every view
             if outcome.action in ("move", "delete"):
