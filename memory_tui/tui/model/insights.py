@@ -81,8 +81,8 @@ class DiffLine:
 def diff_lines(old: str | None, new: str | None, *, context: int = 3) -> tuple[DiffLine, ...]:
     """A unified diff of two texts as typed lines (no file headers). ``None`` = absent.
 
-    Built on ``widgets.diff_view.unified_rows``: the app has one diff computation."""
-    from ..widgets.diff_view import unified_rows
+    Built on ``model.diff.unified_rows``: the app has one diff computation."""
+    from .diff import unified_rows
 
     kinds = {"@": "hunk", "+": "add", "-": "remove", " ": "context"}
     a = sanitize(old) if old is not None else ""
