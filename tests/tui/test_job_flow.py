@@ -150,7 +150,7 @@ async def test_backfill_end_to_end_from_the_key(fixture_state):
 
 
 async def test_a_cancelled_job_leaves_the_workspace_byte_identical(fixture_state, monkeypatch):
-    import memory_tui.tui.app as app_mod
+    import memory_tui.tui.shell.job_flow as job_flow
     from memory_tui.tui import jobs as jobs_mod
 
     before = _disk(fixture_state)
@@ -174,7 +174,7 @@ async def test_a_cancelled_job_leaves_the_workspace_byte_identical(fixture_state
         spec.run = run
         return spec
 
-    monkeypatch.setattr(app_mod, "spec_for", gated)
+    monkeypatch.setattr(job_flow, "spec_for", gated)
     app = _app(fixture_state)
     seen = Messages()
     async with app.run_test(size=(120, 40), message_hook=seen) as pilot:
@@ -201,7 +201,7 @@ async def test_a_job_cancelled_after_its_first_batch_says_what_it_wrote(fixture_
     """Write all sessions (forced) plans 2 batches on the fixture; cancelled while the second
     waits, the result dialog names the batch, turns, files and revision the first one wrote,
     and the job history lists the job."""
-    import memory_tui.tui.app as app_mod
+    import memory_tui.tui.shell.job_flow as job_flow
     from rich.console import Console
 
     from memory_tui.tui import jobs as jobs_mod
@@ -231,7 +231,7 @@ async def test_a_job_cancelled_after_its_first_batch_says_what_it_wrote(fixture_
         spec.run = run
         return spec
 
-    monkeypatch.setattr(app_mod, "spec_for", gated)
+    monkeypatch.setattr(job_flow, "spec_for", gated)
     app = _app(fixture_state)
     async with app.run_test(size=(120, 40)) as pilot:
         await app.run_action("run_job('write-all-forced')")

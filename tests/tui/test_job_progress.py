@@ -26,7 +26,7 @@ def _app(state):
 
 def _gate_at(monkeypatch, phase: str, done: int):
     """Hold the job when it reports ``phase`` with ``done``; returns (reached, release)."""
-    import memory_tui.tui.app as app_mod
+    import memory_tui.tui.shell.job_flow as job_flow
     from memory_tui.tui import jobs as jobs_mod
 
     reached, release = threading.Event(), threading.Event()
@@ -50,7 +50,7 @@ def _gate_at(monkeypatch, phase: str, done: int):
         spec.run = run
         return spec
 
-    monkeypatch.setattr(app_mod, "spec_for", gated)
+    monkeypatch.setattr(job_flow, "spec_for", gated)
     return reached, release
 
 

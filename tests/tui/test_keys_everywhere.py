@@ -131,20 +131,20 @@ async def test_the_dry_run_lands_after_a_reload_that_changed_nothing_visible(fix
     swaps the model without redrawing. The dry run started for the first must still land."""
     import threading
 
-    import memory_tui.tui.screens.sessions as sessions_mod
+    import memory_tui.tui.screens.sessions_work as sessions_work
     from tui_helpers import dry_runs_done
 
     from memory_tui.tui.widgets.branch_verdict import BranchVerdict
 
     gate = threading.Event()
     gate.set()
-    real = sessions_mod.dry_run
+    real = sessions_work.dry_run
 
     def held(*a, **kw):
         gate.wait()
         return real(*a, **kw)
 
-    monkeypatch.setattr(sessions_mod, "dry_run", held)
+    monkeypatch.setattr(sessions_work, "dry_run", held)
     app = make_app(fixture_state)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await _sessions(pilot, app)

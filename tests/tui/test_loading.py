@@ -116,10 +116,10 @@ async def test_one_file_reload_reads_only_that_file(fixture_state, monkeypatch):
 async def test_outline_paints_topics_before_the_workspace_is_parsed(fixture_state_ro, monkeypatch):
     """The first frame lists every topic with its record count from the
     cheap outline while the strict parse is still running; the real model then replaces it."""
-    import memory_tui.tui.app as app_mod
+    import memory_tui.tui.shell.loading as loading
 
     release = threading.Event()
-    real_load = app_mod.load_model
+    real_load = loading.load_model
     held: list[bool] = []
 
     def held_load(*args, **kw):
@@ -127,7 +127,7 @@ async def test_outline_paints_topics_before_the_workspace_is_parsed(fixture_stat
         assert release.wait(60), "the test never released the workspace load"
         return real_load(*args, **kw)
 
-    monkeypatch.setattr(app_mod, "load_model", held_load)
+    monkeypatch.setattr(loading, "load_model", held_load)
     full = load_model(fixture_state_ro, counter=COUNTER, home=fixture_state_ro.parent)
     app = make_app(fixture_state_ro, background=True)
     async with app.run_test(size=(120, 40)) as pilot:
