@@ -45,9 +45,14 @@ class Messages:
 
     def __init__(self) -> None:
         self.seen: list = []
+        self._ids: set[int] = set()  # kept alive in ``seen``, so an id is never reused
 
     def __call__(self, message) -> None:
-        self.seen.append(message)
+        # a message that bubbles (a screen's, up to the app) is handled once per node
+        # it reaches: it happened once
+        if id(message) not in self._ids:
+            self._ids.add(id(message))
+            self.seen.append(message)
 
     def of(self, kind: type) -> list:
         return [m for m in self.seen if isinstance(m, kind)]
