@@ -227,13 +227,6 @@ os.environ["TEXTUAL_ANIMATIONS"] = "none"
 from pathlib import Path
 state = Path(sys.argv[1]); rel = sys.argv[2]; reloads = int(sys.argv[3])
 from memory_tui.tui.app import create_app
-from memory_tui.tui.messages import ModelApplied
-
-applied = []  # the models the app applied, seen as it handles each ModelApplied
-
-def seen(message):
-    if isinstance(message, ModelApplied):
-        applied.append(message)
 
 def topic_rows(app):
     try:
@@ -246,7 +239,7 @@ def topic_rows(app):
 async def main():
     app = create_app(state, watch=False)
     out = {"paint": None, "reload": []}
-    async with app.run_test(size=(160, 50), message_hook=seen) as pilot:
+    async with app.run_test(size=(160, 50)) as pilot:
         while topic_rows(app) == 0:
             await pilot.pause(0.005)
         out["paint"] = _T() - t_start
@@ -277,11 +270,11 @@ async def main():
         texts = (base.replace("(fact ", "(Fact ", 1), base)
         for i in range(reloads):
             await quiet()
-            before = len(applied)
+            before = app.model  # replaced the moment the reloaded model is applied
             path.write_text(texts[i % 2])
             t0 = _T()
             app.load_in_background({"memory/" + rel})
-            while len(applied) == before:
+            while app.model is before:
                 await pilot.pause(0.002)
             out["reload"].append(_T() - t0)
         if path.read_text() != base:
