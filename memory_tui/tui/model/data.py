@@ -22,7 +22,6 @@ from memory_tui.core.format.text import sanitize
 from memory_tui.core.format.tokens import TokenCounter
 
 if TYPE_CHECKING:  # pragma: no cover - sessions-ui
-    from .load import _Cache
     from .sessions import SessionsModel
 
 from ..views import VIEWS as VIEW_NAMES  # noqa: E402 (one list of the view names)
@@ -203,7 +202,7 @@ class WorkspaceModel:
     fingerprints: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     _records: dict[str, RecordVM] = field(default_factory=dict, compare=False, repr=False)
     _frames: dict[str, FrameVM | Problem] = field(default_factory=dict, compare=False, repr=False)
-    _cache: "_Cache | None" = field(default=None, compare=False, repr=False)
+    _cache: Any = field(default=None, compare=False, repr=False)  # load._Cache (load imports this module)
     # sessions-ui: the Sessions view's explanations, built on first use from this snapshot.
     _sessions_view: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
