@@ -71,8 +71,11 @@ async def _app_job(state: Path, batches: int) -> tuple[float, float, int]:
     from memory_tui.tui.jobs import JobRequest
     from memory_tui.pipeline.settings import Settings
 
+    from memory_tui.tui.messages import JobFinished
+
     app = create_app(state, settings=Settings(), insights=True)
-    async with app.run_test(size=(120, 40)) as pilot:
+    finished: list = []
+    async with app.run_test(size=(120, 40), message_hook=lambda m: finished.append(m) if isinstance(m, JobFinished) else None) as pilot:
         while app.loading is not None or app.model is None:
             await pilot.pause(0.1)
         app.start_job(JobRequest("write-all-forced"))
@@ -81,7 +84,7 @@ async def _app_job(state: Path, batches: int) -> tuple[float, float, int]:
         c0, t0 = time.process_time(), time.perf_counter()
         await pilot.press("y")
         seen, writers, cancelled = set(), 0, False
-        while not app.finished_jobs:
+        while not finished:
             event = app.jobs.get("write-all-forced")
             if event is not None and event.phase == "writer" and (event.done, event.message) not in seen:
                 seen.add((event.done, event.message))

@@ -1,4 +1,4 @@
-"""Benchmark: the TUI's model (tui.data.load_model) on a generated 20 000-record workspace.
+"""Benchmark: the TUI's model (tui.model.load.load_model) on a generated 20 000-record workspace.
 
 Prints a table: first load, refresh with nothing changed, refresh after a one-topic edit
 (watcher hint and full check), and which views that edit redraws.
@@ -20,7 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_views import generate  # noqa: E402
 
 from memory_tui.core.format.tokens import O200kCounter  # noqa: E402
-from memory_tui.tui.data import changed_views, load_model  # noqa: E402
+from memory_tui.tui.model.data import changed_views  # noqa: E402
+from memory_tui.tui.model.load import load_model  # noqa: E402
 
 
 def main() -> int:

@@ -270,11 +270,11 @@ async def main():
         texts = (base.replace("(fact ", "(Fact ", 1), base)
         for i in range(reloads):
             await quiet()
-            before = app.reloads
+            before = app.model  # replaced the moment the reloaded model is applied
             path.write_text(texts[i % 2])
             t0 = _T()
             app.load_in_background({"memory/" + rel})
-            while app.reloads == before:
+            while app.model is before:
                 await pilot.pause(0.002)
             out["reload"].append(_T() - t0)
         if path.read_text() != base:

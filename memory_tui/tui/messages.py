@@ -1,4 +1,4 @@
-"""Messages the app's workers post. Workers never touch widgets; the app owns state."""
+"""Messages the app and its workers post. Workers never touch widgets; the app owns state."""
 
 from __future__ import annotations
 
@@ -16,6 +16,17 @@ class WorkspaceChanged(Message):
     def __init__(self, paths: frozenset[str]) -> None:
         super().__init__()
         self.paths = paths
+
+
+class ModelApplied(Message):
+    """The app applied a new model: ``views`` are the views it redrew (every view for an
+    explicit reload). A reload that found nothing visible changed applies none and posts
+    nothing; an observer (``App.run_test(message_hook=...)``) sees each one."""
+
+    def __init__(self, revision: str, views: frozenset[str]) -> None:
+        super().__init__()
+        self.revision = revision
+        self.views = views
 
 
 class JobProgress(Message):
@@ -44,8 +55,8 @@ class JobFinished(Message):
 
 
 class InsightsReady(Message):
-    """The insight figures (``data.InsightsVM``) of the model at ``revision`` are computed;
-    ``key`` is that model's ``data.insights_key``."""
+    """The insight figures (``model.insights.InsightsVM``) of the model at ``revision`` are computed;
+    ``key`` is that model's ``model.insights.insights_key``."""
 
     def __init__(self, revision: str, insights: Any, key: tuple[Any, ...] = ()) -> None:
         super().__init__()

@@ -11,7 +11,7 @@ import pytest
 
 from memory_tui.core.format.tokens import O200kCounter
 from memory_tui.sessions import graph as G
-from memory_tui.tui.sessions_model import SessionsModel
+from memory_tui.tui.model.sessions import SessionsModel
 
 LATER = 1796014860.0 + 86400  # a day after the fixture was made: every session is idle
 
@@ -138,7 +138,7 @@ def test_structures_from_the_readme_are_drawn(model):
 
 
 def test_citations_reach_the_node_and_back(fixture_state_ro):
-    from memory_tui.tui.data import load_model
+    from memory_tui.tui.model.load import load_model
 
     wm = load_model(fixture_state_ro)
     model = SessionsModel.load(fixture_state_ro, now=LATER, records=wm.records.values())

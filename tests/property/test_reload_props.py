@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from memory_tui.core.store import viewcache
-from memory_tui.tui.data import load_model
+from memory_tui.tui.messages import ModelApplied
+from memory_tui.tui.model.load import load_model
 from memory_tui.core import switches
 from switching import set_derive
 
@@ -178,7 +179,9 @@ def test_app_reload_after_one_file_changes_shows_what_a_fresh_start_shows(built,
     async def run():
         app = create_app(state, watch=False, background=True, insights=False, home=state.parent)
         removed: list[tuple[str, bytes]] = []
-        async with app.run_test(size=(120, 40)) as pilot:
+        applied: list[ModelApplied] = []
+        hook = lambda m: applied.append(m) if isinstance(m, ModelApplied) else None  # noqa: E731
+        async with app.run_test(size=(120, 40), message_hook=hook) as pilot:
             while app.model is None or app.model.outline or app.loading:
                 await pilot.pause(0.01)
             await _settled(app, pilot)
@@ -190,10 +193,10 @@ def test_app_reload_after_one_file_changes_shows_what_a_fresh_start_shows(built,
                 # a rewrite may leave the bytes as they were (an "unlink" of a topic with no
                 # link): the file is read again, but nothing is redrawn (no flicker)
                 visible = held != {p: p.read_bytes() for p in topics.rglob("*.md")}
-                before = app.reloads
+                before = len(applied)
                 app.load_in_background(touched)
                 await _settled(app, pilot)
-                assert app.reloads == before + visible
+                assert len(applied) == before + visible
                 assert app.model.state.reparsed_topics == tuple(p[len("memory/topics/"):] for p in touched
                                                                 if (state / p).is_file())
                 assert app.model == load_model(state, home=state.parent)

@@ -94,7 +94,7 @@ def test_error_messages_quoting_hostile_text(tmp_path, capsys, cls):
 
 @pytest.mark.parametrize("cls", sorted(PAYLOADS))
 def test_app_view_models_carry_no_raw_sequence(tmp_path, cls):
-    from memory_tui.tui.data import load_model
+    from memory_tui.tui.model.load import load_model
 
     state = make_state(tmp_path)
     name = "n" + PAYLOADS[cls].replace("/", "") + ".md"

@@ -29,7 +29,7 @@ from memory_tui.core.format.outcomes import describe_outcome
 from memory_tui.core.tx.recordops import SectionChoice, TopicChoice
 from memory_tui.pipeline.jobresult import JobSummary
 from memory_tui.pipeline.preview import JobPreview, PreviewBatch
-from memory_tui.tui.editor_model import Diagnostic
+from memory_tui.tui.model.editor import Diagnostic
 from memory_tui.tui.widgets.diagnostics_list import DiagnosticsList
 from memory_tui.tui.widgets.topic_editor import TopicEditor
 
@@ -78,7 +78,7 @@ class EditorHarness(App):
     def on_topic_editor_validate_requested(self, event: TopicEditor.ValidateRequested) -> None:
         self.requests.append(event)
         if self.state_dir is not None:  # the screen will do this in a worker; inline is enough here
-            from memory_tui.tui.editor_model import validate_topic_text
+            from memory_tui.tui.model.editor import validate_topic_text
 
             answer = validate_topic_text(self.state_dir, self.path, event.text, event.seq)
             if event.editor.apply_validation(answer.seq, answer.diagnostics):

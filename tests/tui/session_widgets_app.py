@@ -11,7 +11,7 @@ from textual.containers import Horizontal, VerticalScroll
 
 from memory_tui.core.format.tokens import O200kCounter
 from memory_tui.sessions.graph import LayoutOptions
-from memory_tui.tui.sessions_model import SessionsModel, dry_run
+from memory_tui.tui.model.sessions import SessionsModel, dry_run
 from memory_tui.tui.widgets.branch_verdict import BranchVerdict
 from memory_tui.tui.widgets.node_detail import NodeDetail
 from memory_tui.tui.widgets.session_graph import SessionGraph

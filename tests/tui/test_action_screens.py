@@ -93,7 +93,7 @@ def test_snapshot_confirm_with_the_dry_run_preview(snap_compare, state):
 def test_snapshot_running_job_with_frozen_progress(snap_compare, state, monkeypatch):
     """The write stops at its second batch (the first one written) until the app closes, so
     the header's bar shows 1 of the 2 batches the preview planned."""
-    import memory_tui.tui.app as app_mod
+    import memory_tui.tui.shell.job_flow as job_flow
     from memory_tui.tui import jobs as jobs_mod
 
     app = _app(state)
@@ -121,7 +121,7 @@ def test_snapshot_running_job_with_frozen_progress(snap_compare, state, monkeypa
         spec.run = run
         return spec
 
-    monkeypatch.setattr(app_mod, "spec_for", held)
+    monkeypatch.setattr(job_flow, "spec_for", held)
 
     async def run_before(pilot) -> None:
         await _confirm(pilot)
@@ -154,7 +154,9 @@ def test_snapshot_job_history_panel(snap_compare, state):
         await pilot.press("escape")
         await settle(pilot, app)
         await pilot.press("J")  # job.history
-        await _until(pilot, lambda: isinstance(app.screen, JobHistoryDialog) and app.screen.history is not None)
+        # the persisted part is read in a worker: its status line says when it is in
+        await _until(pilot, lambda: isinstance(app.screen, JobHistoryDialog)
+                     and "persisted run" in str(app.screen.query_one("#history-status").render()))
         await pilot.pause()
 
     assert snap_compare(_app(state), terminal_size=(120, 30), run_before=run_before)

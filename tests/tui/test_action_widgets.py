@@ -14,7 +14,7 @@ from memory_tui.tui.dialogs.delete_topic import DeleteTopicDialog, TopicDeleteDe
 from memory_tui.tui.dialogs.job_result import JobResultChoice, JobResultDialog, summary_renderable
 from memory_tui.tui.dialogs.move_picker import MovePicker, MoveTarget, parse_chain
 from memory_tui.tui.dialogs.unsaved import UnsavedChoice, UnsavedDialog
-from memory_tui.tui.editor_model import Diagnostic
+from memory_tui.tui.model.editor import Diagnostic
 from memory_tui.tui.widgets.diagnostics_list import DiagnosticsList
 from memory_tui.tui.widgets.diff_view import DiffView
 from memory_tui.tui.widgets.topic_editor import MARK, TopicEditor

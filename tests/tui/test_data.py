@@ -7,7 +7,8 @@ import time
 from pathlib import Path
 
 from memory_tui.core.format.tokens import O200kCounter
-from memory_tui.tui.data import FrameVM, load_model
+from memory_tui.tui.model.data import FrameVM
+from memory_tui.tui.model.load import load_model
 
 
 def test_model_matches_openprogram_answers(fixture_state_ro, expected):
@@ -56,7 +57,7 @@ def _bump(path: Path, text: str) -> None:
 
 def test_refresh_reparses_only_the_changed_topic_and_reuses_the_rest(fixture_state):
     time.sleep(0.15)  # the copy just made is racy (ctime within a clock tick): reuse starts after it
-    from memory_tui.tui.data import changed_views
+    from memory_tui.tui.model.data import changed_views
 
     counter = O200kCounter()
     first = load_model(fixture_state, counter=counter)
@@ -87,7 +88,7 @@ def test_refresh_reparses_only_the_changed_topic_and_reuses_the_rest(fixture_sta
 def test_refresh_sees_a_new_session_node_and_keeps_memory(fixture_state):
     import json
 
-    from memory_tui.tui.data import changed_views
+    from memory_tui.tui.model.data import changed_views
 
     counter = O200kCounter()
     first = load_model(fixture_state, counter=counter)

@@ -20,7 +20,7 @@ from memory_tui.insights.history import history  # noqa: E402
 from memory_tui.insights.summary import summarize  # noqa: E402
 from memory_tui.sessions.store import load_sessions  # noqa: E402
 from memory_tui.insights.alternatives import alternatives  # noqa: E402
-from memory_tui.tui.insights_model import HistoryVM, InsightCountsVM, alternative_pairs, diff_lines, view_models  # noqa: E402
+from memory_tui.tui.model.insights import HistoryVM, InsightCountsVM, alternative_pairs, diff_lines, view_models  # noqa: E402
 from memory_tui.tui.widgets.alternatives_pair import AlternativesPair  # noqa: E402
 from memory_tui.tui.widgets.evidence_badge import EvidenceBadge, badge_text  # noqa: E402
 from memory_tui.tui.widgets.evidence_list import EvidenceList  # noqa: E402

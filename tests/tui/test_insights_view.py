@@ -13,13 +13,14 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))  # the crafted-world builders
 
 from insights_world import forked_world  # noqa: E402
-from tui_helpers import make_app, settle  # noqa: E402
+from tui_helpers import Messages, make_app, settle  # noqa: E402
 
 from memory_tui.core.store import gitlog  # noqa: E402
 from memory_tui.core.tx import api as tx  # noqa: E402
 from memory_tui.tui.screens.alternatives import AlternativesScreen  # noqa: E402
 from memory_tui.tui.screens.evidence import EvidenceScreen  # noqa: E402
-from memory_tui.tui.screens.history import ConfirmRevert, HistoryScreen  # noqa: E402
+from memory_tui.tui.messages import ModelApplied  # noqa: E402
+from memory_tui.tui.screens.history import ConfirmRevert, HistoryScreen, RevertDone  # noqa: E402
 from memory_tui.tui.widgets.evidence_list import EvidenceList  # noqa: E402
 from memory_tui.tui.widgets.records import RecordList  # noqa: E402
 
@@ -145,10 +146,11 @@ async def loaded(pilot, app, group: str) -> None:
 
 async def test_history_of_a_record_and_a_revert(world):
     app = make_app(world, insights=True)
-    async with app.run_test(size=(160, 40)) as pilot:
+    seen = Messages()
+    async with app.run_test(size=(160, 40), message_hook=seen) as pilot:
         await ready(pilot, app)
         await pick_record(pilot, app, "flask001")
-        before = app.reloads
+        before = seen.count(ModelApplied)
         await pilot.press("h")
         assert isinstance(app.screen, HistoryScreen)
         await loaded(pilot, app, "history-load")
@@ -164,15 +166,17 @@ async def test_history_of_a_record_and_a_revert(world):
         await app.workers.wait_for_complete([w for w in history_screen.workers if w.group == "revert"] or None)
         await pilot.pause()
         await settle(pilot, app)
-        assert history_screen.outcome.ok, history_screen.outcome
+        (done,) = seen.of(RevertDone)
+        assert done.result.ok, done.result
         assert "The app uses Flask.[^" in (world / "memory" / WEB).read_text()
-        assert app.reloads > before
+        assert seen.count(ModelApplied) > before
         assert len(history_screen.history.versions) == 5  # the revert is a new commit on top
 
 
 async def test_a_refused_revert_shows_its_reason(world):
     app = make_app(world, insights=True)
-    async with app.run_test(size=(160, 40)) as pilot:
+    seen = Messages()
+    async with app.run_test(size=(160, 40), message_hook=seen) as pilot:
         await ready(pilot, app)
         await pick_record(pilot, app, "flask001")
         await pilot.press("h")
@@ -186,7 +190,8 @@ async def test_a_refused_revert_shows_its_reason(world):
         history_screen = app.screen
         await app.workers.wait_for_complete([w for w in history_screen.workers if w.group == "revert"] or None)
         await pilot.pause()
-        assert not history_screen.outcome.ok and history_screen.outcome.code == "CONCURRENT_UPDATE"
+        (done,) = seen.of(RevertDone)
+        assert not done.result.ok and done.result.code == "CONCURRENT_UPDATE"
         assert "Revert refused: CONCURRENT_UPDATE" in str(history_screen.query_one("#history-outcome").render())
         assert "The app used Flask." in (world / "memory" / WEB).read_text()
 
@@ -195,7 +200,8 @@ async def test_the_header_over_the_history_shows_the_revision_its_revert_made(wo
     from tui_helpers import screen_text
 
     app = make_app(world)
-    async with app.run_test(size=(160, 40)) as pilot:
+    seen = Messages()
+    async with app.run_test(size=(160, 40), message_hook=seen) as pilot:
         await ready(pilot, app)
         await pick_record(pilot, app, "flask001")
         old = app.model.revision
@@ -208,7 +214,8 @@ async def test_the_header_over_the_history_shows_the_revision_its_revert_made(wo
         await app.workers.wait_for_complete([w for w in history_screen.workers if w.group == "revert"] or None)
         await pilot.pause()
         await settle(pilot, app)  # the reload the revert asked for
-        assert history_screen.outcome.ok, history_screen.outcome
+        (done,) = seen.of(RevertDone)
+        assert done.result.ok, done.result
         new = app.model.revision
         assert new != old and app.screen is history_screen
         header = screen_text(app).splitlines()[0]
@@ -267,12 +274,12 @@ async def test_history_and_alternatives_load_off_the_ui_thread(world, monkeypatc
     """Both screens open at once with a loading line while a worker computes; the UI answers."""
     import threading
 
-    from memory_tui.tui import data as data_mod
+    from memory_tui.tui.model import insights as insights_mod
 
     gate = threading.Event()
-    real_history, real_alternatives = data_mod.target_history, data_mod.record_alternatives
-    monkeypatch.setattr(data_mod, "target_history", lambda *a: (gate.wait(), real_history(*a))[1])
-    monkeypatch.setattr(data_mod, "record_alternatives", lambda *a: (gate.wait(), real_alternatives(*a))[1])
+    real_history, real_alternatives = insights_mod.target_history, insights_mod.record_alternatives
+    monkeypatch.setattr(insights_mod, "target_history", lambda *a: (gate.wait(), real_history(*a))[1])
+    monkeypatch.setattr(insights_mod, "record_alternatives", lambda *a: (gate.wait(), real_alternatives(*a))[1])
     app = make_app(world, insights=True)
     async with app.run_test(size=(160, 40)) as pilot:
         await ready(pilot, app)
@@ -341,7 +348,7 @@ def test_snapshot_alternatives_pair(snap_compare, world):
 async def test_figures_follow_the_sessions_that_arrive_after_the_first_paint(world):
     """The app paints from a model without sessions, then fills them in at the same revision:
     the figures must be recomputed with them (the branch counts and pending lists need the DAG)."""
-    from memory_tui.tui.data import insights_key, load_insights
+    from memory_tui.tui.model.insights import insights_key, load_insights
 
     app = make_app(world, insights=True, background=True)  # the app's staged load
     async with app.run_test(size=(160, 30)) as pilot:

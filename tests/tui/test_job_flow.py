@@ -13,16 +13,18 @@ from pathlib import Path
 
 import pytest
 from action_harness import until as _until
-from tui_helpers import make_app
+from tui_helpers import Messages, make_app
 
 from memory_tui.core.store import gitlog
 
 from memory_tui.core.tx import api
 from memory_tui.core.store.gitlog import fixed_env
 from memory_tui.pipeline.context import Context, revision, topic_tree
+from memory_tui.pipeline.history import read_job_history
 from memory_tui.pipeline.write import write
 from memory_tui.pipeline.writers.base import WriterOutcome
 from memory_tui.tui.dialogs.confirm_job import ConfirmJobDialog
+from memory_tui.tui.messages import JobFinished
 from memory_tui.tui.dialogs.job_history import JobHistoryDialog
 from memory_tui.tui.dialogs.job_result import JobResultDialog
 from memory_tui.tui.jobs import JobRequest
@@ -125,14 +127,18 @@ async def test_backfill_end_to_end_from_the_key(fixture_state):
         await _until(pilot, lambda: app.model.revision == summary.revision)
         # the job-history panel: this run's job first, then what the state dir remembers
         await pilot.press("J")  # job.history
-        await _until(pilot, lambda: isinstance(app.screen, JobHistoryDialog) and app.screen.history is not None)
+        # the persisted part is read in a worker: its status line says when it is in
+        await _until(pilot, lambda: isinstance(app.screen, JobHistoryDialog)
+                     and "persisted run" in str(app.screen.query_one("#history-status").render()))
         panel = app.screen
         lst = panel.query_one(JobHistoryList)
-        assert lst.option_count == 1 + len(panel.history.entries) and panel.history.entries
+        persisted = read_job_history(root)  # what the state dir remembers, read on its own
+        assert persisted.entries and lst.option_count == 1 + len(persisted.entries)
+        shown = [lst.get_option_at_index(i).item for i in range(1, lst.option_count)]
         first = str(lst.get_option_at_index(0).prompt)
         # backfill's files count here as the other jobs' do
         assert first == f"✓ this run  {summary.title}: {summary.outcome.code} · {len(summary.changed_files)} file(s)"
-        assert any(e.stage == "backfill" or "backfill" in e.summary for e in panel.history.entries), panel.history
+        assert any(e.stage == "backfill" or "backfill" in e.summary for e in shown), shown
         await pilot.press("enter")  # this run's job: its result again
         await _until(pilot, lambda: isinstance(app.screen, JobResultDialog))
         assert app.screen.summary is summary
@@ -144,7 +150,7 @@ async def test_backfill_end_to_end_from_the_key(fixture_state):
 
 
 async def test_a_cancelled_job_leaves_the_workspace_byte_identical(fixture_state, monkeypatch):
-    import memory_tui.tui.app as app_mod
+    import memory_tui.tui.shell.job_flow as job_flow
     from memory_tui.tui import jobs as jobs_mod
 
     before = _disk(fixture_state)
@@ -168,9 +174,10 @@ async def test_a_cancelled_job_leaves_the_workspace_byte_identical(fixture_state
         spec.run = run
         return spec
 
-    monkeypatch.setattr(app_mod, "spec_for", gated)
+    monkeypatch.setattr(job_flow, "spec_for", gated)
     app = _app(fixture_state)
-    async with app.run_test(size=(120, 40)) as pilot:
+    seen = Messages()
+    async with app.run_test(size=(120, 40), message_hook=seen) as pilot:
         await app.run_action("run_job('write-all-forced')")  # the palette's job.write_all_forced
         await _until(pilot, lambda: isinstance(app.screen, ConfirmJobDialog) and bool(app.screen.query("#run")))
         await pilot.press("y")
@@ -178,8 +185,8 @@ async def test_a_cancelled_job_leaves_the_workspace_byte_identical(fixture_state
         assert "write-all-forced" in str(app.screen.query_one("#header").render())
         await pilot.press("x")  # job.cancel
         gate.set()
-        await _until(pilot, lambda: not app.jobs and bool(app.finished_jobs))
-        (finished,) = app.finished_jobs
+        await _until(pilot, lambda: not app.jobs and bool(seen.of(JobFinished)))
+        (finished,) = seen.of(JobFinished)
         assert finished.cancelled
         # the cancel ends in the result, which says nothing was written
         await _until(pilot, lambda: isinstance(app.screen, JobResultDialog) and bool(app.screen.query("#close")))
@@ -194,7 +201,7 @@ async def test_a_job_cancelled_after_its_first_batch_says_what_it_wrote(fixture_
     """Write all sessions (forced) plans 2 batches on the fixture; cancelled while the second
     waits, the result dialog names the batch, turns, files and revision the first one wrote,
     and the job history lists the job."""
-    import memory_tui.tui.app as app_mod
+    import memory_tui.tui.shell.job_flow as job_flow
     from rich.console import Console
 
     from memory_tui.tui import jobs as jobs_mod
@@ -224,7 +231,7 @@ async def test_a_job_cancelled_after_its_first_batch_says_what_it_wrote(fixture_
         spec.run = run
         return spec
 
-    monkeypatch.setattr(app_mod, "spec_for", gated)
+    monkeypatch.setattr(job_flow, "spec_for", gated)
     app = _app(fixture_state)
     async with app.run_test(size=(120, 40)) as pilot:
         await app.run_action("run_job('write-all-forced')")
@@ -249,14 +256,16 @@ async def test_a_job_cancelled_after_its_first_batch_says_what_it_wrote(fixture_
         await pilot.press("escape")
         await pilot.pause()
         await pilot.press("J")  # job.history
-        await _until(pilot, lambda: isinstance(app.screen, JobHistoryDialog) and app.screen.history is not None)
+        await _until(pilot, lambda: isinstance(app.screen, JobHistoryDialog)
+                     and "persisted run" in str(app.screen.query_one("#history-status").render()))
         first = str(app.screen.query_one(JobHistoryList).get_option_at_index(0).prompt)
         assert first == "– this run  write all sessions (forced): cancelled · 1 file(s)"
 
 
 async def test_a_second_job_while_one_runs_starts_nothing(fixture_state):
     app = _app(fixture_state)
-    async with app.run_test(size=(120, 40)) as pilot:
+    seen = Messages()
+    async with app.run_test(size=(120, 40), message_hook=seen) as pilot:
         app.start_job(JobRequest("write-all-forced"))
         await _until(pilot, lambda: isinstance(app.screen, ConfirmJobDialog) and bool(app.screen.query("#run")))
         first = app.screen
@@ -266,7 +275,7 @@ async def test_a_second_job_while_one_runs_starts_nothing(fixture_state):
         assert any("was not started" in n.message for n in app._notifications)
         await pilot.press("escape")
         await pilot.pause()
-        assert app.finished_jobs == [] and app.jobs == {}
+        assert seen.of(JobFinished) == [] and app.jobs == {}
 
 
 def test_job_request_names_a_known_kind():
@@ -351,7 +360,8 @@ async def test_the_preview_is_built_off_the_ui_thread_and_one_job_at_a_time_hold
 
     monkeypatch.setattr(preview_mod, "preview_job", held)
     app = _app(fixture_state)
-    async with app.run_test(size=(140, 40)) as pilot:
+    seen = Messages()
+    async with app.run_test(size=(140, 40), message_hook=seen) as pilot:
         await pilot.press("B")  # job.backfill
         await _until(pilot, lambda: bool(threads))
         assert threads[0] != threading.main_thread().name
@@ -369,7 +379,7 @@ async def test_the_preview_is_built_off_the_ui_thread_and_one_job_at_a_time_hold
         assert "preparing" not in app.job_label()
         await pilot.press("escape")
         await pilot.pause()
-        assert app.finished_jobs == [] and not app._job_pending
+        assert seen.of(JobFinished) == [] and not app._job_pending
 
 
 async def test_a_preview_that_fails_says_why_and_frees_the_flow(fixture_state, monkeypatch):

@@ -7,10 +7,11 @@ import threading
 
 import pytest
 from action_harness import until as _until
-from tui_helpers import make_app
+from tui_helpers import Messages, make_app
 
 from memory_tui.core.store.gitlog import fixed_env
 from memory_tui.tui.dialogs.confirm_job import ConfirmJobDialog
+from memory_tui.tui.messages import JobFinished
 from memory_tui.tui.dialogs.job_result import JobResultDialog
 
 pytestmark = pytest.mark.anyio
@@ -25,7 +26,7 @@ def _app(state):
 
 def _gate_at(monkeypatch, phase: str, done: int):
     """Hold the job when it reports ``phase`` with ``done``; returns (reached, release)."""
-    import memory_tui.tui.app as app_mod
+    import memory_tui.tui.shell.job_flow as job_flow
     from memory_tui.tui import jobs as jobs_mod
 
     reached, release = threading.Event(), threading.Event()
@@ -49,7 +50,7 @@ def _gate_at(monkeypatch, phase: str, done: int):
         spec.run = run
         return spec
 
-    monkeypatch.setattr(app_mod, "spec_for", gated)
+    monkeypatch.setattr(job_flow, "spec_for", gated)
     return reached, release
 
 
@@ -92,18 +93,19 @@ async def test_cancel_is_answered_at_once_and_stops_before_the_next_transaction(
     # held inside the first batch's transaction (its writer is about to run)
     reached, release = _gate_at(monkeypatch, "writer", 0)
     app = _app(fixture_state)
-    async with app.run_test(size=(120, 40)) as pilot:
+    seen = Messages()
+    async with app.run_test(size=(120, 40), message_hook=seen) as pilot:
         await _confirm(pilot, app)
         await _until(pilot, reached.is_set)
         try:
             await pilot.press("x")  # job.cancel
             # the header says so at once, while the transaction in flight is still running
             await _until(pilot, lambda: "cancelling" in _header(app))
-            assert app.jobs and not app.finished_jobs
+            assert app.jobs and not seen.of(JobFinished)
         finally:
             release.set()
         await _until(pilot, lambda: isinstance(app.screen, JobResultDialog) and bool(app.screen.query("#close")))
-        (finished,) = app.finished_jobs
+        (finished,) = seen.of(JobFinished)
         assert finished.cancelled
         (summary,) = app.job_results
         # the transaction in flight finished whole; the second batch was never begun

@@ -6,12 +6,13 @@ import threading
 from pathlib import Path
 
 import pytest
-from tui_helpers import make_app
+from tui_helpers import Messages, make_app
 
 from memory_tui.cli import main
 from memory_tui.pipeline.context import Context, JobCancelled, JobEvent
 from memory_tui.pipeline.write import write
 from memory_tui.tui.jobs import JobSpec
+from memory_tui.tui.messages import JobFinished
 
 pytestmark = pytest.mark.anyio
 
@@ -37,7 +38,8 @@ async def test_a_slow_job_shows_progress_and_cancels_with_nothing_written(fixtur
 
     before = _disk(fixture_state)
     app = make_app(fixture_state)
-    async with app.run_test(size=(120, 40)) as pilot:
+    seen = Messages()
+    async with app.run_test(size=(120, 40), message_hook=seen) as pilot:
         app.launch_job(JobSpec("write", slow_write))
         for _ in range(400):  # bounded: never a timed assertion
             await pilot.pause(0.02)
@@ -52,7 +54,7 @@ async def test_a_slow_job_shows_progress_and_cancels_with_nothing_written(fixtur
         await pilot.pause()
         await pilot.pause()
         assert app.jobs == {}
-        (finished,) = app.finished_jobs
+        (finished,) = seen.of(JobFinished)
         assert finished.cancelled and not finished.ok
         assert finished.result is not None and finished.result.written == []
     assert _disk(fixture_state) == before
@@ -60,7 +62,8 @@ async def test_a_slow_job_shows_progress_and_cancels_with_nothing_written(fixtur
 
 async def test_a_job_that_runs_through_reports_success_and_reloads(fixture_state):
     app = make_app(fixture_state)
-    async with app.run_test(size=(120, 40)) as pilot:
+    messages = Messages()
+    async with app.run_test(size=(120, 40), message_hook=messages) as pilot:
         seen: list[JobEvent] = []
 
         def recorded_write(ctx: Context):
@@ -79,9 +82,9 @@ async def test_a_job_that_runs_through_reports_success_and_reloads(fixture_state
         await app.workers.wait_for_complete([w for w in app.workers if w.group == "job"])
         for _ in range(200):
             await pilot.pause(0.02)
-            if app.finished_jobs and app.model.revision != revision:
+            if messages.of(JobFinished) and app.model.revision != revision:
                 break
-        (finished,) = app.finished_jobs
+        (finished,) = messages.of(JobFinished)
         assert finished.ok and not finished.cancelled, finished.error
         assert finished.result.written
         assert any(e.phase == "batch" for e in seen)

@@ -70,7 +70,7 @@ async def test_the_move_dialog_confirms_with_its_key(fixture_state):
         picker.query_one("#new-headings", Input).focus()  # even from the text input
         await pilot.press("ctrl+s")  # move.confirm
         await until(pilot, lambda: isinstance(app.screen, RecordOutcomeDialog) and bool(app.screen.query("#outcome")))
-        outcome = app.view_screens["topics"].record_outcomes[-1]
+        outcome = app.screen.outcome
         assert outcome.ok, outcome.lines()
     text = (root / CLI).read_text()
     assert text.index("^9c2b1a83") < text.index("^b1f8ed16") and workspace_revision(root) != rev
@@ -131,20 +131,20 @@ async def test_the_dry_run_lands_after_a_reload_that_changed_nothing_visible(fix
     swaps the model without redrawing. The dry run started for the first must still land."""
     import threading
 
-    import memory_tui.tui.screens.sessions as sessions_mod
+    import memory_tui.tui.screens.sessions_work as sessions_work
     from tui_helpers import dry_runs_done
 
     from memory_tui.tui.widgets.branch_verdict import BranchVerdict
 
     gate = threading.Event()
     gate.set()
-    real = sessions_mod.dry_run
+    real = sessions_work.dry_run
 
     def held(*a, **kw):
         gate.wait()
         return real(*a, **kw)
 
-    monkeypatch.setattr(sessions_mod, "dry_run", held)
+    monkeypatch.setattr(sessions_work, "dry_run", held)
     app = make_app(fixture_state)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await _sessions(pilot, app)

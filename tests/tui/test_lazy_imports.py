@@ -38,9 +38,9 @@ def test_starting_the_app_leaves_the_pipeline_other_screens_and_markdown_unimpor
 import sys
 import memory_tui.tui.app
 from memory_tui.tui.screens import TopicsScreen
-late = ["memory_tui.pipeline.write", "memory_tui.pipeline.context", "memory_tui.tui.sessions_model",
+late = ["memory_tui.pipeline.write", "memory_tui.pipeline.context", "memory_tui.tui.model.sessions",
         "memory_tui.tui.screens.sessions", "memory_tui.tui.screens.core", "memory_tui.tui.dialogs.record_change",
-        "memory_tui.tui.record_actions", "memory_tui.core.store.workspace", "markdown_it"]
+        "memory_tui.tui.model.records", "memory_tui.core.store.workspace", "markdown_it"]
 print(" ".join(m for m in late if m in sys.modules))
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

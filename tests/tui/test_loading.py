@@ -10,8 +10,10 @@ import pytest
 from textual.widgets import Static
 
 from memory_tui.sessions.store import load_sessions
-from memory_tui.tui.data import load_model
-from tui_helpers import COUNTER, make_app, settle
+from memory_tui.tui.model.load import load_model
+from tui_helpers import COUNTER, Messages, make_app, settle
+
+from memory_tui.tui.messages import ModelApplied
 
 pytestmark = pytest.mark.anyio
 
@@ -76,7 +78,8 @@ async def test_one_file_reload_reads_only_that_file(fixture_state, monkeypatch):
 
     time.sleep(RACY_NS / 1e9)
     app = make_app(fixture_state, session_loader=counting_loader)
-    async with app.run_test(size=(120, 40)) as pilot:
+    seen = Messages()
+    async with app.run_test(size=(120, 40), message_hook=seen) as pilot:
         await settle(pilot, app)
         assert len(loads) == 1
         rel = "topics/people/ada.md"
@@ -97,11 +100,11 @@ async def test_one_file_reload_reads_only_that_file(fixture_state, monkeypatch):
             return real(topics_dir, rel_path)
 
         monkeypatch.setattr(topics_mod, "read_topic_file", counting_read)
-        before = app.reloads
+        before = seen.count(ModelApplied)
         app.load_in_background({"memory/" + rel})
         await settle(pilot, app)
         monkeypatch.undo()
-        assert app.reloads == before + 1
+        assert seen.count(ModelApplied) == before + 1
         assert read == [rel], read
         assert len(loads) == 1  # no session was touched: sessions are not read again
         assert "Adah" in app.model.topic(rel).title + "".join(r.content for r in app.model.topic(rel).records)
@@ -113,10 +116,10 @@ async def test_one_file_reload_reads_only_that_file(fixture_state, monkeypatch):
 async def test_outline_paints_topics_before_the_workspace_is_parsed(fixture_state_ro, monkeypatch):
     """The first frame lists every topic with its record count from the
     cheap outline while the strict parse is still running; the real model then replaces it."""
-    import memory_tui.tui.app as app_mod
+    import memory_tui.tui.shell.loading as loading
 
     release = threading.Event()
-    real_load = app_mod.load_model
+    real_load = loading.load_model
     held: list[bool] = []
 
     def held_load(*args, **kw):
@@ -124,7 +127,7 @@ async def test_outline_paints_topics_before_the_workspace_is_parsed(fixture_stat
         assert release.wait(60), "the test never released the workspace load"
         return real_load(*args, **kw)
 
-    monkeypatch.setattr(app_mod, "load_model", held_load)
+    monkeypatch.setattr(loading, "load_model", held_load)
     full = load_model(fixture_state_ro, counter=COUNTER, home=fixture_state_ro.parent)
     app = make_app(fixture_state_ro, background=True)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -211,7 +214,8 @@ async def test_reload_redraws_the_shown_topic_only_when_it_changed(fixture_state
     # the records of the shown topic are not re-rendered by a reload that changed
     # another file, and are by one that changed this topic
     app = make_app(fixture_state)
-    async with app.run_test(size=(120, 40)) as pilot:
+    seen = Messages()
+    async with app.run_test(size=(120, 40), message_hook=seen) as pilot:
         await settle(pilot, app)
         screen = app.screen
         shown = screen.current_topic()
@@ -224,10 +228,10 @@ async def test_reload_redraws_the_shown_topic_only_when_it_changed(fixture_state
         other = fixture_state / "memory" / others[0]
         phrase = _phrase(app.model.topic(others[0]).records[0].content, other.read_text(encoding="utf-8"))
         other.write_text(other.read_text(encoding="utf-8").replace(phrase, "Wvyk " + phrase, 1), encoding="utf-8")
-        before = app.reloads
+        before = seen.count(ModelApplied)
         app.load_in_background({"memory/" + others[0]})
         await settle(pilot, app)
-        assert app.reloads == before + 1
+        assert seen.count(ModelApplied) == before + 1
         assert "Wvyk" in "".join(r.content for r in app.model.topic(others[0]).records)
         assert screen.current_topic() is shown  # the same view model: the parse was reused
         assert records.get_option_at_index(0) is first  # not re-rendered

@@ -13,7 +13,9 @@ from memory_tui.tui.app import load_app_settings as load_settings
 from memory_tui.tui.widgets import RecordList
 
 import pytest
-from tui_helpers import make_app, settle, write_minimal_state
+from tui_helpers import Messages, make_app, settle, write_minimal_state
+
+from memory_tui.tui.messages import ModelApplied
 
 pytestmark = pytest.mark.anyio
 
@@ -210,14 +212,15 @@ async def test_states_never_traceback(tmp_path):
 
 async def test_live_reload_keeps_selection(fixture_state):
     app = make_app(fixture_state, watch=True)
-    async with app.run_test(size=(120, 40)) as pilot:
+    seen = Messages()
+    async with app.run_test(size=(120, 40), message_hook=seen) as pilot:
         tree = app.screen.query_one("#topics-list", Tree)
         await pilot.press("down", "down", "down", "down")  # projects/ → cli-language → kyoto-trip
         assert tree.cursor_node.data == TopicNode("topics/projects/kyoto-trip.md")
         await pilot.press("enter", "down", "down", "down")
         records = app.screen.query_one("#topic-records", RecordList)
         kept = records.highlighted_option.id
-        before = app.reloads
+        before = seen.count(ModelApplied)
         await asyncio.sleep(0.3)  # let the watcher start
         memory = fixture_state / "memory"
         (memory / "topics" / "people" / "bob.md").write_text(
@@ -228,7 +231,7 @@ async def test_live_reload_keeps_selection(fixture_state):
         (node_dir / "0099-u-zz0000000001.json").write_text(json.dumps({"id": "zz0000000001", "role": "user"}))
         for _ in range(100):
             await pilot.pause(0.05)
-            if app.reloads > before and any("bob" in l for l in _tree_labels(app, "#topics-list")):
+            if seen.count(ModelApplied) > before and any("bob" in l for l in _tree_labels(app, "#topics-list")):
                 break
         await settle(pilot, app)
         labels = _tree_labels(app, "#topics-list")
@@ -241,14 +244,15 @@ async def test_live_reload_keeps_selection(fixture_state):
         # Only a session changes now: only the Sessions view is redrawn, from a refreshed
         # snapshot (the memory snapshot is reused as is).
         state_before = app.model.state
-        reloads = app.reloads
+        reloads = seen.count(ModelApplied)
         (node_dir / "0100-a-zz0000000002.json").write_text(json.dumps({"id": "zz0000000002", "role": "assistant"}))
         for _ in range(100):
             await pilot.pause(0.05)
-            if app.reloads > reloads:
+            if seen.count(ModelApplied) > reloads:
                 break
         await settle(pilot, app)
-        assert app.last_rendered == {"sessions"}
+        assert seen.count(ModelApplied) > reloads
+        assert seen.of(ModelApplied)[-1].views == {"sessions"}
         assert app.model.state is state_before
         assert {s.session_id: s for s in app.model.sessions}["local_0c0c0c0c0c"].nodes == 12
         assert tree.cursor_node.data == TopicNode("topics/projects/kyoto-trip.md")
@@ -257,10 +261,12 @@ async def test_live_reload_keeps_selection(fixture_state):
 
 async def test_reload_key_and_ascii_toggle(fixture_state_ro):
     app = make_app(fixture_state_ro)
-    async with app.run_test(size=(120, 40)) as pilot:
+    seen = Messages()
+    async with app.run_test(size=(120, 40), message_hook=seen) as pilot:
         await pilot.press("ctrl+r")
         await settle(pilot, app)
-        assert app.reloads == 1  # an explicit reload always re-renders
+        (applied,) = seen.of(ModelApplied)  # an explicit reload always re-renders
+        assert applied.views == {"topics", "timeline", "recent", "core", "sessions"}
         # A watcher event whose re-read finds the same revision (our own write, already shown)
         # changes nothing on screen: no flicker.
         from memory_tui.tui.messages import WorkspaceChanged
@@ -268,7 +274,7 @@ async def test_reload_key_and_ascii_toggle(fixture_state_ro):
         app.post_message(WorkspaceChanged(frozenset({"memory/topics/core.md"})))
         await pilot.pause(0.2)
         await settle(pilot, app)
-        assert app.reloads == 1
+        assert seen.count(ModelApplied) == 1
         await pilot.press("a")
         assert app.ascii_mode and "|" in str(app.screen.query_one("#header").render())
 

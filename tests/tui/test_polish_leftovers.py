@@ -239,7 +239,7 @@ def _line_text(width: int, gutter: int, room: int, word: str) -> str:
 async def test_an_error_without_room_after_its_line_is_drawn_on_the_blank_line_below_or_its_start_after_the_text(ascii):
     from action_harness import EditorHarness
 
-    from memory_tui.tui.editor_model import Diagnostic
+    from memory_tui.tui.model.editor import Diagnostic
     from memory_tui.tui.widgets.topic_editor import TopicEditor
 
     app = EditorHarness("# Ada\n\nplaceholder\n", diagnostics=())
@@ -287,7 +287,7 @@ async def test_the_analysing_placeholder_follows_a_while_it_shows(fixture_state,
 
     from tui_helpers import settle
 
-    from memory_tui.tui import sessions_model
+    from memory_tui.tui.model import sessions as sessions_model
 
     monkeypatch.setattr(sessions_model, "INLINE_WALKS", 0)
     app = _app(fixture_state)

@@ -97,7 +97,7 @@ async def test_move_within_its_heading_to_the_start(fixture_state, capsys, monke
         await pilot.click("#move")
         dialog = await _outcome(pilot, app)
         shown = _shown(dialog)
-        outcome = app.view_screens["topics"].record_outcomes[-1]
+        outcome = dialog.outcome
         assert outcome.ok, outcome.lines()
         new_rev = workspace_revision(root)
         assert new_rev != rev and outcome.revision == new_rev and outcome.revision_before == rev
@@ -133,7 +133,7 @@ async def test_move_to_another_topic_after_a_record(fixture_state, capsys, monke
         assert anchors.option_count >= 1 and anchors.highlighted_option.memory_id == "fc30e0e0"
         await pilot.click("#move")
         dialog = await _outcome(pilot, app)
-        outcome = app.view_screens["topics"].record_outcomes[-1]
+        outcome = dialog.outcome
         assert outcome.ok, outcome.lines()
         assert f"{ADA}:" in _shown(dialog) and "Ada" in _shown(dialog)
         await pilot.press("escape")
@@ -166,16 +166,16 @@ async def test_update_text_keeps_sources_and_a_refusal_keeps_the_buffer(fixture_
         bad = "Ada cites a footnote of her own.[^e-nowhere]"
         dialog.query_one(TextArea).text = bad
         await pilot.press("ctrl+s")
-        await until(pilot, lambda: bool(dialog.refusals))
+        await until(pilot, lambda: not dialog.saving and "refused" in str(dialog.query_one("#text-errors", Static).render()))
         assert app.screen is dialog and dialog.text == bad  # refused: still open, buffer kept
         errors = str(dialog.query_one("#text-errors", Static).render())
-        assert dialog.refusals[-1].code in errors and "refused" in errors
+        assert "INVALID_ARGUMENT" in errors
         assert (root / ADA).read_text() == before and workspace_revision(root) == rev
         new_text = "Ada wants brief answers and no small talk."
         dialog.query_one(TextArea).text = new_text
         await pilot.press("ctrl+s")
         done = await _outcome(pilot, app)
-        outcome = app.view_screens["topics"].record_outcomes[-1]
+        outcome = done.outcome
         assert outcome.ok and outcome.evidence_ids, outcome.lines()
         shown = _shown(done)
         assert "Updated fc30e0e0" in shown and outcome.evidence_ids[0] in shown
@@ -206,13 +206,15 @@ async def test_a_concurrent_change_is_refused_then_retried_on_the_new_revision(f
         await until(pilot, lambda: isinstance(app.screen, ConfirmRecordDelete))
         await pilot.click("#delete")
         dialog = await _outcome(pilot, app)
-        outcome = app.view_screens["topics"].record_outcomes[-1]
+        outcome = dialog.outcome
         assert outcome.code == "CONCURRENT_UPDATE" and outcome.concurrent
         assert "changed since this screen showed it" in _shown(dialog) and "CONCURRENT_UPDATE" in _shown(dialog)
         assert "^c2a2c020" in (root / KYOTO).read_text() and workspace_revision(root) == moved_rev
         await pilot.click("#retry")
-        dialog = await _outcome(pilot, app)
-        retried = app.view_screens["topics"].record_outcomes[-1]
+        refused = dialog
+        await until(pilot, lambda: app.screen is not refused and isinstance(app.screen, RecordOutcomeDialog)
+                    and bool(app.screen.query("#outcome")))
+        retried = app.screen.outcome
         assert retried is not outcome and retried.ok and retried.revision_before == moved_rev, retried.lines()
     assert "^c2a2c020" not in (root / KYOTO).read_text()
 
@@ -234,7 +236,7 @@ async def test_delete_a_record(fixture_state, capsys, monkeypatch, tmp_path):
         await until(pilot, lambda: isinstance(app.screen, ConfirmRecordDelete))
         await pilot.press("escape")  # cancel changes nothing
         await pilot.pause()
-        assert workspace_revision(root) == rev and not recent.record_outcomes
+        assert workspace_revision(root) == rev and app.screen is recent  # no outcome dialog: nothing ran
         await pilot.press("d")
         await until(pilot, lambda: isinstance(app.screen, ConfirmRecordDelete))
         await pilot.click("#delete")
@@ -261,7 +263,7 @@ async def test_a_refused_delete_shows_the_linking_records_and_changes_nothing(fi
         await until(pilot, lambda: isinstance(app.screen, ConfirmRecordDelete))
         await pilot.click("#delete")
         dialog = await _outcome(pilot, app)
-        outcome = app.view_screens["topics"].record_outcomes[-1]
+        outcome = dialog.outcome
         assert not outcome.ok and [link.memory_id for link in outcome.linked_by] == ["fc30e0e0"]
         shown = _shown(dialog)
         assert "refused" in shown and "^fc30e0e0" in shown and f"{ADA}:" in shown
@@ -521,7 +523,7 @@ async def test_move_picker_at_40x12_scrolls_and_keeps_its_buttons(fixture_state)
         assert anchors.height > 0 and anchors.y >= body.region.y and anchors.y < body.region.bottom  # scrolled into view
         await pilot.click("#move")
         await until(pilot, lambda: isinstance(app.screen, RecordOutcomeDialog) and bool(app.screen.query("#close")))
-        assert app.view_screens["topics"].record_outcomes[-1].ok
+        assert app.screen.outcome.ok
 
 
 def test_core_delete_refusal_in_the_app(snap_compare, fixture_state):
@@ -565,7 +567,7 @@ async def test_core_view_updates_the_highlighted_block(fixture_state):
 
 
 async def test_an_unexpected_failure_in_a_change_is_reported_not_hidden(fixture_state, monkeypatch):
-    from memory_tui.tui import record_actions
+    from memory_tui.tui.model import records as record_actions
 
     def broken(*args, **kw):
         raise RuntimeError("disk on fire")

@@ -58,7 +58,7 @@ async def test_a_refused_text_update_names_the_citation_typed(fixture_state):
         dialog = app.screen
         dialog.query_one(TextArea).text = "Ada likes tea.[^e-bogus]"
         await pilot.press("ctrl+s")
-        await until(pilot, lambda: bool(dialog.refusals))
+        await until(pilot, lambda: not dialog.saving and "refused" in str(dialog.query_one("#text-errors", Static).render()))
         errors = str(dialog.query_one("#text-errors", Static).render())
         assert "it contains the citation [^e-bogus]" in errors and "fix: remove [^e-bogus]" in errors
         assert "INVALID_ARGUMENT" in errors

@@ -10,7 +10,7 @@ import pytest
 from session_widgets_app import SessionWidgetsApp
 
 from memory_tui.sessions import graph as G
-from memory_tui.tui.data import load_model
+from memory_tui.tui.model.load import load_model
 from memory_tui.tui.widgets.branch_verdict import BranchVerdict
 from memory_tui.tui.widgets.node_detail import CitationOption, NodeDetail
 from memory_tui.tui.widgets.session_graph import SessionGraph
@@ -199,7 +199,7 @@ def test_legend_names_every_glyph_the_graph_draws():
 async def test_click_moves_the_cursor_and_reload_keeps_the_selection(state):
     from functools import partial
 
-    from memory_tui.tui.sessions_model import SessionsModel
+    from memory_tui.tui.model.sessions import SessionsModel
     from session_widgets_app import COUNTER, LATER
 
     app = SessionWidgetsApp(state, F6, plan=False)

@@ -20,7 +20,7 @@ from memory_tui.sessions import layout_table, overview_table
 from memory_tui.sessions.overview import session_overview
 from memory_tui.sessions.reasons import load_context
 from memory_tui.sessions.store import load_sessions
-from memory_tui.tui import sessions_model
+from memory_tui.tui.model import sessions as sessions_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from bench_graph import WS, build  # noqa: E402
@@ -55,7 +55,7 @@ def _engine_layout(state: Path) -> G.Layout:
 
 
 def _records(state: Path):
-    from memory_tui.tui.data import load_model
+    from memory_tui.tui.model.load import load_model
 
     return load_model(state, counter=COUNTER).records.values()
 

@@ -102,7 +102,7 @@ async def test_the_hint_names_the_owners_key(fixture_copy):
 
 
 def _row(session_id: str = SID, turns: int = 12, tokens: int = 1010, tips: int = 3):
-    from memory_tui.tui.sessions_model import SessionRowVM
+    from memory_tui.tui.model.sessions import SessionRowVM
 
     return SessionRowVM(session_id=session_id, title="t", updated_at=None, updated="", head=None, live_tips=tips,
                         tips=tips, pending_turns=turns, pending_tokens=tokens, threshold=8000, watcher_at=None,

@@ -197,7 +197,7 @@ async def test_a_big_session_paints_before_its_reasons(fixture_copy, monkeypatch
     they show what the inline path shows, and `w` waits for it."""
     from dataclasses import replace
 
-    from memory_tui.tui import sessions_model
+    from memory_tui.tui.model import sessions as sessions_model
 
     inline = make_app(fixture_copy)
     async with inline.run_test(size=(120, 40)) as pilot:

@@ -15,7 +15,7 @@ from memory_tui.tui.dialogs.conflict import ConflictDialog
 from memory_tui.tui.dialogs.delete_topic import DeleteTopicDialog
 from memory_tui.tui.dialogs.job_result import JobResultDialog
 from memory_tui.tui.dialogs.record_change import ConfirmRecordDelete, RecordOutcomeDialog, RecordTextDialog
-from memory_tui.tui.record_actions import ActionOutcome, LinkLine
+from memory_tui.tui.model.records import ActionOutcome, LinkLine
 
 pytestmark = pytest.mark.anyio
 until = partial(until_held, tries=2000)
@@ -134,7 +134,7 @@ def tokyo(monkeypatch):
 
 
 def _reasons():
-    from memory_tui.tui.sessions_model import EvidenceVM, ReasonVM
+    from memory_tui.tui.model.sessions import EvidenceVM, ReasonVM
 
     return (
         ReasonVM("awaiting_idle_pass", "the idle watcher will write this at its next poll (every 300 s)",
@@ -145,7 +145,7 @@ def _reasons():
 
 
 def _verdict_vm():
-    from memory_tui.tui.sessions_model import BranchVerdictVM
+    from memory_tui.tui.model.sessions import BranchVerdictVM
 
     return BranchVerdictVM("local_d3a0000001", "0ca1d20d86b1_reply", True, True, False, "partly written", 14, 12,
                            ("0ca1d20d86b1",), (), (), (), 25, 8000, _reasons())
@@ -176,7 +176,7 @@ async def test_the_verdict_shows_updated_at_as_a_local_date_and_keeps_the_exact_
         assert EPOCH in str(panel.tooltip) and "8000" not in str(panel.tooltip)
         assert "2026-12-02 06:59:47 JST" in screen_text(app)
 
-        from memory_tui.tui.sessions_model import NodeDetailVM
+        from memory_tui.tui.model.sessions import NodeDetailVM
 
         detail = app.query_one(NodeDetail)
         detail.show(NodeDetailVM("local_d3a0000001", "0ca1d20d86b1", "user", "user", "2026-12-01 21:59:40 UTC", "hi",

@@ -105,7 +105,7 @@ def test_the_header_drops_whole_parts_never_cuts_one_mid_word(tmp_path):
     from tui_helpers import FROZEN
 
     from memory_tui.demo import build_demo
-    from memory_tui.tui.data import load_model
+    from memory_tui.tui.model.load import load_model
     from memory_tui.tui.render import UNICODE
     from memory_tui.tui.widgets.header import _header_line, header_text
 

@@ -38,6 +38,29 @@ def make_app(
     )
 
 
+class Messages:
+    """Every message the app and its screens handled, in order: pass it as
+    ``app.run_test(message_hook=seen)`` and read what happened with ``of(kind)`` (new models
+    applied, jobs finished, reverts done) instead of state kept in the app for tests."""
+
+    def __init__(self) -> None:
+        self.seen: list = []
+        self._ids: set[int] = set()  # kept alive in ``seen``, so an id is never reused
+
+    def __call__(self, message) -> None:
+        # a message that bubbles (a screen's, up to the app) is handled once per node
+        # it reaches: it happened once
+        if id(message) not in self._ids:
+            self._ids.add(id(message))
+            self.seen.append(message)
+
+    def of(self, kind: type) -> list:
+        return [m for m in self.seen if isinstance(m, kind)]
+
+    def count(self, kind: type) -> int:
+        return len(self.of(kind))
+
+
 async def settle(pilot, app) -> None:
     """Wait for background loads and the resulting refresh."""
     loads = [w for w in app.workers if w.group == "load"]  # never the endless watcher

@@ -14,7 +14,7 @@ from memory_tui.core.store.archives import append_records
 from memory_tui.core.store.workspace import workspace_revision
 from memory_tui.pipeline.jobresult import summarize_backfill, summarize_migrate, summarize_reorganize, summarize_tx, summarize_write
 from memory_tui.pipeline.reports import BackfillReport, BatchReport, JobOutcome, ReorganizeReport, WriteReport
-from memory_tui.tui.editor_model import Diagnostic, diagnostics_from_problems, save_topic_text, validate_topic_text
+from memory_tui.tui.model.editor import Diagnostic, diagnostics_from_problems, save_topic_text, validate_topic_text
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory_tui.tui import record_actions as ra
+from memory_tui.tui.model import records as ra
 
 
 def test_no_editor_set_is_said_not_guessed():

@@ -44,7 +44,6 @@ class JobHistoryDialog(ModalScreen[None]):
         self.this_run = tuple(this_run)
         self.memory_root = Path(memory_root)
         self.ascii = ascii
-        self.history: Any = None  # the persisted JobHistory once read (tests read it)
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -66,7 +65,6 @@ class JobHistoryDialog(ModalScreen[None]):
         self.post_message(JobHistoryLoaded(read_job_history(memory_root)))
 
     def on_job_history_loaded(self, message: JobHistoryLoaded) -> None:
-        self.history = message.history
         lst = self.query_one(JobHistoryList)
         lst.set_items(self.this_run, message.history)
         if lst.option_count:

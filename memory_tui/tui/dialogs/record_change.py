@@ -3,7 +3,7 @@
 * ``ConfirmRecordDelete(memory_id, content)`` → ``bool``.
 * ``RecordTextDialog(memory_id, text, save=..., base_revision=..., fresh_revision=...)``: a
   TextArea prefilled with the record's text. ``save(text, base_revision)`` runs in a worker
-  (it is ``record_actions.update_record_text`` bound to the state dir); a refusal shows the
+  (it is ``model.records.update_record_text`` bound to the state dir); a refusal shows the
   core's errors inline and keeps the buffer; ``CONCURRENT_UPDATE`` says so and the next save
   goes against the new revision. Dismisses with the successful ``ActionOutcome`` or ``None``.
 * ``RecordOutcomeDialog(outcome)`` → ``bool`` (True: retry on the new revision; offered only
@@ -24,7 +24,7 @@ from textual.widgets import Button, Label, Static, TextArea
 
 from memory_tui.core.format.text import sanitize
 
-from ..record_actions import ActionOutcome, short
+from ..model.records import ActionOutcome, short
 from .confirm_job import FitsBody, dialog_css
 from .delete_topic import delete_buttons
 
@@ -93,7 +93,6 @@ class RecordTextDialog(FitsBody, ModalScreen["ActionOutcome | None"]):
         self.base_revision = base_revision
         self.fresh_revision = fresh_revision
         self.saving = False
-        self.refusals: list[ActionOutcome] = []  # every refused save (tests read it)
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -145,7 +144,6 @@ class RecordTextDialog(FitsBody, ModalScreen["ActionOutcome | None"]):
             self.dismiss(outcome)
             return
         # Refused: the buffer stays exactly as typed; the reasons show under it.
-        self.refusals.append(outcome)
         text = outcome_text(outcome)
         for p in outcome.problems:
             where = f"{p.path}:{p.line}" if getattr(p, "path", None) and getattr(p, "line", None) else (p.path or "")

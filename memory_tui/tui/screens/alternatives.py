@@ -18,7 +18,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Static
 
-from .. import data
+from ..model import insights
 from ..widgets import HeaderBar
 from ..widgets.footer import FittedFooter, RankedFooter
 from ..widgets.alternatives_pair import AlternativesPair
@@ -85,7 +85,7 @@ class AlternativesScreen(RankedFooter, Screen[None]):
 
     @work(thread=True, exclusive=True, group="alternatives-load", exit_on_error=False, description="alternatives-load")
     def _load(self, model: Any, memory_id: str | None) -> None:
-        self.post_message(AlternativesLoaded(data.record_alternatives(model, memory_id)))
+        self.post_message(AlternativesLoaded(insights.record_alternatives(model, memory_id)))
 
     async def on_alternatives_loaded(self, message: AlternativesLoaded) -> None:
         if not message.pairs:

@@ -24,7 +24,7 @@ from textual.widgets import Input, Static
 from memory_tui.tui.widgets.footer import FILTER_RANK_OUT_OF_SIGHT, FittedFooter, RankedFooter
 
 from .. import commands as registry
-from ..data import RecordVM, WorkspaceModel
+from ..model.data import RecordVM, WorkspaceModel
 from ..render import Glyphs
 from ..views import VIEW_TITLES
 from ..widgets import HeaderBar, ViewTabs

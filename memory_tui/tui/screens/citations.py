@@ -11,7 +11,7 @@ from textual.widgets import OptionList
 
 from memory_tui.core.format.errors import Problem
 
-from ..data import FrameVM, RecordVM, WorkspaceModel
+from ..model.data import FrameVM, RecordVM, WorkspaceModel
 from ..widgets import CitationOption, RecordList, RecordOption, SourcePane, frame_text
 from .base import ViewScreen, fit_path, topic_name
 

@@ -14,7 +14,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from .. import commands as registry
-from ..data import CORE_TOPIC, CoreVM, RecordVM, core_chunks
+from ..model.data import CORE_TOPIC, CoreVM, RecordVM, core_chunks
 from ..render import render_markdown
 from ..widgets import RecordList, SourcePane
 from ..widgets.records import highlighted_key, restore_highlight

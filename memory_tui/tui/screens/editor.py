@@ -1,7 +1,7 @@
 """The topic editor screen: edit a topic's Markdown with the core checking it.
 
 Every buffer change is validated in a worker against the core's full-list validate API
-(``editor_model`` → ``transaction.edit_errors`` semantics), so all errors of every validation
+(``model.editor`` → ``transaction.edit_errors`` semantics), so all errors of every validation
 stage show (a dropped block id no longer hides the others), each naming its rule, on its
 line; an answer for an older buffer version is dropped by ``TopicEditor.apply_validation``.
 ``ctrl+s`` saves through ``staged_edit`` (one transaction); a refused save keeps the buffer
@@ -20,7 +20,7 @@ from textual.screen import Screen
 from textual.widgets import Label, TextArea
 
 from ..dialogs.unsaved import UnsavedDialog
-from ..editor_model import Validation, read_topic_text, save_topic_text, validate_topic_text
+from ..model.editor import Validation, read_topic_text, save_topic_text, validate_topic_text
 from ..widgets.diagnostics_list import DiagnosticsList
 from ..widgets.footer import FittedFooter
 from ..widgets.topic_editor import TopicEditor

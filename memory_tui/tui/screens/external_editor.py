@@ -12,7 +12,7 @@ from typing import Any
 
 from textual.app import SuspendNotSupported
 
-from .. import record_actions as ra
+from ..model import records as ra
 
 
 def editor_suspend(app: Any) -> AbstractContextManager[None]:

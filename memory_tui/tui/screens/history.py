@@ -21,7 +21,8 @@ from textual.widgets import Button, Static
 
 from memory_tui.core.format.errors import MemoryError
 
-from .. import data
+from ..model import insights
+from ..model.load import load_model
 from ..widgets import HeaderBar
 from ..widgets.footer import FittedFooter, RankedFooter
 from ..widgets.diff_view import DiffView
@@ -131,7 +132,6 @@ class HistoryScreen(RankedFooter, Screen[None]):
         super().__init__()
         self.history = history  # None until the worker has read it (``target`` given)
         self.target = target if target is not None else history.target
-        self.outcome: Any = None  # the last RevertResult (tests read it)
 
     def compose(self) -> ComposeResult:
         yield HeaderBar(id="header")
@@ -164,7 +164,7 @@ class HistoryScreen(RankedFooter, Screen[None]):
     @work(thread=True, exclusive=True, group="history-load", exit_on_error=False, description="history-load")
     def _load(self, model: Any, target: str) -> None:
         try:
-            self.post_message(HistoryLoaded(data.target_history(model, target)))
+            self.post_message(HistoryLoaded(insights.target_history(model, target)))
         except MemoryError as exc:
             self.post_message(HistoryLoaded(error=exc))
 
@@ -183,7 +183,7 @@ class HistoryScreen(RankedFooter, Screen[None]):
     def on_history_view_revert_requested(self, event: HistoryView.RevertRequested) -> None:
         model = self.app.model
         try:
-            plan = data.plan_target_revert(model, event.history.target, event.version.commit)
+            plan = insights.plan_target_revert(model, event.history.target, event.version.commit)
         except MemoryError as exc:
             self.show_outcome(Text(f"Cannot revert: {exc.code}: {exc.message}", "bold red"))
             return
@@ -198,18 +198,17 @@ class HistoryScreen(RankedFooter, Screen[None]):
     @work(thread=True, exclusive=True, group="revert", exit_on_error=False, description="revert")
     def run_revert(self, target: str, commit: str, base_revision: str | None) -> None:
         model = self.app.model
-        result = data.revert_target(model, target, commit, base_revision)
+        result = insights.revert_target(model, target, commit, base_revision)
         fresh = None
         if result.ok:  # the new commit belongs in the list at once (read here, off the UI thread)
             try:
-                fresh = data.target_history(data.load_model(model.state_dir, counter=self.app.counter, previous=model), target)
+                fresh = insights.target_history(load_model(model.state_dir, counter=self.app.counter, previous=model), target)
             except MemoryError:
                 fresh = None
         self.post_message(RevertDone(result, fresh))
 
     async def on_revert_done(self, message: RevertDone) -> None:
         result = message.result
-        self.outcome = result
         self.show_outcome(result_text(result))
         if not result.ok:
             self.notify(result_text(result).plain, severity="error", timeout=15)

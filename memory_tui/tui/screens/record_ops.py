@@ -5,7 +5,7 @@ cursor: ``m`` move (``MovePicker``), ``u`` update its text, ``d`` delete it; Top
 ``D`` (delete the topic) and Topics/Core ``E`` (the topic in ``$EDITOR``). Every change:
 
 1. takes the revision this screen shows (``model.revision``) as the compare-and-set base;
-2. runs in a worker through ``tui/record_actions.py`` (never the engine directly);
+2. runs in a worker through ``tui/model/records.py`` (never the engine directly);
 3. reloads the model and shows the outcome (new ids and revision, or the code with its
    meaning); ``CONCURRENT_UPDATE`` offers a retry of the same change on the new revision.
 """
@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any, Callable
 from textual import work
 from textual.worker import Worker, WorkerState
 
-from ..data import CORE_TOPIC, RecordVM
+from ..model.data import CORE_TOPIC, RecordVM
 from .citations import selected_record_of
 
 if TYPE_CHECKING:
-    from .. import record_actions as ra
+    from ..model import records as ra
 
 # The adapter (and the engine's record operations under it) and the dialogs are imported
 # when a change is first asked for: the screens that mix this in paint without them.
@@ -45,7 +45,6 @@ class RecordActions:
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.record_outcomes: list[ra.ActionOutcome] = []  # every outcome this screen showed (tests read it)
         # the rows around a record being moved or deleted, nearest first, so the view
         # it was acted on from can put its cursor on a neighbour when the record leaves it
         self._neighbours: dict[str, tuple[str, ...]] = {}
@@ -98,7 +97,7 @@ class RecordActions:
         self.app.call_from_thread(then, result)
 
     def run_change(self, change: Change, base: str | None) -> None:
-        from .. import record_actions as ra
+        from ..model import records as ra
 
         state_dir = self.app.state_dir
 
@@ -111,7 +110,6 @@ class RecordActions:
     def change_done(self, change: Change | None, outcome: ra.ActionOutcome, fresh: str | None) -> None:
         from ..dialogs.record_change import RecordOutcomeDialog
 
-        self.record_outcomes.append(outcome)
         if outcome.ok:
             self.app.load_in_background(None)  # the new model (and new revision) for every view
             if outcome.action in ("move", "delete"):
@@ -160,7 +158,7 @@ class RecordActions:
 
     # ------------------------------------------------------------------ move
     def action_move_record(self) -> None:
-        from .. import record_actions as ra
+        from ..model import records as ra
 
         rec = self._record_or_say()
         if rec is None:
@@ -170,7 +168,7 @@ class RecordActions:
         self.off_thread(lambda: ra.move_choices(state_dir), lambda choices: self._pick_move(rec, base, choices))
 
     def _pick_move(self, rec: RecordVM, base: str | None, choices: Any) -> None:
-        from .. import record_actions as ra
+        from ..model import records as ra
         from ..dialogs.move_picker import MovePicker
 
         state_dir, kw = self.app.state_dir, self._tx_options()
@@ -185,7 +183,7 @@ class RecordActions:
 
     # ------------------------------------------------------------------ update text
     def action_update_record(self) -> None:
-        from .. import record_actions as ra
+        from ..model import records as ra
         from ..dialogs.record_change import RecordTextDialog
 
         rec = self._record_or_say()
@@ -207,7 +205,7 @@ class RecordActions:
 
     # ------------------------------------------------------------------ delete
     def action_delete_record(self) -> None:
-        from .. import record_actions as ra
+        from ..model import records as ra
         from ..dialogs.record_change import ConfirmRecordDelete
 
         rec = self._record_or_say()
@@ -225,7 +223,7 @@ class RecordActions:
 
     # ------------------------------------------------------------------ topic delete (Topics)
     def delete_topic_at(self, path: str) -> None:
-        from .. import record_actions as ra
+        from ..model import records as ra
         from ..dialogs.delete_topic import DeleteTopicDialog
 
         base = self._base_revision()
@@ -257,7 +255,7 @@ class RecordActions:
         """``path`` in ``$EDITOR``; on return the text is validated: valid saves (one
         transaction, compare-and-set on the revision it was read at), invalid opens the
         in-app editor on that text with every error on its line. Nothing typed is lost."""
-        from ..editor_model import read_topic_text, save_topic_text, validate_topic_text
+        from ..model.editor import read_topic_text, save_topic_text, validate_topic_text
         from .external_editor import hand_to_editor
 
         state_dir, kw = self.app.state_dir, self._tx_options()
@@ -279,7 +277,7 @@ class RecordActions:
         self.off_thread(lambda: validate_topic_text(state_dir, path, edited), checked)
 
     def _outside_saved(self, path: str, edited: str, revision: str | None, saved: Any) -> None:
-        from .. import record_actions as ra
+        from ..model import records as ra
 
         result = saved.result
         if saved.ok:

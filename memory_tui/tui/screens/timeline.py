@@ -14,7 +14,7 @@ from textual.widgets import OptionList, Tree
 from textual.widgets.option_list import Option
 
 from .. import commands as registry
-from ..data import TimelineRowVM
+from ..model.data import TimelineRowVM
 from ..render import render_markdown
 from ..widgets.records import highlighted_key, restore_highlight
 from .base import ViewScreen, topic_name

@@ -16,7 +16,7 @@ from textual.events import Resize
 from textual.widgets import OptionList, Static, Tree
 
 from .. import commands as registry
-from ..data import RecordVM, TopicVM
+from ..model.data import RecordVM, TopicVM
 from ..widgets import RecordList, SourcePane
 from ..widgets.records import RecordOption
 from ..widgets.tree import walk

@@ -8,7 +8,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
-from ..insights_model import AlternativePairVM, AlternativeSideVM
+from ..model.insights import AlternativePairVM, AlternativeSideVM
 
 
 def side_text(side: AlternativeSideVM, label: str, *, ascii: bool = False) -> Text:

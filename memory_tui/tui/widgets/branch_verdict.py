@@ -21,7 +21,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from memory_tui.tui.sessions_model import BranchVerdictVM, EvidenceVM
+from memory_tui.tui.model.sessions import BranchVerdictVM, EvidenceVM
 
 # Evidence fields that hold a Unix time (meta.json and the registry's updated_at, a node's
 # created_at); session-end.json maps a session id to the updated_at the watcher handled.

@@ -19,7 +19,7 @@ from textual.widgets.option_list import Option
 
 from memory_tui.core.format.text import sanitize
 
-from ..editor_model import Diagnostic
+from ..model.editor import Diagnostic
 
 
 class DiagnosticOption(Option):

@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from ..insights_model import EvidenceRowVM
+from ..model.insights import EvidenceRowVM
 
 _GLYPHS = {
     False: {"multi": "\u25cf", "single": "\u25cb", "pending": "\u26a0", "sep": "\u00b7"},

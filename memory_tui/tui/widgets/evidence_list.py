@@ -14,7 +14,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable
 
-from ..insights_model import EVIDENCE_SORTS, EvidenceRowVM, sort_rows
+from ..model.insights import EVIDENCE_SORTS, EvidenceRowVM, sort_rows
 
 COLUMNS = ("record", "topic", "sess", "days", "br", "backing", "pending", "episode", "content")
 

@@ -8,7 +8,7 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import Static
 
-from ..data import WorkspaceModel
+from ..model.data import WorkspaceModel
 from ..render import UNICODE, Glyphs
 
 

@@ -17,7 +17,7 @@ from textual.message import Message
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from ..insights_model import HistoryVM, VersionVM
+from ..model.insights import HistoryVM, VersionVM
 from .diff_view import render_unified, unified_rows
 
 def render_diff(old: str | None, new: str | None, *, removed: bool = False, first: bool = False,

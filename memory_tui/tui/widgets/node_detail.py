@@ -21,7 +21,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from memory_tui.sessions import graph as G
-from memory_tui.tui.sessions_model import CitationVM, NodeDetailVM
+from memory_tui.tui.model.sessions import CitationVM, NodeDetailVM
 
 from .branch_verdict import evidence_line, raw_times
 

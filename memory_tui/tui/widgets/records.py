@@ -14,7 +14,7 @@ from rich.text import Text
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option, OptionDoesNotExist
 
-from ..data import FrameVM, RecordVM, SourceLinkVM, WorkspaceModel
+from ..model.data import FrameVM, RecordVM, SourceLinkVM, WorkspaceModel
 from ..render import Glyphs, record_markdown, render_markdown
 
 

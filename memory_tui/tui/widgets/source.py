@@ -7,7 +7,7 @@ from textual.widgets import Static
 
 from memory_tui.core.format.errors import Problem
 
-from ..data import FrameVM
+from ..model.data import FrameVM
 from ..render import Glyphs
 
 

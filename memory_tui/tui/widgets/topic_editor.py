@@ -41,7 +41,7 @@ from textual.widgets import TextArea
 
 from memory_tui.core.format.text import sanitize
 
-from ..editor_model import Diagnostic
+from ..model.editor import Diagnostic
 
 DEBOUNCE_SECONDS = 0.3
 ERROR_STYLE = Style(color="red", underline=True)

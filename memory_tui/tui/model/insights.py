@@ -2,18 +2,25 @@
 models. Text that came from disk passes through ``sanitize`` here, once, so no widget ever
 draws a terminal control sequence; diffs are computed here with ``difflib`` so widgets only
 draw lines.
+
+The entry points at the end (``load_insights``, ``record_alternatives``, ``target_history``,
+the revert) run the insights engine on a loaded ``WorkspaceModel``'s snapshots, in workers:
+the figures follow the first paint, never delay it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from memory_tui.core.format.text import sanitize
 from memory_tui.insights.alternatives import AlternativePair, AlternativeSide
 from memory_tui.insights.evidence import SORT_KEYS, RecordEvidence, sort_evidence
 from memory_tui.insights.history import History, Version
 from memory_tui.insights.summary import InsightSummary
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .data import WorkspaceModel
 
 EVIDENCE_SORTS = tuple(SORT_KEYS)  # "weakest", "sessions", "days", "branches", "pending", "topic", "id"
 
@@ -74,8 +81,8 @@ class DiffLine:
 def diff_lines(old: str | None, new: str | None, *, context: int = 3) -> tuple[DiffLine, ...]:
     """A unified diff of two texts as typed lines (no file headers). ``None`` = absent.
 
-    Built on ``widgets.diff_view.unified_rows``: the app has one diff computation."""
-    from .widgets.diff_view import unified_rows
+    Built on ``model.diff.unified_rows``: the app has one diff computation."""
+    from .diff import unified_rows
 
     kinds = {"@": "hunk", "+": "add", "-": "remove", " ": "context"}
     a = sanitize(old) if old is not None else ""
@@ -199,3 +206,86 @@ def view_models(summary: InsightSummary) -> tuple[tuple[EvidenceRowVM, ...], Ins
     :func:`memory_tui.insights.summary.summarize` call (the alternatives list is built on
     demand with :func:`alternative_pairs` over :func:`memory_tui.insights.alternatives.alternatives`)."""
     return evidence_rows(summary.evidence), InsightCountsVM.of(summary)
+
+
+# ---------------------------------------------------------------------------------------
+# evidence, history + revert, alternatives. Computed off the first
+# paint (``summarize`` costs ~1.5 s on 20 000 records): the app calls ``load_insights`` in a
+# worker after a model lands, and the header/badges appear when it is ready.
+
+
+@dataclass(frozen=True)
+class InsightsVM:
+    revision: str  # the model revision the figures belong to
+    rows: tuple[Any, ...]  # insights_model.EvidenceRowVM, one per record
+    counts: Any  # insights_model.InsightCountsVM
+    lists: Mapping[str, frozenset[str]] = field(default_factory=dict)  # "single" | "pending" | "alternatives" -> ids
+    by_id: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def row(self, memory_id: str) -> Any:
+        return self.by_id.get(memory_id)
+
+    def rows_in(self, which: str | None) -> tuple[Any, ...]:
+        """The rows of one header list (``None``: every record)."""
+        if which is None:
+            return self.rows
+        ids = self.lists.get(which, frozenset())
+        return tuple(r for r in self.rows if r.memory_id in ids)
+
+
+def insights_key(model: WorkspaceModel) -> tuple[Any, ...]:
+    """What a model's insight figures depend on: its memory revision and its sessions (the
+    first stage's model has none yet; turns can arrive without a new revision)."""
+    return (model.revision, model.sessions_loaded, model.fingerprints.get("sessions"))
+
+
+def load_insights(model: WorkspaceModel) -> InsightsVM | None:
+    """The insight figures of ``model``'s snapshot; ``None`` when there is no memory."""
+    if model.state is None or not model.memory_exists:
+        return None
+    from memory_tui.insights.summary import summarize
+
+    summary = summarize(model.state, model.session_snapshot)
+    rows, counts = view_models(summary)
+    lists = {
+        "single": frozenset(summary.single_episode),
+        "pending": frozenset(summary.pending_sources),
+        "alternatives": frozenset(summary.alternative_records),
+    }
+    return InsightsVM(model.revision, rows, counts, lists, {r.memory_id: r for r in rows})
+
+
+def record_alternatives(model: WorkspaceModel, memory_id: str | None = None) -> tuple[Any, ...]:
+    """The alternative pairs (``AlternativePairVM``) that ``memory_id`` is in (every pair with
+    ``None``). Built on demand: the full pair list can be large, the header only counts."""
+    if model.state is None or not model.memory_exists:
+        return ()
+    from memory_tui.insights.alternatives import alternatives
+
+    pairs = alternatives(model.state, model.session_snapshot)
+    if memory_id is not None:
+        pairs = tuple(p for p in pairs if memory_id in (p.a.memory_id, p.b.memory_id))
+    return alternative_pairs(pairs)
+
+
+def target_history(model: WorkspaceModel, target: str) -> Any:
+    """``HistoryVM`` of a record (``^id`` or ``id``) or topic path; raises ``MemoryError``."""
+    from memory_tui.insights.history import history
+
+    return HistoryVM.of(history(model.state, target))
+
+
+def plan_target_revert(model: WorkspaceModel, target: str, commit: str) -> Any:
+    """``RevertPlan`` for the confirm dialog; raises ``MemoryError`` when it cannot be planned."""
+    from memory_tui.insights.history import plan_revert
+
+    return plan_revert(model.state, target, commit)
+
+
+def revert_target(model: WorkspaceModel, target: str, commit: str, base_revision: str | None,
+                  git_env: Mapping[str, str] | None = None) -> Any:
+    """Install the revert through the transactional core (``RevertResult``; never raises for a
+    refusal). ``base_revision`` is the revision the owner confirmed against."""
+    from memory_tui.insights.history import revert
+
+    return revert(model.state, target, commit, base_revision=base_revision, git_env=git_env)

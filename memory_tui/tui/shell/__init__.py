@@ -1,0 +1,2 @@
+"""The app shell's parts, mixed into ``MemoryApp`` by responsibility: loading and watching
+the model, the job flow, navigation between views, problems."""
