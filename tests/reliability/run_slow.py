@@ -52,6 +52,8 @@ def _deadline(until: str | None) -> float | None:
     hh, mm = (int(x) for x in until.split(":"))
     now = dt.datetime.now()
     end = now.replace(hour=hh, minute=mm, second=0, microsecond=0)
+    if end <= now:  # a run started before midnight that is to end after it
+        end += dt.timedelta(days=1)
     return time.monotonic() + (end - now).total_seconds()
 
 
