@@ -86,13 +86,22 @@ def run_once(master: Path, work: Path, timeout: float | None) -> dict:
     t0 = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-c", CHILD, str(state)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=env, cwd=REPO)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-        finished = True
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, _ = proc.communicate()
-        finished = False
+    # the child's own high-water mark, read while it runs: a run stopped by the timeout never
+    # reports it (and ru_maxrss would be the parent's size at fork, which built the big text)
+    hwm = 0
+    finished = True
+    while proc.poll() is None:
+        try:
+            with open(f"/proc/{proc.pid}/status") as fh:
+                hwm = max([hwm] + [int(line.split()[1]) for line in fh if line.startswith("VmHWM:")])
+        except (OSError, ValueError):
+            pass
+        if timeout is not None and time.monotonic() - t0 > timeout:
+            proc.kill()
+            finished = False
+            break
+        time.sleep(0.5)
+    out, _ = proc.communicate()
     wall = time.monotonic() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -109,7 +118,7 @@ def run_once(master: Path, work: Path, timeout: float | None) -> dict:
             pass
     else:
         # killed by the timeout: the high-water mark was not reported; the last figure is the floor
-        row.update(exit=None, peak_mb=round(after.ru_maxrss / 1024))
+        row.update(exit=None, peak_mb=round(hwm / 1024))
     return row
 
 
