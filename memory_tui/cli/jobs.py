@@ -138,6 +138,8 @@ def cmd_write(args: argparse.Namespace) -> int:
             line += " → " + ", ".join(sanitize(t) for t in b.changed_topics)
         if b.reason_code:
             line += f" [{b.reason_code}]"
+        elif b.message and b.result in ("written", "recovered"):
+            line += f" ({sanitize(b.message)})"
         print(line)
     written = [b for b in report.batches if b.result in ("written", "recovered", "planned")]
     print(

@@ -197,6 +197,9 @@ def topics_cite_any(memory_root: Path, source_ids: Iterable[str]) -> bool:
 def run_writer(ctx: Context, task: WriteTask, *, restricted: bool = True) -> WriterOutcome:
     """Run ``ctx.writer`` on ``task`` through a transaction port; its runs (and the commit
     audit) always reach ``agent-history.jsonl``, also when it raises."""
+    from memory_tui.pipeline.bounded import bound_task
+
+    task = bound_task(task, ctx.threshold, ctx.counter)  # one call never gets an unbounded turn
     port = TransactionPort(ctx.memory_root, restricted=restricted, counter=ctx.counter)
     writer = ctx.writer
     assert writer is not None  # set in __post_init__

@@ -33,6 +33,7 @@ from memory_tui.core.store.archives import append_records
 from memory_tui.core.store.workspace import load_runtime_state
 from memory_tui.pipeline import recovery
 from memory_tui.pipeline import status as st
+from memory_tui.pipeline.bounded import clipped_note
 from memory_tui.pipeline.batching import Batch, first_batch, plan_batches, total_tokens, unforced_gate
 from memory_tui.pipeline.context import (
     Context,
@@ -156,9 +157,11 @@ def write_batch(ctx: Context, bs: BranchState, batch: Batch, workspace_id: str, 
     marks.write_intent(ctx.layout.runtime_dir, session.id, ids, workspace_id, source_ids=source_ids, extra=plan)
     ctx.emit(JobPhase.WRITER, len(report.batches), None, f"{session.id} {bs.tip}: writing {len(ids)} turns, {batch.tokens} tokens")
     outcome = run_writer(ctx, task)
+    clipped = clipped_note(turns, ctx.threshold)
     if outcome.changed:
         br.result = "written"
         br.changed_topics = list(outcome.changed_topics)
+        br.message = clipped
     elif topics_cite_any(ctx.memory_root, source_ids):
         br.result = "recovered"
         br.message = "the topics already cite this batch (an earlier install landed before its marks)"

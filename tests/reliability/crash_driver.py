@@ -207,8 +207,33 @@ def give_work(op: str, state: Path) -> None:
     _commit(state, f"crash driver: give {op} work")
 
 
+_PYCACHE: list[str] = []
+
+
+def _bytecode_prefix() -> str | None:
+    """Where PYTHONDONTWRITEBYTECODE is set and no prefix is given, every child compiled all
+    it imported again (a quarter of a child's CPU, most of it after ``go``, so many kills
+    landed in the compiler). The children write their bytecode into a folder of this run's
+    own instead and the next child reads it. Not the package alone: with a prefix set Python
+    looks for every module's bytecode there, the standard library's too."""
+    if os.environ.get("PYTHONPYCACHEPREFIX") or not (sys.flags.dont_write_bytecode or os.environ.get("PYTHONDONTWRITEBYTECODE")):
+        return None
+    if not _PYCACHE:
+        import atexit
+        import tempfile
+
+        prefix = tempfile.mkdtemp(prefix="memory-tui-crash-pycache-")
+        atexit.register(shutil.rmtree, prefix, ignore_errors=True)
+        _PYCACHE.append(prefix)
+    return _PYCACHE[0]
+
+
 def _env() -> dict[str, str]:
     env = dict(os.environ)
+    prefix = _bytecode_prefix()
+    if prefix:
+        env["PYTHONPYCACHEPREFIX"] = prefix
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     env.update({"GIT_AUTHOR_DATE": "2026-01-01T00:00:00+00:00", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+00:00"})
     return env
@@ -280,7 +305,8 @@ def recover_open(state: Path) -> None:
 
 
 def temp_files(state: Path) -> set[str]:
-    """Every ``*.tmp`` file under the state directory (git's own objects aside)."""
+    """Every ``*.tmp`` file under ``state`` (a state directory, or the user cache dir; git's own
+    objects aside)."""
     out = set()
     for dirpath, dirnames, filenames in os.walk(state):
         if ".git" in dirnames:
@@ -291,7 +317,8 @@ def temp_files(state: Path) -> set[str]:
     return out
 
 
-def check(state: Path, before_ids: set[str], before_marks: dict, before_rev: str, before_temps: set[str] = frozenset()) -> list[str]:
+def check(state: Path, before_ids: set[str], before_marks: dict, before_rev: str, before_temps: set[str] = frozenset(),
+          cache_dir: Path | None = None, before_cache_temps: set[str] = frozenset()) -> list[str]:
     from memory_tui.core.format.sources import SourceIndex
     from memory_tui.core.store.workspace import open_state, workspace_revision
 
@@ -322,6 +349,10 @@ def check(state: Path, before_ids: set[str], before_marks: dict, before_rev: str
     temps = temp_files(state) - set(before_temps)
     if temps:
         bad.append(f"temp files left: {sorted(temps)[:5]}")
+    if cache_dir is not None:
+        cache_temps = temp_files(cache_dir) - set(before_cache_temps)
+        if cache_temps:
+            bad.append(f"temp files left in the user cache dir: {sorted(cache_temps)[:5]}")
     dirty = _git_dirty(mem)
     if dirty:
         bad.append(f"git differs from the installed revision: {dirty.splitlines()[:3]}")
@@ -394,7 +425,25 @@ def run(op: str, trials: int, *, seed: int = 0, work: Path, shared: Path | None 
         stop_at: float | None = None, progress=None) -> Figures:
     """``trials`` kills of ``op``; stops early (fewer trials, reported) once ``time.monotonic()``
     passes ``stop_at``, and calls ``progress(figures)`` after every trial so a caller can keep
-    partial figures that survive the run being stopped."""
+    partial figures that survive the run being stopped.
+
+    The children and the checks use a user cache dir of the run's own (kept warm across its
+    trials, as a user's is), so a temp file a kill leaves there is seen and nobody else's is."""
+    cache_dir = work / "user-cache"
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    saved = os.environ.get("MEMORY_TUI_CACHE_DIR")
+    os.environ["MEMORY_TUI_CACHE_DIR"] = str(cache_dir)
+    try:
+        return _run(op, trials, seed=seed, work=work, shared=shared, stop_at=stop_at, progress=progress, cache_dir=cache_dir)
+    finally:
+        if saved is None:
+            os.environ.pop("MEMORY_TUI_CACHE_DIR", None)
+        else:
+            os.environ["MEMORY_TUI_CACHE_DIR"] = saved
+
+
+def _run(op: str, trials: int, *, seed: int, work: Path, shared: Path | None, stop_at: float | None, progress,
+         cache_dir: Path) -> Figures:
     rng = random.Random(f"{op}-{seed}")
     figures = Figures(op)
     work.mkdir(parents=True, exist_ok=True)
@@ -455,12 +504,13 @@ def run(op: str, trials: int, *, seed: int = 0, work: Path, shared: Path | None 
 
         before_rev = workspace_revision(mem)
         before_temps = temp_files(state)
+        before_cache_temps = temp_files(cache_dir)
         killed, _ = _run_child(_child_argv(op, state, n, work), rng.uniform(0.0, duration * 1.05))
         figures.trials += 1
         figures.killed += killed
         try:
             recover_open(state)
-            bad = check(state, before_ids - folded, before_marks, before_rev, before_temps)
+            bad = check(state, before_ids - folded, before_marks, before_rev, before_temps, cache_dir, before_cache_temps)
             steps = expected[n % variants]
             got = snapshot(state)
             kind = classify(op, got, old, steps)

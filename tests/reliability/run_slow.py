@@ -52,7 +52,36 @@ def _deadline(until: str | None) -> float | None:
     hh, mm = (int(x) for x in until.split(":"))
     now = dt.datetime.now()
     end = now.replace(hour=hh, minute=mm, second=0, microsecond=0)
+    if end <= now:  # a run started before midnight that is to end after it
+        end += dt.timedelta(days=1)
     return time.monotonic() + (end - now).total_seconds()
+
+
+def _parallel(args: argparse.Namespace, ops: list[str]) -> int:
+    """Each operation in a run_slow child of its own (its own work folder, user cache dir and
+    time share: the whole of ``--until``); returns the failures they report."""
+    procs = []
+    for op in ops:
+        argv = [sys.executable, str(Path(__file__).resolve()), "--ops", op, "--trials", str(args.trials), "--fuzz", "0",
+                "--seed", str(args.seed)]
+        if args.until:
+            argv += ["--until", args.until]
+        if args.out:
+            argv += ["--out", f"{args.out}.{op}"]
+        procs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, text=True))
+    failed = 0
+    for proc in procs:
+        out, _ = proc.communicate()
+        lines = out.splitlines()
+        for line in lines[1:]:  # the first is the heading this process printed already
+            if line.startswith("failures remaining: "):
+                failed += int(line.split(": ", 1)[1])
+            else:
+                print(line, flush=True)
+        if proc.returncode not in (0, 1):
+            failed += 1
+            print(f"  a child run stopped with exit {proc.returncode}", flush=True)
+    return failed
 
 
 def main() -> int:
@@ -66,6 +95,9 @@ def main() -> int:
     ap.add_argument("--fuzz-minutes", type=float, default=10.0, help="share of --until reserved for the fuzzers")
     ap.add_argument("--contention", type=int, default=0, metavar="N",
                     help="also run the contention test with N accepted transactions per process (the issue's size: 200)")
+    ap.add_argument("--parallel", action="store_true",
+                    help="run the operations at once, one child process each (figures as without it; "
+                         "--out FILE gets one FILE.<op> per operation)")
     args = ap.parse_args()
     shared = Path(os.environ.get("MEMORY_TUI_SHARED", cd.REPO.parent / "shared"))
     log = Log(args.out)
@@ -74,6 +106,9 @@ def main() -> int:
     failed = 0
     log(kind="start", trials=args.trials, fuzz=args.fuzz, ops=ops, seed=args.seed, until=args.until)
     print(f"crash consistency: {args.trials} kill -9 trials per operation (seed {args.seed})")
+    if args.parallel and len(ops) > 1:
+        failed += _parallel(args, ops)
+        ops = []
     for i, op in enumerate(ops):
         t0 = time.monotonic()
         stop_at = None

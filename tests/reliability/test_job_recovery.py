@@ -352,6 +352,28 @@ def test_the_next_open_removes_temp_files_of_dead_processes_only(work_state):
     assert [p.name for p in kept if not p.exists()] == []
 
 
+def test_the_next_open_removes_dead_temps_in_the_user_cache_too(work_state, tmp_path, monkeypatch):
+    """The session index, token memo, outline and layout tables live in the user cache dir,
+    outside every state dir; a kill while one of them is replaced leaves its temp there."""
+    from memory_tui.core.fsutil import user_cache_dir
+
+    monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path / "user-cache"))
+    root = user_cache_dir()
+    dead, live = _dead_pid(), os.getppid()
+    for sub in ("sessions", "o200k-counts", "outline", "layouts", "overviews"):
+        (root / sub).mkdir(parents=True)
+    gone = [root / "sessions" / f".index.pack.{dead}.140.tmp", root / "o200k-counts" / f".3f.bin.{dead}.140.tmp",
+            root / "outline" / f".ab.json.{dead}.140.tmp", root / "layouts" / f".cd.bin.{dead}.7.tmp",
+            root / "overviews" / f".ef.bin.{dead}.7.tmp"]
+    kept = [root / "sessions" / f".index.pack.{live}.140.tmp",  # a live reader is about to rename it
+            root / "outline" / "notes.tmp"]  # not a name memory-tui writes
+    for p in gone + kept:
+        p.write_text("half")
+    _open(work_state)
+    assert [p.name for p in gone if p.exists()] == []
+    assert [p.name for p in kept if not p.exists()] == []
+
+
 def test_the_next_open_removes_dead_node_temps_of_a_killed_marking(work_state):
     sid = "local_9f1e2d3c4b"
     hist = work_state / "sessions" / sid / "history"

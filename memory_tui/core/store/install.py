@@ -854,9 +854,12 @@ def _outermost(layout: Layout) -> bool:
 
 
 def _remove_dead_temps(layout: Layout) -> None:
+    from ..fsutil import user_cache_dir
     from .leftovers import remove_dead_temps
 
-    remove_dead_temps([(layout.runtime_dir, True)])
+    # The user cache dir too: the session index, token memo, outline and layout tables are
+    # replaced there through the same pid-named temps, and a kill leaves them just the same.
+    remove_dead_temps([(layout.runtime_dir, True), (user_cache_dir(), True)])
 
 
 def _run_open_steps(layout: Layout) -> None:

@@ -15,7 +15,9 @@ the write lock, or this very process) keeps its temp files: it is about to renam
 pid reused by an unrelated process only delays the removal until that process ends.
 
 Where: the runtime folder and everything under it (runtime files, archive temps, the parse,
-view and proof caches) and, for the sessions a marks intent names, their ``history/``. The
+view and proof caches), memory-tui's user cache dir (session index, token memo, outline,
+layout and overview tables: shared by every state, so only the pid decides) and, for the
+sessions a marks intent names, their ``history/``. The
 session folders are not all walked at every open: a node file is only ever rewritten by a
 mark, and every mark happens while an intent naming its session is on disk.
 """

@@ -34,6 +34,9 @@ class Turn:
     session_id: str = ""
     session_title: str = ""
     tokens: int = 0
+    # > 0 when ``text`` is only the start of the turn: the whole turn's token count (the
+    # rest is in the archive under ``source_id``; see ``pipeline.bounded``)
+    clipped_from: int = 0
 
     @property
     def date(self) -> str:

@@ -118,6 +118,8 @@ def build_user_prompt(task: WriteTask, topics: Mapping[str, str], rejection: str
     parts += ["", f"New conversation turns (observed {task.observed}):"]
     for t in task.turns:
         obj = {"ref": t.source_id, "time": t.timestamp or "undated", "speaker": t.speaker, "text": t.text}
+        if t.clipped_from:  # the writer sees that it has the start of the turn only
+            obj["shown"] = f"the first {t.tokens} of {t.clipped_from} tokens; the whole turn is archived under this ref"
         parts.append(json.dumps(obj, ensure_ascii=False).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
     if task.topic:
         parts += ["", f"Put new records in {task.topic}."]
