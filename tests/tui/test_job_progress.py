@@ -117,7 +117,7 @@ async def test_with_the_watcher_a_batch_reloads_its_sessions_and_the_topics_wait
     # live reload on, as an owner runs it: after a batch the pending count follows, but the
     # topic views are not rebuilt beside the job (most of what the app spent beyond the CLI);
     # the reload at the job's end brings them
-    import memory_tui.tui.app as app_mod
+    import memory_tui.tui.shell.loading as app_mod  # where the app's reloads call the loader
 
     reached, release = _gate_at(monkeypatch, "batch", 1)
     app = make_app(fixture_state, watch=True)

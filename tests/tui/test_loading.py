@@ -90,7 +90,9 @@ async def test_one_file_reload_reads_only_that_file(fixture_state, monkeypatch):
 
         # Count what the engine reads as topic files (its one topic reader). The workspace
         # revision, a hash of every file's bytes, is not counted: it is the engine's.
-        from memory_tui.core.format.topics import files as topics_mod  # the room whose reader looks it up
+        import sys
+
+        from memory_tui.core.format.topics import files as topics_mod
 
         read: list[str] = []
         real = topics_mod.read_topic_file
@@ -99,7 +101,12 @@ async def test_one_file_reload_reads_only_that_file(fixture_state, monkeypatch):
             read.append("topics/" + rel_path)
             return real(topics_dir, rel_path)
 
-        monkeypatch.setattr(topics_mod, "read_topic_file", counting_read)
+        # every module that looks the reader up by its own name
+        users = [m for name, m in list(sys.modules.items())
+                 if name.startswith("memory_tui.") and getattr(m, "read_topic_file", None) is real]
+        assert topics_mod in users
+        for mod in users:
+            monkeypatch.setattr(mod, "read_topic_file", counting_read)
         before = seen.count(ModelApplied)
         app.load_in_background({"memory/" + rel})
         await settle(pilot, app)
