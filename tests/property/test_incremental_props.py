@@ -40,6 +40,13 @@ def master(bench_state_small, tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def sources(master) -> list[str]:
+    """The trusted source ids the generated records cite: the master's, the same for every
+    example (a fresh load of its archives each time was the same list, recomputed)."""
+    return sorted(SourceIndex.load(master / "memory").trusted_ids())
+
+
 def _bytes(mem: Path) -> dict[str, bytes]:
     out = {}
     for dirpath, dirnames, filenames in os.walk(mem):
@@ -206,13 +213,11 @@ def _fresh_matches(master: Path, base: Path, ops, sources, want, want_bytes, dam
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=OPS, damages=DAMAGES)
-def test_cached_edit_sequence_equals_full_rebuild(master, tmp_path_factory, ops, damages, monkeypatch):
+def test_cached_edit_sequence_equals_full_rebuild(master, sources, tmp_path_factory, ops, damages, monkeypatch):
     base = tmp_path_factory.mktemp("seq")
     incr, full = base / "incr", base / "full"
     shutil.copytree(master, incr, symlinks=True)
     shutil.copytree(master, full, symlinks=True)
-    index = SourceIndex.load(master / "memory")
-    sources = sorted(index.trusted_ids())
     txcache.clear_caches()
     got_incr = []
     for op, n in ops:
