@@ -139,6 +139,37 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+# pytest-xdist hands out tests in collection order, one at a time as a worker runs low. A long
+# test collected late (the crash drivers sit in tests/reliability, after most of the suite) kept
+# one worker busy for tens of seconds after the other had run out of work. Under xdist the
+# tests with a recorded duration run first, longest first (the classic longest-processing-time
+# order: the run ends with short tests, so the two workers finish together); every other test
+# keeps its collection order after them. Both workers sort the same file the same way, as
+# xdist requires. A run without xdist keeps the plain order (module fixtures set up once).
+# Tests of an ``xdist_group`` keep their order: a group is handed out whole. Refresh the file
+# after a quiet run: ``python tests/durations.py JUNIT.xml`` (see its doc).
+DURATIONS = Path(__file__).with_name("durations.json")
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    try:
+        recorded = json.loads(DURATIONS.read_text(encoding="utf-8"))["seconds"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # no file or a damaged one: the plain order, only slower to finish
+
+    def key(pair):
+        i, item = pair
+        if item.get_closest_marker("xdist_group") is not None:
+            # a group is one unit of work, run in its own order (a summary test comes last)
+            return (1, 0.0, i)
+        secs = recorded.get(item.nodeid)
+        return (0, -float(secs), i) if isinstance(secs, (int, float)) else (1, 0.0, i)
+
+    items[:] = [item for _, item in sorted(enumerate(items), key=key)]
+
+
 def _unpack(dest: Path) -> Path:
     with tarfile.open(FIXTURE_TGZ) as tar:
         tar.extractall(dest, filter="tar")
