@@ -44,7 +44,8 @@ def main() -> int:
             if secs >= args.min:
                 nid = nodeid(case)
                 seconds[nid] = round(max(secs, seconds.get(nid, 0.0)), 1)
-    body = {"about": "seconds per test, only their ranking matters (conftest.py runs them longest first under xdist); tests/durations.py writes it from the junit XML of a quiet run",
+    body = {"about": ("seconds per test, only their ranking matters (conftest.py runs them longest first under "
+                      "xdist); tests/durations.py writes it from the junit XML of a quiet run"),
             "seconds": dict(sorted(seconds.items(), key=lambda kv: (-kv[1], kv[0])))}
     args.out.write_text(json.dumps(body, indent=1) + "\n", encoding="utf-8")
     print(f"{len(seconds)} tests of {args.min} s or more -> {args.out}")
