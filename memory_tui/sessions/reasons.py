@@ -131,6 +131,22 @@ class SessionExplanation:
     def session(self) -> Session:
         return self.analysis.session
 
+    def tip_for(self, node_id: str) -> str | None:
+        """The tip whose verdict explains ``node_id``: the one its best verdict came from, else
+        the node itself when it is a tip, else the first tip (the head first) whose chain holds
+        it. ``overview.SessionOverview.tip_of`` is the fast path of this (a property test)."""
+        verdict = self.nodes.get(node_id)
+        if verdict is not None and verdict.tip in self.tips:
+            return verdict.tip
+        if node_id in self.tips:
+            return node_id
+        head = self.session.head_id
+        order = [head, *self.tips] if head in self.tips else list(self.tips)
+        for tip in order:
+            if any(n.id == node_id for n in self.analysis.tips[tip].chain):
+                return tip
+        return None
+
     def to_json(self) -> dict[str, Any]:
         out = self.analysis.to_json()
         out["reasons"] = [r.to_json() for r in self.reasons]

@@ -552,17 +552,7 @@ class SessionsModel:
         ov = self.overviews.get(sid)
         if ov is not None:
             return ov.tip_of.get(node_id)
-        se = self.session(sid)
-        verdict = se.nodes.get(node_id)
-        if verdict is not None and verdict.tip in se.tips:
-            return verdict.tip
-        if node_id in se.tips:
-            return node_id
-        order = [se.session.head_id, *se.tips] if se.session.head_id in se.tips else list(se.tips)
-        for tip in order:
-            if any(n.id == node_id for n in se.analysis.tips[tip].chain):
-                return tip
-        return None
+        return self.session(sid).tip_for(node_id)
 
     def node_detail(self, sid: str, node_id: str) -> NodeDetailVM:
         """The node as the detail pane shows it. Before the session is explained (see
