@@ -113,3 +113,20 @@ def test_a_refresh_keeps_the_switches_it_was_opened_with(tmp_path, monkeypatch):
     view = open_state(state, switches=Switches(derive="check"))
     set_derive(monkeypatch, "full")  # the environment moves on; the snapshot's switches do not
     assert refresh(view).switches == Switches(derive="check")
+
+
+# Where the process-wide switches may be read: the entry points (the CLI's start; the public
+# functions' default argument) and the crash hook, which counts crash points over the whole
+# process by design. Everything else is handed the switches by its caller.
+READERS = {"cli/__init__.py", "core/tx/api.py", "core/store/workspace.py", "core/store/install.py", "core/switches.py"}
+
+
+def test_only_the_entry_points_read_the_process_wide_switches():
+    root = Path(__file__).resolve().parents[2] / "memory_tui"
+    readers = set()
+    for path in root.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        if "switches.current()" in text or "import current" in text and "switches import" in text \
+                or "current_switches()" in text:
+            readers.add(path.relative_to(root).as_posix())
+    assert readers <= READERS, sorted(readers - READERS)
