@@ -62,23 +62,11 @@ def sessions(draw):
 
 
 def _reference_row(se) -> dict:
-    """The list row's figures as the Sessions model derived them from the engine's analysis."""
-    sa = se.analysis
-    pending: set[str] = set()
-    foreign: set[str] = set()
-    stranded: set[str] = set()
-    tokens = live = 0
-    offered = set(sa.forced_order)
-    for tip, ta in sa.tips.items():
-        foreign.update(r.id for r in ta.foreign)
-        stranded.update(r.id for r in ta.stranded)
-        live += not ta.archived
-        if tip in offered:
-            pending.update(r.id for r in ta.recordset.records if r.id not in ta.marked)
-            tokens = max(tokens, ta.pending_tokens)
-    return {"pending_turns": len(pending), "pending_tokens": tokens, "foreign": len(foreign),
-            "stranded": len(stranded), "live": live, "runtime_only": tuple(se.runtime_only_tips),
-            "tips": tuple(sa.tips)}
+    """The list row's figures as the engine derives them (the Sessions model's fallback)."""
+    f = se.row_figures()
+    return {"pending_turns": f.pending_turns, "pending_tokens": f.pending_tokens, "foreign": f.foreign,
+            "stranded": f.stranded, "live": f.live_tips, "runtime_only": f.runtime_only_tips,
+            "tips": tuple(se.analysis.tips)}
 
 
 @SETTINGS
