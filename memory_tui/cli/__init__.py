@@ -50,8 +50,8 @@ VERB_MODULE = {
 }
 # verbs that load the workspace, do one thing and exit run without the cyclic
 # garbage collector. A fresh ``edit``/``apply`` unpickles millions of objects from the
-# persistent caches; with the collector on, every generation pass walks them again (~0.4 s of
-# a 1.2 s ``apply`` at scale 1) while they can never be garbage before the process ends.
+# persistent caches; with the collector on, every generation pass walks them again (a third
+# of a fresh ``apply``: benchmarks/README.md) while they can never be garbage before the process ends.
 # Reference counting still frees everything acyclic; the app, the demo and the writer jobs
 # (long-lived, or many LLM rounds) keep the collector.
 ONE_SHOT_VERBS = frozenset(("status", "why", "topics", "show", "edit", "apply", "views", "record",
@@ -111,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         finally:  # main() also runs inside other processes (tests, the app's jobs)
             if program:
                 # interpreter shutdown runs one last full collection whatever
-                # gc.disable() said, walking every object the caches unpickled (~0.15 s of
-                # a 0.75 s ``apply`` at scale 1) just before the process frees them all
+                # gc.disable() said, walking every object the caches unpickled (a fifth of
+                # a fresh ``apply``) just before the process frees them all
                 # anyway. Frozen objects are skipped by it; atexit handlers, flushing and
                 # the exit code are untouched (unlike os._exit).
                 gc.freeze()

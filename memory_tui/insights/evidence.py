@@ -70,8 +70,11 @@ class CitedSource:
         }
 
 
-@dataclass(frozen=True, slots=True)  # one per record/citation, built on every reload
-class RecordEvidence:
+@dataclass(frozen=True, slots=True)
+class EvidenceFigures:
+    """One record's figures, what every view of its evidence shows and sorts by (the app's row
+    is this with its text sanitised: ``tui.model.insights.EvidenceRowVM``)."""
+
     memory_id: str
     topic_path: str  # workspace-relative, "topics/people/ada.md"
     line: int
@@ -84,14 +87,23 @@ class RecordEvidence:
     pending_sources: int
     untrusted_sources: int
     single_episode: bool
-    citations: tuple[CitedSource, ...]
-    episodes: tuple[str, ...]  # distinct episodes, first-cited first
-    day_list: tuple[str, ...]  # distinct days, sorted
 
     @property
     def strength(self) -> tuple[int, int, int, int]:
         """A sort key, weakest first: episodes, days, lines, then owner backing."""
         return (self.sessions, self.days, self.branches, 1 if self.owner_backed else 0)
+
+
+# the figures after the text fields, in field order (a view that rewrites the text keeps these)
+COUNT_FIELDS = ("sessions", "days", "branches", "owner_backed", "assistant_only", "pending_sources",
+                "untrusted_sources", "single_episode")
+
+
+@dataclass(frozen=True, slots=True)  # one per record/citation, built on every reload
+class RecordEvidence(EvidenceFigures):
+    citations: tuple[CitedSource, ...]
+    episodes: tuple[str, ...]  # distinct episodes, first-cited first
+    day_list: tuple[str, ...]  # distinct days, sorted
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -41,7 +41,7 @@ from .kept import live_turns
 from .records import MARK_KEY, PendingCount, SessionAnalysis, analyze_session, status_pending_count
 from .store import Session, SessionSnapshot, discover, load_sessions, session_content_key
 
-FORMAT = "memory-tui/session-summary/3"
+FORMAT = "memory-tui/session-summary/4"  # 4: the live turns alone (no separate id lists)
 
 
 @dataclass(frozen=True)
@@ -68,10 +68,9 @@ class SessionSummary:
     problems: tuple[dict, ...] = ()  # JSON of the session's load problems
     node_ids: tuple[str, ...] = ()  # every node but the graph root (the kept states' domain)
     mine: tuple[str, ...] = ()  # of those, the ones marked by this workspace
-    live_ids: tuple[str, ...] = ()  # records a live tip reaches (the drift's domain)
-    live_pending: tuple[str, ...] = ()  # of those, pending by the marks
-    # the turns a live tip reaches (``kept.live_turns``): ``why --drift`` compares them with the
-    # records' citations without reading the session again
+    # the turns a live tip reaches (``kept.live_turns``: id, tips, file, mark, pending by the
+    # marks), the drift's one source: ``status`` counts it and ``why --drift`` lists it by
+    # comparing them with the records' citations, without reading the session again
     live: tuple = ()
 
 
@@ -130,22 +129,13 @@ def summarize_session(session: Session, analysis: SessionAnalysis, workspace_id:
     head = analysis.tips.get(session.head_id or "")
     node_ids = tuple(nid for nid, node in session.nodes.items() if not node.is_root)
     mine = tuple(nid for nid in node_ids if workspace_id and session.nodes[nid].metadata.get(MARK_KEY) == workspace_id)
-    # The drift's two sets over the live tips (not archived, or the head), as kept.session_drift takes them.
-    live: dict[str, None] = {}
-    live_pending: dict[str, None] = {}
-    for ta in analysis.tips.values():
-        if ta.archived and not ta.is_head:
-            continue
-        live.update(dict.fromkeys(r.id for r in ta.recordset.records))
-        live_pending.update(dict.fromkeys(r.id for r in ta.pending))
     return SessionSummary(
         session.id, session.title, len(session.nodes), session.updated_at, len(ids), share.lenient, share.problems,
         rel=session.rel, head_id=session.head_id, in_registry=session.in_registry, archived=session.archived,
         tips=len(analysis.rows), head_pending_tokens=head.pending_tokens if head is not None else 0,
         reasons=tuple(r.to_json() for r in session_file_reasons(session, analysis)),
         problems=tuple(p.to_json() for p in session.problems),
-        node_ids=node_ids, mine=mine, live_ids=tuple(live), live_pending=tuple(live_pending),
-        live=live_turns(analysis),
+        node_ids=node_ids, mine=mine, live=live_turns(analysis),
     )
 
 
@@ -175,8 +165,8 @@ def drift_count_of(summary: SessionSummary, citations: Any) -> int:
     if not getattr(citations, "known", False):
         return 0
     sid = summary.session_id
-    pending = frozenset(summary.live_pending)
-    return sum(1 for nid in summary.live_ids if (nid in pending) == citations.cited(sid, nid))
+    cited = citations.cited
+    return sum(1 for nid, _tips, _file, _mark, pending in summary.live if pending == cited(sid, nid))
 
 
 def status_row(summary: SessionSummary, ctx: Any, citations: Any) -> dict[str, Any]:
@@ -443,16 +433,19 @@ def _state_name(state: Path) -> str:
     return hashlib.sha256(str(state.absolute()).encode()).hexdigest()[:32]
 
 
-# The index is one envelope of the cache kit (magic, kind, version, crc), replaced whole.
+# The index is one envelope of the cache kit (magic, kind, version, crc), replaced whole. Its
+# version moves with the row's shape (2: the live turns are the drift's only source), so an
+# index an older version wrote is a miss, not a row read the wrong way.
 INDEX_KIND = "session-index"
+INDEX_VERSION = 2
 
 
 def _read_envelope(path: Path) -> Any:
-    return envelope.read(path, INDEX_KIND)
+    return envelope.read(path, INDEX_KIND, INDEX_VERSION)
 
 
 def _write_envelope(path: Path, value: Any) -> None:
-    envelope.write(path, INDEX_KIND, value)
+    envelope.write(path, INDEX_KIND, value, INDEX_VERSION)
 
 
 class _Index:
@@ -524,7 +517,7 @@ def _row_of(key: str, s: SessionSummary) -> tuple | None:
     try:
         return (key, s.title, s.nodes, s.updated_at, s.pending, s.status_ids,
                 tuple(_problem_row(p) for p in s.status_problems), s.rel, s.head_id, s.in_registry, s.archived,
-                s.tips, s.head_pending_tokens, s.reasons, s.problems, s.node_ids, s.mine, s.live_ids, s.live_pending, s.live)
+                s.tips, s.head_pending_tokens, s.reasons, s.problems, s.node_ids, s.mine, s.live)
     except (TypeError, ValueError):
         return None
 
@@ -543,10 +536,10 @@ _STR, _DICT = frozenset({str}), frozenset({dict})
 
 def _summary_of(sid: str, key: str, row: Any) -> SessionSummary | None:
     """The entry's summary when it is intact and made from ``key``; anything else is a miss."""
-    if not isinstance(row, tuple) or len(row) != 20 or row[0] != key:
+    if not isinstance(row, tuple) or len(row) != 18 or row[0] != key:
         return None
     (_key, title, nodes, updated, pending, status_ids, problems, rel, head_id, in_registry, archived, tips,
-     head_tokens, reasons, load_problems, node_ids, mine, live_ids, live_pending, live) = row
+     head_tokens, reasons, load_problems, node_ids, mine, live) = row
     if not _live_ok(live):
         return None
     if not isinstance(title, str) or not isinstance(problems, tuple) or not isinstance(rel, str):
@@ -557,8 +550,7 @@ def _summary_of(sid: str, key: str, row: Any) -> SessionSummary | None:
         return None
     if not (head_id is None or type(head_id) is str) or type(in_registry) is not bool or type(archived) is not bool:
         return None
-    if not (_dicts(reasons) and _dicts(load_problems) and _strs(node_ids) and _strs(mine) and _strs(live_ids)
-            and _strs(live_pending)):
+    if not (_dicts(reasons) and _dicts(load_problems) and _strs(node_ids) and _strs(mine)):
         return None
     parsed = [_problem_of(p) for p in problems]
     if any(p is None for p in parsed):
@@ -566,8 +558,7 @@ def _summary_of(sid: str, key: str, row: Any) -> SessionSummary | None:
     return SessionSummary(sid, title, nodes, None if updated is None else float(updated), pending, status_ids,
                           tuple(parsed), rel=rel, head_id=head_id, in_registry=in_registry,  # type: ignore[arg-type]
                           archived=archived, tips=tips, head_pending_tokens=head_tokens, reasons=reasons,
-                          problems=load_problems, node_ids=node_ids, mine=mine, live_ids=live_ids,
-                          live_pending=live_pending, live=live)
+                          problems=load_problems, node_ids=node_ids, mine=mine, live=live)
 
 
 def _live_ok(live: Any) -> bool:

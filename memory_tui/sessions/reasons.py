@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
 
 from memory_tui.core.format.config import IDLE_ALLOWANCE_SECONDS, IDLE_MINUTES, MemoryConfig, load_memory_config
 from memory_tui.core.format.errors import Problem
@@ -119,6 +119,18 @@ class TipExplanation:
         return out
 
 
+class RowFigures(NamedTuple):
+    """A session's figures in the Sessions list (``overview.SessionOverview`` is their fast path)."""
+
+    live_tips: int
+    tips: int
+    pending_turns: int  # distinct unmarked records over the tips ``status`` offers (not archived ones)
+    pending_tokens: int  # the largest pending token count among those tips
+    foreign: int
+    stranded: int
+    runtime_only_tips: tuple[str, ...]
+
+
 @dataclass(frozen=True)
 class SessionExplanation:
     analysis: SessionAnalysis
@@ -130,6 +142,39 @@ class SessionExplanation:
     @property
     def session(self) -> Session:
         return self.analysis.session
+
+    def row_figures(self) -> RowFigures:
+        """The list's figures from the tips' analyses alone (no tip's verdicts are built)."""
+        pending: set[str] = set()
+        foreign: set[str] = set()
+        stranded: set[str] = set()
+        tokens = live = 0
+        offered = set(self.analysis.forced_order)  # what ``status`` counts: an archived tip's turns are held
+        for tip, ta in self.analysis.tips.items():
+            foreign.update(r.id for r in ta.foreign)
+            stranded.update(r.id for r in ta.stranded)
+            live += not ta.archived
+            if tip in offered:
+                pending.update(r.id for r in ta.recordset.records if r.id not in ta.marked)
+                tokens = max(tokens, ta.pending_tokens)
+        return RowFigures(live, len(self.tips), len(pending), tokens, len(foreign), len(stranded),
+                          tuple(self.runtime_only_tips))
+
+    def tip_for(self, node_id: str) -> str | None:
+        """The tip whose verdict explains ``node_id``: the one its best verdict came from, else
+        the node itself when it is a tip, else the first tip (the head first) whose chain holds
+        it. ``overview.SessionOverview.tip_of`` is the fast path of this (a property test)."""
+        verdict = self.nodes.get(node_id)
+        if verdict is not None and verdict.tip in self.tips:
+            return verdict.tip
+        if node_id in self.tips:
+            return node_id
+        head = self.session.head_id
+        order = [head, *self.tips] if head in self.tips else list(self.tips)
+        for tip in order:
+            if any(n.id == node_id for n in self.analysis.tips[tip].chain):
+                return tip
+        return None
 
     def to_json(self) -> dict[str, Any]:
         out = self.analysis.to_json()

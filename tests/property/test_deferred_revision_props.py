@@ -20,6 +20,7 @@ from memory_tui.core.store.revision import PendingRevision, revision_text
 from memory_tui.core.store.txcache import WorkspaceCache
 from memory_tui.core.store.walk import installed_stamps, revision_walk
 from memory_tui.core.store.workspace import workspace_revision
+from memory_tui.core.switches import current as current_switches
 from tests.property.test_revision_job_props import _mk, _seeded, _write
 
 NAMES = ["core.md", "relations.json", "sources/a/_v2/x.md", "timeline/2026/01.md", "timeline/2026/02.md",
@@ -60,18 +61,18 @@ def test_a_deferred_revision_is_the_revision_the_install_left(tmp_path_factory, 
         puts = {name: data + f" {step}".encode() for name, data in changes if data is not None}
         gone = list(dict.fromkeys(name for name, data in changes
                                   if data is None and name not in puts and (root / name).exists()))
-        before = revision_walk(root)[0]
+        before = revision_walk(root, switches=current_switches())[0]
         for name, data in puts.items():  # the install
             _write(root / name, data)
         for name in gone:
             (root / name).unlink()
         stamps = installed_stamps(root, before, [("file", n) for n in [*puts, *gone]])
-        assert stamps == revision_walk(root)[0]
+        assert stamps == revision_walk(root, switches=current_switches())[0]
         truth = workspace_revision(root)
-        got = cache.defer_revision(stamps, puts)
+        got = cache.defer_revision(stamps, puts, switches=current_switches())
         if got is None:  # more than the memory limit: the caller hashes now
             assert tail < 1 << 30, "only a memory limit may refuse"
-            got = cache.revision(stamps, installed=True)
+            got = cache.revision(stamps, installed=True, switches=current_switches())
         if isinstance(got, PendingRevision):
             assert got.holds(stamps)
             assert cache.holds_revision(stamps, got)
@@ -88,11 +89,11 @@ def test_a_deferred_revision_is_the_revision_the_install_left(tmp_path_factory, 
             with open(root / other, "ab") if (root / other).exists() else open(_mk(root / other), "wb") as fh:
                 fh.write(b" foreign %d" % step)
             if isinstance(got, PendingRevision):
-                assert not got.holds(revision_walk(root)[0])
+                assert not got.holds(revision_walk(root, switches=current_switches())[0])
         if after == "age":  # stamps older than the clock tick: their bytes come from memory next time
             time.sleep(RACY_NS / 1e9 + 0.01)
         if reader:  # of the workspace as it is now: the pending value is used only when it holds
-            assert cache.revision(revision_walk(root)[0]) == workspace_revision(root), step
+            assert cache.revision(revision_walk(root, switches=current_switches())[0], switches=current_switches()) == workspace_revision(root), step
     for pending, value, _when in waiting:
         assert pending.value() == value, "read at the end"
 
@@ -104,11 +105,11 @@ def test_a_young_file_rewritten_in_place_under_the_same_stamp_is_not_proven(tmp_
     for name, data in (("timeline/2026/01.md", b"t1"), ("topics/a.md", b"aaaa"), ("topics/z.md", b"z")):
         _write(root / name, data)
     cache = WorkspaceCache(root)
-    cache.revision(revision_walk(root)[0])
-    before = revision_walk(root)[0]
+    cache.revision(revision_walk(root, switches=current_switches())[0], switches=current_switches())
+    before = revision_walk(root, switches=current_switches())[0]
     _write(root / "topics/a.md", b"bbbb")
     stamps = installed_stamps(root, before, [("file", "topics/a.md")])
-    pending = cache.defer_revision(stamps, {"topics/a.md": b"bbbb"})
+    pending = cache.defer_revision(stamps, {"topics/a.md": b"bbbb"}, switches=current_switches())
     assert isinstance(pending, PendingRevision)
     truth = workspace_revision(root)
     assert pending.holds(stamps)
@@ -123,15 +124,15 @@ def test_nothing_is_hashed_until_the_value_is_read(tmp_path, monkeypatch):
     for name, data in (("timeline/2026/01.md", b"t1"), ("topics/a.md", b"a"), ("topics/z.md", b"z")):
         _write(root / name, data)
     cache = WorkspaceCache(root)
-    cache.revision(revision_walk(root)[0])
+    cache.revision(revision_walk(root, switches=current_switches())[0], switches=current_switches())
     fed: list = []
     real = revstream.feed_planned
     monkeypatch.setattr(revstream, "feed_planned", lambda *a, **k: fed.append(1) or real(*a, **k))
     for text in (b"a2", b"a3"):
-        before = revision_walk(root)[0]
+        before = revision_walk(root, switches=current_switches())[0]
         _write(root / "topics/a.md", text)
         stamps = installed_stamps(root, before, [("file", "topics/a.md")])
-        pending = cache.defer_revision(stamps, {"topics/a.md": text})
+        pending = cache.defer_revision(stamps, {"topics/a.md": text}, switches=current_switches())
         assert isinstance(pending, PendingRevision) and not pending.hashed
     assert fed == []
     assert pending.value() == workspace_revision(root)

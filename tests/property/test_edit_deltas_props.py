@@ -280,7 +280,7 @@ def test_lazy_retain_bounds_the_caches_and_answers_as_an_exact_retain(tmp_path, 
     for how in ("lazy", "exact"):
         txcache.clear_caches()
         if how == "exact":
-            monkeypatch.setattr(txcache.WorkspaceCache, "retain_lazily", txcache.WorkspaceCache.retain)
+            monkeypatch.setattr(txcache.WorkspaceCache, "retain_lazily", lambda self, live, switches: self.retain(live))
         state = build_demo(tmp_path / how, now=1796000000.0)
         path = state / "memory" / rel
         base = path.read_text()

@@ -22,6 +22,7 @@ from memory_tui.core.store import walk as walk_mod
 from memory_tui.core.store.committed import CommittedFiles
 from memory_tui.core.store.walk import revision_walk
 from memory_tui.core.format.sources import MARKER, SourceIndex, SourceRecord, archive_path, render_frame
+from memory_tui.core.switches import current as current_switches
 
 OPS = st.lists(st.tuples(st.sampled_from(["rewrite", "same_size", "garble", "create", "remove", "swap", "other",
                                           "not_md", "age", "none"]),
@@ -77,12 +78,12 @@ def test_read_again_equals_reading_every_file(tmp_path_factory, ops, monkeypatch
                         lambda self, *a: (lambda r: answered.append(r is not None) or r)(real(self, *a)))
     for step, (op, n) in enumerate([("none", 0), *ops]):
         _apply(topics, op, n)
-        walk = revision_walk(root)
-        got = cache.read_topics(topics, walk=walk)
-        want = txcache.WorkspaceCache(root).read_topics(topics, walk=walk)
+        walk = revision_walk(root, switches=current_switches())
+        got = cache.read_topics(topics, walk=walk, switches=current_switches())
+        want = txcache.WorkspaceCache(root).read_topics(topics, walk=walk, switches=current_switches())
         assert list(got[0].items()) == list(want[0].items()), (step, op)
         assert got[1] == want[1] and got[2] == want[2], (step, op)
-        listed = txcache.WorkspaceCache(root).read_topics(topics)  # its own listing, not the walk's
+        listed = txcache.WorkspaceCache(root).read_topics(topics, switches=current_switches())  # its own listing, not the walk's
         assert list(listed[0].items()) == list(got[0].items()) and listed[2] == got[2], (step, op)
     if ops and ops[0] == ("age", 0):
         assert any(answered), "the last answer was never reused"
@@ -138,10 +139,10 @@ def test_source_index_from_the_walk_equals_a_fresh_load(tmp_path_factory, ops, h
             other.unlink() if other.exists() else write(other, "x")
         elif op == "not_md":  # a file under sources/ that is not an archive
             write(root / "sources" / "openprogram" / f"notes{n % 2}.txt", "x")
-        stamps = revision_walk(root)[0]
+        stamps = revision_walk(root, switches=current_switches())[0]
         if handed_on and last is not None:  # a remembered walk hands unchanged stamps on as the same objects
             stamps = {rel: last[rel] if last.get(rel) == st else st for rel, st in stamps.items()}
-        got = source_index(root, stamps)
+        got = source_index(root, stamps, current_switches())
         want = SourceIndex.load(root)
         assert {rel: e.key for rel, e in got.files.items()} == {rel: e.key for rel, e in want.files.items()}, (step, op)
         assert got.trusted_ids() == want.trusted_ids() and not want.problems, (step, op)

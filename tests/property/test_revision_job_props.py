@@ -20,6 +20,7 @@ from memory_tui.core.store.parsecache import RACY_NS
 from memory_tui.core.store.txcache import WorkspaceCache
 from memory_tui.core.store.walk import revision_walk
 from memory_tui.core.store.workspace import workspace_revision
+from memory_tui.core.switches import current as current_switches
 
 NAMES = ["core.md", "relations.json", "sources/a/_v2/x.md", "timeline/2026/01.md", "timeline/2026/02.md",
          "topics/a.md", "topics/a/b.md", "topics/a-b.md", "topics/z.md", "topics.md", ".scriptorium/runtime.json",
@@ -65,24 +66,24 @@ def _transactions(tmp_path_factory, monkeypatch, seed, txs, limits) -> None:
     for step, (changes, how, other) in enumerate(txs):
         planned = {name: None if data is None else data + f" {step}".encode() for name, data in changes}
         planned = {name: data for name, data in planned.items() if data is not None or (root / name).exists()}
-        before = revision_walk(root)[0]
-        job = cache.start_revision(before, planned)
+        before = revision_walk(root, switches=current_switches())[0]
+        job = cache.start_revision(before, planned, switches=current_switches())
         if how == "foreign" and other not in planned:  # a writer that takes no lock, mid-hash
             with open(root / other, "ab") if (root / other).exists() else open(_mk(root / other), "wb") as fh:
                 fh.write(b" foreign %d" % step)
         if how == "cancel":  # the install failed: nothing written, the chain as it was
             job.cancel()
-            assert cache.revision(revision_walk(root)[0]) == workspace_revision(root)
+            assert cache.revision(revision_walk(root, switches=current_switches())[0], switches=current_switches()) == workspace_revision(root)
             continue
         for name, data in planned.items():
             if data is None:
                 (root / name).unlink()
             else:
                 _write(root / name, data)
-        assert job.result(revision_walk(root)[0]) == workspace_revision(root), (step, how, sorted(planned))
+        assert job.result(revision_walk(root, switches=current_switches())[0]) == workspace_revision(root), (step, how, sorted(planned))
         if how == "age":  # stamps older than the clock tick: their bytes come from memory next time
             time.sleep(RACY_NS / 1e9 + 0.01)
-        assert cache.revision(revision_walk(root)[0]) == workspace_revision(root), step
+        assert cache.revision(revision_walk(root, switches=current_switches())[0], switches=current_switches()) == workspace_revision(root), step
 
 
 def _seeded(tmp_path_factory, name: str, seed) -> tuple:
@@ -93,7 +94,7 @@ def _seeded(tmp_path_factory, name: str, seed) -> tuple:
         if data is not None:
             _write(root / rel, data)
     cache = WorkspaceCache(root)
-    assert cache.revision(revision_walk(root)[0]) == workspace_revision(root)
+    assert cache.revision(revision_walk(root, switches=current_switches())[0], switches=current_switches()) == workspace_revision(root)
     return root, cache
 
 

@@ -15,6 +15,7 @@ from memory_tui.core.store.parsecache import RACY_NS
 from memory_tui.core.store.txcache import WorkspaceCache
 from memory_tui.core.store.walk import revision_walk
 from memory_tui.core.store.workspace import iter_revision_files, workspace_revision
+from memory_tui.core.switches import current as current_switches
 
 NAMES = ["core.md", "recent_events.jsonl", "sources/a/_v2/x.md", "timeline/2026/01.md", "topics/a.md",
          "topics/a/b.md", "topics/a-b.md", "topics.md", ".scriptorium/runtime.json", ".scriptorium/write.lock"]
@@ -45,7 +46,7 @@ def _run(tmp_path_factory, steps, fresh: bool) -> None:
     root = tmp_path_factory.mktemp("rev") / "memory"
     root.mkdir()
     cache = WorkspaceCache(root)
-    assert cache.revision(revision_stamps(root), installed=fresh) == workspace_revision(root)
+    assert cache.revision(revision_stamps(root, switches=current_switches()), installed=fresh, switches=current_switches()) == workspace_revision(root)
     for step, (op, name, data) in enumerate(steps):
         if fresh:
             cache = WorkspaceCache(root)
@@ -74,8 +75,8 @@ def _run(tmp_path_factory, steps, fresh: bool) -> None:
             old = path.read_bytes()
             with open(path, "r+b") as fh:
                 fh.write(bytes(b ^ 1 for b in old[:1]))
-        stamps, links = revision_walk(root)
+        stamps, links = revision_walk(root, switches=current_switches())
         listed = [("/".join(parts), (s.st_mtime_ns, s.st_size, s.st_ino, s.st_ctime_ns)) for parts, _p, s in iter_revision_files(root)]
         assert list(stamps.items()) == listed  # the same files, stamps and order as the revision's own walk
         assert all(os.path.islink(root / rel) for rel in links)
-        assert cache.revision(revision_stamps(root), installed=fresh) == workspace_revision(root), (op, name)
+        assert cache.revision(revision_stamps(root, switches=current_switches()), installed=fresh, switches=current_switches()) == workspace_revision(root), (op, name)

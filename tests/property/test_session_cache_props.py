@@ -146,11 +146,11 @@ def test_cached_summaries_equal_a_full_load(fixture_state_ro, ops):
                         victim.write_bytes([b"\x00not an index" * (n % 3), raw[: n % len(raw)],
                                             raw[:-1] + bytes([raw[-1] ^ 1])][n % 3])
                     else:  # intact seal, the right keys, hostile values: still a miss
-                        body = envelope.read(victim, scache.INDEX_KIND)
+                        body = envelope.read(victim, scache.INDEX_KIND, scache.INDEX_VERSION)
                         sid = sorted(body["entries"])[n % len(body["entries"])]
                         row = body["entries"][sid]
                         body["entries"][sid] = (row[0], row[1], -1, row[3], "many", row[5], ((1,),))
-                        envelope.write(victim, scache.INDEX_KIND, body)
+                        envelope.write(victim, scache.INDEX_KIND, body, scache.INDEX_VERSION)
             elif op == "threshold":
                 threshold = 500 + n % 3000  # every entry's key changes
             if op in ("inplace", "inplace_keep_mtime"):

@@ -22,6 +22,7 @@ from memory_tui.core.format.linkcheck import (check_cross_topic_links, check_cro
 from memory_tui.core.format.topics import tree as topics_mod  # the room that holds the tree rules
 from memory_tui.core.format.topics import assemble_tree, parse_topic, reassemble_tree, topic_sort_key
 from memory_tui.core import switches
+from memory_tui.core.switches import current as current_switches
 from switching import set_derive
 
 PATHS = ("a.md", "b.md", "sub/c.md", "sub/d.md", "z.md")
@@ -79,7 +80,7 @@ def _reassemble_steps(first, steps, tmp_path_factory) -> None:
     prev_texts = _texts(first)
     prev = assemble_tree(_parse(prev_texts, known))
     cache = txcache.WorkspaceCache(tmp_path_factory.mktemp("ws"))
-    assert cache.block_locations(prev_texts) == block_id_locations(prev_texts)
+    assert cache.block_locations(prev_texts, switches=current_switches()) == block_id_locations(prev_texts)
     blocklinks._REWRITTEN[0] = None
     for spec in steps:
         # keep some files exactly as they were: the incremental paths only pay off (and only
@@ -99,7 +100,7 @@ def _reassemble_steps(first, steps, tmp_path_factory) -> None:
         # tree may be another example's: the memo holds across them, as across workspaces)
         assert check_cross_topic_links_incremental(incr, committed=prev, summary=topic_link_summary) == \
             check_cross_topic_links(full, committed=prev)
-        where = cache.block_locations(texts)
+        where = cache.block_locations(texts, switches=current_switches())
         assert where == block_id_locations(texts)
         # the rewrite kept from the last call: files that are the same objects and link to no id
         # that moved keep theirs (and with a memo of each file's rewrite, as the transaction's)
@@ -183,7 +184,7 @@ def test_block_link_rewrite_kept_from_the_last_call_equals_full(moves, limit, tm
                         f"Fact {n}{tail if n == 0 else ''}.[^e-{n:010x}] ^{mid}\n\n"
                         f"[^e-{n:010x}]: Time: `2026`; Sources: [x](D1:{n})\n" for n, mid in enumerate(own))
                 texts[p] = made[spec]
-            where = cache.block_locations(texts)
+            where = cache.block_locations(texts, switches=current_switches())
             assert rewrite_block_links(texts, locations=where, mode="check") == rewrite_block_links(texts)
     finally:
         linkcache.LOCATIONS_DELTA_MAX = saved
@@ -243,7 +244,7 @@ def test_cache_tree_is_what_every_entry_gives(first, steps, tmp_path_factory):
         elif kind == "token":
             index, token = indexes[step[1]], object()
         n += 1
-        tree = cache.tree(texts, index, token)
+        tree = cache.tree(texts, index, token, switches=current_switches())
         order = sorted(texts, key=topic_sort_key)
         assert [t.path for t in tree.topics] == order
         for rel, topic in zip(order, tree.topics):

@@ -16,6 +16,7 @@ from memory_tui.core.store import viewcache
 from memory_tui.core.format.sources import SourceIndex
 from memory_tui.core.format.topics import assemble_tree, parse_topic, topic_sort_key
 from memory_tui.core.format.views import build_views
+from memory_tui.core.switches import current as current_switches
 from switching import set_derive
 
 
@@ -120,7 +121,7 @@ def test_parts_equal_full_build(world, edits, limit, orders):
         if step % 3 == 2:
             cache = viewcache.ViewCache()
         got = cache.build(tree, lookup=lambda t: stored.get((t.path, t.text)),
-                          store=lambda t, p: stored.__setitem__((t.path, t.text), p), **kwargs)
+                          store=lambda t, p: stored.__setitem__((t.path, t.text), p), **kwargs, switches=current_switches())
         want = build_views(tree, **kwargs)
         assert got.files == want.files
         assert got.core == want.core
@@ -133,12 +134,12 @@ def test_check_mode_raises_on_a_difference(world, monkeypatch):
     kwargs = dict(trusted_ids=index.trusted_ids(), link_for=index.link_for)
     set_derive(monkeypatch, "check")
     cache = viewcache.ViewCache()
-    assert cache.build(tree, **kwargs).files == build_views(tree, **kwargs).files  # equal: no raise
+    assert cache.build(tree, **kwargs, switches=current_switches()).files == build_views(tree, **kwargs).files  # equal: no raise
     # a stale persisted part (say, from a buggy key) is what check mode exists to catch
     stale = viewcache.topic_part(topics[0], None)
     stale = viewcache.TopicPart(stale.rows, stale.outbound + (("zzz", '"zzz": []'),), stale.backlinks)
     with pytest.raises(viewcache.ViewsMismatch, match="relations.json"):
-        viewcache.ViewCache().build(tree, lookup=lambda t: stale if t is topics[0] else None, **kwargs)
+        viewcache.ViewCache().build(tree, lookup=lambda t: stale if t is topics[0] else None, **kwargs, switches=current_switches())
     with pytest.raises(ValueError, match="MEMORY_TUI_TEST_DERIVE"):
         set_derive(monkeypatch, "sideways")
 
@@ -221,7 +222,7 @@ def test_snapshot_equals_full_build(world, tmp_path_factory, edits, fresh, damag
             flushed = last_flushed
         combined = []
         cache.combine = lambda *a, _c=cache: combined.append(1) or viewcache.ViewCache.combine(_c, *a)
-        got = cache.build(tree, key_of=key_of, **kwargs)
+        got = cache.build(tree, key_of=key_of, **kwargs, switches=current_switches())
         want = build_views(tree, **kwargs)
         assert got.files == want.files
         last_flushed = bool(n % 3)
@@ -250,7 +251,7 @@ def test_snapshot_is_used_and_check_mode_catches_a_wrong_one(world, tmp_path, mo
 
     kwargs = dict(trusted_ids=index.trusted_ids(), link_for=index.link_for)
     first = viewcache.ViewCache(str(root))
-    first.build(tree_of(), key_of=key_of, **kwargs)
+    first.build(tree_of(), key_of=key_of, **kwargs, switches=current_switches())
     assert not viewcache.snapshot_dir(root).exists()  # written only by flush (after an install)
     first.flush()
     _edit(texts, "reword", 3)
@@ -258,7 +259,7 @@ def test_snapshot_is_used_and_check_mode_catches_a_wrong_one(world, tmp_path, mo
     combined = []
     monkeypatch.setattr(cache, "combine", lambda *a: combined.append(1) or viewcache.ViewCache.combine(cache, *a))
     tree = tree_of()
-    assert cache.build(tree, key_of=key_of, **kwargs).files == build_views(tree, **kwargs).files
+    assert cache.build(tree, key_of=key_of, **kwargs, switches=current_switches()).files == build_views(tree, **kwargs).files
     assert not combined  # answered from the snapshot and the one changed topic
     # a snapshot that lies (what a bug in the patching would make): a reword leaves
     # relations.json alone, so the lie comes out as it is; check mode raises on it
@@ -268,10 +269,10 @@ def test_snapshot_is_used_and_check_mode_catches_a_wrong_one(world, tmp_path, mo
     assert snap.save(root)
     _edit(texts, "reword", 5)
     tree = tree_of()
-    assert '"zzz": []' in viewcache.ViewCache(str(root)).build(tree, key_of=key_of, **kwargs).relations
+    assert '"zzz": []' in viewcache.ViewCache(str(root)).build(tree, key_of=key_of, **kwargs, switches=current_switches()).relations
     set_derive(monkeypatch, "check")
     with pytest.raises(viewcache.ViewsMismatch, match="relations.json"):
-        viewcache.ViewCache(str(root)).build(tree, key_of=key_of, **kwargs)
+        viewcache.ViewCache(str(root)).build(tree, key_of=key_of, **kwargs, switches=current_switches())
 
 
 def _day_rows(snap, when):
@@ -297,7 +298,7 @@ def test_a_reword_writes_the_segments_it_changed_not_the_day(world, tmp_path, mo
 
     def step(cache):
         tree = _tree_reusing(texts, parsed, index)
-        assert cache.build(tree, key_of=key_of, **kwargs).files == build_views(tree, **kwargs).files
+        assert cache.build(tree, key_of=key_of, **kwargs, switches=current_switches()).files == build_views(tree, **kwargs).files
         cache.flush()
         return {p.name for p in viewcache.snapshot_dir(root).iterdir()}
 
@@ -386,7 +387,7 @@ def test_snapshot_with_reused_parses_equals_full_build(world, tmp_path_factory, 
                       link_for=index.link_for)
         viewcache._splice_day = lambda *a: (lambda r: spliced.append(r is not None) or r)(real_splice(*a))
         try:
-            got = cache.build(tree, key_of=key_of, **kwargs)
+            got = cache.build(tree, key_of=key_of, **kwargs, switches=current_switches())
         finally:
             viewcache._splice_day = real_splice
         assert got.files == build_views(tree, **kwargs).files, (step, op)
@@ -457,7 +458,7 @@ def test_snapshot_save_names_exactly_its_files(world, tmp_path_factory, edits, f
         texts_of = dict(texts)
         tree = _tree_reusing(texts, parsed, index)
         kwargs = dict(trusted_ids=index.trusted_ids(), link_for=index.link_for)
-        assert cache.build(tree, key_of=key_of, **kwargs).files == build_views(tree, **kwargs).files, (step, op)
+        assert cache.build(tree, key_of=key_of, **kwargs, switches=current_switches()).files == build_views(tree, **kwargs).files, (step, op)
         if not flushes[step % 13]:
             continue
         listed.clear()

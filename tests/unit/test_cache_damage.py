@@ -27,6 +27,7 @@ from memory_tui.core.store.txcache import WorkspaceCache
 from memory_tui.core.store.walk import revision_walk
 from memory_tui.core.store.workspace import workspace_revision
 from memory_tui.core.tx import api as tx
+from memory_tui.core.switches import current as current_switches
 
 ADA = "topics/people/ada.md"
 KYOTO = "topics/projects/kyoto-trip.md"
@@ -105,7 +106,7 @@ def test_damaged_caches_answer_as_the_cache_free_path(fixture_state, tmp_path, h
     assert tx.staged_edit(state, ADA, (mem / ADA).read_text(encoding="utf-8"), git_commit="off").ok
     # an install keeps the revision only once its files are past the racy window: as the next
     # install over these aged files would
-    WorkspaceCache(mem).revision(revision_walk(mem)[0], installed=True)
+    WorkspaceCache(mem).revision(revision_walk(mem, switches=current_switches())[0], installed=True, switches=current_switches())
     _settle()
     files = []
     for cache, patterns in CACHES.items():

@@ -22,6 +22,7 @@ from memory_tui.core.format.sources import SourceRecord
 from memory_tui.core.store.archives import append_records
 from memory_tui.core.store.workspace import workspace_revision
 from memory_tui.core.switches import IncrementalMismatch
+from memory_tui.core.switches import current as current_switches
 from switching import set_derive
 
 pytestmark = pytest.mark.skipif(fsmonitor.inotify() is None or fsmonitor.fs_type(os.getcwd()) is None,
@@ -67,7 +68,7 @@ def _edit(state: Path, word: str):
 def _walks(monkeypatch) -> list:
     calls: list = []
     real = tx_stage.revision_walk
-    monkeypatch.setattr(tx_stage, "revision_walk", lambda root: calls.append(root) or real(root))
+    monkeypatch.setattr(tx_stage, "revision_walk", lambda root, **kw: calls.append(root) or real(root, **kw))
     return calls
 
 
@@ -164,7 +165,7 @@ def test_the_root_replaced_by_a_copy_is_seen(ws, tmp_path, monkeypatch):
 
 def test_a_lost_event_makes_it_walk(ws, monkeypatch):
     _settled(ws)
-    watch = fsmonitor.monitor_for(ws / "memory")
+    watch = fsmonitor.monitor_for(ws / "memory", switches=current_switches())
     assert watch is not None
     from inotify_simple import Event
     real = watch._notify.read
@@ -181,7 +182,7 @@ def test_full_mode_walks_every_time(ws, monkeypatch):
     walks = _walks(monkeypatch)
     assert _edit(ws, "juice").ok and _edit(ws, "soda").ok
     # no monitor: each edit walks for its stage, again under the lock, and after its install
-    assert fsmonitor.monitor_for(ws / "memory", create=True) is None
+    assert fsmonitor.monitor_for(ws / "memory", create=True, switches=current_switches()) is None
     assert len(walks) == 6
 
 
@@ -189,7 +190,7 @@ def test_not_on_a_local_file_system(ws, monkeypatch):
     monkeypatch.setattr(fsmonitor, "fs_type", lambda path: 0x6969)  # NFS
     txcache.clear_caches()
     _settled(ws)
-    assert fsmonitor.monitor_for(ws / "memory", create=True) is None
+    assert fsmonitor.monitor_for(ws / "memory", create=True, switches=current_switches()) is None
 
 
 def test_check_mode_catches_a_change_the_monitor_missed(ws, monkeypatch):
@@ -198,7 +199,7 @@ def test_check_mode_catches_a_change_the_monitor_missed(ws, monkeypatch):
     mem = ws / "memory"
     set_derive(monkeypatch, "check")
     _settled(ws)
-    watch = fsmonitor.monitor_for(mem)
+    watch = fsmonitor.monitor_for(mem, switches=current_switches())
     assert watch is not None
     (mem / "topics/core.md").write_text(CORE.replace("Ada.", "Eve."))
     watch._notify.read(timeout=0)  # the event is lost
@@ -208,11 +209,11 @@ def test_check_mode_catches_a_change_the_monitor_missed(ws, monkeypatch):
 
 def test_a_fork_never_reads_the_parents_queue(ws):
     _settled(ws)
-    parent = fsmonitor.monitor_for(ws / "memory")
+    parent = fsmonitor.monitor_for(ws / "memory", switches=current_switches())
     assert parent is not None
     pid = os.fork()
     if pid == 0:  # the child: a monitor of its own, never the inherited queue
-        child = fsmonitor.monitor_for(ws / "memory", create=True)
+        child = fsmonitor.monitor_for(ws / "memory", create=True, switches=current_switches())
         os._exit(0 if child is not parent else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
@@ -242,6 +243,6 @@ def test_no_inotify_instance_free_is_asked_again_later(ws, monkeypatch):
         raise OSError(24, "Too many open files")
 
     monkeypatch.setattr(fsmonitor, "inotify", lambda: (exhausted, real[1]))
-    assert fsmonitor.monitor_for(ws / "memory", create=True) is None
+    assert fsmonitor.monitor_for(ws / "memory", create=True, switches=current_switches()) is None
     monkeypatch.setattr(fsmonitor, "inotify", lambda: real)
-    assert fsmonitor.monitor_for(ws / "memory", create=True) is not None
+    assert fsmonitor.monitor_for(ws / "memory", create=True, switches=current_switches()) is not None

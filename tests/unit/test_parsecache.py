@@ -20,6 +20,7 @@ from memory_tui.core.tx.stage import Stage
 from memory_tui.core.format.sources import SourceIndex
 from memory_tui.core.format.topics import parse_tree
 from memory_tui.core.store.workspace import open_state
+from memory_tui.core.switches import current as current_switches
 
 
 def _plain(mem: Path):
@@ -207,7 +208,7 @@ def test_refs_answer_persists_under_bytes_and_archives(mem, monkeypatch):
 
     _install_once(mem)
     _fresh_process()
-    stage = Stage(mem, link_topics=True)
+    stage = Stage(mem, link_topics=True, switches=current_switches())
     try:
         topic = stage.baseline.topics[0]
         calls = []
@@ -223,7 +224,7 @@ def test_refs_answer_persists_under_bytes_and_archives(mem, monkeypatch):
         _fresh_process()
     finally:
         stage.discard()
-    stage = Stage(mem, link_topics=True)
+    stage = Stage(mem, link_topics=True, switches=current_switches())
     try:
         topic = stage.baseline.topic(topic.path)
         assert stage.cache.refs_ok(topic, stage.index) is True

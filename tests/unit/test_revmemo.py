@@ -17,6 +17,7 @@ from memory_tui.core.store.txcache import WorkspaceCache
 from memory_tui.core.store.walk import revision_walk
 from memory_tui.core.store.workspace import workspace_revision
 from memory_tui.core.switches import IncrementalMismatch
+from memory_tui.core.switches import current as current_switches
 from switching import set_derive
 
 
@@ -50,35 +51,35 @@ def test_a_fresh_process_takes_the_kept_revision_without_hashing(tmp_path, monke
     set_derive(monkeypatch, "incremental")  # ``check`` hashes as well, to compare
     root = _workspace(tmp_path)
     _age()
-    stamps, _ = revision_walk(root)
-    first = WorkspaceCache(root).revision(stamps, installed=True)
+    stamps, _ = revision_walk(root, switches=current_switches())
+    first = WorkspaceCache(root).revision(stamps, installed=True, switches=current_switches())
     assert first == workspace_revision(root)
     assert (root / ".scriptorium" / revmemo.NAME).is_file()
     feeds = _feeds(monkeypatch)
-    assert WorkspaceCache(root).revision(revision_walk(root)[0], installed=True) == first
+    assert WorkspaceCache(root).revision(revision_walk(root, switches=current_switches())[0], installed=True, switches=current_switches()) == first
     assert feeds == []  # nothing read or hashed
 
 
 def test_only_an_installing_transaction_keeps_it(tmp_path):
     root = _workspace(tmp_path)
     _age()
-    WorkspaceCache(root).revision(revision_walk(root)[0])  # a stage's, a reader's: nothing written
+    WorkspaceCache(root).revision(revision_walk(root, switches=current_switches())[0], switches=current_switches())  # a stage's, a reader's: nothing written
     assert not (root / ".scriptorium" / revmemo.NAME).exists()
 
 
 def test_a_changed_file_is_a_miss(tmp_path):
     root = _workspace(tmp_path)
     _age()
-    WorkspaceCache(root).revision(revision_walk(root)[0], installed=True)
+    WorkspaceCache(root).revision(revision_walk(root, switches=current_switches())[0], installed=True, switches=current_switches())
     (root / "topics" / "a.md").write_text("# A\n\nOne!\n")  # same size, new stamp
-    assert revmemo.lookup(root, revision_walk(root)[0]) is None
-    assert WorkspaceCache(root).revision(revision_walk(root)[0], installed=True) == workspace_revision(root)
+    assert revmemo.lookup(root, revision_walk(root, switches=current_switches())[0]) is None
+    assert WorkspaceCache(root).revision(revision_walk(root, switches=current_switches())[0], installed=True, switches=current_switches()) == workspace_revision(root)
 
 
 def test_a_young_file_is_checked_by_its_bytes(tmp_path):
     root = _workspace(tmp_path)
-    stamps, _ = revision_walk(root)  # just written: every stamp younger than the tick
-    value = WorkspaceCache(root).revision(stamps, installed=True)
+    stamps, _ = revision_walk(root, switches=current_switches())  # just written: every stamp younger than the tick
+    value = WorkspaceCache(root).revision(stamps, installed=True, switches=current_switches())
     assert revmemo.lookup(root, stamps) == value  # the same bytes: the kept value holds
     # a write inside the tick can leave a file's stamp as it was: the walk would list these
     # very stamps, and only the bytes tell
@@ -89,8 +90,8 @@ def test_a_young_file_is_checked_by_its_bytes(tmp_path):
 def test_an_old_file_is_proven_by_its_stamp_and_other_paths_miss(tmp_path):
     root = _workspace(tmp_path)
     _age()
-    stamps, _ = revision_walk(root)
-    value = WorkspaceCache(root).revision(stamps, installed=True)
+    stamps, _ = revision_walk(root, switches=current_switches())
+    value = WorkspaceCache(root).revision(stamps, installed=True, switches=current_switches())
     assert revmemo.lookup(root, stamps) == value
     moved = {("topics/c.md" if rel == "topics/b.md" else rel): st for rel, st in stamps.items()}
     assert revmemo.lookup(root, moved) is None  # same stamps, another file: another revision
@@ -105,35 +106,35 @@ def test_an_old_file_is_proven_by_its_stamp_and_other_paths_miss(tmp_path):
 def test_damaged_or_foreign_entries_are_misses(tmp_path):
     root = _workspace(tmp_path)
     _age()
-    stamps, _ = revision_walk(root)
-    WorkspaceCache(root).revision(stamps, installed=True)
+    stamps, _ = revision_walk(root, switches=current_switches())
+    WorkspaceCache(root).revision(stamps, installed=True, switches=current_switches())
     path = root / ".scriptorium" / revmemo.NAME
     good = path.read_bytes()
     for bad in (good[:-3], good[:-1] + bytes([good[-1] ^ 1]), envelope.pack("records", envelope.unpack(revmemo.KIND, good, revmemo.VERSION), revmemo.VERSION),
                 envelope.pack(revmemo.KIND, envelope.unpack(revmemo.KIND, good, revmemo.VERSION), revmemo.VERSION - 1), b""):
         path.write_bytes(bad)
         assert revmemo.lookup(root, stamps) is None
-        assert WorkspaceCache(root).revision(stamps, installed=True) == workspace_revision(root)  # and written again
+        assert WorkspaceCache(root).revision(stamps, installed=True, switches=current_switches()) == workspace_revision(root)  # and written again
         assert envelope.read(path, revmemo.KIND, revmemo.VERSION) == envelope.unpack(revmemo.KIND, good, revmemo.VERSION)
 
 
 def test_full_mode_neither_reads_nor_writes_it_and_check_mode_compares(tmp_path, monkeypatch):
     root = _workspace(tmp_path)
     _age()
-    stamps, _ = revision_walk(root)
+    stamps, _ = revision_walk(root, switches=current_switches())
     set_derive(monkeypatch, "full")
-    WorkspaceCache(root).revision(stamps, installed=True)
+    WorkspaceCache(root).revision(stamps, installed=True, switches=current_switches())
     path = root / ".scriptorium" / revmemo.NAME
     assert not path.exists()
     set_derive(monkeypatch, "incremental")
-    WorkspaceCache(root).revision(stamps, installed=True)
+    WorkspaceCache(root).revision(stamps, installed=True, switches=current_switches())
     revision, paths, kept, young = envelope.read(path, revmemo.KIND, revmemo.VERSION)
     path.write_bytes(envelope.pack(revmemo.KIND, ("0" * 32, paths, kept, young), revmemo.VERSION))  # a lie
     set_derive(monkeypatch, "full")
-    assert WorkspaceCache(root).revision(stamps, installed=True) == revision
+    assert WorkspaceCache(root).revision(stamps, installed=True, switches=current_switches()) == revision
     set_derive(monkeypatch, "check")
     try:
-        WorkspaceCache(root).revision(stamps, installed=True)
+        WorkspaceCache(root).revision(stamps, installed=True, switches=current_switches())
     except IncrementalMismatch:
         pass
     else:
@@ -146,8 +147,8 @@ def test_never_written_through_a_symlinked_runtime_dir(tmp_path):
     (root / ".scriptorium").rename(elsewhere)
     os.symlink(elsewhere, root / ".scriptorium")
     _age()
-    stamps, _ = revision_walk(root)
-    WorkspaceCache(root).revision(stamps, installed=True)
+    stamps, _ = revision_walk(root, switches=current_switches())
+    WorkspaceCache(root).revision(stamps, installed=True, switches=current_switches())
     assert not (elsewhere / revmemo.NAME).exists()
 
 

@@ -95,12 +95,12 @@ def test_a_damaged_index_is_detected_and_rebuilt(fixture_state, tmp_path):
     (index,) = where.glob("*.index")
     raw = index.read_bytes()
     index.write_bytes(raw[:-7] + bytes([raw[-7] ^ 0x10]) + raw[-6:])  # one flipped bit
-    assert envelope.read(index, scache.INDEX_KIND) is None
+    assert envelope.read(index, scache.INDEX_KIND, scache.INDEX_VERSION) is None
     again = scache.load_summaries(fixture_state, WID, 2000, COUNTER, directory=where)
     full, pending = _full(fixture_state)
     assert set(again.read) == set(first.read)  # every session read for real, none from the damage
     assert again.summaries == full.summaries and again.pending == pending
-    assert envelope.read(index, scache.INDEX_KIND) is not None  # rewritten whole
+    assert envelope.read(index, scache.INDEX_KIND, scache.INDEX_VERSION) is not None  # rewritten whole
     assert scache.load_summaries(fixture_state, WID, 2000, COUNTER, directory=where).read == ()
 
 
@@ -110,7 +110,52 @@ def test_an_index_of_another_state_dir_is_not_used(fixture_state, tmp_path):
     where = tmp_path / "cache"
     scache.load_summaries(fixture_state, WID, 2000, COUNTER, directory=where)
     (index,) = where.glob("*.index")
-    body = envelope.read(index, scache.INDEX_KIND)
+    body = envelope.read(index, scache.INDEX_KIND, scache.INDEX_VERSION)
     body["state"] = "/elsewhere"
-    envelope.write(index, scache.INDEX_KIND, body)
+    envelope.write(index, scache.INDEX_KIND, body, scache.INDEX_VERSION)
     assert scache.load_summaries(fixture_state, WID, 2000, COUNTER, directory=where).read
+
+
+def test_an_index_of_the_previous_row_shape_is_a_miss(fixture_state, tmp_path):
+    """Rows once carried the live record ids and their pending share beside the live turns;
+    the live turns are now their one source. An index written in the previous shape (envelope
+    version 1, format 3, two more fields before the live turns) is read as nothing and rebuilt,
+    never taken field by field."""
+    _age(fixture_state / "sessions")
+    where = tmp_path / "cache"
+    first = scache.load_summaries(fixture_state, WID, 2000, COUNTER, directory=where)
+    (index,) = where.glob("*.index")
+    body = envelope.read(index, scache.INDEX_KIND, scache.INDEX_VERSION)
+    old_rows = {}
+    for sid, row in body["entries"].items():
+        live = row[-1]
+        ids = tuple(t[0] for t in live)
+        old_rows[sid] = (*row[:-1], ids, tuple(t[0] for t in live if t[4]), live)
+    envelope.write(index, scache.INDEX_KIND, {"format": "memory-tui/session-summary/3", "state": body["state"],
+                                              "entries": old_rows}, 1)
+    again = scache.load_summaries(fixture_state, WID, 2000, COUNTER, directory=where)
+    assert set(again.read) == set(first.read)  # every session read again
+    assert again.summaries == first.summaries
+    assert envelope.read(index, scache.INDEX_KIND, scache.INDEX_VERSION) is not None  # rewritten in today's shape
+
+
+def test_the_drift_count_is_the_live_turns_drift(fixture_state):
+    """``status``'s drift figure and ``why --drift``'s list come from the same live turns."""
+    from memory_tui.sessions.kept import drift_of
+
+    class Cites:
+        known = True
+
+        def cited(self, sid, nid):  # every other turn cited: both kinds of disagreement occur
+            return hash((sid, nid)) % 2 == 0
+
+        def of(self, sid, nid):
+            return ()
+
+    snap = load_sessions(fixture_state)
+    checked = 0
+    for sid, s in snap.sessions.items():
+        summary = scache.summarize_session(s, analyze_session(s, WID, 2000, COUNTER), WID)
+        assert scache.drift_count_of(summary, Cites()) == len(drift_of(sid, summary.live, Cites()).items)
+        checked += bool(summary.live)
+    assert checked

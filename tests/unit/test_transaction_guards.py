@@ -23,6 +23,7 @@ from memory_tui.core.format.sources import SourceRecord
 from memory_tui.core.store.archives import append_records
 from memory_tui.core.format.topics import parse_tree
 from memory_tui.core.store.workspace import workspace_revision
+from memory_tui.core.switches import current as current_switches
 from switching import set_derive
 
 
@@ -198,11 +199,11 @@ def test_cached_tree_equals_parse_tree(ws):
     index = source_index(mem)
     cache = txcache.WorkspaceCache(mem)
     token = cache.observe_index(index)
-    mine = cache.tree(texts, index, token)
+    mine = cache.tree(texts, index, token, switches=current_switches())
     ref = parse_tree(texts, resolve=index.resolve_target)
     assert mine.problems == ref.problems and mine.ids == ref.ids
     assert [u.memory_id for u in mine.units] == [u.memory_id for u in ref.units]
-    assert cache.tree(texts, index, token).topics[0] is mine.topics[0]  # reused
+    assert cache.tree(texts, index, token, switches=current_switches()).topics[0] is mine.topics[0]  # reused
 
 
 def test_runtime_json_rewritten_between_edits_is_read_again(ws, monkeypatch):
@@ -388,11 +389,11 @@ def test_a_same_stamp_write_inside_the_clock_tick_is_still_seen(ws, tmp_path, mo
     walks = []
     real_walk = tx_stage.revision_walk
 
-    def same_stamps(root):  # the first walk under the lock: as if the write kept core.md's stamp
+    def same_stamps(root, **kw):  # the first walk under the lock: as if the write kept core.md's stamp
         if not walks:
             walks.append(root)
             return dict(remembered[0]), remembered[1]
-        return real_walk(root)
+        return real_walk(root, **kw)
 
     monkeypatch.setattr(tx_stage, "revision_walk", same_stamps)
     calls = []
@@ -503,9 +504,9 @@ def test_the_installs_own_result_keeps_the_revision_for_the_next_process_a_reade
     edit = re.sub(r"likes \w+", "likes frost", _cur(ws, "topics/core.md"))
     result = tx.staged_edit(ws, "topics/core.md", edit, git_commit="off")
     assert result.ok, result
-    stamps = walk.revision_walk(mem)[0]
+    stamps = walk.revision_walk(mem, switches=current_switches())[0]
     assert revmemo.lookup(mem, stamps) is None  # not hashed yet, so not kept
-    assert txcache.cache_for(mem).revision(stamps) == workspace_revision(mem)  # a reader hashes it ...
+    assert txcache.cache_for(mem).revision(stamps, switches=current_switches()) == workspace_revision(mem)  # a reader hashes it ...
     assert revmemo.lookup(mem, stamps) is None  # ... and writes nothing
     assert result.revision == workspace_revision(mem)  # the install's own result
     assert revmemo.lookup(mem, stamps) == result.revision

@@ -92,7 +92,8 @@ def o200k_encoding():
 def _tiktoken_version() -> str:
     """tiktoken's installed version, from the ``METADATA`` of the one ``.dist-info`` beside the
     package when there is exactly one (what ``importlib.metadata`` reads); importing
-    ``importlib.metadata`` itself costs a fresh ``edit`` ~50 ms, so it is the fallback only."""
+    ``importlib.metadata`` itself costs a fresh ``edit`` more than its whole lookup, so it is the
+    fallback only."""
     import importlib.util
     from pathlib import Path
 

@@ -21,7 +21,7 @@ from typing import Mapping
 from ..format.errors import Problem
 from ..format.topics import INVALID_TOPIC_FORMAT, read_topic_file
 from ..cache.stamp import RACY_NS, is_racy
-from ..switches import current as switches
+from ..switches import Switches
 from .walk import STAMP_OF, Stamp, stamps_under
 
 READ_AGAIN_MAX = 64  # topic files looked at again by ``_read_again``; beyond that the full loop
@@ -64,8 +64,8 @@ class CommittedFiles:
             return hit[2]
         return sha(text)
 
-    def read_topics(self, topics_dir: Path, walk: tuple[Mapping[str, Stamp], tuple[str, ...]] | None = None,
-                    ) -> tuple[dict[str, str], dict[str, str], list[Problem]]:
+    def read_topics(self, topics_dir: Path, walk: tuple[Mapping[str, Stamp], tuple[str, ...]] | None = None, *,
+                    switches: Switches) -> tuple[dict[str, str], dict[str, str], list[Problem]]:
         """Like ``topics.read_topic_texts`` (same files, same problems), plus each text's
         sha256; files whose stats did not change are not read again. ``walk`` is
         ``revision_walk`` of the workspace holding ``topics_dir``, taken just before: its
@@ -85,8 +85,8 @@ class CommittedFiles:
             def full() -> tuple[dict[str, str], dict[str, str], list[Problem]]:
                 return self._read_listed(topics_dir, [(rel[7:], st) for rel, st in zip(rels, listed)], links, rels)
 
-            return switches().choose("committed topic texts", lambda: self._read_again(topics_dir, rels, listed, links) or full(),
-                                      full, lambda a, b: a == b and list(a[0]) == list(b[0]))
+            return switches.choose("committed topic texts", lambda: self._read_again(topics_dir, rels, listed, links) or full(),
+                                    full, lambda a, b: a == b and list(a[0]) == list(b[0]))
         try:
             found = sorted(topics_dir.rglob("*.md"))
         except OSError as exc:

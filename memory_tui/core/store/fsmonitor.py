@@ -42,7 +42,7 @@ from typing import Any, Iterable
 
 from ..format.paths import RUNTIME_NAMES, is_internal_top
 from ..cache.registry import keeps
-from ..switches import current as switches
+from ..switches import Switches
 
 # statfs f_type of the file systems where every change to a file raises its inotify event
 LOCAL_FS = {
@@ -77,9 +77,9 @@ def inotify() -> tuple[Any, _Flags] | None:
     return _INOTIFY[0]
 
 
-def enabled() -> bool:
+def enabled(switches: Switches) -> bool:
     """Not in the full-derivation mode (``MEMORY_TUI_TEST_DERIVE=full``), which walks every file."""
-    return switches().monitor
+    return switches.monitor
 
 
 def fs_type(path: str) -> int | None:
@@ -247,10 +247,10 @@ _MONITORS_LOCK = threading.Lock()
 MAX_MONITORS = 8  # each holds an inotify instance (a file descriptor, 128 per user by default)
 
 
-def monitor_for(root: Path | str, create: bool = False) -> FsMonitor | None:
+def monitor_for(root: Path | str, create: bool = False, *, switches: Switches) -> FsMonitor | None:
     """This process's monitor of ``root``; with ``create``, one is started where the monitor is
-    available (Linux, a local file system, ``MEMORY_TUI_TEST_DERIVE`` not ``full``), else ``None``."""
-    if not enabled():
+    available (Linux, a local file system, the caller's ``switches`` not ``full``), else ``None``."""
+    if not enabled(switches):
         return None
     key = os.fspath(root)
     with _MONITORS_LOCK:

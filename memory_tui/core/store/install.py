@@ -341,7 +341,7 @@ _renameat2 = None
 def _exchange(a: Path, b: Path) -> bool:
     """Atomically swap two paths (Linux ``renameat2``); False when unsupported."""
     global _renameat2
-    import ctypes  # imported on first use (ctypes, ctypes.util: ~5 ms of every fresh edit's start-up)
+    import ctypes  # imported on first use: ctypes is a measurable share of a fresh edit's start-up
     import ctypes.util
 
     if _renameat2 is None:
@@ -855,11 +855,13 @@ def _outermost(layout: Layout) -> bool:
 
 def _remove_dead_temps(layout: Layout) -> None:
     from ..fsutil import user_cache_dir
-    from .leftovers import remove_dead_temps
+    from .leftovers import remove_dead_temps, remove_retired_caches
 
     # The user cache dir too: the session index, token memo, outline and layout tables are
     # replaced there through the same pid-named temps, and a kill leaves them just the same.
     remove_dead_temps([(layout.runtime_dir, True), (user_cache_dir(), True)])
+    # and the files of caches an earlier version kept under names nothing reads now
+    remove_retired_caches({"runtime": layout.runtime_dir, "outline": user_cache_dir("outline")})
 
 
 def _run_open_steps(layout: Layout) -> None:

@@ -20,6 +20,14 @@ layout and overview tables: shared by every state, so only the pid decides) and,
 sessions a marks intent names, their ``history/``. The
 session folders are not all walked at every open: a node file is only ever rewritten by a
 mark, and every mark happens while an intent naming its session is on disk.
+
+The same open removes the cache files of earlier versions that nothing reads any more
+(``RETIRED``): when the cache kit put every store on one envelope, the no-op verdict and the
+canonical proofs (runtime folder) and the topic outline tables (user cache dir) changed their
+names, so an upgraded workspace would otherwise keep the old files for good. They are removed
+whatever process wrote them: no reader of this version opens them, and a reader of an older
+one only misses its cache. Their temp siblings follow the pid rule above. Only a locked open
+removes anything; a read never writes.
 """
 
 from __future__ import annotations
@@ -31,6 +39,16 @@ from typing import Iterable
 
 ATOMIC_TEMP = re.compile(r"^.+[.-][0-9a-f]{16}-p(\d+)\.tmp$")
 CACHE_TEMP = re.compile(r"^\..+\.(\d+)\.(\d+)\.tmp$")
+
+# Retired cache files: where (``runtime``: the workspace's runtime folder; ``outline``: the
+# outline tables' folder in the user cache dir), the retired name, and the temp files its
+# writers left (the pid is the first number). Older writers named the temp
+# ``.<name>.<pid>.tmp`` or ``<name>.<pid>.tmp`` before ``replace_cache_file`` added the thread.
+RETIRED = (
+    ("runtime", re.compile(r"^memory-tui-(?:noop|canonical)\.json$"),
+     re.compile(r"^\.?memory-tui-(?:noop|canonical)\.json\.(\d+)(?:\.\d+)?\.tmp$")),
+    ("outline", re.compile(r"^[0-9a-f]{24}\.json$"), re.compile(r"^\.[0-9a-f]{24}\.json\.(\d+)\.\d+\.tmp$")),
+)
 
 
 def temp_owner(name: str) -> int | None:
@@ -87,13 +105,51 @@ def dead_temps(folders: Iterable[tuple[Path, bool]]) -> list[Path]:
     return out
 
 
-def remove_dead_temps(folders: Iterable[tuple[Path, bool]]) -> tuple[str, ...]:
-    """Remove them; returns the removed paths (for a report). Never raises."""
+def _unlink_all(paths: Iterable[Path]) -> tuple[str, ...]:
+    """Remove ``paths``; the ones removed (for a report). Never raises."""
     removed = []
-    for p in dead_temps(folders):
+    for p in paths:
         try:
             p.unlink()
             removed.append(str(p))
         except OSError:
             continue
     return tuple(removed)
+
+
+def remove_dead_temps(folders: Iterable[tuple[Path, bool]]) -> tuple[str, ...]:
+    """Remove them; returns the removed paths (for a report). Never raises."""
+    return _unlink_all(dead_temps(folders))
+
+
+def retired_caches(folders: dict[str, Path]) -> list[Path]:
+    """The retired cache files (``RETIRED``) in ``folders`` (``"runtime"``/``"outline"`` -> the
+    folder), and their temp files whose writer is gone. Only regular files, never through a link."""
+    out: list[Path] = []
+    for where, name, temp in RETIRED:
+        folder = folders.get(where)
+        if folder is None or folder.is_symlink() or not folder.is_dir():
+            continue
+        try:
+            with os.scandir(folder) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        for e in entries:
+            try:
+                if not e.is_file(follow_symlinks=False):
+                    continue
+            except OSError:
+                continue
+            if name.match(e.name):
+                out.append(Path(e.path))
+                continue
+            m = temp.match(e.name)
+            if m is not None and not _alive(int(m.group(1))):
+                out.append(Path(e.path))
+    return out
+
+
+def remove_retired_caches(folders: dict[str, Path]) -> tuple[str, ...]:
+    """Remove ``retired_caches(folders)``; returns the removed paths. Never raises."""
+    return _unlink_all(retired_caches(folders))

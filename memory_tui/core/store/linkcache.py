@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Mapping
 from ..format.blocklinks import block_id_locations, file_block_ids
 from .memos import TextMemo, is_str_tuple, without
 from .parsecache import store_for
-from ..switches import current as switches
+from ..switches import Switches
 
 _GONE = None  # a ``Locations`` delta value: the id is no longer anywhere
 _ABSENT = object()
@@ -110,7 +110,7 @@ class BlockLinks:
         # the last block-id locations: (paths, their texts, each one's file ids, id -> rel, no id in two files)
         self._locations: tuple[tuple[str, ...], list[str], list[tuple[str, ...]], Mapping[str, str], bool] | None = None
 
-    def block_locations(self, texts: Mapping[str, str]) -> dict[str, str]:
+    def block_locations(self, texts: Mapping[str, str], switches: Switches) -> dict[str, str]:
         """``links.block_id_locations(texts)`` (topics-relative keys), from the last call's
         when only a few texts changed and no id lives in two files: the changed files' ids are
         taken out and put back, the rest is as it was."""
@@ -127,7 +127,7 @@ class BlockLinks:
                     return where
             return self._full_locations(texts)
 
-        mode = switches()
+        mode = switches
         if not mode.check:
             return mode.choose("block-link locations", incremental, full)
         # check mode hands on the incremental map (derive raises unless it equals the full

@@ -41,6 +41,7 @@ from ..cache import envelope
 from ..fsutil import replace_cache_file
 from ..cache.stamp import is_racy
 from ..format.paths import Layout
+from ..switches import Switches
 from .walk import revision_walk
 from ..cache.registry import keeps
 
@@ -124,7 +125,7 @@ def _decode(body: Any) -> Verdict | None:
     return Verdict(revision, core, warnings, key)
 
 
-def lookup(memory_root: Path, rel: str, data: bytes) -> Verdict | None:
+def lookup(memory_root: Path, rel: str, data: bytes, switches: Switches) -> Verdict | None:
     """The stored verdict, if it holds for the workspace as it is now and ``rel`` (``topics/…``)
     holds exactly ``data``; else ``None``."""
     root = Path(memory_root)
@@ -139,7 +140,7 @@ def lookup(memory_root: Path, rel: str, data: bytes) -> Verdict | None:
     verdict = _decode(body)
     if verdict is None or body.get("config") != config_key(root.parent):
         return None
-    stamps, links = revision_walk(root)
+    stamps, links = revision_walk(root, switches=switches)
     if rel not in stamps or workspace_key(stamps, links) != verdict.key:
         return None
     if (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns) != tuple(stamps[rel]):
@@ -147,9 +148,9 @@ def lookup(memory_root: Path, rel: str, data: bytes) -> Verdict | None:
     return verdict
 
 
-def holds(memory_root: Path, verdict: Verdict) -> bool:
+def holds(memory_root: Path, verdict: Verdict, switches: Switches) -> bool:
     """The workspace is still the one ``verdict`` was made for (call under the write lock)."""
-    stamps, links = revision_walk(Path(memory_root))
+    stamps, links = revision_walk(Path(memory_root), switches=switches)
     return workspace_key(stamps, links) == verdict.key
 
 

@@ -157,7 +157,7 @@ ENTRY_SUFFIX = ".entry"
 # The parses themselves (big): their pack is a marshal pack (``decode_pack``).
 BULK = frozenset(("archives", "topics"))
 # Every packed kind (PACKED and BULK) is written the same way, so a flush costs what changed
-# (a pack rewritten whole cost ~10 ms per one-record edit at scale 4): a flush
+# (a pack rewritten whole made every one-record edit pay for the whole kind): a flush
 # that changes most entries of a kind (a cold start) writes the whole kind into its pack and
 # removes the per-entry files; a smaller one writes only the changed entries, as per-entry
 # files (``<kind>/<name>.entry``) that win over the pack when read. Once more per-entry files
@@ -690,7 +690,7 @@ _STORES_LOCK = threading.Lock()
 
 
 # the store by the path as given, so the per-file lookups of one transaction
-# (a thousand at scale 1) do not resolve the root each time (~50 ms of a fresh edit)
+# (one per topic file) do not resolve the root each time (a system call or more each)
 _BY_GIVEN: dict[str, ParseStore] = keeps({})
 
 

@@ -19,7 +19,7 @@ from ..format.paths import RUNTIME_NAMES, is_internal_top
 from . import revmemo, revstream
 from ..cache.stamp import is_racy
 from .revstream import ENTRY_REL, NOT_IN_PLACE, held_segment, still_holds, young_at
-from ..switches import current as switches
+from ..switches import Switches
 from .txmode import in_one_shot
 from .walk import Stamp, any_racy
 
@@ -41,7 +41,7 @@ class RevisionChain:
         # whose stamp did not prove its bytes then); see ``holds_revision``
         self._hashed: tuple[dict[str, Stamp], str, dict[str, str]] | None = None
 
-    def revision(self, stamps: Mapping[str, tuple], installed: bool = False) -> str:
+    def revision(self, stamps: Mapping[str, tuple], installed: bool = False, *, switches: Switches) -> str:
         """The workspace revision (memory spec §2.6) of the files named by ``stamps`` (as
         ``revision_walk`` lists them: sorted, ``rel -> (mtime_ns, size, inode, ctime_ns)``).
 
@@ -50,7 +50,8 @@ class RevisionChain:
         and the bytes of the files after it (``revstream.feed_stream``). The bytes fed are exactly
         ``workspace.workspace_revision``'s (a property test compares the two). ``installed``:
         the files a transaction of this process just installed, whose revision is kept for the
-        next process (``revmemo``; only then, so a refused or read-only run writes nothing)."""
+        next process (``revmemo``; only then, so a refused or read-only run writes nothing).
+        ``switches``: the caller's test switches (``full`` neither resumes nor keeps anything)."""
         with self.lock:
             last = self._revision
             if last is not None and last[0] == stamps:
@@ -71,7 +72,7 @@ class RevisionChain:
             value = revmemo.lookup(self.root, stamps) if not chain else None
             return (value, None) if value is not None else fed()
 
-        value, entries = switches().choose("revision", kept, fed, lambda a, b: a[0] == b[0])
+        value, entries = switches.choose("revision", kept, fed, lambda a, b: a[0] == b[0])
         with self.lock:
             if entries is not None:
                 self._chain, self._stale, self._chain_of = entries, len(entries), None
@@ -79,11 +80,11 @@ class RevisionChain:
             if not any_racy(stamps, now):
                 self._revision = (dict(stamps), value)
         if installed and entries is not None:
-            self._keep_revision(value, entries)
+            self._keep_revision(value, entries, switches)
         return value
 
-    def _keep_revision(self, value: str, entries: list) -> None:
-        if not switches().full:  # the full mode is the code before any cache: it keeps none
+    def _keep_revision(self, value: str, entries: list, switches: Switches) -> None:
+        if not switches.full:  # the full mode is the code before any cache: it keeps none
             revmemo.keep(self.root, value, entries)
 
     def note_walk(self, stamps: Mapping[str, Stamp], links: tuple[str, ...], revision: object,
@@ -100,7 +101,8 @@ class RevisionChain:
             walk, self._walk = self._walk, None
         return walk
 
-    def start_revision(self, before: Mapping[str, Stamp], changes: Mapping[str, bytes | None]) -> "RevisionJob":
+    def start_revision(self, before: Mapping[str, Stamp], changes: Mapping[str, bytes | None], *,
+                       switches: Switches) -> "RevisionJob":
         """The revision the workspace will have once ``changes`` (path -> new bytes, ``None``
         = removed) are installed over the files ``before`` names, computed in a worker thread
         from now on: the hash of the new bytes and of everything after them runs while the
@@ -108,17 +110,18 @@ class RevisionChain:
         GIL while it hashes, and the stream's unchanged bytes come from memory in a few large
         buffers, so the worker rarely needs the GIL). :meth:`RevisionJob.result` hands the
         value out only for the very stamps the install left; anything else is recomputed."""
-        return RevisionJob(self, before, changes)
+        return RevisionJob(self, before, changes, switches)
 
-    def can_defer(self) -> bool:
+    def can_defer(self, switches: Switches) -> bool:
         """Whether an install's revision can be left for :meth:`defer_revision` (the caller
         then starts no :class:`RevisionJob`): a chain to build on, held bytes kept between
         transactions (never in a ``one_shot`` process, whose one result is printed at once)
         and not the full-rebuild mode, which keeps nothing."""
         with self.lock:
-            return bool(self._chain) and not in_one_shot() and not switches().full
+            return bool(self._chain) and not in_one_shot() and not switches.full
 
-    def defer_revision(self, stamps: Mapping[str, Stamp], puts: Mapping[str, bytes]) -> "PendingRevision | str | None":
+    def defer_revision(self, stamps: Mapping[str, Stamp], puts: Mapping[str, bytes], *,
+                       switches: Switches) -> "PendingRevision | str | None":
         """The revision of the files ``stamps`` names right after an install (call under the
         write lock, ``stamps`` as ``installed_stamps`` gives them; ``puts``: the bytes the
         install wrote, by path), hashed only when it is read (:class:`PendingRevision`).
@@ -154,7 +157,7 @@ class RevisionChain:
             return None
         entries, resume, stale = deferred
         young = {entries[j][0]: entries[j][2] for j in young_at(entries)}
-        pending = PendingRevision(self, dict(stamps), entries, resume, young, now)
+        pending = PendingRevision(self, dict(stamps), entries, resume, young, now, switches)
         with self.lock:
             self._chain, self._stale, self._chain_of = entries, stale, None
             self._pending = pending
@@ -183,7 +186,7 @@ class RevisionChain:
         with self.lock:
             chain = self._chain if self._chain_of is pending else None
         if chain is not None:
-            self._keep_revision(value, chain)
+            self._keep_revision(value, chain, pending.switches)
 
     def _note_hashed(self, stamps: Mapping[str, Stamp], value: str, entries: list) -> None:
         if len(entries) == len(stamps):  # call with ``self.lock`` held
@@ -206,13 +209,14 @@ class RevisionChain:
             return False
         return still_holds(os.fspath(self.root), hashed[2])
 
-    def _commit_stream(self, entries: list, stamps: Mapping[str, Stamp], value: str, now: int) -> None:
+    def _commit_stream(self, entries: list, stamps: Mapping[str, Stamp], value: str, now: int,
+                       switches: Switches) -> None:
         with self.lock:
             self._chain, self._stale, self._chain_of = entries, len(entries), None
             self._note_hashed(stamps, value, entries)
             if not any_racy(stamps, now):
                 self._revision = (dict(stamps), value)
-        self._keep_revision(value, entries)
+        self._keep_revision(value, entries, switches)
 
 
 class PendingRevision:
@@ -227,8 +231,9 @@ class PendingRevision:
     nothing is read from disk afterwards, so a later change of the files cannot leak in."""
 
     def __init__(self, owner: RevisionChain, stamps: dict[str, Stamp], entries: list, resume: int,
-                 young: dict[str, str], planned_at: int) -> None:
+                 young: dict[str, str], planned_at: int, switches: Switches) -> None:
         self.owner = owner
+        self.switches = switches  # the deferring transaction's: whether the value is kept
         self.stamps = stamps  # the files as the install left them
         self.planned_at = planned_at
         self._entries: list | None = entries  # the unhashed chain, until hashed
@@ -291,8 +296,10 @@ class RevisionJob:
     the install left and they are exactly the ones it assumed; a cancelled or failed job (the
     transaction failed, or was refused under the lock) leaves the chain as it was."""
 
-    def __init__(self, owner: RevisionChain, before: Mapping[str, Stamp], changes: Mapping[str, bytes | None]) -> None:
+    def __init__(self, owner: RevisionChain, before: Mapping[str, Stamp], changes: Mapping[str, bytes | None],
+                 switches: Switches) -> None:
         self.owner = owner
+        self.switches = switches  # the starting transaction's
         puts: dict[str, bytes] = {}
         gone: set[str] = set()
         for rel, data in changes.items():
@@ -346,10 +353,10 @@ class RevisionJob:
             error, self._error = self._error, None
             if not isinstance(error, OSError):
                 raise error
-            return self.owner.revision(stamps, installed=True)
+            return self.owner.revision(stamps, installed=True, switches=self.switches)
         out, self._out = self._out, None
         if out is None or len(out[1]) != len(stamps):
-            return self.owner.revision(stamps, installed=True)
+            return self.owner.revision(stamps, installed=True, switches=self.switches)
         value, entries = out
         now = time.time_ns()
         puts = self._puts
@@ -358,15 +365,15 @@ class RevisionJob:
         fixed: list = []
         for entry, (rel, st) in zip(entries, stamps.items()):
             if entry[0] != rel:
-                return self.owner.revision(stamps, installed=True)
+                return self.owner.revision(stamps, installed=True, switches=self.switches)
             if entry[1] is None:  # written by the install: its stamp proves it once old enough
                 data = puts[rel]
                 check = None if len(data) == st[1] and not is_racy(st[0], st[3], now) else entry[2]
                 entry = (rel, st, check, entry[3], entry[4])
             elif entry[1] != st:
-                return self.owner.revision(stamps, installed=True)
+                return self.owner.revision(stamps, installed=True, switches=self.switches)
             fixed.append(entry)
-        self.owner._commit_stream(fixed, stamps, value, now)
+        self.owner._commit_stream(fixed, stamps, value, now, self.switches)
         return value
 
     def _result_in_place(self, value: str, entries: list, stamps: Mapping[str, Stamp], now: int) -> str:
@@ -382,16 +389,16 @@ class RevisionJob:
             expected[rel] = stamps.get(rel)
         keys = list(stamps)
         if expected != stamps or keys != list(expected):
-            return self.owner.revision(stamps, installed=True)
+            return self.owner.revision(stamps, installed=True, switches=self.switches)
         fixed = list(entries)
         for rel in puts:
             i = keys.index(rel)
             entry, st, data = fixed[i], stamps[rel], puts[rel]
             if entry[0] != rel or entry[1] is not None:
-                return self.owner.revision(stamps, installed=True)
+                return self.owner.revision(stamps, installed=True, switches=self.switches)
             check = None if len(data) == st[1] and not is_racy(st[0], st[3], now) else entry[2]
             fixed[i] = (rel, st, check, entry[3], entry[4])
-        self.owner._commit_stream(fixed, stamps, value, now)
+        self.owner._commit_stream(fixed, stamps, value, now, self.switches)
         return value
 
 

@@ -21,7 +21,7 @@ from ..format.topics import Topic, TopicTree, assemble_tree, parse_topic, reasse
 from .committed import CommittedFiles, sha
 from .memos import without
 from .parsecache import deps_signature, store_for, topic_deps
-from ..switches import current as switches
+from ..switches import Switches
 
 _NOT_HANDED = (None,)  # a path no parse was handed out for
 
@@ -149,7 +149,7 @@ class TreeCache:
         return made
 
     def tree(self, texts: Mapping[str, str], index: SourceIndex, token: object,
-             shas: Mapping[str, str] | None = None) -> TopicTree:
+             shas: Mapping[str, str] | None = None, *, switches: Switches) -> TopicTree:
         """The strict parse of ``texts`` (== ``parse_tree(texts, resolve=..., strict=True)``)."""
         shas = shas or {}
         with self.lock:
@@ -162,7 +162,7 @@ class TreeCache:
                     for rel in sorted(texts, key=topic_sort_key)]
 
         made: list[_Parsed] = []
-        mode = switches()
+        mode = switches
         topics = mode.choose("tree topics", lambda: self._topics_since_last(texts, index, token, shas, last, moved,
                                                                             handed, made), full,
                              lambda a, b: len(a) == len(b) and all(x is y or (not x.ok and x == y) for x, y in zip(a, b)))

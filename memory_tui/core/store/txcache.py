@@ -36,7 +36,7 @@ from .parsecache import forget_in_process, store_for
 from .proofs import CanonicalProofs
 from .revision import PendingRevision, RevisionChain, RevisionJob
 from .treecache import ParsedEntry, TreeCache
-from ..switches import current as switches
+from ..switches import Switches
 from .viewcache import TopicPart, part_from_plain, part_plain, view_cache_for
 from .viewcache import forget_in_process as forget_views
 from .walk import Stamp
@@ -66,8 +66,8 @@ class WorkspaceCache:
         self._retained_size = 0  # cached entries the last ``retain`` left (``retain_lazily``)
 
     # -- the revision (``RevisionChain``) -----------------------------------------------
-    def revision(self, stamps: Mapping[str, tuple], installed: bool = False) -> str:
-        return self.revisions.revision(stamps, installed)
+    def revision(self, stamps: Mapping[str, tuple], installed: bool = False, *, switches: Switches) -> str:
+        return self.revisions.revision(stamps, installed, switches=switches)
 
     def note_walk(self, stamps: Mapping[str, Stamp], links: tuple[str, ...], revision: object,
                   generation: int | None = None) -> None:
@@ -76,21 +76,24 @@ class WorkspaceCache:
     def take_walk(self) -> tuple[dict[str, Stamp], tuple[str, ...], object, int | None] | None:
         return self.revisions.take_walk()
 
-    def start_revision(self, before: Mapping[str, Stamp], changes: Mapping[str, bytes | None]) -> RevisionJob:
-        return self.revisions.start_revision(before, changes)
+    def start_revision(self, before: Mapping[str, Stamp], changes: Mapping[str, bytes | None], *,
+                       switches: Switches) -> RevisionJob:
+        return self.revisions.start_revision(before, changes, switches=switches)
 
-    def can_defer(self) -> bool:
-        return self.revisions.can_defer()
+    def can_defer(self, switches: Switches) -> bool:
+        return self.revisions.can_defer(switches)
 
-    def defer_revision(self, stamps: Mapping[str, Stamp], puts: Mapping[str, bytes]) -> PendingRevision | str | None:
-        return self.revisions.defer_revision(stamps, puts)
+    def defer_revision(self, stamps: Mapping[str, Stamp], puts: Mapping[str, bytes], *,
+                       switches: Switches) -> PendingRevision | str | None:
+        return self.revisions.defer_revision(stamps, puts, switches=switches)
 
     def holds_revision(self, stamps: Mapping[str, Stamp], revision: str) -> bool:
         return self.revisions.holds_revision(stamps, revision)
 
     # -- committed bytes (``CommittedFiles``) --------------------------------------------
-    def read_topics(self, topics_dir: Path, walk: tuple[Mapping[str, Stamp], tuple[str, ...]] | None = None):
-        return self.committed.read_topics(topics_dir, walk)
+    def read_topics(self, topics_dir: Path, walk: tuple[Mapping[str, Stamp], tuple[str, ...]] | None = None, *,
+                    switches: Switches):
+        return self.committed.read_topics(topics_dir, walk, switches=switches)
 
     def by_bytes(self, key: str, path: Path, load):
         return self.committed.by_bytes(key, path, load)
@@ -109,8 +112,8 @@ class WorkspaceCache:
         return self.trees.entry(rel, text, index, token, digest)
 
     def tree(self, texts: Mapping[str, str], index: SourceIndex, token: object,
-             shas: Mapping[str, str] | None = None) -> TopicTree:
-        return self.trees.tree(texts, index, token, shas)
+             shas: Mapping[str, str] | None = None, *, switches: Switches) -> TopicTree:
+        return self.trees.tree(texts, index, token, shas, switches=switches)
 
     def refs_ok(self, topic: Topic, index: SourceIndex) -> bool:
         return self.trees.refs_ok(topic, index)
@@ -125,8 +128,8 @@ class WorkspaceCache:
         self.trees.note_order_covers(tree, state)
 
     # -- block links (``BlockLinks``) and kept values ------------------------------------
-    def block_locations(self, texts: Mapping[str, str]) -> dict[str, str]:
-        return self.links.block_locations(texts)
+    def block_locations(self, texts: Mapping[str, str], switches: Switches) -> dict[str, str]:
+        return self.links.block_locations(texts, switches)
 
     def link_rewrite(self, rel: str, text: str, locations: tuple, compute) -> str:
         return self.links.link_rewrite(rel, text, locations, compute)
@@ -135,7 +138,7 @@ class WorkspaceCache:
         return self.values.kept(kind, rel, text, compute, valid)
 
     # -- derived views ----------------------------------------------------------------------
-    def build_views(self, tree: TopicTree, **kwargs):
+    def build_views(self, tree: TopicTree, *, switches: Switches, **kwargs):
         """``views.build_views(tree, **kwargs)`` from per-topic parts (``viewcache``): parts of
         topics parsed before come from memory or the parse cache, keyed by bytes + deps."""
         store = store_for(self.root)
@@ -151,7 +154,8 @@ class WorkspaceCache:
                 store.put_derived("views", topic.path, key, part_plain(part))
 
         # key_of lets the views start from (and keep) the persisted snapshot
-        return view_cache_for(self.root).build(tree, lookup=lookup, store=remember, key_of=key_of, **kwargs)
+        return view_cache_for(self.root).build(tree, lookup=lookup, store=remember, key_of=key_of, switches=switches,
+                                               **kwargs)
 
     # -- canonical proofs (``CanonicalProofs``) ------------------------------------------
     def is_proven(self, rel: str, text: str, index: SourceIndex, token: object) -> bool:
@@ -171,15 +175,15 @@ class WorkspaceCache:
         self.canonical.save(layout)
 
     # -- retention ----------------------------------------------------------------------------
-    def retain_lazily(self, live: Mapping[str, str]) -> None:
+    def retain_lazily(self, live: Mapping[str, str], switches: Switches) -> None:
         """``retain(live)`` once the caches hold ``RETAIN_SLACK`` entries more than the last
         ``retain`` left them, else nothing. Every cache is keyed by content or checks the text
         it was made from, so an entry for a text no longer committed is never handed out for
         another: forgetting it only bounds memory, and a transaction adds about two (its new
         parse and proof). Pruning on each one would cost a pass over every cached entry per
-        edit; this way it runs once per some thirty edits. ``MEMORY_TUI_TEST_DERIVE=full`` retains
+        edit; this way it runs once per some thirty edits. ``switches`` in ``full`` mode retains
         every time, as before."""
-        if not switches().full and self._cached_entries() <= self._retained_size + RETAIN_SLACK:
+        if not switches.full and self._cached_entries() <= self._retained_size + RETAIN_SLACK:
             return
         self.retain(live)
 

@@ -21,8 +21,8 @@ the topic path, the sha256 of its bytes and its deps signature, so a fresh proce
 re-render 20 000 rows for a one-file edit.
 
 **The combined views persist too** — a fresh process used to load all
-300 parts and combine them from nothing (≈ 0.075 s of a 0.48 s ``apply`` at scale 1) to change
-one row. When the caller can key its topics (the transaction path: ``key_of`` and
+every topic's part and combine them from nothing (a sixth of a fresh ``apply``; see
+``benchmarks/README.md``) to change one row. When the caller can key its topics (the transaction path: ``key_of`` and
 ``stored_part``), the result of the last build is kept in ``<M>/<runtime-dir>/memory-tui-views/``
 (:class:`Snapshot`): the parts' keys in tree order, each timeline day's text with the
 (topic, sort_ref, id, line length) of its rows in file order (in segments, so that a reword
@@ -71,11 +71,7 @@ from ..format.views import (
     timeline_rows,
 )
 from ..cache.registry import keeps
-from ..switches import current as switches
-
-def mode() -> str:
-    """``incremental``, ``full`` or ``check``: this process's ``MEMORY_TUI_TEST_DERIVE``."""
-    return switches().derive
+from ..switches import Switches
 
 
 class ViewsMismatch(AssertionError):
@@ -326,6 +322,7 @@ class ViewCache:
         store: Callable[[Any, TopicPart], None] | None = None,
         parts_out: dict[str, TopicPart] | None = None,
         key_of: Callable[[Any], tuple | None] | None = None,
+        switches: Switches,
         **options: Any,
     ) -> DerivedViews:
         """``views.build_views(tree, **options)``, byte for byte, from per-topic parts.
@@ -334,8 +331,9 @@ class ViewCache:
         came from parts; it stays empty on the full path (then the parts' rows are not the
         tree's rows: a duplicate id was dropped, or ``full`` mode). ``key_of`` (a topic's
         persistent key: a function of everything its part depends on, or ``None``) lets the
-        build start from, and update, the persisted snapshot."""
-        how = mode()
+        build start from, and update, the persisted snapshot. ``switches``: the caller's test
+        switches (``full`` builds from scratch, ``check`` compares with it)."""
+        how = switches.derive
         topics = tuple(tree.topics)
         # a duplicate-free tree's units are its topics' units (its ``units`` is then not built)
         if how == "full" or (not getattr(tree, "dupfree", False)
@@ -344,7 +342,7 @@ class ViewCache:
         link_for = options.get("link_for")
         persist = key_of is not None and parts_out is None and self.root is not None
         with self.lock:
-            made = self._from_snapshot(topics, key_of, link_for) if persist else None
+            made = self._from_snapshot(topics, key_of, link_for, how == "check") if persist else None
             if made is None:
                 parts = [self.part(t, link_for, lookup, store) for t in topics]
                 if parts_out is not None:
@@ -401,7 +399,7 @@ class ViewCache:
         return keys
 
     def _from_snapshot(self, topics: tuple, key_of: Callable[[Any], tuple | None],
-                       link_for: LinkFor | None) -> tuple[dict[str, str], str] | None:
+                       link_for: LinkFor | None, check: bool) -> tuple[dict[str, str], str] | None:
         """``combine``'s answer from the snapshot and the parts of the topics whose keys moved,
         or ``None`` (no usable snapshot: the caller combines every part)."""
         keys = self._keys(topics, key_of)
@@ -421,7 +419,7 @@ class ViewCache:
         else:
             changed = [t for t in topics if snap.keys.get(t.path) != keys[t.path]]
             gone = [p for p in snap.keys if p not in keys]
-        if mode() == "check":
+        if check:
             want = [t for t in topics if snap.keys.get(t.path) != keys[t.path]]
             if [t.path for t in changed] != [t.path for t in want] or gone != [p for p in snap.keys if p not in keys]:
                 raise ViewsMismatch("incremental snapshot delta differs from comparing every key")
@@ -434,7 +432,7 @@ class ViewCache:
                 return None
             old[path] = flat
         # rendered here, not looked up: the parse cache's first lookup of a part unpickles all
-        # of them (≈ 0.035 s at scale 1) and rendering one topic's rows costs about a millisecond
+        # of them, while rendering the few changed topics' rows costs far less
         new = {t.path: _flat(self.part(t, link_for)) for t in changed}  # tree order
         for path in gone:
             self._parts.pop(path, None)

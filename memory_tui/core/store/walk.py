@@ -19,13 +19,13 @@ from typing import Iterable, Mapping
 from ..format.paths import RUNTIME_NAMES, is_internal_top
 from .fsmonitor import monitor_for
 from ..cache.stamp import RACY_NS, is_racy
-from ..switches import current as switches
+from ..switches import Switches
 
 from ..cache.stamp import Stamp, stamp_of
 from ..cache.registry import keeps
 
 
-def revision_walk(root: Path) -> tuple[dict[str, Stamp], tuple[str, ...]]:
+def revision_walk(root: Path, *, switches: Switches) -> tuple[dict[str, Stamp], tuple[str, ...]]:
     """``(stamps, links)``: the stat stamp of every file of the revision (exactly the files of
     ``workspace.iter_revision_files``, in its order) and the workspace-relative paths of the
     symbolic links met in the same places (never followed, never part of the revision).
@@ -36,15 +36,15 @@ def revision_walk(root: Path) -> tuple[dict[str, Stamp], tuple[str, ...]]:
     it was listed under and that stamp was older than the clock tick then: a name cannot
     appear, vanish or change kind without moving its folder's mtime and ctime, and a change
     after the listing is stamped later than the tick. The files are then ``lstat``-ed by one
-    C-level ``map`` instead of one ``DirEntry`` and a Python loop each. ``MEMORY_TUI_TEST_DERIVE=full``
-    walks every folder; ``check`` does both and compares.
+    C-level ``map`` instead of one ``DirEntry`` and a Python loop each. ``switches`` in ``full``
+    mode walks every folder; ``check`` does both and compares.
 
     Where this process keeps a file-system monitor of the workspace (``fsmonitor``), every
     folder listed is watched from now on."""
     base = os.fspath(root)
-    watch = monitor_for(base)
+    watch = monitor_for(base, switches=switches)
     folders: list[str] | None = [] if watch is not None else None
-    walked = switches().choose("revision walk", lambda: _walk_listed(base, folders), lambda: _walk_full(base, folders),
+    walked = switches.choose("revision walk", lambda: _walk_listed(base, folders), lambda: _walk_full(base, folders),
                                  lambda a, b: list(a[0].items()) == list(b[0].items()) and a[1] == b[1])
     if watch is not None and folders:
         watch.cover(folders)

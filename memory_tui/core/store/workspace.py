@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 from ..format.errors import CORRUPT_FILE, SPECIAL_TOKEN_TEXT, STATE_NOT_FOUND, WRITE_FAILURE_CODES, MemoryError, Problem
 from ..format.paths import RUNTIME_NAMES, Layout, is_internal_top, read_workspace_id  # noqa: F401 (re-exported)
 from ..format.tokens import TokenCounter
+from ..switches import Switches, current as current_switches
 from .viewcache import view_cache_for
 from ..format.views import ViewMismatch, compare_views, core_injection, special_token_problems
 from ..cache.stamp import is_racy, stamp_of
@@ -549,6 +550,8 @@ class StateView:
     # topic path -> its ``viewcache.TopicPart`` (tree order) when the views came from parts;
     # empty when they were built whole (then ``row_cache`` holds the rows)
     topic_parts: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    # the test switches the snapshot was opened with; ``refresh`` keeps them
+    switches: Switches = field(default_factory=Switches, repr=False, compare=False)
 
     @property
     def core_master(self) -> str | None:
@@ -683,15 +686,17 @@ def _parse_topics(
     return entries, reparsed
 
 
-def open_state(state_dir: Path | str, *, counter: Any = None) -> StateView:
+def open_state(state_dir: Path | str, *, counter: Any = None, switches: Switches | None = None) -> StateView:
     """Read a whole state directory into a snapshot. Raises ``MemoryError(STATE_NOT_FOUND)``
-    when ``state_dir`` is not a directory; everything else becomes a flag or a Problem."""
-    return _build(Path(state_dir), None, counter)
+    when ``state_dir`` is not a directory; everything else becomes a flag or a Problem.
+    ``switches``: the test switches (default: this process's, read from the environment once),
+    kept by the snapshot for its refreshes."""
+    return _build(Path(state_dir), None, counter, switches or current_switches())
 
 
 def refresh(previous: StateView) -> StateView:
     """The next snapshot: files whose ``(mtime_ns, size, inode)`` did not change are reused."""
-    return _build(previous.state_dir, previous, previous.counter)
+    return _build(previous.state_dir, previous, previous.counter, previous.switches)
 
 
 def _special_token_problems(tree: Any, prev: StateView | None, counter: Any) -> list[Problem]:
@@ -714,7 +719,7 @@ def _special_token_problems(tree: Any, prev: StateView | None, counter: Any) -> 
     return out
 
 
-def _revision_of(memory_root: Path, prev: StateView | None) -> tuple[Mapping[str, Any], str]:
+def _revision_of(memory_root: Path, prev: StateView | None, switches: Switches) -> tuple[Mapping[str, Any], str]:
     """``(stamps, revision)``. The revision is one SHA-256 stream over every file, so a
     refresh after a one-file change used to read and hash the whole workspace again (most of
     an app reload); the transaction cache's stream resumes from the hash state saved before
@@ -722,16 +727,16 @@ def _revision_of(memory_root: Path, prev: StateView | None) -> tuple[Mapping[str
     from .txcache import cache_for
     from .walk import revision_walk
 
-    stamps, _links = revision_walk(memory_root)
+    stamps, _links = revision_walk(memory_root, switches=switches)
     if prev is not None and prev.revision_stamps == stamps:
         return stamps, prev.revision
     try:
-        return stamps, cache_for(memory_root).revision(stamps)
+        return stamps, cache_for(memory_root).revision(stamps, switches=switches)
     except OSError:  # a file renamed away mid-read: the plain walk retries, or says so
         return stamps, workspace_revision(memory_root)
 
 
-def _build(state_dir: Path, prev: StateView | None, counter: Any) -> StateView:
+def _build(state_dir: Path, prev: StateView | None, counter: Any, switches: Switches) -> StateView:
     from ..format.config import load_memory_config
     from ..format.tokens import DEFAULT_COUNTER
 
@@ -819,10 +824,10 @@ def _build(state_dir: Path, prev: StateView | None, counter: Any) -> StateView:
             counter=counter,
             budget=config.core_budget_tokens,
             link_for=sources.link_for,
-            row_cache=row_cache,
+            row_cache=row_cache, switches=switches,
         )
 
-    rev_stamps, revision = _revision_of(memory_root, prev)
+    rev_stamps, revision = _revision_of(memory_root, prev, switches)
 
     return StateView(
         state_dir=state_dir,
@@ -849,36 +854,39 @@ def _build(state_dir: Path, prev: StateView | None, counter: Any) -> StateView:
         counter=counter,
         reparsed_topics=tuple(reparsed),
         row_cache=row_cache,
-        topic_parts=topic_parts,
+        topic_parts=topic_parts, switches=switches,
     )
 
 
 class Workspace:
     """A handle that keeps the latest snapshot of one state directory."""
 
-    def __init__(self, state_dir: Path | str, *, counter: Any = None) -> None:
+    def __init__(self, state_dir: Path | str, *, counter: Any = None, switches: Switches | None = None) -> None:
         self.state_dir = Path(state_dir)
         self.counter = counter
+        self.switches = switches
         self._snapshot: StateView | None = None
 
     @property
     def snapshot(self) -> StateView:
         if self._snapshot is None:
-            self._snapshot = open_state(self.state_dir, counter=self.counter)
+            self._snapshot = open_state(self.state_dir, counter=self.counter, switches=self.switches)
         return self._snapshot
 
     def refresh(self) -> StateView:
-        self._snapshot = refresh(self._snapshot) if self._snapshot is not None else open_state(self.state_dir, counter=self.counter)
+        self._snapshot = refresh(self._snapshot) if self._snapshot is not None else open_state(self.state_dir, counter=self.counter, switches=self.switches)
         return self._snapshot
 
 
-def open_memory_views(memory_root: Path, *, counter: Any = None, state_dir: Path | None = None) -> Any:
+def open_memory_views(memory_root: Path, *, counter: Any = None, state_dir: Path | None = None,
+                      switches: Switches | None = None) -> Any:
     """Derived views rebuilt from the committed topics of ``memory_root`` (reads only)."""
     state_dir = state_dir or memory_root.parent
-    return open_state(state_dir, counter=counter).views
+    return open_state(state_dir, counter=counter, switches=switches).views
 
 
-def check_views(memory_root: Path, *, counter: TokenCounter | None = None, state_dir: Path | None = None) -> list[ViewMismatch]:
+def check_views(memory_root: Path, *, counter: TokenCounter | None = None, state_dir: Path | None = None,
+                switches: Switches | None = None) -> list[ViewMismatch]:
     """Rebuild every derived view from the committed topics and list the files that differ."""
-    views = open_memory_views(memory_root, counter=counter, state_dir=state_dir)
+    views = open_memory_views(memory_root, counter=counter, state_dir=state_dir, switches=switches)
     return compare_views(memory_root, views)

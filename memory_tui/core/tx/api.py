@@ -26,7 +26,7 @@ from ..store import gitlog, noopcache
 from ..store.install import plan_install
 from ..store.lock import TIMEOUT_DEFAULT, TIMEOUT_EDIT, write_lock
 from ..store.workspace import workspace_revision
-from ..switches import current as current_switches
+from ..switches import Switches, current as current_switches
 from . import prepare
 from .context import (RULE_FILES, RULE_HAND, RULE_ORGANIZE, RULE_RECORDS, RULE_WRITER, Context, counter_or_default,
                       ensure_git, git_mode)
@@ -46,15 +46,18 @@ def open_stage(
     restricted: bool = False,
     allowed_refs: Iterable[str] | None = None,
     timeout: float = TIMEOUT_DEFAULT,
+    switches: Switches | None = None,
 ) -> Iterator[Stage]:
     """A stage for a writer: refreshed under the lock (briefly), discarded on exit.
 
     The writer edits ``stage.topics``; ``commit_edits(stage, ...)`` installs the result.
+    ``switches``: the test switches (default: this process's, read from the environment once).
     """
     root = memory_root(state)
     with write_lock(root, timeout):
         open_locked(root)
-        stage = Stage(root, restricted=restricted, allowed_refs=allowed_refs, copy_sources=not restricted)
+        stage = Stage(root, restricted=restricted, allowed_refs=allowed_refs, copy_sources=not restricted,
+                      switches=switches or current_switches())
     try:
         yield stage
     finally:
@@ -74,6 +77,7 @@ def staged_edit(
     counter: Any = None,
     base_revision: str | None = None,
     removable_ids: Iterable[str] = (),
+    switches: Switches | None = None,
 ) -> TxResult:
     """Hand edit (``text``) or delete (``text=None``) of one ``topics/**/*.md`` file.
 
@@ -83,6 +87,7 @@ def staged_edit(
     source (new-to-block sources must be trusted). With ``base_revision`` the edit is a
     compare-and-set: ``CONCURRENT_UPDATE`` when the workspace has moved on since it was read.
     Never raises for a rejected edit: the result says why, with path/line/column.
+    ``switches``: the test switches (default: this process's, read from the environment once).
     """
     try:
         mode = git_mode(git_commit)
@@ -100,7 +105,7 @@ def staged_edit(
         if not root.parent.is_dir():
             raise MemoryError("MEMORY_NOT_FOUND", f"state directory not found: {root.parent}")
         remember = not deleting and not validate_only and counter is None
-        switches = current_switches()  # the test switches, once for the whole transaction
+        switches = switches or current_switches()  # once for the whole transaction
         known = None
         if remember:
             assert text is not None
@@ -186,7 +191,7 @@ def commit_edits(
             if any(t.path.startswith("sources/") for t in plan.targets) or _sources_removed(committed, stage.path / "sources"):
                 raise MemoryError("APPEND_ONLY_REQUIRED", "Source Memory is append-only")
         texts, _ = stage.topic_texts()
-        staged_ids = set(stage.cache.tree(texts, stage.index, stage.token).ids)
+        staged_ids = set(stage.cache.tree(texts, stage.index, stage.token, switches=stage.switches).ids)
         required = set(stage.baseline.ids) & staged_ids
         if stage.restricted:
             default_rule = RULE_WRITER if stage.allowed_refs else RULE_ORGANIZE
@@ -252,6 +257,7 @@ def update(
     git_env: Mapping[str, str] | None = None,
     counter: Any = None,
     provenance: Provenance | None = None,
+    switches: Switches | None = None,
 ) -> TxResult:
     """OpenProgram's structured transaction (§5.3), compare-and-set on ``base_revision``.
 
@@ -286,7 +292,7 @@ def update(
 
         def make() -> tuple[Stage, Context]:
             return _stage_update(root, request, declared, validate_only=validate_only, git_env=git_env,
-                                 counter=counter)
+                                 counter=counter, switches=switches or current_switches())
 
         result = transact(root, make, timeout=timeout, validate_only=validate_only,
                            before_install=lambda: ensure_git(root, request.git_commit, git_env))
@@ -298,13 +304,13 @@ def update(
 
 
 def _stage_update(root: Path, request: Any, declared: list[tuple[str, Any]], *, validate_only: bool,
-                  git_env: Mapping[str, str] | None, counter: Any) -> tuple[Stage, Context]:
+                  git_env: Mapping[str, str] | None, counter: Any, switches: Switches) -> tuple[Stage, Context]:
     """The stage of a structured transaction at ``request.base_revision``: the declared sources
     archived into it, the request's change applied to its topics."""
     from ..changes.labels import replace_new_source_labels
     from ..changes.request import check_append_only
 
-    stage = Stage(root, link_topics=True)
+    stage = Stage(root, link_topics=True, switches=switches)
     try:
         if request.base_revision != stage.revision:
             raise MemoryError(
@@ -404,6 +410,7 @@ def rebuild_views(
     validate_only: bool = False,
     git_commit: str = "auto",
     git_env: Mapping[str, str] | None = None,
+    switches: Switches | None = None,
 ) -> TxResult:
     """``views --rebuild``: re-derive every view from the committed topics; installs only
     what differs (a workspace whose views are current is left untouched, revision included)
@@ -415,8 +422,10 @@ def rebuild_views(
         if not root.is_dir():  # nothing to derive from: never create a workspace here
             raise MemoryError("MEMORY_NOT_FOUND", f"no memory workspace at {root}")
 
+        chosen = switches or current_switches()
+
         def make() -> tuple[Stage, Context]:
-            stage = Stage(root, link_topics=True)
+            stage = Stage(root, link_topics=True, switches=chosen)
             return stage, Context(
                 required_ids=frozenset(),
                 required_except=frozenset(),

@@ -92,7 +92,7 @@ def validate(stage: Stage, texts: Mapping[str, str], changed: frozenset[str], ct
     from ..format.linkcheck import check_cross_topic_links, check_cross_topic_links_incremental, scheme_block_links
 
     cache, baseline, index = stage.cache, stage.baseline, stage.index
-    tree = cache.tree(texts, index, stage.token)
+    tree = cache.tree(texts, index, stage.token, switches=stage.switches)
     missing = _missing_ids(ctx, tree, baseline, stage.switches)
     if missing:
         errors.add([_removed_error(missing, baseline).as_problem()])

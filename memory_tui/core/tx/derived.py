@@ -28,6 +28,7 @@ def _write_views(stage: Stage, tree: TopicTree, index: SourceIndex, runtime: Run
     master = tree.topic("core.md")
     views = stage.cache.build_views(
         tree,
+        switches=stage.switches,
         master_text=master.text if master is not None else None,
         trusted_ids=index.trusted_ids(),
         creation_order=runtime.creation_order,

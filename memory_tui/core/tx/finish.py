@@ -15,6 +15,7 @@ from ..store.install import InstallPlan, install
 from ..store.revision import InstalledRevision, PendingRevision, RevisionJob, revision_text
 from ..store.walk import installed_stamps
 from ..store.workspace import workspace_revision
+from ..switches import Switches
 from .context import Context
 from .noop import remember_noop
 from .prepare import Prepared
@@ -24,7 +25,7 @@ from .stage import Stage, revision_stamps
 
 def validated(stage: Stage, ctx: Context, prep: Prepared) -> TxResult:
     """The answer of a validate-only run: nothing installed."""
-    stage.cache.retain_lazily({**stage.committed_texts, **prep.new_texts})
+    stage.cache.retain_lazily({**stage.committed_texts, **prep.new_texts}, stage.switches)
     return TxResult(ok=True, message="valid", revision=stage.revision_ref, changed_files=_changed(prep.plan, ctx),
                     warnings=prep.warnings, **prep.base)
 
@@ -63,7 +64,7 @@ def finish(stage: Stage, ctx: Context, prep: Prepared) -> TxResult:
 
 def _no_change(stage: Stage, ctx: Context, prep: Prepared) -> TxResult:
     """A plan that installs nothing: the workspace keeps its revision."""
-    stage.cache.retain_lazily(stage.committed_texts)  # a no-op writes nothing, not even the cache
+    stage.cache.retain_lazily(stage.committed_texts, stage.switches)  # a no-op writes nothing, not even the cache
     # the workspace as walked under this lock (a stage made under it: as walked then)
     stage.cache.note_walk(stage.locked_stamps if stage.locked_stamps is not None else stage.stamps,
                           stage.locked_links if stage.locked_links is not None else stage.links, stage.revision_ref,
@@ -84,31 +85,32 @@ def _install(stage: Stage, prep: Prepared) -> str | PendingRevision:
     job = prep.revision_job if prep.revision_job is not None else start_revision(stage, prep, before)
     # no job: the revision is left for its first reader (``defer_revision``), from the bytes
     # staged now (the install moves the staged files into place)
-    puts = _staged_bytes(stage, prep) if job is None and stage.cache.can_defer() else None
+    puts = _staged_bytes(stage, prep) if job is None and stage.cache.can_defer(stage.switches) else None
     generation = _generation(stage)
+    switches = stage.switches
     try:
         try:
             install(root, stage.path, prep.plan)
         finally:
-            generation = _absorb_install(root, prep.plan, generation)
-        stage.cache.retain_lazily(prep.new_texts)
+            generation = _absorb_install(root, prep.plan, generation, switches)
+        stage.cache.retain_lazily(prep.new_texts, stage.switches)
         stage.cache.save_disk(stage.layout)
         # ``before`` with what the install replaced stat-ed again: no second walk of the whole workspace
         targets = [(t.kind, t.path) for t in prep.plan.targets]
 
         def after_install() -> dict:
-            return installed_stamps(root, before, targets) or revision_stamps(root)
+            return installed_stamps(root, before, targets) or revision_stamps(root, switches)
 
-        stamps = stage.switches.choose("post-install stamps", after_install, lambda: revision_stamps(root))
+        stamps = stage.switches.choose("post-install stamps", after_install, lambda: revision_stamps(root, switches))
 
         def installed_revision() -> str | PendingRevision:
             if job is not None:
                 return job.result(stamps)
             if puts is not None:
-                deferred = stage.cache.defer_revision(stamps, puts)
+                deferred = stage.cache.defer_revision(stamps, puts, switches=switches)
                 if deferred is not None:
                     return deferred
-            return stage.cache.revision(stamps, installed=True)
+            return stage.cache.revision(stamps, installed=True, switches=switches)
 
         revision = stage.switches.choose("post-install revision", installed_revision, lambda: workspace_revision(root),
                                           lambda a, b: revision_text(a) == b)
@@ -133,13 +135,13 @@ def _generation(stage: Stage) -> int | None:
     return stage.locked_generation if stage.locked_stamps is not None else stage.monitor_generation
 
 
-def _absorb_install(root: Path, plan: InstallPlan, since: int | None) -> int | None:
+def _absorb_install(root: Path, plan: InstallPlan, since: int | None, switches: Switches) -> int | None:
     """The file-system monitor's generation at which the stamps an install left are true
     (right after it, under the same lock; the workspace was at ``since`` before it), or
     ``None``: something besides the install's own writes changed meanwhile, or it replaced a
     whole tree, whose folders the monitor does not watch yet. Either way every other stage
     of this process sees a new generation (see ``FsMonitor.after_install``)."""
-    watch = monitor_for(root)
+    watch = monitor_for(root, switches=switches)
     if watch is None:
         return None
     own: set[str] = set()
@@ -161,12 +163,12 @@ def start_revision(stage: Stage, prep: Prepared, before: Mapping[str, tuple[int,
     from the staged bytes, while the install and the bookkeeping run -- unless the cache can
     leave it for its first reader (``WorkspaceCache.can_defer``: a process that keeps a chain
     between transactions). Only for plans whose every target is one file (the new bytes are
-    exactly the staged file's); a tree target, or ``MEMORY_TUI_TEST_DERIVE=full``, takes the revision
+    exactly the staged file's); a tree target, or the ``full`` switches, takes the revision
     from the files after the install."""
-    if prep.plan.empty or stage.switches.full or stage.cache.can_defer():
+    if prep.plan.empty or stage.switches.full or stage.cache.can_defer(stage.switches):
         return None
     changes = _staged_bytes(stage, prep)
-    return None if changes is None else stage.cache.start_revision(before, changes)
+    return None if changes is None else stage.cache.start_revision(before, changes, switches=stage.switches)
 
 
 def _staged_bytes(stage: Stage, prep: Prepared) -> dict[str, bytes | None] | None:

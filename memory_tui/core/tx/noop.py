@@ -35,7 +35,7 @@ def known_noop(root: Path, rel: str, text: str, mode: str, git_env: Mapping[str,
         data = text.encode("utf-8")
     except UnicodeEncodeError:
         return None  # not a text the stage could even be written with
-    verdict = noopcache.lookup(root, rel, data)
+    verdict = noopcache.lookup(root, rel, data, switches)
     if verdict is None or (base_revision is not None and base_revision != verdict.revision):
         return None
     try:
@@ -44,7 +44,7 @@ def known_noop(root: Path, rel: str, text: str, mode: str, git_env: Mapping[str,
         return None
     with write_lock(root, timeout):
         open_locked(root)
-        if not noopcache.holds(root, verdict):
+        if not noopcache.holds(root, verdict, switches):
             return None
         ensure_git(root, mode, git_env)
     core = None if verdict.core is None else CoreInfo(verdict.core[0], verdict.core[1], verdict.core[2])

@@ -73,7 +73,7 @@ def normalize_staged(stage: Stage, texts: Mapping[str, str], ctx: Context, error
     normalized, promotion = _promote_legacy_core(stage, normalized, ctx)
     new_texts = _present(rewrite_block_links(
         normalized, file_ids=cache.file_ids, rewritten=cache.link_rewrite, memo=cache.memo,
-        locations=cache.block_locations(normalized), mode=stage.switches.derive))
+        locations=cache.block_locations(normalized, stage.switches), mode=stage.switches.derive))
     return Normalized(new_texts, result.block_ids, result.evidence_ids, dropped, (promotion,) if promotion else ())
 
 
@@ -144,7 +144,7 @@ def _promote_legacy_core(stage: Stage, normalized: dict[str, str], ctx: Context)
     candidate = dict(normalized)
     candidate["core.md"] = promote_legacy_core(legacy)
     candidate = {rel: text for rel, text in rewrite_block_links(candidate, file_ids=stage.cache.file_ids, rewritten=stage.cache.link_rewrite).items() if text is not None}
-    tree = stage.cache.tree(candidate, stage.index, stage.token)
+    tree = stage.cache.tree(candidate, stage.index, stage.token, switches=stage.switches)
     if tree.errors:
         return normalized, f"root core.md not promoted to topics/core.md: {tree.errors[0]}"
     core_topic = tree.topic("core.md")

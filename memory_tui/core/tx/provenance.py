@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..format.errors import MemoryError
-from ..format.sources import SourceRecord
+from ..format.sources import SourceRecord, TrustMeta
 
 TRANSACTION_PROVIDER = "claude-code"  # §4.1: sources supplied to update()
 AUTHORITY_REQUIRED = "creating a source requires complete persisted authority"
@@ -34,6 +34,12 @@ class Provenance:
     def complete(self) -> bool:
         fields = (self.principal_id, self.speaker_kind, self.speaker_id, self.authority_tier, self.origin_id)
         return all(isinstance(f, str) and f.strip() for f in fields) and self.authority_tier in ("owner", "paired")
+
+    @property
+    def meta(self) -> TrustMeta:
+        """The trust fields of the records it declares: trusted, as this caller's."""
+        return TrustMeta(trust_state="trusted", speaker_kind=self.speaker_kind, principal_id=self.principal_id,
+                         authority_tier=self.authority_tier)
 
     @property
     def seed(self) -> str:
@@ -99,21 +105,9 @@ def transaction_source_records(sources: Iterable[Any], provenance: Provenance) -
     for ordinal, s in enumerate(items, start=1):
         observed = s.observed_at or ""
         message = _hex16(_SEP.join((seed, thread, str(ordinal), s.role, s.content, observed)))
-        out.append((s.label, SourceRecord(
-            provider=TRANSACTION_PROVIDER,
-            thread_id=thread,
-            message_id=message,
-            ordinal=ordinal,
-            role=s.role,
-            content=s.content,
-            timestamp=observed,
-            speaker_id=provenance.speaker_id,
-            speaker_display=provenance.speaker_display,
-            speaker_kind=provenance.speaker_kind,
-            principal_id=provenance.principal_id,
-            authority_tier=provenance.authority_tier,
-            trust_state="trusted",
-        )))
+        out.append((s.label, SourceRecord.spoken((TRANSACTION_PROVIDER, thread, message), ordinal, s.role, s.content,
+                                                 observed, (provenance.speaker_id, provenance.speaker_display),
+                                                 provenance.meta)))
     return out
 
 

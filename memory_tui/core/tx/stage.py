@@ -33,7 +33,7 @@ from ..store.parsecache import store_for
 from ..store.revision import PendingRevision, revision_text
 from ..store.txcache import WorkspaceCache, cache_for
 from ..store.txmode import in_one_shot
-from ..switches import IncrementalMismatch, Switches, current as current_switches
+from ..switches import IncrementalMismatch, Switches
 from ..store.walk import any_racy, revision_walk, stamps_under
 from .result import raise_first
 from ..cache.registry import keeps
@@ -91,7 +91,8 @@ def source_index(root: Path, stamps: Mapping[str, tuple[int, int, int, int]] | N
     ``stamps``: ``revision_walk`` of the workspace, just taken. Its ``sources/`` entries are the
     very files the index walks (regular ``*.md`` files, symlinks not followed), so when they
     all carry the keys the last index was made from, that index is what a walk would return,
-    and ``sources/`` is not walked a second time."""
+    and ``sources/`` is not walked a second time. Without ``stamps`` the archives are walked
+    (there is nothing to choose between); with them, ``switches`` (the caller's) choose."""
 
     key = str(Path(root).resolve())
     previous = _INDEX_CACHE.get(key)
@@ -118,8 +119,12 @@ def source_index(root: Path, stamps: Mapping[str, tuple[int, int, int, int]] | N
                     return previous
         return full()
 
-    index = (switches or current_switches()).choose("source index", incremental, full,
-                                                    lambda a, b: a is b or (a.files == b.files))
+    if stamps is None:
+        index = full()
+    else:
+        if switches is None:
+            raise TypeError("source_index: stamps given without the switches that choose how to use them")
+        index = switches.choose("source index", incremental, full, lambda a, b: a is b or (a.files == b.files))
     _INDEX_CACHE[key] = index
     return index
 
@@ -181,11 +186,11 @@ class Stage:
         allowed_refs: Iterable[str] | None = None,
         copy_sources: bool = False,
         link_topics: bool = False,
-        switches: Switches | None = None,
+        switches: Switches,
     ) -> None:
         self.memory_root = Path(root)
         # the test switches this transaction was opened with, for everything it calls
-        self.switches = switches if switches is not None else current_switches()
+        self.switches = switches
         self.layout = Layout(self.memory_root)
         topics_entry = self.memory_root / "topics"
         if (topics_entry.exists() or topics_entry.is_symlink()) and not topics_entry.is_dir():
@@ -204,8 +209,9 @@ class Stage:
         self.token = self.cache.observe_index(self.index)
         self.cache.load_disk(self.layout)
         self.committed_texts, self.committed_shas, read_problems = self.cache.read_topics(
-            self.layout.topics, walk=(self.stamps, self.links))
-        self.baseline: TopicTree = self.cache.tree(self.committed_texts, self.index, self.token, self.committed_shas)
+            self.layout.topics, walk=(self.stamps, self.links), switches=self.switches)
+        self.baseline: TopicTree = self.cache.tree(self.committed_texts, self.index, self.token, self.committed_shas,
+                                                   switches=self.switches)
         self.baseline_problems = tuple(read_problems) + tuple(self.baseline.problems)
         # A linked topic entry refuses every transaction, whatever it touches: a copied stage
         # would follow the link and install its target's bytes, a linked one would replace the
@@ -251,9 +257,9 @@ class Stage:
             self.stamps, self.links, remembered, self.monitor_generation = walked
         else:
             # the file-system monitor's generation before the walk: the stamps are true at least from then on
-            watch = monitor_for(self.memory_root)
+            watch = monitor_for(self.memory_root, switches=self.switches)
             self.monitor_generation = watch.drain() if watch is not None and not self.switches.full else None
-            self.stamps, self.links = revision_walk(self.memory_root)
+            self.stamps, self.links = revision_walk(self.memory_root, switches=self.switches)
         self.locked_stamps: dict[str, tuple[int, int, int, int]] | None = None  # walked again under the lock
         self.locked_links: tuple[str, ...] | None = None
         self.locked_generation: int | None = None  # the monitor's, when the lock was taken
@@ -262,7 +268,7 @@ class Stage:
         # remembered: the revision of the bytes installed, never of what the files hold now (a
         # file changed since is then found by the walk under the lock, or by its revision);
         # possibly not hashed yet (``PendingRevision``: see ``revision``)
-        self.revision_ref: str | PendingRevision = remembered if walked is not None else self.cache.revision(self.stamps)
+        self.revision_ref: str | PendingRevision = remembered if walked is not None else self.cache.revision(self.stamps, switches=self.switches)
 
     def _fill(self, link_topics: bool, copy_sources: bool) -> None:
         """Lay the stage's own files out (discarded on failure)."""
@@ -553,9 +559,9 @@ class Stage:
         self.discard()
 
 
-def revision_stamps(root: Path) -> dict[str, tuple[int, int, int, int]]:
+def revision_stamps(root: Path, switches: Switches) -> dict[str, tuple[int, int, int, int]]:
     """Stat stamps of every file that makes up the revision (ctime included: no tool can set it)."""
-    return revision_walk(root)[0]
+    return revision_walk(root, switches=switches)[0]
 
 
 def unchanged(stage: Stage) -> bool:
@@ -564,7 +570,7 @@ def unchanged(stage: Stage) -> bool:
     true, without even a walk). Call under the write lock."""
     root = stage.memory_root
     mode = stage.switches
-    watch = monitor_for(root, create=not in_one_shot()) if not mode.full else None
+    watch = monitor_for(root, create=not in_one_shot(), switches=mode) if not mode.full else None
     generation = stage.locked_generation = watch.drain() if watch is not None else None
     if generation is not None and generation == stage.monitor_generation:
         if mode.check and not _unchanged_by_walk(stage):
@@ -576,14 +582,14 @@ def unchanged(stage: Stage) -> bool:
 
 def _unchanged_by_walk(stage: Stage) -> bool:
     root = stage.memory_root
-    stamps, links = revision_walk(root)  # one walk: the revision below is of these very stamps
+    stamps, links = revision_walk(root, switches=stage.switches)  # one walk: the revision below is of these very stamps
     stage.locked_stamps, stage.locked_links = stamps, links
     if links != stage.links:
         return False  # a link appeared or vanished: the stage may have read through it
     if stamps == stage.stamps and (not stage.stamps_racy or (
             not stage.switches.full and stage.cache.holds_revision(stamps, stage.revision_ref))):
         return True  # inside the clock tick only the files young then are read again, not the stream
-    return stage.cache.revision(stamps) == stage.revision
+    return stage.cache.revision(stamps, switches=stage.switches) == stage.revision
 
 
 def open_locked(root: Path) -> None:

@@ -11,11 +11,12 @@ the figures follow the first paint, never delay it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from memory_tui.core.format.text import sanitize
 from memory_tui.insights.alternatives import AlternativePair, AlternativeSide
-from memory_tui.insights.evidence import SORT_KEYS, RecordEvidence, sort_evidence
+from memory_tui.insights.evidence import COUNT_FIELDS, SORT_KEYS, EvidenceFigures, RecordEvidence, sort_evidence
 from memory_tui.insights.history import History, Version
 from memory_tui.insights.summary import InsightSummary
 
@@ -35,29 +36,17 @@ def one_line(text: str | None, width: int | None = None) -> str:
 # ------------------------------------------------------------------------------- evidence
 
 
-@dataclass(frozen=True)
-class EvidenceRowVM:
-    memory_id: str
-    topic_path: str
-    line: int
-    content: str  # one line, sanitised
-    sessions: int
-    days: int
-    branches: int
-    owner_backed: bool
-    assistant_only: bool
-    pending_sources: int
-    untrusted_sources: int
-    single_episode: bool
+_COUNTS = attrgetter(*COUNT_FIELDS)
 
-    @property
-    def strength(self) -> tuple[int, int, int, int]:
-        return (self.sessions, self.days, self.branches, 1 if self.owner_backed else 0)
+
+@dataclass(frozen=True, slots=True)
+class EvidenceRowVM(EvidenceFigures):
+    """The engine's figures of one record, its text sanitised (``content`` on one line); the
+    engine's sort keys and ``strength`` apply as they are."""
 
     @classmethod
     def of(cls, r: RecordEvidence) -> "EvidenceRowVM":
-        return cls(sanitize(r.memory_id), sanitize(r.topic_path), r.line, one_line(r.content), r.sessions, r.days,
-                   r.branches, r.owner_backed, r.assistant_only, r.pending_sources, r.untrusted_sources, r.single_episode)
+        return cls(sanitize(r.memory_id), sanitize(r.topic_path), r.line, one_line(r.content), *_COUNTS(r))
 
 
 def evidence_rows(rows: Iterable[RecordEvidence]) -> tuple[EvidenceRowVM, ...]:
@@ -66,7 +55,7 @@ def evidence_rows(rows: Iterable[RecordEvidence]) -> tuple[EvidenceRowVM, ...]:
 
 def sort_rows(rows: Iterable[EvidenceRowVM], key: str = "weakest", *, reverse: bool = False) -> list[EvidenceRowVM]:
     """The engine's orders (:data:`memory_tui.insights.evidence.SORT_KEYS`) over view rows."""
-    return sort_evidence(rows, key, reverse=reverse)  # type: ignore[arg-type] - same fields
+    return sort_evidence(rows, key, reverse=reverse)  # type: ignore[arg-type] - the same figures
 
 
 # ------------------------------------------------------------------------------- history

@@ -442,20 +442,7 @@ class SessionsModel:
         else:
             se = self.session(sid)
             session = se.session
-            pending: set[str] = set()
-            foreign: set[str] = set()
-            stranded: set[str] = set()
-            tokens = 0
-            live = 0
-            offered = set(se.analysis.forced_order)  # what `status` counts: an archived tip's turns are held, not pending
-            for tip, ta in se.analysis.tips.items():  # analyses only: no tip's verdicts are built for a row
-                foreign.update(r.id for r in ta.foreign)
-                stranded.update(r.id for r in ta.stranded)
-                live += not ta.archived
-                if tip in offered:
-                    pending.update(r.id for r in ta.recordset.records if r.id not in ta.marked)
-                    tokens = max(tokens, ta.pending_tokens)
-            figures = (live, len(se.tips), len(pending), tokens, len(foreign), len(stranded), se.runtime_only_tips)
+            figures = se.row_figures()
         live, tips, pending_turns, tokens, foreign_n, stranded_n, runtime_only = figures
         counts = kept_counts(self.decorations(sid).kept)
         drift = self.drift(sid)
@@ -552,17 +539,7 @@ class SessionsModel:
         ov = self.overviews.get(sid)
         if ov is not None:
             return ov.tip_of.get(node_id)
-        se = self.session(sid)
-        verdict = se.nodes.get(node_id)
-        if verdict is not None and verdict.tip in se.tips:
-            return verdict.tip
-        if node_id in se.tips:
-            return node_id
-        order = [se.session.head_id, *se.tips] if se.session.head_id in se.tips else list(se.tips)
-        for tip in order:
-            if any(n.id == node_id for n in se.analysis.tips[tip].chain):
-                return tip
-        return None
+        return self.session(sid).tip_for(node_id)
 
     def node_detail(self, sid: str, node_id: str) -> NodeDetailVM:
         """The node as the detail pane shows it. Before the session is explained (see

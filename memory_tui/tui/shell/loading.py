@@ -219,7 +219,7 @@ class ModelLoading:
         self._insights_worker(m)
 
     # reload-fast: an explicit description, or Textual builds one from repr() of the model
-    # (every record's dataclass: ~0.2 s of each reload at scale 1)
+    # (every record's dataclass, a large share of each reload)
     @work(thread=True, exclusive=True, group="insights", exit_on_error=False, description="insights")
     def _insights_worker(self, model: WorkspaceModel) -> None:
         from ..model.insights import insights_key, load_insights

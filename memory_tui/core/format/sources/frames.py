@@ -92,6 +92,17 @@ class SourceRecord:
     def meta(self) -> TrustMeta:
         return normalize_meta(self.trust_state, self.speaker_kind, self.principal_id, self.authority_tier)
 
+    @classmethod
+    def spoken(cls, source_id: tuple[str, str, str], ordinal: int, role: str, content: str, timestamp: str,
+               speaker: tuple[str | None, str | None], meta: TrustMeta) -> "SourceRecord":
+        """The record of one message: ``source_id`` as ``(provider, thread, message)``,
+        ``speaker`` as ``(speaker_id, speaker_display)``, and its trust fields ``meta``'s (the
+        one place a record is put together from its parts: read back from an archive frame
+        or declared by a transaction's caller)."""
+        provider, thread, message = source_id
+        return cls(provider, thread, message, ordinal, role, content, timestamp, speaker[0], speaker[1],
+                   meta.speaker_kind, meta.principal_id, meta.authority_tier, meta.trust_state)
+
     @property
     def label(self) -> str:
         return speaker_label(self.speaker_id, self.speaker_display, self.role)
@@ -198,19 +209,5 @@ def record_from_frame(frame: SourceFrame, ordinal: int = 0, role: str = "user") 
         display = None
     if sid is None:
         role, display = frame.speaker_label, None
-    meta = frame.meta or TrustMeta()
-    return SourceRecord(
-        provider=provider,
-        thread_id=thread,
-        message_id=message,
-        ordinal=ordinal,
-        role=role,
-        content=frame.text,
-        timestamp=frame.timestamp,
-        speaker_id=sid,
-        speaker_display=display,
-        speaker_kind=meta.speaker_kind,
-        principal_id=meta.principal_id,
-        authority_tier=meta.authority_tier,
-        trust_state=meta.trust_state,
-    )
+    return SourceRecord.spoken((provider, thread, message), ordinal, role, frame.text, frame.timestamp,
+                               (sid, display), frame.meta or TrustMeta())

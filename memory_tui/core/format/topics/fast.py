@@ -49,7 +49,7 @@ def parse_well_formed(topic_path: str, text: str, *, resolve: SourceResolver | N
     citation group before one usual `` ^id``; ``None`` for any other file (``parse_topic`` then
     reads it the general way and says what is wrong). One pass over the lines, no line or
     paragraph objects: ``tests/property/test_parse_fast_props.py`` compares it with the
-    general parser and the round-4 one."""
+    general parser and with the golden parses of earlier releases."""
     if not text or _OTHER_BREAKS_RE.search(text) is not None:
         return None
     read = _well_formed_lines(topic_path, text, resolve)
