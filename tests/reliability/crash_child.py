@@ -1,12 +1,22 @@
 """One operation in a child process, for the crash driver: imports first, says ``go``, then
-runs the operation through the real entry points. The driver kills it at a random instant
-after ``go`` (SIGKILL: no cleanup of any kind)."""
+runs the operation through the real entry points, then says ``DONE`` on stderr. The driver
+kills it at a random instant after ``go`` (SIGKILL: no cleanup of any kind); a kill that
+arrives after ``DONE`` found the operation finished (only the interpreter's exit was left),
+so the driver does not count it as a kill mid-run."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
+
+DONE = b"crash-child: operation returned\n"
+
+
+def _done(rc: int) -> int:
+    """Say, unbuffered and before the interpreter's exit, that the operation returned."""
+    os.write(2, DONE)
+    return rc
 
 
 def _trace_lock_releases(state: str, out: str) -> None:
@@ -54,7 +64,7 @@ def main() -> int:
         root = memory_root(state)
         with write_lock(root):
             append_records(root, recs)
-        return 0
+        return _done(0)
     argv = {
         "edit": ["edit", *extra],
         "views": ["views", "--rebuild"],
@@ -63,7 +73,7 @@ def main() -> int:
         "backfill": ["backfill"],
         "migrate": ["migrate"],
     }[op]
-    return cli(["--state", state, "--json", *argv])
+    return _done(cli(["--state", state, "--json", *argv]))
 
 
 if __name__ == "__main__":

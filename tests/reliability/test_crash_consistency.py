@@ -26,3 +26,54 @@ def test_kill_at_random_points_recovers_cleanly(op, tmp_path):
     # every operation runs on a state where it has real work (crash_driver.give_work)
     assert figures.changes, op
     assert figures.failures == [], "\n".join(figures.failures[:20])
+
+
+def _child(body: str) -> list[str]:
+    """A stand-in child: says ``go`` on stdout as the real one does, then runs ``body``."""
+    import sys
+
+    return [sys.executable, "-c", f"import os, sys, time\nprint('go', flush=True)\n{body}"]
+
+
+def test_a_kill_after_the_operation_returned_is_not_counted_as_a_kill_mid_run():
+    import crash_child
+
+    done = f"os.write(2, {crash_child.DONE!r})"
+    # the operation returned at once; the interpreter's exit is what the kill meets
+    ended, _ = cd._run_child(_child(f"{done}\ntime.sleep(30)"), 0.5)
+    assert ended == "late"
+    # the kill meets the operation itself
+    ended, _ = cd._run_child(_child(f"time.sleep(30)\n{done}"), 0.5)
+    assert ended == "mid-run"
+    ended, _ = cd._run_child(_child(done), 30.0)
+    assert ended == "finished"
+
+
+def test_the_kill_instant_follows_the_durations_seen_during_the_run():
+    import random
+
+    clock = cd.KillClock([4.0])
+    assert clock.ceiling == 4.0
+    for _ in range(cd.KillClock.WINDOW):  # the machine got faster: the bound follows it
+        clock.observe(1.0)
+    assert clock.ceiling == 1.0
+    rng = random.Random(0)
+    draws = [clock.draw(rng) for _ in range(200)]
+    assert all(0.0 <= d <= 1.0 for d in draws) and max(draws) > 0.9
+    clock.observe(9.0)  # one slow run among many does not move the median
+    assert clock.ceiling == 1.0
+    # timing runs: the first few, then one in EVERY
+    timing = [n for n in range(40) if clock.timing_trial(n)]
+    assert timing[: cd.KillClock.WARMUP] == list(range(cd.KillClock.WARMUP))
+    assert len(timing) == cd.KillClock.WARMUP + 40 // cd.KillClock.EVERY
+
+
+def test_a_target_of_kills_counts_only_kills_mid_run(tmp_path):
+    figures = cd.run("append", 0, kills=4, seed=2, work=tmp_path)
+    assert figures.killed == 4
+    assert figures.trials == figures.killed + figures.late + figures.timing + (
+        figures.trials - figures.killed - figures.late - figures.timing)
+    assert figures.timing >= cd.KillClock.WARMUP
+    assert sum(figures.killed_outcomes.values()) == figures.killed
+    assert sum(figures.outcomes.values()) == figures.trials
+    assert figures.failures == [], "\n".join(figures.failures[:20])
