@@ -1,8 +1,9 @@
 """One operation in a child process, for the crash driver: imports first, says ``go``, then
-runs the operation through the real entry points, then says ``DONE`` on stderr. The driver
-kills it at a random instant after ``go`` (SIGKILL: no cleanup of any kind); a kill that
-arrives after ``DONE`` found the operation finished (only the interpreter's exit was left),
-so the driver does not count it as a kill mid-run."""
+runs the operation through the real entry points, then says ``DONE`` and the instant on stderr.
+The driver kills it at a random instant after ``go`` (SIGKILL: no cleanup of any kind); a kill
+that arrives after ``DONE`` found the operation finished (only the interpreter's exit was left),
+so the driver does not count it as a kill mid-run, and the instant (``time.monotonic()``, one
+clock for every process of the machine) tells it how long the operation itself ran."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ import json
 import os
 import sys
 
-DONE = b"crash-child: operation returned\n"
+DONE = b"crash-child: operation returned at "
 
 
 def _done(rc: int) -> int:
-    """Say, unbuffered and before the interpreter's exit, that the operation returned."""
-    os.write(2, DONE)
+    """Say, unbuffered and before the interpreter's exit, that (and when) the operation returned."""
+    import time
+
+    os.write(2, DONE + f"{time.monotonic():.6f}\n".encode())
     return rc
 
 

@@ -74,7 +74,8 @@ class Figures:
 
 class KillClock:
     """Where in the run the kill lands: uniformly in ``[0, m]`` seconds after ``go``, ``m`` the
-    median of the latest uninterrupted durations. A delay fixed once at the start (the busiest
+    median of the latest uninterrupted durations (``go`` to the operation's return, not to the
+    process's exit: a kill in the interpreter's exit would not be a kill mid-run). A delay fixed once at the start (the busiest
     or the calmest moment of a shared machine) let half the kills of a later, faster stretch
     land after the operation had returned; re-estimated from timing runs spread through the
     whole run, the bound follows the load. Only timing runs (uninterrupted on purpose) feed the
@@ -422,9 +423,10 @@ def _child_argv(op: str, state: Path, n: int, scratch: Path) -> list[str]:
 
 def _run_child(argv: list[str], delay: float | None, trace: Path | None = None) -> tuple[str, float]:
     """Run one child and kill its process group ``delay`` seconds after ``go`` unless it exited
-    by then. Returns how it ended and the seconds from ``go`` to exit: ``"mid-run"`` (killed
-    before the operation returned: no ``DONE`` from the child), ``"late"`` (killed after it
-    returned) or ``"finished"`` (exited on its own)."""
+    by then. Returns how it ended and the seconds from ``go`` to the operation's return (as the
+    child's ``DONE`` says; to its exit when it never said it): ``"mid-run"`` (killed before the
+    operation returned: no ``DONE``), ``"late"`` (killed after it returned, in the interpreter's
+    exit) or ``"finished"`` (exited on its own)."""
     import crash_child
 
     env = _env()
@@ -453,9 +455,22 @@ def _run_child(argv: list[str], delay: float | None, trace: Path | None = None) 
     if delay is None and proc.returncode != 0 and not _incomplete_backfill(argv, proc.returncode, out):
         # an uninterrupted run that fails would make "new" equal "old" and every trial pass
         raise RuntimeError(f"uninterrupted run failed (exit {proc.returncode}): {argv[2:]} {out[-1500:]!r} {err[-1500:]!r}")
+    done = _done_at(err, crash_child.DONE)
+    if done is not None:
+        secs = done - t0
     if not killed:
         return "finished", secs
-    return ("late" if crash_child.DONE in err else "mid-run"), secs
+    return ("late" if done is not None else "mid-run"), secs
+
+
+def _done_at(err: bytes, marker: bytes) -> float | None:
+    at = err.rfind(marker)
+    if at < 0:
+        return None
+    try:
+        return float(err[at + len(marker):].split(b"\n", 1)[0])
+    except ValueError:
+        return None
 
 
 def _incomplete_backfill(argv: list[str], returncode: int, out: bytes) -> bool:

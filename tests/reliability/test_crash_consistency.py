@@ -38,7 +38,7 @@ def _child(body: str) -> list[str]:
 def test_a_kill_after_the_operation_returned_is_not_counted_as_a_kill_mid_run():
     import crash_child
 
-    done = f"os.write(2, {crash_child.DONE!r})"
+    done = f"os.write(2, {crash_child.DONE!r} + str(time.monotonic()).encode() + b'\\n')"
     # the operation returned at once; the interpreter's exit is what the kill meets
     ended, _ = cd._run_child(_child(f"{done}\ntime.sleep(30)"), 0.5)
     assert ended == "late"
@@ -47,6 +47,11 @@ def test_a_kill_after_the_operation_returned_is_not_counted_as_a_kill_mid_run():
     assert ended == "mid-run"
     ended, _ = cd._run_child(_child(done), 30.0)
     assert ended == "finished"
+    # the duration measured is the operation's, to the instant ``DONE`` names (one clock for the
+    # machine), not to the process's exit: a child that says it returned 1000 s from now
+    later = f"os.write(2, {crash_child.DONE!r} + str(time.monotonic() + 1000).encode() + b'\\n')"
+    ended, secs = cd._run_child(_child(later), 30.0)
+    assert ended == "finished" and secs > 900
 
 
 def test_the_kill_instant_follows_the_durations_seen_during_the_run():
