@@ -17,7 +17,11 @@ intent, under the write lock) and checks:
   further state they may stop in ("archive-only"). A trial the kill did not interrupt must
   end in exactly the new state.
 
-``run(op, trials, seed)`` returns a :class:`Figures`; ``run_slow.py`` prints them.
+A kill counts as landing mid-run only when the child had not yet said that the operation
+returned (``crash_child.DONE``); the kill instant is drawn over the operation's own duration,
+re-estimated as the run goes (:class:`KillClock`).
+
+``run(op, trials, seed, kills=N)`` returns a :class:`Figures`; ``run_slow.py`` prints them.
 """
 
 from __future__ import annotations

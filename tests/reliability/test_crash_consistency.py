@@ -1,7 +1,7 @@
 """Kill -9 at random instants of every operation (issue 14), reduced profile for CI.
 
-The slow profile (``python tests/reliability/run_slow.py``) runs the same driver with 500
-trials per operation and prints the figures; here each operation gets a few trials so the
+The slow profile (``python tests/reliability/run_slow.py``) runs the same driver until 300
+kills per operation landed while the operation was running, and prints the figures; here each operation gets a few trials so the
 suite stays within its budget while every invariant is still exercised end to end."""
 
 from __future__ import annotations
@@ -76,8 +76,8 @@ def test_the_kill_instant_follows_the_durations_seen_during_the_run():
 def test_a_target_of_kills_counts_only_kills_mid_run(tmp_path):
     figures = cd.run("append", 0, kills=4, seed=2, work=tmp_path)
     assert figures.killed == 4
-    assert figures.trials == figures.killed + figures.late + figures.timing + (
-        figures.trials - figures.killed - figures.late - figures.timing)
+    # timing runs are not killed (their bound is far past the operation's duration)
+    assert figures.killed + figures.late <= figures.trials - figures.timing
     assert figures.timing >= cd.KillClock.WARMUP
     assert sum(figures.killed_outcomes.values()) == figures.killed
     assert sum(figures.outcomes.values()) == figures.trials
