@@ -79,11 +79,12 @@ class Figures:
 class KillClock:
     """Where in the run the kill lands: uniformly in ``[0, m]`` seconds after ``go``, ``m`` the
     median of the latest uninterrupted durations (``go`` to the operation's return, not to the
-    process's exit: a kill in the interpreter's exit would not be a kill mid-run). A delay fixed once at the start (the busiest
-    or the calmest moment of a shared machine) let half the kills of a later, faster stretch
-    land after the operation had returned; re-estimated from timing runs spread through the
-    whole run, the bound follows the load. Only timing runs (uninterrupted on purpose) feed the
-    median: a trial that escaped its kill ran short of its draw, so it would bias it down."""
+    process's exit: a kill in the interpreter's exit would not be a kill mid-run). A delay
+    fixed once at the start (the busiest or the calmest moment of a shared machine) let half
+    the kills of a later, faster stretch land after the operation had returned; re-estimated
+    from timing runs spread through the whole run, the bound follows the load. Only timing
+    runs (uninterrupted on purpose) feed the median: a trial that escaped its kill ran short
+    of its draw, so it would bias it down."""
 
     WINDOW = 9  # timing runs the median is taken over
     EVERY = 10  # one trial in EVERY is a timing run (after the first WARMUP)
@@ -458,7 +459,8 @@ def _run_child(argv: list[str], delay: float | None, trace: Path | None = None) 
     proc.stderr.close()
     if delay is None and proc.returncode != 0 and not _incomplete_backfill(argv, proc.returncode, out):
         # an uninterrupted run that fails would make "new" equal "old" and every trial pass
-        raise RuntimeError(f"uninterrupted run failed (exit {proc.returncode}): {argv[2:]} {out[-1500:]!r} {err[-1500:]!r}")
+        raise RuntimeError(f"uninterrupted run failed (exit {proc.returncode}): {argv[2:]} "
+                           f"{out[-1500:]!r} {err[-1500:]!r}")
     done = _done_at(err, crash_child.DONE)
     if done is not None:
         secs = done - t0

@@ -1,8 +1,9 @@
 """Kill -9 at random instants of every operation (issue 14), reduced profile for CI.
 
 The slow profile (``python tests/reliability/run_slow.py``) runs the same driver until 300
-kills per operation landed while the operation was running, and prints the figures; here each operation gets a few trials so the
-suite stays within its budget while every invariant is still exercised end to end."""
+kills per operation landed while the operation was running, and prints the figures; here each
+operation gets a few trials so the suite stays within its budget while every invariant is
+still exercised end to end."""
 
 from __future__ import annotations
 
