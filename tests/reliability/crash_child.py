@@ -1,4 +1,5 @@
-"""One operation in a child process, for the crash driver: imports first, says ``go``, then
+"""One operation in a child process, for the crash driver: imports first, says ``go`` (and the
+instant) on stdout, then
 runs the operation through the real entry points, then says ``DONE`` and the instant on stderr.
 The driver kills it at a random instant after ``go`` (SIGKILL: no cleanup of any kind); a kill
 that arrives after ``DONE`` found the operation finished (only the interpreter's exit was left),
@@ -57,7 +58,11 @@ def main() -> int:
     from memory_tui.core.store.archives import append_records
     from memory_tui.core.tx.stage import memory_root
 
-    print("go", flush=True)
+    import time
+
+    # the instant, on the one clock of the machine: the driver times its kill from when the
+    # operation started, not from when it got round to reading this line
+    print(f"go {time.monotonic():.6f}", flush=True)
     if op == "append":
         n = int(extra[0])
         recs = [SourceRecord("openprogram", "sess-crash", f"c{n:04d}-{i}", 100 + n * 10 + i, "user", f"crash {n} {i} " * 50,

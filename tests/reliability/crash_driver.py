@@ -442,13 +442,18 @@ def _run_child(argv: list[str], delay: float | None, trace: Path | None = None) 
     assert proc.stdout is not None and proc.stderr is not None
     line = proc.stdout.readline()
     t0 = time.monotonic()
-    if line.strip() != b"go":
+    words = line.split()
+    if not words or words[0] != b"go":
         proc.wait()
         raise RuntimeError(f"child did not start: {line!r} {proc.stderr.read()[-2000:]!r}")
+    if len(words) > 1:
+        # the child's own instant: under load the driver reads ``go`` late, and a short
+        # operation may be over by then (``time.monotonic()`` is one clock for the machine)
+        t0 = min(t0, float(words[1]))
     killed = False
     if delay is not None:
         try:
-            proc.wait(timeout=delay)
+            proc.wait(timeout=max(0.0, t0 + delay - time.monotonic()))
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)  # the child and any git it started
             killed = True

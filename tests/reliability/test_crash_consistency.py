@@ -8,6 +8,7 @@ still exercised end to end."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,13 @@ def test_a_kill_after_the_operation_returned_is_not_counted_as_a_kill_mid_run():
     later = f"os.write(2, {crash_child.DONE!r} + str(time.monotonic() + 1000).encode() + b'\\n')"
     ended, secs = cd._run_child(_child(later), 30.0)
     assert ended == "finished" and secs > 900
+
+
+def test_the_kill_is_timed_from_the_instant_the_child_started_not_from_when_go_was_read():
+    # a child that says it started 1000 s ago is past any delay below that: killed at once
+    ended, secs = cd._run_child([sys.executable, "-c", "import time\nprint('go', time.monotonic() - 1000, flush=True)\n"
+                                 "time.sleep(30)"], 500.0)
+    assert ended == "mid-run" and secs > 900
 
 
 def test_the_kill_instant_follows_the_durations_seen_during_the_run():
