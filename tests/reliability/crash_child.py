@@ -1,12 +1,26 @@
-"""One operation in a child process, for the crash driver: imports first, says ``go``, then
-runs the operation through the real entry points. The driver kills it at a random instant
-after ``go`` (SIGKILL: no cleanup of any kind)."""
+"""One operation in a child process, for the crash driver: imports first, says ``go`` (and the
+instant) on stdout, then
+runs the operation through the real entry points, then says ``DONE`` and the instant on stderr.
+The driver kills it at a random instant after ``go`` (SIGKILL: no cleanup of any kind); a kill
+that arrives after ``DONE`` found the operation finished (only the interpreter's exit was left),
+so the driver does not count it as a kill mid-run, and the instant (``time.monotonic()``, one
+clock for every process of the machine) tells it how long the operation itself ran."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
+
+DONE = b"crash-child: operation returned at "
+
+
+def _done(rc: int) -> int:
+    """Say, unbuffered and before the interpreter's exit, that (and when) the operation returned."""
+    import time
+
+    os.write(2, DONE + f"{time.monotonic():.6f}\n".encode())
+    return rc
 
 
 def _trace_lock_releases(state: str, out: str) -> None:
@@ -44,7 +58,11 @@ def main() -> int:
     from memory_tui.core.store.archives import append_records
     from memory_tui.core.tx.stage import memory_root
 
-    print("go", flush=True)
+    import time
+
+    # the instant, on the one clock of the machine: the driver times its kill from when the
+    # operation started, not from when it got round to reading this line
+    print(f"go {time.monotonic():.6f}", flush=True)
     if op == "append":
         n = int(extra[0])
         recs = [SourceRecord("openprogram", "sess-crash", f"c{n:04d}-{i}", 100 + n * 10 + i, "user", f"crash {n} {i} " * 50,
@@ -54,7 +72,7 @@ def main() -> int:
         root = memory_root(state)
         with write_lock(root):
             append_records(root, recs)
-        return 0
+        return _done(0)
     argv = {
         "edit": ["edit", *extra],
         "views": ["views", "--rebuild"],
@@ -63,7 +81,7 @@ def main() -> int:
         "backfill": ["backfill"],
         "migrate": ["migrate"],
     }[op]
-    return cli(["--state", state, "--json", *argv])
+    return _done(cli(["--state", state, "--json", *argv]))
 
 
 if __name__ == "__main__":

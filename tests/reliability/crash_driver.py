@@ -17,7 +17,11 @@ intent, under the write lock) and checks:
   further state they may stop in ("archive-only"). A trial the kill did not interrupt must
   end in exactly the new state.
 
-``run(op, trials, seed)`` returns a :class:`Figures`; ``run_slow.py`` prints them.
+A kill counts as landing mid-run only when the child had not yet said that the operation
+returned (``crash_child.DONE``); the kill instant is drawn over the operation's own duration,
+re-estimated as the run goes (:class:`KillClock`).
+
+``run(op, trials, seed, kills=N)`` returns a :class:`Figures`; ``run_slow.py`` prints them.
 """
 
 from __future__ import annotations
@@ -47,18 +51,62 @@ VARIANTS = 4  # distinct inputs for edit/append; the new state of each is comput
 
 @dataclass
 class Figures:
+    """Every trial is counted and checked; ``killed`` counts only the trials whose kill landed
+    while the operation was running (the child had not said ``DONE``), the figure a target of
+    kills is met on. ``late``: the kill came after the operation returned (only the interpreter's
+    exit was left); ``timing``: trials run without a kill to measure the duration the kill instant
+    is drawn over (they are checked like every other and must end in "new")."""
+
     op: str
     trials: int = 0
-    killed: int = 0  # trials where the kill landed before the child finished
+    killed: int = 0  # trials where the kill landed before the operation returned
+    late: int = 0  # a kill was sent, but after the operation had returned
+    timing: int = 0  # run to the end on purpose, for the duration estimate
     failures: list[str] = field(default_factory=list)
     outcomes: dict[str, int] = field(default_factory=lambda: {"old": 0, "new": 0, "step": 0, "archive-only": 0})
+    killed_outcomes: dict[str, int] = field(default_factory=lambda: {"old": 0, "new": 0, "step": 0, "archive-only": 0})
     changes: bool = True  # False when the operation's new state equals its old one (a no-op input)
+    ceiling: float = 0.0  # the current upper end of the kill instant, seconds after ``go``
+    last: dict = field(default_factory=dict)  # the latest trial, for a caller that logs each one
 
     def line(self) -> str:
-        seen = " ".join(f"{k} {v}" for k, v in self.outcomes.items())
+        seen = " ".join(f"{k} {v}" for k, v in self.killed_outcomes.items())
         noop = "" if self.changes else "  (no-op on this input: old = new)"
-        return (f"{self.op:<11} trials {self.trials:>5}  killed mid-run {self.killed:>5}  recovered to: {seen}  "
-                f"failures {len(self.failures)}{noop}")
+        return (f"{self.op:<11} trials {self.trials:>5}  killed mid-run {self.killed:>5} (recovered to: {seen})  "
+                f"late kills {self.late}  timing runs {self.timing}  failures {len(self.failures)}{noop}")
+
+
+class KillClock:
+    """Where in the run the kill lands: uniformly in ``[0, m]`` seconds after ``go``, ``m`` the
+    median of the latest uninterrupted durations (``go`` to the operation's return, not to the
+    process's exit: a kill in the interpreter's exit would not be a kill mid-run). A delay
+    fixed once at the start (the busiest or the calmest moment of a shared machine) let half
+    the kills of a later, faster stretch land after the operation had returned; re-estimated
+    from timing runs spread through the whole run, the bound follows the load. Only timing
+    runs (uninterrupted on purpose) feed the median: a trial that escaped its kill ran short
+    of its draw, so it would bias it down."""
+
+    WINDOW = 9  # timing runs the median is taken over
+    EVERY = 10  # one trial in EVERY is a timing run (after the first WARMUP)
+    WARMUP = 3
+
+    def __init__(self, seed_durations: list[float]):
+        self.samples: list[float] = list(seed_durations)[-self.WINDOW:]
+
+    def timing_trial(self, n: int) -> bool:
+        return n < self.WARMUP or n % self.EVERY == self.EVERY - 1
+
+    def observe(self, secs: float) -> None:
+        self.samples = (self.samples + [secs])[-self.WINDOW:]
+
+    @property
+    def ceiling(self) -> float:
+        ordered = sorted(self.samples)
+        k = len(ordered)
+        return ordered[k // 2] if k % 2 else (ordered[k // 2 - 1] + ordered[k // 2]) / 2
+
+    def draw(self, rng: random.Random) -> float:
+        return rng.uniform(0.0, self.ceiling)
 
 
 @dataclass(frozen=True)
@@ -378,63 +426,95 @@ def _child_argv(op: str, state: Path, n: int, scratch: Path) -> list[str]:
     return [sys.executable, str(HERE / "crash_child.py"), op, str(state), *extra]
 
 
-def _run_child(argv: list[str], delay: float | None, trace: Path | None = None) -> tuple[bool, float]:
-    """(killed before it finished, seconds from go to exit)."""
+def _run_child(argv: list[str], delay: float | None, trace: Path | None = None) -> tuple[str, float]:
+    """Run one child and kill its process group ``delay`` seconds after ``go`` unless it exited
+    by then. Returns how it ended and the seconds from ``go`` to the operation's return (as the
+    child's ``DONE`` says; to its exit when it never said it): ``"mid-run"`` (killed before the
+    operation returned: no ``DONE``), ``"late"`` (killed after it returned, in the interpreter's
+    exit) or ``"finished"`` (exited on its own)."""
+    import crash_child
+
     env = _env()
     if trace is not None:
         env["MEMORY_TUI_CRASH_TRACE"] = str(trace)
     proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
-    assert proc.stdout is not None
+    assert proc.stdout is not None and proc.stderr is not None
     line = proc.stdout.readline()
     t0 = time.monotonic()
-    if line.strip() != b"go":
+    words = line.split()
+    if not words or words[0] != b"go":
         proc.wait()
         raise RuntimeError(f"child did not start: {line!r} {proc.stderr.read()[-2000:]!r}")
+    if len(words) > 1:
+        # the child's own instant: under load the driver reads ``go`` late, and a short
+        # operation may be over by then (``time.monotonic()`` is one clock for the machine)
+        t0 = min(t0, float(words[1]))
     killed = False
     if delay is not None:
         try:
-            proc.wait(timeout=delay)
+            proc.wait(timeout=max(0.0, t0 + delay - time.monotonic()))
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)  # the child and any git it started
             killed = True
     proc.wait()
     secs = time.monotonic() - t0
-    if delay is None and proc.returncode != 0 and not _incomplete_backfill(argv, proc):
-        # an uninterrupted run that fails would make "new" equal "old" and every trial pass
-        out, err = proc.stdout.read()[-1500:], proc.stderr.read()[-1500:]
-        raise RuntimeError(f"uninterrupted run failed (exit {proc.returncode}): {argv[2:]} {out!r} {err!r}")
+    out, err = proc.stdout.read(), proc.stderr.read()
     proc.stdout.close()
     proc.stderr.close()
-    return killed, secs
+    if delay is None and proc.returncode != 0 and not _incomplete_backfill(argv, proc.returncode, out):
+        # an uninterrupted run that fails would make "new" equal "old" and every trial pass
+        raise RuntimeError(f"uninterrupted run failed (exit {proc.returncode}): {argv[2:]} "
+                           f"{out[-1500:]!r} {err[-1500:]!r}")
+    done = _done_at(err, crash_child.DONE)
+    if done is not None:
+        secs = done - t0
+    if not killed:
+        return "finished", secs
+    return ("late" if done is not None else "mid-run"), secs
 
 
-def _incomplete_backfill(argv: list[str], proc: subprocess.Popen) -> bool:
+def _done_at(err: bytes, marker: bytes) -> float | None:
+    at = err.rfind(marker)
+    if at < 0:
+        return None
+    try:
+        return float(err[at + len(marker):].split(b"\n", 1)[0])
+    except ValueError:
+        return None
+
+
+def _incomplete_backfill(argv: list[str], returncode: int, out: bytes) -> bool:
     """``backfill`` exits 1 while trusted sources stay uncited (OpenProgram's rule), also when
     every batch ran: that is its finished run, not a failure (``error`` would say one)."""
-    if argv[2:3] != ["backfill"] or proc.returncode != 1 or proc.stdout is None:
+    if argv[2:3] != ["backfill"] or returncode != 1:
         return False
     try:
-        body = json.loads(proc.stdout.read())
+        body = json.loads(out)
     except ValueError:
         return False
     return body.get("status") == "incomplete" and "error" not in body
 
 
 def run(op: str, trials: int, *, seed: int = 0, work: Path, shared: Path | None = None,
-        stop_at: float | None = None, progress=None) -> Figures:
-    """``trials`` kills of ``op``; stops early (fewer trials, reported) once ``time.monotonic()``
-    passes ``stop_at``, and calls ``progress(figures)`` after every trial so a caller can keep
-    partial figures that survive the run being stopped.
+        stop_at: float | None = None, progress=None, kills: int = 0) -> Figures:
+    """Trials of ``op`` until ``trials`` of them ran or, with ``kills``, until that many kills
+    landed mid-run (``trials`` 0: no cap on trials); stops early (fewer, reported) once
+    ``time.monotonic()`` passes ``stop_at``, and calls ``progress(figures)`` after every trial
+    (``figures.last`` describes it) so a caller can keep partial figures that survive the run
+    being stopped.
 
     The children and the checks use a user cache dir of the run's own (kept warm across its
     trials, as a user's is), so a temp file a kill leaves there is seen and nobody else's is."""
+    if trials <= 0 and kills <= 0:
+        raise ValueError("give a number of trials or of kills")
     cache_dir = work / "user-cache"
     cache_dir.mkdir(parents=True, exist_ok=True)
     saved = os.environ.get("MEMORY_TUI_CACHE_DIR")
     os.environ["MEMORY_TUI_CACHE_DIR"] = str(cache_dir)
     try:
-        return _run(op, trials, seed=seed, work=work, shared=shared, stop_at=stop_at, progress=progress, cache_dir=cache_dir)
+        return _run(op, trials, kills, seed=seed, work=work, shared=shared, stop_at=stop_at, progress=progress,
+                    cache_dir=cache_dir)
     finally:
         if saved is None:
             os.environ.pop("MEMORY_TUI_CACHE_DIR", None)
@@ -442,8 +522,8 @@ def run(op: str, trials: int, *, seed: int = 0, work: Path, shared: Path | None 
             os.environ["MEMORY_TUI_CACHE_DIR"] = saved
 
 
-def _run(op: str, trials: int, *, seed: int, work: Path, shared: Path | None, stop_at: float | None, progress,
-         cache_dir: Path) -> Figures:
+def _run(op: str, trials: int, kills: int, *, seed: int, work: Path, shared: Path | None, stop_at: float | None,
+         progress, cache_dir: Path) -> Figures:
     rng = random.Random(f"{op}-{seed}")
     figures = Figures(op)
     work.mkdir(parents=True, exist_ok=True)
@@ -456,20 +536,19 @@ def _run(op: str, trials: int, *, seed: int, work: Path, shared: Path | None, st
             raise RuntimeError("fixture not found")
     else:
         master = _small_state(work / "master-small")
-    # Calibrate: how long the operation runs once started, and the exact new state of every
-    # input variant (each run twice: an operation whose result is not a function of its input
-    # could not be checked exactly, and is reported as such instead of being waved through).
+    # The exact new state of every input variant (each run twice: an operation whose result is
+    # not a function of its input could not be checked exactly, and is reported as such instead
+    # of being waved through). These runs trace a snapshot at every lock release, which slows
+    # them: their durations do not seed the kill clock.
     variants = VARIANTS if op in ("edit", "append") else 1
     expected: dict[int, list[Snapshot]] = {}
-    duration = 0.0
     for v in range(variants):
         got = []
         for k in range(2):
             calib = work / "calib"
             trace = work / f"trace-{v}-{k}.jsonl"
             shutil.copytree(master, calib, symlinks=True)
-            _, secs = _run_child(_child_argv(op, calib, v, work), None, trace)
-            duration = secs if duration == 0.0 else min(duration, secs)  # the warm run: a kill must land inside it
+            _run_child(_child_argv(op, calib, v, work), None, trace)
             recover_open(calib)
             lines = trace.read_text(encoding="utf-8").splitlines() if trace.exists() else []
             steps = [Snapshot(**json.loads(line)) for line in lines]
@@ -486,13 +565,19 @@ def _run(op: str, trials: int, *, seed: int, work: Path, shared: Path | None, st
     # records the operation removes by design (reorganize folds duplicates into one)
     calib = work / "calib"
     shutil.copytree(master, calib, symlinks=True)
-    _run_child(_child_argv(op, calib, 0, work), None)
+    _, secs = _run_child(_child_argv(op, calib, 0, work), None)
     recover_open(calib)
     folded = _memory_ids(master / "memory") - _memory_ids(calib / "memory")
     shutil.rmtree(calib)
+    clock = KillClock([secs])
     state = work / "trial"
-    for n in range(trials):
+    n = 0
+    while True:
         if stop_at is not None and time.monotonic() >= stop_at:
+            break
+        if trials > 0 and n >= trials:
+            break
+        if kills > 0 and figures.killed >= kills:
             break
         if state.exists():
             shutil.rmtree(state)
@@ -505,9 +590,19 @@ def _run(op: str, trials: int, *, seed: int, work: Path, shared: Path | None, st
         before_rev = workspace_revision(mem)
         before_temps = temp_files(state)
         before_cache_temps = temp_files(cache_dir)
-        killed, _ = _run_child(_child_argv(op, state, n, work), rng.uniform(0.0, duration * 1.05))
+        timing = clock.timing_trial(n)
+        ceiling = clock.ceiling
+        # a timing run still has a bound, so a hang is killed (and reported) rather than waited on
+        delay = max(60.0, 20 * ceiling) if timing else clock.draw(rng)
+        ended, secs = _run_child(_child_argv(op, state, n, work), delay)
+        if timing and ended == "finished":
+            clock.observe(secs)
         figures.trials += 1
-        figures.killed += killed
+        figures.timing += timing
+        figures.killed += ended == "mid-run"
+        figures.late += ended == "late"
+        figures.ceiling = clock.ceiling
+        kind = None
         try:
             recover_open(state)
             bad = check(state, before_ids - folded, before_marks, before_rev, before_temps, cache_dir, before_cache_temps)
@@ -517,13 +612,18 @@ def _run(op: str, trials: int, *, seed: int, work: Path, shared: Path | None, st
             if kind is None:
                 bad.append(f"recovered to none of the committed states: {got} (old {old}, new {steps[-1]}, "
                            f"{len(steps) - 1} steps between)")
-            elif not killed and kind != "new":
-                bad.append(f"finished without a kill but the state is {kind}, not new")
+            elif ended != "mid-run" and kind != "new":
+                bad.append(f"the operation returned before any kill but the state is {kind}, not new")
             else:
                 figures.outcomes[kind] += 1
+                if ended == "mid-run":
+                    figures.killed_outcomes[kind] += 1
         except Exception as exc:  # noqa: BLE001 - a crash of the check is a finding, reported with its trial
             bad = [f"recovery raised {type(exc).__name__}: {exc}"]
         figures.failures += [f"trial {n}: {b}" for b in bad]
+        figures.last = {"n": n, "ended": ended, "timing": timing, "delay": None if timing else round(delay, 4),
+                        "ceiling": round(ceiling, 4), "seconds": round(secs, 4), "state": kind, "failures": len(bad)}
+        n += 1
         if progress is not None:
             progress(figures)
     return figures

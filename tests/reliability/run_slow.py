@@ -1,13 +1,15 @@
-"""The slow reliability job: ``python tests/reliability/run_slow.py [--trials N] [--fuzz N]``.
+"""The slow reliability job: ``python tests/reliability/run_slow.py [--kills N] [--trials N] [--fuzz N]``.
 
-Runs the crash driver (``--trials`` kills per operation, default 500) and the hostile-input
-fuzzers (``--fuzz`` hypothesis examples per reader, default 10 000), prints one table of
-figures and exits non-zero if any invariant failed. The README's guarantees table quotes
-its output.
+Runs the crash driver on every operation until ``--kills`` kills (default 300) landed while
+the operation was running (a kill after it returned, and the timing runs the kill instant
+is calibrated from, are run and checked too but do not count; ``--trials`` caps the trials
+whatever the kills, 0 for no cap) and the hostile-input fuzzers (``--fuzz`` hypothesis
+examples per reader, default 10 000), prints one table of figures and exits non-zero if any
+invariant failed. The README's guarantees table quotes its output.
 
-``--out FILE`` appends JSON lines as the run goes (a ``progress`` line every 25 trials, an
-``op`` line when an operation finishes, a ``fuzz`` line per reader), so a run that is stopped
-still leaves the figures of everything it finished. ``--until HH:MM`` (local wall clock) is a
+``--out FILE`` appends JSON lines as the run goes (a ``trial`` line per trial, a ``progress``
+line every 25 trials, an ``op`` line when an operation finishes, a ``fuzz`` line per reader),
+so a run that is stopped still leaves the figures of everything it finished. ``--until HH:MM`` (local wall clock) is a
 hard end: the remaining time is shared evenly between the operations still to run (the
 fuzzers get ``--fuzz-minutes`` of it), and an operation out of time stops early with the
 number of trials it did run recorded as such."""
@@ -62,8 +64,8 @@ def _parallel(args: argparse.Namespace, ops: list[str]) -> int:
     time share: the whole of ``--until``); returns the failures they report."""
     procs = []
     for op in ops:
-        argv = [sys.executable, str(Path(__file__).resolve()), "--ops", op, "--trials", str(args.trials), "--fuzz", "0",
-                "--seed", str(args.seed)]
+        argv = [sys.executable, str(Path(__file__).resolve()), "--ops", op, "--trials", str(args.trials),
+                "--kills", str(args.kills), "--fuzz", "0", "--seed", str(args.seed)]
         if args.until:
             argv += ["--until", args.until]
         if args.out:
@@ -86,7 +88,10 @@ def _parallel(args: argparse.Namespace, ops: list[str]) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--trials", type=int, default=500)
+    ap.add_argument("--kills", type=int, default=300, help="per operation: run until this many kills landed mid-run (0: "
+                    "--trials decides)")
+    ap.add_argument("--trials", type=int, default=0, help="per operation: stop after this many trials whatever the kills "
+                    "(0: no cap)")
     ap.add_argument("--fuzz", type=int, default=10_000)
     ap.add_argument("--ops", default=",".join(cd.OPS))
     ap.add_argument("--seed", type=int, default=0)
@@ -104,8 +109,12 @@ def main() -> int:
     end = _deadline(args.until)
     ops = args.ops.split(",")
     failed = 0
-    log(kind="start", trials=args.trials, fuzz=args.fuzz, ops=ops, seed=args.seed, until=args.until)
-    print(f"crash consistency: {args.trials} kill -9 trials per operation (seed {args.seed})")
+    if args.kills <= 0 and args.trials <= 0:
+        ap.error("give --kills or --trials")
+    log(kind="start", kills=args.kills, trials=args.trials, fuzz=args.fuzz, ops=ops, seed=args.seed, until=args.until)
+    target = " ".join(x for x in (f"until {args.kills} kill -9 mid-run" if args.kills else "",
+                                  f"at most {args.trials} trials" if args.trials else "") if x)
+    print(f"crash consistency: {target} per operation (seed {args.seed})")
     if args.parallel and len(ops) > 1:
         failed += _parallel(args, ops)
         ops = []
@@ -117,17 +126,22 @@ def main() -> int:
             stop_at = t0 + max(0.0, (end - reserve - t0) / (len(ops) - i))
 
         def progress(fig: cd.Figures, op=op, t0=t0) -> None:
+            log(kind="trial", op=op, **fig.last)
             if fig.trials % 25 == 0:
-                log(kind="progress", op=op, trials=fig.trials, killed=fig.killed, outcomes=fig.outcomes, failures=len(fig.failures),
-                    seconds=round(time.monotonic() - t0))
+                log(kind="progress", op=op, trials=fig.trials, killed=fig.killed, late=fig.late, timing=fig.timing,
+                    ceiling=round(fig.ceiling, 4), outcomes=fig.outcomes, killed_outcomes=fig.killed_outcomes,
+                    failures=len(fig.failures), seconds=round(time.monotonic() - t0))
 
         with tempfile.TemporaryDirectory(prefix=f"memory-tui-crash-{op}-") as work:
-            fig = cd.run(op, args.trials, seed=args.seed, work=Path(work), shared=shared, stop_at=stop_at, progress=progress)
+            fig = cd.run(op, args.trials, kills=args.kills, seed=args.seed, work=Path(work), shared=shared, stop_at=stop_at,
+                         progress=progress)
         failed += len(fig.failures)
         secs = time.monotonic() - t0
-        short = fig.trials < args.trials
-        log(kind="op", op=op, trials=fig.trials, planned=args.trials, killed=fig.killed, outcomes=fig.outcomes,
-            changes=fig.changes, failures=fig.failures[:50],
+        short = (args.kills > 0 and fig.killed < args.kills) and not (args.trials > 0 and fig.trials >= args.trials)
+        short = short or (args.kills <= 0 and fig.trials < args.trials)
+        log(kind="op", op=op, trials=fig.trials, kills_wanted=args.kills, trials_cap=args.trials, killed=fig.killed,
+            late=fig.late, timing=fig.timing, ceiling=round(fig.ceiling, 4), outcomes=fig.outcomes,
+            killed_outcomes=fig.killed_outcomes, changes=fig.changes, failures=fig.failures[:50],
             failure_count=len(fig.failures), seconds=round(secs), stopped_by_deadline=short)
         print(f"  {fig.line()}  ({secs:.0f} s){'  [stopped by --until]' if short else ''}", flush=True)
         for line in fig.failures[:10]:

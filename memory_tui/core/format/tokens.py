@@ -16,6 +16,7 @@ import base64
 import gzip
 import hashlib
 import io
+import re
 import threading
 from dataclasses import dataclass
 from functools import lru_cache
@@ -238,16 +239,90 @@ COUNT_MEMO = CountMemo()
 keeps(COUNT_MEMO.forget)
 
 
+# --------------------------------------------------------------------- counting in pieces
+#
+# ``encode`` returns the token list of the whole text: 15 M Python ints (~0.6 GB) for a 53 MB
+# turn, only to take its length. BPE works on the pre-tokeniser's pieces one at a time (no merge
+# crosses a piece), so the count of a text is the sum of the counts of two parts wherever the
+# pre-tokeniser's pieces of the whole text are the pieces of the first part followed by those of
+# the second. ``_split_at`` picks only such offsets ``p``, of two kinds. The pre-tokeniser is
+# o200k's regex, matched leftmost-first with backtracking, no look-behind and no anchor, one
+# attempt starting where the last match ended, and no alternative matches the empty string:
+#
+# A. ``text[p-1]`` is ``\n`` and ``text[p]`` is neither white space nor ``/``. Of the seven
+#    alternatives, only three can hold a ``\n``: ``\s*[\r\n]+``, the trailing ``[\r\n/]*`` of
+#    the punctuation one, and ``\s+(?!\S)`` / ``\s+`` (the letter ones exclude ``\r\n`` even in
+#    their optional first character; digits cannot). The two ``\s+`` ones are tried only where
+#    ``\s*[\r\n]+`` failed, and it never fails on a white-space run that ends in ``\n``. So the
+#    piece holding ``text[p-1]`` ends exactly at ``p`` (``\s*`` and ``[\r\n/]*`` stop at
+#    ``text[p]``), and every attempt that looks at ``text[p]`` is one of those two stopping there,
+#    just as they stop at the end of ``text[:p]``: the prefix is cut into the same pieces.
+# B. ``text[p]`` is a plain space and ``text[p-1]`` is not white space. No white-space alternative
+#    can hold ``text[p-1]``, and the others take a space only as the first character of an attempt
+#    (`` ?`` / ``[^\r\n\p{L}\p{N}]?``), never at ``p`` for an attempt that began before it; so
+#    the piece holding ``text[p-1]`` ends at ``p``, and the attempts that look at ``text[p]``
+#    (a letter class, the contraction ``'``, a digit, the punctuation class or ``[\r\n/]``)
+#    fail there as they fail at the end of ``text[:p]``.
+#
+# In both, the suffix is matched from ``p`` exactly as in the whole text (nothing looks back).
+# "White space" is the union of what any Unicode version's ``White_Space`` and Python's
+# ``isspace`` call so (the regex engine's tables may be older or newer than Python's), so a
+# character either side could call white space is never the non-space side of a cut.
+# tiktoken's own repair of lone surrogates (UTF-16 round trip) only ever joins a high surrogate
+# with the low one right after it, and no cut falls between two surrogates.
+
+_WS = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u180e\u2000-\u200b\u2028\u2029\u202f\u205f\u3000\ufeff"
+_CUT = re.compile(f"(?<=\n)(?=[^{_WS}/])|(?<=[^{_WS}])(?= )")
+CHUNK_CHARS = 1 << 20  # a piece of this many characters is counted at once (~9 MB of token list)
+
+
+def _split_at(text: str, start: int, target: int) -> int | None:
+    """The first offset at or after ``target`` (and after ``start``) where the count may be cut
+    (kinds A and B above), else None."""
+    m = _CUT.search(text, max(target, start + 1))
+    return m.start() if m else None
+
+
+def count_ordinary(text: str, *, chunk: int | None = None) -> int:
+    """``len(o200k.encode_ordinary(text))`` without ever holding more than about ``chunk``
+    (default ``CHUNK_CHARS``) characters' worth of tokens: the text is counted in pieces cut
+    only where o200k's pre-tokeniser always cuts (proof above). Special-token text is
+    ordinary text here."""
+    chunk = CHUNK_CHARS if chunk is None else chunk
+    enc = o200k_encoding()
+    if len(text) <= chunk:
+        return len(enc.encode_ordinary(text))
+    total, start = 0, 0
+    while start < len(text):
+        end = len(text) if len(text) - start <= chunk else _split_at(text, start, start + chunk)
+        if end is None:
+            end = len(text)  # no safe cut left: the rest is counted whole, still exactly
+        total += len(enc.encode_ordinary(text[start:end]))
+        start = end
+    return total
+
+
+def _digest(text: str) -> str:
+    """The memo key: blake2b of the text's UTF-8 (lone surrogates passed through), fed a slice at
+    a time so a huge text is never copied whole into bytes (surrogatepass encodes each code point
+    on its own, so where the slices fall cannot change the bytes)."""
+    h = hashlib.blake2b(digest_size=16)
+    step = max(1, CHUNK_CHARS)
+    for i in range(0, len(text), step):
+        h.update(text[i:i + step].encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
 @dataclass(frozen=True)
 class O200kCounter:
     """The production counter. Special-token text counts as ordinary text."""
 
     def count(self, text: str) -> int:
-        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+        key = _digest(text)
         hit = COUNT_MEMO.get(key)
         if hit is not None:
             return hit
-        n = len(o200k_encoding().encode(text, disallowed_special=()))
+        n = count_ordinary(text)
         COUNT_MEMO.put(key, n)
         return n
 
