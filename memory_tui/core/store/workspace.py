@@ -683,10 +683,12 @@ def _parse_topics(
     return entries, reparsed
 
 
-def open_state(state_dir: Path | str, *, counter: Any = None) -> StateView:
+def open_state(state_dir: Path | str, *, counter: Any = None, views: bool = True) -> StateView:
     """Read a whole state directory into a snapshot. Raises ``MemoryError(STATE_NOT_FOUND)``
-    when ``state_dir`` is not a directory; everything else becomes a flag or a Problem."""
-    return _build(Path(state_dir), None, counter)
+    when ``state_dir`` is not a directory; everything else becomes a flag or a Problem.
+    ``views=False``: no derived views (``views`` is ``None``), for readers that print none
+    of them (the views are most of a warm open and add no problem of their own)."""
+    return _build(Path(state_dir), None, counter, views)
 
 
 def refresh(previous: StateView) -> StateView:
@@ -731,7 +733,7 @@ def _revision_of(memory_root: Path, prev: StateView | None) -> tuple[Mapping[str
         return stamps, workspace_revision(memory_root)
 
 
-def _build(state_dir: Path, prev: StateView | None, counter: Any) -> StateView:
+def _build(state_dir: Path, prev: StateView | None, counter: Any, derive: bool = True) -> StateView:
     from ..format.config import load_memory_config
     from ..format.tokens import DEFAULT_COUNTER
 
@@ -792,11 +794,14 @@ def _build(state_dir: Path, prev: StateView | None, counter: Any) -> StateView:
     problems.extend(_special_token_problems(tree, prev, counter))
 
     views_inputs_same = (
-        prev is not None and tree is prev.tree and sources_same and runtime is prev.runtime and config is prev.config
+        prev is not None and prev.views is not None and tree is prev.tree and sources_same and runtime is prev.runtime
+        and config is prev.config
     )
     row_cache: dict[int, Any] = {}
     topic_parts: dict[str, Any] = {}
-    if views_inputs_same:
+    if not derive:
+        views = None
+    elif views_inputs_same:
         views = prev.views
         row_cache = dict(prev.row_cache)
         topic_parts = dict(prev.topic_parts)
