@@ -259,3 +259,28 @@ def test_a_topic_rewritten_in_place_with_its_mtime_put_back_is_seen_by_a_warm_re
         assert got == full, (fmt, _first_difference(got, full))
         assert got != before[fmt]  # the damage shows: a stale parse would have hidden it
         assert parsed == [topic.relative_to(state / "memory" / "topics").as_posix()]
+
+
+def test_status_builds_no_derived_view_and_parses_each_topic_once(fixture_state, capsys, monkeypatch):
+    """``status`` prints none of the derived views (core, timeline, recent), so its open
+    builds none; the kept counts take the records' citations from that same parse."""
+    import memory_tui.core.store.viewcache as viewcache
+
+    built: list[int] = []
+    real = viewcache.ViewCache.build
+
+    def spy(self, *args, **kwargs):
+        built.append(1)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(viewcache.ViewCache, "build", spy)
+    _age(fixture_state)
+    _fresh_process()
+    parsed = _reader_parses(monkeypatch)
+    full = _out(capsys, fixture_state, "status", "--now", NOW, "--full")
+    del built[:]
+    _fresh_process()
+    del parsed[:]
+    assert _out(capsys, fixture_state, "status", "--now", NOW) == full
+    assert built == []
+    assert sorted(parsed) == sorted(set(parsed))  # no topic parsed twice in one process
