@@ -284,3 +284,18 @@ def test_status_builds_no_derived_view_and_parses_each_topic_once(fixture_state,
     assert _out(capsys, fixture_state, "status", "--now", NOW) == full
     assert built == []
     assert sorted(parsed) == sorted(set(parsed))  # no topic parsed twice in one process
+
+
+def test_the_readers_parse_is_kept_when_the_user_cache_does_not_exist_yet(bench_state_small, tmp_path, capsys,
+                                                                         monkeypatch):
+    """A first run on a machine: the user cache root is made (as every user cache is), not
+    skipped, so the second process already starts from the first one's parse."""
+    state = tmp_path / "state"
+    shutil.copytree(bench_state_small, state, symlinks=True)
+    _age(state)
+    monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path / "not" / "yet"))
+    first = _out(capsys, state, "status", "--now", NOW)
+    _fresh_process()
+    parsed = _reader_parses(monkeypatch)
+    assert _out(capsys, state, "status", "--now", NOW) == first
+    assert parsed == []

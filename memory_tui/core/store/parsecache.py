@@ -634,7 +634,9 @@ class ParseStore:
                 return
             folder = reader_dir(self.memory_root)
             try:
-                for level in (folder.parent.parent, folder.parent, folder):
+                # the cache root may not exist yet (a first run): made like the other user caches
+                folder.parent.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                for level in (folder.parent, folder):
                     level.mkdir(exist_ok=True, mode=0o700)
                 for name in os.listdir(folder.parent):  # other code's copies are never read
                     if name != folder.name:
