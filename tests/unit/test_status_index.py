@@ -179,6 +179,7 @@ def test_the_workers_of_a_parallel_build_keep_their_token_counts(bench_state_sma
 def _reader_parses(monkeypatch) -> list[str]:
     """The topics a reading command parses from their text (not from a cache entry)."""
     import memory_tui.core.format.topics as topics
+    from memory_tui.core.store import parsecache
 
     seen: list[str] = []
     real = topics.parse_topic
@@ -188,6 +189,7 @@ def _reader_parses(monkeypatch) -> list[str]:
         return real(path, *args, **kwargs)
 
     monkeypatch.setattr(topics, "parse_topic", spy)
+    monkeypatch.setattr(parsecache, "parse_topic", spy)  # load_tree's own name for it
     return seen
 
 
@@ -286,16 +288,18 @@ def test_status_builds_no_derived_view_and_parses_each_topic_once(fixture_state,
     assert sorted(parsed) == sorted(set(parsed))  # no topic parsed twice in one process
 
 
-def test_the_readers_parse_is_kept_when_the_user_cache_does_not_exist_yet(bench_state_small, tmp_path, capsys,
-                                                                         monkeypatch):
+def test_the_readers_parse_is_kept_when_the_user_cache_does_not_exist_yet(bench_state_small, tmp_path, monkeypatch):
     """A first run on a machine: the user cache root is made (as every user cache is), not
-    skipped, so the second process already starts from the first one's parse."""
-    state = tmp_path / "state"
-    shutil.copytree(bench_state_small, state, symlinks=True)
-    _age(state)
+    skipped, so the next reading process starts from this one's parse."""
+    from memory_tui.core.store import parsecache
+
     monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path / "not" / "yet"))
-    first = _out(capsys, state, "status", "--now", NOW)
+    _fresh_process()
+    memory = bench_state_small / "memory"
+    parsecache.load_tree(memory)
+    parsecache.keep_for_readers(memory)
     _fresh_process()
     parsed = _reader_parses(monkeypatch)
-    assert _out(capsys, state, "status", "--now", NOW) == first
+    parsecache.load_tree(memory)
     assert parsed == []
+    assert parsecache.reader_dir(memory).is_dir()
