@@ -69,9 +69,11 @@ def _explain(args: argparse.Namespace, *, lazy: bool = False):
         raise CliError(f"cannot read {state}: {exc.strerror or exc}") from exc
 
 
-def _memory_summary(state: Path, insights: Any = None) -> dict[str, Any]:
+def _memory_summary(state: Path, insights: Any = None, opened: list[Any] | None = None) -> dict[str, Any]:
     """Revision, counts, writer health and the insight counts from the workspace snapshot.
-    ``insights(view)`` gives the header's insight counts (JSON) for the view."""
+    ``insights(view)`` gives the header's insight counts (JSON) for the view; the snapshot
+    (no derived views: ``status`` prints none) is appended to ``opened`` when it was read,
+    so the records' citations come from this one parse of the topics."""
     out: dict[str, Any] = {"revision": None, "topics": None, "records": None, "sources": None, "writer": None,
                            "problems": [], "insights": None}
     try:
@@ -79,10 +81,12 @@ def _memory_summary(state: Path, insights: Any = None) -> dict[str, Any]:
     except ImportError:  # pragma: no cover - core.workspace always ships with the package
         return out
     try:
-        view = open_state(state)
+        view = open_state(state, views=False)
     except Exception as exc:  # noqa: BLE001 - status must still report the sessions
         out["problems"].append({"code": getattr(exc, "code", "CORRUPT_FILE"), "message": str(exc), "path": "memory"})
         return out
+    if opened is not None:
+        opened.append(view)
     out["revision"] = view.revision
     out["memory_missing"] = view.memory_missing
     if view.tree is not None:
@@ -189,15 +193,27 @@ def _status_indexed(state: Path, now: float, *, directory: Path | None = None) -
         _insights_keep(where, state, key, value)
         return value
 
-    mem = _memory_summary(state, insights)
+    opened: list[Any] = []
+    mem = _memory_summary(state, insights, opened)
     try:
         found = load_summaries(state, ctx.workspace_id or "", ctx.config.trigger_tokens, directory=directory,
                                keys=keys, snapshot=loaded[0] if loaded else None)
     except OSError as exc:
         raise CliError(f"cannot read {state}: {exc.strerror or exc}") from exc
-    citations, _why_not = citations_for_state(state)
+    citations, _why_not = citations_for_state(state, opened[0] if opened else None)
+    _keep_parses(state)
     sessions = [status_row(s, ctx, citations) for s in found.summaries.values()]
     return ctx, _status_json(state, ctx, mem, found.pending, global_reasons(ctx), sessions, found.problems)
+
+
+def _keep_parses(state: Path) -> None:
+    """What this process parsed of the topics and archives, kept for the next reading
+    process in the user cache (a reader never writes into the state dir; the workspace's
+    own parse cache is written by transactions only)."""
+    from memory_tui.core.store import parsecache
+
+    if (state / "memory").is_dir():
+        parsecache.keep_for_readers(state / "memory")
 
 
 # The header's insight counts of ``status``, remembered per state dir in the user cache: a
@@ -399,6 +415,7 @@ def cmd_why(args: argparse.Namespace) -> int:
     from memory_tui.sessions.schedule import session_schedule
 
     citations, citations_missing = citations_for_state(_state_dir(args))
+    _keep_parses(_state_dir(args))
     # a cross-session spawn names a node of another session: every session is looked at for it
     if wanted is not None:
         links = SpawnLinks.for_session(_state_dir(args), wanted, {s: se.session for s, se in sessions.items()})
@@ -531,6 +548,7 @@ def _print_drift(args: argparse.Namespace) -> int:
             if wanted not in snap.sessions:
                 raise CliError(f"no such session: {wanted}")
             citations, missing = citations_for_state(state)
+            _keep_parses(state)
             report = {sid: session_drift(analyze_session(s, wid, threshold), citations)
                       for sid, s in snap.sessions.items()}
         else:
@@ -539,6 +557,7 @@ def _print_drift(args: argparse.Namespace) -> int:
             # the records, which are read now, is done here
             summaries = load_summaries(state, wid, threshold).summaries
             citations, missing = citations_for_state(state)
+            _keep_parses(state)
             report = {sid: drift_of(sid, s.live, citations) for sid, s in summaries.items()}
     except OSError as exc:
         raise CliError(f"cannot read {state}: {exc.strerror or exc}") from exc
@@ -621,6 +640,7 @@ def _print_graphs(args: argparse.Namespace, selected: dict[str, Any], workspace_
 
     state = _state_dir(args)
     citations, _missing = citations_for_state(state)
+    _keep_parses(state)
     for sid, se in selected.items():
         links = SpawnLinks.for_session(state, sid, {s: x.session for s, x in selected.items()})
         deco = session_decorations(se.session, citations, workspace_id, links)

@@ -298,9 +298,11 @@ def drift_of(sid: str, live: Iterable[LiveTurn], citations: Citations) -> Sessio
     return SessionDrift(sid, mark_pending, tuple(cite_pending), tuple(items))
 
 
-def citations_for_state(state_dir: Any) -> tuple[Citations, str | None]:
+def citations_for_state(state_dir: Any, view: Any = None) -> tuple[Citations, str | None]:
     """The citations of the workspace under ``state_dir`` and, when its topics could not be
-    read, why (then every turn reads as cited by nothing, and callers say so)."""
+    read, why (then every turn reads as cited by nothing, and callers say so). ``view``: a
+    snapshot of this state the caller has just read (``open_state``): its strict topic tree
+    and archives are the very parse this would make, so they are used instead of a second."""
     from pathlib import Path
 
     from types import SimpleNamespace
@@ -310,6 +312,9 @@ def citations_for_state(state_dir: Any) -> tuple[Citations, str | None]:
     state = Path(state_dir)
     if not (state / "memory").is_dir():
         return Citations.empty(), "no memory workspace (memory/ is missing)"
+    if view is not None and not getattr(view, "memory_missing", True) and view.tree is not None \
+            and view.sources is not None:
+        return Citations.from_view(view), None
     try:
         # the topic tree and the archives through the parse cache (no derived views: only the
         # records' source refs and the frames are needed)

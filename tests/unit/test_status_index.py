@@ -174,3 +174,132 @@ def test_the_workers_of_a_parallel_build_keep_their_token_counts(bench_state_sma
     assert got.pending.lenient > 0  # there was pending text to count
     assert any(COUNT_MEMO.path().glob("*")), "no token count was saved by the workers"
     COUNT_MEMO.forget()
+
+
+def _reader_parses(monkeypatch) -> list[str]:
+    """The topics a reading command parses from their text (not from a cache entry)."""
+    import memory_tui.core.format.topics as topics
+    from memory_tui.core.store import parsecache
+
+    seen: list[str] = []
+    real = topics.parse_topic
+
+    def spy(path, *args, **kwargs):
+        seen.append(path)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(topics, "parse_topic", spy)
+    monkeypatch.setattr(parsecache, "parse_topic", spy)  # load_tree's own name for it
+    return seen
+
+
+def _fresh_process() -> None:
+    from memory_tui.core.cache.registry import forget
+
+    forget()  # every in-process cache gone: what the next process starts from is on disk
+
+
+def _break_a_citation_in_place(state: Path) -> Path:
+    """One record's source link made to name no frame: same size, same inode, the mtime put
+    back, so only the ctime tells the file changed."""
+    for topic in sorted((state / "memory" / "topics").rglob("*.md")):
+        raw = topic.read_bytes()
+        at = raw.find(b"#source-")
+        if at < 0:
+            continue
+        start = at + len(b"#source-")
+        end = raw.index(b")", start)
+        new = raw[:start] + b"f" * (end - start) + raw[end:]
+        assert len(new) == len(raw) and new != raw
+        st = topic.stat()
+        with open(topic, "r+b") as f:
+            f.write(new)
+        os.utime(topic, ns=(st.st_atime_ns, st.st_mtime_ns))
+        after = topic.stat()
+        assert (after.st_mtime_ns, after.st_size, after.st_ino) == (st.st_mtime_ns, st.st_size, st.st_ino)
+        return topic
+    raise AssertionError("no topic cites a frame")
+
+
+def test_a_reader_starts_from_the_last_readers_parses_kept_outside_the_state(bench_state_small, tmp_path, capsys,
+                                                                            monkeypatch):
+    """``status`` keeps what it parsed in the user cache (never in the state dir, whose own
+    parse cache only transactions write): the next process parses no topic again."""
+    from memory_tui.core.store import parsecache
+
+    state = tmp_path / "state"
+    shutil.copytree(bench_state_small, state, symlinks=True)
+    _age(state)
+    assert not (state / "memory" / ".scriptorium" / parsecache.DIR_NAME).exists()
+    first = _out(capsys, state, "status", "--now", NOW)
+    _fresh_process()
+    parsed = _reader_parses(monkeypatch)
+    assert _out(capsys, state, "status", "--now", NOW) == first
+    assert parsed == []
+    assert not (state / "memory" / ".scriptorium" / parsecache.DIR_NAME).exists()
+
+
+def test_a_topic_rewritten_in_place_with_its_mtime_put_back_is_seen_by_a_warm_reader(bench_state_small, tmp_path,
+                                                                                    capsys, monkeypatch):
+    """A reader's kept parse (user cache) is keyed by the topic's full stamp: a same-size
+    rewrite with the mtime restored moves the ctime, and ``status`` then equals the full path
+    (text and ``--json``), not what the kept parse said."""
+    state = tmp_path / "state"
+    shutil.copytree(bench_state_small, state, symlinks=True)
+    _age(state)
+    before = {fmt: _out(capsys, state, *fmt, "status", "--now", NOW) for fmt in ((), ("--json",))}
+    _fresh_process()
+    topic = _break_a_citation_in_place(state)
+    _settle()
+    parsed = _reader_parses(monkeypatch)
+    for fmt in ((), ("--json",)):
+        _fresh_process()
+        full = _out(capsys, state, *fmt, "status", "--now", NOW, "--full")
+        _fresh_process()
+        del parsed[:]
+        got = _out(capsys, state, *fmt, "status", "--now", NOW)
+        assert got == full, (fmt, _first_difference(got, full))
+        assert got != before[fmt]  # the damage shows: a stale parse would have hidden it
+        assert parsed == [topic.relative_to(state / "memory" / "topics").as_posix()]
+
+
+def test_status_builds_no_derived_view_and_parses_each_topic_once(fixture_state, capsys, monkeypatch):
+    """``status`` prints none of the derived views (core, timeline, recent), so its open
+    builds none; the kept counts take the records' citations from that same parse."""
+    import memory_tui.core.store.viewcache as viewcache
+
+    built: list[int] = []
+    real = viewcache.ViewCache.build
+
+    def spy(self, *args, **kwargs):
+        built.append(1)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(viewcache.ViewCache, "build", spy)
+    _age(fixture_state)
+    _fresh_process()
+    parsed = _reader_parses(monkeypatch)
+    full = _out(capsys, fixture_state, "status", "--now", NOW, "--full")
+    del built[:]
+    _fresh_process()
+    del parsed[:]
+    assert _out(capsys, fixture_state, "status", "--now", NOW) == full
+    assert built == []
+    assert sorted(parsed) == sorted(set(parsed))  # no topic parsed twice in one process
+
+
+def test_the_readers_parse_is_kept_when_the_user_cache_does_not_exist_yet(bench_state_small, tmp_path, monkeypatch):
+    """A first run on a machine: the user cache root is made (as every user cache is), not
+    skipped, so the next reading process starts from this one's parse."""
+    from memory_tui.core.store import parsecache
+
+    monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path / "not" / "yet"))
+    _fresh_process()
+    memory = bench_state_small / "memory"
+    parsecache.load_tree(memory)
+    parsecache.keep_for_readers(memory)
+    _fresh_process()
+    parsed = _reader_parses(monkeypatch)
+    parsecache.load_tree(memory)
+    assert parsed == []
+    assert parsecache.reader_dir(memory).is_dir()

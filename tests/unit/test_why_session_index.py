@@ -81,3 +81,24 @@ def test_why_session_json_reads_only_that_session_once_the_index_is_warm(fixture
     unrelated = set(sids) - spawned - {sids[-1]}
     assert sids[-1] in read and unrelated and not unrelated & set(read)
     assert list(got["sessions"]) == [sids[-1]] and got["status_pending_turns"] is not None
+
+
+def test_why_session_starts_from_the_last_readers_parse_of_the_topics(fixture_state, capsys, monkeypatch):
+    """The records' citations ``why SESSION`` needs come from the topics' parse the last
+    reading process kept in the user cache (the state dir's own parse cache is the
+    transactions'): a fresh process parses no topic again, and answers the same."""
+    import memory_tui.core.format.topics as topics
+    from memory_tui.core.cache.registry import forget
+    from memory_tui.core.store import parsecache
+
+    _age(fixture_state)
+    sid = _session_ids(fixture_state)[0]
+    first = _json(capsys, "--state", str(fixture_state), "--json", "why", sid)
+    forget()  # a fresh process: only what is on disk is left
+    parsed: list[str] = []
+    real = topics.parse_topic
+    monkeypatch.setattr(topics, "parse_topic", lambda path, *a, **k: parsed.append(path) or real(path, *a, **k))
+    monkeypatch.setattr(parsecache, "parse_topic", lambda path, *a, **k: parsed.append(path) or real(path, *a, **k))
+    assert _json(capsys, "--state", str(fixture_state), "--json", "why", sid) == first
+    assert parsed == []
+    assert not (fixture_state / "memory" / ".scriptorium" / parsecache.DIR_NAME).exists()

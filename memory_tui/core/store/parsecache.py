@@ -303,11 +303,15 @@ class ParseStore:
         self._dirty_derived: dict[str, set[str]] = {kind: set() for kind in DERIVED}
         # per kind, the entries whose per-entry file (written after the pack) was read or written
         self._loose: dict[str, set[str]] = {}
+        # the readers' copy in the user cache (``reader_dir``): what reading processes parsed
+        # when this cache was missing or stale; consulted on a miss here, never written by flush
+        self._alt_archives: dict[str, tuple[StatKey, Any]] | None = None
+        self._alt_topics: dict[str, _TopicEntry] | None = None
 
     # -- reading ------------------------------------------------------------------------
-    def _load_pack(self, kind: str) -> dict[str, Any]:
+    def _load_pack(self, kind: str, folder: Path | None = None) -> dict[str, Any]:
         try:
-            data = _read(str(self.dir / (kind + PACK_SUFFIX)))
+            data = _read(str((folder or self.dir) / (kind + PACK_SUFFIX)))
         except OSError:
             return {}
         return decode_pack(kind, data)
@@ -343,18 +347,26 @@ class ParseStore:
     def _archive_map(self) -> dict[str, tuple[StatKey, Any]]:
         """rel -> (stat key, ArchiveFile or the _Stored rows of one[, the rows it came from])."""
         if self._archives is None:
-            loaded = self._load_kind("archives")
-            self._archives = {
-                rel: (tuple(body[0]), _Stored(body[1])) for rel, body in loaded.items()
-                if isinstance(body, tuple) and len(body) == 2 and _is_key(body[0]) and _archive_row_ok(body[1], rel)
-            }
+            self._archives = _archive_table(self._load_kind("archives"))
         return self._archives
 
+    def _alt_archive_map(self) -> dict[str, tuple[StatKey, Any]]:
+        if self._alt_archives is None:
+            with bulk():
+                self._alt_archives = _archive_table(self._load_pack("archives", reader_dir(self.memory_root)))
+        return self._alt_archives
+
     def _archive_hit(self, rel: str, key: StatKey) -> Any:
-        """The cached scan of ``rel`` made from exactly ``key``, else ``None``."""
+        """The cached scan of ``rel`` made from exactly ``key``, else ``None`` (the readers'
+        copy is asked when this cache has no such entry)."""
         cached = self._archive_map()
         hit = cached.get(rel)
-        if hit is None or hit[0] != key or _racy(key):
+        if hit is None or hit[0] != key:
+            alt = self._alt_archive_map().get(rel)
+            if alt is None or alt[0] != key:
+                return None
+            hit = cached[rel] = alt  # checked like its own below; a flush may write it here
+        if _racy(key):
             return None
         entry = hit[1]
         if isinstance(entry, _Stored):
@@ -370,14 +382,14 @@ class ParseStore:
 
     def _topic_map(self) -> dict[str, _TopicEntry]:
         if self._topics is None:
-            loaded = self._load_kind("topics")
-            self._topics = {}
-            for rel, body in loaded.items():
-                if (isinstance(body, tuple) and len(body) == 5 and _is_key(body[0]) and isinstance(body[1], str)
-                        and isinstance(body[3], tuple) and isinstance(body[4], str) and isinstance(body[2], tuple)
-                        and len(body[2]) == _TOPIC_HEAD_WIDTH and body[2][0] == rel):
-                    self._topics[rel] = _TopicEntry(tuple(body[0]), body[1], _Stored(body[2]), tuple(body[3]), body[4])
+            self._topics = _topic_table(self._load_kind("topics"))
         return self._topics
+
+    def _alt_topic_map(self) -> dict[str, _TopicEntry]:
+        if self._alt_topics is None:
+            with bulk():
+                self._alt_topics = _topic_table(self._load_pack("topics", reader_dir(self.memory_root)))
+        return self._alt_topics
 
     def _topic_of(self, rel: str, hit: _TopicEntry, index: Any) -> Any:
         topic = hit.topic
@@ -387,7 +399,9 @@ class ParseStore:
             try:
                 topic = topic_deferred(rows, lambda path, text: parse_topic(path, text, resolve=resolve, strict=True))
             except _ROW_ERRORS:
-                del self._topic_map()[rel]
+                for table in (self._topics, self._alt_topics):
+                    if table is not None and table.get(rel) is hit:
+                        del table[rel]
                 return None
             hit.topic = topic
             hit.rows = rows  # what a flush writes again for it, without building or encoding it
@@ -435,15 +449,25 @@ class ParseStore:
         """The cached strict parse of ``topics/<rel>`` if its stat key and deps are unchanged."""
 
         with self.lock:
-            hit = self._topic_map().get(rel)
-            if hit is None:
+            topics = self._topic_map()
+            hit = topics.get(rel)
+            found = None if hit is None else self._topic_check(rel, hit, key, index)
+            if found is None:
+                # the readers' copy (user cache): what a reading process parsed last time
+                alt = self._alt_topic_map().get(rel)
+                if alt is not None and alt is not hit and alt.key == key:
+                    found = self._topic_check(rel, alt, key, index)
+                    if found is not None:
+                        topics[rel] = alt  # as if read here (a flush may write it here)
+            return found
+
+    def _topic_check(self, rel: str, hit: _TopicEntry, key: StatKey, index: Any) -> Any:
+        if hit.key != key or _racy(key):
+            if hit.key[:3] != key[:3] or not self._same_bytes(rel, hit, key):
                 return None
-            if hit.key != key or _racy(key):
-                if hit.key[:3] != key[:3] or not self._same_bytes(rel, hit, key):
-                    return None
-            if deps_signature(index, hit.deps) != hit.sig:
-                return None
-            return self._topic_of(rel, hit, index)
+        if deps_signature(index, hit.deps) != hit.sig:
+            return None
+        return self._topic_of(rel, hit, index)
 
     def _same_bytes(self, rel: str, hit: _TopicEntry, key: StatKey) -> bool:
         """Whether ``topics/<rel>``, whose stamp differs from the entry's only in its ctime (a
@@ -600,7 +624,32 @@ class ParseStore:
                 except FileNotFoundError:
                     pass
 
-    def _write_bulk(self, kind: str, table: Mapping[str, Any]) -> None:
+    def keep_for_readers(self) -> None:
+        """Write what this process parsed (and found fresh) into the readers' copy in the
+        user cache (``reader_dir``), never into the state dir: the next reading process
+        starts from these parses when the workspace's own cache is missing or stale. Only
+        when something was parsed anew; the dirty marks stay for a later :meth:`flush`."""
+        with self.lock:
+            if not (self._dirty_archives or self._dirty_topics):
+                return
+            folder = reader_dir(self.memory_root)
+            try:
+                # the cache root may not exist yet (a first run): made like the other user caches
+                folder.parent.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                for level in (folder.parent, folder):
+                    level.mkdir(exist_ok=True, mode=0o700)
+                for name in os.listdir(folder.parent):  # other code's copies are never read
+                    if name != folder.name:
+                        shutil.rmtree(folder.parent / name, ignore_errors=True)
+                self._write_bulk("archives", self._archives or {}, folder)
+                self._write_bulk("topics", self._topics or {}, folder)
+            except OSError:
+                return
+            # what this process holds is now the readers' copy too
+            self._alt_archives = dict(self._archives or {})
+            self._alt_topics = dict(self._topics or {})
+
+    def _write_bulk(self, kind: str, table: Mapping[str, Any], folder: Path | None = None) -> None:
         # Entry by entry: only one entry's rows exist at a time, and the file is the blobs
         # themselves (one buffer of the whole kind would double the peak memory of a flush).
         blobs = []
@@ -612,7 +661,7 @@ class ParseStore:
                 blobs.append(envelope.packed_value(value))
             except ValueError:  # a value marshal cannot hold (say, a details object): not stored
                 continue
-        _atomic(self.dir / (kind + PACK_SUFFIX), envelope.pack_many(_pack_kind(kind), blobs, FORMAT))
+        _atomic((folder or self.dir) / (kind + PACK_SUFFIX), envelope.pack_many(_pack_kind(kind), blobs, FORMAT))
 
     def _prune_other_tags(self) -> None:
         parent = self.dir.parent
@@ -626,6 +675,39 @@ class ParseStore:
 
 
 _is_key = is_stamp
+
+
+def _archive_table(loaded: Mapping[str, Any]) -> dict[str, tuple[StatKey, Any]]:
+    return {rel: (tuple(body[0]), _Stored(body[1])) for rel, body in loaded.items()
+            if isinstance(body, tuple) and len(body) == 2 and _is_key(body[0]) and _archive_row_ok(body[1], rel)}
+
+
+def _topic_table(loaded: Mapping[str, Any]) -> dict[str, _TopicEntry]:
+    out: dict[str, _TopicEntry] = {}
+    for rel, body in loaded.items():
+        if (isinstance(body, tuple) and len(body) == 5 and _is_key(body[0]) and isinstance(body[1], str)
+                and isinstance(body[3], tuple) and isinstance(body[4], str) and isinstance(body[2], tuple)
+                and len(body[2]) == _TOPIC_HEAD_WIDTH and body[2][0] == rel):
+            out[rel] = _TopicEntry(tuple(body[0]), body[1], _Stored(body[2]), tuple(body[3]), body[4])
+    return out
+
+
+READER_SUB = "parse"
+
+
+def reader_dir(memory_root: Path | str) -> Path:
+    """The readers' copy of ``memory_root``'s parse cache: in the user cache (readers never
+    write into a state dir), one folder per workspace path and code tag."""
+    from ..fsutil import user_cache_dir
+
+    where = str(Path(memory_root).absolute())
+    name = hashlib.sha256(where.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return user_cache_dir(READER_SUB) / name / code_tag()
+
+
+def keep_for_readers(memory_root: Path | str) -> None:
+    """:meth:`ParseStore.keep_for_readers` of ``memory_root``'s store (reading commands, at their end)."""
+    store_for(memory_root).keep_for_readers()
 
 
 def _entry_value(kind: str, rel: str, entry: Any) -> tuple | None:
@@ -803,4 +885,4 @@ def _load_tree(root: Path, persist: bool) -> tuple[Any, Any]:
     return index, assemble_tree(parsed, problems)
 
 
-__all__ = ["DIR_NAME", "ENTRY_SUFFIX", "decode_entry", "decode_pack", "encode_entry", "encode_pack", "ParseStore", "code_tag", "drop", "forget_in_process", "load_tree", "stat_key", "store_for"]
+__all__ = ["DIR_NAME", "ENTRY_SUFFIX", "keep_for_readers", "reader_dir", "decode_entry", "decode_pack", "encode_entry", "encode_pack", "ParseStore", "code_tag", "drop", "forget_in_process", "load_tree", "stat_key", "store_for"]

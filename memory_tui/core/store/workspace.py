@@ -686,12 +686,15 @@ def _parse_topics(
     return entries, reparsed
 
 
-def open_state(state_dir: Path | str, *, counter: Any = None, switches: Switches | None = None) -> StateView:
+def open_state(state_dir: Path | str, *, counter: Any = None, views: bool = True,
+               switches: Switches | None = None) -> StateView:
     """Read a whole state directory into a snapshot. Raises ``MemoryError(STATE_NOT_FOUND)``
     when ``state_dir`` is not a directory; everything else becomes a flag or a Problem.
+    ``views=False``: no derived views (``views`` is ``None``), for readers that print none
+    of them (the views are most of a warm open and add no problem of their own).
     ``switches``: the test switches (default: this process's, read from the environment once),
     kept by the snapshot for its refreshes."""
-    return _build(Path(state_dir), None, counter, switches or current_switches())
+    return _build(Path(state_dir), None, counter, switches or current_switches(), views)
 
 
 def refresh(previous: StateView) -> StateView:
@@ -736,7 +739,45 @@ def _revision_of(memory_root: Path, prev: StateView | None, switches: Switches) 
         return stamps, workspace_revision(memory_root)
 
 
-def _build(state_dir: Path, prev: StateView | None, counter: Any, switches: Switches) -> StateView:
+def _derive_views(memory_root: Path, tree: Any, prev: StateView | None, sources: Any, sources_same: bool,
+                  runtime: Any, config: Any, counter: Any,
+                  switches: Switches) -> tuple[Any, dict[int, Any], dict[str, Any]]:
+    """``(views, row_cache, topic_parts)`` of a snapshot: the previous snapshot's when none of
+    their inputs changed, else built from per-topic parts (``viewcache``)."""
+    views_inputs_same = (
+        prev is not None and prev.views is not None and tree is prev.tree and sources_same
+        and runtime is prev.runtime and config is prev.config
+    )
+    if views_inputs_same:
+        return prev.views, dict(prev.row_cache), dict(prev.topic_parts)
+    row_cache: dict[int, Any] = {}
+    topic_parts: dict[str, Any] = {}
+    # Per-topic parts (``viewcache``): a refresh re-derives only the topics it re-parsed,
+    # byte for byte what ``build_views`` gives (``MEMORY_TUI_TEST_DERIVE=full|check``).
+    if prev is not None and sources_same and prev.row_cache:  # filled only by a whole build
+        for unit in tree.units:  # units of unchanged topics are the very same objects
+            hit = prev.row_cache.get(id(unit))
+            if hit is not None and hit[0] is unit:
+                row_cache[id(unit)] = hit
+    master = tree.topic("core.md")
+    views = view_cache_for(memory_root).build(
+        tree,
+        parts_out=topic_parts,
+        master_text=master.text if master is not None else None,
+        trusted_ids=sources.trusted_ids(),
+        creation_order=runtime.creation_order,
+        recent_limit=config.recent_limit,
+        counter=counter,
+        budget=config.core_budget_tokens,
+        link_for=sources.link_for,
+        row_cache=row_cache,
+        switches=switches,
+    )
+    return views, row_cache, topic_parts
+
+
+def _build(state_dir: Path, prev: StateView | None, counter: Any, switches: Switches,
+           derive: bool = True) -> StateView:
     from ..format.config import load_memory_config
     from ..format.tokens import DEFAULT_COUNTER
 
@@ -796,37 +837,8 @@ def _build(state_dir: Path, prev: StateView | None, counter: Any, switches: Swit
     problems.extend(tree.problems)
     problems.extend(_special_token_problems(tree, prev, counter))
 
-    views_inputs_same = (
-        prev is not None and tree is prev.tree and sources_same and runtime is prev.runtime and config is prev.config
-    )
-    row_cache: dict[int, Any] = {}
-    topic_parts: dict[str, Any] = {}
-    if views_inputs_same:
-        views = prev.views
-        row_cache = dict(prev.row_cache)
-        topic_parts = dict(prev.topic_parts)
-    else:
-        # Per-topic parts (``viewcache``): a refresh re-derives only the topics it re-parsed,
-        # byte for byte what ``build_views`` gives (``MEMORY_TUI_TEST_DERIVE=full|check``).
-        if prev is not None and sources_same and prev.row_cache:  # filled only by a whole build
-            for unit in tree.units:  # units of unchanged topics are the very same objects
-                hit = prev.row_cache.get(id(unit))
-                if hit is not None and hit[0] is unit:
-                    row_cache[id(unit)] = hit
-        master = tree.topic("core.md")
-        views = view_cache_for(memory_root).build(
-            tree,
-            parts_out=topic_parts,
-            master_text=master.text if master is not None else None,
-            trusted_ids=sources.trusted_ids(),
-            creation_order=runtime.creation_order,
-            recent_limit=config.recent_limit,
-            counter=counter,
-            budget=config.core_budget_tokens,
-            link_for=sources.link_for,
-            row_cache=row_cache, switches=switches,
-        )
-
+    views, row_cache, topic_parts = (_derive_views(memory_root, tree, prev, sources, sources_same, runtime, config,
+                                                   counter, switches) if derive else (None, {}, {}))
     rev_stamps, revision = _revision_of(memory_root, prev, switches)
 
     return StateView(
