@@ -25,7 +25,9 @@ from typing import Any, Iterator, Mapping
 
 from memory_tui.core.format.errors import Problem
 
-from .store import Session, SessionSnapshot, _freeze, discover, load_sessions, sessions_root
+from .store import (
+    Session, SessionSnapshot, _freeze, discover, is_session_dir, load_session_dir, load_sessions, sessions_root,
+)
 
 # Sessions kept once read: the one on screen, the one a citation jumped from, and a few a
 # reader asks for in turn (the insights walk the cited ones one after another).
@@ -37,10 +39,17 @@ class OnDemandSessions(abc.Mapping):
     only the last :data:`KEEP` read are held. A session that has left the disk since the
     ids were listed is missing (``KeyError``, ``get`` gives ``None``). Safe across threads."""
 
-    def __init__(self, state_dir: Path, ids: tuple[str, ...], keep: int = KEEP) -> None:
+    def __init__(self, state_dir: Path, ids: tuple[str, ...], keep: int = KEEP,
+                 found: Mapping[str, Path] | None = None, registry: Mapping[str, Any] | None = None,
+                 registry_ok: bool = True) -> None:
         self._state = Path(state_dir)
         self._ids = tuple(ids)
         self._known = frozenset(self._ids)
+        # discovery's answer (each session's folder, the registry) taken once: a session is
+        # then read as ``load_sessions`` reads it, without listing every other session again
+        self._found = dict(found) if found is not None else None
+        self._registry = registry if registry is not None else {}
+        self._registry_ok = registry_ok
         self._keep = max(1, keep)
         self._held: OrderedDict[str, Session] = OrderedDict()
         self._lock = threading.Lock()
@@ -54,7 +63,11 @@ class OnDemandSessions(abc.Mapping):
             if hit is not None:
                 self._held.move_to_end(sid)
                 return hit
-        session = load_sessions(self._state, only=(sid,)).sessions.get(sid)
+        sdir = self._found.get(sid) if self._found is not None else None
+        if sdir is not None and is_session_dir(sdir):
+            session = load_session_dir(sid, sdir, self._state, self._registry, self._registry_ok)
+        else:
+            session = load_sessions(self._state, only=(sid,)).sessions.get(sid)
         if session is None:
             raise KeyError(sid)
         with self._lock:
@@ -110,11 +123,11 @@ def summary_snapshot(state_dir: Path, summaries: Mapping[str, Any], problems: tu
                      keys: Mapping[str, str | None] | None = None, keep: int = KEEP) -> SummarySnapshot:
     """The snapshot of ``summaries`` (``cache.SummaryResult.summaries``: load_sessions' order)."""
     state = Path(state_dir)
-    _found, registry, registry_ok, _problems = discover(state)
+    found, registry, registry_ok, _problems = discover(state)
     return SummarySnapshot(
         state_dir=state,
         root=sessions_root(state),
-        sessions=OnDemandSessions(state, tuple(summaries), keep),
+        sessions=OnDemandSessions(state, tuple(summaries), keep, dict(found), registry, registry_ok),
         registry=_freeze(registry) if isinstance(registry, dict) else MappingProxyType({}),
         registry_ok=registry_ok,
         problems=tuple(problems),
