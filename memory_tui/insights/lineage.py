@@ -171,8 +171,13 @@ class Lineages:
     """One :class:`SessionLineage` per session of a snapshot, built on first use."""
 
     def __init__(self, sessions: SessionSnapshot | None) -> None:
+        from memory_tui.sessions.ondemand import is_on_demand
+
         self._sessions: Mapping[str, Session] = sessions.sessions if sessions is not None else {}
         self._cache: dict[str, SessionLineage] = {}
+        # sessions read when asked for are not held by the snapshot: a lineage kept of each
+        # cited one keeps its shape, not every turn's words (the app's peak memory)
+        self._shape = is_on_demand(sessions)
 
     def get(self, session_id: str | None) -> SessionLineage | None:
         if session_id is None:
@@ -182,6 +187,10 @@ class Lineages:
             session = self._sessions.get(session_id)
             if session is None:
                 return None
+            if self._shape:
+                from memory_tui.sessions.ondemand import shape
+
+                session = shape(session)
             hit = self._cache[session_id] = SessionLineage(session)
         return hit
 

@@ -168,35 +168,114 @@ async def test_outline_paints_topics_before_the_workspace_is_parsed(fixture_stat
         assert _topic_rows(app) > 0
 
 
-async def test_sessions_list_comes_from_the_cache_before_the_detail(fixture_state_ro, tmp_path, monkeypatch):
-    """Once a load has filled the persistent session-summary cache, the
-    next app shows the sessions list and the pending count before any session is read."""
+async def test_sessions_come_from_the_index_and_no_session_is_held(fixture_state_ro, tmp_path, monkeypatch):
+    """Once a load has filled the sessions' summary index, the next app's sessions list and
+    pending count come from it alone: no session is read, and the model holds summaries,
+    not every session's nodes (a reader of one session reads it when it asks)."""
     monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path / "cache"))
     full = load_model(fixture_state_ro, counter=COUNTER, home=fixture_state_ro.parent)  # fills the cache
     assert full.sessions and full.status.pending_turns is not None
-    release = threading.Event()
+    reads: list[bool] = []
 
-    def slow_loader(state_dir, previous=None, **kw):
-        assert release.wait(60), "the test never released the session loader"
+    def counting_loader(state_dir, previous=None, **kw):
+        reads.append(True)
         return load_sessions(state_dir, previous=previous, **kw)
 
-    app = make_app(fixture_state_ro, background=True, session_loader=slow_loader)
+    app = make_app(fixture_state_ro, background=True, session_loader=counting_loader)
     async with app.run_test(size=(120, 40)) as pilot:
         for _ in range(400):
-            if app.model is not None and app.model.sessions and app.loading == "sessions":
+            if app.model is not None and app.model.sessions_loaded and not app.model.outline:
                 break
             await pilot.pause(0.05)
+        await settle(pilot, app)
+        m = app.model
+        assert reads == []
+        assert m == full and m.sessions_loaded and m.sessions == full.sessions and m.status == full.status
+        from memory_tui.sessions.ondemand import is_on_demand
+
+        snap = m.session_snapshot
+        assert is_on_demand(snap) and snap.sessions.held() == ()
+        assert snap.all_problems() == load_sessions(fixture_state_ro).all_problems()
+        # one session asked for is read then, and equals its counterpart in a full load
+        sid = full.sessions[0].session_id
+        assert snap.sessions.get(sid) == load_sessions(fixture_state_ro).sessions[sid]
+        assert snap.sessions.held() == (sid,)
+
+
+async def test_keys_answer_while_the_sessions_view_reads_and_it_forgets_on_leaving(fixture_state_ro, tmp_path,
+                                                                                   monkeypatch):
+    """The Sessions view reads every session in a worker: held there, the view says so and a
+    key still switches views; leaving the view lets go of every session it read."""
+    import memory_tui.sessions.overview_table as overview_table
+    from memory_tui.tui.model.sessions import SessionsModel
+
+    monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(overview_table, "MIN_NODES", 1)  # the fixture's sessions count as big
+    release = threading.Event()
+    held: list[bool] = []
+    real = SessionsModel.load.__func__
+
+    def held_load(cls, *args, **kw):
+        held.append(True)
+        # a UI thread that waited here could not take the test's keys: fail fast, not hang
+        assert release.wait(10), "the Sessions view's read held the UI thread"
+        return real(cls, *args, **kw)
+
+    monkeypatch.setattr(SessionsModel, "load", classmethod(held_load))
+    app = make_app(fixture_state_ro, background=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        assert app.model.sessions_loaded
         try:
-            m = app.model
-            assert m is not None and not m.sessions_loaded and m.session_snapshot is None
-            assert m.sessions == full.sessions and m.status == full.status
             await pilot.press("5")
-            notice = str(app.screen.query_one("#notice-text", Static).render())
-            assert "Loading session detail" in notice and f"{len(full.sessions)} session" in notice
+            for _ in range(200):
+                if held:
+                    break
+                await pilot.pause(0.05)
+            assert held and app.view == "sessions"
+            assert "Analysing" in str(app.screen.query_one("#notice-text", Static).render())
+            await pilot.press("1")  # answered while the read is held
+            await pilot.pause()
+            assert app.view == "topics" and _topic_rows(app) > 0
         finally:
             release.set()
-        await settle(pilot, app)
-        assert app.model == full and app.model.sessions_loaded
+        busy = [w for w in app.workers if w.group == "sessions-overview"]
+        if busy:
+            await app.workers.wait_for_complete(busy)
+        await pilot.pause()
+        assert app.model.sessions_view_built() is None  # it finished after the view was left
+        await pilot.press("5")
+        for _ in range(200):
+            if app.model.sessions_view_built() is not None:
+                break
+            await pilot.pause(0.05)
+        await pilot.pause()
+        sm = app.model.sessions_view_built()
+        assert sm is not None and set(sm.session_ids) == {s.session_id for s in app.model.sessions}
+        assert app.screen.query_one("#sessions-list").option_count == len(app.model.sessions)
+        await pilot.press("1")
+        await pilot.pause()
+        assert app.view == "topics"
+        assert app.model.sessions_view_built() is None
+
+
+def test_insights_over_summaries_equal_those_over_every_session(fixture_state_ro, tmp_path, monkeypatch):
+    """The insight figures read the cited sessions when asked for (keeping their shape, not
+    their words); they equal the figures over a full load."""
+    from dataclasses import replace
+
+    from memory_tui.sessions.ondemand import KEEP, is_on_demand
+    from memory_tui.tui.model.insights import load_insights
+
+    monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path / "cache"))
+    model = load_model(fixture_state_ro, counter=COUNTER, home=fixture_state_ro.parent)
+    assert is_on_demand(model.session_snapshot)
+    whole = replace(model, session_snapshot=load_sessions(fixture_state_ro))
+    got, want = load_insights(model), load_insights(whole)
+    assert got is not None and got.rows
+    assert (got.rows, got.counts, got.lists) == (want.rows, want.counts, want.lists)
+    assert any(r.sessions for r in got.rows)  # figures that needed the sessions
+    assert len(model.session_snapshot.sessions.held()) <= KEEP
 
 
 def _option_text(option) -> str:

@@ -247,12 +247,17 @@ class WorkspaceModel:
         return self._sessions_view.get("model")
 
     def sessions_view_heavy(self) -> bool:
-        """Whether building ``sessions_view`` may take long: a session big enough that its
-        overview is a sweep of its whole DAG when the overview table misses (the Sessions
-        screen builds it in a worker then)."""
+        """Whether building ``sessions_view`` may take long: sessions held as summaries whose
+        nodes are many (it reads every session's files), or a session big enough that its overview is a sweep of
+        its whole DAG when the overview table misses (the Sessions screen builds it in a
+        worker then)."""
+        from memory_tui.sessions.ondemand import is_on_demand
         from memory_tui.sessions.overview_table import MIN_NODES
 
         snap = self.session_snapshot
+        if is_on_demand(snap):
+            # the view reads every session's files first: inline only when they are few
+            return sum(snap.node_counts().values()) >= MIN_NODES
         return snap is not None and any(len(s.nodes) >= MIN_NODES for s in snap.sessions.values())
 
     def sessions_view(self, now: float, counter: TokenCounter | None = None) -> "SessionsModel | None":
@@ -263,14 +268,23 @@ class WorkspaceModel:
             return None
         hit = self._sessions_view.get("model")
         if hit is None:
+            from memory_tui.sessions.ondemand import full_snapshot
+
             from .sessions import SessionsModel
 
+            # The model holds the sessions' summaries; the view explains every session's
+            # nodes, so it reads them all now and holds them only while it is built.
             hit = SessionsModel.load(
-                self.state_dir, now=now, counter=counter, records=self._records.values(), snapshot=self.session_snapshot,
-                frame=self.frame,
+                self.state_dir, now=now, counter=counter, records=self._records.values(),
+                snapshot=full_snapshot(self.session_snapshot), frame=self.frame,
             )
             self._sessions_view["model"] = hit
         return hit
+
+    def drop_sessions_view(self) -> None:
+        """Forget the Sessions view's model (every session's nodes and explanation): the
+        view left the screen; the next ``sessions_view`` reads them again."""
+        self._sessions_view.pop("model", None)
 
 
 # -- sources ------------------------------------------------------------------------------

@@ -38,7 +38,6 @@ class _Cache:
     topics: dict[str, tuple[Any, Any, TopicVM]] = field(default_factory=dict)  # path -> (Topic, key, VM)
     backlinks_text: str | None = None
     backlinks: dict[str, list[str]] = field(default_factory=dict)
-    analyses: dict[str, tuple[Any, str, int, Any]] = field(default_factory=dict)  # sid -> (Session, wid, threshold, SessionSummary)
     rows: dict[int, tuple[Any, "TimelineRowVM"]] = field(default_factory=dict)  # id(engine row) -> (row, VM)
     # the last timeline built from the engine's per-topic parts: topic path -> its rows (the
     # part's own tuple), and the rows in display order with their sort keys and view models
@@ -224,22 +223,24 @@ def with_sessions(
 
 
 def with_session_list(model: WorkspaceModel, *, counter: TokenCounter | None = None) -> WorkspaceModel | None:
-    """``model`` (sessions not loaded yet) with the sessions list and the pending counts from
-    the persistent per-session cache (``sessions.cache``), or ``None`` when any session is
-    not in it. The model still says ``sessions_loaded=False``: the per-session detail (the
-    snapshot the Sessions view and the insights read) follows in ``with_sessions``
-    (the sessions list before per-session detail)."""
+    """``model`` (sessions not loaded yet) with its sessions from the sessions' summary index
+    alone (``sessions.cache``), or ``None`` when any session's entry is missing or stale (then
+    ``with_sessions`` reads those sessions). What the model keeps of sessions is their
+    summaries either way, so a model from here is complete: ``sessions_loaded``."""
     if model.sessions_loaded or model.state is None or model.state.memory_missing:
         return None
     from memory_tui.sessions.cache import cached_summaries
+    from memory_tui.sessions.ondemand import summary_snapshot
 
     state = model.state
     found = cached_summaries(state.state_dir, state.workspace_id or "", state.config.trigger_tokens, counter or O200kCounter())
     if found is None:
         return None
+    snap = summary_snapshot(state.state_dir, found.summaries, found.problems, found.keys)
     vms = tuple(sorted((SessionVM(sanitize(s.session_id), sanitize(s.title), s.pending, s.nodes)
                         for s in found.summaries.values()), key=lambda v: v.session_id))
-    listed = replace(model, sessions=vms, status=_status(state, (found.pending.value, found.pending.lenient)))
+    listed = replace(model, sessions=vms, status=_status(state, (found.pending.value, found.pending.lenient)),
+                     sessions_available=True, sessions_loaded=True, session_snapshot=snap)
     return replace(listed, fingerprints=_fingerprints(listed))
 
 
@@ -642,56 +643,29 @@ def _sessions(
     errors: list[str],
     loader: Callable[..., Any] | None = None,
 ) -> tuple[Any, tuple[SessionVM, ...], tuple[int | None, int | None]]:
-    """Pending turns per session exactly as ``memory-tui status`` counts them."""
+    """Pending turns per session exactly as ``memory-tui status`` counts them, from the
+    sessions' summary index (``sessions.cache``): only a session whose entry is missing or
+    stale is read. What the model keeps is those summaries (a ``SummarySnapshot``), never
+    every session's nodes: a reader of one session's nodes reads that session when it asks.
+    ``loader`` (tests) stands for ``load_sessions`` where sessions are read."""
     try:
-        from memory_tui.sessions.cache import combine, summarize_session
-        from memory_tui.sessions.records import analyze_session
-        from memory_tui.sessions.store import load_sessions
+        from memory_tui.sessions.cache import load_summaries
+        from memory_tui.sessions.ondemand import SummarySnapshot, summary_snapshot
 
-        keys_before = None
-        if prev_snap is not None and not _touches(paths, "sessions/", "sessions-git/"):
-            snap = prev_snap
-        elif loader is not None:
-            snap = loader(state.state_dir, previous=prev_snap)
-        elif prev_snap is not None and paths is not None and not any(p.startswith(("sessions/", "sessions-git/")) for p in paths):
-            # Only config.json moved: no session file was touched, so OpenProgram's own
-            # directory-stamp freshness rule is enough to reuse every unchanged session.
-            snap = load_sessions(state.state_dir, previous=prev_snap, trust_dir_stamps=True)
-        elif prev_snap is not None and paths is not None:
-            # The watcher named the files that moved: the sessions holding one are checked
-            # file by file, every other one by OpenProgram's directory-stamp rule (a job's
-            # batch marks one session; re-stating every node file of every session after
-            # each batch was most of the app's cost beside the CLI's).
-            snap = load_sessions(state.state_dir, previous=_distrust(prev_snap, paths), trust_dir_stamps=True)
-        else:
-            if prev_snap is None:  # a first load fills the persistent summary cache
-                from memory_tui.sessions.cache import content_keys
-
-                keys_before = content_keys(state.state_dir)
-            snap = load_sessions(state.state_dir, previous=prev_snap)
         wid = state.workspace_id or ""
         threshold = state.config.trigger_tokens
-        # per session only its summary (the list's pending figure and its
-        # share of the status count) is kept, never the analysis: 200 analyses hold every
-        # branch's records and mark sets (~30 MB at scale 1) and nothing here reads them
-        # again. ``combine`` over the shares in snapshot order is ``status_pending_count``.
-        summaries: dict[str, Any] = {}
-        kept: dict[str, tuple[Any, str, int, Any]] = {}
-        out: list[SessionVM] = []
-        for sid, session in snap.sessions.items():
-            prior = cache.analyses.get(sid)
-            if prior is not None and prior[1] == wid and prior[2] == threshold and (prior[0] is session or prior[0] == session):
-                summary = prior[3]
-            else:
-                summary = summarize_session(session, analyze_session(session, wid, threshold, counter), wid)
-            kept[sid] = (session, wid, threshold, summary)
-            summaries[sid] = summary
-            out.append(SessionVM(sanitize(sid), sanitize(session.title), summary.pending, len(session.nodes)))
-        cache.analyses = kept
-        if keys_before is not None:
-            from memory_tui.sessions.cache import remember
+        carried = isinstance(prev_snap, SummarySnapshot) and Path(prev_snap.state_dir) == Path(state.state_dir)
+        if carried and not _touches(paths, "sessions/", "sessions-git/"):
+            snap = prev_snap  # nothing under sessions/ (nor config.json) moved: the summaries stand
+        else:
+            keys = _session_keys(state.state_dir, prev_snap if carried else None, paths)
+            full = loader(state.state_dir, previous=None) if loader is not None else None
+            found = load_summaries(state.state_dir, wid, threshold, counter, keys=keys, snapshot=full)
+            snap = summary_snapshot(state.state_dir, found.summaries, found.problems, found.keys)
+        summaries = snap.summaries
+        out = [SessionVM(sanitize(sid), sanitize(s.title), s.pending, s.nodes) for sid, s in summaries.items()]
+        from memory_tui.sessions.cache import combine
 
-            remember(snap, {}, wid, threshold, counter, keys_before, summaries=summaries)
         total = combine(summaries.values())
         return snap, tuple(sorted(out, key=lambda s: s.session_id)), (total.value, total.lenient)
     except Exception as exc:  # pragma: no cover - the session reader is not supposed to raise
@@ -699,12 +673,29 @@ def _sessions(
         return None, (), (None, None)
 
 
-def _distrust(snap: Any, paths: set[str]) -> Any:
-    """``snap`` without the directory stamps of the sessions a changed path lies in, so a
-    load with ``trust_dir_stamps`` checks those sessions' files one by one (a node file
-    rewritten in place keeps the folder's stamp) and reuses the others whole."""
-    touched = {sid for sid, s in snap.sessions.items()
-               if any(p == s.rel or p.startswith(s.rel + "/") for p in paths)}
-    if not touched:
-        return snap
-    return replace(snap, _stamps={k: v for k, v in snap._stamps.items() if k not in touched})
+def _session_keys(state_dir: Path, prev: Any, paths: set[str] | None) -> dict[str, str | None] | None:
+    """Every session's content key, or ``None`` to have ``load_summaries`` take them all. A
+    reload whose watcher named only files inside some sessions' folders keys just those
+    sessions (and any new one) afresh and carries the others' keys over: stat-ing every
+    node file of every session after each of a job's batches was most of a reload."""
+    if prev is None or paths is None or not prev.keys:
+        return None
+    from memory_tui.sessions.store import discover, rel_path, session_content_key
+
+    found, registry, registry_ok, _problems = discover(Path(state_dir))
+    rels = {sid: rel_path(sdir, Path(state_dir)) for sid, sdir in found}
+    touched: set[str] = set()
+    for p in paths:
+        if not p.startswith(("sessions/", "sessions-git/")):
+            continue
+        owner = next((sid for sid, rel in rels.items() if p.startswith(rel + "/")), None)
+        if owner is None:
+            return None  # the registry, a session folder itself, locations.json: key them all
+        touched.add(owner)
+    keys: dict[str, str | None] = {}
+    for sid, sdir in found:
+        if sid in touched or sid not in prev.keys or prev.keys[sid] is None:
+            keys[sid] = session_content_key(sid, sdir, Path(state_dir), registry, registry_ok)
+        else:
+            keys[sid] = prev.keys[sid]
+    return keys

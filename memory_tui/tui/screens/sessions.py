@@ -22,6 +22,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Vertical, VerticalScroll
+from textual.events import ScreenSuspend
 from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import OptionList, Static
@@ -234,6 +235,29 @@ class SessionsScreen(SessionsWork, ViewScreen):
 
     def detail_focus(self) -> Widget:
         return self.query_one(ScreenGraph)
+
+    @on(ScreenSuspend)
+    def _left(self) -> None:
+        """Another view took the screen (not a dialog over this one): forget every session's
+        nodes and explanation, which only this view reads; coming back reads them again."""
+        stack = self.app.screen_stack
+        if self in stack and stack[-1] is not self:
+            return  # covered, not left
+        self.forget_sessions()
+
+    def forget_sessions(self) -> None:
+        m = self.model
+        if m is not None:
+            m.drop_sessions_view()
+        self._verdict_sm = None
+        self.verdict = None
+        self._plans.clear()
+        self._explaining = None
+        self._building = None
+        graph = self.query_one(ScreenGraph)
+        if graph.session_id is not None:
+            graph.show_pending(graph.session_id, "")  # the graph let go of the layout's model
+        self.rendered = None  # drawn afresh when shown again
 
     # ------------------------------------------------------------------ data
     @property

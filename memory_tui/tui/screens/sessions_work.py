@@ -55,6 +55,10 @@ class SessionsWork:
     def _sessions_built(self, m: WorkspaceModel) -> None:
         if self.model is not m:
             return  # a reload replaced the model; its own build follows
+        if self not in self.app.screen_stack:
+            m.drop_sessions_view()  # the view was left while it was built
+            self._building = None
+            return
         self.refresh_view(force=True)
         pending, self._pending_focus = self._pending_focus, None
         if pending is not None:

@@ -113,15 +113,16 @@ class ModelLoading:
         kw = dict(counter=self.counter, previous=previous, touched=touched, session_loader=self.session_loader)
         model = load_model(self.state_dir, home=self.home, sessions=False, **kw)
         if not model.sessions_loaded:
-            if previous is None or not previous.sessions_loaded:
-                # Nothing shows sessions yet: paint the workspace now, sessions follow.
-                self.call_from_thread(self._loaded, seq, model, True, "sessions")
-                # the sessions list and pending counts from the persistent cache
-                # (when every session is in it), then the per-session detail.
-                listed = with_session_list(model, counter=self.counter)
-                if listed is not None:
-                    self.call_from_thread(self._loaded, seq, listed, True, "sessions")
-            model = with_sessions(model, **kw)
+            # the sessions from their summary index when every entry is fresh (no session is
+            # read); else the workspace paints first and the sessions that changed are read
+            listed = with_session_list(model, counter=self.counter)
+            if listed is not None:
+                model = listed
+            else:
+                if previous is None or not previous.sessions_loaded:
+                    # Nothing shows sessions yet: paint the workspace now, sessions follow.
+                    self.call_from_thread(self._loaded, seq, model, True, "sessions")
+                model = with_sessions(model, **kw)
         probe = probe_write_lock(self.state_dir / "memory")
         if not self._gc_frozen:
             # the first whole model is millions of long-lived objects;
