@@ -10,7 +10,7 @@ import re
 import shutil
 
 import pytest
-from tui_helpers import dry_runs_done, footer_keys, make_app, screen_text, settle
+from tui_helpers import dry_runs_done, workers_done, footer_keys, make_app, screen_text, settle
 
 SID = "local_a1b2c3d4e5"  # forks, a retry, a rewind, tool rows, a stranded turn, a compaction summary
 
@@ -39,14 +39,18 @@ def _open(session: str | None = SID, node: str | None = None, *, side: str | Non
             graph = screen.query_one("#sessions-graph")
             if node is not None:
                 assert graph.selected_node is not None and graph.selected_node.id == node
-        if side is not None:
-            panel = app.screen.query_one("#sessions-side")
-            panel.scroll_to_widget(app.screen.query_one(f"#{side}"), top=True, animate=False)
         for key in keys:
             await pilot.press(key)
         await pilot.pause()
         await dry_runs_done(pilot, app)
-        await pilot.pause()
+        for group in ("sessions-explain", "sessions-overview", "sessions-layout", "insights"):
+            await workers_done(pilot, app, group)
+        if side is not None:
+            # only once the dry run and the insights have filled the panel: lines arriving
+            # above the target after the scroll would move it
+            panel = app.screen.query_one("#sessions-side")
+            panel.scroll_to_widget(app.screen.query_one(f"#{side}"), top=True, animate=False)
+            await pilot.pause()
 
     return run_before
 
