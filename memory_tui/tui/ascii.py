@@ -2,8 +2,9 @@
 
 The app's own glyphs already come from ``render.ASCII``; this catches what the libraries
 draw themselves (Rich's ``…`` when text is cut, Textual's borders, the footer's ``▏``,
-scrollbar blocks) so no box drawing, block element, ``·`` or ``…`` reaches a terminal that
-asked for ASCII. Each replacement is one cell wide, so layout never shifts.
+scrollbar blocks, the command palette's search icon) so no box drawing, block element, ``·``,
+``…`` or emoji of the app's own reaches a terminal that asked for ASCII. Each replacement is as
+many cells wide as what it replaces, so layout never shifts.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ _SPECIAL = {
     "…": "~", "·": "-", "•": "*", "→": ">", "←": "<", "↑": "^", "↓": "v", "▸": ">", "▶": ">",
     "◆": "*", "○": "o", "●": "*", "✓": "+", "✗": "x", "“": '"', "”": '"', "‘": "'", "’": "'",
     "–": "-", "—": "-", "\u00a0": " ",
+    "\U0001f50e": "> ",  # Textual's command palette icon, two cells wide
 }
 
 

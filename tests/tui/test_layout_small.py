@@ -16,7 +16,7 @@ pytestmark = pytest.mark.anyio
 
 GOOD = "# Good\n\nAda drinks green tea every morning before work.[^e-1] ^ab12cd34\n\n[^e-1]: Time: `2026-11`; Sources: [x](openprogram/s/m1)\n"
 # what ASCII mode promises never to draw: box drawing, block elements, middle dot, ellipsis
-FORBIDDEN = re.compile("[\u2500-\u259f\u00b7\u2026]")
+FORBIDDEN = re.compile("[\u2500-\u259f\u00b7\u2026\U0001f50e]")  # \U0001f50e: the palette's search icon
 
 
 def _screen_text(app) -> str:
@@ -38,14 +38,16 @@ def _keys(*keys):
 
 
 def test_to_ascii_keeps_width_and_replaces_every_forbidden_glyph():
-    sample = "─│┌┐└┘├┤┬┴┼═║▁▂▃▄▅▆▇█▉▊▋▌▍▎▏▐▕· … ✓"
+    from rich.cells import cell_len
+
+    sample = "─│┌┐└┘├┤┬┴┼═║▁▂▃▄▅▆▇█▉▊▋▌▍▎▏▐▕· … ✓ \U0001f50e"
     out = to_ascii(sample)
-    assert len(out) == len(sample) and out.isascii()
+    assert cell_len(out) == cell_len(sample) and out.isascii()
     assert to_ascii("Ada's café 東京") == "Ada's café 東京"  # owner's text that is not a glyph stays
 
 
-@pytest.mark.parametrize("keys", [(), ("enter",), ("2",), ("4",), ("p",), ("question_mark",)],
-                         ids=["topics", "opened", "timeline", "core", "problems", "help"])
+@pytest.mark.parametrize("keys", [(), ("enter",), ("2",), ("4",), ("p",), ("question_mark",), ("ctrl+p",)],
+                         ids=["topics", "opened", "timeline", "core", "problems", "help", "palette"])
 async def test_ascii_mode_draws_no_box_block_dot_or_ellipsis(tmp_path, keys):
     state = build_demo(tmp_path / "demo")
     app = make_app(state, ascii=True)
