@@ -25,10 +25,12 @@ rewrites it; losing the directory only costs time.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -321,6 +323,32 @@ def _share_the_encoding(counter: Any) -> None:
         o200k_encoding()
 
 
+def _start_the_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker with a real stderr.
+
+    A spawned pool starts the tracker on first use and hands it ``sys.stderr.fileno()``. In
+    the app, Textual has replaced ``sys.stderr`` with a capture whose ``fileno()`` is -1, and
+    the start fails (``ValueError: bad value(s) in fds_to_keep``): the app's cold build of
+    the sessions' index lost every session. Started here once, with the process's own stderr
+    (or /dev/null) for the moment it takes, every later pool finds it running."""
+    from multiprocessing import resource_tracker
+
+    stream = sys.stderr
+    try:
+        if stream is not None and stream.fileno() >= 0:
+            resource_tracker.ensure_running()
+            return
+    except (AttributeError, OSError, ValueError):
+        pass
+    real = sys.__stderr__
+    with open(os.devnull, "w") if real is None else contextlib.nullcontext(real) as usable:
+        sys.stderr = usable
+        try:
+            resource_tracker.ensure_running()
+        finally:
+            sys.stderr = stream
+
+
 def _read_parallel(state: Path, sids: list[str], workspace_id: str, threshold: int, counter: Any,
                    workers: int | None) -> dict[str, SessionSummary]:
     import multiprocessing
@@ -338,14 +366,17 @@ def _read_parallel(state: Path, sids: list[str], workspace_id: str, threshold: i
         _share_the_encoding(counter)
     out: dict[str, SessionSummary] = {}
     try:
+        if method == "spawn":
+            _start_the_resource_tracker()
         with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context(method)) as pool:
             futures = [pool.submit(_read_chunk, str(state), chunk, workspace_id, threshold, counter) for chunk in chunks]
             for future in futures:
                 out.update(future.result())
     # (what is shipped is picklable: session ids, plain figures, and a counter of a kind
     # ``counter_tag`` names; a worker's own error is raised here as the serial read would)
-    except (OSError, ImportError, RuntimeError, NotImplementedError, EOFError):
-        # no processes here (a sandbox, a broken pool): the same reads, in this process
+    except (OSError, ImportError, RuntimeError, NotImplementedError, EOFError, ValueError):
+        # no processes here (a sandbox, a broken pool, an unusable stdio): the same reads, in
+        # this process
         return _read_serial(state, sids, workspace_id, threshold, counter)
     # in load_sessions' discovery order, as the serial read returns them
     return {sid: out[sid] for sid in sids if sid in out}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -303,3 +304,51 @@ def test_the_readers_parse_is_kept_when_the_user_cache_does_not_exist_yet(bench_
     parsecache.load_tree(memory)
     assert parsed == []
     assert parsecache.reader_dir(memory).is_dir()
+
+
+class _CapturedStderr:
+    """What Textual puts in ``sys.stderr`` while the app runs: writable, but no real fd."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def fileno(self) -> int:
+        return -1
+
+
+def test_a_parallel_cold_build_inside_the_app_reads_in_workers(bench_state_small, tmp_path, monkeypatch):
+    """In the app a thread is running (so the pool spawns) and Textual's capture stands in for
+    stderr: the pool's resource tracker could not start, and the build lost every session."""
+    import threading
+
+    state = tmp_path / "state"
+    shutil.copytree(bench_state_small, state, symlinks=True)
+    _age(state)
+    wid = (state / "memory" / ".scriptorium" / "workspace-id").read_text().strip()
+    serial = scache.load_summaries(state, wid, 2000, directory=tmp_path / "a", workers=1)
+    monkeypatch.setattr(scache, "PARALLEL_MIN_SESSIONS", 1)
+    calls: list[int] = []
+    real = scache._read_serial
+
+    def counted(*args, **kwargs):
+        calls.append(len(args[1]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(scache, "_read_serial", counted)
+    from multiprocessing import resource_tracker
+
+    resource_tracker._resource_tracker._stop()  # as in a fresh app: no tracker running yet
+    stop = threading.Event()
+    ui = threading.Thread(target=stop.wait)  # the app's other threads: fork is unsafe, spawn is used
+    ui.start()
+    monkeypatch.setattr(sys, "stderr", _CapturedStderr())
+    try:
+        parallel = scache.load_summaries(state, wid, 2000, directory=tmp_path / "b", workers=2)
+    finally:
+        stop.set()
+        ui.join()
+    assert calls == []  # read by the spawned workers, not by the serial fallback
+    assert parallel.summaries == serial.summaries and parallel.pending == serial.pending
