@@ -58,6 +58,7 @@ TARGETS = {
     "why_session_json_fresh": "<= 0.5 s",
     "app_model": "<= 1.5 s",
     "app_loaded": "<= 3 s",
+    "app_key_latency": "<= 0.1 s",
 }
 ROWS = (
     ("parse_cold", "strict parse of the topic tree, cold (no cache)"),
@@ -94,6 +95,9 @@ ROWS = (
     ("app_model", "app start to the whole model (records, Recent, Core)"),
     ("app_loaded", "app start to everything loaded (sessions, pending, insights)"),
     ("app_reload_one_file", "app reload after a one-file change"),
+    # a view key (1-5) pressed every 0.2 s from the first paint until everything is loaded:
+    # the worst time until that view is the current one, per run
+    ("app_key_latency", "app: a view key pressed while loading, worst answer"),
     ("app_peak_rss", "peak RSS of the app (MiB)"),
     ("sessions_open_10k", "open a 10 000-node session in Sessions"),
     # the layout of a big session is kept between processes (exact key: the layout's input);
@@ -226,6 +230,7 @@ t_start = _T()
 os.environ["TEXTUAL_ANIMATIONS"] = "none"
 from pathlib import Path
 state = Path(sys.argv[1]); rel = sys.argv[2]; reloads = int(sys.argv[3])
+keys = len(sys.argv) > 4 and sys.argv[4] == "keys"
 from memory_tui.tui.app import create_app
 
 def topic_rows(app):
@@ -236,6 +241,32 @@ def topic_rows(app):
     root = getattr(tree, "root", None)
     return len(root.children) if root is not None else 0
 
+KEY_VIEWS = {"1": "topics", "2": "timeline", "3": "recent", "4": "core", "5": "sessions"}
+
+async def press_views(app, stop, lat):
+    # A key as the terminal sends it (the driver's queue, not the pilot, which waits for the
+    # app to go idle), then the clock runs until the view it names is the current one: the
+    # latency an owner meets while the app loads. One full cycle at least, so a warm start
+    # that has loaded before the first press still times every view once.
+    from textual import events
+    cycle = ("2", "1", "3", "1", "4", "1", "5", "1")
+    i = 0
+    while not stop.is_set() or i < len(cycle):
+        await asyncio.sleep(0.2)
+        key = cycle[i % len(cycle)]
+        i += 1
+        want = KEY_VIEWS[key]
+        if app.current_mode == want:
+            continue
+        loading = not stop.is_set()
+        event = events.Key(key, key)
+        event.set_sender(app)
+        t0 = time.perf_counter()
+        app._driver.send_message(event)
+        while app.current_mode != want and time.perf_counter() - t0 < 30:
+            await asyncio.sleep(0.001)
+        lat.append([key, time.perf_counter() - t0, loading])
+
 async def main():
     app = create_app(state, watch=False)
     out = {"paint": None, "reload": []}
@@ -243,6 +274,9 @@ async def main():
         while topic_rows(app) == 0:
             await pilot.pause(0.005)
         out["paint"] = _T() - t_start
+        if keys:
+            stop, out["keys"] = asyncio.Event(), []
+            prober = asyncio.create_task(press_views(app, stop, out["keys"]))
         # the engine's model (every record, Recent, Core) replaces the outline
         while app.model is None or getattr(app.model, "outline", False):
             await pilot.pause(0.005)
@@ -255,6 +289,10 @@ async def main():
         while getattr(app, "insights", None) is None and getattr(app, "insights_enabled", False):
             await pilot.pause(0.01)
         out["loaded"] = _T() - t_start
+        if keys:
+            stop.set()
+            await prober
+            return out
 
         async def quiet():
             # The insight figures are recomputed in a worker after every model (started one
@@ -308,6 +346,14 @@ def _child(code: str, *args: object, timeout: float = 900) -> object:
     if done.returncode != 0:
         raise RuntimeError(f"child failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _worst_key(result: dict) -> float:
+    """The slowest answer to a view key of one app run (printed per key on stderr)."""
+    presses = result["keys"]
+    print("  keys: " + ", ".join(f"{k}{'*' if busy else ''} {t * 1000:.0f} ms" for k, t, busy in presses)
+          + "  (* pressed while loading)", file=sys.stderr)
+    return max(t for _k, t, _busy in presses)
 
 
 def _user_cache() -> Path:
@@ -484,6 +530,10 @@ def measure(row: str, state: Path, runs: int, app_cache: dict, prep=None) -> tup
             with _cache_root(sessions=str(state.parent / f"session-cache-{state.name}"), outline=None):
                 out.append(_child(CHILD_APP, state, TOPIC, 0)["paint"])
         return out, "s"
+    if row == "app_key_latency":
+        with _cache_root(sessions=str(state.parent / f"session-cache-{state.name}"),
+                         outline=str(state.parent / f"outline-cache-{state.name}")):
+            return [_worst_key(_child(CHILD_APP, state, TOPIC, 0, "keys")) for _ in range(runs)], "s"
     if row in ("app_first_paint", "app_model", "app_loaded", "app_reload_one_file", "app_peak_rss"):
         if "results" not in app_cache:
             with _cache_root(sessions=str(state.parent / f"session-cache-{state.name}"),
@@ -621,7 +671,7 @@ def _apply_update(state: Path, TOPIC: str, runs: int, prep=None) -> list[float]:
 COLD_ROWS = (
     "app_first_paint", "app_model", "app_loaded", "app_peak_rss", "status_fresh", "why_session_json_fresh",
     "why_session_fresh", "pending_cold", "edit_reword_fresh", "edit_noop_fresh", "apply_update_fresh",
-    "drift_session_fresh", "drift_all_fresh",
+    "drift_session_fresh", "drift_all_fresh", "app_key_latency",
 )
 
 
@@ -682,6 +732,12 @@ def measure_cold(row: str, cold: Cold, runs: int, app_cache: dict) -> tuple[list
             return [measure(row, state, 1, {}, prep=prep)[0][0] for _ in range(runs)], "s"
         if row == "apply_update_fresh":
             return _apply_update(state, _topic(state), runs, prep=prep), "s"
+        if row == "app_key_latency":
+            out = []
+            for _ in range(runs):
+                prep()
+                out.append(_worst_key(_child(CHILD_APP, state, _topic(state), 0, "keys")))
+            return out, "s"
         if row.startswith("app_"):
             if "cold" not in app_cache:
                 got = []
