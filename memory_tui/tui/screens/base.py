@@ -195,14 +195,21 @@ class ViewScreen(RankedFooter, Screen[None]):
             self.rendered = model  # same content: nothing to redraw
         elif redraw:
             self.rendered = None
-        if now:
+        if now and self.drawable:
             self.refresh_view()
 
     def insights_changed(self, *, now: bool) -> None:
         """new evidence figures; the badges and header redraw."""
         self.rendered = None
-        if now:
+        if now and self.drawable:
             self.refresh_view()
+
+    @property
+    def drawable(self) -> bool:
+        """Composed and still in the app: figures from a worker can land while the app is
+        quitting (its screens are being taken apart) and must not draw then; a screen not
+        mounted yet draws when it mounts."""
+        return self.ready and self.is_attached
 
     def evidence_badge(self, record: RecordVM) -> Text | None:
         """the compact evidence badge of ``record`` once figures exist."""

@@ -33,6 +33,7 @@ from ..jobs import JobRequest
 from ..model.sessions import SessionRowVM, SessionsModel
 from ..widgets.branch_verdict import BranchVerdict
 from ..widgets.node_detail import NodeDetail
+from ..widgets.paged import PagedOptionList
 from ..widgets.records import highlighted_key, restore_highlight
 from ..widgets.session_graph import SessionGraph, legend_text
 from .base import ViewScreen, flat, one_line, plural
@@ -109,8 +110,9 @@ def row_text(r: SessionRowVM, dot: str, warn: str, width: int = 37) -> Text:
     return text
 
 
-class SessionList(OptionList):
-    """The session rows, laid out for the list's own width (re-fitted when it changes)."""
+class SessionList(PagedOptionList[SessionRowVM]):
+    """The session rows, laid out for the list's own width (re-fitted when it changes), a page
+    at a time (hundreds of sessions: :class:`~..widgets.paged.PagedOptionList`)."""
 
     DEFAULT_CSS = "SessionList { scrollbar-gutter: stable; }"
 
@@ -127,7 +129,11 @@ class SessionList(OptionList):
     def show_rows(self, rows: list[SessionRowVM], dot: str, warn: str) -> None:
         self._rows, self._glyphs = rows, (dot, warn)
         self._fitted = width = self.row_width()
-        self.set_options([SessionOption(row_text(r, dot, warn, width), r) for r in rows])
+        self.show_items(rows, lambda _i, r, _prev: [SessionOption(row_text(r, dot, warn, width), r)])
+
+    def draw_session(self, session_id: str) -> None:
+        """Draw the list down to ``session_id``'s row (a jump to it, a kept highlight)."""
+        self.draw_until(lambda r: r.session_id == session_id)
 
     def on_resize(self) -> None:
         if self._rows and self.row_width() != self._fitted:
@@ -135,6 +141,8 @@ class SessionList(OptionList):
             with self.prevent(OptionList.OptionHighlighted):
                 self.show_rows(self._rows, *self._glyphs)
                 self.highlighted = None
+                if keep:
+                    self.draw_session(keep.split(":", 1)[1])
                 restore_highlight(self, keep)
 
 
@@ -297,6 +305,8 @@ class SessionsScreen(SessionsWork, ViewScreen):
         rows = sort_rows(sm.rows(), self.sort_key) if sm else []
         lst.show_rows([r for r in rows if self.matches(r)], g.dot, g.bad)
         lst.highlighted = None
+        if keep:
+            lst.draw_session(keep.split(":", 1)[1])
         restore_highlight(lst, keep)
         if lst.highlighted is None and lst.option_count:
             lst.highlighted = 0
@@ -376,7 +386,7 @@ class SessionsScreen(SessionsWork, ViewScreen):
         return Text.assemble(("Sessions", "bold"), (f"\n{plural(n, 'session')} {self.glyphs.dot} sorted by {self.sort_key}", "dim"))
 
     def list_title(self) -> Text:
-        n = self.query_one("#sessions-list", OptionList).option_count
+        n = len(self.query_one("#sessions-list", SessionList).items)  # drawn or not yet
         return Text(f"{plural(n, 'session')} {self.glyphs.dot} by {self.sort_key} (s)", "dim")
 
     # ------------------------------------------------------------------ graph → panels
@@ -403,7 +413,8 @@ class SessionsScreen(SessionsWork, ViewScreen):
         if m is not None and m.sessions_loaded and self._analysing(m):
             self._pending_focus = (session_id, node_id)  # shown once the analysis is in
             return True
-        lst = self.query_one("#sessions-list", OptionList)
+        lst = self.query_one("#sessions-list", SessionList)
+        lst.draw_session(session_id)
         try:
             index = lst.get_option_index(f"session:{session_id}")
         except OptionDoesNotExist:

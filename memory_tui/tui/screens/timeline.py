@@ -16,6 +16,7 @@ from textual.widgets.option_list import Option
 from .. import commands as registry
 from ..model.data import TimelineRowVM
 from ..render import render_markdown
+from ..widgets.paged import PagedOptionList
 from ..widgets.records import highlighted_key, restore_highlight
 from .base import ViewScreen, topic_name
 from .tree_list import TreeList
@@ -39,7 +40,7 @@ class TimelineScreen(TreeList, ViewScreen):
 
     def compose_detail(self) -> ComposeResult:
         with Vertical(id="timeline-detail", classes="view-detail"):
-            yield OptionList(id="timeline-rows")
+            yield PagedOptionList(id="timeline-rows")
 
     def detail_focus(self) -> Widget:
         return self.query_one("#timeline-rows")
@@ -87,25 +88,26 @@ class TimelineScreen(TreeList, ViewScreen):
         self.show_rows()
 
     def show_rows(self) -> None:
-        rows_list = self.query_one("#timeline-rows", OptionList)
+        rows_list = self.query_one("#timeline-rows", PagedOptionList)
         keep = highlighted_key(rows_list)
         key = self.selected_key()
         rows = self.rows_for(key)
-        options: list[Option | None] = []
-        last = None
-        for i, row in enumerate(rows):
-            if row.when != last:
+        glyphs = self.glyphs
+
+        def options_of(i: int, row: TimelineRowVM, prev: TimelineRowVM | None) -> list[Option | None]:
+            out: list[Option | None] = []
+            if prev is None or row.when != prev.when:
                 dashes = row.when.count("-")
                 label = row.when if dashes == 2 else f"{row.when} (no day)" if dashes == 1 else f"{row.when} (no month)"
-                options.append(Option(Text(label, "bold underline"), disabled=True))
-                last = row.when
+                out.append(Option(Text(label, "bold underline"), disabled=True))
             text = Text.assemble(
-                (topic_name(row.topic_path), "bold"), (f"  ^{row.memory_id}\n", "dim"), render_markdown(row.text, glyphs=self.glyphs)
+                (topic_name(row.topic_path), "bold"), (f"  ^{row.memory_id}\n", "dim"), render_markdown(row.text, glyphs=glyphs)
             )
-            options.append(TimelineRowOption(text, row, i))
-        if not rows:
-            options.append(Option(Text("No dated records." if not key else "Nothing on this date.", "dim"), disabled=True))
-        rows_list.set_options(options)
+            out.append(TimelineRowOption(text, row, i))
+            return out
+
+        empty = Option(Text("No dated records." if not key else "Nothing on this date.", "dim"), disabled=True)
+        rows_list.show_items(rows, options_of, lead=() if rows else (empty,))
         rows_list.highlighted = None
         restore_highlight(rows_list, keep)
         self.render_titles()

@@ -16,6 +16,7 @@ from textual.widgets.option_list import Option, OptionDoesNotExist
 
 from ..model.data import FrameVM, RecordVM, SourceLinkVM, WorkspaceModel
 from ..render import Glyphs, record_markdown, render_markdown
+from .paged import PagedOptionList
 
 
 class RecordOption(Option):
@@ -112,10 +113,9 @@ def highlighted_key(lst: OptionList) -> str | None:
     return opt.id if opt is not None else None
 
 
-class RecordList(OptionList):
-    """Records with their citation chips as selectable rows."""
-
-    DEFAULT_CSS = "RecordList { height: 1fr; }"
+class RecordList(PagedOptionList[RecordVM]):
+    """Records with their citation chips as selectable rows (a topic of thousands of records
+    is drawn a page at a time: :class:`~.paged.PagedOptionList`)."""
 
     def show_records(
         self,
@@ -132,35 +132,44 @@ class RecordList(OptionList):
     ) -> None:
         """Show ``records``; ``lead`` are disabled rows put first (e.g. a problem summary)."""
         keep = highlighted_key(self)
-        options: list[Option | None] = []
+        first: list[Option | None] = []
         for item in lead:
-            options.append(Option(item, disabled=True))
-            options.append(None)
-        chain: tuple[str, ...] = ()
-        first = True
-        for rec in records:
-            if not first:
-                options.append(None)
-            first = False
+            first.append(Option(item, disabled=True))
+            first.append(None)
+
+        records = records if isinstance(records, (list, tuple)) else list(records)
+        last = len(records) - 1
+
+        def options_of(i: int, rec: RecordVM, prev: RecordVM | None) -> list[Option | None]:
+            out: list[Option | None] = []
+            # a heading row where the heading chain changes (the first record's, if nested)
+            chain = prev.headings if prev is not None else ()
             if headings and rec.headings[1:] != chain[1:] and len(rec.headings) > 1:
-                chain = rec.headings
-                options.append(Option(Text(" › ".join(rec.headings[1:]), "bold underline"), disabled=True))
-            elif headings:
-                chain = rec.headings
+                out.append(Option(Text(" › ".join(rec.headings[1:]), "bold underline"), disabled=True))
             prompt = render_record(rec, glyphs, core_status=core_status(rec) if core_status else None, topic=topic_line,
                                    badge=badge(rec) if badge else None)
-            options.append(RecordOption(prompt, rec))
+            out.append(RecordOption(prompt, rec))
             if chips:
                 for n, _link in enumerate(rec.source_links):
-                    options.append(CitationOption(chip_text(rec, n, glyphs, model), rec, n))
-        self.set_options(options)
+                    out.append(CitationOption(chip_text(rec, n, glyphs, model), rec, n))
+            if i < last:
+                # the divider ends a record rather than opening the next: a page that began
+                # with one would make the OptionList measure every row drawn before it again
+                out.append(None)
+            return out
+
+        self.show_items(records, options_of, lead=first)
         self.highlighted = None
+        if keep and keep.startswith(("rec:", "cite:")):
+            wanted = keep.split(":")[1]
+            self.draw_until(lambda r: r.memory_id == wanted)
         restore_highlight(self, keep)
 
     def show_message(self, message: RenderableType) -> None:
         self.set_options([Option(message, disabled=True)])
 
     def select_record(self, record: RecordVM) -> bool:
+        self.draw_until(lambda r: r.memory_id == record.memory_id)
         for i in range(self.option_count):
             opt = self.get_option_at_index(i)
             if isinstance(opt, RecordOption) and opt.record.memory_id == record.memory_id:
