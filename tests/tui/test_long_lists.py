@@ -114,3 +114,20 @@ async def test_hundreds_of_sessions_draw_a_page_and_a_jump_draws_down_to_its_row
         assert lst.option_count == 4 * PagedOptionList.PAGE  # drawn to the end of that row's page, no further
         assert [lst.get_option_at_index(i).session.session_id for i in range(lst.option_count)] == [
             r.session_id for r in rows[: lst.option_count]]
+
+
+async def test_a_redraw_keeps_the_timeline_row_being_read_beyond_the_first_page(long_state):
+    app = make_app(long_state)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("2")
+        screen = app.screen
+        rows = screen.query_one("#timeline-rows", PagedOptionList)
+        wanted = rows.items[3 * PagedOptionList.PAGE // 2].memory_id
+        assert rows.draw_until(lambda r: r.memory_id == wanted)
+        rows.highlighted = next(i for i in range(rows.option_count)
+                                if isinstance(rows.get_option_at_index(i), TimelineRowOption)
+                                and rows.get_option_at_index(i).row.memory_id == wanted)
+        await pilot.pause()
+        screen.show_rows()  # what a reload or a new filter does
+        await pilot.pause()
+        assert screen.selected_row().memory_id == wanted

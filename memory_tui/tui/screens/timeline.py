@@ -109,6 +109,10 @@ class TimelineScreen(TreeList, ViewScreen):
         empty = Option(Text("No dated records." if not key else "Nothing on this date.", "dim"), disabled=True)
         rows_list.show_items(rows, options_of, lead=() if rows else (empty,))
         rows_list.highlighted = None
+        if keep and keep.startswith("row:"):
+            # a redraw (a reload, a filter) keeps the row the owner was reading, however far down
+            _index, _sep, wanted = keep[4:].partition(":")
+            rows_list.draw_until(lambda r: r.memory_id == wanted)
         restore_highlight(rows_list, keep)
         self.render_titles()
 
