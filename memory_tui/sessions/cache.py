@@ -30,6 +30,7 @@ import json
 import os
 import shutil
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -39,7 +40,7 @@ from memory_tui.core.fsutil import user_cache_dir
 
 from .kept import live_turns
 from .records import MARK_KEY, PendingCount, SessionAnalysis, analyze_session, status_pending_count
-from .store import Session, SessionSnapshot, discover, load_sessions, session_content_key
+from .store import Session, SessionSnapshot, discover, load_sessions, registry_rel, session_content_key
 
 FORMAT = "memory-tui/session-summary/4"  # 4: the live turns alone (no separate id lists)
 
@@ -233,8 +234,9 @@ def load_summaries(
     index = _Index.load(where, state)
     out: dict[str, SessionSummary] = {}
     if keys is None or ctag is None:
-        keys = {sid: session_content_key(sid, sdir, state, registry, registry_ok) if ctag is not None else None
-                for sid, sdir in found}
+        reg_rel = registry_rel(state)
+        keys = {sid: session_content_key(sid, sdir, state, registry, registry_ok, reg_rel=reg_rel)
+                if ctag is not None else None for sid, sdir in found}
     for sid, _sdir in found:
         key = keys.get(sid)
         if key is None:
@@ -366,8 +368,9 @@ def cached_summaries(
     index = _Index.load(where, state)
     out: dict[str, SessionSummary] = {}
     keys: dict[str, str | None] = {}
+    reg_rel = registry_rel(state)
     for sid, sdir in found:
-        key = keys[sid] = session_content_key(sid, sdir, state, registry, registry_ok)
+        key = keys[sid] = session_content_key(sid, sdir, state, registry, registry_ok, reg_rel=reg_rel)
         hit = index.get(sid, _full_key(key, workspace_id, threshold, ctag)) if key is not None else None
         if hit is None:
             return None
@@ -381,7 +384,8 @@ def content_keys(state_dir: str | os.PathLike[str]) -> dict[str, str | None]:
     to :func:`remember` after: an entry is written only for what did not move in between)."""
     state = Path(state_dir)
     found, registry, registry_ok, _problems = discover(state)
-    return {sid: session_content_key(sid, sdir, state, registry, registry_ok) for sid, sdir in found}
+    reg_rel = registry_rel(state)
+    return {sid: session_content_key(sid, sdir, state, registry, registry_ok, reg_rel=reg_rel) for sid, sdir in found}
 
 
 def remember(
@@ -562,8 +566,18 @@ def _summary_of(sid: str, key: str, row: Any) -> SessionSummary | None:
 
 
 def _live_ok(live: Any) -> bool:
-    """``live`` has the shape of ``kept.live_turns`` (a mark is any plain JSON value)."""
-    return isinstance(live, tuple) and all(
-        isinstance(t, tuple) and len(t) == 5 and isinstance(t[0], str) and isinstance(t[1], tuple)
-        and all(isinstance(x, str) for x in t[1]) and isinstance(t[2], str) and type(t[4]) is bool
-        for t in live)
+    """``live`` has the shape of ``kept.live_turns`` (a mark is any plain JSON value). Checked
+    column by column in C-level passes (every entry of every session is checked on each load,
+    tens of thousands of turns), not turn by turn."""
+    if type(live) is not tuple:
+        return False
+    if not live:
+        return True
+    if set(map(type, live)) != _TUPLE or set(map(len, live)) != _FIVE:
+        return False
+    ids, tips, files, _marks, pending = zip(*live)
+    return (_strs(ids) and _strs(files) and set(map(type, pending)) == _BOOL and set(map(type, tips)) == _TUPLE
+            and _strs(tuple(chain.from_iterable(tips))))
+
+
+_TUPLE, _FIVE, _BOOL = frozenset({tuple}), frozenset({5}), frozenset({bool})
