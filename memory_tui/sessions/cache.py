@@ -234,9 +234,7 @@ def load_summaries(
     index = _Index.load(where, state)
     out: dict[str, SessionSummary] = {}
     if keys is None or ctag is None:
-        reg_rel = registry_rel(state)
-        keys = {sid: session_content_key(sid, sdir, state, registry, registry_ok, reg_rel=reg_rel)
-                if ctag is not None else None for sid, sdir in found}
+        keys = _keys_of(found, state, registry, registry_ok) if ctag is not None else {sid: None for sid, _ in found}
     for sid, _sdir in found:
         key = keys.get(sid)
         if key is None:
@@ -384,8 +382,30 @@ def content_keys(state_dir: str | os.PathLike[str]) -> dict[str, str | None]:
     to :func:`remember` after: an entry is written only for what did not move in between)."""
     state = Path(state_dir)
     found, registry, registry_ok, _problems = discover(state)
+    return _keys_of(found, state, registry, registry_ok)
+
+
+# The keys' walk is one stat per node file; the calls release the interpreter lock, and the
+# kernel's share is most of the cost: two threads overlap them (the same CPU, less wall). Below
+# this many sessions a thread's start costs more than it saves.
+THREADED_MIN_SESSIONS = 16
+KEY_THREADS = 2
+
+
+def _keys_of(found: list[tuple[str, Path]], state: Path, registry: Any, registry_ok: bool,
+             threads: int | None = None) -> dict[str, str | None]:
     reg_rel = registry_rel(state)
-    return {sid: session_content_key(sid, sdir, state, registry, registry_ok, reg_rel=reg_rel) for sid, sdir in found}
+
+    def key(item: tuple[str, Path]) -> str | None:
+        return session_content_key(item[0], item[1], state, registry, registry_ok, reg_rel=reg_rel)
+
+    n = min(KEY_THREADS, os.cpu_count() or 1) if threads is None else threads
+    if n <= 1 or len(found) < THREADED_MIN_SESSIONS:
+        return {sid: key((sid, sdir)) for sid, sdir in found}
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(n) as pool:  # map keeps the order; a key's own error is raised here
+        return dict(zip([sid for sid, _ in found], pool.map(key, found)))
 
 
 def remember(

@@ -221,3 +221,33 @@ def test_keys_follow_every_stamp_field_and_the_racy_rule(fixture_state, tmp_path
     _age(sdir)
     assert len(set(seen)) == len(seen) and None not in seen, seen
     assert store.session_content_key(sid, sdir, fixture_state, {}, False) != seen[-1]  # the registry is in it
+
+
+def test_keys_taken_on_threads_equal_the_serial_ones(fixture_state, monkeypatch):
+    from memory_tui.sessions.store import discover
+
+    _age(fixture_state / "sessions")
+    found, registry, registry_ok, _problems = discover(fixture_state)
+    monkeypatch.setattr(scache, "THREADED_MIN_SESSIONS", 1)
+    serial = scache._keys_of(found, fixture_state, registry, registry_ok, threads=1)
+    threaded = scache._keys_of(found, fixture_state, registry, registry_ok, threads=3)
+    assert list(threaded.items()) == list(serial.items()) and all(serial.values())
+    assert scache.content_keys(fixture_state) == serial
+
+
+def test_a_live_turn_of_the_wrong_shape_makes_the_entry_a_miss():
+    """The live turns are checked column by column: every wrong field is still caught."""
+    good = (("n1", ("t1", "t2"), "history/n1.json", None, True), ("n2", (), "history/n2.json", {"w": 1}, False))
+    assert scache._live_ok(good) and scache._live_ok(())
+    bad = [
+        list(good),  # not a tuple
+        (good[0][:4],),  # a field missing
+        (("n1", ["t1"], "f", None, True),),  # tips not a tuple
+        (("n1", ("t1", 2), "f", None, True),),  # a tip that is not a string
+        ((1, ("t1",), "f", None, True),),  # an id that is not a string
+        (("n1", ("t1",), None, None, True),),  # a file that is not a string
+        (("n1", ("t1",), "f", None, 1),),  # pending not a bool
+        (good[0], "n2"),  # a turn that is not a tuple
+    ]
+    for live in bad:
+        assert not scache._live_ok(live), live
