@@ -183,7 +183,7 @@ def test_the_keys_stat_each_node_file_once_and_each_session_folder_twice(fixture
     assert all(keys.values())
     assert not [p for p in calls if "/history/" in p or "/commits/" in p]  # a node file: its listing's stat only
     # 3 stamp parts, twice, per session; the sessions folder once (where the registry is)
-    assert len(calls) <= 6 * len(found) + 1, "\n".join(calls)
+    assert len(calls) <= 6 * len(found) + 1, (len(calls), "\n".join(calls))
 
 
 def test_keys_follow_every_stamp_field_and_the_racy_rule(fixture_state, tmp_path):
