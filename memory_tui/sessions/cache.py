@@ -32,6 +32,7 @@ import os
 import shutil
 import sys
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -41,7 +42,7 @@ from memory_tui.core.fsutil import user_cache_dir
 
 from .kept import live_turns
 from .records import MARK_KEY, PendingCount, SessionAnalysis, analyze_session, status_pending_count
-from .store import Session, SessionSnapshot, discover, load_sessions, session_content_key
+from .store import Session, SessionSnapshot, discover, load_sessions, registry_rel, session_content_key
 
 FORMAT = "memory-tui/session-summary/4"  # 4: the live turns alone (no separate id lists)
 
@@ -235,8 +236,7 @@ def load_summaries(
     index = _Index.load(where, state)
     out: dict[str, SessionSummary] = {}
     if keys is None or ctag is None:
-        keys = {sid: session_content_key(sid, sdir, state, registry, registry_ok) if ctag is not None else None
-                for sid, sdir in found}
+        keys = _keys_of(found, state, registry, registry_ok) if ctag is not None else {sid: None for sid, _ in found}
     for sid, _sdir in found:
         key = keys.get(sid)
         if key is None:
@@ -397,8 +397,9 @@ def cached_summaries(
     index = _Index.load(where, state)
     out: dict[str, SessionSummary] = {}
     keys: dict[str, str | None] = {}
+    reg_rel = registry_rel(state)
     for sid, sdir in found:
-        key = keys[sid] = session_content_key(sid, sdir, state, registry, registry_ok)
+        key = keys[sid] = session_content_key(sid, sdir, state, registry, registry_ok, reg_rel=reg_rel)
         hit = index.get(sid, _full_key(key, workspace_id, threshold, ctag)) if key is not None else None
         if hit is None:
             return None
@@ -412,7 +413,30 @@ def content_keys(state_dir: str | os.PathLike[str]) -> dict[str, str | None]:
     to :func:`remember` after: an entry is written only for what did not move in between)."""
     state = Path(state_dir)
     found, registry, registry_ok, _problems = discover(state)
-    return {sid: session_content_key(sid, sdir, state, registry, registry_ok) for sid, sdir in found}
+    return _keys_of(found, state, registry, registry_ok)
+
+
+# The keys' walk is one stat per node file; the calls release the interpreter lock, and the
+# kernel's share is most of the cost: two threads overlap them (the same CPU, less wall). Below
+# this many sessions a thread's start costs more than it saves.
+THREADED_MIN_SESSIONS = 16
+KEY_THREADS = 2
+
+
+def _keys_of(found: list[tuple[str, Path]], state: Path, registry: Any, registry_ok: bool,
+             threads: int | None = None) -> dict[str, str | None]:
+    reg_rel = registry_rel(state)
+
+    def key(item: tuple[str, Path]) -> str | None:
+        return session_content_key(item[0], item[1], state, registry, registry_ok, reg_rel=reg_rel)
+
+    n = min(KEY_THREADS, os.cpu_count() or 1) if threads is None else threads
+    if n <= 1 or len(found) < THREADED_MIN_SESSIONS:
+        return {sid: key((sid, sdir)) for sid, sdir in found}
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(n) as pool:  # map keeps the order; a key's own error is raised here
+        return dict(zip([sid for sid, _ in found], pool.map(key, found)))
 
 
 def remember(
@@ -593,8 +617,18 @@ def _summary_of(sid: str, key: str, row: Any) -> SessionSummary | None:
 
 
 def _live_ok(live: Any) -> bool:
-    """``live`` has the shape of ``kept.live_turns`` (a mark is any plain JSON value)."""
-    return isinstance(live, tuple) and all(
-        isinstance(t, tuple) and len(t) == 5 and isinstance(t[0], str) and isinstance(t[1], tuple)
-        and all(isinstance(x, str) for x in t[1]) and isinstance(t[2], str) and type(t[4]) is bool
-        for t in live)
+    """``live`` has the shape of ``kept.live_turns`` (a mark is any plain JSON value). Checked
+    column by column in C-level passes (every entry of every session is checked on each load,
+    tens of thousands of turns), not turn by turn."""
+    if type(live) is not tuple:
+        return False
+    if not live:
+        return True
+    if set(map(type, live)) != _TUPLE or set(map(len, live)) != _FIVE:
+        return False
+    ids, tips, files, _marks, pending = zip(*live)
+    return (_strs(ids) and _strs(files) and set(map(type, pending)) == _BOOL and set(map(type, tips)) == _TUPLE
+            and _strs(tuple(chain.from_iterable(tips))))
+
+
+_TUPLE, _FIVE, _BOOL = frozenset({tuple}), frozenset({5}), frozenset({bool})

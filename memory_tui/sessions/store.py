@@ -15,13 +15,16 @@ import json
 import os
 import sys
 import time
+from array import array
 from collections import abc
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import attrgetter
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
-from memory_tui.core.cache.stamp import Stamp, is_racy, stamp_of
+from memory_tui.core.cache.stamp import RACY_NS, Stamp, is_racy, stamp_of
 from memory_tui.core.format.errors import CORRUPT_FILE, Problem
 from memory_tui.core.cache.registry import keeps
 
@@ -799,12 +802,24 @@ def _commit_parent_heads(sdir: Path, srel: str, previous: Mapping[str, _CachedFi
     return commit_heads
 
 
-def _dir_key(path: Path) -> tuple[int, int, int] | None:
+def _dir_key(path: Path | str) -> tuple[int, int, int] | None:
     try:
-        st = path.stat()
+        st = os.stat(path)
     except OSError:
         return None
     return (st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+
+
+def _stamp_parts(sdir: str) -> tuple[Any, Any, Any]:
+    """``(history/, meta.json, context/commits/)`` stamps of a session folder (as a string:
+    this runs for every session of every ``status``)."""
+    try:
+        st = os.stat(sdir + "/meta.json")
+    except OSError:
+        meta = None
+    else:
+        meta = stamp_of(st)
+    return _dir_key(sdir + "/history"), meta, _dir_key(sdir + "/context/commits")
 
 
 def session_stamp(sid: str, sdir: Path, registry: Mapping[str, Any], registry_ok: bool) -> _SessionStamp | None:
@@ -812,11 +827,10 @@ def session_stamp(sid: str, sdir: Path, registry: Mapping[str, Any], registry_ok
 
     Node files are written by replacing them (OpenProgram and ``marks`` alike), which changes
     the directory's mtime; a stamp younger than the clock tick is never trusted."""
-    hist = _dir_key(sdir / "history")
+    where = str(sdir)
+    hist, meta, commits = _stamp_parts(where)
     if hist is None:
         return None
-    meta = _fingerprint(sdir / "meta.json")
-    commits = _dir_key(sdir / "context" / "commits")
     now = time.time_ns()
     if any(k is not None and is_racy(k[0], k[-1], now) for k in (hist, meta, commits)):
         return None
@@ -825,64 +839,103 @@ def session_stamp(sid: str, sdir: Path, registry: Mapping[str, Any], registry_ok
         entry_json = json.dumps(entry, sort_keys=True, default=repr)
     except (TypeError, ValueError, RecursionError):
         return None
-    return _SessionStamp(str(sdir), hist, meta, commits, registry_ok, entry_json)
+    return _SessionStamp(where, hist, meta, commits, registry_ok, entry_json)
 
 
 def session_content_key(
-    sid: str, sdir: Path, state_dir: Path, registry: Mapping[str, Any], registry_ok: bool
+    sid: str, sdir: Path, state_dir: Path, registry: Mapping[str, Any], registry_ok: bool, *,
+    reg_rel: str | None = None,
 ) -> str | None:
     """A digest of everything :func:`load_session_dir` reads for this session, or ``None``
     when it cannot vouch for that (racy or unreadable): the session stamp (§1.8: ``history/``,
     ``meta.json``, ``context/commits/``, the registry entry) plus the stat stamp
-    (``core.cache.stamp``: mtime, size, inode, ctime) of those three and of every node and
-    commit file, so a node file rewritten in place is seen too, its mtime put back or not.
-    Equal keys mean an equal :class:`Session` (the persistent per-session
-    result cache in ``sessions.cache``). It costs one ``stat`` per file, never a read."""
+    (``core.cache.stamp``: mtime, size, inode, ctime) of every node and commit file, so a
+    node file rewritten in place is seen too, its mtime put back or not. Equal keys mean an
+    equal :class:`Session` (the persistent per-session result cache in ``sessions.cache``).
+    It costs one ``stat`` per file, never a read. ``reg_rel``: :func:`registry_rel` of
+    ``state_dir``, when the caller takes many keys at once."""
     stamp = session_stamp(sid, sdir, registry, registry_ok)
     if stamp is None:
         return None
-    h = hashlib.sha256()
-    h.update(json.dumps([sid, str(sdir), rel_path(sdir, state_dir), registry_rel(state_dir), stamp.history,
-                         stamp.meta, stamp.commits, stamp.registry_ok, stamp.entry]).encode())
+    # The session stamp holds the two folders' (mtime, inode, ctime) and meta.json's whole
+    # stamp, each checked against the racy rule: a folder's size adds nothing to them.
+    h = hashlib.sha256(json.dumps([sid, stamp.dir, rel_path(sdir, state_dir),
+                                   registry_rel(state_dir) if reg_rel is None else reg_rel, stamp.history,
+                                   stamp.meta, stamp.commits, stamp.registry_ok, stamp.entry]).encode())
     now = time.time_ns()
-    cdir = sdir / "context" / "commits"
-    for top in (sdir / "history", sdir / "meta.json", cdir):
-        try:
-            st = top.stat()
-        except OSError:
-            h.update(b"\0missing")
-            continue
-        if is_racy(st.st_mtime_ns, st.st_ctime_ns, now):
-            return None
-        h.update(b"\0" + json.dumps(stamp_of(st)).encode())
-    for where in (sdir / "history", cdir if cdir.is_dir() else None):
+    for where in (stamp.dir + "/history", stamp.dir + "/context/commits" if stamp.commits is not None else None):
         if where is None:
             h.update(b"\0no-commits")
             continue
-        try:
-            rows: list[tuple] = []
-            with os.scandir(where) as it:
-                for e in it:
-                    name = e.name
-                    if not name.endswith(".json"):
-                        continue
-                    try:
-                        st = e.stat()
-                    except FileNotFoundError:
-                        rows.append((name, None))  # a dangling link: read as a problem, and stable
-                        continue
-                    if is_racy(st.st_mtime_ns, st.st_ctime_ns, now):
-                        return None
-                    rows.append((name, *stamp_of(st)))
-        except OSError:
+        rows = _folder_stamps(where, now)
+        if rows is None:
             return None
-        # Names are unique within a folder, so the rows sort by name; repr of plain tuples of
-        # str and int is exact and several times cheaper than JSON for 300 rows a session.
-        rows.sort()
-        h.update(b"\0" + repr(rows).encode())
-    if session_stamp(sid, sdir, registry, registry_ok) != stamp:
+        if rows is _NOT_A_FOLDER:
+            h.update(b"\0no-commits")
+            continue
+        h.update(rows)
+    if _stamp_parts(stamp.dir) != (stamp.history, stamp.meta, stamp.commits):
         return None  # the directory moved while it was listed
     return h.hexdigest()
+
+
+_NAME = attrgetter("name")
+_MTIME_NS = attrgetter("st_mtime_ns")
+_CTIME_NS = attrgetter("st_ctime_ns")
+_SIZE = attrgetter("st_size")
+_INO = attrgetter("st_ino")
+_ENTRY_STAT = os.DirEntry.stat
+_NOT_A_FOLDER = b""
+
+
+def _folder_stamps(where: str, now: int) -> bytes | None:
+    """The stat stamps of a folder's ``*.json`` files as bytes (names, then stamps, in name
+    order), ``None`` when any is racy or the folder cannot be listed, ``_NOT_A_FOLDER`` for a
+    file where the folder should be (read as no commits). One ``stat`` per file; the rest is
+    C-level passes over the lists (one per stamp field, into machine-int arrays: no tuple and
+    no text per file), so sixty thousand node files cost little more than their system calls."""
+    try:
+        with os.scandir(where) as it:
+            entries = list(it)
+    except NotADirectoryError:
+        return _NOT_A_FOLDER
+    except OSError:
+        return None
+    names = list(map(_NAME, entries))
+    if not all(map(str.endswith, names, repeat(".json"))):
+        entries = [e for e, name in zip(entries, names) if name.endswith(".json")]
+    entries.sort(key=_NAME)
+    names = "/".join(map(_NAME, entries)).encode("utf-8", "surrogateescape")
+    try:
+        stats = list(map(_ENTRY_STAT, entries))
+    except FileNotFoundError:  # a dangling link (read as a problem, and stable) or a file just removed
+        return _stamps_one_by_one(entries, names, now)
+    except OSError:
+        return None
+    if stats and now - max(max(map(_MTIME_NS, stats)), max(map(_CTIME_NS, stats))) < RACY_NS:
+        return None
+    # Names hold neither NUL nor "/" and are unique within a folder: the joined names and the
+    # four fixed-width columns are exact.
+    return b"".join((b"\0A", names, b"\0", array("q", map(_MTIME_NS, stats)).tobytes(),
+                     array("Q", map(_SIZE, stats)).tobytes(), array("Q", map(_INO, stats)).tobytes(),
+                     array("q", map(_CTIME_NS, stats)).tobytes()))
+
+
+def _stamps_one_by_one(entries: list[Any], names: bytes, now: int) -> bytes | None:
+    """``_folder_stamps`` of a folder holding a dangling link: its stamp is ``None``."""
+    stamps: list[Any] = []
+    for e in entries:
+        try:
+            st = e.stat()
+        except FileNotFoundError:
+            stamps.append(None)
+            continue
+        except OSError:
+            return None
+        if is_racy(st.st_mtime_ns, st.st_ctime_ns, now):
+            return None
+        stamps.append(stamp_of(st))
+    return b"\0R" + names + b"\0" + repr(stamps).encode()
 
 
 def load_sessions(

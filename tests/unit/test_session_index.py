@@ -159,3 +159,95 @@ def test_the_drift_count_is_the_live_turns_drift(fixture_state):
         assert scache.drift_count_of(summary, Cites()) == len(drift_of(sid, summary.live, Cites()).items)
         checked += bool(summary.live)
     assert checked
+
+
+def test_the_keys_stat_each_node_file_once_and_each_session_folder_twice(fixture_state, monkeypatch):
+    """``status`` takes every session's key on every run: one ``stat`` per node and commit
+    file (``DirEntry.stat`` of the listing), and of the session's own folders only the
+    stamp parts (history/, meta.json, context/commits/) before and after the listing."""
+    import memory_tui.sessions.store as store
+
+    _age(fixture_state / "sessions")
+    found, registry, registry_ok, _problems = store.discover(fixture_state)
+    assert len(found) >= 2
+    calls: list[str] = []
+    real_stat = os.stat
+
+    def counting_stat(path, *args, **kwargs):
+        calls.append(os.fspath(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", counting_stat)
+    monkeypatch.setattr(scache, "discover", lambda _state: (found, registry, registry_ok, []))  # its own stats aside
+    keys = scache.content_keys(fixture_state)
+    assert all(keys.values())
+    assert not [p for p in calls if "/history/" in p or "/commits/" in p]  # a node file: its listing's stat only
+    # 3 stamp parts, twice, per session; the sessions folder once (where the registry is)
+    assert len(calls) <= 6 * len(found) + 1, (len(calls), "\n".join(calls))
+
+
+def test_keys_follow_every_stamp_field_and_the_racy_rule(fixture_state, tmp_path):
+    """A node's size, inode or ctime moved, a node added or removed, a dangling link: each a
+    new key; a file inside the clock tick: no key at all."""
+    import memory_tui.sessions.store as store
+
+    _age(fixture_state / "sessions")
+    sdir, node = _a_user_node(fixture_state)
+    sid = sdir.name
+
+    def key() -> str | None:
+        return scache.content_keys(fixture_state)[sid]
+
+    seen = [key()]
+    assert seen[0] is not None and key() == seen[0]
+    st = node.stat()
+    os.chmod(node, 0o600 if st.st_mode & 0o777 != 0o600 else 0o644)  # the ctime alone moves
+    os.utime(node, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert key() is None  # racy: the ctime is now
+    time.sleep(0.15)
+    seen.append(key())
+    raw = node.read_bytes()
+    node.unlink()
+    node.write_bytes(raw)  # a new inode (and size, mtime put back)
+    os.utime(node, ns=(st.st_atime_ns, st.st_mtime_ns))
+    time.sleep(0.15)
+    seen.append(key())
+    link = sdir / "history" / "zz-dangling.json"
+    link.symlink_to(tmp_path / "nowhere.json")
+    _age(sdir)
+    seen.append(key())
+    assert key() == seen[-1]  # a dangling link is stable
+    link.unlink()
+    _age(sdir)
+    assert len(set(seen)) == len(seen) and None not in seen, seen
+    assert store.session_content_key(sid, sdir, fixture_state, {}, False) != seen[-1]  # the registry is in it
+
+
+def test_keys_taken_on_threads_equal_the_serial_ones(fixture_state, monkeypatch):
+    from memory_tui.sessions.store import discover
+
+    _age(fixture_state / "sessions")
+    found, registry, registry_ok, _problems = discover(fixture_state)
+    monkeypatch.setattr(scache, "THREADED_MIN_SESSIONS", 1)
+    serial = scache._keys_of(found, fixture_state, registry, registry_ok, threads=1)
+    threaded = scache._keys_of(found, fixture_state, registry, registry_ok, threads=3)
+    assert list(threaded.items()) == list(serial.items()) and all(serial.values())
+    assert scache.content_keys(fixture_state) == serial
+
+
+def test_a_live_turn_of_the_wrong_shape_makes_the_entry_a_miss():
+    """The live turns are checked column by column: every wrong field is still caught."""
+    good = (("n1", ("t1", "t2"), "history/n1.json", None, True), ("n2", (), "history/n2.json", {"w": 1}, False))
+    assert scache._live_ok(good) and scache._live_ok(())
+    bad = [
+        list(good),  # not a tuple
+        (good[0][:4],),  # a field missing
+        (("n1", ["t1"], "f", None, True),),  # tips not a tuple
+        (("n1", ("t1", 2), "f", None, True),),  # a tip that is not a string
+        ((1, ("t1",), "f", None, True),),  # an id that is not a string
+        (("n1", ("t1",), None, None, True),),  # a file that is not a string
+        (("n1", ("t1",), "f", None, 1),),  # pending not a bool
+        (good[0], "n2"),  # a turn that is not a tuple
+    ]
+    for live in bad:
+        assert not scache._live_ok(live), live

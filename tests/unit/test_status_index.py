@@ -82,6 +82,11 @@ def _damage(state: Path, how: str) -> None:
         shutil.copytree(sessions[0], sessions[0].with_name(sessions[0].name + "n"), symlinks=True)
     elif how == "deleted_session":
         shutil.rmtree(sessions[-1])
+    elif how == "racy_node":  # rewritten and read at once, inside the clock tick: no key vouches for it
+        _rewrite_in_place(state)
+        return
+    elif how == "dangling_link":  # a node name that leads nowhere: a problem of that session, and a stable key
+        (sessions[0] / "history" / "zz-gone.json").symlink_to(state / "nowhere.json")
     elif how == "topic_edited":  # the records move, the sessions do not: the insight counts must follow
         topic = sorted((state / "memory" / "topics").rglob("*.md"))[0]
         topic.write_text(topic.read_text(encoding="utf-8") + "\nA new paragraph, cited by nobody.\n", encoding="utf-8")
@@ -103,7 +108,8 @@ def _first_difference(a: str, b: str) -> str:
     return "lengths differ"
 
 
-DAMAGE = ["none", "rewritten_in_place", "truncated_node", "new_session", "deleted_session", "topic_edited"]
+DAMAGE = ["none", "rewritten_in_place", "racy_node", "dangling_link", "truncated_node", "new_session",
+          "deleted_session", "topic_edited"]
 
 
 @pytest.mark.parametrize("damage", DAMAGE)
