@@ -209,10 +209,12 @@ def _status_indexed(state: Path, now: float, *, directory: Path | None = None) -
 def _keep_parses(state: Path) -> None:
     """What this process parsed of the topics and archives, kept for the next reading
     process in the user cache (a reader never writes into the state dir; the workspace's
-    own parse cache is written by transactions only)."""
-    from memory_tui.core.store import parsecache
+    own parse cache is written by transactions only). Nothing when this process never
+    loaded the parse cache: it parsed nothing (``why SESSION`` answered from its index)."""
+    import sys
 
-    if (state / "memory").is_dir():
+    parsecache = sys.modules.get("memory_tui.core.store.parsecache")
+    if parsecache is not None and (state / "memory").is_dir():
         parsecache.keep_for_readers(state / "memory")
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat as stat_mod
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -56,27 +57,54 @@ _TAG: list[str] = keeps([])
 
 
 def code_tag() -> str:
-    """The code an entry is made by: the parse (``parsecache``'s own tag covers the topic and
-    archive readers) and the grouping here and in ``kept``."""
+    """The code an entry is made by: all of ``core`` (the topic and archive readers and the
+    parse cache are there; naming the package, not a list of its modules, so none is left
+    out, and nothing of it is imported to say so) and the grouping here and in ``kept``."""
     if not _TAG:
         from memory_tui.core.cache.codetag import code_tag as tag_of
-        from memory_tui.core.store import parsecache
 
-        _TAG.append(parsecache.code_tag() + tag_of("memory_tui.sessions.kept", "memory_tui.sessions.citeindex",
-                                                   salt=FORMAT, length=16))
+        _TAG.append(tag_of("memory_tui.core", "memory_tui.sessions.kept", "memory_tui.sessions.citeindex",
+                           salt=FORMAT, length=32))
     return _TAG[0]
 
 
 def stamps_now(memory_root: Path) -> tuple[dict[str, Stamp], dict[str, Stamp]]:
-    """``(topic stamps, archive stamps)``: the very files ``parsecache.load_tree`` reads
-    (``topics/**/*.md`` by its walk, ``sources/**/*.md`` by the source index's)."""
-    from memory_tui.core.format.sources import walk_sources
-    from memory_tui.core.store.parsecache import topic_stats
+    """``(topic stamps, archive stamps)``: every ``*.md`` file under ``topics/`` and under
+    ``sources/`` -- every file ``parsecache.load_tree`` reads (its topic walk and the source
+    index's) and possibly more (a symlinked archive, which the source index skips), so a
+    change to any file a parse would read moves this table. A walk of its own: importing the
+    parser only to list its files cost a warm ``why SESSION`` more than the rest of the walk."""
+    return _md_stamps(memory_root / "topics"), _md_stamps(memory_root / "sources", "sources/")
 
-    topics_dir = memory_root / "topics"
-    topics = topic_stats(topics_dir) if topics_dir.is_dir() else {}
-    archives = {rel: stamp_of(st) for rel, _path, st in walk_sources(memory_root)}
-    return topics, archives
+
+def _md_stamps(top: Path, prefix: str = "") -> dict[str, Stamp]:
+    """rel -> stamp of each regular ``*.md`` file (symlinks to one followed) under ``top``,
+    entering every directory that is not a symbolic link."""
+    out: dict[str, Stamp] = {}
+    stack = [(os.fspath(top), prefix)]
+    while stack:
+        directory, rel = stack.pop()
+        try:
+            with os.scandir(directory) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        for entry in entries:
+            name = entry.name
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append((entry.path, rel + name + "/"))
+                    continue
+            except OSError:
+                pass
+            if name.endswith(".md"):
+                try:
+                    st = os.stat(entry.path)
+                except OSError:
+                    continue
+                if stat_mod.S_ISREG(st.st_mode):
+                    out[rel + name] = stamp_of(st)
+    return out
 
 
 def any_racy(*tables: Mapping[str, Stamp]) -> bool:
