@@ -23,7 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from memory_tui.core.format.sources import split_source_id
 
 from .records import MARK_KEY, SessionAnalysis
 from .store import Session, thaw
