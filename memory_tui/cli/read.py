@@ -209,10 +209,12 @@ def _status_indexed(state: Path, now: float, *, directory: Path | None = None) -
 def _keep_parses(state: Path) -> None:
     """What this process parsed of the topics and archives, kept for the next reading
     process in the user cache (a reader never writes into the state dir; the workspace's
-    own parse cache is written by transactions only)."""
-    from memory_tui.core.store import parsecache
+    own parse cache is written by transactions only). Nothing when this process never
+    loaded the parse cache: it parsed nothing (``why SESSION`` answered from its index)."""
+    import sys
 
-    if (state / "memory").is_dir():
+    parsecache = sys.modules.get("memory_tui.core.store.parsecache")
+    if parsecache is not None and (state / "memory").is_dir():
         parsecache.keep_for_readers(state / "memory")
 
 
@@ -414,9 +416,11 @@ def cmd_why(args: argparse.Namespace) -> int:
     from memory_tui.sessions.links import SpawnLinks, summary_facts
     from memory_tui.sessions.schedule import session_schedule
 
-    citations, citations_missing = citations_for_state(_state_dir(args))
+    # one session: only its citations (the index of them, while the topics are unchanged)
+    citations, citations_missing = citations_for_state(_state_dir(args), sessions=None if wanted is None else (wanted,))
     _keep_parses(_state_dir(args))
-    # a cross-session spawn names a node of another session: every session is looked at for it
+    # a cross-session spawn names a node of another session: the sub-agent sessions are read
+    # for it (every session's meta.json says whether it is one)
     if wanted is not None:
         links = SpawnLinks.for_session(_state_dir(args), wanted, {s: se.session for s, se in sessions.items()})
     else:
@@ -452,7 +456,7 @@ def cmd_why(args: argparse.Namespace) -> int:
         })
         return 0
     if getattr(args, "graph", False):
-        return _print_graphs(args, selected, ctx.workspace_id)
+        return _print_graphs(args, selected, ctx.workspace_id, citations)
     from memory_tui.sessions.summary import tip_summary
 
     for r in reasons:
@@ -547,7 +551,7 @@ def _print_drift(args: argparse.Namespace) -> int:
             snap = load_sessions(state, only=(wanted,))
             if wanted not in snap.sessions:
                 raise CliError(f"no such session: {wanted}")
-            citations, missing = citations_for_state(state)
+            citations, missing = citations_for_state(state, sessions=(wanted,))
             _keep_parses(state)
             report = {sid: session_drift(analyze_session(s, wid, threshold), citations)
                       for sid, s in snap.sessions.items()}
@@ -628,7 +632,7 @@ def _print_evidence(reason: dict[str, Any], indent: str) -> None:
         print(f"{indent}evidence {where}{field_} = {_value(ev['value'])}")
 
 
-def _print_graphs(args: argparse.Namespace, selected: dict[str, Any], workspace_id: str = "") -> int:
+def _print_graphs(args: argparse.Namespace, selected: dict[str, Any], workspace_id: str = "", citations: Any = None) -> int:
     import shutil
 
     from memory_tui.sessions.graph import LayoutOptions, draw, layout_session, legend_lines
@@ -639,8 +643,9 @@ def _print_graphs(args: argparse.Namespace, selected: dict[str, Any], workspace_
     from memory_tui.sessions.links import SpawnLinks, session_decorations
 
     state = _state_dir(args)
-    citations, _missing = citations_for_state(state)
-    _keep_parses(state)
+    if citations is None:
+        citations, _missing = citations_for_state(state, sessions=tuple(selected))
+        _keep_parses(state)
     for sid, se in selected.items():
         links = SpawnLinks.for_session(state, sid, {s: x.session for s, x in selected.items()})
         deco = session_decorations(se.session, citations, workspace_id, links)

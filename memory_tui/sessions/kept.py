@@ -23,7 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from memory_tui.core.format.sources import split_source_id
 
 from .records import MARK_KEY, SessionAnalysis
 from .store import Session, thaw
@@ -61,10 +60,15 @@ class Citations:
     frame when a verdict is worded (never for every turn at once)."""
 
     def __init__(self, refs: Iterable[tuple[str, str, str, int]], frame: FrameLookup | None = None,
-                 memory_rel: str = "memory", *, known: bool = True) -> None:
+                 memory_rel: str = "memory", *, known: bool = True, sessions: Iterable[str] | None = None) -> None:
         # ``known``: the records were read. Unknown citations (the topics could not be read,
         # or the caller has none to give) claim nothing: no turn is called dropped or kept.
         self.known = known
+        # ``sessions``: the only sessions these citations were read for (the per-session
+        # index); asking about another is a bug, not "cited by nothing"
+        self.sessions: frozenset[str] | None = None if sessions is None else frozenset(sessions)
+        # whether this process parsed the topics to make them (the readers' copy is then worth keeping)
+        self.parsed = False
         # Grouped as plain tuples, first citation per record kept; the CitingRecord objects
         # are made only for the turns a verdict names (a workspace has ~10^4 citations, a
         # verdict reads a handful).
@@ -101,6 +105,27 @@ class Citations:
         return cls(refs, frame, memory_rel)
 
     @classmethod
+    def from_entries(cls, entries: Mapping[str, tuple[tuple, tuple]], memory_rel: str = "memory", *,
+                     scoped: bool = True) -> "Citations":
+        """From the per-session index's entries (``citeindex.Entry`` by session id): citations
+        that know exactly those sessions (every session when not ``scoped``)."""
+        refs = [(src, mid, path, line) for groups, _frames in entries.values() for _nid, cites in groups
+                for mid, path, line, src in cites]
+        frames = {src: (path, line) for _groups, fr in entries.values() for src, path, line in fr}
+        return cls(refs, frames.get, memory_rel, sessions=entries.keys() if scoped else None)
+
+    def session_answers(self, session_id: str, node_ids: Iterable[str]) -> tuple:
+        """Everything these citations say about ``session_id``'s turns ``node_ids`` (and every
+        cited one): what ``MEMORY_TUI_TEST_DERIVE=check`` compares between two derivations."""
+        nids = set(node_ids)
+        nids.update(nid for sid, nid in self._raw if sid == session_id)
+        return (self.known, tuple((nid, self.of(session_id, nid), self.frame(session_id, nid)) for nid in sorted(nids)))
+
+    def _scope(self, session_id: str) -> None:
+        if self.sessions is not None and session_id not in self.sessions:
+            raise KeyError(f"the citations of session {session_id!r} were not read (read: {sorted(self.sessions)})")
+
+    @classmethod
     def empty(cls) -> "Citations":
         """Citations not known (no topics read): every kept verdict is withheld."""
         return cls((), known=False)
@@ -109,6 +134,8 @@ class Citations:
         key = (session_id, node_id)
         hit = self._by_node.get(key)
         if hit is None:
+            if self.sessions is not None:
+                self._scope(session_id)
             raw = self._raw.get(key)
             if raw is None:
                 return ()
@@ -117,9 +144,13 @@ class Citations:
         return hit
 
     def cited(self, session_id: str, node_id: str) -> bool:
+        if self.sessions is not None:
+            self._scope(session_id)
         return (session_id, node_id) in self._raw
 
     def frame(self, session_id: str, node_id: str) -> tuple[str, int] | None:
+        if self.sessions is not None:
+            self._scope(session_id)
         if self._frame is None:
             return None
         for c in self.of(session_id, node_id):
@@ -298,16 +329,22 @@ def drift_of(sid: str, live: Iterable[LiveTurn], citations: Citations) -> Sessio
     return SessionDrift(sid, mark_pending, tuple(cite_pending), tuple(items))
 
 
-def citations_for_state(state_dir: Any, view: Any = None) -> tuple[Citations, str | None]:
+def citations_for_state(state_dir: Any, view: Any = None, *, sessions: Iterable[str] | None = None,
+                        switches: Any = None) -> tuple[Citations, str | None]:
     """The citations of the workspace under ``state_dir`` and, when its topics could not be
     read, why (then every turn reads as cited by nothing, and callers say so). ``view``: a
     snapshot of this state the caller has just read (``open_state``): its strict topic tree
-    and archives are the very parse this would make, so they are used instead of a second."""
+    and archives are the very parse this would make, so they are used instead of a second.
+
+    Without a view they come from the per-session citations index (``citeindex``) when it
+    was made from the topic and archive files as they are now, so no topic is parsed;
+    ``sessions``: the only sessions the caller asks about (only their entries are decoded,
+    and the citations refuse a question about any other). Otherwise the topics are parsed
+    (``parsecache.load_tree``) and the index made again. ``switches`` (default: the
+    process's): ``full`` parses and keeps nothing, ``check`` does both and compares."""
     from pathlib import Path
 
-    from types import SimpleNamespace
-
-    from memory_tui.core.store import parsecache
+    from memory_tui.core import switches as switches_mod
 
     state = Path(state_dir)
     if not (state / "memory").is_dir():
@@ -315,15 +352,93 @@ def citations_for_state(state_dir: Any, view: Any = None) -> tuple[Citations, st
     if view is not None and not getattr(view, "memory_missing", True) and view.tree is not None \
             and view.sources is not None:
         return Citations.from_view(view), None
+    sw = switches if switches is not None else switches_mod.current()
+    root = state / "memory"
+    if sw.full:
+        citations, reason, _entries, _keep = _parse_citations(root)
+        return citations, reason
+    from . import citeindex
+
+    wanted = None if sessions is None else tuple(dict.fromkeys(sessions))
+    topics, archives = citeindex.stamps_now(root)  # before anything is read: a later write moves one
+    stored = citeindex.read(root, topics, archives)
+    indexed = None if stored is None else _from_index(stored, wanted)
+    if indexed is not None and not sw.check:
+        return indexed
+    parsed: list[Any] = []
+
+    def full() -> tuple[Citations, str | None]:
+        parsed.append(_parse_citations(root))
+        return parsed[0][0], parsed[0][1]
+
+    if indexed is not None:
+        def same(a: tuple[Citations, str | None], b: tuple[Citations, str | None]) -> bool:
+            return _same_answers(a, b, stored, parsed[0][2], wanted)
+
+        sw.choose("session citations", lambda: indexed, full, same)
+    else:
+        full()
+    citations, reason, entries, keep = parsed[0]
+    if keep:
+        citeindex.write(root, topics, archives, reason, entries)
+    return citations, reason
+
+
+def _parse_citations(root: Any) -> tuple[Citations, str | None, dict[str, Any], bool]:
+    """``(citations, unread reason, the index's entries, whether the answer may be kept)``
+    from a parse of the topic tree and the archives (through the parse cache: no derived
+    views, only the records' source refs and the frames are needed). A reason that follows
+    from the files (a format error) is kept like any answer; one from the system (an
+    unreadable file, a failure of this code) is not."""
+    from types import SimpleNamespace
+
+    from memory_tui.core.format.errors import MemoryError as FormatError
+    from memory_tui.core.store import parsecache
+
+    from .citeindex import entries_of
+
     try:
-        # the topic tree and the archives through the parse cache (no derived views: only the
-        # records' source refs and the frames are needed)
-        index, tree = parsecache.load_tree(state / "memory")
+        index, tree = parsecache.load_tree(root)
+    except FormatError as exc:
+        return Citations.empty(), f"the topics could not be read: {exc}", {}, True
     except Exception as exc:  # noqa: BLE001 - the sessions' verdicts stand without the topics
-        return Citations.empty(), f"the topics could not be read: {exc}"
+        return Citations.empty(), f"the topics could not be read: {exc}", {}, False
     if tree is None:
-        return Citations.empty(), "the topics could not be read"
-    return Citations.from_view(SimpleNamespace(tree=tree, sources=index)), None
+        return Citations.empty(), "the topics could not be read", {}, True
+    citations = Citations.from_view(SimpleNamespace(tree=tree, sources=index))
+    citations.parsed = True
+    return citations, None, entries_of(citations._raw, index), True
+
+
+def _from_index(stored: Any, wanted: tuple[str, ...] | None) -> tuple[Citations, str | None] | None:
+    """The citations of ``wanted`` (every session when ``None``) from an index that holds;
+    ``None`` when an entry is not one this code wrote (then the topics are parsed)."""
+    if stored.reason is not None:
+        return Citations.empty(), stored.reason
+    entries = {}
+    for sid in (stored.sessions() if wanted is None else wanted):
+        entry = stored.entry(sid)
+        if entry is None:
+            return None
+        entries[sid] = entry
+    return Citations.from_entries(entries, scoped=wanted is not None), None
+
+
+def _same_answers(a: tuple[Citations, str | None], b: tuple[Citations, str | None], stored: Any,
+                  fresh: Mapping[str, Any], wanted: tuple[str, ...] | None) -> bool:
+    """``check``: the indexed citations ``a`` answer as the parsed ones ``b`` for every
+    session asked about (every one either knows of when ``wanted`` is ``None``): the same
+    reason, and per turn the same citing records and archive frame."""
+    if a[1] != b[1] or a[0].known != b[0].known:
+        return False
+    sids = wanted if wanted is not None else sorted({*stored.sessions(), *fresh})
+    for sid in sids:
+        nids = set()
+        for entry in (stored.entry(sid), fresh.get(sid, ((), ()))):
+            nids.update(src.split("/", 2)[2] for src, _path, _line in (entry or ((), ()))[1])
+        if a[0].session_answers(sid, nids) != b[0].session_answers(sid, nids):
+            return False
+    return True
 
 
 def kept_report(session: Session, citations: Citations, workspace_id: str, analysis: SessionAnalysis | None = None

@@ -36,6 +36,9 @@ class SpawnLink:
                 "evidence": {"file": self.child_file, "field": "caller", "value": self.parent_node}}
 
 
+_SPAWN_WORD = b"agent_spawn"
+
+
 def is_sub_agent_session(session: Session) -> bool:
     """A session OpenProgram made for a sub-agent (``meta.json`` ``source: agent_spawn``): the
     only kind whose branch root may name a node of another session."""
@@ -93,8 +96,18 @@ class SpawnLinks:
             if other == sid:
                 continue
             try:
-                meta = json.loads((sdir / "meta.json").read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+                with open(os.path.join(sdir, "meta.json"), "rb") as fh:
+                    data = fh.read()
+            except OSError:
+                continue
+            # Only a meta.json holding the words (or a JSON escape that could spell them) can
+            # say ``source: agent_spawn``; most sessions are not sub-agents, and decoding each
+            # one's meta.json (kilobytes of JSON) was most of this walk's cost.
+            if _SPAWN_WORD not in data and b"\\" not in data:
+                continue
+            try:
+                meta = json.loads(data.decode("utf-8"))
+            except ValueError:
                 continue
             if isinstance(meta, dict) and meta.get("source") == "agent_spawn":
                 wanted.append(other)

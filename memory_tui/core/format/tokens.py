@@ -90,11 +90,14 @@ def o200k_encoding():
     return enc
 
 
+@keeps
+@lru_cache(maxsize=1)
 def _tiktoken_version() -> str:
     """tiktoken's installed version, from the ``METADATA`` of the one ``.dist-info`` beside the
     package when there is exactly one (what ``importlib.metadata`` reads); importing
     ``importlib.metadata`` itself costs a fresh ``edit`` more than its whole lookup, so it is the
-    fallback only."""
+    fallback only. Once a process: every shard of the count memo is tagged with it, and a
+    session's analysis opens dozens of shards (each lookup lists site-packages)."""
     import importlib.util
     from pathlib import Path
 

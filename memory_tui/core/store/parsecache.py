@@ -706,8 +706,15 @@ def reader_dir(memory_root: Path | str) -> Path:
 
 
 def keep_for_readers(memory_root: Path | str) -> None:
-    """:meth:`ParseStore.keep_for_readers` of ``memory_root``'s store (reading commands, at their end)."""
-    store_for(memory_root).keep_for_readers()
+    """:meth:`ParseStore.keep_for_readers` of ``memory_root``'s store (reading commands, at
+    their end). Nothing when this process opened no store there: it parsed nothing (a reader
+    answered from its own index), and making one would only fingerprint the parser's code."""
+    store = _BY_GIVEN.get(os.fspath(memory_root))
+    if store is None:
+        with _STORES_LOCK:
+            store = _STORES.get(str(Path(memory_root).resolve()))
+    if store is not None:
+        store.keep_for_readers()
 
 
 def _entry_value(kind: str, rel: str, entry: Any) -> tuple | None:
