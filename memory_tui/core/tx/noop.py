@@ -5,7 +5,7 @@ config and code without staging anything."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from ..format.errors import MemoryError
 from ..store import gitlog, noopcache
@@ -13,10 +13,13 @@ from ..store.confine import check_write_confinement
 from ..store.install import needs_recovery
 from ..store.lock import write_lock
 from .context import Context, ensure_git
-from .prepare import Prepared
 from .result import CoreInfo, TxResult
 from ..switches import Switches
-from .stage import Stage, open_locked
+from .roots import open_locked
+
+if TYPE_CHECKING:  # the answer from a verdict stages nothing: never import the staging code for it
+    from .prepare import Prepared
+    from .stage import Stage
 
 
 class NoopMismatch(AssertionError):
