@@ -12,9 +12,8 @@ from typing import Any
 from memory_tui.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_RETRYABLE, EXIT_USAGE, CliError, add_common, emit_json
 from memory_tui.core.tx import api as tx
 from memory_tui.core.tx.context import GIT_MODES
-from memory_tui.core.tx.provenance import owner_provenance
 from memory_tui.core.tx.result import TxResult
-from memory_tui.core.tx.stage import memory_root
+from memory_tui.core.tx.roots import memory_root
 from memory_tui.core.format.errors import RETRYABLE_TRANSACTION_CODES, MemoryError
 from memory_tui.core.format.paths import check_writable, discover_state_dir
 from memory_tui.core.format.text import sanitize
@@ -227,6 +226,8 @@ def _cmd_apply(args: argparse.Namespace) -> int:
             return _report_apply(args, result)
         kwargs: dict[str, Any] = {k: payload[k] for k in known[1:] if k in payload}
         if payload.get("sources"):
+            from memory_tui.core.tx.provenance import owner_provenance
+
             # sources are spoken by the local owner: the principal OpenProgram persisted
             try:
                 kwargs["provenance"] = owner_provenance(state, APPLY_ORIGIN)

@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -148,3 +149,35 @@ def test_a_fresh_edit_imports_no_module_only_other_paths_need(fixture_state, tmp
     rc, loaded = json.loads(out.stdout.strip().splitlines()[-1])
     assert rc == 0 and topic.read_text(encoding="utf-8") == new.read_text(encoding="utf-8"), out.stdout
     assert loaded == [], loaded
+
+
+def test_a_remembered_noop_imports_none_of_the_staging_code(fixture_state):
+    """A fresh `edit` whose text is the file's own bytes, answered from the remembered no-op
+    verdict, stages nothing: it imports none of the staging, parsing, normalising, views or
+    install-planning code (in a fresh process those imports were most of such an answer's
+    cost), and says the same as the full path did."""
+    mem = fixture_state / "memory"
+    topic = sorted(p for p in (mem / "topics").rglob("*.md") if p.name != "core.md")[0]
+    rel = topic.relative_to(mem).as_posix()
+    code = (
+        "import sys, json\n"
+        "from memory_tui import cli\n"
+        "rc = cli.main(['--state', sys.argv[1], '--json', 'edit', '--git-commit', 'off', '--from', sys.argv[2], sys.argv[3]])\n"
+        "print(json.dumps([rc, sorted(m for m in sys.modules if m.startswith('memory_tui.'))]))\n"
+    )
+    runs = []
+    for _ in range(2):  # the first makes the verdict (the full path), the second is answered from it
+        time.sleep(0.15)  # the stamps age past the clock tick: younger ones prove nothing
+        out = subprocess.run([sys.executable, "-c", code, str(fixture_state), str(topic), rel],
+                             capture_output=True, text=True)
+        assert out.returncode == 0, out.stdout + out.stderr
+        lines = out.stdout.strip().splitlines()
+        runs.append((json.loads("\n".join(lines[:-1])), json.loads(lines[-1])))
+    (full, (rc_full, mods_full)), (fast, (rc_fast, mods_fast)) = runs
+    assert rc_full == rc_fast == 0 and full == fast and full["changed_files"] == []
+    assert "memory_tui.core.tx.prepare" in mods_full  # the control: the full path staged
+    staging = {"memory_tui.core.tx.stage", "memory_tui.core.tx.prepare", "memory_tui.core.tx.finish",
+               "memory_tui.core.tx.optimistic", "memory_tui.core.store.workspace", "memory_tui.core.store.viewcache",
+               "memory_tui.core.format.views", "memory_tui.core.format.topics", "memory_tui.core.format.sources",
+               "memory_tui.core.format.normalize", "memory_tui.core.store.parsecache"}
+    assert sorted(staging & set(mods_fast)) == []

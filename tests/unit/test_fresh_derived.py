@@ -86,15 +86,22 @@ def _steps(state: Path, full: bool, monkeypatch) -> list[tuple]:
 def test_warm_fresh_processes_equal_cold_full_rebuilds(fixture_state, tmp_path, monkeypatch):
     cold = tmp_path / "cold"
     shutil.copytree(fixture_state, cold, symlinks=True)
-    hits = []
-    real = noopcache.lookup
+    hits = []  # per edit: answered from the verdict (a candidate refused, or not confirmed, is a miss)
+    real_candidate, real_confirm = noopcache.candidate, noopcache.confirm
 
-    def lookup(*a, **kw):
-        got = real(*a, **kw)
+    def candidate(*a, **kw):
+        got = real_candidate(*a, **kw)
+        if got is None:
+            hits.append(False)
+        return got
+
+    def confirm(*a, **kw):
+        got = real_confirm(*a, **kw)
         hits.append(got is not None)
         return got
 
-    monkeypatch.setattr(noopcache, "lookup", lookup)
+    monkeypatch.setattr(noopcache, "candidate", candidate)
+    monkeypatch.setattr(noopcache, "confirm", confirm)
     warm_results = _steps(fixture_state, False, monkeypatch)
     # only the second no-op was answered from the remembered verdict: the reword is no no-op,
     # the first no-op made the verdict, the external change keyed the third out, the last

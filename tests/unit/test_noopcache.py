@@ -89,6 +89,23 @@ def test_fresh_noop_answers_from_the_verdict_exactly_as_the_full_path(state, mon
     assert _files(mem) == before
 
 
+def test_a_remembered_noop_walks_the_workspace_once(state, monkeypatch):
+    """The answer from the verdict proves the workspace by one walk, under the lock after the
+    open's recovery: a walk before the lock and another under it prove nothing more."""
+    from memory_tui.core.store import walk
+
+    spy = _Spy(monkeypatch)
+    assert _noop(state, git_commit="off").message == "no change"
+    walks = []
+    for name in ("_walk_listed", "_walk_full"):
+        real = getattr(walk, name)
+        monkeypatch.setattr(walk, name, lambda *a, _real=real, **kw: walks.append(1) or _real(*a, **kw))
+    _fresh()
+    fast = _noop(state, git_commit="off")
+    assert fast.message == "no change" and spy.calls == 1, "the remembered verdict was not used"
+    assert len(walks) == 1
+
+
 def test_fresh_noop_with_git_matches_the_full_path(state, monkeypatch):
     spy = _Spy(monkeypatch)
     full = _noop(state)

@@ -58,7 +58,7 @@ def _shortcuts(monkeypatch) -> dict:
     _spy(monkeypatch, seen, viewcache.ViewCache, "combine", "views from parts")
     _spy(monkeypatch, seen, revision.revmemo, "keep", "revision kept for the next process")
     _spy(monkeypatch, seen, revision.RevisionChain, "can_defer", "revision deferred", result=True)
-    _spy(monkeypatch, seen, noopcache, "lookup", "no-op shortcut looked up")
+    _spy(monkeypatch, seen, noopcache, "candidate", "no-op shortcut looked up")
     _spy(monkeypatch, seen, fsmonitor, "enabled", "monitor allowed", result=True)
     retains: list = []
     real_retain = txcache.WorkspaceCache.retain

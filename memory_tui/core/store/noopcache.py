@@ -125,12 +125,24 @@ def _decode(body: Any) -> Verdict | None:
     return Verdict(revision, core, warnings, key)
 
 
-def lookup(memory_root: Path, rel: str, data: bytes, switches: Switches) -> Verdict | None:
-    """The stored verdict, if it holds for the workspace as it is now and ``rel`` (``topics/…``)
-    holds exactly ``data``; else ``None``."""
+@dataclass(frozen=True)
+class Candidate:
+    """A stored verdict that may answer an edit of ``rel``: the file held the edit's bytes
+    when stamped ``stamp``, and the verdict was made for this config and code. Whether the
+    workspace is still the one it was made for is :func:`confirm`'s one walk."""
+
+    verdict: Verdict
+    rel: str
+    stamp: tuple[int, int, int, int]
+
+
+def candidate(memory_root: Path, rel: str, data: bytes) -> Candidate | None:
+    """The stored verdict if ``rel`` (``topics/…``) holds exactly ``data`` and the verdict
+    was made for this config and code, without walking the workspace; else ``None``. An edit
+    that changes something costs one read of its file here."""
     root = Path(memory_root)
     target = root / rel
-    try:  # first the one file: an edit that changes something costs one read here
+    try:
         st = os.lstat(target)
         if not stat_mod.S_ISREG(st.st_mode) or st.st_size != len(data) or target.read_bytes() != data:
             return None
@@ -140,18 +152,27 @@ def lookup(memory_root: Path, rel: str, data: bytes, switches: Switches) -> Verd
     verdict = _decode(body)
     if verdict is None or body.get("config") != config_key(root.parent):
         return None
-    stamps, links = revision_walk(root, switches=switches)
-    if rel not in stamps or workspace_key(stamps, links) != verdict.key:
-        return None
-    if (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns) != tuple(stamps[rel]):
-        return None  # changed between the compare and the walk
-    return verdict
+    return Candidate(verdict, rel, (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns))
 
 
-def holds(memory_root: Path, verdict: Verdict, switches: Switches) -> bool:
-    """The workspace is still the one ``verdict`` was made for (call under the write lock)."""
+def confirm(memory_root: Path, found: Candidate, switches: Switches) -> Verdict | None:
+    """``found``'s verdict if the workspace is, by one walk now, exactly the one it was made
+    for and the edited file still has the stamp it had when its bytes were compared (so the
+    bytes compared are the bytes walked; a racy stamp proves nothing and misses). Called under
+    the write lock, this one walk is both the lookup and the re-check of the locked open."""
     stamps, links = revision_walk(Path(memory_root), switches=switches)
-    return workspace_key(stamps, links) == verdict.key
+    if found.rel not in stamps or workspace_key(stamps, links) != found.verdict.key:
+        return None
+    if found.stamp != tuple(stamps[found.rel]):
+        return None  # changed between the compare and the walk
+    return found.verdict
+
+
+def lookup(memory_root: Path, rel: str, data: bytes, switches: Switches) -> Verdict | None:
+    """The stored verdict, if it holds for the workspace as it is now and ``rel`` (``topics/…``)
+    holds exactly ``data``; else ``None`` (:func:`candidate` then :func:`confirm`)."""
+    found = candidate(memory_root, rel, data)
+    return None if found is None else confirm(memory_root, found, switches)
 
 
 def record(memory_root: Path, stamps: Mapping[str, tuple], links: tuple[str, ...], revision: str,
@@ -184,4 +205,5 @@ def record(memory_root: Path, stamps: Mapping[str, tuple], links: tuple[str, ...
         pass
 
 
-__all__ = ["NAME", "Verdict", "code_tag", "config_key", "holds", "lookup", "record", "workspace_key"]
+__all__ = ["NAME", "Candidate", "Verdict", "candidate", "code_tag", "config_key", "confirm", "lookup", "record",
+           "workspace_key"]

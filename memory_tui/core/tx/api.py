@@ -18,25 +18,27 @@ import os
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
 from ..format.errors import MemoryError, Problem
 from ..format.paths import check_writable
 from ..store import gitlog, noopcache
-from ..store.install import plan_install
 from ..store.lock import TIMEOUT_DEFAULT, TIMEOUT_EDIT, write_lock
-from ..store.workspace import workspace_revision
 from ..switches import Switches, current as current_switches
-from . import prepare
 from .context import (RULE_FILES, RULE_HAND, RULE_ORGANIZE, RULE_RECORDS, RULE_WRITER, Context, counter_or_default,
                       ensure_git, git_mode)
-from .finish import finish, validated
 from .noop import NoopMismatch, known_noop
-from .normal import CORE_MASTER
-from .optimistic import transact
-from .provenance import AUTHORITY_REQUIRED, Provenance, transaction_source_records
 from .result import TxResult
-from .stage import Stage, memory_root, open_locked, unchanged
+from .roots import memory_root, open_locked
+
+if TYPE_CHECKING:
+    from .provenance import Provenance
+    from .stage import Stage
+
+# The staging, normalising, validating and installing code is imported where a transaction
+# first needs it, not with this module: a hand edit answered from the remembered no-op verdict
+# (``noop``) stages nothing, and in a fresh process the imports of that code were most of what
+# such an answer cost.
 
 
 @contextmanager
@@ -53,6 +55,8 @@ def open_stage(
     The writer edits ``stage.topics``; ``commit_edits(stage, ...)`` installs the result.
     ``switches``: the test switches (default: this process's, read from the environment once).
     """
+    from .stage import Stage
+
     root = memory_root(state)
     with write_lock(root, timeout):
         open_locked(root)
@@ -93,7 +97,7 @@ def staged_edit(
         mode = git_mode(git_commit)
         rel = check_writable(path)
         deleting = text is None
-        if deleting and rel == CORE_MASTER:
+        if deleting and rel == _core_master():
             raise MemoryError(
                 "INVALID_ARGUMENT",
                 "topics/core.md cannot be deleted: it is the core master (remove core records one by one instead)",
@@ -112,6 +116,8 @@ def staged_edit(
             known = known_noop(root, rel, text, mode, git_env, timeout, base_revision, switches)
             if known is not None and not switches.check:
                 return known
+        from .optimistic import transact
+        from .stage import Stage
 
         def make() -> tuple[Stage, Context]:
             noop_config = noopcache.config_key(root.parent) if remember else None
@@ -157,6 +163,12 @@ def staged_edit(
         return TxResult.failure(exc, validate_only=validate_only)
 
 
+def _core_master() -> str:
+    from .normal import CORE_MASTER
+
+    return CORE_MASTER
+
+
 def validate_edit(state: Any, path: str, text: str | None, **kw: Any) -> TxResult:
     """The editor's check: the full transaction path, nothing installed."""
     return staged_edit(state, path, text, validate_only=True, **kw)
@@ -182,6 +194,12 @@ def commit_edits(
     rule: str | None = None,
 ) -> TxResult:
     """Install a writer's stage (agent commit, §5.5). No git commit unless asked."""
+    from ..store.install import plan_install
+    from ..store.workspace import workspace_revision
+    from . import prepare
+    from .finish import finish, validated
+    from .stage import unchanged
+
     root = stage.memory_root
     try:
         mode = git_mode(git_commit)
@@ -270,6 +288,8 @@ def update(
     The archives are installed with the topics, or not at all.
     """
     from ..changes.request import validate_request
+    from .optimistic import transact
+    from .provenance import AUTHORITY_REQUIRED, Provenance, transaction_source_records
 
     payload = {
         "base_revision": base_revision,
@@ -309,6 +329,7 @@ def _stage_update(root: Path, request: Any, declared: list[tuple[str, Any]], *, 
     archived into it, the request's change applied to its topics."""
     from ..changes.labels import replace_new_source_labels
     from ..changes.request import check_append_only
+    from .stage import Stage
 
     stage = Stage(root, link_topics=True, switches=switches)
     try:
@@ -423,6 +444,8 @@ def rebuild_views(
             raise MemoryError("MEMORY_NOT_FOUND", f"no memory workspace at {root}")
 
         chosen = switches or current_switches()
+        from .optimistic import transact
+        from .stage import Stage
 
         def make() -> tuple[Stage, Context]:
             stage = Stage(root, link_topics=True, switches=chosen)

@@ -5,7 +5,7 @@ config and code without staging anything."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from ..format.errors import MemoryError
 from ..store import gitlog, noopcache
@@ -13,10 +13,13 @@ from ..store.confine import check_write_confinement
 from ..store.install import needs_recovery
 from ..store.lock import write_lock
 from .context import Context, ensure_git
-from .prepare import Prepared
 from .result import CoreInfo, TxResult
 from ..switches import Switches
-from .stage import Stage, open_locked
+from .roots import open_locked
+
+if TYPE_CHECKING:  # the answer from a verdict stages nothing: never import the staging code for it
+    from .prepare import Prepared
+    from .stage import Stage
 
 
 class NoopMismatch(AssertionError):
@@ -35,8 +38,11 @@ def known_noop(root: Path, rel: str, text: str, mode: str, git_env: Mapping[str,
         data = text.encode("utf-8")
     except UnicodeEncodeError:
         return None  # not a text the stage could even be written with
-    verdict = noopcache.lookup(root, rel, data, switches)
-    if verdict is None or (base_revision is not None and base_revision != verdict.revision):
+    # the file's bytes, the stored verdict, the config and the code, before the lock; the
+    # workspace by one walk under it, after the open's recovery: the same proof as a lookup
+    # walked before the lock and re-walked under it, with one walk instead of two
+    found = noopcache.candidate(root, rel, data)
+    if found is None or (base_revision is not None and base_revision != found.verdict.revision):
         return None
     try:
         check_write_confinement(root)
@@ -44,7 +50,8 @@ def known_noop(root: Path, rel: str, text: str, mode: str, git_env: Mapping[str,
         return None
     with write_lock(root, timeout):
         open_locked(root)
-        if not noopcache.holds(root, verdict, switches):
+        verdict = noopcache.confirm(root, found, switches)
+        if verdict is None:
             return None
         ensure_git(root, mode, git_env)
     core = None if verdict.core is None else CoreInfo(verdict.core[0], verdict.core[1], verdict.core[2])

@@ -7,8 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from ..format.errors import MemoryError, Problem
-from ..format.topics import is_error, topic_sort_key
-from ..store.revision import revision_text
 
 
 @dataclass(frozen=True)
@@ -33,6 +31,8 @@ class _Revision:
     def __get__(self, obj: Any, owner: type | None = None) -> str | None:
         if obj is None:
             return None  # the dataclass field's default
+        from ..store.revision import revision_text
+
         return revision_text(obj.__dict__[self._slot])
 
     def __set__(self, obj: Any, value: Any) -> None:
@@ -128,6 +128,8 @@ class TxResult:
             return ()
         first = Problem(self.code or "TRANSACTION_FAILURE_UNKNOWN", self.message, self.path, self.line, self.column,
                         dict(self.details))
+        from ..format.topics import is_error, topic_sort_key  # only a refusal needs the topic grammar
+
         rest = [p for p in self.problems if is_error(p)]
         rest.sort(key=lambda p: (topic_sort_key(p.path or ""), p.line or 0, p.column or 0))
         out = [first]
@@ -161,6 +163,8 @@ class TxResult:
 def raise_first(problems: Iterable[Problem]) -> None:
     """Refuse with the first error of ``problems`` (every error kept in ``problems``); nothing
     when none is an error."""
+    from ..format.topics import is_error
+
     errors = [p for p in problems if is_error(p)]
     if errors:
         first = errors[0]

@@ -36,27 +36,12 @@ from ..store.txmode import in_one_shot
 from ..switches import IncrementalMismatch, Switches
 from ..store.walk import any_racy, revision_walk, stamps_under
 from .result import raise_first
+from .roots import memory_root, open_locked  # re-exported: the stage's callers find them here too
 from ..cache.registry import keeps
 from ..cache.stamp import stamp_of
 
 
 # ------------------------------------------------------------------------------- locating
-
-
-def memory_root(state: Any) -> Path:
-    """``state`` may be the state dir (``~/.openprogram``), the memory root, or a ``Layout``."""
-    if isinstance(state, Layout):
-        return workspace_root(state.root)
-    root = getattr(state, "memory_root", None)
-    if root is not None:
-        return workspace_root(root)
-    p = Path(state)
-    if p.name == "memory" or (p / "topics").is_dir() or (p / ".scriptorium").is_dir():
-        if not (p / "memory").is_dir():
-            return workspace_root(p)
-    # a linked memory folder (or state dir) is followed on purpose, resolved here, once per
-    # transaction: every write of it stays in the resolved tree (confine.workspace_root)
-    return workspace_root(p / "memory")
 
 
 def state_dir(root: Path) -> Path:
@@ -590,8 +575,3 @@ def _unchanged_by_walk(stage: Stage) -> bool:
             not stage.switches.full and stage.cache.holds_revision(stamps, stage.revision_ref))):
         return True  # inside the clock tick only the files young then are read again, not the stream
     return stage.cache.revision(stamps, switches=stage.switches) == stage.revision
-
-
-def open_locked(root: Path) -> None:
-    """Every open under the lock first finishes or forgets an interrupted install."""
-    recover(root)
