@@ -14,9 +14,9 @@ index is made again from a full parse (``parsecache.load_tree``, as without it);
 that is racy when taken is never stored, so a write within one clock tick cannot hide.
 
 Where it lives: ``<user cache>/citations/<sha256 of the memory path>.index``, one envelope of
-the cache kit (kind ``session-citations``): its header (format, code tag, the memory path,
-the stamps, the unread reason) and one packed value per session, of which a reader decodes
-only the sessions it is asked about. A damaged file (the envelope's crc), another version's,
+the cache kit (``envelope.pack_indexed``, kind ``session-citations``): its head (format, code
+tag, the memory path, the stamps, the unread reason), then one packed value per session with
+its own crc, of which a reader reads and decodes only the sessions it is asked about. A damaged file (the envelope's crc), another version's,
 another workspace's or another code's is a miss, never an answer. Reading a state never
 writes into it; losing the folder only costs time.
 """
@@ -35,8 +35,8 @@ from memory_tui.core.cache.stamp import Stamp, is_stamp, stamp_of, stamp_racy
 from memory_tui.core.fsutil import user_cache_dir
 
 KIND = "session-citations"
-VERSION = 1
-FORMAT = "memory-tui/session-citations/1"
+VERSION = 2
+FORMAT = "memory-tui/session-citations/2"
 SUB = "citations"
 
 # A session's entry (plain data, one packed value each):
@@ -133,27 +133,30 @@ class Stored:
 
 
 def read(memory_root: Path, topics: Mapping[str, Stamp], archives: Mapping[str, Stamp],
-         path: Path | None = None) -> Stored | None:
-    """The index of ``memory_root`` when it was made from exactly these stamps, else ``None``."""
-    value = envelope.read(path or index_path(memory_root), KIND, VERSION)
-    if not (type(value) is tuple and len(value) == 7):
+         path: Path | None = None, sessions: Iterable[str] | None = None) -> Stored | None:
+    """The index of ``memory_root`` when it was made from exactly these stamps, else ``None``:
+    the entries of ``sessions`` only (every session's when ``None``), the rest left unread."""
+    where = str(memory_root.absolute())
+
+    def holds(head: Any) -> bool:
+        if not (type(head) is tuple and len(head) == 6):
+            return False
+        fmt, tag, at, t_stamps, a_stamps, reason = head
+        if fmt != FORMAT or tag != code_tag() or at != where:
+            return False
+        if not (type(t_stamps) is dict and type(a_stamps) is dict and (reason is None or type(reason) is str)):
+            return False
+        # equal tables of well-formed stamps, none of them racy (a racy one is never stored,
+        # and one equal to a stored stamp is as old as it was then)
+        if t_stamps != topics or a_stamps != archives or any_racy(topics, archives):
+            return False
+        return all(map(is_stamp, t_stamps.values())) and all(map(is_stamp, a_stamps.values()))
+
+    got = envelope.read_indexed(path or index_path(memory_root), KIND, VERSION, sessions, holds)
+    if got is None:
         return None
-    fmt, tag, where, t_stamps, a_stamps, reason, blobs = value
-    if fmt != FORMAT or tag != code_tag() or where != str(memory_root.absolute()):
-        return None
-    if not (type(t_stamps) is dict and type(a_stamps) is dict and type(blobs) is dict):
-        return None
-    if not (reason is None or type(reason) is str):
-        return None
-    # equal tables of well-formed stamps, none of them racy (a racy one is never stored, and
-    # one equal to a stored stamp is as old as it was then)
-    if t_stamps != topics or a_stamps != archives or any_racy(topics, archives):
-        return None
-    if not all(map(is_stamp, t_stamps.values())) or not all(map(is_stamp, a_stamps.values())):
-        return None
-    if not all(type(k) is str and type(v) is bytes for k, v in blobs.items()):
-        return None
-    return Stored(reason, blobs)
+    head, blobs = got
+    return Stored(head[5], blobs)
 
 
 def write(memory_root: Path, topics: Mapping[str, Stamp], archives: Mapping[str, Stamp], reason: str | None,
@@ -166,8 +169,8 @@ def write(memory_root: Path, topics: Mapping[str, Stamp], archives: Mapping[str,
         blobs = {sid: envelope.packed_value(entry) for sid, entry in entries.items()}
     except ValueError:  # a value marshal cannot hold: nothing kept
         return False
-    value = (FORMAT, code_tag(), str(memory_root.absolute()), dict(topics), dict(archives), reason, blobs)
-    return envelope.write(path or index_path(memory_root), KIND, value, VERSION, make_folder=True)
+    head = (FORMAT, code_tag(), str(memory_root.absolute()), dict(topics), dict(archives), reason)
+    return envelope.write_indexed(path or index_path(memory_root), KIND, head, blobs, VERSION, make_folder=True)
 
 
 def entries_of(raw: Mapping[tuple[str, str], Mapping[str, tuple[str, int, str]]], sources: Any

@@ -361,7 +361,7 @@ def citations_for_state(state_dir: Any, view: Any = None, *, sessions: Iterable[
 
     wanted = None if sessions is None else tuple(dict.fromkeys(sessions))
     topics, archives = citeindex.stamps_now(root)  # before anything is read: a later write moves one
-    stored = citeindex.read(root, topics, archives)
+    stored = citeindex.read(root, topics, archives, sessions=wanted)
     indexed = None if stored is None else _from_index(stored, wanted)
     if indexed is not None and not sw.check:
         return indexed

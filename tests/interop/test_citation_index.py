@@ -163,10 +163,12 @@ def test_a_damaged_or_foreign_index_is_a_miss(fixture_state, tmp_path, capsys, d
         elif damage == "cut short":
             del data[len(data) - 7:]
         elif damage == "another version":
+            import struct
+
             from memory_tui.core.cache import envelope
 
-            value = envelope.unpack(citeindex.KIND, bytes(data), citeindex.VERSION)
-            data = bytearray(envelope.pack(citeindex.KIND, value, citeindex.VERSION + 1))
+            # the same bytes, labelled as the next version of the format
+            struct.pack_into(">H", data, len(envelope.MAGIC) + len(citeindex.KIND) + 1, citeindex.VERSION + 1)
         else:
             data = bytearray(b'{"entries": {}}')
         path.write_bytes(bytes(data))

@@ -91,6 +91,46 @@ def test_pack_many_round_trip_and_refusals():
     assert envelope.unpack_many("many", envelope.pack("many", values, 2), 2) is None
 
 
+def test_an_indexed_envelope_reads_the_parts_asked_for_and_refuses_any_damage_it_reads(tmp_path):
+    from memory_tui.core.cache import envelope
+
+    parts = {name: envelope.packed_value((name, n) * 50) for n, name in enumerate(("s1", "s2", "s3"))}
+    path = tmp_path / "x.index"
+    assert envelope.write_indexed(path, "idx", ("head", 7), parts, 3)
+    head, got = envelope.read_indexed(path, "idx", 3)
+    assert head == ("head", 7) and got == parts
+    assert envelope.read_indexed(path, "idx", 3, ["s2", "absent"]) == (("head", 7), {"s2": parts["s2"]})
+    assert envelope.read_indexed(path, "idx", 3, accept=lambda h: h == ("head", 7))[0] == ("head", 7)
+    assert envelope.read_indexed(path, "idx", 3, accept=lambda h: False) is None
+    assert envelope.read_indexed(path, "other", 3) is None
+    assert envelope.read_indexed(path, "idx", 2) is None
+    data = path.read_bytes()
+    s3_at = data.index(parts["s3"])
+    # a flipped bit in s3 is a miss for whoever reads s3, and no concern of a reader of s1
+    path.write_bytes(data[:s3_at] + bytes([data[s3_at] ^ 4]) + data[s3_at + 1:])
+    assert envelope.read_indexed(path, "idx", 3, ["s3"]) is None
+    assert envelope.read_indexed(path, "idx", 3) is None
+    assert envelope.read_indexed(path, "idx", 3, ["s1"]) == (("head", 7), {"s1": parts["s1"]})
+    path.write_bytes(data[:-1])  # cut short: the last part is damaged
+    assert envelope.read_indexed(path, "idx", 3, ["s3"]) is None
+    path.write_bytes(data[:20])  # cut inside the head
+    assert envelope.read_indexed(path, "idx", 3, ["s1"]) is None
+    for at in range(len(envelope.MAGIC) + 3, data.index(parts["s1"])):  # a flipped bit in the head
+        path.write_bytes(data[:at] + bytes([data[at] ^ 4]) + data[at + 1:])
+        assert envelope.read_indexed(path, "idx", 3, ["s1"]) is None
+    path.unlink()
+    assert envelope.read_indexed(path, "idx", 3) is None
+    # never through a symbolic link, as a file or as its folder
+    real = tmp_path / "real.index"
+    real.write_bytes(data)
+    path.symlink_to(real)
+    assert envelope.read_indexed(path, "idx", 3) is None
+    linked = tmp_path / "linked"
+    linked.symlink_to(tmp_path)
+    assert envelope.read_indexed(linked / "real.index", "idx", 3) is None
+    assert not envelope.write_indexed(linked / "new.index", "idx", ("head",), parts, 3)
+
+
 def test_records_skip_a_damaged_or_cut_record_and_read_on():
     from memory_tui.core.cache import envelope
 

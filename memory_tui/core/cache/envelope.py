@@ -10,8 +10,10 @@ miss, recomputed, never an answer. The crc guards against damage, not against an
 these files are written only by this code into the owner's own folders.
 
 Every persisted cache of memory-tui is one of these (or, for a cache of thousands of entries,
-``pack_many``: the same envelope whose payload is an index of lengths and the entries; for an
-append-only log, envelopes laid end to end and read back with ``records``).
+``pack_many``: the same envelope whose payload is an index of lengths and the entries; for a
+cache read one entry at a time, ``pack_indexed``: an envelope of a head and a table, then the
+entries, each with its own crc; for an append-only log, envelopes laid end to end and read back
+with ``records``).
 
 Writes replace the file whole through ``fsutil.replace_cache_file``: the temporary file is
 ``.<name>.<pid>.<thread id>.tmp`` beside the target, renamed over it, so a reader sees the old
@@ -21,10 +23,11 @@ or the new file, never half of one; never through a symbolic link put in the fol
 from __future__ import annotations
 
 import marshal
+import os
 import struct
 import zlib
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from ..fsutil import replace_cache_file
 
@@ -76,6 +79,83 @@ def unpack_many(kind: str, data: bytes, version: int = 1) -> list[Any] | None:
     except (struct.error, EOFError, ValueError, TypeError):  # not an index this code wrote
         return None
     return out
+
+
+def pack_indexed(kind: str, head: Any, parts: Mapping[str, bytes], version: int = 1) -> tuple[bytes, ...]:
+    """An envelope of ``head`` followed by named parts (each a ``packed_value``) that a reader
+    fetches one by one (``read_indexed``): the envelope's value is ``(head, table)``, the table
+    giving each part's offset after the envelope, length and crc32. A cache holding one entry
+    per session lets a question about one session read the head and that entry, not the
+    whole file."""
+    table: dict[str, tuple[int, int, int]] = {}
+    at = 0
+    for name, blob in parts.items():
+        table[name] = (at, len(blob), zlib.crc32(blob))
+        at += len(blob)
+    return (pack(kind, (head, table), version), *parts.values())
+
+
+def read_indexed(path: Path, kind: str, version: int = 1, names: Iterable[str] | None = None,
+                 accept: Callable[[Any], bool] | None = None) -> tuple[Any, dict[str, bytes]] | None:
+    """``(head, {name: part})`` of a ``pack_indexed`` file: the parts named (every part when
+    ``None``; a name the file does not hold is left out), read from the same open file as the
+    head, each checked against its own crc. ``None`` when the file is missing, unreadable,
+    not such an envelope of ``kind`` and ``version``, any part asked for is damaged, its
+    folder is a symbolic link, or ``accept(head)`` is false (then no part is read)."""
+    prefix = _prefix(kind)
+    start = len(prefix) + _HEAD.size
+    try:
+        if path.parent.is_symlink():
+            return None
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        fixed = os.pread(fd, start, 0)
+        if len(fixed) < start or not fixed.startswith(prefix):
+            return None
+        got_version, crc, length = _HEAD.unpack_from(fixed, len(prefix))
+        size = os.fstat(fd).st_size
+        if got_version != version or start + length > size:  # a length no read could fill
+            return None
+        payload = os.pread(fd, length, start)
+        if len(payload) != length or zlib.crc32(payload) != crc:
+            return None
+        value = loads_part(payload)
+        if not (type(value) is tuple and len(value) == 2 and type(value[1]) is dict):
+            return None
+        head, table = value
+        if accept is not None and not accept(head):
+            return None
+        base = start + length
+        out: dict[str, bytes] = {}
+        for name in (table if names is None else names):
+            where = table.get(name)
+            if where is None:
+                continue
+            if not (type(where) is tuple and len(where) == 3 and all(type(v) is int and v >= 0 for v in where)):
+                return None
+            offset, part_size, part_crc = where
+            if base + offset + part_size > size:
+                return None
+            blob = os.pread(fd, part_size, base + offset)
+            if len(blob) != part_size or zlib.crc32(blob) != part_crc:
+                return None
+            out[name] = blob
+        return head, out
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def write_indexed(path: Path, kind: str, head: Any, parts: Mapping[str, bytes], version: int = 1, *,
+                  make_folder: bool = False) -> bool:
+    """``write`` of a ``pack_indexed`` file."""
+    try:
+        return _replace(path, pack_indexed(kind, head, parts, version), make_folder)
+    except ValueError:  # a value marshal cannot hold
+        return False
 
 
 def packed_value(value: Any) -> bytes:
@@ -154,17 +234,24 @@ def write(path: Path, kind: str, value: Any, version: int = 1, *, stable: bool =
     """Replace ``path`` with the envelope of ``value``. Best effort (a cache the next process
     rebuilds): ``False`` when nothing was written. Never through a symlinked folder; the folder
     is created (0700) only with ``make_folder``."""
+    try:
+        return _replace(path, pack(kind, value, version, stable=stable), make_folder)
+    except ValueError:  # a value marshal cannot hold
+        return False
+
+
+def _replace(path: Path, data: bytes | tuple[bytes, ...], make_folder: bool) -> bool:
     folder = path.parent
     try:
         if make_folder and not folder.exists():
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         if folder.is_symlink() or not folder.is_dir():
             return False
-        replace_cache_file(path, pack(kind, value, version, stable=stable))
-    except (OSError, ValueError):  # ValueError: a value marshal cannot hold
+        replace_cache_file(path, data)
+    except OSError:
         return False
     return True
 
 
-__all__ = ["MAGIC", "loads_part", "pack", "pack_many", "packed_value", "payload_of", "read", "records", "unpack",
-           "unpack_many", "write"]
+__all__ = ["MAGIC", "loads_part", "pack", "pack_indexed", "pack_many", "packed_value", "payload_of", "read",
+           "read_indexed", "records", "unpack", "unpack_many", "write", "write_indexed"]
