@@ -377,7 +377,7 @@ def _pending_from_index(args: argparse.Namespace, ctx):
 
 
 def _explain_one(args: argparse.Namespace, sid: str, *, lazy: bool = False):
-    """``(context, global reasons, {sid: explanation})`` reading just that session: a session's
+    """``(context, global reasons, {sid: explanation}, snapshot)`` reading just that session: a session's
     explanation depends on its own files, its registry entry and the writer context only. The
     global pending count (which needs every session) is not computed here: ``--json`` takes
     it from the summary index (:func:`_pending_from_index`)."""
@@ -389,7 +389,7 @@ def _explain_one(args: argparse.Namespace, sid: str, *, lazy: bool = False):
     try:
         snap = load_sessions(state, only=(sid,))
         ctx = load_context(state, now=now)
-        return ctx, global_reasons(ctx), {s: explain_session(sess, ctx, lazy=lazy) for s, sess in snap.sessions.items()}
+        return ctx, global_reasons(ctx), {s: explain_session(sess, ctx, lazy=lazy) for s, sess in snap.sessions.items()}, snap
     except OSError as exc:
         raise CliError(f"cannot read {state}: {exc.strerror or exc}") from exc
 
@@ -402,7 +402,7 @@ def cmd_why(args: argparse.Namespace) -> int:
         return _print_drift(args)
     pending = None
     if wanted is not None:
-        ctx, reasons, sessions = _explain_one(args, wanted)
+        ctx, reasons, sessions, snap = _explain_one(args, wanted)
         if getattr(args, "json", False) and wanted in sessions:
             pending = _pending_from_index(args, ctx)
     else:
@@ -422,7 +422,8 @@ def cmd_why(args: argparse.Namespace) -> int:
     # a cross-session spawn names a node of another session: the sub-agent sessions are read
     # for it (every session's meta.json says whether it is one)
     if wanted is not None:
-        links = SpawnLinks.for_session(_state_dir(args), wanted, {s: se.session for s, se in sessions.items()})
+        links = SpawnLinks.for_session(_state_dir(args), wanted, {s: se.session for s, se in sessions.items()},
+                                       snap.discovered)
     else:
         links = SpawnLinks({s: se.session for s, se in sessions.items()})
     out_sessions: dict[str, Any] = {}
@@ -456,7 +457,7 @@ def cmd_why(args: argparse.Namespace) -> int:
         })
         return 0
     if getattr(args, "graph", False):
-        return _print_graphs(args, selected, ctx.workspace_id, citations)
+        return _print_graphs(args, selected, ctx.workspace_id, citations, links)
     from memory_tui.sessions.summary import tip_summary
 
     for r in reasons:
@@ -632,22 +633,16 @@ def _print_evidence(reason: dict[str, Any], indent: str) -> None:
         print(f"{indent}evidence {where}{field_} = {_value(ev['value'])}")
 
 
-def _print_graphs(args: argparse.Namespace, selected: dict[str, Any], workspace_id: str = "", citations: Any = None) -> int:
+def _print_graphs(args: argparse.Namespace, selected: dict[str, Any], workspace_id: str, citations: Any,
+                  links: Any) -> int:
     import shutil
 
     from memory_tui.sessions.graph import LayoutOptions, draw, layout_session, legend_lines
+    from memory_tui.sessions.links import session_decorations
 
     width = args.width if args.width is not None else shutil.get_terminal_size((120, 40)).columns
     opts = LayoutOptions(reverse=args.newest_first, collapse=not args.no_collapse)
-    from memory_tui.sessions.kept import citations_for_state
-    from memory_tui.sessions.links import SpawnLinks, session_decorations
-
-    state = _state_dir(args)
-    if citations is None:
-        citations, _missing = citations_for_state(state, sessions=tuple(selected))
-        _keep_parses(state)
     for sid, se in selected.items():
-        links = SpawnLinks.for_session(state, sid, {s: x.session for s, x in selected.items()})
         deco = session_decorations(se.session, citations, workspace_id, links)
         lay = layout_session(se, opts, None, deco)
         print(f"session {sanitize(sid)}  head {sanitize(str(se.session.head_id))}  {len(se.session.nodes)} nodes")

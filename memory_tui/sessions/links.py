@@ -79,18 +79,20 @@ class SpawnLinks:
         return cls(snapshot.sessions)
 
     @classmethod
-    def for_session(cls, state_dir: Any, sid: str, loaded: Mapping[str, Session] | None = None) -> "SpawnLinks":
+    def for_session(cls, state_dir: Any, sid: str, loaded: Mapping[str, Session] | None = None,
+                    discovered: Any = None) -> "SpawnLinks":
         """The links of one session, reading only it and the sub-agent sessions (their
         ``meta.json`` first) plus the other sessions' ``history/`` listings: what
         ``why SESSION`` needs. Equal to the links of a full snapshot, for that session.
-        ``loaded``: sessions the caller has already read (not read again)."""
+        ``loaded``: sessions the caller has already read (not read again); ``discovered``: the
+        session folders its snapshot found (``SessionSnapshot.discovered``), else discovered here."""
         import json
         import os
         from pathlib import Path
 
         from .store import discover, load_sessions
 
-        found, _registry, _ok, _problems = discover(Path(state_dir))
+        found = discovered if discovered else discover(Path(state_dir))[0]
         wanted = [sid]
         for other, sdir in found:
             if other == sid:

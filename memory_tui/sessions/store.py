@@ -371,6 +371,9 @@ class SessionSnapshot:
     # per session id: the parsed files of that session, and the stamp that lets it be reused
     _cache: Mapping[str, Mapping[str, _CachedFile]] = field(default_factory=dict, repr=False, compare=False)
     _stamps: Mapping[str, _SessionStamp] = field(default_factory=dict, repr=False, compare=False)
+    # every session folder discovery found, read or not (``only``): what a caller that must look
+    # past the sessions it read (spawn links) walks without discovering them again
+    discovered: tuple[tuple[str, Path], ...] = field(default=(), repr=False, compare=False)
 
     def get(self, session_id: str) -> Session | None:
         return self.sessions.get(session_id)
@@ -955,6 +958,7 @@ def load_sessions(
     so every one of them equals its counterpart in a full load."""
     state = Path(state_dir)
     found, registry, registry_ok, problems = discover(state)
+    discovered = tuple(found)
     if only is not None:
         wanted = set(only)
         found = [(sid, sdir) for sid, sdir in found if sid in wanted]
@@ -984,4 +988,5 @@ def load_sessions(
         problems=tuple(problems),
         _cache=MappingProxyType(cache),
         _stamps=MappingProxyType(stamps),
+        discovered=discovered,
     )
