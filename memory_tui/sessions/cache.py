@@ -349,11 +349,37 @@ def _start_the_resource_tracker() -> None:
             sys.stderr = stream
 
 
+def _die_with_parent(parent: int) -> None:
+    """A pool worker's first step: end when the process that made it ends. A worker waits
+    for work on a pipe whose write end it holds itself, so a parent killed outright (``kill -9``,
+    a timeout) would leave it asleep for good. Linux only (``PR_SET_PDEATHSIG``); elsewhere
+    the worker leaves when its next read fails, as before."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            return
+    if os.getppid() != parent:  # the parent ended before the request above
+        os._exit(1)
+
+
+def worker_pool(n: int, method: str) -> Any:
+    """A process pool of ``n`` workers started by ``method`` whose workers end with this
+    process."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(n, mp_context=multiprocessing.get_context(method), initializer=_die_with_parent,
+                               initargs=(os.getpid(),))
+
+
 def _read_parallel(state: Path, sids: list[str], workspace_id: str, threshold: int, counter: Any,
                    workers: int | None) -> dict[str, SessionSummary]:
     import multiprocessing
     import threading
-    from concurrent.futures import ProcessPoolExecutor
 
     n = min(workers if workers is not None else (os.cpu_count() or 1), len(sids))
     # Round-robin chunks, a few per worker: sessions differ in size, and a worker that drew
@@ -368,7 +394,7 @@ def _read_parallel(state: Path, sids: list[str], workspace_id: str, threshold: i
     try:
         if method == "spawn":
             _start_the_resource_tracker()
-        with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context(method)) as pool:
+        with worker_pool(n, method) as pool:
             futures = [pool.submit(_read_chunk, str(state), chunk, workspace_id, threshold, counter) for chunk in chunks]
             for future in futures:
                 out.update(future.result())

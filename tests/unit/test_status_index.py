@@ -358,3 +358,45 @@ def test_a_parallel_cold_build_inside_the_app_reads_in_workers(bench_state_small
         ui.join()
     assert calls == []  # read by the spawned workers, not by the serial fallback
     assert parallel.summaries == serial.summaries and parallel.pending == serial.pending
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_the_workers_of_a_cold_build_end_with_a_parent_killed_outright(tmp_path, method):
+    """A parent killed by ``kill -9`` (or a timeout) cannot shut its pool down; its workers,
+    asleep on a pipe they hold both ends of, must not outlive it."""
+    import signal
+    import subprocess
+
+    script = (
+        "import os, sys, time\n"
+        "from memory_tui.sessions.cache import worker_pool\n"
+        f"pool = worker_pool(2, {method!r})\n"
+        "pids = {pool.submit(os.getpid).result() for _ in range(8)}\n"
+        "print(' '.join(map(str, pids)), flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        workers = [int(p) for p in parent.stdout.readline().split()]
+        assert workers and parent.pid not in workers
+        assert all(_alive(p) for p in workers)
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+    deadline = time.monotonic() + 30  # a liveness bound, not a timing: the signal is immediate
+    while any(_alive(p) for p in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = [p for p in workers if _alive(p)]
+    for p in left:
+        os.kill(p, signal.SIGKILL)
+    assert not left, f"workers {left} outlived their parent"
+
+
+def _alive(pid: int) -> bool:
+    """A process that exists and is not a zombie waiting for a parent that is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
