@@ -1,6 +1,6 @@
 """Interleaved A/B of fresh processes for `status` and pending (all sessions), child CPU via rusage (user+sys).
 
-Usage: python benchmarks/ab_status.py STATE[,STATE...] RUNS status,pending (trees, states and caches from AB_* below:
+Usage: python benchmarks/ab_status.py STATE[,STATE...] RUNS status,pending,why,why_json (trees, states and caches from AB_* below:
 before = a `git archive` of main, after = this tree; each side its own MEMORY_TUI_CACHE_DIR; one warm-up run per side
 fills its caches, then RUNS alternating pairs)."""
 import json, os, resource, subprocess, sys, time, statistics
@@ -32,8 +32,11 @@ def main():
     res = {}
     for st in states:
         path = f"{STATES}/{st}"
+        sid = min(e.name for e in os.scandir(f"{path}/sessions") if e.is_dir())  # why: the first session by id
         for row in rows:
-            argv = {"status": ["-m", "memory_tui", "--state", path, "status"],
+            argv = {"why": ["-m", "memory_tui", "--state", path, "why", sid],
+                    "why_json": ["-m", "memory_tui", "--state", path, "--json", "why", sid],
+                    "status": ["-m", "memory_tui", "--state", path, "status"],
                     "status_json": ["-m", "memory_tui", "--state", path, "--json", "status"],
                     "pending": ["-c", PENDING, path]}[row]
             outs = {}

@@ -26,12 +26,14 @@ from __future__ import annotations
 import hashlib
 import os
 import stat as stat_mod
+import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from memory_tui.core.cache import envelope
 from memory_tui.core.cache.registry import keeps
-from memory_tui.core.cache.stamp import Stamp, is_stamp, stamp_of, stamp_racy
+from memory_tui.core.cache.stamp import Stamp, stamp_of
+from memory_tui.core.cache.stamp import any_racy as stamps_racy
 from memory_tui.core.fsutil import user_cache_dir
 
 KIND = "session-citations"
@@ -108,7 +110,8 @@ def _md_stamps(top: Path, prefix: str = "") -> dict[str, Stamp]:
 
 
 def any_racy(*tables: Mapping[str, Stamp]) -> bool:
-    return any(stamp_racy(s) for table in tables for s in table.values())
+    now = time.time_ns()
+    return any(stamps_racy(table, now) for table in tables)
 
 
 class Stored:
@@ -146,11 +149,9 @@ def read(memory_root: Path, topics: Mapping[str, Stamp], archives: Mapping[str, 
             return False
         if not (type(t_stamps) is dict and type(a_stamps) is dict and (reason is None or type(reason) is str)):
             return False
-        # equal tables of well-formed stamps, none of them racy (a racy one is never stored,
-        # and one equal to a stored stamp is as old as it was then)
-        if t_stamps != topics or a_stamps != archives or any_racy(topics, archives):
-            return False
-        return all(map(is_stamp, t_stamps.values())) and all(map(is_stamp, a_stamps.values()))
+        # tables equal to the live ones (so of well-formed stamps), none of them racy (a racy
+        # one is never stored, and one equal to a stored stamp is as old as it was then)
+        return t_stamps == topics and a_stamps == archives and not any_racy(topics, archives)
 
     got = envelope.read_indexed(path or index_path(memory_root), KIND, VERSION, sessions, holds)
     if got is None:

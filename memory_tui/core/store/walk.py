@@ -12,13 +12,13 @@ import stat as stat_mod
 import time
 from functools import partial
 from itertools import compress, repeat
-from operator import and_, attrgetter, itemgetter
+from operator import and_, attrgetter
 from pathlib import Path
 from typing import Iterable, Mapping
 
 from ..format.paths import RUNTIME_NAMES, is_internal_top
 from .fsmonitor import monitor_for
-from ..cache.stamp import RACY_NS, is_racy
+from ..cache.stamp import RACY_NS, any_racy, is_racy  # noqa: F401 (any_racy: re-exported)
 from ..switches import Switches
 
 from ..cache.stamp import Stamp, stamp_of
@@ -324,15 +324,6 @@ def stamps_under(stamps: Mapping[str, Stamp], prefix: str, suffix: str) -> tuple
     if at and at[-1] - at[0] == len(at) - 1:  # one run, as a folder's files are in the revision's order
         return rels, values[at[0]:at[-1] + 1]
     return rels, list(map(values.__getitem__, at))
-
-
-def any_racy(stamps: Mapping[str, Stamp], now: int) -> bool:
-    """``any(is_racy(st[0], st[3], now) for st in stamps.values())``, with the newest mtime
-    and ctime found by C-level ``max`` (every transaction asks it of every file's stamp)."""
-    if not stamps:
-        return False
-    values = stamps.values()
-    return is_racy(max(map(itemgetter(0), values)), max(map(itemgetter(3), values)), now)
 
 
 __all__ = ["STAMP_OF", "Stamp", "any_racy", "installed_stamps", "revision_walk", "stamps_under"]
