@@ -48,6 +48,6 @@ def main():
                     res.setdefault((st, row, side), []).append((c, w))
             for side in TREES:
                 v = res[(st, row, side)]
-                print(f"{st:10s} {row:8s} {side:7s} cpu {statistics.median(x[0] for x in v):6.2f} wall {statistics.median(x[1] for x in v):6.2f}  runs {[round(x[0],2) for x in v]}  same-output {outs['before']==outs['after']}", flush=True)
+                print(f"{st:10s} {row:8s} {side:7s} cpu {statistics.median(x[0] for x in v):6.3f} wall {statistics.median(x[1] for x in v):6.3f}  min {min(x[0] for x in v):6.3f}  runs {len(v)}  same-output {outs['before']==outs['after']}", flush=True)
     print("load", os.getloadavg())
 main()
