@@ -69,11 +69,10 @@ def _explain(args: argparse.Namespace, *, lazy: bool = False):
         raise CliError(f"cannot read {state}: {exc.strerror or exc}") from exc
 
 
-def _memory_summary(state: Path, insights: Any = None, opened: list[Any] | None = None) -> dict[str, Any]:
-    """Revision, counts, writer health and the insight counts from the workspace snapshot.
-    ``insights(view)`` gives the header's insight counts (JSON) for the view; the snapshot
-    (no derived views: ``status`` prints none) is appended to ``opened`` when it was read,
-    so the records' citations come from this one parse of the topics."""
+def _memory_summary(state: Path, insights: Any = None) -> dict[str, Any]:
+    """Revision, counts, writer health and the insight counts from the workspace snapshot
+    (no derived views: ``status`` prints none). ``insights(view)`` gives the header's insight
+    counts (JSON) for the view."""
     out: dict[str, Any] = {"revision": None, "topics": None, "records": None, "sources": None, "writer": None,
                            "problems": [], "insights": None}
     try:
@@ -85,13 +84,11 @@ def _memory_summary(state: Path, insights: Any = None, opened: list[Any] | None 
     except Exception as exc:  # noqa: BLE001 - status must still report the sessions
         out["problems"].append({"code": getattr(exc, "code", "CORRUPT_FILE"), "message": str(exc), "path": "memory"})
         return out
-    if opened is not None:
-        opened.append(view)
     out["revision"] = view.revision
     out["memory_missing"] = view.memory_missing
     if view.tree is not None:
         out["topics"] = len(view.tree.topics)
-        out["records"] = len(view.tree.units)
+        out["records"] = view.tree.unit_count
     src = view.sources
     if src is not None:
         files = getattr(src, "files", None)
@@ -193,14 +190,14 @@ def _status_indexed(state: Path, now: float, *, directory: Path | None = None) -
         _insights_keep(where, state, key, value)
         return value
 
-    opened: list[Any] = []
-    mem = _memory_summary(state, insights, opened)
+    mem = _memory_summary(state, insights)
     try:
         found = load_summaries(state, ctx.workspace_id or "", ctx.config.trigger_tokens, directory=directory,
                                keys=keys, snapshot=loaded[0] if loaded else None)
     except OSError as exc:
         raise CliError(f"cannot read {state}: {exc.strerror or exc}") from exc
-    citations, _why_not = citations_for_state(state, opened[0] if opened else None)
+    # from the per-session citations index while the topics are unchanged (no record built)
+    citations, _why_not = citations_for_state(state)
     _keep_parses(state)
     sessions = [status_row(s, ctx, citations) for s in found.summaries.values()]
     return ctx, _status_json(state, ctx, mem, found.pending, global_reasons(ctx), sessions, found.problems)

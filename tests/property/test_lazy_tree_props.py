@@ -75,6 +75,7 @@ def test_lazy_cached_tree_answers_as_the_fresh_parse(bench_mem, questions, units
     assert [t.path for t in tree.topics] == [t.path for t in fresh.topics]
     assert tree.id_view == fresh.id_view and list(tree._index) == list(fresh._index)
     assert len(tree._index) == len(fresh._index)
+    assert tree.unit_count == len(fresh.units)
     assert not any(map(_built, tree.topics)), "answering from ids built units"
     if units_first:
         assert tree.units == fresh.units
@@ -133,6 +134,7 @@ def test_reassembled_from_a_lazy_tree_equals_the_full_assembly(bench_mem, n, how
     assert [t.path for t in tree.topics if _built(t)] == [], "reassembling built untouched topics"
     full = assemble_tree(topics)
     assert incr.problems == full.problems and incr.dupfree == full.dupfree
+    assert incr.unit_count == len(full.units) and full.unit_count == len(full.units)
     assert incr.id_view == full.id_view and list(incr._index) == list(full._index)
     for mid in random.Random(n).sample(list(full.id_view), 30):
         assert incr.by_id(mid) is full.by_id(mid)

@@ -334,7 +334,7 @@ def test_tree_order_duplicates_and_strict_raise():
     }
     tree = parse_tree(texts)
     assert [t.path for t in tree.topics] == ["a/x.md", "a-b.md", "topics.md"]
-    assert [u.memory_id for u in tree.units] == ["dup", "t1"]
+    assert [u.memory_id for u in tree.units] == ["dup", "t1"] and tree.unit_count == 2
     assert tree.by_id("dup").topic_path == "a/x.md"
     assert [(p.message, p.path, p.line) for p in tree.problems] == [("duplicate memory_id: dup", "topics/a-b.md", 1)]
     with pytest.raises(MemoryError) as info:

@@ -586,7 +586,7 @@ class StateView:
             "writer_disabled": self.writer_disabled,
             "empty_workspace": self.empty_workspace,
             "topics": len(self.tree.topics) if self.tree is not None else 0,
-            "records": len(self.tree.units) if self.tree is not None else 0,
+            "records": self.tree.unit_count if self.tree is not None else 0,
             "problems": [p.to_json() for p in self.problems],
         }
 
@@ -859,7 +859,7 @@ def _build(state_dir: Path, prev: StateView | None, counter: Any, switches: Swit
         memory_missing=memory_missing,
         memory_disabled=not config.enabled,
         writer_disabled=not config.writer_enabled,
-        empty_workspace=(not memory_missing) and not tree.units,
+        empty_workspace=(not memory_missing) and not tree.unit_count,
         revision_stamps=rev_stamps,
         state_stamps=stamps,
         topic_entries=entries,

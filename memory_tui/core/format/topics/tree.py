@@ -183,6 +183,11 @@ class TopicTree:
     def dupfree(self) -> bool:
         return self._dupfree
 
+    @property
+    def unit_count(self) -> int:
+        """``len(units)``, without building them when no id occurs twice (one unit per id)."""
+        return len(self._index) if self._dupfree else len(self.units)
+
     def topic(self, topic_path: str) -> Topic | None:
         return self._topic_index.get(_strip_topics_prefix(topic_path))
 
