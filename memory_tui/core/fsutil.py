@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat as stat_mod
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -124,6 +125,45 @@ def replace_cache_file(path: Path, data: bytes | tuple[bytes, ...]) -> None:
         finally:
             os.close(fd)
         os.replace(tmp, path)
+
+
+_IGNORED_ERRNOS = frozenset((errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP))  # pathlib's _ignore_error
+
+
+def md_file_stats(top: Path, prefix: str = "") -> dict[str, os.stat_result]:
+    """``prefix`` + ``top``-relative path -> ``stat`` (symlinks followed) of each regular file
+    ``top.rglob("*.md")`` lists, by the same walk (every real directory, a symlinked one
+    neither entered; every entry whose name ends in ``.md``) with ``os.scandir`` and strings
+    instead of a dozen pathlib objects per file; errors as ``rglob``'s (a folder it may not
+    list is skipped, anything else raised). In walk order, not ``sorted`` order. The topic
+    files, and the archives' stamps that the citations index is keyed by, are listed by it."""
+    out: dict[str, os.stat_result] = {}
+    stack = [(os.fspath(top), prefix)]
+    while stack:
+        directory, rel = stack.pop()
+        try:
+            with os.scandir(directory) as it:
+                entries = list(it)
+        except PermissionError:
+            continue
+        for entry in entries:
+            name = entry.name
+            try:
+                is_dir = entry.is_dir()
+            except OSError as e:
+                if e.errno not in _IGNORED_ERRNOS:
+                    raise
+                is_dir = False
+            if is_dir and not entry.is_symlink():
+                stack.append((entry.path, rel + name + "/"))
+            if name.endswith(".md"):
+                try:
+                    st = os.stat(entry.path)
+                except OSError:
+                    continue
+                if stat_mod.S_ISREG(st.st_mode):
+                    out[rel + name] = st
+    return out
 
 
 def user_cache_dir(sub: str = "") -> Path:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat as stat_mod
 import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -34,7 +33,7 @@ from memory_tui.core.cache import envelope
 from memory_tui.core.cache.registry import keeps
 from memory_tui.core.cache.stamp import Stamp, stamp_of
 from memory_tui.core.cache.stamp import any_racy as stamps_racy
-from memory_tui.core.fsutil import user_cache_dir
+from memory_tui.core.fsutil import md_file_stats, user_cache_dir
 
 KIND = "session-citations"
 VERSION = 2
@@ -70,43 +69,23 @@ def code_tag() -> str:
     return _TAG[0]
 
 
-def stamps_now(memory_root: Path) -> tuple[dict[str, Stamp], dict[str, Stamp]]:
+def stamps_now(memory_root: Path) -> tuple[dict[str, Stamp], dict[str, Stamp]] | None:
     """``(topic stamps, archive stamps)``: every ``*.md`` file under ``topics/`` and under
     ``sources/`` -- every file ``parsecache.load_tree`` reads (its topic walk and the source
     index's) and possibly more (a symlinked archive, which the source index skips), so a
-    change to any file a parse would read moves this table. A walk of its own: importing the
-    parser only to list its files cost a warm ``why SESSION`` more than the rest of the walk."""
-    return _md_stamps(memory_root / "topics"), _md_stamps(memory_root / "sources", "sources/")
+    change to any file a parse would read moves this table (``fsutil.md_file_stats``: light
+    to import, unlike the parser). ``None`` when a folder cannot be walked: then no index is
+    read or kept, and the parse says what is wrong."""
+    try:
+        return _md_stamps(memory_root / "topics"), _md_stamps(memory_root / "sources", "sources/")
+    except OSError:
+        return None
 
 
 def _md_stamps(top: Path, prefix: str = "") -> dict[str, Stamp]:
-    """rel -> stamp of each regular ``*.md`` file (symlinks to one followed) under ``top``,
-    entering every directory that is not a symbolic link."""
-    out: dict[str, Stamp] = {}
-    stack = [(os.fspath(top), prefix)]
-    while stack:
-        directory, rel = stack.pop()
-        try:
-            with os.scandir(directory) as it:
-                entries = list(it)
-        except OSError:
-            continue
-        for entry in entries:
-            name = entry.name
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append((entry.path, rel + name + "/"))
-                    continue
-            except OSError:
-                pass
-            if name.endswith(".md"):
-                try:
-                    st = os.stat(entry.path)
-                except OSError:
-                    continue
-                if stat_mod.S_ISREG(st.st_mode):
-                    out[rel + name] = stamp_of(st)
-    return out
+    if not top.is_dir():
+        return {}
+    return {rel: stamp_of(st) for rel, st in md_file_stats(top, prefix).items()}
 
 
 def any_racy(*tables: Mapping[str, Stamp]) -> bool:

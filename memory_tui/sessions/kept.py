@@ -360,8 +360,8 @@ def citations_for_state(state_dir: Any, view: Any = None, *, sessions: Iterable[
     from . import citeindex
 
     wanted = None if sessions is None else tuple(dict.fromkeys(sessions))
-    topics, archives = citeindex.stamps_now(root)  # before anything is read: a later write moves one
-    stored = citeindex.read(root, topics, archives, sessions=wanted)
+    stamps = citeindex.stamps_now(root)  # before anything is read: a later write moves one
+    stored = None if stamps is None else citeindex.read(root, *stamps, sessions=wanted)
     indexed = None if stored is None else _from_index(stored, wanted)
     if indexed is not None and not sw.check:
         return indexed
@@ -379,8 +379,8 @@ def citations_for_state(state_dir: Any, view: Any = None, *, sessions: Iterable[
     else:
         full()
     citations, reason, entries, keep = parsed[0]
-    if keep:
-        citeindex.write(root, topics, archives, reason, entries)
+    if keep and stamps is not None:
+        citeindex.write(root, *stamps, reason, entries)
     return citations, reason
 
 

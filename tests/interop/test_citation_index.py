@@ -253,3 +253,32 @@ def test_a_sub_agent_meta_json_spelled_with_escapes_is_still_found(fixture_state
     meta.write_text(text.replace('"agent_spawn"', '"\\u0061gent_spawn"'), encoding="utf-8")
     after = json.loads(_run(capsys, "--state", str(fixture_state), "why", PARENT, "--json", "--now", NOW))
     assert after["sessions"][PARENT]["links"] == before["sessions"][PARENT]["links"]
+
+
+def test_a_folder_the_walk_cannot_read_uses_no_index(fixture_state, capsys, derive, monkeypatch):
+    """An I/O error while the stamps are taken leaves nothing to key by: the answer comes from
+    a parse, and the index is neither trusted nor rewritten."""
+    import errno
+
+    from memory_tui.core import fsutil
+
+    _age(fixture_state)
+    sids = _sessions(fixture_state)
+    want = _full(capsys, derive, fixture_state, sids)
+    assert _answers(capsys, fixture_state, sids) == want  # the index made
+    path = citeindex.index_path(fixture_state / "memory")
+    before = path.stat()
+    real = fsutil.md_file_stats
+
+    def failing(top, prefix=""):
+        if Path(top).name == "sources":
+            raise OSError(errno.EIO, "Input/output error", str(top))
+        return real(top, prefix)
+
+    monkeypatch.setattr(citeindex, "md_file_stats", failing)
+    assert citeindex.stamps_now(fixture_state / "memory") is None
+    parses = _Parses(monkeypatch)
+    assert _answers(capsys, fixture_state, sids) == want
+    assert parses.calls >= 1
+    after = path.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)

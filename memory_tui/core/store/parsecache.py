@@ -29,13 +29,11 @@ only costs time.
 
 from __future__ import annotations
 
-import errno
 import dataclasses
 import hashlib
 import os
 import posixpath
 import shutil
-import stat as stat_mod
 import threading
 import time
 from functools import lru_cache
@@ -45,7 +43,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ..format.fastdata import bulk
-from ..fsutil import replace_cache_file
+from ..fsutil import md_file_stats, replace_cache_file
 from ..format.paths import Layout
 from ..cache import envelope
 from ..cache.stamp import NO_STAMP, RACY_NS, SIZE, Stamp, is_racy, is_stamp, stamp_of, stamp_racy  # noqa: F401 (re-exported)
@@ -812,47 +810,15 @@ def drop(memory_root: Path | str) -> None:
     forget_in_process()
 
 
-_IGNORED_ERRNOS = frozenset((errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP))  # pathlib's _ignore_error
-
-
 def topic_stats(topics_dir: Path) -> dict[str, StatKey]:
     """topics-relative path -> stat key of each topic file (``topic_file_stats``)."""
     return {rel: stat_key(st) for rel, st in topic_file_stats(topics_dir).items()}
 
 
 def topic_file_stats(topics_dir: Path) -> dict[str, os.stat_result]:
-    """topics-relative path -> ``stat`` of each file ``topics_dir.rglob("*.md")`` lists that
-    ``Path.stat()`` (symlinks followed) finds regular — the topic files — by the same walk
-    (every real directory, a symlinked one neither entered; every entry whose name ends in
-    ``.md``) with ``os.scandir`` and strings instead of a dozen pathlib objects per file.
-    In walk order, not ``sorted`` order."""
-    out: dict[str, os.stat_result] = {}
-    stack = [(os.fspath(topics_dir), "")]
-    while stack:
-        directory, rel = stack.pop()
-        try:
-            with os.scandir(directory) as it:
-                entries = list(it)
-        except PermissionError:  # what rglob skips; anything else it raises
-            continue
-        for entry in entries:
-            name = entry.name
-            try:
-                is_dir = entry.is_dir()
-            except OSError as e:
-                if e.errno not in _IGNORED_ERRNOS:
-                    raise
-                is_dir = False
-            if is_dir and not entry.is_symlink():
-                stack.append((entry.path, rel + name + "/"))
-            if name.endswith(".md"):
-                try:
-                    st = os.stat(entry.path)
-                except OSError:
-                    continue
-                if stat_mod.S_ISREG(st.st_mode):
-                    out[rel + name] = st
-    return out
+    """topics-relative path -> ``stat`` of each topic file: the ``*.md`` files
+    ``topics_dir.rglob("*.md")`` lists that are regular (``fsutil.md_file_stats``)."""
+    return md_file_stats(topics_dir)
 
 
 def load_tree(memory_root: Path | str, *, persist: bool = False) -> tuple[Any, Any]:
