@@ -148,16 +148,15 @@ def kept_counts_of(summary: SessionSummary, citations: Any) -> dict[str, int]:
     turn without this workspace's mark is kept without a mark."""
     kept = dropped = unmarked = 0
     if getattr(citations, "known", False):
-        sid = summary.session_id
-        cited = citations.cited
+        cited = citations.cited_nodes(summary.session_id)
         mine = frozenset(summary.mine)
         for nid in summary.node_ids:
             if nid in mine:
-                if cited(sid, nid):
+                if nid in cited:
                     kept += 1
                 else:
                     dropped += 1
-            elif cited(sid, nid):
+            elif nid in cited:
                 unmarked += 1
     return {"kept": kept, "dropped": dropped, "unmarked_kept": unmarked}
 
@@ -167,9 +166,8 @@ def drift_count_of(summary: SessionSummary, citations: Any) -> int:
     where the marks and the citations disagree (pending yet cited, or done yet cited by none)."""
     if not getattr(citations, "known", False):
         return 0
-    sid = summary.session_id
-    cited = citations.cited
-    return sum(1 for nid, _tips, _file, _mark, pending in summary.live if pending == cited(sid, nid))
+    cited = citations.cited_nodes(summary.session_id)
+    return sum(1 for nid, _tips, _file, _mark, pending in summary.live if pending == (nid in cited))
 
 
 def status_row(summary: SessionSummary, ctx: Any, citations: Any) -> dict[str, Any]:

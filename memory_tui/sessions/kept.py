@@ -87,6 +87,7 @@ class Citations:
             if memory_id not in bucket:
                 bucket[memory_id] = (topic_path, line, source_id)
         self._raw = by_node
+        self._by_session: dict[str, set[str]] | None = None  # ``cited_nodes``, made on first use
         self._by_node: dict[tuple[str, str], tuple[CitingRecord, ...]] = {}
         self._frame = frame
         self.memory_rel = memory_rel
@@ -109,10 +110,13 @@ class Citations:
                      scoped: bool = True) -> "Citations":
         """From the per-session index's entries (``citeindex.Entry`` by session id): citations
         that know exactly those sessions (every session when not ``scoped``)."""
-        refs = [(src, mid, path, line) for groups, _frames in entries.values() for _nid, cites in groups
-                for mid, path, line, src in cites]
         frames = {src: (path, line) for _groups, fr in entries.values() for src, path, line in fr}
-        return cls(refs, frames.get, memory_rel, sessions=entries.keys() if scoped else None)
+        out = cls((), frames.get, memory_rel, sessions=entries.keys() if scoped else None)
+        # the entries hold ``_raw``'s grouping already (``citeindex.entries_of``): taken as it is,
+        # not flattened into refs and grouped again
+        out._raw = {(sid, nid): {mid: (path, line, src) for mid, path, line, src in cites}
+                    for sid, (groups, _frames) in entries.items() for nid, cites in groups}
+        return out
 
     def session_answers(self, session_id: str, node_ids: Iterable[str]) -> tuple:
         """Everything these citations say about ``session_id``'s turns ``node_ids`` (and every
@@ -147,6 +151,20 @@ class Citations:
         if self.sessions is not None:
             self._scope(session_id)
         return (session_id, node_id) in self._raw
+
+    def cited_nodes(self, session_id: str) -> frozenset[str] | set[str]:
+        """The node ids of ``session_id`` that some record cites (``cited`` of each, at once)."""
+        if self.sessions is not None:
+            self._scope(session_id)
+        by = self._by_session
+        if by is None:
+            by = self._by_session = {}
+            for sid, nid in self._raw:
+                bucket = by.get(sid)
+                if bucket is None:
+                    bucket = by[sid] = set()
+                bucket.add(nid)
+        return by.get(session_id, frozenset())
 
     def frame(self, session_id: str, node_id: str) -> tuple[str, int] | None:
         if self.sessions is not None:

@@ -141,22 +141,17 @@ def test_an_index_of_the_previous_row_shape_is_a_miss(fixture_state, tmp_path):
 
 def test_the_drift_count_is_the_live_turns_drift(fixture_state):
     """``status``'s drift figure and ``why --drift``'s list come from the same live turns."""
-    from memory_tui.sessions.kept import drift_of
-
-    class Cites:
-        known = True
-
-        def cited(self, sid, nid):  # every other turn cited: both kinds of disagreement occur
-            return hash((sid, nid)) % 2 == 0
-
-        def of(self, sid, nid):
-            return ()
+    from memory_tui.sessions.kept import Citations, drift_of, kept_counts, kept_states
 
     snap = load_sessions(fixture_state)
+    # every other node cited, whether marked or not: both kinds of disagreement occur
+    cites = Citations([(f"openprogram/{sid}/{nid}", f"m{i}", "topics/x.md", i)
+                       for sid, s in snap.sessions.items() for i, nid in enumerate(s.nodes) if i % 2 == 0])
     checked = 0
     for sid, s in snap.sessions.items():
         summary = scache.summarize_session(s, analyze_session(s, WID, 2000, COUNTER), WID)
-        assert scache.drift_count_of(summary, Cites()) == len(drift_of(sid, summary.live, Cites()).items)
+        assert scache.drift_count_of(summary, cites) == len(drift_of(sid, summary.live, cites).items)
+        assert scache.kept_counts_of(summary, cites) == kept_counts(kept_states(s, cites, WID))
         checked += bool(summary.live)
     assert checked
 
