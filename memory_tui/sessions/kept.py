@@ -86,8 +86,9 @@ class Citations:
                 bucket = by_node[key] = {}
             if memory_id not in bucket:
                 bucket[memory_id] = (topic_path, line, source_id)
-        self._raw = by_node
-        self._by_session: dict[str, set[str]] | None = None  # ``cited_nodes``, made on first use
+        self._grouped: dict[tuple[str, str], dict[str, tuple[str, int, str]]] | None = by_node
+        self._entries: Mapping[str, tuple[tuple, tuple]] | None = None  # ``from_entries``: grouped on first use
+        self._by_session: dict[str, set[str]] | frozenset | None = None  # ``cited_nodes``, made on first use
         self._by_node: dict[tuple[str, str], tuple[CitingRecord, ...]] = {}
         self._frame = frame
         self.memory_rel = memory_rel
@@ -112,11 +113,22 @@ class Citations:
         that know exactly those sessions (every session when not ``scoped``)."""
         frames = {src: (path, line) for _groups, fr in entries.values() for src, path, line in fr}
         out = cls((), frames.get, memory_rel, sessions=entries.keys() if scoped else None)
-        # the entries hold ``_raw``'s grouping already (``citeindex.entries_of``): taken as it is,
-        # not flattened into refs and grouped again
-        out._raw = {(sid, nid): {mid: (path, line, src) for mid, path, line, src in cites}
-                    for sid, (groups, _frames) in entries.items() for nid, cites in groups}
+        # The entries hold ``_raw``'s grouping already (``citeindex.entries_of``): taken as it
+        # is, when first asked for, not flattened into refs and grouped again. ``status`` asks
+        # only which nodes are cited, which the entries answer without it.
+        out._grouped, out._entries = None, entries
         return out
+
+    @property
+    def _raw(self) -> dict[tuple[str, str], dict[str, tuple[str, int, str]]]:
+        """(session, node) -> {citing memory id: (topic path, line, source id)}, first citation
+        of each record, in the records' order."""
+        grouped = self._grouped
+        if grouped is None:
+            grouped = self._grouped = {
+                (sid, nid): {mid: (path, line, src) for mid, path, line, src in cites}
+                for sid, (groups, _frames) in (self._entries or {}).items() for nid, cites in groups}
+        return grouped
 
     def session_answers(self, session_id: str, node_ids: Iterable[str]) -> tuple:
         """Everything these citations say about ``session_id``'s turns ``node_ids`` (and every
@@ -158,12 +170,16 @@ class Citations:
             self._scope(session_id)
         by = self._by_session
         if by is None:
-            by = self._by_session = {}
-            for sid, nid in self._raw:
-                bucket = by.get(sid)
-                if bucket is None:
-                    bucket = by[sid] = set()
-                bucket.add(nid)
+            if self._grouped is None and self._entries is not None:
+                by = {sid: {nid for nid, _cites in groups} for sid, (groups, _frames) in self._entries.items()}
+            else:
+                by = {}
+                for sid, nid in self._raw:
+                    bucket = by.get(sid)
+                    if bucket is None:
+                        bucket = by[sid] = set()
+                    bucket.add(nid)
+            self._by_session = by
         return by.get(session_id, frozenset())
 
     def frame(self, session_id: str, node_id: str) -> tuple[str, int] | None:
