@@ -811,14 +811,9 @@ def drop(memory_root: Path | str) -> None:
 
 
 def topic_stats(topics_dir: Path) -> dict[str, StatKey]:
-    """topics-relative path -> stat key of each topic file (``topic_file_stats``)."""
-    return {rel: stat_key(st) for rel, st in topic_file_stats(topics_dir).items()}
-
-
-def topic_file_stats(topics_dir: Path) -> dict[str, os.stat_result]:
-    """topics-relative path -> ``stat`` of each topic file: the ``*.md`` files
-    ``topics_dir.rglob("*.md")`` lists that are regular (``fsutil.md_file_stats``)."""
-    return md_file_stats(topics_dir)
+    """topics-relative path -> stat key of each topic file (the regular ``*.md`` files
+    ``topics_dir.rglob("*.md")`` lists: ``fsutil.md_file_stats``)."""
+    return {rel: stat_key(st) for rel, st in md_file_stats(topics_dir).items()}
 
 
 def load_tree(memory_root: Path | str, *, persist: bool = False) -> tuple[Any, Any]:

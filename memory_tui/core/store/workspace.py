@@ -33,7 +33,8 @@ from .viewcache import view_cache_for
 from ..format.views import ViewMismatch, compare_views, core_injection, special_token_problems
 from ..cache.stamp import is_racy, stamp_of
 from ..format.sources import proven
-from .parsecache import deps_signature, stat_key, store_for, topic_deps, topic_file_stats
+from ..fsutil import md_file_stats
+from .parsecache import deps_signature, stat_key, store_for, topic_deps
 
 EMPTY_REVISION = hashlib.sha256(b"").hexdigest()[:32]
 RUNTIME_KEYS = ("creation_order", "write_commits_since_global", "local_batches", "local_tokens", "last_global_at")
@@ -612,7 +613,7 @@ def _topic_files(topics_dir: Path) -> dict[str, tuple[FileStamp, os.stat_result]
     ``sorted(Path)`` order: by path parts, which is not the order of the strings."""
     if not topics_dir.is_dir():
         return {}
-    found = topic_file_stats(topics_dir)
+    found = md_file_stats(topics_dir)
     return {rel: (FileStamp.of(found[rel]), found[rel]) for rel in sorted(found, key=_path_parts)}
 
 
