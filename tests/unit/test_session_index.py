@@ -218,18 +218,6 @@ def test_keys_follow_every_stamp_field_and_the_racy_rule(fixture_state, tmp_path
     assert store.session_content_key(sid, sdir, fixture_state, {}, False) != seen[-1]  # the registry is in it
 
 
-def test_keys_taken_on_threads_equal_the_serial_ones(fixture_state, monkeypatch):
-    from memory_tui.sessions.store import discover
-
-    _age(fixture_state / "sessions")
-    found, registry, registry_ok, _problems = discover(fixture_state)
-    monkeypatch.setattr(scache, "THREADED_MIN_SESSIONS", 1)
-    serial = scache._keys_of(found, fixture_state, registry, registry_ok, threads=1)
-    threaded = scache._keys_of(found, fixture_state, registry, registry_ok, threads=3)
-    assert list(threaded.items()) == list(serial.items()) and all(serial.values())
-    assert scache.content_keys(fixture_state) == serial
-
-
 def test_a_live_turn_of_the_wrong_shape_makes_the_entry_a_miss():
     """The live turns are checked column by column: every wrong field is still caught."""
     good = (("n1", ("t1", "t2"), "history/n1.json", None, True), ("n2", (), "history/n2.json", {"w": 1}, False))
