@@ -184,13 +184,11 @@ class Lineages:
             return None
         hit = self._cache.get(session_id)
         if hit is None:
-            session = self._sessions.get(session_id)
+            # sessions read on demand: their shape, from the shape table (unchanged node files
+            # are not read again)
+            session = self._sessions.shape_of(session_id) if self._shape else self._sessions.get(session_id)
             if session is None:
                 return None
-            if self._shape:
-                from memory_tui.sessions.ondemand import shape
-
-                session = shape(session)
             hit = self._cache[session_id] = SessionLineage(session)
         return hit
 

@@ -78,6 +78,20 @@ class OnDemandSessions(abc.Mapping):
                 self._held.popitem(last=False)
         return session
 
+    def shape_of(self, sid: Any) -> Session | None:
+        """The :func:`shape` of session ``sid`` (``None`` when it is not one of these or has
+        left the disk), from the shape table (``shapes``): its unchanged files are not read.
+        Not held: a reader that keeps shapes keeps its own."""
+        if sid not in self._known:
+            return None
+        sdir = self._found.get(sid) if self._found is not None else None
+        if sdir is None or not is_session_dir(sdir):
+            session = self.get(sid)
+            return None if session is None else shape(session)
+        from .shapes import load_shape
+
+        return load_shape(self._state, sid, sdir, self._registry, self._registry_ok)
+
     def __contains__(self, sid: Any) -> bool:
         return sid in self._known
 

@@ -1,0 +1,182 @@
+"""The sessions' shape table (``sessions.shapes``): a session's shape from its unchanged node
+files' stamps, never an answer other than the shape of a full read."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from memory_tui.core import switches
+from memory_tui.sessions import shapes, store
+from memory_tui.sessions.ondemand import shape
+from memory_tui.sessions.store import discover, load_session_dir, load_sessions
+from test_sessions_helpers import ROOT, make_session, node, turn
+
+
+def _age(top: Path) -> None:
+    t = time.time_ns() - 3_600 * 10**9
+    for p in [top, *top.rglob("*")]:
+        os.utime(p, ns=(t, t), follow_symlinks=False)
+    time.sleep(0.15)  # utime moved every ctime: let it leave the racy window
+
+
+def _state(tmp_path: Path) -> Path:
+    """Two sessions with what a shape must carry exactly: a fork, owner metadata shared by
+    several turns, nested metadata, a corrupt node file, a node with problems, a commit."""
+    state = tmp_path / "state"
+    nested = {"speaker_kind": "owner", "memory_written_scriptorium": "w-1", "tags": ["a", {"b": 1.5}, -0.0]}
+    nodes = [ROOT, *turn("u1", 1, "ROOT"), *turn("u2", 3, "u1_reply"),
+             node("u3", 5, pred="u1_reply", caller="u1_reply", extra_meta=nested),
+             node("u4", 6, pred="u3", caller="u3", extra_meta=nested)]
+    sdir = make_session(state, "s1", nodes, {"head_id": "u2_reply", "title": "first"})
+    (sdir / "history" / "0009-u-bad.json").write_text('{"id": "bad",\n  "seq": 9,,}', encoding="utf-8")
+    (sdir / "history" / "0010-u-c.json").write_text('{"id": "c", "seq": "10", "role": "user", "metadata": 5}',
+                                                    encoding="utf-8")
+    commits = sdir / "context" / "commits"
+    commits.mkdir(parents=True)
+    (commits / "c1.json").write_text(json.dumps({"id": "c1", "head_node_id": "u2_reply", "commit_parents": []}))
+    make_session(state, "s2", [ROOT, *turn("v1", 1, "ROOT")], {"head_id": "v1_reply"})
+    _age(state / "sessions")
+    return state
+
+
+def _shapes(state: Path) -> dict[str, store.Session]:
+    found, registry, registry_ok, _problems = discover(state)
+    return {sid: shapes.load_shape(state, sid, sdir, registry, registry_ok) for sid, sdir in found}
+
+
+def _full_shapes(state: Path) -> dict[str, store.Session]:
+    return {sid: shape(s) for sid, s in load_sessions(state).sessions.items()}
+
+
+def _count_reads(monkeypatch) -> list[str]:
+    read: list[str] = []
+    real = store.read_json
+
+    def counting(path, rel):
+        read.append(rel)
+        return real(path, rel)
+
+    monkeypatch.setattr(store, "read_json", counting)
+    return read
+
+
+def test_a_shape_from_the_table_is_the_shape_of_a_full_read_and_reads_no_unchanged_file(tmp_path, monkeypatch):
+    state = _state(tmp_path)
+    first = _shapes(state)
+    assert first == _full_shapes(state)
+    s1 = first["s1"]
+    assert s1.problems and s1.unreadable and s1.nodes["u3"].metadata["tags"] == ("a", {"b": 1.5}, -0.0)
+    assert all(n.input is None and n.output is None for n in s1.nodes.values())
+    # one file per session
+    assert sorted(p.suffix for p in shapes.state_dir_of(state).iterdir()) == [".shape", ".shape"]
+    read = _count_reads(monkeypatch)
+    again = _shapes(state)
+    assert again == first
+    # no file of a session is parsed again, the corrupt one included (its problems are kept
+    # with its stamp); only discovery's registry files are read
+    assert [r for r in read if r.startswith(("sessions/s1/", "sessions/s2/"))] == []
+    assert read
+    # turns with equal flat metadata share one object, as a full read makes them
+    full = load_sessions(state).sessions["s1"].nodes
+    assert full["u1"].metadata is full["u2"].metadata
+    assert again["s1"].nodes["u1"].metadata is again["s1"].nodes["u2"].metadata
+
+
+def test_a_node_rewritten_in_place_with_its_old_mtime_is_read_again(tmp_path, monkeypatch):
+    """Same size and inode, the mtime put back: only the ctime moved, and it is in the stamp."""
+    state = _state(tmp_path)
+    _shapes(state)
+    path = next((state / "sessions" / "s1" / "history").glob("*-u3.json"))
+    st = path.stat()
+    raw = path.read_bytes()
+    assert raw.count(b'"owner"') == 1
+    path.write_bytes(raw.replace(b'"owner"', b'"owneR"'))  # same size, same inode
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_size, after.st_ino, after.st_mtime_ns) == (st.st_size, st.st_ino, st.st_mtime_ns)
+    time.sleep(0.15)
+    read = _count_reads(monkeypatch)
+    got = _shapes(state)
+    assert got == _full_shapes(state)
+    assert got["s1"].nodes["u3"].metadata["speaker_kind"] == "owneR"
+    assert "sessions/s1/history/" + path.name in read
+
+
+def test_a_damaged_or_foreign_table_is_a_miss_never_an_answer(tmp_path):
+    state = _state(tmp_path)
+    _shapes(state)
+    files = sorted(shapes.state_dir_of(state).iterdir())
+    raw = bytearray(files[0].read_bytes())
+    raw[len(raw) // 2] ^= 0x40
+    files[0].write_bytes(bytes(raw))
+    files[1].write_bytes(files[1].read_bytes()[:-7])
+    assert _shapes(state) == _full_shapes(state)
+    # another state's table copied under this state's name: its head names the other state
+    other = tmp_path / "other"
+    import shutil
+
+    shutil.copytree(state, other, symlinks=True)
+    _age(other / "sessions")
+    _shapes(other)
+    for name in os.listdir(shapes.state_dir_of(other)):
+        shutil.copy(shapes.state_dir_of(other) / name, shapes.state_dir_of(state) / name)
+    (state / "sessions" / "s2" / "history" / "0001-u-v1.json").unlink()
+    time.sleep(0.15)
+    assert _shapes(state) == _full_shapes(state)
+
+
+def test_a_symlinked_table_folder_is_never_written_through(tmp_path):
+    state = _state(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    folder = shapes.state_dir_of(state)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    folder.symlink_to(elsewhere, target_is_directory=True)
+    assert _shapes(state) == _full_shapes(state)
+    assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.parametrize("mode", ["full", "check"])
+def test_the_full_and_check_modes(tmp_path, monkeypatch, mode):
+    state = _state(tmp_path)
+    _shapes(state)
+    monkeypatch.setenv(switches.DERIVE_ENV, mode)
+    switches.reload()
+    read = _count_reads(monkeypatch)
+    assert _shapes(state) == _full_shapes(state)
+    # every node file read by the shapes, and once more by the full load they are compared with
+    assert len([r for r in read if "/history/" in r]) == 2 * len(list((state / "sessions").glob("*/history/*.json")))
+
+
+def test_check_mode_catches_a_table_that_lies(tmp_path, monkeypatch):
+    """A table whose stamps match but whose parse differs (what a bug in the table would give)
+    is caught by ``check``, not returned."""
+    state = _state(tmp_path)
+    _shapes(state)
+    real = shapes._read
+
+    def lying(st, sid):
+        files = real(st, sid)
+        return {rel: store._CachedFile(c.fingerprint, store.Node(*(
+            ("forged" if f == "role" else getattr(c.result, f)) for f in store.Node.__slots__)), c.problems)
+            if type(c.result) is store.Node else c for rel, c in files.items()}
+
+    monkeypatch.setattr(shapes, "_read", lying)
+    assert _shapes(state) != _full_shapes(state)  # incremental: the lie goes through
+    monkeypatch.setenv(switches.DERIVE_ENV, "check")
+    switches.reload()
+    with pytest.raises(switches.IncrementalMismatch):
+        _shapes(state)
+
+
+def test_prune_deletes_the_tables_of_sessions_gone(tmp_path):
+    state = _state(tmp_path)
+    _shapes(state)
+    assert shapes.prune(state, ["s1"]) == 1
+    assert len(list(shapes.state_dir_of(state).iterdir())) == 1
+    assert shapes.prune(state, ["s1"]) == 0
