@@ -7,6 +7,8 @@ import json
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memory_tui.cli import main
 from memory_tui.core.format.text import json_safe, sanitize
@@ -105,3 +107,28 @@ def test_app_view_models_carry_no_raw_sequence(tmp_path, cls):
     for vm in model.topics:  # tree labels and the detail title come from path and title
         for text in (vm.path, vm.title, *(p.message for p in vm.problems), *(p.message for p in vm.warnings), vm.raw):
             assert _clean_text(text), repr(text)
+
+
+def _sanitize_every_pass(text: str) -> str:
+    """``sanitize`` without its fast path: every pass run whatever the text holds."""
+    from memory_tui.core.format import text as mod
+
+    if not text:
+        return text
+    text = mod._ESCAPES.sub("", text)
+    text = mod._CONTROLS.sub("", text.replace("\r\n", "\n"))
+    text = mod._LINE_BREAKS.sub("\n", text)
+    return mod._INVISIBLE.sub("", text)
+
+
+_NEAR = "".join(PAYLOADS.values()) + "\r\n\t ab\u00e9\u200c\u200d\u4e2d\U0001f600\\[]"
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=st.sampled_from(_NEAR), max_size=40) | st.text(max_size=40))
+def test_the_fast_path_answers_as_every_pass_would(text):
+    """Text holding none of the characters the passes act on is returned by one scan: for any
+    text, the answer is the one every pass gives, and a text left alone is clean."""
+    got = sanitize(text)
+    assert got == _sanitize_every_pass(text)
+    assert _clean_text(got)

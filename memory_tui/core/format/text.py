@@ -22,6 +22,10 @@ _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 INVISIBLE = "\u061c\u200b\u200e\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff"
 _INVISIBLE = re.compile(f"[{INVISIBLE}]")
 _LINE_BREAKS = re.compile("[\u2028\u2029\u0085]")
+# Every character any of the passes below acts on (an escape sequence starts with ESC or an
+# 8-bit introducer, both controls; U+0085 is a C1 control): text holding none is returned as
+# it is, after one scan instead of five (most record text, ~140 000 strings per app load).
+_ANY = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029{INVISIBLE}]")
 # Characters json.dumps(ensure_ascii=False) leaves raw that a terminal would act on.
 _JSON_RAW = re.compile(f"[\x7f-\x9f{INVISIBLE}\u2028\u2029]")
 
@@ -30,7 +34,7 @@ def sanitize(text: str) -> str:
     """The one sanitiser for text that reaches a terminal: removes terminal escape sequences
     (CSI, OSC incl. OSC 52 / OSC 8 / title changes, DCS, ...), C0/C1 controls except TAB and LF,
     bidi controls and zero-width characters; U+2028/U+2029 become line feeds."""
-    if not text:
+    if not text or _ANY.search(text) is None:
         return text
     text = _ESCAPES.sub("", text)
     text = _CONTROLS.sub("", text.replace("\r\n", "\n"))
