@@ -410,9 +410,9 @@ def rel_path(path: Path, state_dir: Path) -> str:
         return path.as_posix()
 
 
-def _fingerprint(path: Path) -> Fingerprint | None:
+def _fingerprint(path: Path | str) -> Fingerprint | None:
     try:
-        st = path.stat()
+        st = os.stat(path)
     except OSError:
         return None
     return stamp_of(st)
@@ -630,7 +630,7 @@ def discover(state_dir: Path) -> tuple[list[tuple[str, Path]], dict[str, Any], b
 
 
 def _cached_read(
-    path: Path,
+    path: Path | str,
     rel: str,
     parse: Any,
     previous: Mapping[str, _CachedFile],
@@ -646,6 +646,7 @@ def _cached_read(
     if fp is not None and old is not None and old.fingerprint == fp:
         cache_out[key] = old
         return old.result, old.problems
+    path = Path(path)  # a hit needs only the stat; a Path per node file is made on a miss
     data, problems = read_json(path, rel)
     result = None
     if data is not None or not problems:
@@ -760,8 +761,9 @@ def _read_history(sdir: Path, srel: str, previous: Mapping[str, _CachedFile], ca
         return parse_node(data, path, rel, shared)
 
     unreadable: list[UnreadableNode] = []
+    where = str(hist)
     for name in names:
-        node, node_problems = _cached_read(hist / name, f"{srel}/history/{name}", parse, previous, cache_out)
+        node, node_problems = _cached_read(f"{where}/{name}", f"{srel}/history/{name}", parse, previous, cache_out)
         problems.extend(node_problems)
         if node is not None:
             parsed.append(node)
