@@ -166,8 +166,10 @@ def shape(session: Session) -> Session:
 
     from .store import Node
 
-    nodes = {nid: Node(n.id, n.seq, n.role, n.name, None, None, n.caller, n.predecessor, n.reads, n.metadata,
-                       n.created_at, n.file)
+    # a node without words is its own shape (those the shape table gives back): not copied
+    nodes = {nid: n if n.input is None and n.output is None else
+             Node(n.id, n.seq, n.role, n.name, None, None, n.caller, n.predecessor, n.reads, n.metadata, n.created_at,
+                  n.file)
              for nid, n in session.nodes.items()}
     return replace(session, nodes=MappingProxyType(nodes))
 
