@@ -25,6 +25,7 @@ from typing import Any, Iterator, Mapping
 
 from memory_tui.core.format.errors import Problem
 
+from .shapes import load_shape, problem_of_json, shape
 from .store import (
     Session, SessionSnapshot, _freeze, discover, is_session_dir, load_session_dir, load_sessions, sessions_root,
 )
@@ -88,8 +89,6 @@ class OnDemandSessions(abc.Mapping):
         if sdir is None or not is_session_dir(sdir):
             session = self.get(sid)
             return None if session is None else shape(session)
-        from .shapes import load_shape
-
         return load_shape(self._state, sid, sdir, self._registry, self._registry_ok)
 
     def __contains__(self, sid: Any) -> bool:
@@ -105,12 +104,6 @@ class OnDemandSessions(abc.Mapping):
         """The ids of the sessions held now, oldest first."""
         with self._lock:
             return tuple(self._held)
-
-
-def problem_of_json(data: Mapping[str, Any]) -> Problem:
-    """The :class:`Problem` that ``Problem.to_json`` wrote ``data`` from."""
-    return Problem(data["code"], data["message"], data.get("path"), data.get("line"), data.get("column"),
-                   dict(data.get("details") or {}))
 
 
 @dataclass(frozen=True)
@@ -155,23 +148,6 @@ def full_snapshot(snapshot: SessionSnapshot) -> SessionSnapshot:
     if isinstance(snapshot, SummarySnapshot):
         return load_sessions(snapshot.state_dir)
     return snapshot
-
-
-def shape(session: Session) -> Session:
-    """``session`` without its turns' words: every node with its ``input`` and ``output``
-    left out, all else as read (ids, predecessors, seq, role, caller, metadata). What walks
-    the conversation's shape (lineages, chains, forks) reads is all there; a reader that
-    keeps many sessions' lineages at once keeps this, not every turn's text."""
-    from dataclasses import replace
-
-    from .store import Node
-
-    # a node without words is its own shape (those the shape table gives back): not copied
-    nodes = {nid: n if n.input is None and n.output is None else
-             Node(n.id, n.seq, n.role, n.name, None, None, n.caller, n.predecessor, n.reads, n.metadata, n.created_at,
-                  n.file)
-             for nid, n in session.nodes.items()}
-    return replace(session, nodes=MappingProxyType(nodes))
 
 
 def is_on_demand(snapshot: SessionSnapshot | None) -> bool:

@@ -27,15 +27,17 @@ from __future__ import annotations
 
 import hashlib
 import os
+from dataclasses import replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
 from memory_tui.core import switches as switches_mod
 from memory_tui.core.cache import envelope
 from memory_tui.core.cache.registry import keeps
 from memory_tui.core.fsutil import user_cache_dir
+from memory_tui.core.format.errors import Problem
 
-from .ondemand import problem_of_json, shape
 from .store import Node, Session, _CachedFile, _freeze, _freeze_metadata, _intern, _intern_short, load_session_dir, thaw
 
 KIND = "session-shape"
@@ -50,6 +52,25 @@ SUFFIX = ".shape"
 #   kind "m": a mapping (meta.json, a commit), value its plain JSON
 #   kind "-": nothing parsed (value None)
 _NODE, _MAP, _NONE = "n", "m", "-"
+
+
+def shape(session: Session) -> Session:
+    """``session`` without its turns' words: every node with its ``input`` and ``output``
+    left out, all else as read (ids, predecessors, seq, role, caller, metadata). What walks
+    the conversation's shape (lineages, chains, forks) reads is all there; a reader that
+    keeps many sessions' lineages at once keeps this, not every turn's text."""
+    # a node without words is its own shape (those the shape table gives back): not copied
+    nodes = {nid: n if n.input is None and n.output is None else
+             Node(n.id, n.seq, n.role, n.name, None, None, n.caller, n.predecessor, n.reads, n.metadata, n.created_at,
+                  n.file)
+             for nid, n in session.nodes.items()}
+    return replace(session, nodes=MappingProxyType(nodes))
+
+
+def problem_of_json(data: Mapping[str, Any]) -> Problem:
+    """The :class:`Problem` that ``Problem.to_json`` wrote ``data`` from."""
+    return Problem(data["code"], data["message"], data.get("path"), data.get("line"), data.get("column"),
+                   dict(data.get("details") or {}))
 
 
 def _digest(text: str) -> str:
@@ -188,4 +209,4 @@ def prune(state_dir: Path, sids: Iterable[str]) -> int:
     return gone
 
 
-__all__ = ["FORMAT", "KIND", "VERSION", "code_tag", "load_shape", "prune", "state_dir_of"]
+__all__ = ["FORMAT", "KIND", "VERSION", "code_tag", "load_shape", "problem_of_json", "prune", "shape", "state_dir_of"]

@@ -12,7 +12,7 @@ import pytest
 
 from memory_tui.core import switches
 from memory_tui.sessions import shapes, store
-from memory_tui.sessions.ondemand import shape
+from memory_tui.sessions.shapes import shape
 from memory_tui.sessions.store import discover, load_session_dir, load_sessions
 from test_sessions_helpers import ROOT, make_session, node, turn
 
