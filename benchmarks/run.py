@@ -364,6 +364,15 @@ def _user_cache() -> Path:
 
 
 @contextlib.contextmanager
+def _app_caches(state: Path) -> dict[str, str]:
+    """The user-cache folders an app start reads and the next start finds as this one left
+    them (kept next to the state): the sessions' index, the outline, the readers' parse copy
+    and the session shapes."""
+    return {name: str(state.parent / f"{prefix}-cache-{state.name}")
+            for name, prefix in (("sessions", "session"), ("outline", "outline"), ("parse", "parse"),
+                                 ("session-shapes", "shapes"))}
+
+
 def _cache_root(**folders: str | None):
     """``MEMORY_TUI_CACHE_DIR`` for the children started inside: a temporary root holding, per
     named cache (``sessions``, ``outline``, ``layouts``, ``overviews``), the folder given (a
@@ -531,13 +540,11 @@ def measure(row: str, state: Path, runs: int, app_cache: dict, prep=None) -> tup
                 out.append(_child(CHILD_APP, state, TOPIC, 0)["paint"])
         return out, "s"
     if row == "app_key_latency":
-        with _cache_root(sessions=str(state.parent / f"session-cache-{state.name}"),
-                         outline=str(state.parent / f"outline-cache-{state.name}")):
+        with _cache_root(**_app_caches(state)):
             return [_worst_key(_child(CHILD_APP, state, TOPIC, 0, "keys")) for _ in range(runs)], "s"
     if row in ("app_first_paint", "app_model", "app_loaded", "app_reload_one_file", "app_peak_rss"):
         if "results" not in app_cache:
-            with _cache_root(sessions=str(state.parent / f"session-cache-{state.name}"),
-                             outline=str(state.parent / f"outline-cache-{state.name}")):
+            with _cache_root(**_app_caches(state)):
                 # warm: what the previous run left in the caches; a run first fills them
                 # (a new copy's first run is the cold column's, not this one's)
                 _child(CHILD_APP, state, TOPIC, 0)

@@ -132,6 +132,14 @@ class ModelLoading:
             hold_heap()
             self._gc_frozen = True
         self.call_from_thread(self._loaded, seq, model, touched is None, None, probe)
+        if (self.state_dir / "memory").is_dir():
+            # What this load parsed anew (a first start, a changed topic), kept for the next
+            # start in the user cache, as the CLI's reading commands keep theirs: a reader never
+            # writes into the state dir, and without this an owner who only opens the app on a
+            # workspace OpenProgram writes parsed every topic and archive on every start.
+            from memory_tui.core.store import parsecache
+
+            parsecache.keep_for_readers(self.state_dir / "memory")
 
     def _loaded(self, seq: int, model: WorkspaceModel, explicit: bool, loading: str | None = None,
                 probe: LockProbe | None = None) -> None:
