@@ -363,7 +363,6 @@ def _user_cache() -> Path:
     return Path(base)
 
 
-@contextlib.contextmanager
 def _app_caches(state: Path) -> dict[str, str]:
     """The user-cache folders an app start reads and the next start finds as this one left
     them (kept next to the state): the sessions' index, the outline, the readers' parse copy
@@ -373,6 +372,7 @@ def _app_caches(state: Path) -> dict[str, str]:
                                  ("session-shapes", "shapes"))}
 
 
+@contextlib.contextmanager
 def _cache_root(**folders: str | None):
     """``MEMORY_TUI_CACHE_DIR`` for the children started inside: a temporary root holding, per
     named cache (``sessions``, ``outline``, ``layouts``, ``overviews``), the folder given (a
