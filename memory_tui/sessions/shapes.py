@@ -193,6 +193,8 @@ def load_shape(state_dir: Path, sid: str, sdir: Path, registry: Mapping[str, Any
 def prune(state_dir: Path, sids: Iterable[str]) -> int:
     """Delete the shapes of sessions not in ``sids`` (gone from the state); how many."""
     folder = state_dir_of(Path(state_dir))
+    if folder.is_symlink():  # never delete through a link the table did not make
+        return 0
     live = {f"{_digest(sid)}{SUFFIX}" for sid in sids}
     gone = 0
     try:

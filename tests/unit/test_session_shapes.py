@@ -139,6 +139,9 @@ def test_a_symlinked_table_folder_is_never_written_through(tmp_path):
     folder.symlink_to(elsewhere, target_is_directory=True)
     assert _shapes(state) == _full_shapes(state)
     assert list(elsewhere.iterdir()) == []
+    (elsewhere / f"{'0' * 32}.shape").write_bytes(b"someone else's")
+    assert shapes.prune(state, []) == 0  # nor deleted through
+    assert [p.name for p in elsewhere.iterdir()] == [f"{'0' * 32}.shape"]
 
 
 @pytest.mark.parametrize("mode", ["full", "check"])
