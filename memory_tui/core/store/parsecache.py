@@ -151,6 +151,9 @@ DERIVED = ("views", "ids", "refs", "lineids", "defids", "links", "scan", "blinks
 # so a fresh process opens, checks and decodes one file instead of one per topic.
 PACKED = frozenset(("ids", "refs", "lineids", "defids", "links", "scan", "blinks"))
 PACK_SUFFIX = ".pack"
+# Derived kinds a reading process keeps in the readers' copy (one pack each), beside its parses:
+# the Timeline's per-topic parts, which every fresh reader would otherwise derive again.
+READER_DERIVED = ("views",)
 ENTRY_SUFFIX = ".entry"
 # The parses themselves (big): their pack is a marshal pack (``decode_pack``).
 BULK = frozenset(("archives", "topics"))
@@ -282,7 +285,74 @@ class _TopicEntry:
     rows: tuple | None = None  # the stored head (``topic_head``) ``topic`` was made from
 
 
-class ParseStore:
+class _ReadersCopy:
+    """The readers' copy of a :class:`ParseStore` (``reader_dir``: in the user cache, one folder
+    per workspace path and code tag): what reading processes parsed and derived, consulted on
+    a miss in the workspace's own cache and written by readers only, never by ``flush``."""
+
+    def _alt_archive_map(self) -> dict[str, tuple[StatKey, Any]]:
+        if self._alt_archives is None:
+            with bulk():
+                self._alt_archives = _archive_table(self._load_pack("archives", reader_dir(self.memory_root)))
+        return self._alt_archives
+
+    def _alt_topic_map(self) -> dict[str, _TopicEntry]:
+        if self._alt_topics is None:
+            with bulk():
+                self._alt_topics = _topic_table(self._load_pack("topics", reader_dir(self.memory_root)))
+        return self._alt_topics
+
+    def drop_kept_derived(self) -> None:
+        """Let go of the readers' copy's derived tables (read again when asked): once a build
+        has turned them into parts, the parts hold what they said, and the plain rows of every
+        topic would stay alive beside them (tens of MB at scale 4)."""
+        with self.lock:
+            self._alt_derived.clear()
+
+    def _alt_derived_map(self, kind: str) -> dict[str, tuple]:
+        table = self._alt_derived.get(kind)
+        if table is None:
+            with bulk():
+                table = self._alt_derived[kind] = {
+                    rel: body for rel, body in self._load_pack(kind, reader_dir(self.memory_root)).items()
+                    if isinstance(body, tuple) and len(body) >= 2}
+        return table
+
+    def keep_for_readers(self) -> None:
+        """Write what this process parsed (and found fresh) into the readers' copy in the
+        user cache (``reader_dir``), never into the state dir: the next reading process
+        starts from these parses when the workspace's own cache is missing or stale. Only
+        when something was parsed anew; the dirty marks stay for a later :meth:`flush`."""
+        with self.lock:
+            derived = [kind for kind in READER_DERIVED if self._dirty_derived[kind]]
+            if not (self._dirty_archives or self._dirty_topics or derived):
+                return
+            folder = reader_dir(self.memory_root)
+            try:
+                # the cache root may not exist yet (a first run): made like the other user caches
+                folder.parent.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                for level in (folder.parent, folder):
+                    level.mkdir(exist_ok=True, mode=0o700)
+                for name in os.listdir(folder.parent):  # other code's copies are never read
+                    if name != folder.name:
+                        shutil.rmtree(folder.parent / name, ignore_errors=True)
+                self._write_bulk("archives", self._archives or {}, folder)
+                self._write_bulk("topics", self._topics or {}, folder)
+                for kind in READER_DERIVED:
+                    # the copy's entries of the topics that are still here, this process's over them
+                    live = self._topics or {}
+                    table = {rel: body for rel, body in {**self._alt_derived_map(kind), **self._derived_map(kind)}.items()
+                             if rel in live}
+                    _atomic(folder / (kind + PACK_SUFFIX), encode_pack(kind, table))
+                    self._alt_derived.pop(kind, None)  # read again if asked: see drop_kept_derived
+            except OSError:
+                return
+            # what this process holds is now the readers' copy too
+            self._alt_archives = dict(self._archives or {})
+            self._alt_topics = dict(self._topics or {})
+
+
+class ParseStore(_ReadersCopy):
     """The cache of one memory root. Use through :func:`store_for`; thread-safe.
 
     Readers only read it; :meth:`flush` (called by transactions, which write anyway) writes
@@ -305,6 +375,10 @@ class ParseStore:
         # when this cache was missing or stale; consulted on a miss here, never written by flush
         self._alt_archives: dict[str, tuple[StatKey, Any]] | None = None
         self._alt_topics: dict[str, _TopicEntry] | None = None
+        self._alt_derived: dict[str, dict[str, tuple]] = {}  # kinds in READER_DERIVED
+        # rel -> (the parse handed out for it, its sha256, its deps signature): the key of the
+        # values derived from that very parse (``key_of``), as a transaction's tree cache keys them
+        self._handed: dict[str, tuple[Any, str, str]] = {}
 
     # -- reading ------------------------------------------------------------------------
     def _load_pack(self, kind: str, folder: Path | None = None) -> dict[str, Any]:
@@ -348,12 +422,6 @@ class ParseStore:
             self._archives = _archive_table(self._load_kind("archives"))
         return self._archives
 
-    def _alt_archive_map(self) -> dict[str, tuple[StatKey, Any]]:
-        if self._alt_archives is None:
-            with bulk():
-                self._alt_archives = _archive_table(self._load_pack("archives", reader_dir(self.memory_root)))
-        return self._alt_archives
-
     def _archive_hit(self, rel: str, key: StatKey) -> Any:
         """The cached scan of ``rel`` made from exactly ``key``, else ``None`` (the readers'
         copy is asked when this cache has no such entry)."""
@@ -382,12 +450,6 @@ class ParseStore:
         if self._topics is None:
             self._topics = _topic_table(self._load_kind("topics"))
         return self._topics
-
-    def _alt_topic_map(self) -> dict[str, _TopicEntry]:
-        if self._alt_topics is None:
-            with bulk():
-                self._alt_topics = _topic_table(self._load_pack("topics", reader_dir(self.memory_root)))
-        return self._alt_topics
 
     def _topic_of(self, rel: str, hit: _TopicEntry, index: Any) -> Any:
         topic = hit.topic
@@ -457,7 +519,17 @@ class ParseStore:
                     found = self._topic_check(rel, alt, key, index)
                     if found is not None:
                         topics[rel] = alt  # as if read here (a flush may write it here)
+                        hit = alt
+            if found is not None:
+                self._handed[rel] = (found, hit.sha, hit.sig)
             return found
+
+    def key_of(self, topic: Any) -> tuple[str, str] | None:
+        """``(sha256, deps signature)`` of ``topic`` when it is the parse this store handed out
+        last for its path (``topic_for_stat``, ``put_topic``), else ``None``."""
+        with self.lock:
+            known = self._handed.get(topic.path)
+        return None if known is None or known[0] is not topic else (known[1], known[2])
 
     def _topic_check(self, rel: str, hit: _TopicEntry, key: StatKey, index: Any) -> Any:
         if hit.key != key or _racy(key):
@@ -499,6 +571,7 @@ class ParseStore:
         if not topic.ok or topic.path != rel:
             return
         with self.lock:
+            self._handed[rel] = (topic, sha, sig)
             topics = self._topic_map()
             old = topics.get(rel)
             stored_key: StatKey = key if key is not None and not _racy(key) else NO_STAMP
@@ -514,6 +587,7 @@ class ParseStore:
             for rel in [r for r in topics if r not in live]:
                 del topics[rel]
                 self._dirty_topics.add(rel)
+            self._handed = {rel: known for rel, known in self._handed.items() if rel in live}
         self.retain_derived(live)
 
     # -- derived per-file values -----------------------------------------------------------
@@ -527,9 +601,12 @@ class ParseStore:
 
     def derived(self, kind: str, rel: str, key: tuple) -> Any:
         """The value stored for ``topics/<rel>`` under exactly ``key`` (e.g. its sha256 and
-        deps signature), else ``None``."""
+        deps signature), else ``None``; for the kinds readers keep (``READER_DERIVED``), the
+        readers' copy's when this cache has none."""
         with self.lock:
             body = self._derived_map(kind).get(rel)
+            if (body is None or body[:-1] != key) and kind in READER_DERIVED:
+                body = self._alt_derived_map(kind).get(rel)
             if body is None or body[:-1] != key:
                 return None
             return body[-1]
@@ -621,31 +698,6 @@ class ParseStore:
                     os.unlink(os.path.join(folder, name))
                 except FileNotFoundError:
                     pass
-
-    def keep_for_readers(self) -> None:
-        """Write what this process parsed (and found fresh) into the readers' copy in the
-        user cache (``reader_dir``), never into the state dir: the next reading process
-        starts from these parses when the workspace's own cache is missing or stale. Only
-        when something was parsed anew; the dirty marks stay for a later :meth:`flush`."""
-        with self.lock:
-            if not (self._dirty_archives or self._dirty_topics):
-                return
-            folder = reader_dir(self.memory_root)
-            try:
-                # the cache root may not exist yet (a first run): made like the other user caches
-                folder.parent.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-                for level in (folder.parent, folder):
-                    level.mkdir(exist_ok=True, mode=0o700)
-                for name in os.listdir(folder.parent):  # other code's copies are never read
-                    if name != folder.name:
-                        shutil.rmtree(folder.parent / name, ignore_errors=True)
-                self._write_bulk("archives", self._archives or {}, folder)
-                self._write_bulk("topics", self._topics or {}, folder)
-            except OSError:
-                return
-            # what this process holds is now the readers' copy too
-            self._alt_archives = dict(self._archives or {})
-            self._alt_topics = dict(self._topics or {})
 
     def _write_bulk(self, kind: str, table: Mapping[str, Any], folder: Path | None = None) -> None:
         # Entry by entry: only one entry's rows exist at a time, and the file is the blobs

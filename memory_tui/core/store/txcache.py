@@ -37,7 +37,7 @@ from .proofs import CanonicalProofs
 from .revision import PendingRevision, RevisionChain, RevisionJob
 from .treecache import ParsedEntry, TreeCache
 from ..switches import Switches
-from .viewcache import TopicPart, part_from_plain, part_plain, view_cache_for
+from .viewcache import stored_parts, view_cache_for
 from .viewcache import forget_in_process as forget_views
 from .walk import Stamp
 from ..cache.registry import keeps
@@ -141,18 +141,8 @@ class WorkspaceCache:
     def build_views(self, tree: TopicTree, *, switches: Switches, **kwargs):
         """``views.build_views(tree, **kwargs)`` from per-topic parts (``viewcache``): parts of
         topics parsed before come from memory or the parse cache, keyed by bytes + deps."""
-        store = store_for(self.root)
         key_of = self.trees.key_of
-
-        def lookup(topic: Topic) -> TopicPart | None:
-            key = key_of(topic)
-            return part_from_plain(store.derived("views", topic.path, key)) if key is not None else None
-
-        def remember(topic: Topic, part: TopicPart) -> None:
-            key = key_of(topic)
-            if key is not None and topic.ok:
-                store.put_derived("views", topic.path, key, part_plain(part))
-
+        lookup, remember = stored_parts(store_for(self.root), key_of)
         # key_of lets the views start from (and keep) the persisted snapshot
         return view_cache_for(self.root).build(tree, lookup=lookup, store=remember, key_of=key_of, switches=switches,
                                                **kwargs)

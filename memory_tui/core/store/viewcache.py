@@ -109,6 +109,24 @@ def part_from_plain(value: Any) -> TopicPart | None:
     return TopicPart(tuple(TimelineRow(*r) for r in rows), outbound, backlinks)
 
 
+def stored_parts(store: Any, key_of: Callable[[Any], tuple | None]
+                 ) -> tuple[Callable[[Any], TopicPart | None], Callable[[Any, TopicPart], None]]:
+    """``(lookup, remember)`` for :meth:`ViewCache.build`: each topic's part kept in the parse
+    cache ``store`` (its ``derived("views")``) under ``key_of(topic)``, the key of everything the
+    part depends on (the topic's bytes and its deps' signature), or none when it has no key."""
+
+    def lookup(topic: Any) -> TopicPart | None:
+        key = key_of(topic)
+        return part_from_plain(store.derived("views", topic.path, key)) if key is not None else None
+
+    def remember(topic: Any, part: TopicPart) -> None:
+        key = key_of(topic)
+        if key is not None and topic.ok:
+            store.put_derived("views", topic.path, key, part_plain(part))
+
+    return lookup, remember
+
+
 def topic_part(topic: Any, link_for: LinkFor | None) -> TopicPart:
     outbound, backlinks = relation_parts(topic.units)
     return TopicPart(tuple(timeline_rows(topic.units, link_for=link_for)), outbound, backlinks)
@@ -972,4 +990,5 @@ def forget_in_process() -> None:
 
 
 __all__ = ["MAX_CHANGED", "SNAPSHOT_DIR", "Snapshot", "TopicPart", "ViewCache", "ViewsMismatch",
-           "forget_in_process", "part_from_plain", "part_plain", "mode", "snapshot_dir", "topic_part", "view_cache_for"]
+           "forget_in_process", "part_from_plain", "part_plain", "mode", "snapshot_dir", "stored_parts", "topic_part",
+           "view_cache_for"]

@@ -29,7 +29,7 @@ from ..format.errors import CORRUPT_FILE, SPECIAL_TOKEN_TEXT, STATE_NOT_FOUND, W
 from ..format.paths import RUNTIME_NAMES, Layout, is_internal_top, read_workspace_id  # noqa: F401 (re-exported)
 from ..format.tokens import TokenCounter
 from ..switches import Switches, current as current_switches
-from .viewcache import view_cache_for
+from .viewcache import stored_parts, view_cache_for
 from ..format.views import ViewMismatch, compare_views, core_injection, special_token_problems
 from ..cache.stamp import is_racy, stamp_of
 from ..format.sources import proven
@@ -761,8 +761,14 @@ def _derive_views(memory_root: Path, tree: Any, prev: StateView | None, sources:
             if hit is not None and hit[0] is unit:
                 row_cache[id(unit)] = hit
     master = tree.topic("core.md")
+    # each topic's part kept in the parse cache under its parse's key (the readers' copy for a
+    # reading process): a fresh reader derives only the topics no process derived before
+    store = store_for(memory_root)
+    lookup, remember = stored_parts(store, store.key_of)
     views = view_cache_for(memory_root).build(
         tree,
+        lookup=lookup,
+        store=remember,
         parts_out=topic_parts,
         master_text=master.text if master is not None else None,
         trusted_ids=sources.trusted_ids(),
@@ -774,6 +780,7 @@ def _derive_views(memory_root: Path, tree: Any, prev: StateView | None, sources:
         row_cache=row_cache,
         switches=switches,
     )
+    store.drop_kept_derived()
     return views, row_cache, topic_parts
 
 
