@@ -96,6 +96,7 @@ class ModelLoading:
         # topics first, sessions second. A reload that touched no
         # session carries the previous sessions over and needs no second stage.
         previous = self.model
+        first = previous is None
         if previous is None:
             # the Topics list first, from the cheap outline, while the
             # workspace is parsed; the outline is never handed to the engine as ``previous``.
@@ -132,11 +133,12 @@ class ModelLoading:
             hold_heap()
             self._gc_frozen = True
         self.call_from_thread(self._loaded, seq, model, touched is None, None, probe)
-        if (self.state_dir / "memory").is_dir():
-            # What this load parsed anew (a first start, a changed topic), kept for the next
-            # start in the user cache, as the CLI's reading commands keep theirs: a reader never
-            # writes into the state dir, and without this an owner who only opens the app on a
-            # workspace OpenProgram writes parsed every topic and archive on every start.
+        if first and (self.state_dir / "memory").is_dir():
+            # What the start parsed and derived anew, kept for the next start in the user cache,
+            # as the CLI's reading commands keep theirs: a reader never writes into the state
+            # dir, and without this an owner who only opens the app on a workspace OpenProgram
+            # writes parsed every topic and archive on every start. Once: the copy is written
+            # whole, which a reload of one changed file should not pay for.
             from memory_tui.core.store import parsecache
 
             parsecache.keep_for_readers(self.state_dir / "memory")
