@@ -154,6 +154,7 @@ PACK_SUFFIX = ".pack"
 # Derived kinds a reading process keeps in the readers' copy (one pack each), beside its parses:
 # the Timeline's per-topic parts, which every fresh reader would otherwise derive again.
 READER_DERIVED = ("views",)
+_UNREAD: Any = object()  # a readers' copy table not read yet (``None``: read, then let go)
 ENTRY_SUFFIX = ".entry"
 # The parses themselves (big): their pack is a marshal pack (``decode_pack``).
 BULK = frozenset(("archives", "topics"))
@@ -303,19 +304,24 @@ class _ReadersCopy:
         return self._alt_topics
 
     def drop_kept_derived(self) -> None:
-        """Let go of the readers' copy's derived tables (read again when asked): once a build
-        has turned them into parts, the parts hold what they said, and the plain rows of every
-        topic would stay alive beside them (tens of MB at scale 4)."""
+        """Let go of the readers' copy's derived tables: once a build has turned them into
+        parts, the parts hold what they said, and the plain rows of every topic would stay
+        alive beside them (tens of MB at scale 4). Later lookups miss (a reload's changed topic
+        is derived, as no copy made before the change holds it); a write reads them again."""
         with self.lock:
-            self._alt_derived.clear()
+            for kind in READER_DERIVED:
+                self._alt_derived[kind] = None
 
-    def _alt_derived_map(self, kind: str) -> dict[str, tuple]:
-        table = self._alt_derived.get(kind)
-        if table is None:
+    def _alt_derived_map(self, kind: str, *, writing: bool = False) -> dict[str, tuple]:
+        table = self._alt_derived.get(kind, _UNREAD)
+        if table is None and not writing:
+            return {}
+        if table is None or table is _UNREAD:
             with bulk():
-                table = self._alt_derived[kind] = {
-                    rel: body for rel, body in self._load_pack(kind, reader_dir(self.memory_root)).items()
-                    if isinstance(body, tuple) and len(body) >= 2}
+                table = {rel: body for rel, body in self._load_pack(kind, reader_dir(self.memory_root)).items()
+                         if isinstance(body, tuple) and len(body) >= 2}
+            if not writing:
+                self._alt_derived[kind] = table
         return table
 
     def keep_for_readers(self) -> None:
@@ -341,10 +347,10 @@ class _ReadersCopy:
                 for kind in READER_DERIVED:
                     # the copy's entries of the topics that are still here, this process's over them
                     live = self._topics or {}
-                    table = {rel: body for rel, body in {**self._alt_derived_map(kind), **self._derived_map(kind)}.items()
+                    table = {rel: body for rel, body in
+                             {**self._alt_derived_map(kind, writing=True), **self._derived_map(kind)}.items()
                              if rel in live}
                     _atomic(folder / (kind + PACK_SUFFIX), encode_pack(kind, table))
-                    self._alt_derived.pop(kind, None)  # read again if asked: see drop_kept_derived
             except OSError:
                 return
             # what this process holds is now the readers' copy too
@@ -375,7 +381,7 @@ class ParseStore(_ReadersCopy):
         # when this cache was missing or stale; consulted on a miss here, never written by flush
         self._alt_archives: dict[str, tuple[StatKey, Any]] | None = None
         self._alt_topics: dict[str, _TopicEntry] | None = None
-        self._alt_derived: dict[str, dict[str, tuple]] = {}  # kinds in READER_DERIVED
+        self._alt_derived: dict[str, dict[str, tuple] | None] = {}  # kinds in READER_DERIVED
         # rel -> (the parse handed out for it, its sha256, its deps signature): the key of the
         # values derived from that very parse (``key_of``), as a transaction's tree cache keys them
         self._handed: dict[str, tuple[Any, str, str]] = {}
