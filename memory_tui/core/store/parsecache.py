@@ -330,8 +330,8 @@ class _ReadersCopy:
         starts from these parses when the workspace's own cache is missing or stale. Only
         when something was parsed anew; the dirty marks stay for a later :meth:`flush`."""
         with self.lock:
-            derived = [kind for kind in READER_DERIVED if self._dirty_derived[kind]]
-            if not (self._dirty_archives or self._dirty_topics or derived):
+            if not (self._dirty_archives or self._dirty_topics
+                    or any(self._dirty_derived[kind] for kind in READER_DERIVED)):
                 return
             folder = reader_dir(self.memory_root)
             try:
@@ -344,9 +344,9 @@ class _ReadersCopy:
                         shutil.rmtree(folder.parent / name, ignore_errors=True)
                 self._write_bulk("archives", self._archives or {}, folder)
                 self._write_bulk("topics", self._topics or {}, folder)
+                live = self._topics or {}
                 for kind in READER_DERIVED:
                     # the copy's entries of the topics that are still here, this process's over them
-                    live = self._topics or {}
                     table = {rel: body for rel, body in
                              {**self._alt_derived_map(kind, writing=True), **self._derived_map(kind)}.items()
                              if rel in live}

@@ -97,7 +97,7 @@ class ModelLoading:
         # session carries the previous sessions over and needs no second stage.
         previous = self.model
         first = previous is None
-        if previous is None:
+        if first:
             # the Topics list first, from the cheap outline, while the
             # workspace is parsed; the outline is never handed to the engine as ``previous``.
             outline = outline_model(self.state_dir, home=self.home)
