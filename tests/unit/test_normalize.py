@@ -287,6 +287,37 @@ def test_block_id_that_would_turn_the_last_line_into_a_heading_is_refused():
     assert any(p.details.get("kind") == "malformed_id_placement" and p.line == 4 for p in result.errors)
 
 
+@pytest.mark.parametrize("heading", ["## ^alias-1  ^alias-1Walks", "## Walks ^a1 ^b2", "## ^alias-1"])
+def test_heading_left_with_another_invented_id_is_refused(heading):
+    # Stripping one trailing ^word (as OpenProgram does) would leave a heading the next
+    # normalisation strips again, or no heading: the written file would not be a fixed point.
+    text = FIRST.replace("## Preferences", heading)
+    result = normalize_tree({"people/dave.md": text}, committed={"people/dave.md": FIRST})
+    placement = [p for p in result.errors if p.details.get("kind") == "malformed_id_placement"]
+    assert [p.line for p in placement] == [3], result.problems
+
+
+@pytest.mark.parametrize(("heading", "written"), [("## Walks ^abc12345", "## Walks"), ("## Walks^a1", "## Walks")])
+def test_heading_with_one_invented_id_loses_it(heading, written):
+    text = FIRST.replace("## Preferences", heading)
+    result = normalize_tree({"people/dave.md": text}, committed={"people/dave.md": FIRST})
+    assert result.ok, result.errors
+    assert result.texts["people/dave.md"].split("\n")[2] == written
+
+
+def test_no_break_space_before_the_id_gap_is_kept_and_strictly_clean():
+    # OpenProgram keeps a no-break space before the one space it puts before the id; the
+    # written text reads without even a warning, and normalising it again changes nothing.
+    text = FIRST.replace("coffee.[^e-5bf6e713a0] ^97de5549", "coffee.[^e-5bf6e713a0]\u00a0^97de5549")
+    result = normalize_tree({"people/dave.md": text}, committed={"people/dave.md": FIRST})
+    assert result.ok, result.errors
+    written = result.texts["people/dave.md"]
+    assert "coffee.[^e-5bf6e713a0]\u00a0 ^97de5549" in written
+    assert parse_topic("people/dave.md", written).problems == ()
+    again = normalize_tree({"people/dave.md": written}, committed={"people/dave.md": written})
+    assert again.ok and again.texts["people/dave.md"] == written
+
+
 def test_fast_path_for_unchanged_committed_files_gives_the_same_result():
     committed = {
         "a.md": FACT.format(n=1, id="aaaa1111"),

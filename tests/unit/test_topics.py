@@ -322,6 +322,12 @@ def test_malformed_id_placement_is_reported_with_its_line(text, line, column):
     assert topic.units[-1].memory_id == "bbbb2222"
 
 
+def test_id_after_a_space_that_follows_unusual_whitespace_reads_clean():
+    # What OpenProgram's normaliser writes for "Fact.\u00a0^id": the id has its usual space.
+    topic = parse_topic("t.md", "Fact.[^e-1]\u00a0 ^bbbb2222\n\n[^e-1]: Time: `2026`; Sources: [s](D1:2)\n")
+    assert topic.problems == () and topic.units[-1].memory_id == "bbbb2222"
+
+
 # --- trees -----------------------------------------------------------------------------------
 
 

@@ -351,7 +351,20 @@ def _strip_invented_outside(topic_path: str, lines: list[str], kinds: Mapping[in
         if m is None or _committed_like(m.group(1), committed):
             continue
         if kind == "heading":
-            lines[index] = lines[index][: m.start()] + lines[index][m.end():]
+            stripped = lines[index][: m.start()] + lines[index][m.end():]
+            again = _OP_INVENTED_RE.search(stripped)
+            if HEADING_RE.match(stripped) and (again is None or _committed_like(again.group(1), committed)):
+                lines[index] = stripped
+                continue
+            # What is left would be stripped again by the next normalisation (another ^word
+            # ends it) or is no heading at all ("## ^x"): the written file would not be what
+            # the next edit keeps, so the owner is asked to put it right instead.
+            problems.append(_problem(
+                topic_path, f"malformed id placement: ^{m.group(1)} ends a heading, and stripping it as an "
+                "invented block id leaves a heading that still ends in a ^word (or no heading at all): "
+                "remove the ^words from the heading", index + 1, m.start() + 1 + (len(m.group(0)) - len(m.group(1)) - 1),
+                kind="malformed_id_placement", memory_id=m.group(1),
+            ))
             continue
         where = "a comment" if kind == "html" else "fenced code"
         problems.append(_problem(

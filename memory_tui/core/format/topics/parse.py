@@ -247,7 +247,10 @@ def _check_id_placement(shape: ParagraphShape, para: Paragraph, report: _Reporte
                 f"malformed id placement: ^{entry.id} stands alone on its own line", line, column,
                 kind="malformed_id_placement", memory_id=entry.id,
             )
-        elif any(ch not in " \t" for ch in entry.separator):
+        elif entry.separator[-1] not in " \t":
+            # OpenProgram's suffix pattern takes any whitespace run, so an id is read the same
+            # after "\u00a0 " as after " " (and that is what its normaliser writes); only an
+            # unusual character right before the "^" is worth a word.
             names = ", ".join(sorted({f"U+{ord(c):04X}" for c in entry.separator if c not in " \t"}))
             report.warning(
                 f"malformed id placement: ^{entry.id} follows unusual whitespace ({names})", line, column,
