@@ -59,6 +59,7 @@ PIECES = st.sampled_from([
 # other); a no-break space before a committed id (written as OpenProgram does, then warned on).
 @example(inserts=[(172, " ^alias-1"), (173, " ^alias-1")])
 @example(inserts=[(37, "\u00a0")])
+@example(inserts=[(49, "\t")])  # an indented definition line: prose, a definition once its gap closed
 def test_accepted_edit_is_a_fixed_point_and_strictly_clean(tmp_path_factory, inserts):
     base = _base(tmp_path_factory.getbasetemp())
     state = tmp_path_factory.mktemp("case") / "state"

@@ -305,6 +305,16 @@ def test_heading_with_one_invented_id_loses_it(heading, written):
     assert result.texts["people/dave.md"].split("\n")[2] == written
 
 
+@pytest.mark.parametrize("gap", ["\t", "  "])
+def test_indented_line_that_closing_the_citation_gap_makes_a_definition_is_refused(gap):
+    # The canonical form removes the gap before "[^": the prose line would be written as a
+    # definition, and the block id the edit gives it would be gone on the next edit.
+    text = FIRST.replace("\n[^e-5bf6e713a0]:", f"\n{gap}[^e-5bf6e713a0]:")
+    result = normalize_tree({"people/dave.md": text}, committed={"people/dave.md": FIRST})
+    assert [(p.details.get("kind"), p.line) for p in result.errors] == [("line_changes_class", 7)], result.errors
+    assert "evidence definition" in result.errors[0].message
+
+
 def test_no_break_space_before_the_id_gap_is_kept_and_strictly_clean():
     # OpenProgram keeps a no-break space before the one space it puts before the id; the
     # written text reads without even a warning, and normalising it again changes nothing.

@@ -653,7 +653,7 @@ def normalize_tree(
         problems.extend(_strip_invented(path, work[path], base.ids))
     block_ids = _allocate_block_ids(order, work, base.ids, problems)  # step 5
     problems.extend(_non_ascii_times(order, work, base.text_of))
-    changed_texts, dropped = _render_and_prune(order, work, labels, base, resolve, link_for, refuse_drops)
+    changed_texts, dropped = _render_and_prune(order, work, labels, base, resolve, link_for, refuse_drops, problems)
     # every input path, in tree order: a passed-through file's text as given, a deleted one's None
     if chosen.in_order:
         texts = dict(inputs)
@@ -797,9 +797,10 @@ def _non_ascii_times(order: list[str], work: dict[str, list[str]],
 
 def _render_and_prune(order: list[str], work: dict[str, list[str]], labels: Mapping[str, str], base: Committed,
                       resolve: SourceResolver | None, link_for: LinkFor | None,
-                      refuse_drops: bool) -> tuple[dict[str, str | None], list[Problem]]:
+                      refuse_drops: bool, problems: list[Problem]) -> tuple[dict[str, str | None], list[Problem]]:
     """Steps 1 + 6 (relocated evidence recovered while every line is rewritten canonically)
-    and step 7 (pruning) of each file to normalise: its new text, and what pruning dropped."""
+    and step 7 (pruning) of each file to normalise: its new text, and what pruning dropped.
+    A prose line that the rewrite would turn into something else is added to ``problems``."""
     recovery = _Recovery(base.tree, resolve)
     texts: dict[str, str | None] = {}
     dropped: list[Problem] = []
@@ -813,7 +814,17 @@ def _render_and_prune(order: list[str], work: dict[str, list[str]], labels: Mapp
         out: list[str] = []
         for line in classified:
             if line.kind == "text":
-                out.append(_canonical_text_line(line.text, labels, base.ids))
+                canonical_line = _canonical_text_line(line.text, labels, base.ids)
+                if canonical_line[:1] != line.text[:1] and classify_lines(canonical_line)[0].kind != "text":
+                    # "\t[^e-1]: Time: ..." is prose (indented), but without the gap before its
+                    # citation it reads as an evidence definition: the next edit would read it
+                    # so, and the block id this edit gives it would be lost.
+                    problems.append(_problem(
+                        path, "prose line starts with whitespace before a citation, and written without it (the "
+                        f"canonical form) it reads as a {_describe({classify_lines(canonical_line)[0].kind})} instead: "
+                        "remove the leading whitespace or the line", line.number, 1, kind="line_changes_class",
+                    ))
+                out.append(canonical_line)
             elif line.kind == "definition":
                 out.append(_render_definition(path, line.text, line.number, labels, citing, resolve, link_for, recovery))
             elif line.kind == "heading":

@@ -36,6 +36,9 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("topics/core.md cannot be", "pitfall 10: topics/core.md is the core master"),
     ("special-token text", "core render: topics/core.md holds no special-token text (OpenProgram's counter raises on it)"),
     ("topic holds no cited record", "pitfall 2: a topic without a cited record would be deleted"),
+    ("malformed id placement", "pitfall 14: only the runtime makes block ids, each at the end of its paragraph"),
+    ("prose line starts with whitespace before a citation",
+     "§3.8 step 6: the canonical form closes the gap before a citation, so the line must stay prose without it"),
 )
 _DROPPED = "pitfall 13: nothing the owner wrote may be dropped silently"
 _NAMED = re.compile(r"\((?P<rule>[\w/ -]+ rule: [^()]*)\)\s*$")
