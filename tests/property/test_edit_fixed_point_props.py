@@ -60,6 +60,8 @@ PIECES = st.sampled_from([
 @example(inserts=[(172, " ^alias-1"), (173, " ^alias-1")])
 @example(inserts=[(37, "\u00a0")])
 @example(inserts=[(49, "\t")])  # an indented definition line: prose, a definition once its gap closed
+@example(inserts=[(3, "\n^deadbeef\n"), (5, "\nAda likes rain.[^e3]\n\n[^e3]: Time: `2026-11`; Sources: "
+                                                "[rain](openprogram/sess-prop/m003)\n")])  # a lone id opening a paragraph
 def test_accepted_edit_is_a_fixed_point_and_strictly_clean(tmp_path_factory, inserts):
     base = _base(tmp_path_factory.getbasetemp())
     state = tmp_path_factory.mktemp("case") / "state"

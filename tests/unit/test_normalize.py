@@ -315,6 +315,13 @@ def test_indented_line_that_closing_the_citation_gap_makes_a_definition_is_refus
     assert "evidence definition" in result.errors[0].message
 
 
+@pytest.mark.parametrize("lone", ["^deadbeef\nmore", "^deadbeef", "^97de5549\nmore"])
+def test_a_lone_id_line_opening_a_paragraph_of_several_lines_is_refused(lone):
+    text = FIRST.replace("Dave prefers", lone + "\nDave prefers")
+    result = normalize_tree({"people/dave.md": text}, committed={"people/dave.md": FIRST})
+    assert [(p.details.get("kind"), p.line) for p in result.errors] == [("malformed_id_placement", 5)], result.errors
+
+
 def test_no_break_space_before_the_id_gap_is_kept_and_strictly_clean():
     # OpenProgram keeps a no-break space before the one space it puts before the id; the
     # written text reads without even a warning, and normalising it again changes nothing.

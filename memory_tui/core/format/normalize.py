@@ -245,9 +245,11 @@ def _strip_invented(topic_path: str, lines: list[str], committed: frozenset[str]
         for index in range(para.start - 1, para.end):
             line = lines[index]
             number = index + 1
-            if _LONE_IDS_RE.match(line) and index > para.start - 1:
+            if _LONE_IDS_RE.match(line) and para.end > para.start:
                 # Committed or not: OpenProgram makes the paragraph a new block and keeps the
                 # id only as an alias (pitfall 14, corpus cases 048, 409), so it is refused.
+                # On a paragraph's first line too: the canonical gap would put a space before
+                # it, and the next edit would strip it as an invented id, splitting the record.
                 for m in re.finditer(r"\^([A-Za-z0-9-]+)", line):
                     problems.append(_problem(
                         topic_path, f"malformed id placement: ^{m.group(1)} stands alone on its own line "
