@@ -42,7 +42,7 @@ class OnDemandSessions(abc.Mapping):
 
     def __init__(self, state_dir: Path, ids: tuple[str, ...], keep: int = KEEP,
                  found: Mapping[str, Path] | None = None, registry: Mapping[str, Any] | None = None,
-                 registry_ok: bool = True) -> None:
+                 registry_ok: bool = True, keys: Mapping[str, str | None] | None = None) -> None:
         self._state = Path(state_dir)
         self._ids = tuple(ids)
         self._known = frozenset(self._ids)
@@ -51,6 +51,9 @@ class OnDemandSessions(abc.Mapping):
         self._found = dict(found) if found is not None else None
         self._registry = registry if registry is not None else {}
         self._registry_ok = registry_ok
+        # each session's content key as the summaries were taken: a shape stored under the
+        # same key is taken as it is (``shapes.load_shape``)
+        self._keys = keys if keys is not None else {}
         self._keep = max(1, keep)
         self._held: OrderedDict[str, Session] = OrderedDict()
         self._lock = threading.Lock()
@@ -89,7 +92,7 @@ class OnDemandSessions(abc.Mapping):
         if sdir is None or not is_session_dir(sdir):
             session = self.get(sid)
             return None if session is None else shape(session)
-        return load_shape(self._state, sid, sdir, self._registry, self._registry_ok)
+        return load_shape(self._state, sid, sdir, self._registry, self._registry_ok, content_key=self._keys.get(sid))
 
     def __contains__(self, sid: Any) -> bool:
         return sid in self._known
@@ -131,15 +134,16 @@ def summary_snapshot(state_dir: Path, summaries: Mapping[str, Any], problems: tu
     """The snapshot of ``summaries`` (``cache.SummaryResult.summaries``: load_sessions' order)."""
     state = Path(state_dir)
     found, registry, registry_ok, _problems = discover(state)
+    keys = MappingProxyType(dict(keys or {}))
     return SummarySnapshot(
         state_dir=state,
         root=sessions_root(state),
-        sessions=OnDemandSessions(state, tuple(summaries), keep, dict(found), registry, registry_ok),
+        sessions=OnDemandSessions(state, tuple(summaries), keep, dict(found), registry, registry_ok, keys),
         registry=_freeze(registry) if isinstance(registry, dict) else MappingProxyType({}),
         registry_ok=registry_ok,
         problems=tuple(problems),
         summaries=MappingProxyType(dict(summaries)),
-        keys=MappingProxyType(dict(keys or {})),
+        keys=keys,
     )
 
 

@@ -76,7 +76,7 @@ def _plain(value: Any) -> Any:
 
 
 def _plain_metadata(node: Node, seen: dict[int, Any]) -> Any:
-    # Half a big session's nodes share one metadata object (store._freeze_metadata): once each.
+    # Half a big session's nodes share one metadata object (frozen._freeze_metadata): once each.
     meta = node.metadata
     hit = seen.get(id(meta))
     if hit is None:

@@ -21,6 +21,12 @@ cache kit per session (kind ``session-shape``), written only when a file was rea
 damaged file (the crc), another version's, another state's, session's or code's is a miss.
 Reading a state never writes into it; losing the folder only costs time.
 ``MEMORY_TUI_TEST_DERIVE=full`` reads every file; ``check`` does both and compares.
+
+Each table also keeps the session's :func:`.store.session_content_key` that its caller took
+before the files were read (the key the session list takes anyway). When the caller's key now
+is that one, the stored files are the folder as it is (the key holds the stamp of every file
+and of both folders) and are taken without a ``stat`` or a listing. A key taken before a read
+that then saw other files can never come back: some ctime moved, and ctimes only grow.
 """
 
 from __future__ import annotations
@@ -38,11 +44,12 @@ from memory_tui.core.cache.registry import keeps
 from memory_tui.core.fsutil import user_cache_dir
 from memory_tui.core.format.errors import Problem
 
-from .store import Node, Session, _CachedFile, _freeze, _freeze_metadata, _intern, _intern_short, load_session_dir, thaw
+from .frozen import _freeze, _freeze_metadata, frozen_from_parts, frozen_parts, thaw
+from .store import Node, Session, _CachedFile, load_session_dir
 
 KIND = "session-shape"
-VERSION = 1
-FORMAT = "memory-tui/session-shape/1"
+VERSION = 2
+FORMAT = "memory-tui/session-shape/2"
 SUB = "session-shapes"
 SUFFIX = ".shape"
 
@@ -94,7 +101,8 @@ def code_tag() -> str:
     if not _TAG:
         from memory_tui.core.cache.codetag import code_tag as tag_of
 
-        _TAG.append(tag_of("memory_tui.sessions.store", "memory_tui.sessions.shapes", salt=FORMAT, length=32))
+        _TAG.append(tag_of("memory_tui.sessions.store", "memory_tui.sessions.frozen", "memory_tui.sessions.shapes",
+                           salt=FORMAT, length=32))
     return _TAG[0]
 
 
@@ -102,12 +110,12 @@ def _pack_file(rel: str, cached: _CachedFile, metas: dict[int, int], plain: list
     result = cached.result
     problems = tuple(p.to_json() for p in cached.problems)
     if type(result) is Node:
-        # half of a session's nodes share one metadata object (``store._freeze_metadata``):
+        # half of a session's nodes share one metadata object (``frozen._freeze_metadata``):
         # each is written once and frozen once when read back
         at = metas.get(id(result.metadata))
         if at is None:
             at = metas[id(result.metadata)] = len(plain)
-            plain.append(thaw(result.metadata))
+            plain.append(_pack_meta(result.metadata))
         value = (result.id, result.seq, result.role, result.name, result.caller, result.predecessor, result.reads,
                  at, result.created_at)
         return rel, cached.fingerprint, _NODE, value, problems
@@ -118,17 +126,37 @@ def _pack_file(rel: str, cached: _CachedFile, metas: dict[int, int], plain: list
     raise ValueError(f"{rel}: a parsed result of type {type(result).__name__}")
 
 
+def _pack_meta(metadata: Mapping[str, Any]) -> tuple:
+    """A node's metadata as stored: its frozen parts as they are (``"f"``, keys, values) when
+    its values are scalars, which come back from ``marshal`` as they went in, interned
+    strings included, so reading them back is one object, not a walk over every value (most
+    of a read before); anything else as plain JSON (``"j"``), frozen again when read."""
+    parts = frozen_parts(metadata)
+    return ("f", *parts) if parts is not None else ("j", thaw(metadata))
+
+
+def _unpack_meta(meta: Any, shared: dict) -> Any:
+    if meta[0] == "f":
+        keys, values = meta[1], meta[2]
+        if type(keys) is not tuple or type(values) is not tuple or len(keys) != len(values):
+            raise ValueError("not stored metadata")
+        return frozen_from_parts(keys, values)
+    if meta[0] == "j" and type(meta[1]) is dict:
+        return _freeze_metadata(meta[1], shared)
+    raise ValueError("not stored metadata")
+
+
 def _unpack_file(row: Any, metas: list) -> tuple[str, _CachedFile]:
     rel, fingerprint, kind, value, problems = row
     if type(rel) is not str or type(fingerprint) is not int:
         raise ValueError("not a stored file")
-    found = tuple(problem_of_json(p) for p in problems)
+    found = tuple([problem_of_json(p) for p in problems]) if problems else ()
     if kind == _NODE:
         nid, seq, role, name, caller, pred, reads, at, created = value
-        # as ``store.parse_node`` builds it, the words left out
-        result: Any = Node(_intern(nid), seq, _intern(role), _intern_short(name), None, None, _intern_short(caller),
-                           _intern(pred) if pred is not None else None, tuple(reads),
-                           metas[at], created, rel)
+        # as ``store.parse_node`` builds it, the words left out; its strings were interned
+        # when written, and ``marshal`` gives them back interned
+        result: Any = Node(nid, seq, role, name, None, None, caller, pred,
+                           reads if type(reads) is tuple else tuple(reads), metas[at], created, rel)
     elif kind == _MAP:
         result = _freeze(value)
     elif kind == _NONE:
@@ -138,39 +166,43 @@ def _unpack_file(row: Any, metas: list) -> tuple[str, _CachedFile]:
     return rel, _CachedFile(fingerprint, result, found)
 
 
-def _read(state: Path, sid: str) -> dict[str, _CachedFile]:
-    """The stored files of ``sid`` (empty on any miss)."""
+def _read(state: Path, sid: str) -> tuple[dict[str, _CachedFile], str | None]:
+    """The stored files of ``sid`` and the content key they were stored under (empty and
+    ``None`` on any miss)."""
     value = envelope.read(_path(state, sid), KIND, VERSION)
-    if not (type(value) is tuple and len(value) == 6):
-        return {}
-    fmt, tag, where, got_sid, metas, rows = value
+    if not (type(value) is tuple and len(value) == 7):
+        return {}, None
+    fmt, tag, where, got_sid, key, metas, rows = value
     if fmt != FORMAT or tag != code_tag() or where != str(state.absolute()) or got_sid != sid \
-            or type(metas) is not tuple or type(rows) is not tuple:
-        return {}
+            or type(metas) is not tuple or type(rows) is not tuple or not (key is None or type(key) is str):
+        return {}, None
     try:
         shared: dict = {}
-        frozen = [_freeze_metadata(m, shared) for m in metas]
-        return dict(_unpack_file(row, frozen) for row in rows)
+        frozen = [_unpack_meta(m, shared) for m in metas]
+        return dict(_unpack_file(row, frozen) for row in rows), key
     except (TypeError, ValueError, KeyError, IndexError, AttributeError):  # not a table this code wrote
-        return {}
+        return {}, None
 
 
-def _write(state: Path, sid: str, files: Mapping[str, _CachedFile]) -> bool:
+def _write(state: Path, sid: str, files: Mapping[str, _CachedFile], key: str | None) -> bool:
     metas: dict[int, int] = {}
     plain: list = []
     try:
         rows = tuple(_pack_file(rel, cached, metas, plain) for rel, cached in sorted(files.items()))
     except ValueError:
         return False
-    return envelope.write(_path(state, sid), KIND, (FORMAT, code_tag(), str(state.absolute()), sid, tuple(plain), rows),
+    return envelope.write(_path(state, sid), KIND,
+                          (FORMAT, code_tag(), str(state.absolute()), sid, key, tuple(plain), rows),
                           VERSION, make_folder=True)
 
 
 def load_shape(state_dir: Path, sid: str, sdir: Path, registry: Mapping[str, Any], registry_ok: bool, *,
-               switches: Any = None) -> Session:
+               content_key: str | None = None, switches: Any = None) -> Session:
     """The :func:`~.ondemand.shape` of session ``sid`` as its files are now (``sdir``: its
     folder, ``registry``/``registry_ok``: discovery's answer, as ``load_session_dir`` takes
-    them), its unchanged files taken from the table and the table brought up to date."""
+    them), its unchanged files taken from the table and the table brought up to date.
+    ``content_key``: the session's :func:`.store.session_content_key`, taken before this call
+    (the session list's); when the table was stored under it, nothing is listed or stat-ed."""
     state = Path(state_dir)
     sw = switches if switches is not None else switches_mod.current()
 
@@ -178,11 +210,14 @@ def load_shape(state_dir: Path, sid: str, sdir: Path, registry: Mapping[str, Any
         return shape(load_session_dir(sid, sdir, state, registry, registry_ok))
 
     def kept() -> Session:
-        stored = _read(state, sid)
+        stored, stored_key = _read(state, sid)
         seen: dict[str, _CachedFile] = {}
+        if content_key is not None and stored_key == content_key:
+            return shape(load_session_dir(sid, sdir, state, registry, registry_ok, previous=stored, cache_out=seen,
+                                          trusted=True))
         session = load_session_dir(sid, sdir, state, registry, registry_ok, previous=stored, cache_out=seen)
-        if seen.keys() != stored.keys() or any(seen[k] is not stored[k] for k in seen):
-            _write(state, sid, seen)
+        if stored_key != content_key or seen.keys() != stored.keys() or any(seen[k] is not stored[k] for k in seen):
+            _write(state, sid, seen, content_key)
         return shape(session)
 
     if sw.full:

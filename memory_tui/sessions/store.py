@@ -13,10 +13,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 import time
 from array import array
-from collections import abc
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import attrgetter
@@ -26,7 +24,9 @@ from typing import Any, Iterable, Mapping
 
 from memory_tui.core.cache.stamp import RACY_NS, Stamp, is_racy, stamp_of
 from memory_tui.core.format.errors import CORRUPT_FILE, Problem
-from memory_tui.core.cache.registry import keeps
+
+# the frozen JSON of every node (re-exported: readers import ``thaw`` and ``FrozenMap`` from here)
+from .frozen import FrozenMap, _freeze, _freeze_metadata, _intern, _intern_short, thaw  # noqa: F401
 
 ROOT_ID = "ROOT"
 REGISTRY_NAME = "index.json"
@@ -41,148 +41,6 @@ Fingerprint = Stamp  # the cache kit's (mtime_ns, size, inode, ctime_ns)
 
 
 # --------------------------------------------------------------------------- dataclasses
-
-
-def _freeze(value: Any) -> Any:
-    """Read-only views of parsed JSON so frozen dataclasses stay effectively immutable.
-
-    Keys and short string values are interned (peak RSS): each node file
-    is decoded on its own, so without this every one of 60 000 nodes holds its own copy of
-    the same metadata keys and of values such as speaker ids and sources."""
-    kind = type(value)
-    if kind is dict:
-        return MappingProxyType({(_intern(k) if type(k) is str else k): _freeze(v) for k, v in value.items()})
-    if kind is list:
-        return tuple(_freeze(v) for v in value)
-    if kind is str and len(value) <= _INTERN_MAX:
-        return _intern(value)
-    if isinstance(value, dict):
-        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
-    if isinstance(value, list):
-        return tuple(_freeze(v) for v in value)
-    return value
-
-
-_intern = sys.intern
-_INTERN_MAX = 64  # ids, roles, sources, speaker names: repeated across nodes; prose is not
-
-
-def _intern_short(value: str) -> str:
-    return _intern(value) if len(value) <= _INTERN_MAX else value
-
-
-_LEAVES = (str, int, float, bool, type(None))
-
-
-class _Shape:
-    """The key order of one kind of metadata object, shared by every node that has it."""
-
-    __slots__ = ("keys", "index")
-
-    def __init__(self, keys: tuple[str, ...]) -> None:
-        self.keys = keys
-        self.index = {k: i for i, k in enumerate(keys)}
-
-
-class FrozenMap(abc.Mapping):
-    """A read-only mapping stored as a shared key order plus a tuple of values (issue
-    12: peak RSS). Every node's ``metadata`` is such an object: 60 000 nodes hold a
-    handful of distinct key orders, so a per-node dict (~500 bytes for 15 keys) becomes one
-    tuple. It behaves as the ``mappingproxy`` it replaces: the same ``get``/``in``/iteration
-    order, dict equality (order-insensitive) and the same ``repr`` and ``str``."""
-
-    __slots__ = ("_shape", "_values")
-
-    def __init__(self, shape: _Shape, values: tuple[Any, ...]) -> None:
-        self._shape = shape
-        self._values = values
-
-    def __getitem__(self, key: Any) -> Any:
-        return self._values[self._shape.index[key]]
-
-    def get(self, key: Any, default: Any = None) -> Any:
-        i = self._shape.index.get(key)
-        return default if i is None else self._values[i]
-
-    def __contains__(self, key: Any) -> bool:
-        return key in self._shape.index
-
-    def __iter__(self):
-        return iter(self._shape.keys)
-
-    def __len__(self) -> int:
-        return len(self._values)
-
-    def __eq__(self, other: Any) -> bool:
-        if type(other) is FrozenMap and other._shape is self._shape:
-            return self._values == other._values
-        if isinstance(other, abc.Mapping):
-            return dict(zip(self._shape.keys, self._values)) == dict(other.items())
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]  # like the mappingproxy of a dict
-
-    def __repr__(self) -> str:
-        return f"mappingproxy({dict(zip(self._shape.keys, self._values))!r})"
-
-    def __str__(self) -> str:  # a mappingproxy's str is its dict's (``json.dumps(default=str)``)
-        return str(dict(zip(self._shape.keys, self._values)))
-
-    def __reduce__(self):
-        return (_frozen_map, (dict(zip(self._shape.keys, self._values)),))
-
-
-_SHAPES: dict[tuple[str, ...], _Shape] = keeps({})
-_SHAPES_MAX = 4096  # past this many key orders (odd data), new ones get a plain read-only dict
-
-
-def _frozen_map(items: dict[str, Any]) -> Mapping[str, Any]:
-    """``items`` (keys already interned, values already frozen) as a :class:`FrozenMap`."""
-    keys = tuple(items)
-    shape = _SHAPES.get(keys)
-    if shape is None:
-        if len(_SHAPES) >= _SHAPES_MAX or not all(type(k) is str for k in keys):
-            return MappingProxyType(items)
-        shape = _SHAPES.setdefault(keys, _Shape(keys))
-    return FrozenMap(shape, tuple(items.values()))
-
-
-def _freeze_metadata(value: dict[str, Any], shared: dict[Any, Mapping[str, Any]] | None = None) -> Mapping[str, Any]:
-    """``value`` frozen; with ``shared`` (one table per session load), a node whose metadata
-    equals an earlier node's gets that very object: half the nodes of a session (every
-    owner turn after the same mark) carry identical metadata."""
-    frozen = _frozen_map({(_intern(k) if type(k) is str else k): _freeze(v) for k, v in value.items()})
-    if shared is None or type(frozen) is not FrozenMap:
-        return frozen
-    # Only flat str/int/bool/None values, keyed with their types: ``==`` would call 1, 1.0
-    # and True the same value (and 0.0 and -0.0), and they print differently.
-    types = tuple(type(v) for v in frozen._values)
-    if not all(t in _SHAREABLE for t in types):
-        return frozen
-    return shared.setdefault((frozen._shape, frozen._values, types), frozen)
-
-
-_SHAREABLE = frozenset({str, int, bool, type(None)})
-
-
-def thaw(value: Any) -> Any:
-    """The plain-JSON twin of :func:`_freeze` (for projection and JSON output)."""
-    # Exact type checks first: ``isinstance(x, typing.Mapping)`` on every leaf of every node,
-    # once per tip, was a third of the pending computation.
-    kind = type(value)
-    if kind in _LEAVES:
-        return value
-    if kind is FrozenMap:
-        return {k: thaw(v) for k, v in zip(value._shape.keys, value._values)}
-    if kind is MappingProxyType or kind is dict:
-        return {k: thaw(v) for k, v in value.items()}
-    if kind is tuple:
-        return [thaw(v) for v in value]
-    if isinstance(value, Mapping):
-        return {k: thaw(v) for k, v in value.items()}
-    if isinstance(value, tuple):
-        return [thaw(v) for v in value]
-    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -635,10 +493,16 @@ def _cached_read(
     parse: Any,
     previous: Mapping[str, _CachedFile],
     cache_out: dict[str, _CachedFile],
+    trusted: bool = False,
 ) -> tuple[Any, tuple[Problem, ...]]:
     # Keyed by the state-relative name (the string the Node keeps as ``file`` anyway), not
     # a second absolute path string per node file: ``previous`` is one session's files.
     key = rel
+    if trusted:
+        old = previous.get(key)
+        if old is not None:
+            cache_out[key] = old
+            return old.result, old.problems
     stamp = _fingerprint(path)
     # a stamp inside the clock tick proves nothing about a later read: such a file is not kept
     fp = None if stamp is None or is_racy(stamp[0], stamp[3]) else _packed(stamp)
@@ -679,15 +543,24 @@ def load_session_dir(
     registry_ok: bool,
     previous: Mapping[str, _CachedFile] | None = None,
     cache_out: dict[str, _CachedFile] | None = None,
+    *,
+    trusted: bool = False,
 ) -> Session:
+    """Session ``sid`` as its folder ``sdir`` holds it now. ``previous``: files read before
+    (``cache_out`` of an earlier call), each taken again when its stat stamp is unchanged.
+    ``trusted``: the caller vouches that ``previous`` holds every file of the folder as it is
+    now (it was stored under the session's :func:`session_content_key`, and that key is the
+    same now): the folders are not listed and the stored files not stat-ed again; a file
+    missing from ``previous`` is read as usual."""
     previous = previous or {}
     cache_out = {} if cache_out is None else cache_out
     srel = rel_path(sdir, state_dir)
     problems: list[Problem] = []
-    meta, meta_problems = _cached_read(sdir / "meta.json", f"{srel}/meta.json", _parse_meta, previous, cache_out)
+    meta, meta_problems = _cached_read(sdir / "meta.json", f"{srel}/meta.json", _parse_meta, previous, cache_out,
+                                       trusted)
     meta = meta if meta is not None else MappingProxyType({})
     problems.extend(meta_problems)
-    nodes, order, unreadable = _read_history(sdir, srel, previous, cache_out, problems)
+    nodes, order, unreadable = _read_history(sdir, srel, previous, cache_out, problems, trusted)
 
     if "head_id" in meta:
         head = meta.get("head_id")
@@ -699,7 +572,7 @@ def load_session_dir(
         branches = MappingProxyType({})
     merged = meta.get("merged_heads")
     merged_t = tuple(m for m in merged if isinstance(m, str)) if isinstance(merged, tuple) else ()
-    commit_heads = _commit_parent_heads(sdir, srel, previous, cache_out)
+    commit_heads = _commit_parent_heads(sdir, srel, previous, cache_out, trusted)
 
     entry = registry.get(sid) if isinstance(registry, Mapping) else None
     if registry_ok:
@@ -744,17 +617,27 @@ def load_session_dir(
     )
 
 
+def _stored_names(previous: Mapping[str, _CachedFile], folder: str) -> list[str]:
+    """The names of the files ``previous`` holds directly in ``folder`` (state-relative)."""
+    prefix = folder + "/"
+    return sorted(rel[len(prefix):] for rel in previous if rel.startswith(prefix) and "/" not in rel[len(prefix):])
+
+
 def _read_history(sdir: Path, srel: str, previous: Mapping[str, _CachedFile], cache_out: dict[str, _CachedFile],
-                  problems: list[Problem]) -> tuple[dict[str, Node], tuple[str, ...], list[UnreadableNode]]:
+                  problems: list[Problem], trusted: bool = False,
+                  ) -> tuple[dict[str, Node], tuple[str, ...], list[UnreadableNode]]:
     """Every ``history/*.json`` node of the session in seq order (a duplicate id: the later
     seq wins, and is a problem), and the node files that do not parse. Problems are appended."""
     parsed: list[Node] = []
     hist = sdir / "history"
-    try:
-        names = sorted(e.name for e in os.scandir(hist) if e.name.endswith(".json"))
-    except OSError as exc:
-        names = []
-        problems.append(Problem(CORRUPT_FILE, f"cannot list history: {exc.strerror or exc}", f"{srel}/history"))
+    if trusted:
+        names = _stored_names(previous, f"{srel}/history")
+    else:
+        try:
+            names = sorted(e.name for e in os.scandir(hist) if e.name.endswith(".json"))
+        except OSError as exc:
+            names = []
+            problems.append(Problem(CORRUPT_FILE, f"cannot list history: {exc.strerror or exc}", f"{srel}/history"))
     shared: dict[Any, Mapping[str, Any]] = {}
 
     def parse(data: Any, path: Path, rel: str) -> tuple[Node | None, tuple[Problem, ...]]:
@@ -763,7 +646,8 @@ def _read_history(sdir: Path, srel: str, previous: Mapping[str, _CachedFile], ca
     unreadable: list[UnreadableNode] = []
     where = str(hist)
     for name in names:
-        node, node_problems = _cached_read(f"{where}/{name}", f"{srel}/history/{name}", parse, previous, cache_out)
+        node, node_problems = _cached_read(f"{where}/{name}", f"{srel}/history/{name}", parse, previous, cache_out,
+                                           trusted)
         problems.extend(node_problems)
         if node is not None:
             parsed.append(node)
@@ -782,19 +666,23 @@ def _read_history(sdir: Path, srel: str, previous: Mapping[str, _CachedFile], ca
 
 
 def _commit_parent_heads(sdir: Path, srel: str, previous: Mapping[str, _CachedFile],
-                         cache_out: dict[str, _CachedFile]) -> list[str]:
+                         cache_out: dict[str, _CachedFile], trusted: bool = False) -> list[str]:
     """Multi-parent context commits: their non-primary parent heads are hidden tips (§3.5)."""
     commit_heads: list[str] = []
     cdir = sdir / "context" / "commits"
-    if not cdir.is_dir():
+    if trusted:
+        cnames = _stored_names(previous, f"{srel}/context/commits")
+    elif not cdir.is_dir():
         return commit_heads
+    else:
+        try:
+            cnames = sorted(e.name for e in os.scandir(cdir) if e.name.endswith(".json"))
+        except OSError:
+            cnames = []
     commits: dict[str, Any] = {}
-    try:
-        cnames = sorted(e.name for e in os.scandir(cdir) if e.name.endswith(".json"))
-    except OSError:
-        cnames = []
     for name in cnames:
-        commit, _ = _cached_read(cdir / name, f"{srel}/context/commits/{name}", _parse_commit, previous, cache_out)
+        commit, _ = _cached_read(cdir / name, f"{srel}/context/commits/{name}", _parse_commit, previous, cache_out,
+                                 trusted)
         if commit is not None and isinstance(commit.get("id"), str):
             commits[commit["id"]] = commit
     for commit in commits.values():

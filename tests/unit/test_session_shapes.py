@@ -44,9 +44,14 @@ def _state(tmp_path: Path) -> Path:
     return state
 
 
-def _shapes(state: Path) -> dict[str, store.Session]:
+def _shapes(state: Path, keyed: bool = False) -> dict[str, store.Session]:
+    """Every session's shape; ``keyed``: with the content key taken first, as the app passes
+    the session list's."""
     found, registry, registry_ok, _problems = discover(state)
-    return {sid: shapes.load_shape(state, sid, sdir, registry, registry_ok) for sid, sdir in found}
+    keys = {sid: store.session_content_key(sid, sdir, state, registry, registry_ok) if keyed else None
+            for sid, sdir in found}
+    return {sid: shapes.load_shape(state, sid, sdir, registry, registry_ok, content_key=keys[sid])
+            for sid, sdir in found}
 
 
 def _full_shapes(state: Path) -> dict[str, store.Session]:
@@ -164,10 +169,10 @@ def test_check_mode_catches_a_table_that_lies(tmp_path, monkeypatch):
     real = shapes._read
 
     def lying(st, sid):
-        files = real(st, sid)
+        files, key = real(st, sid)
         return {rel: store._CachedFile(c.fingerprint, store.Node(*(
             ("forged" if f == "role" else getattr(c.result, f)) for f in store.Node.__slots__)), c.problems)
-            if type(c.result) is store.Node else c for rel, c in files.items()}
+            if type(c.result) is store.Node else c for rel, c in files.items()}, key
 
     monkeypatch.setattr(shapes, "_read", lying)
     assert _shapes(state) != _full_shapes(state)  # incremental: the lie goes through
@@ -183,3 +188,74 @@ def test_prune_deletes_the_tables_of_sessions_gone(tmp_path):
     assert shapes.prune(state, ["s1"]) == 1
     assert len(list(shapes.state_dir_of(state).iterdir())) == 1
     assert shapes.prune(state, ["s1"]) == 0
+
+
+def _count_stats(monkeypatch) -> list[str]:
+    stated: list[str] = []
+    real = store._fingerprint
+
+    def counting(path):
+        stated.append(str(path))
+        return real(path)
+
+    monkeypatch.setattr(store, "_fingerprint", counting)
+    return stated
+
+
+@pytest.mark.parametrize("keyed", [True, False])
+def test_a_table_stored_under_the_key_of_now_is_taken_without_a_stat(tmp_path, monkeypatch, keyed):
+    state = _state(tmp_path)
+    _shapes(state, keyed=True)
+    stated, read = _count_stats(monkeypatch), _count_reads(monkeypatch)
+    got = _shapes(state, keyed=keyed)
+    assert [r for r in read if "/history/" in r] == []  # the corrupt one included: its problem is kept
+    # without the key every node file is stat-ed again
+    node_files = len(list((state / "sessions").glob("*/history/*.json")))
+    assert len([p for p in stated if "/history/" in p]) == (0 if keyed else node_files)
+    assert got == _full_shapes(state)
+
+
+def test_a_session_changed_since_its_table_is_read_again_under_its_new_key(tmp_path, monkeypatch):
+    state = _state(tmp_path)
+    _shapes(state, keyed=True)
+    target = next((state / "sessions").glob("*/history/*u2.json"))
+    data = json.loads(target.read_text())
+    data["role"] = "assistant"
+    target.write_text(json.dumps(data))
+    _age(state / "sessions")
+    read = _count_reads(monkeypatch)
+    got = _shapes(state, keyed=True)
+    assert got == _full_shapes(state)
+    assert any(r.endswith(target.name) for r in read)
+    assert _shapes(state, keyed=True) == got  # and stored again under the new key
+
+
+def test_a_key_that_does_not_match_is_no_proof(tmp_path, monkeypatch):
+    """A table stored under one key is not taken under another, though its stamps still match."""
+    state = _state(tmp_path)
+    found, registry, registry_ok, _problems = discover(state)
+    sid, sdir = found[0]
+    shapes.load_shape(state, sid, sdir, registry, registry_ok, content_key="k-then")
+    stated = _count_stats(monkeypatch)
+    got = shapes.load_shape(state, sid, sdir, registry, registry_ok, content_key="k-now")
+    assert got == shape(load_session_dir(sid, sdir, state, registry, registry_ok))
+    assert any("/history/" in p for p in stated)
+
+
+def test_a_shape_read_back_shares_its_strings_and_metadata_types(tmp_path):
+    """Read back from the table, ids, roles and short metadata strings are the interned
+    strings a full read gives (one copy across every node, the app's peak memory), and a
+    value keeps its exact type (1, 1.0, True and -0.0 all compare equal)."""
+    import sys
+
+    state = _state(tmp_path)
+    _shapes(state)
+    got = _shapes(state)["s1"]
+    nested = [n for n in got.nodes.values() if "tags" in n.metadata]
+    assert nested and all(type(n.metadata).__name__ == "FrozenMap" for n in got.nodes.values())
+    for n in got.nodes.values():
+        assert sys.intern(n.id) is n.id and sys.intern(n.role) is n.role
+        for v in n.metadata.values():
+            assert type(v) is not str or len(v) > 64 or sys.intern(v) is v
+    tags = nested[0].metadata["tags"]
+    assert [type(t) for t in (tags[1]["b"], tags[2])] == [float, float] and str(tags[2]) == "-0.0"
