@@ -365,11 +365,11 @@ def _user_cache() -> Path:
 
 def _app_caches(state: Path) -> dict[str, str]:
     """The user-cache folders an app start reads and the next start finds as this one left
-    them (kept next to the state): the sessions' index, the outline, the readers' parse copy
-    and the session shapes."""
+    them (kept next to the state): the sessions' index, the outline, the readers' parse copy,
+    the session shapes and the insight figures."""
     return {name: str(state.parent / f"{prefix}-cache-{state.name}")
             for name, prefix in (("sessions", "session"), ("outline", "outline"), ("parse", "parse"),
-                                 ("session-shapes", "shapes"))}
+                                 ("session-shapes", "shapes"), ("insights", "insights"))}
 
 
 @contextlib.contextmanager

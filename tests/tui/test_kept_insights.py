@@ -1,0 +1,120 @@
+"""The header's insight figures kept across processes (``tui.model.kept_insights``): never an
+answer other than computing them, and computed again when a topic, an archive or a session
+they read changes."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from memory_tui.core import switches
+from memory_tui.demo import build_demo
+from memory_tui.tui.model import insights as insights_mod, kept_insights
+from memory_tui.tui.model.load import load_model, with_session_list
+from tui_helpers import COUNTER
+
+
+def _age(top: Path) -> None:
+    """Every stamp an hour back, past the racy window (a key is only taken of settled files)."""
+    t = time.time_ns() - 3_600 * 10**9
+    for p in [top, *top.rglob("*")]:
+        os.utime(p, ns=(t, t), follow_symlinks=False)
+    time.sleep(0.15)  # utime moved every ctime: let it leave the racy window
+
+
+@pytest.fixture
+def demo(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path / "cache"))
+    state = build_demo(tmp_path / "demo")
+    _age(state)
+    return state
+
+
+def _model(state: Path):
+    model = load_model(state, counter=COUNTER, home=state.parent)
+    return with_session_list(model, counter=COUNTER) or model
+
+
+def _counting(monkeypatch) -> list[int]:
+    calls: list[int] = []
+    real = insights_mod._compute_insights
+
+    def counting(model):
+        calls.append(1)
+        return real(model)
+
+    monkeypatch.setattr(insights_mod, "_compute_insights", counting)
+    return calls
+
+
+def test_a_second_start_takes_the_figures_kept_and_they_are_the_computed_ones(demo, monkeypatch):
+    model = _model(demo)
+    assert kept_insights.key_of(model) is not None
+    calls = _counting(monkeypatch)
+    first = insights_mod.load_insights(model)
+    again = insights_mod.load_insights(_model(demo))
+    assert calls == [1]
+    assert first is not None and first.rows and any(r.sessions for r in first.rows)
+    assert again == first and again.by_id.keys() == first.by_id.keys()
+    assert again == insights_mod._compute_insights(model)
+
+
+def test_a_changed_session_or_topic_is_computed_again(demo, monkeypatch):
+    insights_mod.load_insights(_model(demo))
+    calls = _counting(monkeypatch)
+    node = sorted((demo / "sessions").rglob("history/*.json"))[-1]
+    data = json.loads(node.read_text())
+    data["role"] = "llm" if data.get("role") != "llm" else "user"
+    node.write_text(json.dumps(data))
+    _age(demo)
+    model = _model(demo)
+    assert insights_mod.load_insights(model) == insights_mod._compute_insights(model)
+    assert calls == [1, 1]
+    topic = sorted((demo / "memory" / "topics").rglob("*.md"))[-1]
+    topic.write_text(topic.read_text().replace("\n", "\n\n", 1))
+    _age(demo)
+    model = _model(demo)
+    insights_mod.load_insights(model)
+    assert len(calls) == 3
+    insights_mod.load_insights(_model(demo))  # and kept again under the new revision
+    assert len(calls) == 3
+
+
+def test_figures_without_a_full_key_are_not_kept(demo, monkeypatch):
+    model = _model(demo)
+    sid = next(iter(model.session_snapshot.keys))
+    keys = dict(model.session_snapshot.keys, **{sid: None})  # a session read while it was written
+    object.__setattr__(model.session_snapshot, "keys", keys)
+    assert kept_insights.key_of(model) is None
+    calls = _counting(monkeypatch)
+    insights_mod.load_insights(model)
+    insights_mod.load_insights(model)
+    assert calls == [1, 1]
+
+
+def test_check_mode_catches_figures_that_lie(demo, monkeypatch):
+    model = _model(demo)
+    insights_mod.load_insights(model)
+    real = kept_insights._unpack
+
+    def lying(value):
+        vm = real(value)
+        row = vm.rows[0]
+        forged = type(row)(*(getattr(row, f) + 7 if f == "sessions" else getattr(row, f)
+                             for f in kept_insights._ROW_FIELDS))
+        return type(vm)(vm.revision, (forged, *vm.rows[1:]), vm.counts, vm.lists, vm.by_id)
+
+    monkeypatch.setattr(kept_insights, "_unpack", lying)
+    assert insights_mod.load_insights(model) != insights_mod._compute_insights(model)  # the lie goes through
+    monkeypatch.setenv(switches.DERIVE_ENV, "check")
+    switches.reload()
+    try:
+        with pytest.raises(switches.IncrementalMismatch):
+            insights_mod.load_insights(model)
+    finally:
+        monkeypatch.delenv(switches.DERIVE_ENV)
+        switches.reload()
