@@ -17,6 +17,8 @@ from memory_tui.tui.model import insights as insights_mod, kept_insights
 from memory_tui.tui.model.load import load_model, with_session_list
 from tui_helpers import COUNTER
 
+real_compute = insights_mod.load_insights  # computes every time
+
 
 def _age(top: Path) -> None:
     """Every stamp an hour back, past the racy window (a key is only taken of settled files)."""
@@ -41,13 +43,13 @@ def _model(state: Path):
 
 def _counting(monkeypatch) -> list[int]:
     calls: list[int] = []
-    real = insights_mod._compute_insights
+    real = insights_mod.load_insights
 
     def counting(model):
         calls.append(1)
         return real(model)
 
-    monkeypatch.setattr(insights_mod, "_compute_insights", counting)
+    monkeypatch.setattr(insights_mod, "load_insights", counting)
     return calls
 
 
@@ -55,16 +57,16 @@ def test_a_second_start_takes_the_figures_kept_and_they_are_the_computed_ones(de
     model = _model(demo)
     assert kept_insights.key_of(model) is not None
     calls = _counting(monkeypatch)
-    first = insights_mod.load_insights(model)
-    again = insights_mod.load_insights(_model(demo))
+    first = kept_insights.load_insights(model)
+    again = kept_insights.load_insights(_model(demo))
     assert calls == [1]
     assert first is not None and first.rows and any(r.sessions for r in first.rows)
     assert again == first and again.by_id.keys() == first.by_id.keys()
-    assert again == insights_mod._compute_insights(model)
+    assert again == real_compute(model)
 
 
 def test_a_changed_session_or_topic_is_computed_again(demo, monkeypatch):
-    insights_mod.load_insights(_model(demo))
+    kept_insights.load_insights(_model(demo))
     calls = _counting(monkeypatch)
     node = sorted((demo / "sessions").rglob("history/*.json"))[-1]
     data = json.loads(node.read_text())
@@ -72,16 +74,16 @@ def test_a_changed_session_or_topic_is_computed_again(demo, monkeypatch):
     node.write_text(json.dumps(data))
     _age(demo)
     model = _model(demo)
-    assert insights_mod.load_insights(model) == insights_mod._compute_insights(model)
-    assert calls == [1, 1]
+    assert kept_insights.load_insights(model) == real_compute(model)
+    assert calls == [1]
     topic = sorted((demo / "memory" / "topics").rglob("*.md"))[-1]
     topic.write_text(topic.read_text().replace("\n", "\n\n", 1))
     _age(demo)
     model = _model(demo)
-    insights_mod.load_insights(model)
-    assert len(calls) == 3
-    insights_mod.load_insights(_model(demo))  # and kept again under the new revision
-    assert len(calls) == 3
+    kept_insights.load_insights(model)
+    assert len(calls) == 2
+    kept_insights.load_insights(_model(demo))  # and kept again under the new revision
+    assert len(calls) == 2
 
 
 def test_figures_without_a_full_key_are_not_kept(demo, monkeypatch):
@@ -91,14 +93,14 @@ def test_figures_without_a_full_key_are_not_kept(demo, monkeypatch):
     object.__setattr__(model.session_snapshot, "keys", keys)
     assert kept_insights.key_of(model) is None
     calls = _counting(monkeypatch)
-    insights_mod.load_insights(model)
-    insights_mod.load_insights(model)
+    kept_insights.load_insights(model)
+    kept_insights.load_insights(model)
     assert calls == [1, 1]
 
 
 def test_check_mode_catches_figures_that_lie(demo, monkeypatch):
     model = _model(demo)
-    insights_mod.load_insights(model)
+    kept_insights.load_insights(model)
     real = kept_insights._unpack
 
     def lying(value):
@@ -109,12 +111,12 @@ def test_check_mode_catches_figures_that_lie(demo, monkeypatch):
         return type(vm)(vm.revision, (forged, *vm.rows[1:]), vm.counts, vm.lists, vm.by_id)
 
     monkeypatch.setattr(kept_insights, "_unpack", lying)
-    assert insights_mod.load_insights(model) != insights_mod._compute_insights(model)  # the lie goes through
+    assert kept_insights.load_insights(model) != real_compute(model)  # the lie goes through
     monkeypatch.setenv(switches.DERIVE_ENV, "check")
     switches.reload()
     try:
         with pytest.raises(switches.IncrementalMismatch):
-            insights_mod.load_insights(model)
+            kept_insights.load_insights(model)
     finally:
         monkeypatch.delenv(switches.DERIVE_ENV)
         switches.reload()

@@ -229,16 +229,10 @@ def insights_key(model: WorkspaceModel) -> tuple[Any, ...]:
 
 
 def load_insights(model: WorkspaceModel) -> InsightsVM | None:
-    """The insight figures of ``model``'s snapshot; ``None`` when there is no memory. Kept
-    across processes under what they are computed from (``kept_insights``)."""
+    """The insight figures of ``model``'s snapshot; ``None`` when there is no memory. (The
+    app takes them through ``kept_insights.load_insights``, which keeps them across starts.)"""
     if model.state is None or not model.memory_exists:
         return None
-    from .kept_insights import insights_of
-
-    return insights_of(model, _compute_insights)
-
-
-def _compute_insights(model: WorkspaceModel) -> InsightsVM | None:
     from memory_tui.insights.summary import summarize
     from memory_tui.sessions.ondemand import is_on_demand
     from memory_tui.sessions.shapes import prune as prune_shapes

@@ -27,8 +27,10 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from memory_tui.core import switches as switches_mod
 from memory_tui.core.cache import envelope
+from memory_tui.core.cache.registry import keeps
 from memory_tui.core.fsutil import user_cache_dir
 
+from . import insights as computed
 from .insights import EvidenceRowVM, InsightCountsVM, InsightsVM
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -39,7 +41,7 @@ VERSION = 1
 FORMAT = "memory-tui/insight-figures/1"
 _ROW_FIELDS = tuple(f.name for f in fields(EvidenceRowVM))
 _COUNT_FIELDS = tuple(f.name for f in fields(InsightCountsVM))
-_TAG: list[str] = []
+_TAG: list[str] = keeps([])
 
 
 def code_tag() -> str:
@@ -95,6 +97,11 @@ def _unpack(value: Any) -> InsightsVM | None:
         return None
 
 
+def load_insights(model: WorkspaceModel) -> InsightsVM | None:
+    """:func:`.insights.load_insights`, or the figures kept under ``model``'s key."""
+    return insights_of(model, computed.load_insights)
+
+
 def insights_of(model: WorkspaceModel, compute: Callable[[WorkspaceModel], InsightsVM | None]) -> InsightsVM | None:
     """``compute(model)``, or the figures kept under ``model``'s key."""
     key = key_of(model)
@@ -116,4 +123,4 @@ def insights_of(model: WorkspaceModel, compute: Callable[[WorkspaceModel], Insig
     return switches_mod.current().choose("insight figures", kept, lambda: compute(model))
 
 
-__all__ = ["FORMAT", "KIND", "VERSION", "code_tag", "insights_of", "key_of"]
+__all__ = ["FORMAT", "KIND", "VERSION", "code_tag", "insights_of", "key_of", "load_insights"]

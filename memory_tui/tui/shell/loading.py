@@ -233,7 +233,8 @@ class ModelLoading:
     # (every record's dataclass, a large share of each reload)
     @work(thread=True, exclusive=True, group="insights", exit_on_error=False, description="insights")
     def _insights_worker(self, model: WorkspaceModel) -> None:
-        from ..model.insights import insights_key, load_insights
+        from ..model.insights import insights_key
+        from ..model.kept_insights import load_insights
 
         found = load_insights(model)
         if found is not None:
