@@ -8,6 +8,7 @@ ignore ``*.tmp``, so a crash leaves at most a stray temp file, never a torn targ
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import stat as stat_mod
 import threading
@@ -164,6 +165,12 @@ def md_file_stats(top: Path, prefix: str = "") -> dict[str, os.stat_result]:
                 if stat_mod.S_ISREG(st.st_mode):
                     out[rel + name] = st
     return out
+
+
+def cache_name_of(path: Path | str) -> str:
+    """The name a user-cache entry about ``path`` (a state dir, a memory root) goes by: 32 hex
+    digits of the SHA-256 of its absolute form, a name that is not valid UTF-8 by its escapes."""
+    return hashlib.sha256(str(Path(path).absolute()).encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def user_cache_dir(sub: str = "") -> Path:

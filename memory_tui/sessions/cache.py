@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from memory_tui.core.cache import envelope
 from memory_tui.core.format.errors import Problem
-from memory_tui.core.fsutil import user_cache_dir
+from memory_tui.core.fsutil import cache_name_of, user_cache_dir
 
 from .kept import live_turns
 from .records import MARK_KEY, PendingCount, SessionAnalysis, analyze_session, status_pending_count
@@ -494,10 +494,6 @@ def _full_key(content: str, workspace_id: str, threshold: int, ctag: str | None)
     return hashlib.sha256(json.dumps([FORMAT, _code_tag(), content, workspace_id, threshold, ctag]).encode()).hexdigest()
 
 
-def _state_name(state: Path) -> str:
-    return hashlib.sha256(str(state.absolute()).encode()).hexdigest()[:32]
-
-
 # The index is one envelope of the cache kit (magic, kind, version, crc), replaced whole. Its
 # version moves with the row's shape (2: the live turns are the drift's only source), so an
 # index an older version wrote is a miss, not a row read the wrong way.
@@ -522,7 +518,7 @@ class _Index:
 
     @classmethod
     def load(cls, where: Path, state: Path) -> "_Index":
-        path = where / f"{_state_name(state)}.index"
+        path = where / f"{cache_name_of(state)}.index"
         name = str(state.absolute())
         value = _read_envelope(path)
         ok = (isinstance(value, dict) and value.get("format") == FORMAT and value.get("state") == name

@@ -23,7 +23,6 @@ writes into it; losing the folder only costs time.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from pathlib import Path
@@ -33,7 +32,7 @@ from memory_tui.core.cache import envelope
 from memory_tui.core.cache.registry import keeps
 from memory_tui.core.cache.stamp import Stamp, stamp_of
 from memory_tui.core.cache.stamp import any_racy as stamps_racy
-from memory_tui.core.fsutil import md_file_stats, user_cache_dir
+from memory_tui.core.fsutil import cache_name_of, md_file_stats, user_cache_dir
 
 KIND = "session-citations"
 VERSION = 2
@@ -50,8 +49,7 @@ Entry = tuple[tuple, tuple]
 
 
 def index_path(memory_root: Path | str) -> Path:
-    where = str(Path(memory_root).absolute())
-    return user_cache_dir(SUB) / f"{hashlib.sha256(where.encode('utf-8', 'surrogatepass')).hexdigest()[:32]}.index"
+    return user_cache_dir(SUB) / f"{cache_name_of(memory_root)}.index"
 
 
 _TAG: list[str] = keeps([])

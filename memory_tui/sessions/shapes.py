@@ -41,7 +41,7 @@ from typing import Any, Iterable, Mapping
 from memory_tui.core import switches as switches_mod
 from memory_tui.core.cache import envelope
 from memory_tui.core.cache.registry import keeps
-from memory_tui.core.fsutil import user_cache_dir
+from memory_tui.core.fsutil import cache_name_of, user_cache_dir
 from memory_tui.core.format.errors import Problem
 
 from .frozen import _freeze, _freeze_metadata, frozen_from_parts, frozen_parts, thaw
@@ -86,7 +86,7 @@ def _digest(text: str) -> str:
 
 def state_dir_of(state: Path) -> Path:
     """The folder of ``state``'s shapes."""
-    return user_cache_dir(SUB) / _digest(str(Path(state).absolute()))
+    return user_cache_dir(SUB) / cache_name_of(state)
 
 
 def _path(state: Path, sid: str) -> Path:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from memory_tui.core import switches as switches_mod
 from memory_tui.core.cache import envelope
 from memory_tui.core.cache.registry import keeps
-from memory_tui.core.fsutil import user_cache_dir
+from memory_tui.core.fsutil import cache_name_of, user_cache_dir
 
 from . import insights as computed
 from .insights import EvidenceRowVM, InsightCountsVM, InsightsVM
@@ -76,8 +76,7 @@ def key_of(model: WorkspaceModel) -> str | None:
 
 
 def _path(model: WorkspaceModel) -> Path:
-    where = str(Path(model.state_dir).absolute())
-    return user_cache_dir("insights") / f"{hashlib.sha256(where.encode('utf-8', 'surrogatepass')).hexdigest()[:32]}.figures"
+    return user_cache_dir("insights") / f"{cache_name_of(model.state_dir)}.figures"
 
 
 def _pack(vm: InsightsVM) -> tuple:
