@@ -352,6 +352,7 @@ def _strip_invented_outside(topic_path: str, lines: list[str], kinds: Mapping[in
         m = _OP_INVENTED_RE.search(lines[index])
         if m is None or _committed_like(m.group(1), committed):
             continue
+        column = m.start() + len(m.group(0)) - len(m.group(1))  # of the "^"
         if kind == "heading":
             stripped = lines[index][: m.start()] + lines[index][m.end():]
             again = _OP_INVENTED_RE.search(stripped)
@@ -364,7 +365,7 @@ def _strip_invented_outside(topic_path: str, lines: list[str], kinds: Mapping[in
             problems.append(_problem(
                 topic_path, f"malformed id placement: ^{m.group(1)} ends a heading, and stripping it as an "
                 "invented block id leaves a heading that still ends in a ^word (or no heading at all): "
-                "remove the ^words from the heading", index + 1, m.start() + 1 + (len(m.group(0)) - len(m.group(1)) - 1),
+                "remove the ^words from the heading", index + 1, column,
                 kind="malformed_id_placement", memory_id=m.group(1),
             ))
             continue
@@ -372,7 +373,7 @@ def _strip_invented_outside(topic_path: str, lines: list[str], kinds: Mapping[in
         problems.append(_problem(
             topic_path, f"malformed id placement: ^{m.group(1)} ends a line of {where}, and OpenProgram strips a "
             "trailing ^word there as an invented block id, so the text would be lost: put something after it "
-            "on the line", index + 1, m.start() + 1 + (len(m.group(0)) - len(m.group(1)) - 1),
+            "on the line", index + 1, column,
             kind="malformed_id_placement", memory_id=m.group(1),
         ))
     return problems
@@ -817,13 +818,14 @@ def _render_and_prune(order: list[str], work: dict[str, list[str]], labels: Mapp
         for line in classified:
             if line.kind == "text":
                 canonical_line = _canonical_text_line(line.text, labels, base.ids)
-                if canonical_line[:1] != line.text[:1] and classify_lines(canonical_line)[0].kind != "text":
+                becomes = classify_lines(canonical_line)[0].kind if canonical_line[:1] != line.text[:1] else "text"
+                if becomes != "text":
                     # "\t[^e-1]: Time: ..." is prose (indented), but without the gap before its
                     # citation it reads as an evidence definition: the next edit would read it
                     # so, and the block id this edit gives it would be lost.
                     problems.append(_problem(
                         path, "prose line starts with whitespace before a citation, and written without it (the "
-                        f"canonical form) it reads as a {_describe({classify_lines(canonical_line)[0].kind})} instead: "
+                        f"canonical form) it reads as a {_describe({becomes})} instead: "
                         "remove the leading whitespace or the line", line.number, 1, kind="line_changes_class",
                     ))
                 out.append(canonical_line)
