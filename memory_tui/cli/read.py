@@ -360,24 +360,11 @@ def _problem_line(p: dict[str, Any]) -> str:
     return f"{sanitize(where)}: {p.get('code')}: {sanitize(str(p.get('message')))}"
 
 
-def _pending_from_index(args: argparse.Namespace, ctx):
-    """The global pending count ``why SESSION --json`` prints, from the sessions' summary index
-    (``sessions.cache``): every other session is only stat'ed, unless it changed since its
-    entry was made (then it alone is read). Equal to the count of a full load."""
-    from memory_tui.sessions.cache import load_summaries
-
-    state = _state_dir(args)
-    try:
-        return load_summaries(state, ctx.workspace_id or "", ctx.config.trigger_tokens).pending
-    except OSError as exc:
-        raise CliError(f"cannot read {state}: {exc.strerror or exc}") from exc
-
-
 def _explain_one(args: argparse.Namespace, sid: str, *, lazy: bool = False):
     """``(context, global reasons, {sid: explanation}, snapshot)`` reading just that session: a session's
     explanation depends on its own files, its registry entry and the writer context only. The
-    global pending count (which needs every session) is not computed here: ``--json`` takes
-    it from the summary index (:func:`_pending_from_index`)."""
+    global pending count needs every session (a ``stat`` of each node file at least), so
+    ``why SESSION --json`` leaves it ``null``: it is ``status``'s figure."""
     from memory_tui.sessions.reasons import explain_session, global_reasons, load_context
     from memory_tui.sessions.store import load_sessions
 
@@ -400,8 +387,6 @@ def cmd_why(args: argparse.Namespace) -> int:
     pending = None
     if wanted is not None:
         ctx, reasons, sessions, snap = _explain_one(args, wanted)
-        if getattr(args, "json", False) and wanted in sessions:
-            pending = _pending_from_index(args, ctx)
     else:
         _state, _snap, ctx, ex = _explain(args)
         reasons, sessions, pending = ex.reasons, ex.sessions, ex.pending

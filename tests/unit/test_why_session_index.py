@@ -1,6 +1,6 @@
-"""``why SESSION --json`` reads that session and takes the global pending count from the
-sessions' summary index: the same answer as the full path (every session explained), and
-with the index warm no other session's files are read."""
+"""``why SESSION --json`` reads that session alone: the same answer as the full path (every
+session explained) for that session, with no other session's folder listed or its files read
+(the global pending count, which needs them all, is ``null`` there: it is ``status``'s)."""
 
 from __future__ import annotations
 
@@ -32,14 +32,14 @@ def _session_ids(state: Path) -> list[str]:
 
 
 def _expected(full: dict, sid: str) -> dict:
-    return {**full, "sessions": {k: v for k, v in full["sessions"].items() if k == sid}}
+    return {**full, "status_pending_turns": None, "sessions": {k: v for k, v in full["sessions"].items() if k == sid}}
 
 
 @pytest.mark.parametrize("damage", ["none", "corrupt_other_node", "no_workspace_id", "mark_other"])
 def test_why_session_json_equals_the_full_path(fixture_state, capsys, damage):
     sids = _session_ids(fixture_state)
     _age(fixture_state / "sessions")
-    # warm the index first, then change the workspace: the index must follow
+    # a first run leaves the readers' caches warm; then the workspace changes: they must follow
     _json(capsys, "--state", str(fixture_state), "--json", "why", sids[0], "--now", "1790000000")
     other = fixture_state / "sessions" / sids[-1] / "history"
     nodes = sorted(other.glob("*.json"))
@@ -60,19 +60,27 @@ def test_why_session_json_equals_the_full_path(fixture_state, capsys, damage):
         assert got == _expected(full, sid), sid
 
 
-def test_why_session_json_reads_only_that_session_once_the_index_is_warm(fixture_state, capsys, monkeypatch):
+@pytest.mark.parametrize("warm", [False, True])
+def test_why_session_json_reads_only_that_session(fixture_state, capsys, monkeypatch, warm):
     sids = _session_ids(fixture_state)
     assert len(sids) > 1
     _age(fixture_state / "sessions")
-    _json(capsys, "--state", str(fixture_state), "--json", "why", sids[0])  # builds the index
+    if warm:
+        _json(capsys, "--state", str(fixture_state), "--json", "why", sids[0])
     read: list[str] = []
-    real = store.load_session_dir
+    listed: list[str] = []
+    real, real_stamps = store.load_session_dir, store._folder_stamps
 
     def spy(sid, *a, **kw):
         read.append(sid)
         return real(sid, *a, **kw)
 
+    def spy_stamps(where, *a, **kw):
+        listed.append(Path(where).parent.name)
+        return real_stamps(where, *a, **kw)
+
     monkeypatch.setattr(store, "load_session_dir", spy)
+    monkeypatch.setattr(store, "_folder_stamps", spy_stamps)
     got = _json(capsys, "--state", str(fixture_state), "--json", "why", sids[-1])
     # besides the session itself, only sub-agent sessions are read: a cross-session spawn's
     # other half is named from either side (their meta.json says so)
@@ -80,7 +88,9 @@ def test_why_session_json_reads_only_that_session_once_the_index_is_warm(fixture
                if json.loads((fixture_state / "sessions" / sid / "meta.json").read_text()).get("source") == "agent_spawn"}
     unrelated = set(sids) - spawned - {sids[-1]}
     assert sids[-1] in read and unrelated and not unrelated & set(read)
-    assert list(got["sessions"]) == [sids[-1]] and got["status_pending_turns"] is not None
+    assert not unrelated & set(listed)  # not even stat-ed for the summary index
+    assert list(got["sessions"]) == [sids[-1]] and got["status_pending_turns"] is None
+    assert got["sessions"][sids[-1]]["tips"]
 
 
 def test_why_session_starts_from_the_last_readers_parse_of_the_topics(fixture_state, capsys, monkeypatch):

@@ -171,20 +171,18 @@ class CountMemo:
     def tag() -> str:
         return f"{O200K_SHA256[:16]}/tiktoken-{_tiktoken_version()}"
 
-    def _load_file(self, path) -> dict[str, int]:
+    def _load(self, shard: str) -> dict[str, int]:
         """The counts of one shard file: an intact envelope (``cache.envelope``: a crc over
         the payload) of this memo's kind made with these very ranks. A count edited or damaged
-        in place fails the crc, so the file is ignored as a whole, never read in part."""
+        in place fails the crc, so the file is ignored as a whole, never read in part; a key of
+        another shard is left out (one pass: a session's analysis opens dozens of shards)."""
         from ..cache import envelope
 
-        body = envelope.read(path, self.KIND, self.VERSION)
+        body = envelope.read(self.path() / f"{shard}{self.SUFFIX}", self.KIND, self.VERSION)
         if not (isinstance(body, tuple) and len(body) == 2 and body[0] == self.tag() and isinstance(body[1], dict)):
             return {}
-        return {k: v for k, v in body[1].items() if isinstance(k, str) and type(v) is int and v >= 0}
-
-    def _load(self, shard: str) -> dict[str, int]:
-        return {k: v for k, v in self._load_file(self.path() / f"{shard}{self.SUFFIX}").items()
-                if self.shard_of(k) == shard}
+        return {k: v for k, v in body[1].items()
+                if type(k) is str and k[:2] == shard and type(v) is int and v >= 0}
 
     def get(self, key: str) -> int | None:
         shard = self.shard_of(key)
