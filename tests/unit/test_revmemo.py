@@ -203,3 +203,47 @@ def test_fresh_cli_applies_take_the_kept_revision_and_equal_the_full_path(fixtur
     assert all(g[6] for g in got)  # a one-shot apply holds no file bytes for a next feed
     assert _files(fixture_state / "memory") == _files(full / "memory")
     assert not (full / "memory" / RUNTIME_DIR / revmemo.NAME).exists()
+
+
+def test_a_reader_keeps_the_revision_it_hashed_in_the_user_cache_not_in_the_state(tmp_path, monkeypatch):
+    set_derive(monkeypatch, "incremental")
+    root = _workspace(tmp_path)
+    _age()
+    stamps, _ = revision_walk(root, switches=current_switches())
+    value = WorkspaceCache(root).revision(stamps, switches=current_switches())  # a reader: nothing kept in the state
+    assert value == workspace_revision(root)
+    assert not (root / ".scriptorium" / revmemo.NAME).exists()
+    assert revmemo.reader_lookup(root, stamps) == value
+    feeds = _feeds(monkeypatch)
+    assert WorkspaceCache(root).revision(stamps, switches=current_switches()) == value  # the next reader
+    assert feeds == []
+    # a changed file: the readers' memo proves nothing, the next reader hashes and keeps again
+    (root / "topics" / "a.md").write_text("# A\n\nOne!\n")
+    _age()
+    stamps, _ = revision_walk(root, switches=current_switches())
+    assert revmemo.reader_lookup(root, stamps) is None
+    assert WorkspaceCache(root).revision(stamps, switches=current_switches()) == workspace_revision(root)
+    assert len(feeds) == 1 and revmemo.reader_lookup(root, stamps) == workspace_revision(root)
+
+
+def test_the_readers_memo_is_not_taken_in_full_mode_and_compared_in_check_mode(tmp_path, monkeypatch):
+    root = _workspace(tmp_path)
+    _age()
+    stamps, _ = revision_walk(root, switches=current_switches())
+    set_derive(monkeypatch, "full")
+    WorkspaceCache(root).revision(stamps, switches=current_switches())
+    assert revmemo.reader_lookup(root, stamps) is None  # nothing written
+    set_derive(monkeypatch, "incremental")
+    value = WorkspaceCache(root).revision(stamps, switches=current_switches())
+    where = revmemo._reader_file(root)
+    _revision, paths, kept, young = envelope.read(where, revmemo.KIND, revmemo.VERSION)
+    where.write_bytes(envelope.pack(revmemo.KIND, ("0" * 64, paths, kept, young), revmemo.VERSION))  # a lie
+    set_derive(monkeypatch, "full")
+    assert WorkspaceCache(root).revision(stamps, switches=current_switches()) == value
+    set_derive(monkeypatch, "check")
+    try:
+        WorkspaceCache(root).revision(stamps, switches=current_switches())
+    except IncrementalMismatch:
+        pass
+    else:
+        raise AssertionError("check mode took the readers' revision without comparing it")

@@ -67,10 +67,19 @@ class RevisionChain:
             return out
 
         def kept() -> tuple[str, list | None]:
-            # a fresh process has no chain: the revision the last process kept, when it proves
-            # these files (the chain stays empty; the next feed reads the files)
-            value = revmemo.lookup(self.root, stamps) if not chain else None
-            return (value, None) if value is not None else fed()
+            # a fresh process has no chain: the revision the last transaction kept, or the last
+            # reader, when it proves these files (the chain stays empty; the next feed reads them)
+            if chain:
+                return fed()
+            value = revmemo.lookup(self.root, stamps)
+            if value is None and not installed:  # an install keeps the chain it feeds in the state
+                value = revmemo.reader_lookup(self.root, stamps)
+            if value is not None:
+                return value, None
+            value, entries = fed()
+            if not installed and entries is not None:  # an install keeps it in the state dir
+                revmemo.reader_keep(self.root, value, entries)
+            return value, entries
 
         value, entries = switches.choose("revision", kept, fed, lambda a, b: a[0] == b[0])
         with self.lock:

@@ -19,6 +19,12 @@ written by this code only; never through a symlinked runtime dir. Outside the re
 stage; OpenProgram ignores it. A missing, damaged or foreign file is a miss (the revision is
 hashed as before). ``MEMORY_TUI_TEST_DERIVE=full`` neither reads nor writes it; ``check`` hashes the
 files as well and compares (``txcache.WorkspaceCache.revision``).
+
+A reading process (``status``, the app) never writes into the state dir, so the revision it
+had to hash is kept in the user cache instead (:func:`reader_keep`, the same envelope under
+``U/revision/<fsutil.cache_name_of(memory root)>.bin``) and looked up there when the state's own
+file does not prove the files (:func:`reader_lookup`): after OpenProgram wrote, only the first
+reader after the write reads every file.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from ..format.paths import Layout
 from ..cache import envelope
 
 NAME = "memory-tui-revision"
+READER_SUB = "revision"
 KIND = "revision"
 VERSION = 2
 
@@ -42,10 +49,25 @@ def _file(root: Path) -> Path:
     return Layout(Path(root)).runtime_dir / NAME
 
 
+def _reader_file(root: Path) -> Path:
+    from ..fsutil import cache_name_of, user_cache_dir
+
+    return user_cache_dir(READER_SUB) / f"{cache_name_of(root)}.bin"
+
+
 def lookup(root: Path, stamps: Mapping[str, tuple]) -> str | None:
     """The kept revision when it is the revision of the files ``stamps`` names (as
     ``txcache.revision_walk`` lists them, in the revision's order), else ``None``."""
-    value = envelope.read(_file(root), KIND, VERSION)
+    return _lookup_in(_file(root), root, stamps)
+
+
+def reader_lookup(root: Path, stamps: Mapping[str, tuple]) -> str | None:
+    """:func:`lookup` in the readers' copy (the user cache)."""
+    return _lookup_in(_reader_file(root), root, stamps)
+
+
+def _lookup_in(where: Path, root: Path, stamps: Mapping[str, tuple]) -> str | None:
+    value = envelope.read(where, KIND, VERSION)
     if not (type(value) is tuple and len(value) == 4):
         return None
     revision, paths, kept, young = value
@@ -72,16 +94,27 @@ def lookup(root: Path, stamps: Mapping[str, tuple]) -> str | None:
     return revision
 
 
+def reader_keep(root: Path, revision: str, entries: Sequence[tuple]) -> None:
+    """:func:`keep` into the readers' copy (the user cache; its folder made as the other user
+    caches are)."""
+    _keep_in(_reader_file(root), revision, entries, make_folder=True)
+
+
 def keep(root: Path, revision: str, entries: Sequence[tuple]) -> None:
     """Remember ``revision`` of the files ``entries`` name: the revision stream's chain
     (``(rel, stamp, sha256 of a young file's bytes or None, ...)`` per file, in order)."""
+    _keep_in(_file(root), revision, entries)
+
+
+def _keep_in(where: Path, revision: str, entries: Sequence[tuple], make_folder: bool = False) -> None:
     kept = tuple(map(_STAMP, entries))
     young = {i: e[2] for i, e in enumerate(entries) if e[2] is not None}
     # Every install writes this file. The paths as one string (no path holds a NUL): one per
     # file cost as much as the rest of the write. ``stable``: marshal version 2, which records no shared
     # references: in a process holding a large heap, version 4's table of every object written
     # (every stamp number of a large workspace) costs more in cache misses than the dump itself.
-    envelope.write(_file(root), KIND, (revision, "\0".join(map(_REL, entries)), kept, young), VERSION, stable=True)
+    envelope.write(where, KIND, (revision, "\0".join(map(_REL, entries)), kept, young), VERSION, stable=True,
+                   make_folder=make_folder)
 
 
 _REL, _STAMP = itemgetter(0), itemgetter(1)
