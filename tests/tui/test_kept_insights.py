@@ -120,3 +120,41 @@ def test_check_mode_catches_figures_that_lie(demo, monkeypatch):
     finally:
         monkeypatch.delenv(switches.DERIVE_ENV)
         switches.reload()
+
+
+def test_the_figures_of_the_last_texts_are_kept_so_a_revert_computes_nothing(demo, monkeypatch):
+    topic = sorted((demo / "memory" / "topics").rglob("*.md"))[-1]
+    original = topic.read_text()
+    texts = [original, *(original.replace("\n", "\n" + "\n" * n, 1) for n in range(1, kept_insights.KEEP + 1))]
+    calls = _counting(monkeypatch)
+    figures = []
+    for text in texts:
+        topic.write_text(text)
+        _age(demo / "memory")  # the sessions keep their stamps
+        figures.append(kept_insights.load_insights(_model(demo)))
+    assert len(calls) == len(texts)
+    # the last KEEP texts are answered from the file; the oldest was let go
+    for text, want in list(zip(texts, figures))[-kept_insights.KEEP:]:
+        topic.write_text(text)
+        _age(demo / "memory")  # the sessions keep their stamps
+        model = _model(demo)
+        assert kept_insights.load_insights(model) == want == real_compute(model)
+    assert len(calls) == len(texts)
+    topic.write_text(texts[0])
+    _age(demo / "memory")  # the sessions keep their stamps
+    kept_insights.load_insights(_model(demo))
+    assert len(calls) == len(texts) + 1
+
+
+def test_a_damaged_figure_is_computed_again(demo, monkeypatch):
+    model = _model(demo)
+    first = kept_insights.load_insights(model)
+    path = kept_insights._path(model)
+    data = bytearray(path.read_bytes())
+    data[-5] ^= 0xFF  # inside the one part: its crc fails
+    path.write_bytes(bytes(data))
+    calls = _counting(monkeypatch)
+    assert kept_insights.load_insights(_model(demo)) == first
+    assert calls == [1]
+    kept_insights.load_insights(_model(demo))
+    assert calls == [1]  # written again whole

@@ -12,8 +12,11 @@ registry entry), the state's path, and the code that computes them. A figure is 
 every part of that is known: no revision, a session without a key (racy or unreadable), or a
 snapshot that is not the session list's, and the figures are computed and not kept.
 
-Where: ``<user cache>/insights/<state>.figures``, one envelope (kind ``insight-figures``) per
-state, the last figures only. A damaged file, another version's, state's or code's is a miss.
+Where: ``<user cache>/insights/<state>.figures``, one indexed envelope (kind ``insight-figures``)
+per state holding the last :data:`KEEP` figures, newest first, each its own part with its own
+crc: an owner who edits a topic and puts it back, or OpenProgram writing and the owner reverting,
+finds the figures of either text, and a start reads and decodes only the figures of its key. A
+damaged part, another version's, state's or code's is a miss.
 ``MEMORY_TUI_TEST_DERIVE=full`` computes every time; ``check`` does both and compares.
 """
 
@@ -37,7 +40,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .data import WorkspaceModel
 
 KIND = "insight-figures"
-VERSION = 1
+VERSION = 2
+KEEP = 3
 FORMAT = "memory-tui/insight-figures/1"
 _ROW_FIELDS = tuple(f.name for f in fields(EvidenceRowVM))
 _COUNT_FIELDS = tuple(f.name for f in fields(InsightCountsVM))
@@ -96,6 +100,20 @@ def _unpack(value: Any) -> InsightsVM | None:
         return None
 
 
+def _is_head(head: Any) -> bool:
+    return type(head) is tuple and all(type(k) is str for k in head)
+
+
+def _keep(path: Path, key: str, vm: InsightsVM, older: tuple[str, ...]) -> None:
+    """Write ``vm`` under ``key`` first, then up to ``KEEP - 1`` of the figures kept before it
+    (their parts copied as they are: intact ones only, never decoded)."""
+    others = [k for k in older if k != key][:KEEP - 1]
+    found = envelope.read_indexed(path, KIND, VERSION, names=others, accept=_is_head) if others else None
+    parts = {key: envelope.packed_value(_pack(vm))}
+    parts.update(found[1] if found is not None else {})
+    envelope.write_indexed(path, KIND, tuple(parts), parts, VERSION, make_folder=True)
+
+
 def load_insights(model: WorkspaceModel) -> InsightsVM | None:
     """:func:`.insights.load_insights`, or the figures kept under ``model``'s key."""
     return insights_of(model, computed.load_insights)
@@ -109,17 +127,17 @@ def insights_of(model: WorkspaceModel, compute: Callable[[WorkspaceModel], Insig
     path = _path(model)
 
     def kept() -> InsightsVM | None:
-        value = envelope.read(path, KIND, VERSION)
-        if type(value) is tuple and len(value) == 2 and value[0] == key:
-            hit = _unpack(value[1])
+        found = envelope.read_indexed(path, KIND, VERSION, names=(key,), accept=_is_head)
+        if found is not None and key in found[1]:
+            hit = _unpack(envelope.loads_part(found[1][key]))
             if hit is not None:
                 return hit
         vm = compute(model)
         if vm is not None:
-            envelope.write(path, KIND, (key, _pack(vm)), VERSION, make_folder=True)
+            _keep(path, key, vm, found[0] if found is not None else ())
         return vm
 
     return switches_mod.current().choose("insight figures", kept, lambda: compute(model))
 
 
-__all__ = ["FORMAT", "KIND", "VERSION", "code_tag", "insights_of", "key_of", "load_insights"]
+__all__ = ["FORMAT", "KEEP", "KIND", "VERSION", "code_tag", "insights_of", "key_of", "load_insights"]
