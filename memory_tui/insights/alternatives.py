@@ -13,11 +13,11 @@ head is on (``"a"``, ``"b"``, or None when the head is on neither line).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 from memory_tui.sessions.store import SessionSnapshot
 
-from .lineage import Lineages, place_of
+from .lineage import Lineages, SessionLineage, place_of
 
 
 @dataclass(frozen=True)
@@ -196,35 +196,32 @@ class Contested:
     forks: int  # (session, fork point) pairs with rival records on two of its lines
 
 
-def contested(view: Any, sessions: SessionSnapshot | None, *, lineages: Lineages | None = None) -> Contested:
-    """Record R has an alternative at fork f when R cites a line L1 leaving f, does not cite
-    another line L2 leaving f, and some record cites L2 but not L1 — exactly when R is in a
-    pair :func:`alternatives` reports. Cited nodes times fork points, each an O(1) test."""
-    if view.tree is None or sessions is None:
-        return Contested((), 0)
-    lineages = lineages if lineages is not None else Lineages(sessions)
-    by_session: dict[str, dict[str, set[int]]] = {}  # session -> node -> record indexes
-    for index, unit in enumerate(view.tree.units):
-        if unit.is_alias:
-            continue
-        for ref in unit.source_refs:
-            place = place_of(ref)
-            if place.node_id is not None and lineages.has_node(place):
-                by_session.setdefault(place.session_id or "", {}).setdefault(place.node_id, set()).add(index)
-    hit: set[int] = set()
-    forks = 0
-    for session_id, nodes in by_session.items():
-        lineage = lineages.get(session_id)
-        assert lineage is not None
-        lines_at: dict[str, dict[str, set[int]]] = {}  # fork -> first node of a line -> records on it
+class Rivals:
+    """What :func:`contested` asks of each cited session, answered one session at a time
+    (:meth:`Lineages.visit`): the records whose cited nodes lie on rival lines of a fork."""
+
+    def __init__(self, units: Sequence[Any]) -> None:
+        self.asked: dict[str, dict[str, set[int]]] = {}  # session -> node -> record indexes
+        for index, unit in enumerate(units):
+            if unit.is_alias:
+                continue
+            for ref in unit.source_refs:
+                place = place_of(ref)
+                if place.node_id is not None and place.session_id is not None:
+                    self.asked.setdefault(place.session_id, {}).setdefault(place.node_id, set()).add(index)
+        self.hit: set[int] = set()
+        self.forks = 0
+
+    def visit(self, sid: str, lineage: SessionLineage) -> None:
+        nodes = {n: recs for n, recs in self.asked.get(sid, {}).items() if lineage.session.get(n) is not None}
+        if not nodes:
+            return
         for fork in lineage.forks():
-            lines: dict[str, set[int]] = {}
+            lines: dict[str, set[int]] = {}  # first node of a line leaving the fork -> records on it
             for nid, recs in nodes.items():
                 child = lineage.line_of(fork, nid)
                 if child is not None:
                     lines.setdefault(child, set()).update(recs)
-            lines_at[fork] = lines
-        for lines in lines_at.values():
             if len(lines) < 2:
                 continue
             found = False
@@ -234,8 +231,21 @@ def contested(view: Any, sessions: SessionSnapshot | None, *, lineages: Lineages
                         continue
                     winners = recs1 - recs2
                     if winners:
-                        hit |= winners
+                        self.hit |= winners
                         found = True
-            forks += found
+            self.forks += found
+
+
+def contested(view: Any, sessions: SessionSnapshot | None, *, lineages: Lineages | None = None,
+              rivals: Rivals | None = None) -> Contested:
+    """Record R has an alternative at fork f when R cites a line L1 leaving f, does not cite
+    another line L2 leaving f, and some record cites L2 but not L1 — exactly when R is in a
+    pair :func:`alternatives` reports. Cited nodes times fork points, each an O(1) test.
+    ``rivals``: the units' sessions already visited (``summarize``)."""
+    if view.tree is None or sessions is None:
+        return Contested((), 0)
     units = view.tree.units
-    return Contested(tuple(units[i].memory_id for i in sorted(hit)), forks)
+    if rivals is None:
+        rivals = Rivals(units)
+        (lineages if lineages is not None else Lineages(sessions)).visit(sorted(rivals.asked), rivals.visit)
+    return Contested(tuple(units[i].memory_id for i in sorted(rivals.hit)), rivals.forks)

@@ -30,11 +30,11 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from memory_tui.core.format.sources import SourceFrame
+from memory_tui.core.format.sources import FrameFacts, SourceFrame
 from memory_tui.core.format.topics import Unit
 from memory_tui.sessions.store import SessionSnapshot
 
-from .lineage import Lineages, SourcePlace, place_of
+from .lineage import Lineages, SourcePlace, episode_lines, place_of
 
 OWNER, ASSISTANT, OTHER, UNKNOWN = "owner", "assistant", "other", "unknown"
 TRUSTED, PENDING, MISSING, UNRESOLVED = "trusted", "pending", "missing", "unresolved"
@@ -127,7 +127,7 @@ class RecordEvidence(EvidenceFigures):
 # ------------------------------------------------------------------------------- classification
 
 
-def speaker_kind(frame: SourceFrame | None, node_role: str | None) -> str:
+def speaker_kind(frame: SourceFrame | FrameFacts | None, node_role: str | None) -> str:
     """Who spoke a cited turn. The v2 meta decides; the session node's role breaks a tie."""
     if frame is None:
         return UNKNOWN
@@ -147,7 +147,7 @@ def speaker_kind(frame: SourceFrame | None, node_role: str | None) -> str:
     return UNKNOWN
 
 
-def _day(frame: SourceFrame | None, when: str | None) -> str | None:
+def _day(frame: SourceFrame | FrameFacts | None, when: str | None) -> str | None:
     if frame is not None and frame.timestamp:
         m = _DAY_RE.match(frame.timestamp)
         if m:
@@ -157,7 +157,7 @@ def _day(frame: SourceFrame | None, when: str | None) -> str | None:
     return None
 
 
-def _trust(view: Any, source_id: str | None, frame: SourceFrame | None) -> str:
+def _trust(view: Any, source_id: str | None, frame: SourceFrame | FrameFacts | None) -> str:
     if source_id is None:
         return UNRESOLVED
     if view.sources.is_pending(source_id):
@@ -172,18 +172,65 @@ def _trust(view: Any, source_id: str | None, frame: SourceFrame | None) -> str:
 # ------------------------------------------------------------------------------- computation
 
 
-def _cited(view: Any, unit: Unit, lineages: Lineages) -> list[tuple[CitedSource, SourcePlace | None]]:
+class CitedNodes:
+    """What the evidence of a set of records needs of their cited sessions, gathered one session
+    at a time (:meth:`Lineages.visit`): each cited node's role, which nodes their session holds,
+    and the lines of each record's cited nodes of one episode. Answers as :class:`Lineages` does
+    (``role``, ``has_node``, ``episode_lines``), from tables."""
+
+    def __init__(self, units: Iterable[Unit]) -> None:
+        # session -> the node sets some record cites of it (one per record and episode)
+        self.asked: dict[str, set[frozenset[str]]] = {}
+        for unit in units:
+            for sid, nodes in _episodes(_places(unit)).values():
+                if sid is not None and nodes:
+                    self.asked.setdefault(sid, set()).add(nodes)
+        self._roles: dict[str, dict[str, str | None]] = {}  # session -> node it holds -> role
+        self._lines: dict[str, dict[frozenset[str], int]] = {}
+
+    def visit(self, sid: str, lineage: Any) -> None:
+        session = lineage.session
+        roles = self._roles.setdefault(sid, {})
+        lines = self._lines.setdefault(sid, {})
+        for nodes in self.asked.get(sid, ()):
+            for n in nodes:
+                node = session.get(n)
+                if node is not None:
+                    roles[n] = node.role
+            lines[nodes] = episode_lines(lineage, nodes)
+
+    def role(self, place: SourcePlace) -> str | None:
+        return self._roles.get(place.session_id or "", {}).get(place.node_id or "")
+
+    def has_node(self, place: SourcePlace) -> bool:
+        return (place.node_id or "") in self._roles.get(place.session_id or "", {})
+
+    def episode_lines(self, session_id: str | None, nodes: frozenset[str]) -> int:
+        return self._lines.get(session_id or "", {}).get(nodes, 1)
+
+
+def _places(unit: Unit) -> list[SourcePlace]:
+    return [place_of(link.source_id) for ev in unit.evidence for link in ev.links if link.source_id]
+
+
+def _episodes(places: Iterable[SourcePlace]) -> dict[str, tuple[str | None, frozenset[str]]]:
+    """episode -> (its session id, the node ids cited of it)."""
+    nodes: dict[str, tuple[str | None, set[str]]] = {}
+    for p in places:
+        entry = nodes.setdefault(p.episode, (p.session_id, set()))
+        if p.node_id is not None:
+            entry[1].add(p.node_id)
+    return {ep: (sid, frozenset(ids)) for ep, (sid, ids) in nodes.items()}
+
+
+def _cited(view: Any, unit: Unit, facts: Lineages | CitedNodes) -> list[tuple[CitedSource, SourcePlace | None]]:
     out: list[tuple[CitedSource, SourcePlace | None]] = []
     for ev in unit.evidence:
         for link in ev.links:
             sid = link.source_id
-            frame = view.sources.frame(sid) if sid else None
+            frame = view.sources.frame_facts(sid) if sid else None  # no frame text is built
             place = place_of(sid) if sid else None
-            role = None
-            if place is not None and place.node_id is not None:
-                lineage = lineages.get(place.session_id)
-                node = lineage.session.get(place.node_id) if lineage is not None else None
-                role = node.role if node is not None else None
+            role = facts.role(place) if place is not None and place.node_id is not None else None
             out.append((
                 CitedSource(
                     source_id=sid,
@@ -201,27 +248,13 @@ def _cited(view: Any, unit: Unit, lineages: Lineages) -> list[tuple[CitedSource,
     return out
 
 
-def _lines(places: Sequence[SourcePlace], lineages: Lineages) -> int:
+def _lines(places: Sequence[SourcePlace], facts: Lineages | CitedNodes) -> int:
     """Distinct lines of conversation over the cited places (see the module docstring)."""
-    by_episode: dict[str, list[SourcePlace]] = {}
-    for place in places:
-        by_episode.setdefault(place.episode, []).append(place)
-    total = 0
-    for episode_places in by_episode.values():
-        known = sorted({p.node_id for p in episode_places if p.node_id is not None and lineages.has_node(p)})
-        if not known:
-            total += 1  # one thread without a readable DAG is one line
-            continue
-        lineage = lineages.get(episode_places[0].session_id)
-        assert lineage is not None  # has_node() found it
-        total += sum(
-            1 for n in known if not any(other != n and lineage.contains(n, other) for other in known)
-        )
-    return total
+    return sum(facts.episode_lines(sid, nodes) for sid, nodes in _episodes(places).values())
 
 
-def record_evidence(view: Any, unit: Unit, lineages: Lineages) -> RecordEvidence:
-    cited = _cited(view, unit, lineages)
+def record_evidence(view: Any, unit: Unit, facts: Lineages | CitedNodes) -> RecordEvidence:
+    cited = _cited(view, unit, facts)
     places = [p for _, p in cited if p is not None]
     episodes = tuple(dict.fromkeys(p.episode for p in places))
     days = tuple(sorted({c.day for c, _ in cited if c.day is not None}))
@@ -237,7 +270,7 @@ def record_evidence(view: Any, unit: Unit, lineages: Lineages) -> RecordEvidence
         content=unit.content,
         sessions=len(episodes),
         days=len(days),
-        branches=_lines(places, lineages),
+        branches=_lines(places, facts),
         owner_backed=owner_backed,
         assistant_only=assistant_only,
         pending_sources=len(pending_ids),
@@ -249,12 +282,16 @@ def record_evidence(view: Any, unit: Unit, lineages: Lineages) -> RecordEvidence
     )
 
 
-def evidence_for(view: Any, sessions: SessionSnapshot | None = None, *, lineages: Lineages | None = None) -> tuple[RecordEvidence, ...]:
-    """Figures for every unit of ``view.tree`` (tree order)."""
-    lineages = lineages if lineages is not None else Lineages(sessions)
+def evidence_for(view: Any, sessions: SessionSnapshot | None = None, *, lineages: Lineages | None = None,
+                 facts: CitedNodes | None = None) -> tuple[RecordEvidence, ...]:
+    """Figures for every unit of ``view.tree`` (tree order). ``facts``: the units' cited nodes
+    already visited (``summarize`` visits each session once for this and the alternatives)."""
     if view.tree is None:
         return ()
-    return tuple(record_evidence(view, unit, lineages) for unit in view.tree.units)
+    if facts is None:
+        facts = CitedNodes(view.tree.units)
+        (lineages if lineages is not None else Lineages(sessions)).visit(sorted(facts.asked), facts.visit)
+    return tuple(record_evidence(view, unit, facts) for unit in view.tree.units)
 
 
 # ------------------------------------------------------------------------------- sorting

@@ -10,8 +10,8 @@ from typing import Any
 
 from memory_tui.sessions.store import SessionSnapshot
 
-from .alternatives import contested
-from .evidence import RecordEvidence, evidence_for
+from .alternatives import Rivals, contested
+from .evidence import CitedNodes, RecordEvidence, evidence_for
 from .lineage import Lineages
 
 
@@ -37,16 +37,19 @@ class InsightSummary:
 
 
 def summarize(view: Any, sessions: SessionSnapshot | None) -> InsightSummary:
-    """Evidence and alternatives over the whole tree, computed once and counted."""
-    lineages = Lineages(sessions)
-    rows = evidence_for(view, sessions, lineages=lineages)
-    rivals = contested(view, sessions, lineages=lineages)
+    """Evidence and alternatives over the whole tree, computed once and counted; each cited
+    session's lineage is read once, for both, and let go before the next one's."""
+    units = view.tree.units if view.tree is not None else ()
+    facts, rivals = CitedNodes(units), Rivals(units)
+    Lineages(sessions).visit(sorted(set(facts.asked) | set(rivals.asked)), facts.visit, rivals.visit)
+    rows = evidence_for(view, sessions, facts=facts)
+    rival = contested(view, sessions, rivals=rivals)
     return InsightSummary(
         records=len(rows),
         single_episode=tuple(r.memory_id for r in rows if r.single_episode),
         pending_sources=tuple(r.memory_id for r in rows if r.pending_sources),
         assistant_only=tuple(r.memory_id for r in rows if r.assistant_only),
-        alternative_records=rivals.records,
-        alternative_forks=rivals.forks,
+        alternative_records=rival.records,
+        alternative_forks=rival.forks,
         evidence=rows,
     )

@@ -72,9 +72,9 @@ def workspaces(draw) -> dict[str, bytes]:
 
 
 QUERIES = st.lists(st.tuples(st.sampled_from(
-    ["frame", "v2_frame", "has_v2", "trusted", "pending", "resolve", "resolve_file", "link_for", "validate",
+    ["frame", "frame_facts", "v2_frame", "has_v2", "trusted", "pending", "resolve", "resolve_file", "link_for", "validate",
      "validate_new", "events", "entry_frames", "entry_scan", "entry_by_anchor", "entry_ids", "entry_sid_at",
-     "entry_frame_of", "entry_eq"]), st.integers(0, 50)), max_size=25)
+     "entry_frame_of", "entry_facts_of", "entry_eq"]), st.integers(0, 50)), max_size=25)
 
 
 
@@ -84,6 +84,11 @@ def _ask(index: S.SourceIndex, op: str, n: int, ids: list[str], rels: list[str])
     entry = index.files.get(rel) if rel is not None else None
     if op == "frame":
         return _plain(index.frame(sid))
+    if op == "frame_facts":
+        facts = index.frame_facts(sid)
+        frame = index.frame(sid)
+        assert facts == (None if frame is None else S.FrameFacts.of(frame))  # what it stands for
+        return facts
     if op == "v2_frame":
         return _plain(index.v2_frame(sid))
     if op == "has_v2":
@@ -121,6 +126,8 @@ def _ask(index: S.SourceIndex, op: str, n: int, ids: list[str], rels: list[str])
         return entry.sid_at(S.anchor(sid)), entry.has_anchor(S.anchor(sid)), entry.has_anchor("d1-2"), entry.sid_at("d1-3")
     if op == "entry_frame_of":
         return _plain(entry.frame_of(sid))
+    if op == "entry_facts_of":
+        return entry.facts_of(sid)
     if op == "entry_eq":
         return _plain(entry)
     raise AssertionError(op)
@@ -185,3 +192,12 @@ def test_workspaces_are_not_trivial():
     assert "_frames" in lazy.files[v2].__dict__
     assert lazy.validate_ref(rec.source_id, new=True) is not None  # pending: refused as new evidence
     assert lazy.validate_ref(rec2.source_id, new=True) is None
+
+
+@SETTINGS
+@given(workspaces())
+def test_frame_facts_of_cached_rows_build_no_frame(data):
+    full, lazy, deferred = _indexes(data)
+    for sid in sorted(full.all_ids()):
+        assert lazy.frame_facts(sid) == full.frame_facts(sid)
+    assert all("_frames" not in e.__dict__ for e in lazy.files.values() if type(e) is not S.ArchiveFile)

@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterable
 from ..cache import codec
 from ..format.errors import Problem
 from ..format.fastdata import bulk, positional
-from ..format.sources import ArchiveFile, SourceFrame, decode_meta
+from ..format.sources import ArchiveFile, FrameFacts, SourceFrame, decode_meta
 from ..format.sources import take_handed as take_handed_frames
 from ..format.topics import Annotation, Evidence, Heading, SourceLink, Topic, Unit, take_handed
 
@@ -502,9 +502,23 @@ def archive_from_rows(rows: tuple) -> ArchiveFile:
         with bulk():
             return _frames_from_blob(path, blob, sids, anchors, trusted, len(sids))
 
+    def facts() -> tuple[FrameFacts, ...]:
+        with bulk():
+            return _facts_from_blob(path, blob, len(sids))
+
     return ArchiveFile.deferred(path, kind, tuple(key), (tuple(sids), tuple(anchors), tuple(trusted)), build,
                                 complete, frozenset(comment_ids), frozenset(anchor_lines), digest,
-                                None if scan_row is None else tuple(scan_row))
+                                None if scan_row is None else tuple(scan_row), facts)
+
+
+def _facts_from_blob(path: str, blob: bytes, n: int) -> tuple[FrameFacts, ...]:
+    """The :class:`FrameFacts` ``_frames_from_blob``'s frames would have: the same columns,
+    no frame, text or line kept."""
+    _speakers, tokens, _lines, stamps, labels, _texts, pending, *_rest = _unzip(codec.loads(blob), 10)
+    if len(stamps) != n:
+        raise ValueError(f"archive rows of {path}: {len(stamps)} frames for {n} ids")
+    metas = [decode_meta(tok) if tok is not None else None for tok in tokens]
+    return tuple(map(FrameFacts, stamps, labels, metas, pending))
 
 
 def _frames_from_blob(path: str, blob: bytes, sids: tuple, anchors: tuple, trusted: tuple,

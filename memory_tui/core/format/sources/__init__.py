@@ -21,7 +21,7 @@ patches a name patches it in the room that looks it up.
 """
 
 from .entries import FROM_KEPT, HANDED, ArchiveFile, classify, index_file, proven, take_handed
-from .frames import (MARKER, AppendResult, SourceFrame, SourceRecord, decode_speaker, encode_speaker,
+from .frames import (MARKER, AppendResult, FrameFacts, SourceFrame, SourceRecord, decode_speaker, encode_speaker,
                      record_from_frame, render_archive, render_frame, speaker_label, speaker_marker)
 from .ids import (APPEND_REFUSED, SOURCES_DIR, anchor, archive_path, archive_paths, d_anchor, d_archive_path,
                   is_v2_valid_id, parse_d_ref, pct, split_source_id)
@@ -32,7 +32,7 @@ from .trust import TrustMeta, decode_meta, encode_meta, normalize_meta
 
 __all__ = [
     "APPEND_REFUSED", "FROM_KEPT", "HANDED", "MARKER", "SOURCES_DIR",
-    "AppendResult", "ArchiveFile", "LegacyScan", "SourceFrame", "SourceIndex", "SourceResolver", "SourceRecord",
+    "AppendResult", "ArchiveFile", "FrameFacts", "LegacyScan", "SourceFrame", "SourceIndex", "SourceResolver", "SourceRecord",
     "TrustMeta", "V2Scan",
     "anchor", "archive_path", "archive_paths", "classify", "d_anchor", "d_archive_path", "decode_meta",
     "decode_speaker", "encode_meta", "encode_speaker", "index_file", "is_v2_valid_id", "normalize_meta",

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import Any, Callable, Mapping
 
-from .frames import SourceFrame
+from .frames import FrameFacts, SourceFrame
 from .ids import _D_FILE, SOURCES_DIR, V2_DIR
 from .legacy import scan_d, scan_legacy
 from .scan import _V2_START, V2Scan, _frames_of, _well_formed_fields, scan_v2, scan_v2_appended
@@ -99,14 +99,17 @@ class ArchiveFile:
         anchor_lines: frozenset[str] = frozenset(),
         digest: str = "",
         scan_row: tuple[bool, bool, int, bool] | None = None,
+        facts: "Callable[[], tuple[FrameFacts, ...]] | None" = None,
     ) -> "ArchiveFile":
         """An entry equal to ``ArchiveFile(path, kind, key, build(), …)`` whose frames (and
         ``scan``, ``by_anchor``) are built by ``build`` on first use. ``outline`` must be what
         the built frames' outline is; ``scan_row`` is ``(complete, ends_with_lf, n_lines,
-        resumable)`` of a problem-free scan of those frames, ``None`` for no scan. (Such an
-        entry is not rebuilt by ``dataclasses.replace``: make a new one.)"""
+        resumable)`` of a problem-free scan of those frames, ``None`` for no scan. ``facts``:
+        the frames' :class:`FrameFacts` in frame order, built without the frames (``facts_of``
+        then builds no frame). (Such an entry is not rebuilt by ``dataclasses.replace``: make a
+        new one.)"""
         return _DeferredArchiveFile.make(path, kind, key, outline, build, complete, comment_ids, anchor_lines, digest,
-                                         scan_row)
+                                         scan_row, facts)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ArchiveFile):
@@ -139,6 +142,11 @@ class ArchiveFile:
     def has_anchor(self, anchor_value: str) -> bool:
         return anchor_value in self.by_anchor
 
+    def facts_of(self, source_id: str) -> FrameFacts | None:
+        """:class:`FrameFacts` of :meth:`frame_of`'s frame."""
+        frame = self.frame_of(source_id)
+        return None if frame is None else FrameFacts.of(frame)
+
     def frame_of(self, source_id: str) -> SourceFrame | None:
         """The frame the index holds for ``source_id`` from this file: the last one of a v2
         file (a later frame overwrites), the first one of a legacy or D file."""
@@ -164,12 +172,32 @@ class _DeferredArchiveFile(ArchiveFile):
     @classmethod
     def make(cls, path: str, kind: str, key: StatKey, outline: Any, build: Any, complete: bool,
              comment_ids: frozenset[str], anchor_lines: frozenset[str], digest: str,
-             scan_row: tuple | None) -> "ArchiveFile":
+             scan_row: tuple | None, facts: Any = None) -> "ArchiveFile":
         self = object.__new__(cls)
         self.__dict__.update(path=path, kind=kind, key=key, complete=complete, problem=None, comment_ids=comment_ids,
                              anchor_lines=anchor_lines, digest=digest, _outline=outline, _build=build,
-                             _scan_row=scan_row)
+                             _scan_row=scan_row, _facts_build=facts)
         return self
+
+    def facts_of(self, source_id: str) -> FrameFacts | None:
+        d = self.__dict__
+        build = d.get("_facts_build")
+        if build is None or "_frames" in d:
+            return super().facts_of(source_id)
+        table = d.get("_facts")
+        if table is None:
+            sids = d["_outline"][0]
+            rows = build()
+            if len(rows) != len(sids):
+                raise ValueError(f"frame facts of {self.path} do not match the outline they were indexed by")
+            if self.kind == "v2":  # as ``frame_of``: a later v2 frame overwrites, else the first one stays
+                table = dict(zip(sids, rows))
+            else:
+                table = {}
+                for sid, row in zip(sids, rows):
+                    table.setdefault(sid, row)
+            table = d.setdefault("_facts", table)
+        return table.get(source_id)
 
     @property
     def frames(self) -> tuple[SourceFrame, ...]:  # type: ignore[override]

@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Iterator, Mapping
 from .entries import FROM_KEPT, UNPROVEN, ArchiveFile, _read_regular, classify, index_file, proven
 from .ids import (_D_FRAGMENT, REF_PROBLEM, SOURCES_DIR, anchor, archive_path, d_anchor, d_archive_path,
                   is_v2_valid_id, parse_d_ref, split_source_id)
-from .frames import SourceFrame
+from .frames import FrameFacts, SourceFrame
 from ..errors import CORRUPT_FILE, Problem
 from ..paths import relpath
 from ...cache.registry import keeps
@@ -170,6 +170,12 @@ class SourceIndex:
         """The v2 frame for ``source_id``, else the legacy (or D) one."""
         entry = self._v2.get(source_id) or self._legacy.get(source_id)
         return None if entry is None else entry.frame_of(source_id)
+
+    def frame_facts(self, source_id: str) -> FrameFacts | None:
+        """:class:`FrameFacts` of :meth:`frame`'s frame, without building the frames of an
+        entry read from the parse cache."""
+        entry = self._v2.get(source_id) or self._legacy.get(source_id)
+        return None if entry is None else entry.facts_of(source_id)
 
     def v2_frame(self, source_id: str) -> SourceFrame | None:
         entry = self._v2.get(source_id)
