@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from aging import age
 from memory_tui.cli import main
 from memory_tui.core.store import parsecache
 from memory_tui.sessions import citeindex
@@ -32,14 +33,6 @@ def _run(capsys, *argv) -> str:
     out, err = capsys.readouterr()
     assert rc == 0, err
     return out
-
-
-def _age(top: Path) -> None:
-    """Every file an hour old and out of the racy window (a racy stamp is never stored)."""
-    t = time.time_ns() - 3_600 * 10**9
-    for p in [top, *top.rglob("*")]:
-        os.utime(p, ns=(t, t), follow_symlinks=False)
-    time.sleep(0.15)  # utime moved every ctime: let it leave the racy window
 
 
 def _sessions(state: Path) -> list[str]:
@@ -81,7 +74,7 @@ def _full(capsys, derive, state: Path, sids: list[str]) -> dict:
 
 
 def test_why_session_from_the_index_is_the_full_answer_byte_for_byte(fixture_state, capsys, derive, monkeypatch):
-    _age(fixture_state)
+    age(fixture_state)
     sids = _sessions(fixture_state)
     full = _full(capsys, derive, fixture_state, sids)
     assert not citeindex.index_path(fixture_state / "memory").exists()  # `full` keeps nothing
@@ -98,7 +91,7 @@ def test_why_session_from_the_index_is_the_full_answer_byte_for_byte(fixture_sta
 
 
 def test_an_edited_state_is_answered_from_a_new_parse_then_a_new_index(fixture_state, capsys, derive, monkeypatch):
-    _age(fixture_state)
+    age(fixture_state)
     sids = _sessions(fixture_state)
     _run(capsys, "--state", str(fixture_state), "why", SUB_AGENT, "--now", NOW)  # the index of the old topics
     before = _full(capsys, derive, fixture_state, sids)
@@ -120,7 +113,7 @@ def test_an_edited_state_is_answered_from_a_new_parse_then_a_new_index(fixture_s
 def test_a_same_size_rewrite_with_its_mtime_put_back_is_seen(fixture_state, capsys, derive, monkeypatch):
     # a record's citation moves from one turn to another of the same archive: the same
     # bytes count, and the mtime restored; only the ctime tells the file changed
-    _age(fixture_state)
+    age(fixture_state)
     sids = _sessions(fixture_state)
     parses = _Parses(monkeypatch)
     _run(capsys, "--state", str(fixture_state), "why", SUB_AGENT, "--now", NOW)
@@ -145,13 +138,13 @@ def test_a_same_size_rewrite_with_its_mtime_put_back_is_seen(fixture_state, caps
 
 @pytest.mark.parametrize("damage", ["flipped byte", "cut short", "another workspace's", "another version", "not an index"])
 def test_a_damaged_or_foreign_index_is_a_miss(fixture_state, tmp_path, capsys, derive, monkeypatch, damage):
-    _age(fixture_state)
+    age(fixture_state)
     path = citeindex.index_path(fixture_state / "memory")
     if damage == "another workspace's":
         # another copy of the same files, whose index is intact: its path is not this one's
         other = tmp_path / "other"
         shutil.copytree(fixture_state, other, symlinks=True)
-        _age(other)
+        age(other)
         _run(capsys, "--state", str(other), "why", SUB_AGENT, "--now", NOW)
         path.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(citeindex.index_path(other / "memory"), path)
@@ -198,7 +191,7 @@ def _tamper(memory: Path, sid: str) -> None:
 def test_check_mode_compares_the_indexed_and_the_full_answer(fixture_state, capsys, derive):
     from memory_tui.core.switches import IncrementalMismatch
 
-    _age(fixture_state)
+    age(fixture_state)
     memory = fixture_state / "memory"
     _run(capsys, "--state", str(fixture_state), "why", SUB_AGENT, "--now", NOW)
     derive("check")
@@ -222,7 +215,7 @@ def test_check_mode_compares_the_indexed_and_the_full_answer(fixture_state, caps
 
 
 def test_one_sessions_citations_refuse_a_question_about_another(fixture_state, capsys):
-    _age(fixture_state)
+    age(fixture_state)
     _run(capsys, "--state", str(fixture_state), "why", SUB_AGENT, "--now", NOW)
     citations, _ = citations_for_state(fixture_state, sessions=(SUB_AGENT,))
     assert not citations.parsed and citations.sessions == {SUB_AGENT}
@@ -262,7 +255,7 @@ def test_a_folder_the_walk_cannot_read_uses_no_index(fixture_state, capsys, deri
 
     from memory_tui.core import fsutil
 
-    _age(fixture_state)
+    age(fixture_state)
     sids = _sessions(fixture_state)
     want = _full(capsys, derive, fixture_state, sids)
     assert _answers(capsys, fixture_state, sids) == want  # the index made

@@ -15,6 +15,7 @@ import json
 import re
 from pathlib import Path
 
+from aging import age
 from memory_tui.cli import main
 from memory_tui.sessions.marks import serialize_node
 
@@ -283,17 +284,6 @@ def test_next_write_of_every_pending_branch_follows_openprograms_figures(fixture
     assert seen >= 4
 
 
-def _age(top: Path) -> None:
-    """Every file an hour old and out of the racy window (a racy stamp vouches for nothing)."""
-    import os
-    import time
-
-    t = time.time_ns() - 3_600 * 10**9
-    for p in [top, *top.rglob("*")]:
-        os.utime(p, ns=(t, t), follow_symlinks=False)
-    time.sleep(0.15)  # utime moved every ctime: let it leave the racy window
-
-
 def _drift_of_a_full_load(state: Path) -> dict:
     """Every session's drift from a full load and a fresh analysis (no index involved)."""
     from memory_tui.sessions.kept import citations_for_state, session_drift
@@ -314,7 +304,7 @@ def test_drift_of_every_session_reads_only_the_sessions_that_changed(fixture_sta
     # and the answer is always the one of a full load
     from memory_tui.sessions import store
 
-    _age(fixture_state / "sessions")
+    age(fixture_state / "sessions")
     first = _drift(capsys, fixture_state)
     assert first == _drift_of_a_full_load(fixture_state)
     read: list[str] = []
@@ -328,7 +318,7 @@ def test_drift_of_every_session_reads_only_the_sessions_that_changed(fixture_sta
     data = json.loads(path.read_text(encoding="utf-8"))
     del data["metadata"][MARK]
     path.write_text(serialize_node(data), encoding="utf-8")
-    _age(fixture_state / "sessions" / sid)
+    age(fixture_state / "sessions" / sid)
     changed = _drift(capsys, fixture_state)
     assert read == [sid]
     monkeypatch.setattr(store, "load_session_dir", real)

@@ -5,12 +5,11 @@ they read changes."""
 from __future__ import annotations
 
 import json
-import os
-import time
 from pathlib import Path
 
 import pytest
 
+from aging import age
 from memory_tui.core import switches
 from memory_tui.demo import build_demo
 from memory_tui.tui.model import insights as insights_mod, kept_insights
@@ -20,19 +19,11 @@ from tui_helpers import COUNTER
 real_compute = insights_mod.load_insights  # computes every time
 
 
-def _age(top: Path) -> None:
-    """Every stamp an hour back, past the racy window (a key is only taken of settled files)."""
-    t = time.time_ns() - 3_600 * 10**9
-    for p in [top, *top.rglob("*")]:
-        os.utime(p, ns=(t, t), follow_symlinks=False)
-    time.sleep(0.15)  # utime moved every ctime: let it leave the racy window
-
-
 @pytest.fixture
 def demo(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path / "cache"))
     state = build_demo(tmp_path / "demo")
-    _age(state)
+    age(state)
     return state
 
 
@@ -72,13 +63,13 @@ def test_a_changed_session_or_topic_is_computed_again(demo, monkeypatch):
     data = json.loads(node.read_text())
     data["role"] = "llm" if data.get("role") != "llm" else "user"
     node.write_text(json.dumps(data))
-    _age(demo)
+    age(demo)
     model = _model(demo)
     assert kept_insights.load_insights(model) == real_compute(model)
     assert calls == [1]
     topic = sorted((demo / "memory" / "topics").rglob("*.md"))[-1]
     topic.write_text(topic.read_text().replace("\n", "\n\n", 1))
-    _age(demo)
+    age(demo)
     model = _model(demo)
     kept_insights.load_insights(model)
     assert len(calls) == 2
@@ -130,18 +121,18 @@ def test_the_figures_of_the_last_texts_are_kept_so_a_revert_computes_nothing(dem
     figures = []
     for text in texts:
         topic.write_text(text)
-        _age(demo / "memory")  # the sessions keep their stamps
+        age(demo / "memory")  # the sessions keep their stamps
         figures.append(kept_insights.load_insights(_model(demo)))
     assert len(calls) == len(texts)
     # the last KEEP texts are answered from the file; the oldest was let go
     for text, want in list(zip(texts, figures))[-kept_insights.KEEP:]:
         topic.write_text(text)
-        _age(demo / "memory")  # the sessions keep their stamps
+        age(demo / "memory")  # the sessions keep their stamps
         model = _model(demo)
         assert kept_insights.load_insights(model) == want == real_compute(model)
     assert len(calls) == len(texts)
     topic.write_text(texts[0])
-    _age(demo / "memory")  # the sessions keep their stamps
+    age(demo / "memory")  # the sessions keep their stamps
     kept_insights.load_insights(_model(demo))
     assert len(calls) == len(texts) + 1
 

@@ -4,23 +4,15 @@ topics whose parse changed, and its views are byte for byte a full derivation's.
 
 from __future__ import annotations
 
-import os
 import shutil
-import time
 from pathlib import Path
 
 import pytest
 
+from aging import age
 from memory_tui.core import switches
 from memory_tui.core.store import parsecache, viewcache
 from memory_tui.core.store.workspace import open_state
-
-
-def _age(top: Path) -> None:
-    t = time.time_ns() - 3_600 * 10**9
-    for p in [top, *top.rglob("*")]:
-        os.utime(p, ns=(t, t), follow_symlinks=False)
-    time.sleep(0.15)  # every ctime just moved: let it leave the racy window
 
 
 def _fresh_process() -> None:
@@ -52,7 +44,7 @@ def state(bench_state_small, tmp_path, monkeypatch) -> Path:
     shutil.copytree(bench_state_small, out, symlinks=True)
     shutil.rmtree(parsecache.Layout(out / "memory").runtime_dir / parsecache.DIR_NAME, ignore_errors=True)
     monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path / "user-cache"))
-    _age(out)
+    age(out)
     _fresh_process()
     return out
 
@@ -77,7 +69,7 @@ def test_a_changed_topic_alone_is_derived_again_and_the_views_equal_a_full_deriv
     topic = sorted((state / "memory" / "topics").rglob("*.md"))[1]
     text = topic.read_text(encoding="utf-8")
     topic.write_text(text + "\nA line the owner added.\n", encoding="utf-8")
-    _age(state)
+    age(state)
     _fresh_process()
     made = _derived(monkeypatch)
     got = _views(state)
@@ -129,7 +121,7 @@ def test_a_later_build_in_the_same_process_does_not_read_the_copy_again(state, m
     topic = next(p for p in sorted((state / "memory" / "topics").rglob("*.md")) if " (fact " in p.read_text("utf-8"))
     text = topic.read_text(encoding="utf-8")
     topic.write_text(text.replace(" (fact ", " (a reworded fact ", 1), encoding="utf-8")  # still a valid record
-    _age(topic)  # this file alone: the others keep their stamps, so their parses are the same objects
+    age(topic)  # this file alone: the others keep their stamps, so their parses are the same objects
     made = _derived(monkeypatch)
     _views(state)
     assert made == [topic.relative_to(state / "memory" / "topics").as_posix()]

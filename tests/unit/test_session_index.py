@@ -9,6 +9,7 @@ import os
 import time
 from pathlib import Path
 
+from aging import age
 from memory_tui.core.cache import envelope
 from memory_tui.core.format.tokens import CharCounter
 from memory_tui.sessions import cache as scache
@@ -18,14 +19,6 @@ from memory_tui.sessions.store import load_sessions
 
 WID = "w-00000001"
 COUNTER = CharCounter()
-
-
-def _age(top: Path) -> None:
-    """Every file and folder an hour old, and out of the racy window."""
-    t = time.time_ns() - 3_600 * 10**9
-    for p in [top, *top.rglob("*")]:
-        os.utime(p, ns=(t, t), follow_symlinks=False)
-    time.sleep(0.15)  # utime moved every ctime: let it leave the racy window
 
 
 def _full(state: Path, threshold: int = 2000):
@@ -45,7 +38,7 @@ def _a_user_node(state: Path) -> tuple[Path, Path]:
 
 
 def test_one_index_file_and_a_warm_load_reads_nothing(fixture_state, tmp_path):
-    _age(fixture_state / "sessions")
+    age(fixture_state / "sessions")
     where = tmp_path / "cache"
     first = scache.load_summaries(fixture_state, WID, 2000, COUNTER, directory=where)
     assert first.read
@@ -57,7 +50,7 @@ def test_one_index_file_and_a_warm_load_reads_nothing(fixture_state, tmp_path):
 def test_a_node_rewritten_in_place_with_its_old_mtime_is_seen_by_its_ctime(fixture_state, tmp_path):
     """Same size, same inode, same mtime (put back as ``cp -p`` or a sync tool would): only
     the ctime moved. A key of (mtime, size, inode) would answer from the stale entry."""
-    _age(fixture_state / "sessions")
+    age(fixture_state / "sessions")
     where = tmp_path / "cache"
     sdir, node = _a_user_node(fixture_state)
     scache.load_summaries(fixture_state, WID, 2000, COUNTER, directory=where)
@@ -89,7 +82,7 @@ def test_a_node_rewritten_in_place_with_its_old_mtime_is_seen_by_its_ctime(fixtu
 
 
 def test_a_damaged_index_is_detected_and_rebuilt(fixture_state, tmp_path):
-    _age(fixture_state / "sessions")
+    age(fixture_state / "sessions")
     where = tmp_path / "cache"
     first = scache.load_summaries(fixture_state, WID, 2000, COUNTER, directory=where)
     (index,) = where.glob("*.index")
@@ -106,7 +99,7 @@ def test_a_damaged_index_is_detected_and_rebuilt(fixture_state, tmp_path):
 
 def test_an_index_of_another_state_dir_is_not_used(fixture_state, tmp_path):
     """The file name is a digest of the state's path; its body names the path too."""
-    _age(fixture_state / "sessions")
+    age(fixture_state / "sessions")
     where = tmp_path / "cache"
     scache.load_summaries(fixture_state, WID, 2000, COUNTER, directory=where)
     (index,) = where.glob("*.index")
@@ -121,7 +114,7 @@ def test_an_index_of_the_previous_row_shape_is_a_miss(fixture_state, tmp_path):
     the live turns are now their one source. An index written in the previous shape (envelope
     version 1, format 3, two more fields before the live turns) is read as nothing and rebuilt,
     never taken field by field."""
-    _age(fixture_state / "sessions")
+    age(fixture_state / "sessions")
     where = tmp_path / "cache"
     first = scache.load_summaries(fixture_state, WID, 2000, COUNTER, directory=where)
     (index,) = where.glob("*.index")
@@ -162,7 +155,7 @@ def test_the_keys_stat_each_node_file_once_and_each_session_folder_twice(fixture
     stamp parts (history/, meta.json, context/commits/) before and after the listing."""
     import memory_tui.sessions.store as store
 
-    _age(fixture_state / "sessions")
+    age(fixture_state / "sessions")
     found, registry, registry_ok, _problems = store.discover(fixture_state)
     assert len(found) >= 2
     calls: list[str] = []
@@ -186,7 +179,7 @@ def test_keys_follow_every_stamp_field_and_the_racy_rule(fixture_state, tmp_path
     new key; a file inside the clock tick: no key at all."""
     import memory_tui.sessions.store as store
 
-    _age(fixture_state / "sessions")
+    age(fixture_state / "sessions")
     sdir, node = _a_user_node(fixture_state)
     sid = sdir.name
 
@@ -209,11 +202,11 @@ def test_keys_follow_every_stamp_field_and_the_racy_rule(fixture_state, tmp_path
     seen.append(key())
     link = sdir / "history" / "zz-dangling.json"
     link.symlink_to(tmp_path / "nowhere.json")
-    _age(sdir)
+    age(sdir)
     seen.append(key())
     assert key() == seen[-1]  # a dangling link is stable
     link.unlink()
-    _age(sdir)
+    age(sdir)
     assert len(set(seen)) == len(seen) and None not in seen, seen
     assert store.session_content_key(sid, sdir, fixture_state, {}, False) != seen[-1]  # the registry is in it
 

@@ -10,18 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from aging import age
 from memory_tui.core import switches
 from memory_tui.sessions import shapes, store
 from memory_tui.sessions.shapes import shape
 from memory_tui.sessions.store import discover, load_session_dir, load_sessions
 from test_sessions_helpers import ROOT, make_session, node, turn
-
-
-def _age(top: Path) -> None:
-    t = time.time_ns() - 3_600 * 10**9
-    for p in [top, *top.rglob("*")]:
-        os.utime(p, ns=(t, t), follow_symlinks=False)
-    time.sleep(0.15)  # utime moved every ctime: let it leave the racy window
 
 
 def _state(tmp_path: Path) -> Path:
@@ -40,7 +34,7 @@ def _state(tmp_path: Path) -> Path:
     commits.mkdir(parents=True)
     (commits / "c1.json").write_text(json.dumps({"id": "c1", "head_node_id": "u2_reply", "commit_parents": []}))
     make_session(state, "s2", [ROOT, *turn("v1", 1, "ROOT")], {"head_id": "v1_reply"})
-    _age(state / "sessions")
+    age(state / "sessions")
     return state
 
 
@@ -126,7 +120,7 @@ def test_a_damaged_or_foreign_table_is_a_miss_never_an_answer(tmp_path):
     import shutil
 
     shutil.copytree(state, other, symlinks=True)
-    _age(other / "sessions")
+    age(other / "sessions")
     _shapes(other)
     for name in os.listdir(shapes.state_dir_of(other)):
         shutil.copy(shapes.state_dir_of(other) / name, shapes.state_dir_of(state) / name)
@@ -222,7 +216,7 @@ def test_a_session_changed_since_its_table_is_read_again_under_its_new_key(tmp_p
     data = json.loads(target.read_text())
     data["role"] = "assistant"
     target.write_text(json.dumps(data))
-    _age(state / "sessions")
+    age(state / "sessions")
     read = _count_reads(monkeypatch)
     got = _shapes(state, keyed=True)
     assert got == _full_shapes(state)

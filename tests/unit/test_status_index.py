@@ -14,22 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from aging import age, settle
 from memory_tui.cli import main
 from memory_tui.sessions import cache as scache
 from memory_tui.sessions.store import load_sessions
 
 NOW = "1790000000"
-
-
-def _age(top: Path) -> None:
-    t = time.time_ns() - 3_600 * 10**9
-    for p in [top, *top.rglob("*")]:
-        os.utime(p, ns=(t, t), follow_symlinks=False)
-    _settle()
-
-
-def _settle() -> None:
-    time.sleep(0.15)  # every ctime just moved: let it leave the racy window
 
 
 def _out(capsys, state: Path, *argv: str) -> str:
@@ -90,7 +80,7 @@ def _damage(state: Path, how: str) -> None:
     elif how == "topic_edited":  # the records move, the sessions do not: the insight counts must follow
         topic = sorted((state / "memory" / "topics").rglob("*.md"))[0]
         topic.write_text(topic.read_text(encoding="utf-8") + "\nA new paragraph, cited by nobody.\n", encoding="utf-8")
-    _settle()
+    settle()
 
 
 def _compare(capsys, state: Path) -> None:
@@ -114,7 +104,7 @@ DAMAGE = ["none", "rewritten_in_place", "racy_node", "dangling_link", "truncated
 
 @pytest.mark.parametrize("damage", DAMAGE)
 def test_status_from_the_index_equals_the_full_path_on_the_fixture(fixture_state, capsys, damage):
-    _age(fixture_state)
+    age(fixture_state)
     _compare(capsys, fixture_state)  # also fills the index and the insight counts
     _damage(fixture_state, damage)
     _compare(capsys, fixture_state)
@@ -124,7 +114,7 @@ def test_status_from_the_index_equals_the_full_path_on_the_fixture(fixture_state
 def test_status_from_the_index_equals_the_full_path_on_a_generated_state(bench_state_small, tmp_path, capsys, damage):
     state = tmp_path / "state"
     shutil.copytree(bench_state_small, state, symlinks=True)
-    _age(state)
+    age(state)
     _compare(capsys, state)
     _damage(state, damage)
     _compare(capsys, state)
@@ -132,7 +122,7 @@ def test_status_from_the_index_equals_the_full_path_on_a_generated_state(bench_s
 
 def test_status_clock_reasons_are_worded_at_read_time(fixture_state, capsys):
     """An entry made at one time answers another: the idle reasons follow the clock."""
-    _age(fixture_state)
+    age(fixture_state)
     sdir = _sessions(fixture_state)[0]
     meta = json.loads((sdir / "meta.json").read_text(encoding="utf-8"))
     updated = meta.get("updated_at")
@@ -145,7 +135,7 @@ def test_status_clock_reasons_are_worded_at_read_time(fixture_state, capsys):
 def test_a_parallel_cold_build_equals_a_serial_one(bench_state_small, tmp_path, monkeypatch):
     state = tmp_path / "state"
     shutil.copytree(bench_state_small, state, symlinks=True)
-    _age(state)
+    age(state)
     wid = (state / "memory" / ".scriptorium" / "workspace-id").read_text().strip()
     serial = scache.load_summaries(state, wid, 2000, directory=tmp_path / "a", workers=1)
     monkeypatch.setattr(scache, "PARALLEL_MIN_SESSIONS", 1)
@@ -172,7 +162,7 @@ def test_the_workers_of_a_parallel_build_keep_their_token_counts(bench_state_sma
 
     state = tmp_path / "state"
     shutil.copytree(bench_state_small, state, symlinks=True)
-    _age(state)
+    age(state)
     monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path / "user-cache"))
     monkeypatch.setattr(scache, "PARALLEL_MIN_SESSIONS", 1)
     COUNT_MEMO.forget()
@@ -236,7 +226,7 @@ def test_a_reader_starts_from_the_last_readers_parses_kept_outside_the_state(ben
 
     state = tmp_path / "state"
     shutil.copytree(bench_state_small, state, symlinks=True)
-    _age(state)
+    age(state)
     assert not (state / "memory" / ".scriptorium" / parsecache.DIR_NAME).exists()
     first = _out(capsys, state, "status", "--now", NOW)
     _fresh_process()
@@ -253,11 +243,11 @@ def test_a_topic_rewritten_in_place_with_its_mtime_put_back_is_seen_by_a_warm_re
     (text and ``--json``), not what the kept parse said."""
     state = tmp_path / "state"
     shutil.copytree(bench_state_small, state, symlinks=True)
-    _age(state)
+    age(state)
     before = {fmt: _out(capsys, state, *fmt, "status", "--now", NOW) for fmt in ((), ("--json",))}
     _fresh_process()
     topic = _break_a_citation_in_place(state)
-    _settle()
+    settle()
     parsed = _reader_parses(monkeypatch)
     for fmt in ((), ("--json",)):
         _fresh_process()
@@ -283,7 +273,7 @@ def test_status_builds_no_derived_view_and_parses_each_topic_once(fixture_state,
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(viewcache.ViewCache, "build", spy)
-    _age(fixture_state)
+    age(fixture_state)
     _fresh_process()
     parsed = _reader_parses(monkeypatch)
     full = _out(capsys, fixture_state, "status", "--now", NOW, "--full")
@@ -302,7 +292,7 @@ def test_a_warm_status_builds_no_record(fixture_state, capsys, monkeypatch):
 
     from memory_tui.core.format.topics import tree as tree_mod
 
-    _age(fixture_state)
+    age(fixture_state)
     full = _out(capsys, fixture_state, "status", "--now", NOW, "--full")
     full_json = _out(capsys, fixture_state, "--json", "status", "--now", NOW, "--full")
     _fresh_process()
@@ -359,7 +349,7 @@ def test_a_parallel_cold_build_inside_the_app_reads_in_workers(bench_state_small
 
     state = tmp_path / "state"
     shutil.copytree(bench_state_small, state, symlinks=True)
-    _age(state)
+    age(state)
     wid = (state / "memory" / ".scriptorium" / "workspace-id").read_text().strip()
     serial = scache.load_summaries(state, wid, 2000, directory=tmp_path / "a", workers=1)
     monkeypatch.setattr(scache, "PARALLEL_MIN_SESSIONS", 1)

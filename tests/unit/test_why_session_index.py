@@ -5,21 +5,13 @@ session explained) for that session, with no other session's folder listed or it
 from __future__ import annotations
 
 import json
-import os
-import time
 from pathlib import Path
 
 import pytest
 
+from aging import age
 from memory_tui.cli import main
 from memory_tui.sessions import store
-
-
-def _age(top: Path) -> None:
-    t = time.time_ns() - 3_600 * 10**9
-    for p in [top, *top.rglob("*")]:
-        os.utime(p, ns=(t, t), follow_symlinks=False)
-    time.sleep(0.15)  # utime moved every ctime: let it leave the racy window
 
 
 def _json(capsys, *argv: str) -> dict:
@@ -38,7 +30,7 @@ def _expected(full: dict, sid: str) -> dict:
 @pytest.mark.parametrize("damage", ["none", "corrupt_other_node", "no_workspace_id", "mark_other"])
 def test_why_session_json_equals_the_full_path(fixture_state, capsys, damage):
     sids = _session_ids(fixture_state)
-    _age(fixture_state / "sessions")
+    age(fixture_state / "sessions")
     # a first run leaves the readers' caches warm; then the workspace changes: they must follow
     _json(capsys, "--state", str(fixture_state), "--json", "why", sids[0], "--now", "1790000000")
     other = fixture_state / "sessions" / sids[-1] / "history"
@@ -53,7 +45,7 @@ def test_why_session_json_equals_the_full_path(fixture_state, capsys, damage):
         wid = (fixture_state / "memory" / ".scriptorium" / "workspace-id").read_text().strip()
         ids = [json.loads(p.read_text())["id"] for p in nodes[1:]]
         mark_nodes(other.parent, ids, wid)
-    _age(fixture_state / "sessions")
+    age(fixture_state / "sessions")
     full = _json(capsys, "--state", str(fixture_state), "--json", "why", "--now", "1790000000")
     for sid in sids:
         got = _json(capsys, "--state", str(fixture_state), "--json", "why", sid, "--now", "1790000000")
@@ -64,7 +56,7 @@ def test_why_session_json_equals_the_full_path(fixture_state, capsys, damage):
 def test_why_session_json_reads_only_that_session(fixture_state, capsys, monkeypatch, warm):
     sids = _session_ids(fixture_state)
     assert len(sids) > 1
-    _age(fixture_state / "sessions")
+    age(fixture_state / "sessions")
     if warm:
         _json(capsys, "--state", str(fixture_state), "--json", "why", sids[0])
     read: list[str] = []
@@ -101,7 +93,7 @@ def test_why_session_starts_from_the_last_readers_parse_of_the_topics(fixture_st
     from memory_tui.core.cache.registry import forget
     from memory_tui.core.store import parsecache
 
-    _age(fixture_state)
+    age(fixture_state)
     sid = _session_ids(fixture_state)[0]
     first = _json(capsys, "--state", str(fixture_state), "--json", "why", sid)
     forget()  # a fresh process: only what is on disk is left
