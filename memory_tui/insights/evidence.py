@@ -27,7 +27,8 @@ node roles are not known and every episode counts as one line).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import Any, Callable, Iterable, Sequence
 
 from memory_tui.core.format.sources import FrameFacts, SourceFrame
@@ -176,7 +177,7 @@ class CitedNodes:
     """What the evidence of a set of records needs of their cited sessions, gathered one session
     at a time (:meth:`Lineages.visit`): each cited node's role, which nodes their session holds,
     and the lines of each record's cited nodes of one episode. Answers as :class:`Lineages` does
-    (``role``, ``has_node``, ``episode_lines``), from tables."""
+    (``role``, ``episode_lines``), from tables."""
 
     def __init__(self, units: Iterable[Unit]) -> None:
         # session -> the node sets some record cites of it (one per record and episode)
@@ -201,9 +202,6 @@ class CitedNodes:
 
     def role(self, place: SourcePlace) -> str | None:
         return self._roles.get(place.session_id or "", {}).get(place.node_id or "")
-
-    def has_node(self, place: SourcePlace) -> bool:
-        return (place.node_id or "") in self._roles.get(place.session_id or "", {})
 
     def episode_lines(self, session_id: str | None, nodes: frozenset[str]) -> int:
         return self._lines.get(session_id or "", {}).get(nodes, 1)
@@ -282,16 +280,24 @@ def record_evidence(view: Any, unit: Unit, facts: Lineages | CitedNodes) -> Reco
     )
 
 
+_FIGURES = attrgetter(*(f.name for f in fields(EvidenceFigures)))
+
+
 def evidence_for(view: Any, sessions: SessionSnapshot | None = None, *, lineages: Lineages | None = None,
-                 facts: CitedNodes | None = None) -> tuple[RecordEvidence, ...]:
+                 facts: CitedNodes | None = None, figures: bool = False) -> tuple[RecordEvidence, ...] | tuple[EvidenceFigures, ...]:
     """Figures for every unit of ``view.tree`` (tree order). ``facts``: the units' cited nodes
-    already visited (``summarize`` visits each session once for this and the alternatives)."""
+    already visited (``summarize`` visits each session once for this and the alternatives).
+    ``figures``: each row only its :class:`EvidenceFigures`, its citations let go at once (what
+    the header and the Evidence list show, without 80 000 records' citations alive together)."""
     if view.tree is None:
         return ()
     if facts is None:
         facts = CitedNodes(view.tree.units)
         (lineages if lineages is not None else Lineages(sessions)).visit(sorted(facts.asked), facts.visit)
-    return tuple(record_evidence(view, unit, facts) for unit in view.tree.units)
+    rows = (record_evidence(view, unit, facts) for unit in view.tree.units)
+    if figures:
+        return tuple(EvidenceFigures(*_FIGURES(r)) for r in rows)
+    return tuple(rows)
 
 
 # ------------------------------------------------------------------------------- sorting

@@ -11,7 +11,7 @@ from typing import Any
 from memory_tui.sessions.store import SessionSnapshot
 
 from .alternatives import Rivals, contested
-from .evidence import CitedNodes, RecordEvidence, evidence_for
+from .evidence import CitedNodes, EvidenceFigures, evidence_for
 from .lineage import Lineages
 
 
@@ -23,7 +23,7 @@ class InsightSummary:
     assistant_only: tuple[str, ...]
     alternative_records: tuple[str, ...]  # memory ids of records that have an alternative
     alternative_forks: int  # fork points with rival records
-    evidence: tuple[RecordEvidence, ...] = ()
+    evidence: tuple[EvidenceFigures, ...] = ()  # each record's figures (``evidence_for`` has the citations)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -42,7 +42,7 @@ def summarize(view: Any, sessions: SessionSnapshot | None) -> InsightSummary:
     units = view.tree.units if view.tree is not None else ()
     facts, rivals = CitedNodes(units), Rivals(units)
     Lineages(sessions).visit(sorted(set(facts.asked) | set(rivals.asked)), facts.visit, rivals.visit)
-    rows = evidence_for(view, sessions, facts=facts)
+    rows = evidence_for(view, sessions, facts=facts, figures=True)
     rival = contested(view, sessions, rivals=rivals)
     return InsightSummary(
         records=len(rows),

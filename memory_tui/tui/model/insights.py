@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from memory_tui.core.format.text import sanitize
 from memory_tui.insights.alternatives import AlternativePair, AlternativeSide
-from memory_tui.insights.evidence import COUNT_FIELDS, SORT_KEYS, EvidenceFigures, RecordEvidence, sort_evidence
+from memory_tui.insights.evidence import COUNT_FIELDS, SORT_KEYS, EvidenceFigures, sort_evidence
 from memory_tui.insights.history import History, Version
 from memory_tui.insights.summary import InsightSummary
 
@@ -45,11 +45,11 @@ class EvidenceRowVM(EvidenceFigures):
     engine's sort keys and ``strength`` apply as they are."""
 
     @classmethod
-    def of(cls, r: RecordEvidence) -> "EvidenceRowVM":
+    def of(cls, r: EvidenceFigures) -> "EvidenceRowVM":
         return cls(sanitize(r.memory_id), sanitize(r.topic_path), r.line, one_line(r.content), *_COUNTS(r))
 
 
-def evidence_rows(rows: Iterable[RecordEvidence]) -> tuple[EvidenceRowVM, ...]:
+def evidence_rows(rows: Iterable[EvidenceFigures]) -> tuple[EvidenceRowVM, ...]:
     return tuple(EvidenceRowVM.of(r) for r in rows)
 
 
