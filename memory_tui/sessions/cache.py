@@ -252,8 +252,10 @@ def load_summaries(
     rest = [sid for sid in misses if sid not in fresh]
     if rest:
         many = analyzed is None and ctag is not None and _worth_parallel(len(rest), workers)
-        fresh.update(_read_parallel(state, rest, workspace_id, threshold, counter, workers) if many else
-                     _read_serial(state, rest, workspace_id, threshold, counter, analyzed))
+        # each session read for its summary leaves its shape too, under the same key
+        shape_keys = {sid: keys.get(sid) for sid in rest}
+        fresh.update(_read_parallel(state, rest, workspace_id, threshold, counter, workers, shape_keys) if many else
+                     _read_serial(state, rest, workspace_id, threshold, counter, analyzed, shape_keys))
     for sid, summary in fresh.items():
         out[sid] = summary
         key = keys.get(sid)
@@ -277,9 +279,28 @@ def _summary(session: Session, workspace_id: str, threshold: int, counter: Any,
 
 
 def _read_serial(state: Path, sids: list[str], workspace_id: str, threshold: int, counter: Any,
-                 analyzed: Callable[[Session, SessionAnalysis], None] | None = None) -> dict[str, SessionSummary]:
+                 analyzed: Callable[[Session, SessionAnalysis], None] | None = None,
+                 shape_keys: Mapping[str, str | None] | None = None) -> dict[str, SessionSummary]:
     snap = load_sessions(state, only=sids)
+    if shape_keys:
+        _keep_shapes(state, snap, shape_keys)
     return {sid: _summary(session, workspace_id, threshold, counter, analyzed) for sid, session in snap.sessions.items()}
+
+
+def _keep_shapes(state: Path, snap: SessionSnapshot, keys: Mapping[str, str | None]) -> None:
+    """The insights' shape table (``sessions.shapes``) of each session just read, under the key
+    taken before the read, as its summary is stored: a cold start read every node file twice,
+    once here and once more for the insights' lineages."""
+    from memory_tui.core import switches
+
+    from . import shapes
+
+    if switches.current().full:  # the full mode keeps nothing for later
+        return
+    for sid in snap.sessions:
+        key, files = keys.get(sid), snap._cache.get(sid)
+        if key is not None and files:
+            shapes.keep(state, sid, files, key)
 
 
 # A cold build reads every node file of every session: spread over the machine's cores when
@@ -293,12 +314,12 @@ def _worth_parallel(count: int, workers: int | None) -> bool:
     return n > 1 and count >= PARALLEL_MIN_SESSIONS
 
 
-def _read_chunk(state: str, sids: list[str], workspace_id: str, threshold: int, counter: Any
-                ) -> list[tuple[str, SessionSummary]]:
+def _read_chunk(state: str, sids: list[str], workspace_id: str, threshold: int, counter: Any,
+                shape_keys: Mapping[str, str | None] | None = None) -> list[tuple[str, SessionSummary]]:
     """A worker's share of a cold build (module level: it is pickled by name)."""
     from memory_tui.core.format.tokens import COUNT_MEMO
 
-    out = list(_read_serial(Path(state), sids, workspace_id, threshold, counter).items())
+    out = list(_read_serial(Path(state), sids, workspace_id, threshold, counter, shape_keys=shape_keys).items())
     # A pool's worker leaves without running exit hooks: the token counts it made are saved
     # here, or the next process would count every pending text again.
     COUNT_MEMO.save()
@@ -375,7 +396,7 @@ def worker_pool(n: int, method: str) -> Any:
 
 
 def _read_parallel(state: Path, sids: list[str], workspace_id: str, threshold: int, counter: Any,
-                   workers: int | None) -> dict[str, SessionSummary]:
+                   workers: int | None, shape_keys: Mapping[str, str | None] | None = None) -> dict[str, SessionSummary]:
     import multiprocessing
     import threading
 
@@ -393,7 +414,8 @@ def _read_parallel(state: Path, sids: list[str], workspace_id: str, threshold: i
         if method == "spawn":
             _start_the_resource_tracker()
         with worker_pool(n, method) as pool:
-            futures = [pool.submit(_read_chunk, str(state), chunk, workspace_id, threshold, counter) for chunk in chunks]
+            futures = [pool.submit(_read_chunk, str(state), chunk, workspace_id, threshold, counter,
+                                   {sid: (shape_keys or {}).get(sid) for sid in chunk}) for chunk in chunks]
             for future in futures:
                 out.update(future.result())
     # (what is shipped is picklable: session ids, plain figures, and a counter of a kind
@@ -401,7 +423,7 @@ def _read_parallel(state: Path, sids: list[str], workspace_id: str, threshold: i
     except (OSError, ImportError, RuntimeError, NotImplementedError, EOFError, ValueError):
         # no processes here (a sandbox, a broken pool, an unusable stdio): the same reads, in
         # this process
-        return _read_serial(state, sids, workspace_id, threshold, counter)
+        return _read_serial(state, sids, workspace_id, threshold, counter, shape_keys=shape_keys)
     # in load_sessions' discovery order, as the serial read returns them
     return {sid: out[sid] for sid in sids if sid in out}
 

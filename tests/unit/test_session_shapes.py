@@ -253,3 +253,37 @@ def test_a_shape_read_back_shares_its_strings_and_metadata_types(tmp_path):
             assert type(v) is not str or len(v) > 64 or sys.intern(v) is v
     tags = nested[0].metadata["tags"]
     assert [type(t) for t in (tags[1]["b"], tags[2])] == [float, float] and str(tags[2]) == "-0.0"
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_summary_index_build_leaves_each_sessions_shape(tmp_path, monkeypatch, workers):
+    """A cold start reads every session for its summary; the insights' shapes then come from
+    what that read left (under the same keys), not from a second read of every node file."""
+    from memory_tui.sessions.cache import load_summaries
+
+    from memory_tui.sessions import cache
+
+    monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(cache, "PARALLEL_MIN_SESSIONS", 1)  # two sessions: worker processes for workers=2
+    pooled: list[int] = []
+    real = cache._read_parallel
+    monkeypatch.setattr(cache, "_read_parallel", lambda *a, **k: pooled.append(1) or real(*a, **k))
+    state = _state(tmp_path)
+    load_summaries(state, "w-1", 2000, directory=tmp_path / "index", workers=workers)
+    assert pooled == ([1] if workers > 1 else [])
+    assert len(list(shapes.state_dir_of(state).glob("*.shape"))) == 2
+    stated, read = _count_stats(monkeypatch), _count_reads(monkeypatch)
+    got = _shapes(state, keyed=True)
+    assert [r for r in read if "/history/" in r] == [] and [p for p in stated if "/history/" in p] == []
+    assert got == _full_shapes(state)
+
+
+def test_the_summary_index_build_keeps_no_shape_in_full_mode(tmp_path, monkeypatch):
+    from memory_tui.sessions.cache import load_summaries
+    from switching import set_derive
+
+    monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path / "cache"))
+    set_derive(monkeypatch, "full")
+    state = _state(tmp_path)
+    load_summaries(state, "w-1", 2000, directory=tmp_path / "index", workers=1)
+    assert not list(shapes.state_dir_of(state).glob("*.shape"))
