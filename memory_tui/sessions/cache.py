@@ -291,12 +291,8 @@ def _keep_shapes(state: Path, snap: SessionSnapshot, keys: Mapping[str, str | No
     """The insights' shape table (``sessions.shapes``) of each session just read, under the key
     taken before the read, as its summary is stored: a cold start read every node file twice,
     once here and once more for the insights' lineages."""
-    from memory_tui.core import switches
-
     from . import shapes
 
-    if switches.current().full:  # the full mode keeps nothing for later
-        return
     for sid in snap.sessions:
         key, files = keys.get(sid), snap._cache.get(sid)
         if key is not None and files:

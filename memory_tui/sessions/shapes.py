@@ -196,11 +196,14 @@ def _write(state: Path, sid: str, files: Mapping[str, _CachedFile], key: str | N
                           VERSION, make_folder=True)
 
 
-def keep(state_dir: Path, sid: str, files: Mapping[str, _CachedFile], content_key: str) -> bool:
+def keep(state_dir: Path, sid: str, files: Mapping[str, _CachedFile], content_key: str, *,
+         switches: Any = None) -> bool:
     """Store ``files`` (a :class:`~.store.SessionSnapshot`'s cache of session ``sid``, read
     after ``content_key`` was taken) as its table, as :func:`load_shape` would after reading
-    them itself: a reader that read the session already spares the next shape its reads."""
-    return _write(Path(state_dir), sid, files, content_key)
+    them itself: a reader that read the session already spares the next shape its reads. The
+    full mode keeps nothing."""
+    sw = switches if switches is not None else switches_mod.current()
+    return not sw.full and _write(Path(state_dir), sid, files, content_key)
 
 
 def load_shape(state_dir: Path, sid: str, sdir: Path, registry: Mapping[str, Any], registry_ok: bool, *,
