@@ -176,8 +176,7 @@ def _trust(view: Any, source_id: str | None, frame: SourceFrame | FrameFacts | N
 class CitedNodes:
     """What the evidence of a set of records needs of their cited sessions, gathered one session
     at a time (:meth:`Lineages.visit`): each cited node's role, which nodes their session holds,
-    and the lines of each record's cited nodes of one episode. Answers as :class:`Lineages` does
-    (``role``, ``episode_lines``), from tables."""
+    and the lines of each record's cited nodes of one episode, answered from tables."""
 
     def __init__(self, units: Iterable[Unit]) -> None:
         # session -> the node sets some record cites of it (one per record and episode)
@@ -221,7 +220,7 @@ def _episodes(places: Iterable[SourcePlace]) -> dict[str, tuple[str | None, froz
     return {ep: (sid, frozenset(ids)) for ep, (sid, ids) in nodes.items()}
 
 
-def _cited(view: Any, unit: Unit, facts: Lineages | CitedNodes) -> list[tuple[CitedSource, SourcePlace | None]]:
+def _cited(view: Any, unit: Unit, facts: CitedNodes) -> list[tuple[CitedSource, SourcePlace | None]]:
     out: list[tuple[CitedSource, SourcePlace | None]] = []
     for ev in unit.evidence:
         for link in ev.links:
@@ -246,12 +245,12 @@ def _cited(view: Any, unit: Unit, facts: Lineages | CitedNodes) -> list[tuple[Ci
     return out
 
 
-def _lines(places: Sequence[SourcePlace], facts: Lineages | CitedNodes) -> int:
+def _lines(places: Sequence[SourcePlace], facts: CitedNodes) -> int:
     """Distinct lines of conversation over the cited places (see the module docstring)."""
     return sum(facts.episode_lines(sid, nodes) for sid, nodes in _episodes(places).values())
 
 
-def record_evidence(view: Any, unit: Unit, facts: Lineages | CitedNodes) -> RecordEvidence:
+def record_evidence(view: Any, unit: Unit, facts: CitedNodes) -> RecordEvidence:
     cited = _cited(view, unit, facts)
     places = [p for _, p in cited if p is not None]
     episodes = tuple(dict.fromkeys(p.episode for p in places))

@@ -218,15 +218,6 @@ class Lineages:
                 for visitor in visitors:
                     visitor(sid, lineage)
 
-    def role(self, place: SourcePlace) -> str | None:
-        """The role of the node ``place`` names (``None``: no such node)."""
-        lineage = self.get(place.session_id)
-        node = lineage.session.get(place.node_id) if lineage is not None and place.node_id is not None else None
-        return node.role if node is not None else None
-
-    def episode_lines(self, session_id: str | None, nodes: frozenset[str]) -> int:
-        return episode_lines(self.get(session_id), nodes)
-
     def has_node(self, place: SourcePlace) -> bool:
         lineage = self.get(place.session_id)
         return lineage is not None and place.node_id is not None and lineage.session.get(place.node_id) is not None

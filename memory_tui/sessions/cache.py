@@ -410,8 +410,9 @@ def _read_parallel(state: Path, sids: list[str], workspace_id: str, threshold: i
         if method == "spawn":
             _start_the_resource_tracker()
         with worker_pool(n, method) as pool:
+            keys = shape_keys or {}
             futures = [pool.submit(_read_chunk, str(state), chunk, workspace_id, threshold, counter,
-                                   {sid: (shape_keys or {}).get(sid) for sid in chunk}) for chunk in chunks]
+                                   {sid: keys.get(sid) for sid in chunk}) for chunk in chunks]
             for future in futures:
                 out.update(future.result())
     # (what is shipped is picklable: session ids, plain figures, and a counter of a kind
