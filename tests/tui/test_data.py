@@ -179,3 +179,24 @@ def test_a_reload_after_one_sessions_change_reads_that_session_only(fixture_stat
     after = {s.session_id: s.pending for s in second.sessions}
     assert after[sid] == before[sid] + 1  # the unmarked turn is pending again
     assert after == {**before, sid: before[sid] + 1}
+
+
+def test_record_text_from_a_topic_holding_escapes_is_inert(tmp_path):
+    # headings, bodies and link labels reach the terminal: a topic with escapes in some of them
+    # shows every record inert, and the clean ones (and the clean topic beside it) as written
+    from tui_helpers import write_minimal_state
+
+    ev = "[^e-1]: Time: `2026-11`; Sources: [{label}](openprogram/s/m1)\n"
+    plain = "# Plain\n\n## Tea\n\nAda drinks green tea.[^e-1] ^ab12cd34\n\n" + ev.format(label="chat")
+    hostile = ("# Hostile\n\n## Te\x1b[2Ja\n\nBob \x1b]52;c;ZXZpbA==\x07likes\u202e coffee.[^e-1] ^cd34ef56\n\n"
+               "Carol likes water.[^e-1] ^ef56ab12\n\n" + ev.format(label="ch\x1b[1mat"))
+    state = write_minimal_state(tmp_path, {"topics/plain.md": plain, "topics/hostile.md": hostile})
+    m = load_model(state, counter=O200kCounter())
+    rec = m.records["ab12cd34"]
+    assert (rec.headings, rec.body, rec.source_links[0].label) == (("Plain", "Tea"), "Ada drinks green tea.[^e-1]", "chat")
+    bob, carol = m.records["cd34ef56"], m.records["ef56ab12"]
+    assert bob.headings == ("Hostile", "Tea") and bob.content == "Bob likes coffee."
+    assert carol.content == "Carol likes water." and carol.source_links[0].label == "chat"
+    for r in (bob, carol):
+        for text in (*r.headings, r.body, r.content, *(l.label for l in r.source_links)):
+            assert text.isprintable(), repr(text)

@@ -202,6 +202,53 @@ async def test_sessions_come_from_the_index_and_no_session_is_held(fixture_state
         assert snap.sessions.held() == (sid,)
 
 
+async def test_records_paint_before_the_sessions_list_and_only_sessions_redraw_after(fixture_state_ro, tmp_path,
+                                                                                      monkeypatch):
+    """Even the quick sessions list (the summary index read whole and checked against every
+    node file) is seconds at scale: the records, Recent and Core are on screen before it starts,
+    the insight figures wait for it (figures without sessions would be thrown away), and once
+    it is in only the Sessions view redraws."""
+    from memory_tui.tui.shell import loading
+
+    monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path / "cache"))
+    full = load_model(fixture_state_ro, counter=COUNTER, home=fixture_state_ro.parent)  # fills the index
+    release, listing = threading.Event(), threading.Event()
+    real = loading.with_session_list
+
+    def slow_list(model, **kw):
+        listing.set()
+        assert release.wait(60), "the test never released the sessions list"
+        return real(model, **kw)
+
+    monkeypatch.setattr(loading, "with_session_list", slow_list)
+    seen = Messages()
+    app = make_app(fixture_state_ro, background=True, insights=True)
+    async with app.run_test(size=(120, 40), message_hook=seen) as pilot:
+        try:
+            for _ in range(400):
+                if listing.is_set() and app.model is not None and not app.model.outline:
+                    break
+                await pilot.pause(0.05)
+            await pilot.pause()
+            m = app.model
+            assert listing.is_set() and m is not None and not m.outline and not m.sessions_loaded
+            assert app.loading == "sessions" and "loading sessions" in str(app.screen.query_one("#header").render())
+            assert m.records.keys() == full.records.keys() and m.core == full.core and m.recent == full.recent
+            assert not [w for w in app.workers if w.group == "insights"] and app.insights is None
+            applied = len(seen.of(ModelApplied))
+        finally:
+            release.set()
+        await settle(pilot, app)
+        for _ in range(400):
+            if app.insights is not None:
+                break
+            await pilot.pause(0.05)
+        assert app.loading is None and app.model == full and app.insights is not None
+        last = seen.of(ModelApplied)[applied:]
+        assert [m.views for m in last] == [frozenset({"sessions"})]
+        assert "loading" not in str(app.screen.query_one("#header").render())
+
+
 async def test_keys_answer_while_the_sessions_view_reads_and_it_forgets_on_leaving(fixture_state_ro, tmp_path,
                                                                                    monkeypatch):
     """The Sessions view reads every session in a worker: held there, the view says so and a

@@ -113,17 +113,19 @@ class ModelLoading:
             previous = None
         kw = dict(counter=self.counter, previous=previous, touched=touched, session_loader=self.session_loader)
         model = load_model(self.state_dir, home=self.home, sessions=False, **kw)
+        painted_first = False
         if not model.sessions_loaded:
+            if previous is None or not previous.sessions_loaded:
+                # Nothing shows sessions yet: the records, Recent and Core paint now, the
+                # sessions follow. Even their quick list (the summary index: read whole, and
+                # one stat per node file to check it) is 0.7 s at the benchmark's scale 1 and
+                # 1.5 s at scale 4 that every view but Sessions would otherwise wait for.
+                self.call_from_thread(self._loaded, seq, model, touched is None, "sessions")
+                painted_first = True
             # the sessions from their summary index when every entry is fresh (no session is
-            # read); else the workspace paints first and the sessions that changed are read
+            # read); else the sessions that changed are read
             listed = with_session_list(model, counter=self.counter)
-            if listed is not None:
-                model = listed
-            else:
-                if previous is None or not previous.sessions_loaded:
-                    # Nothing shows sessions yet: paint the workspace now, sessions follow.
-                    self.call_from_thread(self._loaded, seq, model, True, "sessions")
-                model = with_sessions(model, **kw)
+            model = listed if listed is not None else with_sessions(model, **kw)
         probe = probe_write_lock(self.state_dir / "memory")
         if not self._gc_frozen:
             # the first whole model is millions of long-lived objects;
@@ -132,7 +134,8 @@ class ModelLoading:
             # a reload drops them; only a cycle among them would outlive its last use.
             hold_heap()
             self._gc_frozen = True
-        self.call_from_thread(self._loaded, seq, model, touched is None, None, probe)
+        # after the workspace's own paint only what the sessions changed is redrawn
+        self.call_from_thread(self._loaded, seq, model, touched is None and not painted_first, None, probe)
         if first and (self.state_dir / "memory").is_dir():
             # What the start parsed and derived anew, kept for the next start in the user cache,
             # as the CLI's reading commands keep theirs: a reader never writes into the state
@@ -148,6 +151,7 @@ class ModelLoading:
         if seq < self._applied_seq:
             return  # an older load finished after a newer one: keep the newer
         self._applied_seq = seq
+        stage_done = self.loading != loading
         self.loading = loading
         if probe is not None and probe.held != (self.lock_probe.held if self.lock_probe else False):
             self.lock_probe = probe
@@ -160,7 +164,7 @@ class ModelLoading:
             self._insights_after_paint()
             return
         changed = changed_views(old, model)
-        if not changed and not header_changed(old, model):
+        if not changed and not header_changed(old, model) and not stage_done:
             # Nothing visible changed (e.g. our own write already shown): keep the snapshot for
             # the next incremental refresh, redraw nothing (no flicker).
             self.model = model
@@ -222,6 +226,8 @@ class ModelLoading:
             return
         if self.jobs:
             return  # seconds of CPU per batch beside the job; the reload at its end computes them
+        if self.loading == "sessions":
+            return  # figures without the sessions would be replaced (and cost the GIL) before long
         # the insights engine is imported with its first use, after the first paint
         from ..model.insights import insights_key
 
