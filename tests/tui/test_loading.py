@@ -391,3 +391,39 @@ async def test_reload_redraws_the_shown_topic_only_when_it_changed(fixture_state
                 labels[others[0]] = str(node.label)
         assert "error" in labels[others[0]], labels
         assert app.model.topic(others[0]).problems
+
+
+async def test_the_collector_waits_while_a_model_or_its_figures_are_built(fixture_state_ro, tmp_path, monkeypatch):
+    """A model is ~10^6 acyclic objects at scale: the cyclic collector, left on, walked them
+    for a sixth of a load. The load and the insight figures run with it paused, and the app
+    has it back once they are done."""
+    import gc
+
+    from memory_tui.tui.model import kept_insights
+    from memory_tui.tui.shell import loading
+
+    monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path / "cache"))
+    seen: dict[str, list[bool]] = {"model": [], "insights": []}
+    real_model, real_insights = loading.load_model, kept_insights.load_insights
+
+    def model_spy(*a, **kw):
+        seen["model"].append(gc.isenabled())
+        return real_model(*a, **kw)
+
+    def insights_spy(*a, **kw):
+        seen["insights"].append(gc.isenabled())
+        return real_insights(*a, **kw)
+
+    monkeypatch.setattr(loading, "load_model", model_spy)
+    monkeypatch.setattr(kept_insights, "load_insights", insights_spy)
+    assert gc.isenabled()
+    app = make_app(fixture_state_ro, background=True, insights=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        for _ in range(400):
+            if app.insights is not None and not app.loading:
+                break
+            await pilot.pause(0.05)
+        await settle(pilot, app)
+        assert app.insights is not None
+        assert seen == {"model": [False], "insights": [False]}
+        assert gc.isenabled()
