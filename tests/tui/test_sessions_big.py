@@ -216,3 +216,43 @@ async def test_an_overview_the_table_lacks_is_computed_in_a_worker(big_state, tm
         workers = [w for w in app.workers if w.group in ("sessions-explain", "sessions-dry-run")]
         if workers:
             await app.workers.wait_for_complete(workers)
+
+
+def test_the_dry_run_reads_no_node_file_of_the_session_the_view_holds(big_state, monkeypatch):
+    """The verdict panel's dry run plans the branch from the session as the view read it: a
+    node file whose stamp has not moved is not read (nor parsed) again, and the plan equals the
+    one made from a fresh read. A file that did move is read."""
+    import os
+    import time
+
+    from memory_tui.sessions import store
+
+    old = time.time_ns() - 3_600 * 10**9
+    for p in (big_state / "sessions").rglob("*"):
+        os.utime(p, ns=(old, old), follow_symlinks=False)
+    time.sleep(0.15)  # utime moved every ctime: out of the racy window before the files are read
+    held = load_sessions(big_state)
+    session = held.sessions["big"]
+    node_files = {n.file for n in session.nodes.values()}
+    assert len(node_files) >= NODES
+    tip = session.head_id
+    fresh = sessions_model.dry_run(big_state, "big", tip, clock=lambda: 2e9, counter=COUNTER)
+    reads: list[str] = []
+    real = store.read_json
+
+    def spy(path, rel):
+        reads.append(rel)
+        return real(path, rel)
+
+    monkeypatch.setattr(store, "read_json", spy)
+    reused = sessions_model.dry_run(big_state, "big", tip, clock=lambda: 2e9, counter=COUNTER, sessions_read=held)
+    assert node_files.isdisjoint(reads)
+    assert fresh.batches and (reused.batches, reused.outcome, reused.warnings, reused.files) == (
+        fresh.batches, fresh.outcome, fresh.warnings, fresh.files)
+    # one node file rewritten in place (a mark, say): that file, and only it, is read again
+    node = next(iter(session.nodes.values()))
+    path = big_state / node.file
+    path.write_bytes(path.read_bytes())
+    reads.clear()
+    sessions_model.dry_run(big_state, "big", tip, clock=lambda: 2e9, counter=COUNTER, sessions_read=held)
+    assert node_files.intersection(reads) == {node.file}

@@ -694,14 +694,16 @@ def dry_run(
     *,
     clock: Callable[[], float] = time.time,
     counter: TokenCounter | None = None,
+    sessions_read: Any = None,
 ) -> DryRunVM:
     """What writing this one branch now would do: the same ``pipeline.preview`` job preview the
     confirm dialog shows (the forced dry run of ``write SESSION --branch TIP``), so the panel and
-    the dialog cannot disagree. Reads only: the dry run plans batches and never calls the writer."""
+    the dialog cannot disagree. Reads only: the dry run plans batches and never calls the writer.
+    ``sessions_read``: the snapshot the caller holds (its unchanged node files are not read again)."""
     from memory_tui.pipeline.preview import preview_write
     from memory_tui.pipeline.context import Context
 
-    kwargs: dict[str, Any] = {"clock": clock}
+    kwargs: dict[str, Any] = {"clock": clock, "sessions_read": sessions_read}
     if counter is not None:
         kwargs["counter"] = counter
     preview = preview_write(Context(Path(state_dir), **kwargs), sid, branch=tip, force=True)

@@ -15,6 +15,8 @@ from functools import partial
 from textual import work
 from textual.containers import VerticalScroll
 
+from memory_tui.core.format.fastdata import bulk
+
 from ..model.data import WorkspaceModel
 from ..model.sessions import BranchVerdictVM, DryRunVM, SessionsModel, dry_run
 from ..widgets.branch_verdict import BranchVerdict
@@ -49,7 +51,8 @@ class SessionsWork:
     # An error here is a bug, as it was on the UI thread: it ends the app with its traceback.
     @work(thread=True, exclusive=True, group="sessions-overview", description="sessions-overview")
     def _build_sessions(self, m: WorkspaceModel, now: float, counter) -> None:
-        m.sessions_view(now, counter)
+        with bulk():  # every node of every session: ~10^5 acyclic objects the collector would walk
+            m.sessions_view(now, counter)
         self.app.call_from_thread(self._sessions_built, m)
 
     def _sessions_built(self, m: WorkspaceModel) -> None:
@@ -70,7 +73,8 @@ class SessionsWork:
     # An error here is a bug, as it was on the UI thread: it ends the app with its traceback.
     @work(thread=True, exclusive=True, group="sessions-layout", description="sessions-layout")
     def _compute_layout(self, sm: SessionsModel, sid: str, select: str | None) -> None:
-        sm.layout(sid)
+        with bulk():
+            sm.layout(sid)
         self.app.call_from_thread(self._layout_done, sm, sid, select)
 
     def _layout_done(self, sm: SessionsModel, sid: str, select: str | None) -> None:
@@ -113,7 +117,8 @@ class SessionsWork:
     # An error here is a bug, as it was on the UI thread: it ends the app with its traceback.
     @work(thread=True, exclusive=True, group="sessions-dry-run", description="sessions-dry-run")
     def _compute_plan(self, sm: SessionsModel, sid: str, tip: str, state_dir, stamp: float, counter) -> None:
-        plan = dry_run(state_dir, sid, tip, clock=lambda: stamp, counter=counter)
+        with bulk():
+            plan = dry_run(state_dir, sid, tip, clock=lambda: stamp, counter=counter, sessions_read=sm.snapshot)
         self.app.call_from_thread(self._plan_ready, sm, sid, tip, plan)
 
     def _plan_ready(self, sm: SessionsModel, sid: str, tip: str, plan: DryRunVM) -> None:
@@ -164,7 +169,8 @@ class SessionsWork:
     # An error here is a bug, as it was on the UI thread: it ends the app with its traceback.
     @work(thread=True, exclusive=True, group="sessions-explain", description="sessions-explain")
     def _compute_explanation(self, sm: SessionsModel) -> None:
-        sm.explain_now()
+        with bulk():
+            sm.explain_now()
         self.app.call_from_thread(self._explained, sm)
 
     def _explained(self, sm: SessionsModel) -> None:
