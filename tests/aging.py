@@ -1,4 +1,4 @@
-"""Making a test's files old enough for a stamp to vouch for them.
+"""Making a test's files old enough for a stamp to vouch for them, and seeing what was read.
 
 A stat stamp younger than the clock tick proves nothing (a later write in the same tick could
 leave it as it is), so the caches never keep one; a test that wants a cache to be used first
@@ -21,3 +21,19 @@ def age(top: Path) -> None:
 
 def settle() -> None:
     time.sleep(0.15)  # utime moved every ctime: let it leave the racy window
+
+
+def session_reads(monkeypatch) -> list[str]:
+    """The state-relative names of the session files read from now on (one entry per read),
+    for a test that asks which node files a cache let be."""
+    from memory_tui.sessions import store
+
+    read: list[str] = []
+    real = store.read_json
+
+    def counting(path, rel):
+        read.append(rel)
+        return real(path, rel)
+
+    monkeypatch.setattr(store, "read_json", counting)
+    return read

@@ -162,8 +162,10 @@ def _status_indexed(state: Path, now: float, *, directory: Path | None = None) -
     """The same data from the sessions' summary index (``sessions.cache``): each session's
     stored facts, the clock's reasons worded now, the kept counts and the drift from the
     records' citations; the insight counts from their own entry (keyed by the revision and
-    every session's key). Sessions are read only where their entry is missing or stale;
-    the insights need every session's graph, so a miss there is one full load."""
+    every session's key). Sessions are read only where their entry is missing or stale
+    (a cold build reads them in worker processes, which keep each session's shape); the
+    insights take every session's graph from those shapes, as the app's do, not from a
+    second read of every node file."""
     from memory_tui.sessions.cache import cache_dir, content_keys, load_summaries, status_row
     from memory_tui.sessions.kept import citations_for_state
     from memory_tui.sessions.reasons import global_reasons, load_context
@@ -172,9 +174,10 @@ def _status_indexed(state: Path, now: float, *, directory: Path | None = None) -
     try:
         ctx = load_context(state, now=now)
         keys = content_keys(state)
+        found = load_summaries(state, ctx.workspace_id or "", ctx.config.trigger_tokens, directory=directory,
+                               keys=keys)
     except OSError as exc:
         raise CliError(f"cannot read {state}: {exc.strerror or exc}") from exc
-    loaded: list[Any] = []
 
     def insights(view: Any) -> dict[str, Any]:
         key = _insights_key(view.revision, keys)
@@ -182,20 +185,16 @@ def _status_indexed(state: Path, now: float, *, directory: Path | None = None) -
         if hit is not None:
             return hit
         from memory_tui.insights.summary import summarize
-        from memory_tui.sessions.store import load_sessions
+        from memory_tui.sessions.ondemand import summary_snapshot
+        from memory_tui.sessions.shapes import prune as prune_shapes
 
-        snap = load_sessions(state)
-        loaded.append(snap)
+        snap = summary_snapshot(state, found.summaries, found.problems, found.keys)
         value = summarize(view, snap).to_json()
+        prune_shapes(state, snap.sessions)  # no shape of a session that has left the state
         _insights_keep(where, state, key, value)
         return value
 
     mem = _memory_summary(state, insights)
-    try:
-        found = load_summaries(state, ctx.workspace_id or "", ctx.config.trigger_tokens, directory=directory,
-                               keys=keys, snapshot=loaded[0] if loaded else None)
-    except OSError as exc:
-        raise CliError(f"cannot read {state}: {exc.strerror or exc}") from exc
     # from the per-session citations index while the topics are unchanged (no record built)
     citations, _why_not = citations_for_state(state)
     _keep_parses(state)

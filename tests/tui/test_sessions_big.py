@@ -222,29 +222,16 @@ def test_the_dry_run_reads_no_node_file_of_the_session_the_view_holds(big_state,
     """The verdict panel's dry run plans the branch from the session as the view read it: a
     node file whose stamp has not moved is not read (nor parsed) again, and the plan equals the
     one made from a fresh read. A file that did move is read."""
-    import os
-    import time
+    from aging import age, session_reads
 
-    from memory_tui.sessions import store
-
-    old = time.time_ns() - 3_600 * 10**9
-    for p in (big_state / "sessions").rglob("*"):
-        os.utime(p, ns=(old, old), follow_symlinks=False)
-    time.sleep(0.15)  # utime moved every ctime: out of the racy window before the files are read
+    age(big_state / "sessions")  # stamps that can vouch for the files
     held = load_sessions(big_state)
     session = held.sessions["big"]
     node_files = {n.file for n in session.nodes.values()}
     assert len(node_files) >= NODES
     tip = session.head_id
     fresh = sessions_model.dry_run(big_state, "big", tip, clock=lambda: 2e9, counter=COUNTER)
-    reads: list[str] = []
-    real = store.read_json
-
-    def spy(path, rel):
-        reads.append(rel)
-        return real(path, rel)
-
-    monkeypatch.setattr(store, "read_json", spy)
+    reads = session_reads(monkeypatch)
     reused = sessions_model.dry_run(big_state, "big", tip, clock=lambda: 2e9, counter=COUNTER, sessions_read=held)
     assert node_files.isdisjoint(reads)
     assert fresh.batches and (reused.batches, reused.outcome, reused.warnings, reused.files) == (

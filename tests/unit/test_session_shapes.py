@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from aging import age
+from aging import age, session_reads
 from memory_tui.core import switches
 from memory_tui.sessions import shapes, store
 from memory_tui.sessions.shapes import shape
@@ -52,17 +52,6 @@ def _full_shapes(state: Path) -> dict[str, store.Session]:
     return {sid: shape(s) for sid, s in load_sessions(state).sessions.items()}
 
 
-def _count_reads(monkeypatch) -> list[str]:
-    read: list[str] = []
-    real = store.read_json
-
-    def counting(path, rel):
-        read.append(rel)
-        return real(path, rel)
-
-    monkeypatch.setattr(store, "read_json", counting)
-    return read
-
 
 def test_a_shape_from_the_table_is_the_shape_of_a_full_read_and_reads_no_unchanged_file(tmp_path, monkeypatch):
     state = _state(tmp_path)
@@ -73,7 +62,7 @@ def test_a_shape_from_the_table_is_the_shape_of_a_full_read_and_reads_no_unchang
     assert all(n.input is None and n.output is None for n in s1.nodes.values())
     # one file per session
     assert sorted(p.suffix for p in shapes.state_dir_of(state).iterdir()) == [".shape", ".shape"]
-    read = _count_reads(monkeypatch)
+    read = session_reads(monkeypatch)
     again = _shapes(state)
     assert again == first
     # no file of a session is parsed again, the corrupt one included (its problems are kept
@@ -99,7 +88,7 @@ def test_a_node_rewritten_in_place_with_its_old_mtime_is_read_again(tmp_path, mo
     after = path.stat()
     assert (after.st_size, after.st_ino, after.st_mtime_ns) == (st.st_size, st.st_ino, st.st_mtime_ns)
     time.sleep(0.15)
-    read = _count_reads(monkeypatch)
+    read = session_reads(monkeypatch)
     got = _shapes(state)
     assert got == _full_shapes(state)
     assert got["s1"].nodes["u3"].metadata["speaker_kind"] == "owneR"
@@ -149,7 +138,7 @@ def test_the_full_and_check_modes(tmp_path, monkeypatch, mode):
     _shapes(state)
     monkeypatch.setenv(switches.DERIVE_ENV, mode)
     switches.reload()
-    read = _count_reads(monkeypatch)
+    read = session_reads(monkeypatch)
     assert _shapes(state) == _full_shapes(state)
     # every node file read by the shapes, and once more by the full load they are compared with
     assert len([r for r in read if "/history/" in r]) == 2 * len(list((state / "sessions").glob("*/history/*.json")))
@@ -200,7 +189,7 @@ def _count_stats(monkeypatch) -> list[str]:
 def test_a_table_stored_under_the_key_of_now_is_taken_without_a_stat(tmp_path, monkeypatch, keyed):
     state = _state(tmp_path)
     _shapes(state, keyed=True)
-    stated, read = _count_stats(monkeypatch), _count_reads(monkeypatch)
+    stated, read = _count_stats(monkeypatch), session_reads(monkeypatch)
     got = _shapes(state, keyed=keyed)
     assert [r for r in read if "/history/" in r] == []  # the corrupt one included: its problem is kept
     # without the key every node file is stat-ed again
@@ -217,7 +206,7 @@ def test_a_session_changed_since_its_table_is_read_again_under_its_new_key(tmp_p
     data["role"] = "assistant"
     target.write_text(json.dumps(data))
     age(state / "sessions")
-    read = _count_reads(monkeypatch)
+    read = session_reads(monkeypatch)
     got = _shapes(state, keyed=True)
     assert got == _full_shapes(state)
     assert any(r.endswith(target.name) for r in read)
@@ -272,7 +261,7 @@ def test_the_summary_index_build_leaves_each_sessions_shape(tmp_path, monkeypatc
     load_summaries(state, "w-1", 2000, directory=tmp_path / "index", workers=workers)
     assert pooled == ([1] if workers > 1 else [])
     assert len(list(shapes.state_dir_of(state).glob("*.shape"))) == 2
-    stated, read = _count_stats(monkeypatch), _count_reads(monkeypatch)
+    stated, read = _count_stats(monkeypatch), session_reads(monkeypatch)
     got = _shapes(state, keyed=True)
     assert [r for r in read if "/history/" in r] == [] and [p for p in stated if "/history/" in p] == []
     assert got == _full_shapes(state)

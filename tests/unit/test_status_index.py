@@ -156,6 +156,26 @@ def test_a_parallel_cold_build_equals_a_serial_one(bench_state_small, tmp_path, 
     assert again.read == () and again.summaries == serial.summaries
 
 
+def test_a_cold_status_reads_the_sessions_once_in_its_workers(bench_state_small, tmp_path, capsys, monkeypatch):
+    """A cold ``status`` builds the summary index in worker processes, which keep each session's
+    shape; the insight counts are then made over those shapes, as the app makes them: this
+    process reads no node file (before, it read every one for the insights, serially, before
+    the build). What it prints is what the full path prints."""
+    from aging import session_reads
+
+    state = tmp_path / "state"
+    shutil.copytree(bench_state_small, state, symlinks=True)
+    age(state)
+    monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(scache, "PARALLEL_MIN_SESSIONS", 1)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)  # a one-core runner builds serially
+    reads = session_reads(monkeypatch)
+    got = _out(capsys, state, "--json", "status", "--now", NOW)
+    assert [r for r in reads if "/history/" in r] == []
+    assert json.loads(got)["insights"] is not None
+    assert got == _out(capsys, state, "--json", "status", "--now", NOW, "--full")
+
+
 def test_the_workers_of_a_parallel_build_keep_their_token_counts(bench_state_small, tmp_path, monkeypatch):
     """A pool's worker exits without exit hooks: the counts it made must still reach the memo."""
     from memory_tui.core.format.tokens import COUNT_MEMO
