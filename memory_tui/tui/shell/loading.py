@@ -85,11 +85,7 @@ class ModelLoading:
     @work(thread=True, exclusive=True, group="load", exit_on_error=False, description="load")
     def _load_worker(self, seq: int, touched: set[str] | None) -> None:
         try:
-            # A model is ~10^6 acyclic objects (scale 4: 80 000 records' view models, their
-            # timeline rows): left on, the collector ran ~780 times during one load and walked
-            # them for 0.7-0.8 of its ~4.3 s, to find nothing.
-            with bulk():
-                self._load(seq, touched)
+            self._load(seq, touched)
         finally:
             try:
                 self.call_from_thread(self._load_finished)
@@ -116,7 +112,13 @@ class ModelLoading:
         elif previous.outline:
             previous = None
         kw = dict(counter=self.counter, previous=previous, touched=touched, session_loader=self.session_loader)
-        model = load_model(self.state_dir, home=self.home, sessions=False, **kw)
+        # A model is ~10^6 acyclic objects (scale 4: 80 000 records' view models, their
+        # timeline rows), and so is the sessions list's index: left on, the collector ran ~780
+        # times during one load_model and walked them for 0.7-0.8 of its ~4.3 s, to find
+        # nothing. Not around ``with_sessions``, the cold read of every session, whose peak
+        # is the app's highest: garbage held back there would add to it.
+        with bulk():
+            model = load_model(self.state_dir, home=self.home, sessions=False, **kw)
         painted_first = False
         if not model.sessions_loaded:
             if previous is None or not previous.sessions_loaded:
@@ -128,7 +130,8 @@ class ModelLoading:
                 painted_first = True
             # the sessions from their summary index when every entry is fresh (no session is
             # read); else the sessions that changed are read
-            listed = with_session_list(model, counter=self.counter)
+            with bulk():
+                listed = with_session_list(model, counter=self.counter)
             model = listed if listed is not None else with_sessions(model, **kw)
         probe = probe_write_lock(self.state_dir / "memory")
         if not self._gc_frozen:
