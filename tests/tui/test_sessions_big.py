@@ -12,6 +12,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 import pytest
+from aging import age, session_reads
 from tui_helpers import COUNTER, make_app, settle, workers_done
 
 from memory_tui.core.format.tokens import O200kCounter
@@ -222,8 +223,6 @@ def test_the_dry_run_reads_no_node_file_of_the_session_the_view_holds(big_state,
     """The verdict panel's dry run plans the branch from the session as the view read it: a
     node file whose stamp has not moved is not read (nor parsed) again, and the plan equals the
     one made from a fresh read. A file that did move is read."""
-    from aging import age, session_reads
-
     age(big_state / "sessions")  # stamps that can vouch for the files
     held = load_sessions(big_state)
     session = held.sessions["big"]
