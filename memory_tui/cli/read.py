@@ -186,11 +186,9 @@ def _status_indexed(state: Path, now: float, *, directory: Path | None = None) -
             return hit
         from memory_tui.insights.summary import summarize
         from memory_tui.sessions.ondemand import summary_snapshot
-        from memory_tui.sessions.shapes import prune as prune_shapes
 
         snap = summary_snapshot(state, found.summaries, found.problems, found.keys)
         value = summarize(view, snap).to_json()
-        prune_shapes(state, snap.sessions)  # no shape of a session that has left the state
         _insights_keep(where, state, key, value)
         return value
 

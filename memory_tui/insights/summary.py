@@ -38,10 +38,17 @@ class InsightSummary:
 
 def summarize(view: Any, sessions: SessionSnapshot | None) -> InsightSummary:
     """Evidence and alternatives over the whole tree, computed once and counted; each cited
-    session's lineage is read once, for both, and let go before the next one's."""
+    session's lineage is read once, for both, and let go before the next one's. Over sessions
+    read on demand (their shapes, from the shape table), the table is left holding no session
+    that has left the state."""
+    from memory_tui.sessions.ondemand import is_on_demand
+    from memory_tui.sessions.shapes import prune as prune_shapes
+
     units = view.tree.units if view.tree is not None else ()
     facts, rivals = CitedNodes(units), Rivals(units)
     Lineages(sessions).visit(sorted(set(facts.asked) | set(rivals.asked)), facts.visit, rivals.visit)
+    if is_on_demand(sessions):
+        prune_shapes(sessions.state_dir, sessions.sessions)
     rows = evidence_for(view, sessions, facts=facts, figures=True)
     rival = contested(view, sessions, rivals=rivals)
     return InsightSummary(

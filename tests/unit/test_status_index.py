@@ -176,6 +176,26 @@ def test_a_cold_status_reads_the_sessions_once_in_its_workers(bench_state_small,
     assert got == _out(capsys, state, "--json", "status", "--now", NOW, "--full")
 
 
+def test_the_insight_counts_leave_no_shape_of_a_session_that_is_gone(bench_state_small, tmp_path, capsys,
+                                                                     monkeypatch):
+    """The shapes the summary build keeps are read by the insight counts (``summarize``), which
+    leave the table holding only the sessions still in the state."""
+    from memory_tui.sessions import shapes
+
+    state = tmp_path / "state"
+    shutil.copytree(bench_state_small, state, symlinks=True)
+    age(state)
+    monkeypatch.setenv("MEMORY_TUI_CACHE_DIR", str(tmp_path / "cache"))
+    _out(capsys, state, "--json", "status", "--now", NOW)
+    table = shapes.state_dir_of(state)
+    before = len(list(table.iterdir()))
+    assert before == len(_sessions(state))
+    shutil.rmtree(_sessions(state)[-1])
+    settle()
+    _out(capsys, state, "--json", "status", "--now", NOW)
+    assert len(list(table.iterdir())) == before - 1
+
+
 def test_the_workers_of_a_parallel_build_keep_their_token_counts(bench_state_small, tmp_path, monkeypatch):
     """A pool's worker exits without exit hooks: the counts it made must still reach the memo."""
     from memory_tui.core.format.tokens import COUNT_MEMO

@@ -234,13 +234,8 @@ def load_insights(model: WorkspaceModel) -> InsightsVM | None:
     if model.state is None or not model.memory_exists:
         return None
     from memory_tui.insights.summary import summarize
-    from memory_tui.sessions.ondemand import is_on_demand
-    from memory_tui.sessions.shapes import prune as prune_shapes
 
-    snapshot = model.session_snapshot
-    summary = summarize(model.state, snapshot)
-    if is_on_demand(snapshot):  # the shape table holds no session that has left the state
-        prune_shapes(snapshot.state_dir, snapshot.sessions)
+    summary = summarize(model.state, model.session_snapshot)
     rows, counts = view_models(summary)
     lists = {
         "single": frozenset(summary.single_episode),
